@@ -1,0 +1,43 @@
+# The two commands of the README: `make run` and `make test`. Everything else is a helper.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+PAGODA := $(BUILD)/src/cli/pagoda
+DEMO ?= $(BUILD)/demo-model
+FUZZ_SECONDS ?= 20
+
+.PHONY: run test deps build unit oracle fuzz bench format clean
+
+deps:
+	scripts/install-deps
+
+build: deps
+	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+# Until `pagoda serve` exists, `make run` makes the demo model and runs the CLI on it.
+run: build
+	scripts/run-demo $(PAGODA) $(DEMO)
+
+unit: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+oracle: build
+	PAGODA_BIN=$(abspath $(PAGODA)) PAGODA_BUILD_DIR=$(abspath $(BUILD)) .venv/bin/python -m pytest -q tests
+
+fuzz: deps
+	scripts/run-fuzzers $(FUZZ_SECONDS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	PAGODA_BIN=$(abspath $(PAGODA)) PAGODA_BUILD_DIR=$(abspath $(BUILD)) .venv/bin/python -m pytest -q tests
+	scripts/run-fuzzers $(FUZZ_SECONDS)
+
+bench: build
+	@for b in $(BUILD)/bench/*_bench; do echo "== $$b"; $$b; done
+
+format:
+	clang-format -i $$(git ls-files '*.h' '*.cpp' '*.cu' '*.cuh')
+
+clean:
+	rm -rf $(BUILD) build-fuzz

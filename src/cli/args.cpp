@@ -1,0 +1,110 @@
+#include "cli/args.h"
+
+#include <cstdio>
+
+namespace pagoda::cli {
+
+ArgParser::ArgParser(std::string usage, std::string description)
+    : usage_(std::move(usage)), description_(std::move(description)) {}
+
+void ArgParser::add_option(std::string name, std::string metavar, std::string help, bool repeatable) {
+    options_.push_back({std::move(name), std::move(metavar), std::move(help), repeatable});
+}
+
+void ArgParser::add_positional(std::string name, std::string help, bool required) {
+    positionals_.push_back({std::move(name), std::move(help), required});
+}
+
+Status ArgParser::parse(std::span<const std::string_view> args) {
+    size_t next_positional = 0;
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string_view arg = args[i];
+        if (arg == "--help" || arg == "-h") {
+            help_requested_ = true;
+            return ok_status();
+        }
+        if (arg.size() > 2 && arg.substr(0, 2) == "--") {
+            std::string_view name = arg.substr(2);
+            std::optional<std::string_view> inline_value;
+            if (auto eq = name.find('='); eq != std::string_view::npos) {
+                inline_value = name.substr(eq + 1);
+                name = name.substr(0, eq);
+            }
+            const Option* option = nullptr;
+            for (const auto& o : options_)
+                if (o.name == name) option = &o;
+            if (!option) return Status::error("unknown option --" + std::string(name) + " (see --help)");
+            std::string value;
+            if (option->metavar.empty()) {
+                if (inline_value) return Status::error("option --" + std::string(name) + " takes no value");
+            } else if (inline_value) {
+                value = std::string(*inline_value);
+            } else {
+                if (i + 1 >= args.size()) return Status::error("option --" + std::string(name) + " needs a value");
+                value = std::string(args[++i]);
+            }
+            auto& slot = values_[std::string(name)];
+            if (!option->repeatable) slot.clear();
+            slot.push_back(std::move(value));
+            continue;
+        }
+        if (next_positional >= positionals_.size())
+            return Status::error("unexpected argument '" + std::string(arg) + "' (see --help)");
+        positional_values_[positionals_[next_positional++].name] = std::string(arg);
+    }
+    for (size_t p = next_positional; p < positionals_.size(); ++p)
+        if (positionals_[p].required) return Status::error("missing argument " + positionals_[p].name);
+    return ok_status();
+}
+
+std::string ArgParser::help_text() const {
+    std::string text = "usage: " + usage_ + "\n\n" + description_ + "\n";
+    if (!positionals_.empty()) {
+        text += "\narguments:\n";
+        for (const auto& p : positionals_) text += "  " + p.name + "\n      " + p.help + "\n";
+    }
+    text += "\noptions:\n";
+    for (const auto& o : options_) {
+        text += "  --" + o.name + (o.metavar.empty() ? "" : " " + o.metavar) + "\n      " + o.help +
+                (o.repeatable ? " (repeatable)" : "") + "\n";
+    }
+    text += "  --help\n      show this help and exit\n";
+    return text;
+}
+
+bool ArgParser::has(std::string_view name) const { return values_.find(name) != values_.end(); }
+
+std::optional<std::string> ArgParser::get(std::string_view name) const {
+    auto it = values_.find(name);
+    if (it == values_.end() || it->second.empty()) return std::nullopt;
+    return it->second.back();
+}
+
+std::vector<std::string> ArgParser::get_all(std::string_view name) const {
+    auto it = values_.find(name);
+    return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+std::optional<std::string> ArgParser::positional(std::string_view name) const {
+    auto it = positional_values_.find(name);
+    if (it == positional_values_.end()) return std::nullopt;
+    return it->second;
+}
+
+std::optional<int> parse_or_exit(ArgParser& parser, std::string_view command, std::span<const std::string_view> args) {
+    Status status = parser.parse(args);
+    if (!status.ok()) return fail(command, status.message());
+    if (parser.help_requested()) {
+        std::fputs(parser.help_text().c_str(), stdout);
+        return 0;
+    }
+    return std::nullopt;
+}
+
+int fail(std::string_view command, std::string_view message) {
+    std::fprintf(stderr, "pagoda %.*s: %.*s\n", static_cast<int>(command.size()), command.data(),
+                 static_cast<int>(message.size()), message.data());
+    return 1;
+}
+
+}  // namespace pagoda::cli
