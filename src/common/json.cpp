@@ -3,6 +3,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <string>
+#include <unordered_map>
 
 #include "common/check.h"
 #include "common/utf8.h"
@@ -375,6 +377,7 @@ private:
     bool parse_object(Json& out, int depth) {
         ++pos_;
         Json::Object members;
+        std::unordered_map<std::string, size_t> index;  // key -> member position, built past 32 members
         skip_ws();
         if (pos_ < text_.size() && text_[pos_] == '}') {
             ++pos_;
@@ -392,13 +395,24 @@ private:
             skip_ws();
             Json value;
             if (!parse_value(value, depth + 1)) return false;
-            // A repeated key keeps the last value, as Python's json does.
+            // A repeated key keeps the last value, as Python's json does. Large objects (a 150k-entry
+            // vocab.json) index their keys so that this check stays linear.
             bool replaced = false;
-            for (auto& [k, v] : members) {
-                if (k == key) {
-                    v = std::move(value);
+            if (members.size() < 32) {
+                for (auto& [k, v] : members) {
+                    if (k == key) {
+                        v = std::move(value);
+                        replaced = true;
+                        break;
+                    }
+                }
+            } else {
+                if (index.empty())
+                    for (size_t i = 0; i < members.size(); ++i) index.emplace(members[i].first, i);
+                auto [it, inserted] = index.emplace(key, members.size());
+                if (!inserted) {
+                    members[it->second].second = std::move(value);
                     replaced = true;
-                    break;
                 }
             }
             if (!replaced) members.emplace_back(std::move(key), std::move(value));

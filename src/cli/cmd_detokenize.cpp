@@ -1,0 +1,128 @@
+// `pagoda detokenize`: token ids back to text, whole or through the streaming detokenizer.
+#include <charconv>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "common/file.h"
+#include "common/json.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using namespace pagoda;
+
+// Accepts "1 2 3", "1,2,3" and "[1, 2, 3]".
+Result<std::vector<int32_t>> parse_ids(std::string_view s) {
+    std::vector<int32_t> ids;
+    size_t pos = 0;
+    while (pos < s.size()) {
+        const char c = s[pos];
+        if (c == ' ' || c == ',' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']') {
+            ++pos;
+            continue;
+        }
+        int64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data() + pos, s.data() + s.size(), v);
+        if (ec != std::errc() || v < INT32_MIN || v > INT32_MAX) {
+            size_t stop = pos;
+            while (stop < s.size() && s[stop] != ' ' && s[stop] != ',')
+                ++stop;
+            return Status::error("'" + std::string(s.substr(pos, stop - pos)) + "' (at character " +
+                                 std::to_string(pos) + ") is not a token id");
+        }
+        ids.push_back(static_cast<int32_t>(v));
+        pos = static_cast<size_t>(end - s.data());
+    }
+    return ids;
+}
+
+Result<std::string> detokenize(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool skip_special,
+                               bool stream) {
+    if (!stream) return tokenizer.decode(ids, skip_special);
+    IncrementalDecoder decoder(tokenizer, skip_special);
+    std::string text;
+    for (int32_t id : ids)
+        PAGODA_RETURN_IF_ERROR(decoder.push(id, text));
+    decoder.finish(text);
+    return text;
+}
+
+int run_jsonl(const Tokenizer& tokenizer, const std::string& path, bool skip_special, bool stream) {
+    std::string input;
+    if (path == "-") {
+        input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    } else {
+        auto r = read_file(path);
+        if (!r.ok()) return cli::fail("detokenize", r.message());
+        input = std::move(*r);
+    }
+    std::string out;
+    size_t pos = 0, line_no = 0;
+    while (pos < input.size()) {
+        size_t eol = input.find('\n', pos);
+        if (eol == std::string::npos) eol = input.size();
+        const std::string_view line(input.data() + pos, eol - pos);
+        pos = eol + 1;
+        ++line_no;
+        if (line.empty()) continue;
+        const std::string where = path + ":" + std::to_string(line_no);
+        auto ids = parse_ids(line);
+        if (!ids.ok()) return cli::fail("detokenize", where + ": " + ids.message());
+        auto text = detokenize(tokenizer, *ids, skip_special, stream);
+        if (!text.ok()) return cli::fail("detokenize", where + ": " + text.message());
+        json_escape_to(out, *text);
+        out += '\n';
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+}
+
+int run_detokenize(std::span<const std::string_view> args) {
+    cli::ArgParser parser(
+        "pagoda detokenize --model DIR [--ids \"1 2 3\" | --jsonl FILE] [--skip-special-tokens] [--json]",
+        "Prints the text of token ids (from --ids or standard input).");
+    parser.add_option("model", "DIR", "model or tokenizer directory");
+    parser.add_option("ids", "IDS", "token ids separated by spaces or commas (default: read standard input)");
+    parser.add_switch("skip-special-tokens", "leave out special tokens such as <|im_end|>");
+    parser.add_switch("json", "print {\"text\": \"...\"}");
+    parser.add_switch("stream", "decode through the streaming detokenizer, one id at a time (same text)");
+    parser.add_option("jsonl", "FILE",
+                      "batch mode: one JSON id list per line in FILE ('-' for stdin), one JSON string per line out");
+    if (auto exit = cli::parse_or_exit(parser, "detokenize", args)) return *exit;
+
+    const auto model = parser.get("model");
+    if (!model) return cli::fail("detokenize", "--model DIR is required");
+    auto tokenizer = Tokenizer::load_from_dir(*model);
+    if (!tokenizer.ok()) return cli::fail("detokenize", tokenizer.message());
+    const bool skip_special = parser.has("skip-special-tokens");
+    const bool stream = parser.has("stream");
+    if (auto jsonl = parser.get("jsonl")) return run_jsonl(*tokenizer, *jsonl, skip_special, stream);
+
+    std::string input;
+    if (auto ids_text = parser.get("ids"))
+        input = *ids_text;
+    else
+        input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+    auto ids = parse_ids(input);
+    if (!ids.ok()) return cli::fail("detokenize", "--ids: " + ids.message());
+    auto text = detokenize(*tokenizer, *ids, skip_special, stream);
+    if (!text.ok()) return cli::fail("detokenize", text.message());
+    std::string out;
+    if (parser.has("json")) {
+        out = "{\"text\":";
+        json_escape_to(out, *text);
+        out += "}\n";
+    } else {
+        out = *text + "\n";
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+}
+
+}  // namespace
+
+PAGODA_COMMAND("detokenize", "print the text of token ids", run_detokenize);

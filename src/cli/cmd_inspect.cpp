@@ -1,0 +1,330 @@
+// `pagoda inspect MODEL_DIR`: what a model directory holds — architecture, layer plan, parameter
+// counts, dtype, weight bytes and cache sizes — without loading anything onto a device.
+#include <cstdio>
+#include <string>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "common/json.h"
+#include "model/model_dir.h"
+
+namespace {
+
+using pagoda::Json;
+using namespace pagoda::model;
+
+Json int_json(int64_t v) {
+    return Json(v);
+}
+Json size_json(size_t v) {
+    return Json(static_cast<int64_t>(v));
+}
+template <typename T>
+Json optional_json(const std::optional<T>& v) {
+    return v ? Json(*v) : Json();
+}
+Json int_list(const std::vector<int64_t>& v) {
+    Json a = Json::array();
+    for (int64_t x : v)
+        a.push_back(Json(x));
+    return a;
+}
+
+// Bytes per element of the config's dtype (the KV cache follows the model dtype by default).
+size_t dtype_bytes(const std::string& dtype) {
+    if (dtype == "float32") return 4;
+    if (dtype == "float8_e4m3fn" || dtype == "float8_e5m2") return 1;
+    return 2;  // bfloat16, float16, or absent
+}
+
+std::string human_bytes(size_t n) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(n);
+    int u = 0;
+    while (v >= 1024.0 && u < 4)
+        v /= 1024.0, ++u;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+    return buf;
+}
+
+std::string human_count(int64_t n) {
+    char buf[64];
+    if (n >= 1'000'000'000)
+        std::snprintf(buf, sizeof buf, "%.2fB", static_cast<double>(n) / 1e9);
+    else if (n >= 1'000'000)
+        std::snprintf(buf, sizeof buf, "%.2fM", static_cast<double>(n) / 1e6);
+    else
+        std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
+    return buf;
+}
+
+// The parsed spec, field by field (the oracle test compares it with transformers' config classes).
+Json spec_json(const ModelSpec& s) {
+    Json j = Json::object();
+    j.set("family", Json(family_name(s.family)));
+    j.set("model_type", Json(s.model_type));
+    j.set("text_model_type", Json(s.text_model_type));
+    Json arch = Json::array();
+    for (const auto& a : s.architectures)
+        arch.push_back(Json(a));
+    j.set("architectures", arch);
+    j.set("weight_prefix", Json(s.weight_prefix));
+    j.set("hidden_size", int_json(s.hidden_size));
+    j.set("intermediate_size", int_json(s.intermediate_size));
+    j.set("num_hidden_layers", int_json(s.num_hidden_layers));
+    j.set("num_attention_heads", int_json(s.num_attention_heads));
+    j.set("num_key_value_heads", int_json(s.num_key_value_heads));
+    j.set("head_dim", int_json(s.head_dim));
+    j.set("vocab_size", int_json(s.vocab_size));
+    j.set("rms_norm_eps", Json(s.rms_norm_eps));
+    j.set("hidden_act", Json(s.hidden_act));
+    j.set("max_position_embeddings", int_json(s.max_position_embeddings));
+    j.set("tie_word_embeddings", Json(s.tie_word_embeddings));
+    Json rope = Json::object();
+    rope.set("rope_type", Json(s.rope.type));
+    rope.set("rope_theta", Json(s.rope.theta));
+    rope.set("partial_rotary_factor", Json(s.rope.partial_rotary_factor));
+    rope.set("rotary_dim", int_json(s.rope.rotary_dim));
+    rope.set("factor", Json(s.rope.factor));
+    rope.set("original_max_position_embeddings", int_json(s.rope.original_max_position_embeddings));
+    rope.set("beta_fast", optional_json(s.rope.beta_fast));
+    rope.set("beta_slow", optional_json(s.rope.beta_slow));
+    rope.set("attention_factor", optional_json(s.rope.attention_factor));
+    rope.set("mrope_section", int_list(s.rope.mrope_section));
+    rope.set("mrope_interleaved", Json(s.rope.mrope_interleaved));
+    j.set("rope", rope);
+    j.set("attention_bias", Json(s.attention_bias));
+    j.set("qk_norm", Json(s.qk_norm));
+    j.set("attn_output_gate", Json(s.attn_output_gate));
+    j.set("zero_centered_norm", Json(s.zero_centered_norm));
+    j.set("use_sliding_window", Json(s.use_sliding_window));
+    j.set("sliding_window", optional_json(s.sliding_window));
+    j.set("max_window_layers", int_json(s.max_window_layers));
+    j.set("num_experts", int_json(s.num_experts));
+    j.set("num_experts_per_tok", int_json(s.num_experts_per_tok));
+    j.set("moe_intermediate_size", int_json(s.moe_intermediate_size));
+    j.set("shared_expert_intermediate_size", int_json(s.shared_expert_intermediate_size));
+    j.set("norm_topk_prob", Json(s.norm_topk_prob));
+    j.set("decoder_sparse_step", int_json(s.decoder_sparse_step));
+    j.set("mlp_only_layers", int_list(s.mlp_only_layers));
+    j.set("experts_fused", Json(s.experts_fused));
+    j.set("linear_num_key_heads", int_json(s.linear_num_key_heads));
+    j.set("linear_num_value_heads", int_json(s.linear_num_value_heads));
+    j.set("linear_key_head_dim", int_json(s.linear_key_head_dim));
+    j.set("linear_value_head_dim", int_json(s.linear_value_head_dim));
+    j.set("linear_conv_kernel_dim", int_json(s.linear_conv_kernel_dim));
+    j.set("full_attention_interval", int_json(s.full_attention_interval));
+    j.set("mtp_num_hidden_layers", int_json(s.mtp_num_hidden_layers));
+    Json layer_types = Json::array();
+    Json mlp_types = Json::array();
+    for (const LayerSpec& l : s.layers) {
+        layer_types.push_back(
+            Json(l.sliding_window ? std::string("sliding_attention") : std::string(to_string(l.attention))));
+        mlp_types.push_back(Json(to_string(l.mlp)));
+    }
+    j.set("layer_types", layer_types);
+    j.set("mlp_types", mlp_types);
+    j.set("dtype", s.dtype.empty() ? Json() : Json(s.dtype));
+    j.set("bos_token_id", optional_json(s.bos_token_id));
+    j.set("pad_token_id", optional_json(s.pad_token_id));
+    j.set("eos_token_id", int_list(s.eos_token_ids));
+    return j;
+}
+
+Json generation_json(const GenerationDefaults& g) {
+    Json j = Json::object();
+    j.set("temperature", optional_json(g.temperature));
+    j.set("top_p", optional_json(g.top_p));
+    j.set("top_k", optional_json(g.top_k));
+    j.set("min_p", optional_json(g.min_p));
+    j.set("repetition_penalty", optional_json(g.repetition_penalty));
+    j.set("do_sample", optional_json(g.do_sample));
+    j.set("max_new_tokens", optional_json(g.max_new_tokens));
+    j.set("bos_token_id", optional_json(g.bos_token_id));
+    j.set("pad_token_id", optional_json(g.pad_token_id));
+    j.set("eos_token_id", int_list(g.eos_token_ids));
+    return j;
+}
+
+Json file_or_null(const std::optional<std::string>& p) {
+    return p ? Json(*p) : Json();
+}
+
+int run_inspect(std::span<const std::string_view> args) {
+    pagoda::cli::ArgParser parser("pagoda inspect MODEL_DIR [--json] [--tensors]",
+                                  "Describes a Hugging Face model directory: architecture, layer plan, parameter "
+                                  "counts, dtype, weight bytes, KV-cache bytes per token and linear-attention state "
+                                  "bytes per sequence. Weights are memory-mapped and their headers validated.");
+    parser.add_positional("MODEL_DIR", "the model directory (config.json, *.safetensors, tokenizer files)");
+    parser.add_switch("json", "print one JSON object instead of text");
+    parser.add_switch("tensors", "also list every tensor (name, dtype, shape)");
+    if (auto exit = pagoda::cli::parse_or_exit(parser, "inspect", args)) return *exit;
+    const std::string dir = *parser.positional("MODEL_DIR");
+
+    auto files = locate_model_files(dir);
+    if (!files.ok()) return pagoda::cli::fail("inspect", files.message());
+    const bool has_weights = require_weights(files.value()).ok();
+    auto opened = ModelDir::open(dir, has_weights);
+    if (!opened.ok()) return pagoda::cli::fail("inspect", opened.message());
+    const ModelDir& m = opened.value();
+    const ModelSpec& s = m.spec;
+    std::optional<WeightSummary> w;
+    if (m.checkpoint) w = summarize_weights(s, *m.checkpoint);
+    const size_t elem = dtype_bytes(s.dtype);
+    const size_t kv = s.kv_cache_bytes_per_token(elem);
+    const size_t state = s.linear_state_bytes_per_sequence();
+
+    if (parser.has("json")) {
+        Json j = Json::object();
+        j.set("path", Json(dir));
+        j.set("model_type", Json(s.model_type));
+        j.set("family", Json(family_name(s.family)));
+        j.set("dtype", s.dtype.empty() ? Json() : Json(s.dtype));
+        Json plan = Json::object();
+        plan.set("attention", Json(s.attention_plan_string()));
+        plan.set("mlp", Json(s.mlp_plan_string()));
+        plan.set("full_attention_layers", int_json(s.num_full_attention_layers()));
+        plan.set("linear_attention_layers", int_json(s.num_linear_attention_layers()));
+        j.set("layer_plan", plan);
+        j.set("kv_cache_dtype_bytes", size_json(elem));
+        j.set("kv_cache_bytes_per_token", size_json(kv));
+        j.set("linear_state_bytes_per_sequence", size_json(state));
+        if (w) {
+            Json p = Json::object();
+            p.set("total", int_json(w->params.total));
+            p.set("embedding", int_json(w->params.embedding));
+            p.set("text_model", int_json(w->params.text_model));
+            p.set("other", int_json(w->params.other));
+            p.set("vision", int_json(w->params.vision));
+            p.set("mtp", int_json(w->params.mtp));
+            j.set("parameters", p);
+            Json by_dtype = Json::object();
+            for (const auto& [dt, n] : w->params_by_dtype)
+                by_dtype.set(dt, int_json(n));
+            j.set("parameters_by_dtype", by_dtype);
+            j.set("weight_bytes", size_json(w->weight_bytes));
+            j.set("num_tensors", size_json(w->num_tensors));
+            j.set("num_weight_files", size_json(m.checkpoint->files().size()));
+        } else {
+            j.set("parameters", Json());
+            j.set("weight_bytes", Json());
+            j.set("num_tensors", Json());
+        }
+        if (parser.has("tensors") && m.checkpoint) {
+            Json list = Json::array();
+            for (const TensorView* t : m.checkpoint->tensors()) {
+                Json e = Json::object();
+                e.set("name", Json(t->name));
+                e.set("dtype", Json(storage_dtype_name(t->dtype)));
+                Json shape = Json::array();
+                for (int64_t d : t->shape)
+                    shape.push_back(Json(d));
+                e.set("shape", shape);
+                e.set("nbytes", size_json(t->nbytes));
+                list.push_back(e);
+            }
+            j.set("tensors", list);
+        }
+        Json f = Json::object();
+        f.set("config", Json(m.files.config));
+        f.set("generation_config", file_or_null(m.files.generation_config));
+        f.set("tokenizer_json", file_or_null(m.files.tokenizer_json));
+        f.set("vocab_json", file_or_null(m.files.vocab_json));
+        f.set("merges_txt", file_or_null(m.files.merges_txt));
+        f.set("tokenizer_config", file_or_null(m.files.tokenizer_config));
+        f.set("chat_template", file_or_null(m.files.chat_template));
+        f.set("safetensors_index", file_or_null(m.files.safetensors_index));
+        j.set("files", f);
+        j.set("generation", generation_json(m.generation));
+        j.set("spec", spec_json(s));
+        std::string out = j.dump();
+        out += '\n';
+        std::fputs(out.c_str(), stdout);
+        return 0;
+    }
+
+    std::string arch = s.architectures.empty() ? std::string("-") : s.architectures.front();
+    std::printf("model:          %s\n", dir.c_str());
+    std::printf("architecture:   %s (model_type %s", arch.c_str(), s.model_type.c_str());
+    if (s.text_model_type != s.model_type) std::printf(", text %s", s.text_model_type.c_str());
+    std::printf(")\n");
+    std::printf("dimensions:     hidden %lld, layers %lld, heads %lld q / %lld kv, head_dim %lld, vocab %lld\n",
+                static_cast<long long>(s.hidden_size), static_cast<long long>(s.num_hidden_layers),
+                static_cast<long long>(s.num_attention_heads), static_cast<long long>(s.num_key_value_heads),
+                static_cast<long long>(s.head_dim), static_cast<long long>(s.vocab_size));
+    if (s.has_moe())
+        std::printf("experts:        %lld, top-%lld, expert width %lld, shared expert width %lld\n",
+                    static_cast<long long>(s.num_experts), static_cast<long long>(s.num_experts_per_tok),
+                    static_cast<long long>(s.moe_intermediate_size),
+                    static_cast<long long>(s.shared_expert_intermediate_size));
+    else
+        std::printf("mlp width:      %lld\n", static_cast<long long>(s.intermediate_size));
+    std::printf("attention plan: %s  (F full, L linear, S sliding; %lld full, %lld linear)\n",
+                s.attention_plan_string().c_str(), static_cast<long long>(s.num_full_attention_layers()),
+                static_cast<long long>(s.num_linear_attention_layers()));
+    std::printf("mlp plan:       %s\n", s.mlp_plan_string().c_str());
+    std::printf("rope:           %s, theta %g, rotary dim %lld of %lld\n", s.rope.type.c_str(), s.rope.theta,
+                static_cast<long long>(s.rope.rotary_dim), static_cast<long long>(s.head_dim));
+    std::printf("dtype:          %s\n", s.dtype.empty() ? "(not given)" : s.dtype.c_str());
+    if (w) {
+        std::printf("parameters:     %s total: embedding %s, text model %s, other %s",
+                    human_count(w->params.total).c_str(), human_count(w->params.embedding).c_str(),
+                    human_count(w->params.text_model).c_str(), human_count(w->params.other).c_str());
+        if (w->params.other)
+            std::printf(" (vision %s, mtp %s)", human_count(w->params.vision).c_str(),
+                        human_count(w->params.mtp).c_str());
+        std::printf("\n");
+        std::string dtypes;
+        for (const auto& [dt, n] : w->params_by_dtype)
+            dtypes += (dtypes.empty() ? "" : ", ") + dt + " " + human_count(n);
+        std::printf("tensor dtypes:  %s\n", dtypes.c_str());
+        std::printf("weight bytes:   %zu (%s) in %zu tensors, %zu files\n", w->weight_bytes,
+                    human_bytes(w->weight_bytes).c_str(), w->num_tensors, m.checkpoint->files().size());
+    } else {
+        std::printf("weights:        none found\n");
+    }
+    std::printf("kv cache:       %zu bytes per token (%s, %zu-byte elements)\n", kv, human_bytes(kv).c_str(), elem);
+    if (s.has_linear_attention())
+        std::printf("linear state:   %zu bytes per sequence (%s, fp32)\n", state, human_bytes(state).c_str());
+    std::string eos;
+    for (int64_t id : s.eos_token_ids)
+        eos += (eos.empty() ? "" : " ") + std::to_string(id);
+    std::printf("eos token ids:  %s\n", eos.empty() ? "(none in config.json)" : eos.c_str());
+    if (m.files.generation_config) {
+        const GenerationDefaults& g = m.generation;
+        std::string line;
+        auto add = [&line](const char* name, const std::string& value) {
+            line += (line.empty() ? "" : ", ") + std::string(name) + " " + value;
+        };
+        char buf[32];
+        auto num = [&buf](double v) {
+            std::snprintf(buf, sizeof buf, "%g", v);
+            return std::string(buf);
+        };
+        if (g.temperature) add("temperature", num(*g.temperature));
+        if (g.top_p) add("top_p", num(*g.top_p));
+        if (g.top_k) add("top_k", std::to_string(*g.top_k));
+        if (g.min_p) add("min_p", num(*g.min_p));
+        if (g.repetition_penalty) add("repetition_penalty", num(*g.repetition_penalty));
+        if (!g.eos_token_ids.empty()) {
+            std::string ids;
+            for (int64_t id : g.eos_token_ids)
+                ids += (ids.empty() ? "" : " ") + std::to_string(id);
+            add("eos", ids);
+        }
+        std::printf("generation:     %s\n", line.empty() ? "(no sampling defaults)" : line.c_str());
+    }
+    std::string present;
+    for (const auto& [name, p] :
+         {std::pair{"tokenizer.json", &m.files.tokenizer_json}, std::pair{"vocab.json", &m.files.vocab_json},
+          std::pair{"merges.txt", &m.files.merges_txt}, std::pair{"tokenizer_config.json", &m.files.tokenizer_config},
+          std::pair{"chat_template.jinja", &m.files.chat_template}})
+        if (p->has_value()) present += (present.empty() ? "" : ", ") + std::string(name);
+    std::printf("tokenizer:      %s\n", present.empty() ? "(no tokenizer files)" : present.c_str());
+    return 0;
+}
+
+}  // namespace
+
+PAGODA_COMMAND("inspect", "describe a model directory: architecture, layers, parameters, cache sizes", run_inspect);

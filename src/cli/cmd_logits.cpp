@@ -1,0 +1,116 @@
+// `pagoda logits`: the logits of every position of a token sequence (one prefill on the CPU backend).
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/args.h"
+#include "cli/command.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "runtime/backend.h"
+
+namespace {
+
+using namespace pagoda;
+
+// "1 2 3" or "1,2,3".
+Result<std::vector<int32_t>> parse_ids(std::string_view text) {
+    std::vector<int32_t> ids;
+    size_t i = 0;
+    while (i < text.size()) {
+        if (text[i] == ' ' || text[i] == ',' || text[i] == '\t' || text[i] == '\n') {
+            ++i;
+            continue;
+        }
+        int32_t v = 0;
+        auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), v);
+        const size_t stop = static_cast<size_t>(end - text.data());
+        if (ec != std::errc() || v < 0 || (stop < text.size() && text[stop] != ' ' && text[stop] != ',' &&
+                                           text[stop] != '\t' && text[stop] != '\n')) {
+            return Status::error("--ids: '" + std::string(text.substr(i, text.find_first_of(" ,", i) - i)) +
+                                 "' is not a token id (expected non-negative integers separated by spaces or commas)");
+        }
+        ids.push_back(v);
+        i = stop;
+    }
+    if (ids.empty()) return Status::error("--ids: no token ids given");
+    return ids;
+}
+
+void append_float(std::string& out, float v) {
+    char buf[32];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);  // shortest text that reads back as the same float
+    out.append(buf, ec == std::errc() ? end : buf);
+}
+
+int run_logits(std::span<const std::string_view> args) {
+    cli::ArgParser parser("pagoda logits --model DIR --ids \"1 2 3\" [--json] [--threads N]",
+                          "Runs the model over the token ids and prints the logits of every position.\n"
+                          "Text output: the top 5 tokens of each position. --json: {\"logits\": [[...], ...]} with\n"
+                          "every vocabulary entry of every position.");
+    parser.add_option("model", "DIR", "model directory (config.json + *.safetensors)");
+    parser.add_option("ids", "IDS", "token ids separated by spaces or commas");
+    parser.add_switch("json", "print one JSON object with all logits");
+    parser.add_option("threads", "N", "CPU threads (default: all cores)");
+    if (auto exit = cli::parse_or_exit(parser, "logits", args)) return *exit;
+
+    const auto dir = parser.get("model");
+    if (!dir) return cli::fail("logits", "--model DIR is required");
+    const auto ids_text = parser.get("ids");
+    if (!ids_text) return cli::fail("logits", "--ids is required");
+    auto ids = parse_ids(*ids_text);
+    if (!ids.ok()) return cli::fail("logits", ids.message());
+    CpuBackendOptions options;
+    if (auto threads = parser.get("threads")) options.num_threads = std::atoi(threads->c_str());
+    auto backend = make_cpu_backend(options);
+    auto model = model::Model::load(*dir, *backend);
+    if (!model.ok()) return cli::fail("logits", model.message());
+    auto runner = model::SequenceRunner::create(**model, 1, static_cast<int32_t>(ids->size()));
+    if (!runner.ok()) return cli::fail("logits", runner.message());
+    auto logits = runner->feed(0, *ids, /*all_logits=*/true);
+    if (!logits.ok()) return cli::fail("logits", logits.message());
+
+    const int64_t V = runner->vocab_size();
+    std::string out;
+    if (parser.has("json")) {
+        out.reserve(static_cast<size_t>(logits->size()) * 12);
+        out += "{\"logits\":[";
+        for (size_t t = 0; t < ids->size(); ++t) {
+            out += t ? ",[" : "[";
+            for (int64_t v = 0; v < V; ++v) {
+                if (v) out += ',';
+                append_float(out, (*logits)[t * V + v]);
+            }
+            out += ']';
+        }
+        out += "]}\n";
+    } else {
+        for (size_t t = 0; t < ids->size(); ++t) {
+            const float* row = logits->data() + t * V;
+            std::vector<int32_t> top;
+            for (int k = 0; k < 5 && k < V; ++k) {
+                int32_t best = -1;
+                for (int32_t v = 0; v < V; ++v) {
+                    if (std::find(top.begin(), top.end(), v) != top.end()) continue;
+                    if (best < 0 || row[v] > row[best]) best = v;
+                }
+                top.push_back(best);
+            }
+            out += "position " + std::to_string(t) + " (token " + std::to_string((*ids)[t]) + "):";
+            for (int32_t v : top) {
+                out += " " + std::to_string(v) + "=";
+                append_float(out, row[v]);
+            }
+            out += '\n';
+        }
+    }
+    std::fwrite(out.data(), 1, out.size(), stdout);
+    return 0;
+}
+
+}  // namespace
+
+PAGODA_COMMAND("logits", "print the logits of every position of a token sequence", run_logits);

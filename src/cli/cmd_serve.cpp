@@ -1,0 +1,534 @@
+// `pagoda serve MODEL_DIR [flags]`: the OpenAI-compatible HTTP server. Flag names follow vLLM's where the concept is
+// the same; vLLM flags that do not apply are accepted with a warning when harmless and refused with a reason when
+// ignoring them would change what the user gets.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "chat/output/tool_parser.h"
+#include "cli/args.h"
+#include "cli/command.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "engine/engine.h"
+#include "server/http/http_server.h"
+#include "server/openai/generator.h"
+#include "server/openai/service.h"
+#include "serving/create_engine.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+using namespace pagoda;
+namespace http = pagoda::server::http;
+
+constexpr std::string_view kCmd = "serve";
+
+// vLLM flags with no meaning here that change nothing a client sees: accepted, with a warning.
+struct ForeignFlag {
+    std::string_view name;
+    bool takes_value;
+    std::string_view why;
+};
+const ForeignFlag kHarmless[] = {
+    {"trust-remote-code", false, "Qwen architectures are built in"},
+    {"enforce-eager", false, "no CUDA graphs on this backend"},
+    {"disable-log-requests", false, "requests are not logged by default"},
+    {"enable-log-requests", false, "request logging is not implemented yet"},
+    {"disable-log-stats", false, "no periodic stats log yet"},
+    {"uvicorn-log-level", true, "there is no uvicorn"},
+    {"download-dir", true, "pagoda loads local directories only"},
+    {"revision", true, "pagoda loads local directories only"},
+    {"tokenizer-mode", true, "one tokenizer implementation"},
+    {"enable-chunked-prefill", false, "chunked prefill is always on"},
+    {"no-enable-chunked-prefill", false, "chunked prefill is always on"},
+    {"enable-prompt-tokens-details", false, "usage.prompt_tokens_details is always sent"},
+    {"enable-request-id-headers", false, "X-Request-Id is always echoed"},
+    {"enable-server-load-tracking", false, "not implemented yet"},
+    {"max-logprobs", true, "the limit is 20"},
+    {"swap-space", true, "no CPU swap space"},
+    {"cpu-offload-gb", true, "no offloading"},
+    {"disable-custom-all-reduce", false, "single device"},
+    {"distributed-executor-backend", true, "single process"},
+    {"otlp-traces-endpoint", true, "no tracing yet"},
+    {"collect-detailed-traces", true, "no tracing yet"},
+    {"speculative-config", true, "no speculative decoding yet (output is the same, only slower)"},
+    {"compilation-config", true, "no compilation"},
+    {"async-scheduling", false, "not applicable"},
+    {"api-server-count", true, "one API server"},
+    {"max-num-partial-prefills", true, "not applicable"},
+    {"chat-template-content-format", true, "text parts are joined into a string"},
+    {"response-role", true, "the role is always assistant"},
+};
+// Flags whose request cannot be honoured; ignoring them would silently give something else.
+struct RefusedFlag {
+    std::string_view name;
+    bool takes_value;
+    std::string_view ok_value;  // a value that is fine (e.g. "1" for parallel sizes); empty: always refused
+    std::string_view why;
+};
+const RefusedFlag kRefused[] = {
+    {"tensor-parallel-size", true, "1", "tensor parallelism is not implemented yet"},
+    {"pipeline-parallel-size", true, "1", "pipeline parallelism is not implemented"},
+    {"data-parallel-size", true, "1", "data parallelism is not implemented"},
+    {"enable-expert-parallel", false, "", "expert parallelism is not implemented"},
+    {"quantization", true, "", "quantized checkpoints are not supported yet"},
+    {"kv-cache-dtype", true, "auto", "only the model's dtype is supported for the KV cache yet"},
+    {"enable-lora", false, "", "LoRA adapters are not supported yet"},
+    {"lora-modules", true, "", "LoRA adapters are not supported yet"},
+    {"max-loras", true, "", "LoRA adapters are not supported yet"},
+    {"max-lora-rank", true, "", "LoRA adapters are not supported yet"},
+    {"enable-sleep-mode", false, "", "sleep mode is not supported"},
+    {"ssl-keyfile", true, "", "TLS is not supported; put a TLS proxy in front"},
+    {"ssl-certfile", true, "", "TLS is not supported; put a TLS proxy in front"},
+    {"tokenizer", true, "", "the tokenizer is read from MODEL_DIR; a separate tokenizer is not supported yet"},
+    {"pooler-config", true, "", "pooling models are not supported"},
+    {"task", true, "generate", "only text generation is supported"},
+    {"runner", true, "generate", "only text generation is supported"},
+    {"structured-outputs-config", true, "", "structured output is not supported yet"},
+};
+
+std::string short_alias(std::string_view a) {
+    if (a == "-tp") return "--tensor-parallel-size";
+    if (a == "-pp") return "--pipeline-parallel-size";
+    if (a == "-dp") return "--data-parallel-size";
+    if (a == "-q") return "--quantization";
+    return std::string(a);
+}
+
+// Removes the foreign vLLM flags from `args` (warning or refusing), so the rest can go to the ArgParser.
+Status filter_foreign_flags(std::span<const std::string_view> args, std::vector<std::string>& kept) {
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string arg = short_alias(args[i]);
+        if (arg.rfind("--", 0) != 0) {
+            kept.push_back(arg);
+            continue;
+        }
+        std::string name = arg.substr(2);
+        std::optional<std::string> value;
+        if (auto eq = name.find('='); eq != std::string::npos) {
+            value = name.substr(eq + 1);
+            name.resize(eq);
+        }
+        std::replace(name.begin(), name.end(), '_', '-');  // vLLM accepts both spellings
+        bool handled = false;
+        for (const auto& r : kRefused) {
+            if (r.name != name) continue;
+            handled = true;
+            if (r.takes_value && !value) {
+                if (i + 1 >= args.size()) return Status::error("--" + name + " needs a value");
+                value = std::string(args[++i]);
+            }
+            if (r.ok_value.empty() || !value || *value != r.ok_value) {
+                return Status::error("--" + name + (value ? " " + *value : "") + ": " + std::string(r.why));
+            }
+        }
+        for (const auto& h : kHarmless) {
+            if (handled || h.name != name) continue;
+            handled = true;
+            if (h.takes_value && !value && i + 1 < args.size()) ++i;
+            std::fprintf(stderr, "pagoda serve: warning: ignoring vLLM flag --%s (%s)\n", name.c_str(),
+                         std::string(h.why).c_str());
+        }
+        if (!handled) kept.push_back("--" + name + (value ? "=" + *value : ""));
+    }
+    return ok_status();
+}
+
+Result<int64_t> parse_int(std::string_view flag, const std::string& text, int64_t lo, int64_t hi) {
+    char* end = nullptr;
+    const long long v = std::strtoll(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || v < lo || v > hi) {
+        return Status::error("--" + std::string(flag) + ": '" + text + "' is not an integer in [" + std::to_string(lo) +
+                             ", " + std::to_string(hi) + "]");
+    }
+    return static_cast<int64_t>(v);
+}
+
+// vLLM takes lists as JSON ('["*"]'); a plain comma-separated list is accepted too.
+Result<std::vector<std::string>> parse_list(std::string_view flag, const std::string& text) {
+    std::vector<std::string> out;
+    if (!text.empty() && text[0] == '[') {
+        auto j = Json::parse(text);
+        if (!j.ok() || !j->is_array()) return Status::error("--" + std::string(flag) + ": not a JSON list: " + text);
+        for (const Json& v : j->as_array()) {
+            if (!v.is_string()) return Status::error("--" + std::string(flag) + ": list items must be strings");
+            out.push_back(v.as_string());
+        }
+        return out;
+    }
+    std::stringstream ss(text);
+    std::string item;
+    while (std::getline(ss, item, ','))
+        if (!item.empty()) out.push_back(item);
+    return out;
+}
+
+
+Result<std::string> read_text_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return Status::error("cannot read " + path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+// --config FILE: a JSON object of flag -> value ({"port": 8001, "served-model-name": ["a", "b"],
+// "enable-auto-tool-choice": true}); its flags come before the command line's, so the command line wins.
+Status expand_config_file(std::span<const std::string_view> args, std::vector<std::string>& out) {
+    std::vector<std::string> rest;
+    std::optional<std::string> path;
+    for (size_t i = 0; i < args.size(); ++i) {
+        if (args[i] == "--config" && i + 1 < args.size()) {
+            path = std::string(args[++i]);
+        } else if (args[i].rfind("--config=", 0) == 0) {
+            path = std::string(args[i].substr(9));
+        } else {
+            rest.emplace_back(args[i]);
+        }
+    }
+    if (path) {
+        auto text = read_text_file(*path);
+        if (!text.ok()) return text.status().with_context("--config");
+        auto j = Json::parse(*text);
+        if (!j.ok()) return j.status().with_context("--config " + *path);
+        if (!j->is_object()) return Status::error("--config " + *path + ": must hold a JSON object of flag: value");
+        for (const auto& [key, value] : j->as_object()) {
+            std::string flag = "--" + key;
+            std::replace(flag.begin(), flag.end(), '_', '-');
+            auto scalar = [&](const Json& v) -> Result<std::string> {
+                if (v.is_string()) return v.as_string();
+                if (v.is_int()) return std::to_string(v.as_int());
+                if (v.is_float()) return Json(v.as_double()).dump();
+                if (v.is_object()) return v.dump();  // e.g. default-chat-template-kwargs
+                return Status::error("--config " + *path + ": '" + key + "' has an unsupported value");
+            };
+            if (value.is_bool()) {
+                if (value.as_bool()) out.push_back(flag);
+            } else if (value.is_array()) {
+                for (const Json& v : value.as_array()) {
+                    PAGODA_ASSIGN_OR_RETURN(std::string s, scalar(v));
+                    out.push_back(flag + "=" + s);
+                }
+            } else {
+                PAGODA_ASSIGN_OR_RETURN(std::string s, scalar(value));
+                out.push_back(flag + "=" + s);
+            }
+        }
+    }
+    out.insert(out.end(), rest.begin(), rest.end());
+    return ok_status();
+}
+
+int run_serve(std::span<const std::string_view> cli_args) {
+    std::vector<std::string> expanded;
+    if (Status s = expand_config_file(cli_args, expanded); !s.ok()) return cli::fail(kCmd, s.message());
+    std::vector<std::string_view> raw_args(expanded.begin(), expanded.end());
+    std::vector<std::string> kept;
+    if (Status s = filter_foreign_flags(raw_args, kept); !s.ok()) return cli::fail(kCmd, s.message());
+    // Hidden test double, kept out of --help: --x-test-generator-text TEXT makes every request "generate" the
+    // tokens of TEXT (no weights are loaded); --x-test-token-interval-us N paces them.
+    std::map<std::string, std::string> hidden;
+    std::vector<std::string_view> args;
+    for (size_t i = 0; i < kept.size(); ++i) {
+        const std::string& a = kept[i];
+        bool taken = false;
+        for (const char* name : {"x-test-generator-text", "x-test-token-interval-us"}) {
+            const std::string flag = std::string("--") + name;
+            if (a == flag && i + 1 < kept.size()) {
+                hidden[name] = kept[++i];
+                taken = true;
+            } else if (a.rfind(flag + "=", 0) == 0) {
+                hidden[name] = a.substr(flag.size() + 1);
+                taken = true;
+            }
+        }
+        if (!taken) args.push_back(a);
+    }
+
+    cli::ArgParser p(
+        "pagoda serve MODEL_DIR [--host H] [--port P] [--served-model-name NAME ...] [flags]",
+        "Serves the model in MODEL_DIR over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions,\n"
+        "/v1/models, /tokenize, /detokenize, /health, /ping, /version). Flags follow vLLM's names; vLLM flags that\n"
+        "do not apply are ignored with a warning when harmless and refused when they would change the results.\n"
+        "SIGINT/SIGTERM: /health turns 503, new connections are refused, in-flight requests finish, exit 0.\n"
+        "--config FILE: a JSON object of the same flags ({\"port\": 8001, \"served-model-name\": [\"a\"]}); the\n"
+        "command line overrides it.");
+    p.add_positional("MODEL_DIR", "model directory (config.json, safetensors, tokenizer, chat template)", false);
+    p.add_option("model", "DIR", "same as MODEL_DIR");
+    p.add_option("host", "HOST", "address to listen on (default 127.0.0.1)");
+    p.add_option("port", "PORT", "port (default 8000; 0 = any free port, printed at start)");
+    p.add_option("served-model-name", "NAME", "model name(s) clients use (default: MODEL_DIR)", true);
+    p.add_option("max-model-len", "N", "context length: prompt + output tokens (default: min(config, 8192))");
+    p.add_option("gpu-memory-utilization", "F", "fraction of device memory to use (GPU builds; ignored on CPU)");
+    p.add_option("max-num-seqs", "N", "sequences per step (default 16 on CPU)");
+    p.add_option("max-num-batched-tokens", "N", "tokens per step (default 2048)");
+    p.add_option("num-gpu-blocks-override", "N", "number of KV-cache blocks (default: what 1 GiB holds, at most max-num-seqs full sequences)");
+    p.add_option("block-size", "N", "tokens per KV-cache block (default 16)");
+    p.add_switch("enable-prefix-caching", "reuse KV blocks of shared prompt prefixes (default on)");
+    p.add_switch("no-enable-prefix-caching", "turn prefix caching off");
+    p.add_option("dtype", "DTYPE", "auto | float32 | float (CPU computes in float32)");
+    p.add_option("seed", "S", "seed for requests that bring none (default 0)");
+    p.add_option("device", "DEV", "auto | cpu | cuda");
+    p.add_option("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 (also PAGODA_API_KEY, VLLM_API_KEY)",
+                 true);
+    p.add_option("allowed-origins", "LIST", "CORS origins, JSON list (default [\"*\"])");
+    p.add_option("allowed-methods", "LIST", "CORS methods, JSON list (default [\"*\"])");
+    p.add_option("allowed-headers", "LIST", "CORS headers, JSON list (default [\"*\"])");
+    p.add_switch("allow-credentials", "CORS: allow credentials");
+    p.add_option("chat-template", "FILE|TEXT", "chat template file (or the template text) instead of the model's");
+    p.add_option("default-chat-template-kwargs", "JSON",
+                 "defaults for chat_template_kwargs, e.g. '{\"enable_thinking\":false}'");
+    p.add_switch("enable-auto-tool-choice", "let the model call tools on its own (tool_choice auto)");
+    p.add_option("tool-call-parser", "NAME", "hermes | qwen3_coder | auto (from the chat template)");
+    p.add_option("reasoning-parser", "NAME", "qwen3: split <think>...</think> into reasoning_content");
+    p.add_option("generation-config", "auto|vllm|DIR",
+                 "sampling defaults: the model's generation_config.json (auto), "
+                 "none (vllm), or the one in DIR");
+    p.add_option("metrics-prefix", "PREFIX", "Prometheus metric prefix (pagoda | vllm); /metrics is not served yet");
+    p.add_option("scheduling-policy", "POLICY", "fcfs | priority");
+    p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
+    p.add_option("http-threads", "N", "HTTP I/O threads (default 2)");
+    p.add_option("max-body-bytes", "N", "largest accepted request body (default 33554432)");
+    p.add_option("http-read-timeout", "SECONDS", "time a client has to send one whole request (default 60)");
+    p.add_option("shutdown-timeout", "SECONDS", "how long in-flight requests may finish after SIGTERM (default 30)");
+    if (auto exit = cli::parse_or_exit(p, kCmd, args)) return *exit;
+
+    auto model_dir = p.positional("MODEL_DIR");
+    if (!model_dir) model_dir = p.get("model");
+    if (!model_dir) return cli::fail(kCmd, "MODEL_DIR is required (see --help)");
+    const bool test_generator = hidden.count("x-test-generator-text") > 0;
+
+    // --- flags -------------------------------------------------------------------------------------------
+    http::ServerOptions http_options;
+    server::openai::ServiceConfig config;
+    if (auto v = p.get("host")) http_options.host = *v;
+    if (auto v = p.get("port")) {
+        auto port = parse_int("port", *v, 0, 65535);
+        if (!port.ok()) return cli::fail(kCmd, port.message());
+        http_options.port = static_cast<uint16_t>(*port);
+    }
+    if (auto v = p.get("http-threads")) {
+        auto n = parse_int("http-threads", *v, 1, 256);
+        if (!n.ok()) return cli::fail(kCmd, n.message());
+        http_options.num_threads = static_cast<int>(*n);
+    }
+    if (auto v = p.get("max-body-bytes")) {
+        auto n = parse_int("max-body-bytes", *v, 1024, int64_t{1} << 34);
+        if (!n.ok()) return cli::fail(kCmd, n.message());
+        http_options.max_body_bytes = static_cast<size_t>(*n);
+    }
+    if (auto v = p.get("http-read-timeout")) {
+        auto n = parse_int("http-read-timeout", *v, 1, 86400);
+        if (!n.ok()) return cli::fail(kCmd, n.message());
+        http_options.read_timeout_s = static_cast<int>(*n);
+    }
+    if (auto v = p.get("shutdown-timeout")) {
+        auto n = parse_int("shutdown-timeout", *v, 0, 86400);
+        if (!n.ok()) return cli::fail(kCmd, n.message());
+        http_options.shutdown_timeout_s = static_cast<int>(*n);
+    }
+    config.served_model_names = p.get_all("served-model-name");
+    if (config.served_model_names.empty()) config.served_model_names.push_back(*model_dir);
+    config.model_root = *model_dir;
+
+    config.api_keys = p.get_all("api-key");
+    if (config.api_keys.empty()) {
+        for (const char* env : {"PAGODA_API_KEY", "VLLM_API_KEY"}) {
+            const char* key = std::getenv(env);
+            if (key && *key) {
+                config.api_keys.push_back(key);
+                break;
+            }
+        }
+    }
+    for (auto [flag, list] :
+         {std::pair{"allowed-origins", &config.allowed_origins}, std::pair{"allowed-methods", &config.allowed_methods},
+          std::pair{"allowed-headers", &config.allowed_headers}}) {
+        if (auto v = p.get(flag)) {
+            auto l = parse_list(flag, *v);
+            if (!l.ok()) return cli::fail(kCmd, l.message());
+            *list = std::move(l).value();
+        }
+    }
+    config.allow_credentials = p.has("allow-credentials");
+    if (auto v = p.get("default-chat-template-kwargs")) {
+        auto j = Json::parse(*v);
+        if (!j.ok() || !j->is_object()) {
+            return cli::fail(kCmd, "--default-chat-template-kwargs: not a JSON object: " + *v);
+        }
+        config.default_chat_template_kwargs = std::move(j).value();
+    }
+    config.enable_auto_tool_choice = p.has("enable-auto-tool-choice");
+    if (auto v = p.get("reasoning-parser")) {
+        if (*v != "qwen3" && *v != "deepseek_r1") {
+            return cli::fail(kCmd,
+                             "--reasoning-parser " + *v + ": only qwen3 (and its alias deepseek_r1) is supported");
+        }
+        config.reasoning_parser = true;
+    }
+    if (auto v = p.get("dtype"); v && *v != "auto" && *v != "float32" && *v != "float") {
+        std::fprintf(stderr, "pagoda serve: warning: --dtype %s: the CPU backend computes in float32\n", v->c_str());
+    }
+    if (auto v = p.get("device")) {
+        if (*v == "cuda") return cli::fail(kCmd, "--device cuda: serving on CUDA is not wired yet; use --device cpu");
+        if (*v != "auto" && *v != "cpu") return cli::fail(kCmd, "--device: '" + *v + "' is not auto, cpu or cuda");
+    }
+    if (auto v = p.get("metrics-prefix"); v && *v != "pagoda" && *v != "vllm") {
+        return cli::fail(kCmd, "--metrics-prefix: '" + *v + "' is not pagoda or vllm");
+    }
+    if (p.has("gpu-memory-utilization")) {
+        std::fprintf(stderr, "pagoda serve: warning: --gpu-memory-utilization has no effect on the CPU backend\n");
+    }
+
+    // --- tokenizer and chat template ---------------------------------------------------------------------
+    auto tokenizer = Tokenizer::load_from_dir(*model_dir);
+    if (!tokenizer.ok()) return cli::fail(kCmd, *model_dir + ": " + tokenizer.message());
+    std::unique_ptr<chat::ChatTemplate> chat_template;
+    if (auto v = p.get("chat-template")) {
+        std::string text = *v;
+        if (text.find("{%") == std::string::npos && text.find("{{") == std::string::npos) {
+            auto file = read_text_file(*v);
+            if (!file.ok()) return cli::fail(kCmd, "--chat-template: " + file.message());
+            text = std::move(file).value();
+        }
+        auto t = chat::ChatTemplate::from_string(text);
+        if (!t.ok()) return cli::fail(kCmd, "--chat-template: " + t.message());
+        chat_template = std::make_unique<chat::ChatTemplate>(std::move(t).value());
+    } else {
+        auto t = chat::ChatTemplate::from_model_dir(*model_dir);
+        if (t.ok()) {
+            chat_template = std::make_unique<chat::ChatTemplate>(std::move(t).value());
+        } else {
+            std::fprintf(stderr, "pagoda serve: warning: no chat template (%s); /v1/chat/completions needs one\n",
+                         t.message().c_str());
+        }
+    }
+    if (auto v = p.get("tool-call-parser")) {
+        if (*v == "auto") {
+            config.tool_parser = chat::detect_tool_parser(chat_template ? chat_template->source(true) : "");
+        } else {
+            config.tool_parser = chat::tool_parser_from_name(*v);
+            if (!config.tool_parser) {
+                return cli::fail(kCmd, "--tool-call-parser " + *v + ": supported are hermes, qwen3_coder and auto");
+            }
+        }
+    }
+    if (config.enable_auto_tool_choice && !config.tool_parser) {
+        return cli::fail(kCmd, "--enable-auto-tool-choice needs --tool-call-parser (hermes, qwen3_coder or auto)");
+    }
+
+    // --- generator: the engine over the model, or the hidden test double -----------------------------------
+    std::unique_ptr<server::openai::Generator> generator;
+    std::unique_ptr<serving::ServingEngine> model_generator;
+    std::optional<serving::EngineOptions> load_options;
+    if (test_generator) {
+        server::openai::ScriptedGenerator::Options go;
+        go.script = tokenizer->encode(hidden["x-test-generator-text"]);
+        if (auto eos = tokenizer->token_to_id("<|im_end|>")) go.eos_token_ids.push_back(*eos);
+        go.max_model_len = 4096;
+        if (auto v = p.get("max-model-len")) {
+            auto n = parse_int("max-model-len", *v, 2, 1 << 24);
+            if (!n.ok()) return cli::fail(kCmd, n.message());
+            go.max_model_len = static_cast<int32_t>(*n);
+        }
+        if (hidden.count("x-test-token-interval-us")) {
+            go.token_interval_us = std::atoi(hidden["x-test-token-interval-us"].c_str());
+        }
+        config.max_model_len = go.max_model_len;
+        std::fprintf(stderr, "pagoda serve: TEST GENERATOR: no model runs; every request gets the scripted text\n");
+        generator = std::make_unique<server::openai::ScriptedGenerator>(std::move(go));
+    } else {
+        serving::EngineOptions eo;
+        auto int_flag = [&](const char* flag, int64_t lo, int64_t hi, int32_t& out) -> Status {
+            if (auto v = p.get(flag)) {
+                PAGODA_ASSIGN_OR_RETURN(int64_t n, parse_int(flag, *v, lo, hi));
+                out = static_cast<int32_t>(n);
+            }
+            return ok_status();
+        };
+        int32_t threads = 0;
+        for (Status s : {int_flag("max-model-len", 2, 1 << 24, eo.max_model_len),
+                         int_flag("max-num-seqs", 1, 65536, eo.max_num_seqs),
+                         int_flag("max-num-batched-tokens", 1, 1 << 24, eo.max_num_batched_tokens),
+                         int_flag("num-gpu-blocks-override", 1, 1 << 24, eo.num_kv_blocks),
+                         int_flag("block-size", 1, 1024, eo.block_size), int_flag("threads", 0, 4096, threads)}) {
+            if (!s.ok()) return cli::fail(kCmd, s.message());
+        }
+        eo.num_threads = threads;
+        eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
+        if (auto v = p.get("scheduling-policy")) {
+            if (*v != "fcfs" && *v != "priority") return cli::fail(kCmd, "--scheduling-policy: fcfs or priority");
+            eo.priority_scheduling = *v == "priority";
+        }
+        if (auto v = p.get("seed")) {
+            auto s = parse_int("seed", *v, INT64_MIN, INT64_MAX);
+            if (!s.ok()) return cli::fail(kCmd, s.message());
+            eo.seed = static_cast<uint64_t>(*s);
+        }
+        if (auto v = p.get("generation-config"); v && *v != "auto") {
+            return cli::fail(kCmd, "--generation-config " + *v + ": only 'auto' (the model's file) is supported yet");
+        }
+        load_options = eo;
+    }
+
+    // --- serve: listen at once (/health answers 503 until the model is loaded), load in the background ---------
+    server::openai::DeferredGenerator deferred;
+    if (generator) deferred.set(generator.get());
+    server::openai::OpenAiService service(config, std::move(tokenizer).value(), std::move(chat_template), deferred);
+    auto srv = http::Server::create(http_options, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
+        service.handle(std::move(req), std::move(r));
+    });
+    if (!srv.ok()) return cli::fail(kCmd, srv.message());
+    (*srv)->on_shutdown([&service] { service.set_draining(); });
+    const std::string url = "http://" + http_options.host + ":" + std::to_string((*srv)->port());
+    std::fprintf(stderr,
+                 "pagoda serve: serving %s as \"%s\" on %s\n"
+                 "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json' -d "
+                 "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+                 model_dir->c_str(), config.served_model_names.front().c_str(), url.c_str(), url.c_str(),
+                 config.served_model_names.front().c_str());
+    std::fflush(stderr);
+
+    std::string load_error;
+    std::thread loader;
+    if (generator) {
+        service.set_ready(true);
+    } else {
+        std::fprintf(stderr, "pagoda serve: loading %s ...\n", model_dir->c_str());
+        loader = std::thread([&] {
+            auto g = serving::create_engine(*model_dir, *load_options);
+            if (!g.ok()) {
+                load_error = *model_dir + ": " + g.message();
+                (*srv)->shutdown();
+                return;
+            }
+            model_generator = std::move(g).value();
+            generator = std::make_unique<server::openai::EngineGenerator>(model_generator->engine());
+            service.set_max_model_len(model_generator->config().max_model_len);
+            deferred.set(generator.get());
+            service.set_ready(true);
+            std::fprintf(stderr, "pagoda serve: model loaded; ready\n");
+        });
+    }
+    (*srv)->run();
+    if (loader.joinable()) loader.join();
+    if (!load_error.empty()) return cli::fail(kCmd, load_error);
+    std::fprintf(stderr, "pagoda serve: stopped\n");
+    // In-flight requests have finished or timed out; stop the engine before the service and server go away.
+    deferred.set(nullptr);
+    if (model_generator) model_generator->engine().shutdown();
+    return 0;
+}
+
+}  // namespace
+
+PAGODA_COMMAND("serve", "serve a model over an OpenAI-compatible HTTP API", run_serve);

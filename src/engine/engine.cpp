@@ -1,0 +1,595 @@
+// The engine thread: inbox handling, the step (schedule, build the batch, run the model, sample, update), events.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "common/check.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/sampler.h"
+#include "engine/scheduler.h"
+#include "engine/state_cache.h"
+
+namespace pagoda::engine {
+
+namespace {
+
+// A request is the group its choices share.
+struct RequestState : SequenceGroup {
+    RequestId id = 0;
+    std::shared_ptr<RequestStream> stream;
+    Request request;  // params resolved against the generation config
+    int32_t max_tokens = 0;
+    std::vector<Sequence> seqs;  // one per choice; never resized after creation (the scheduler holds pointers)
+    int32_t unfinished = 0;
+    int32_t prompt_logprobs_done = 0;  // prompt positions whose row was turned into prompt logprobs
+    Usage usage;
+    int64_t touched_step = -1;
+};
+
+struct Message {
+    enum class Kind { kSubmit, kCancel, kDrain, kStats, kPause, kResume, kShutdown };
+    explicit Message(Kind k) : kind(k) {}
+    Kind kind;
+    std::unique_ptr<RequestState> request;
+    RequestId id = 0;
+    std::promise<void> drained;
+    std::promise<EngineStats> stats;
+};
+
+uint64_t mix64(uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+RequestState& owner(const Sequence& s) {
+    return *static_cast<RequestState*>(s.group);
+}
+
+bool contains(std::span<const int32_t> ids, int32_t id) {
+    return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+}  // namespace
+
+struct Engine::Impl {
+    Impl(const EngineConfig& c, ModelRunner& r, StepObserver* o)
+        : config(c),
+          runner(r),
+          observer(o),
+          vocab_size(r.vocab_size()),
+          kv(c.num_kv_blocks, c.block_size, c.enable_prefix_caching),
+          state(c.num_state_slots > 0
+                    ? std::optional<StateCache>(std::in_place, c.num_state_slots, c.max_state_snapshots)
+                    : std::nullopt),
+          scheduler(
+              SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens, c.priority_scheduling, c.num_state_slots > 0},
+              kv, state ? &*state : nullptr),
+          sampler(vocab_size) {}
+
+    void run();
+    void handle(Message& m);
+    void handle_submit(std::unique_ptr<RequestState> r);
+    void end_request_choices(RequestState& r, FinishReason reason, const std::string& message);
+    void step();
+    void build_batch();
+    void sample_and_update(std::span<const float> logits);
+    void finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message, int32_t stop_id);
+    void touch(RequestState& r);
+    void flush_touched();
+    void erase_ended();
+    EngineStats collect_stats() const;
+    bool idle() const { return scheduler.num_running() == 0 && scheduler.num_waiting() == 0; }
+
+    const EngineConfig config;
+    ModelRunner& runner;
+    StepObserver* observer;
+    const int32_t vocab_size;
+
+    // Engine-thread state.
+    KvCacheManager kv;
+    std::optional<StateCache> state;
+    Scheduler scheduler;
+    Sampler sampler;
+    std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests;
+    std::vector<RequestState*> touched;
+    std::vector<RequestId> ended;
+    std::vector<std::promise<void>> drain_waiters;
+    bool draining = false;
+    bool paused = false;
+    bool stopping = false;
+    int64_t arrivals = 0;
+    int64_t step_index = 0;
+    int64_t generated_tokens = 0;
+    int64_t max_step_tokens = 0;
+    StepPlan plan;
+
+    // The step's flattened batch; reused so that steady state does not allocate.
+    std::vector<int32_t> token_ids, positions, query_start_loc, seq_lens, block_tables, state_slots, logits_indices;
+    std::vector<int64_t> slot_mapping;
+    std::vector<std::pair<int32_t, int32_t>> prompt_rows;  // per chunk: first prompt position, number of rows
+    std::vector<TokenLogprobs> prompt_scratch;
+    StepInput input;
+
+    // Inbox, shared with other threads.
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<Message> inbox;
+    std::vector<Message> local;
+    bool closed = false;  // the engine thread has exited; guarded by mu
+    std::atomic<RequestId> next_id{1};
+    std::thread thread;
+};
+
+// ---- engine thread ------------------------------------------------------------------------------------------------
+
+void Engine::Impl::run() {
+    while (true) {
+        {
+            std::unique_lock lock(mu);
+            if (idle() || paused) cv.wait(lock, [&] { return !inbox.empty(); });
+            std::swap(inbox, local);
+        }
+        for (Message& m : local)
+            handle(m);
+        local.clear();
+        if (stopping) break;
+        if (!idle() && !paused) step();
+        flush_touched();
+        erase_ended();
+        if (draining && requests.empty()) {
+            for (auto& p : drain_waiters)
+                p.set_value();
+            drain_waiters.clear();
+        }
+    }
+    // Shutdown: abort everything in flight, free every block and slot, answer what is still queued.
+    for (auto& [id, r] : requests)
+        end_request_choices(*r, FinishReason::kAbort, "the engine is shutting down");
+    while (true) {
+        flush_touched();
+        erase_ended();
+        for (auto& p : drain_waiters)
+            p.set_value();
+        drain_waiters.clear();
+        {
+            std::lock_guard lock(mu);
+            if (inbox.empty()) {
+                // From here on other threads may read the (now idle) state directly; this thread touches nothing.
+                closed = true;
+                return;
+            }
+            std::swap(inbox, local);
+        }
+        for (Message& m : local)
+            handle(m);  // submits are rejected, stats answered, drains completed
+        local.clear();
+    }
+}
+
+void Engine::Impl::handle(Message& m) {
+    switch (m.kind) {
+        case Message::Kind::kSubmit:
+            handle_submit(std::move(m.request));
+            break;
+        case Message::Kind::kCancel: {
+            auto it = requests.find(m.id);
+            if (it != requests.end()) end_request_choices(*it->second, FinishReason::kAbort, "cancelled");
+            break;
+        }
+        case Message::Kind::kDrain:
+            draining = true;
+            drain_waiters.push_back(std::move(m.drained));
+            break;
+        case Message::Kind::kStats:
+            m.stats.set_value(collect_stats());
+            break;
+        case Message::Kind::kPause:
+            paused = true;
+            break;
+        case Message::Kind::kResume:
+            paused = false;
+            break;
+        case Message::Kind::kShutdown:
+            stopping = true;
+            break;
+    }
+}
+
+void Engine::Impl::handle_submit(std::unique_ptr<RequestState> owned) {
+    RequestState& r = *owned;
+    const RequestId id = r.id;
+    requests.emplace(id, std::move(owned));
+    std::string reject;
+    if (stopping || closed)
+        reject = "the engine is shutting down";
+    else if (draining)
+        reject = "the engine is draining and admits no new requests";
+    else if (scheduler.num_waiting() + r.n > config.max_waiting_requests)
+        reject = "the waiting queue is full (" + std::to_string(scheduler.num_waiting()) +
+                 " sequences waiting); retry later";
+    if (!reject.empty()) {
+        end_request_choices(r, FinishReason::kRejected, reject);
+        return;
+    }
+    r.arrival = arrivals++;
+    const uint64_t base_seed =
+        r.request.params.seed ? *r.request.params.seed : mix64(config.seed ^ mix64(static_cast<uint64_t>(r.arrival)));
+    for (int32_t i = 0; i < r.n; ++i) {
+        Sequence& s = r.seqs[i];
+        s.seed = base_seed + static_cast<uint64_t>(i);
+        scheduler.add(&s);
+    }
+}
+
+void Engine::Impl::touch(RequestState& r) {
+    if (r.touched_step == step_index) return;
+    r.touched_step = step_index;
+    touched.push_back(&r);
+}
+
+void Engine::Impl::flush_touched() {
+    for (RequestState* r : touched)
+        r->stream->notify();
+    touched.clear();
+    ++step_index;
+}
+
+void Engine::Impl::erase_ended() {
+    for (RequestId id : ended)
+        requests.erase(id);
+    ended.clear();
+}
+
+void Engine::Impl::finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message,
+                                 int32_t stop_id) {
+    if (s.finished) return;
+    scheduler.remove(&s);
+    s.finished = true;
+    r.stream->finish(s.index, reason, std::move(message), stop_id, r.usage);
+    touch(r);
+    if (--r.unfinished == 0) ended.push_back(r.id);
+}
+
+void Engine::Impl::end_request_choices(RequestState& r, FinishReason reason, const std::string& message) {
+    for (Sequence& s : r.seqs)
+        finish_choice(r, s, reason, message, -1);
+}
+
+void Engine::Impl::build_batch() {
+    token_ids.clear();
+    positions.clear();
+    query_start_loc.assign(1, 0);
+    seq_lens.clear();
+    state_slots.clear();
+    logits_indices.clear();
+    slot_mapping.clear();
+    prompt_rows.clear();
+    const int32_t b = config.block_size;
+    int32_t max_blocks = 0;
+    for (const ScheduledChunk& c : plan.chunks) {
+        const Sequence& s = *c.seq;
+        for (int32_t t = c.start; t < c.start + c.length; ++t) {
+            token_ids.push_back(s.tokens[t]);
+            positions.push_back(t);
+            slot_mapping.push_back(static_cast<int64_t>(s.blocks.table[t / b]) * b + t % b);
+        }
+        const int32_t row0 = query_start_loc.back();
+        query_start_loc.push_back(static_cast<int32_t>(token_ids.size()));
+        seq_lens.push_back(c.start + c.length);
+        state_slots.push_back(s.state_slot);
+        // Prompt logprobs: every prompt position but the last produces a row (the last one samples), once.
+        const RequestState& r = owner(s);
+        int32_t first = 0, count = 0;
+        if (r.request.params.prompt_logprobs && s.index == 0) {
+            first = std::max(c.start, r.prompt_logprobs_done);
+            count = std::max(0, std::min(c.start + c.length, s.prompt_len - 1) - first);
+            for (int32_t p = first; p < first + count; ++p)
+                logits_indices.push_back(row0 + (p - c.start));
+        }
+        prompt_rows.emplace_back(first, count);
+        if (c.samples) logits_indices.push_back(static_cast<int32_t>(token_ids.size()) - 1);
+        max_blocks = std::max(max_blocks, static_cast<int32_t>(s.blocks.table.size()));
+    }
+    block_tables.assign(plan.chunks.size() * static_cast<size_t>(max_blocks), 0);
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+        const auto& table = plan.chunks[i].seq->blocks.table;
+        std::copy(table.begin(), table.end(), block_tables.begin() + static_cast<int64_t>(i) * max_blocks);
+    }
+    ForwardBatch& fb = input.batch;
+    fb = ForwardBatch{};
+    fb.num_tokens = static_cast<int32_t>(token_ids.size());
+    fb.num_seqs = static_cast<int32_t>(plan.chunks.size());
+    fb.token_ids = token_ids;
+    fb.positions = positions;
+    fb.query_start_loc = query_start_loc;
+    fb.seq_lens = seq_lens;
+    fb.block_size = b;
+    fb.max_blocks_per_seq = max_blocks;
+    fb.block_tables = block_tables;
+    fb.slot_mapping = slot_mapping;
+    fb.state_slots = state_slots;
+    fb.logits_indices = logits_indices;
+    input.state_restores = plan.state_restores;
+    input.state_saves = plan.state_saves;
+}
+
+void Engine::Impl::step() {
+    scheduler.schedule(plan);
+    if (plan.empty()) {
+        // Only a sequence that had to give up its own blocks leaves a step empty; it is admitted again next step.
+        PAGODA_CHECK_MSG(!plan.preempted.empty(), "the scheduler made no progress with requests pending");
+        return;
+    }
+    PAGODA_CHECK(plan.num_tokens <= config.max_num_batched_tokens);
+    max_step_tokens = std::max<int64_t>(max_step_tokens, plan.num_tokens);
+    build_batch();
+    StepOutput out = runner.execute(input);
+    if (!out.status.ok()) {
+        // The step's KV is garbage: drop the requests before anything is published to the prefix cache.
+        const std::string message = "model step failed: " + out.status.message();
+        scheduler.discard_checkpoints(plan);
+        for (const ScheduledChunk& c : plan.chunks)
+            end_request_choices(owner(*c.seq), FinishReason::kAbort, message);
+        return;
+    }
+    PAGODA_CHECK(out.logits.size() == logits_indices.size() * static_cast<size_t>(vocab_size));
+    scheduler.complete(plan);
+    sample_and_update(out.logits);
+    if (observer) observer->on_step(input, collect_stats());
+}
+
+void Engine::Impl::sample_and_update(std::span<const float> logits) {
+    size_t row = 0;
+    for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
+        const ScheduledChunk& c = plan.chunks[ci];
+        Sequence& s = *c.seq;
+        RequestState& r = owner(s);
+        if (const auto [first, count] = prompt_rows[ci]; count > 0) {
+            const int32_t k = *r.request.params.prompt_logprobs;
+            prompt_scratch.resize(count);
+            for (int32_t i = 0; i < count; ++i) {
+                const std::span<const float> lg = logits.subspan(row++ * vocab_size, vocab_size);
+                TokenLogprobs& lp = prompt_scratch[i];
+                lp.logprob = log_softmax_at(lg, s.tokens[first + i + 1]);
+                lp.num_top = top_logprobs(lg, k, lp.top);
+            }
+            if (!s.finished) {
+                r.stream->push_prompt_logprobs(prompt_scratch);
+                r.prompt_logprobs_done = first + count;
+                touch(r);
+            }
+        }
+        if (!c.samples) continue;
+        const std::span<const float> row_logits = logits.subspan(row++ * vocab_size, vocab_size);
+        if (s.finished) continue;  // its request was aborted earlier in this loop
+        const SamplingParams& p = r.request.params;
+        SamplingContext ctx;
+        ctx.params = &p;
+        ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(s.prompt_len);
+        ctx.output_tokens = std::span<const int32_t>(s.tokens).subspan(s.prompt_len);
+        ctx.eos_token_ids = config.eos_token_ids;
+        ctx.seed = s.seed;
+        const SampleResult res = sampler.sample(row_logits, ctx);
+        const int32_t tok = res.token;
+        s.tokens.push_back(tok);
+        ++r.usage.completion_tokens;
+        ++generated_tokens;
+        if (s.index == 0) r.usage.cached_tokens = std::max(0, s.cached_prompt_tokens);
+
+        TokenLogprobs lp;
+        if (p.logprobs) {
+            lp.logprob = res.logprob;
+            lp.num_top = res.num_top;
+            lp.top = res.top;
+        }
+        const int32_t unread = r.stream->push_token(s.index, tok, p.logprobs ? &lp : nullptr, r.usage);
+        touch(r);
+        if (unread > config.max_unread_tokens) {
+            end_request_choices(
+                r, FinishReason::kAbort,
+                "the client fell behind by more than " + std::to_string(config.max_unread_tokens) + " tokens");
+            continue;
+        }
+        if (contains(p.stop_token_ids, tok))
+            finish_choice(r, s, FinishReason::kStop, {}, tok);
+        else if (!p.ignore_eos && contains(config.eos_token_ids, tok))
+            finish_choice(r, s, FinishReason::kStop, {}, tok);
+        else if (s.num_output() >= r.max_tokens)
+            finish_choice(r, s, FinishReason::kLength, {}, -1);
+        else if (static_cast<int32_t>(s.tokens.size()) >= config.max_model_len)
+            finish_choice(r, s, FinishReason::kLength, {}, -1);
+    }
+}
+
+EngineStats Engine::Impl::collect_stats() const {
+    EngineStats st;
+    st.num_running = scheduler.num_running();
+    st.num_waiting = scheduler.num_waiting();
+    st.num_requests = static_cast<int32_t>(requests.size());
+    st.num_free_kv_blocks = kv.num_free_blocks();
+    st.num_kv_blocks = kv.num_blocks();
+    st.num_cached_kv_blocks = kv.num_cached_blocks();
+    if (state) {
+        st.num_free_state_slots = state->num_free_slots();
+        st.num_state_slots = state->num_slots();
+        st.num_state_snapshots = state->num_snapshots();
+        st.state_snapshot_hits = state->stats().hits;
+    }
+    st.prefix_queried_tokens = kv.stats().queried_tokens;
+    st.prefix_hit_tokens = kv.stats().hit_tokens;
+    st.num_preemptions = scheduler.stats().num_preemptions;
+    st.num_steps = scheduler.stats().num_steps;
+    st.num_generated_tokens = generated_tokens;
+    st.max_step_tokens = max_step_tokens;
+    return st;
+}
+
+// ---- any thread ---------------------------------------------------------------------------------------------------
+
+Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& c, ModelRunner& runner, StepObserver* observer) {
+    if (c.block_size <= 0) return Status::error("block_size must be positive");
+    if (c.max_model_len <= 1) return Status::error("max_model_len must be at least 2");
+    if (c.max_num_seqs <= 0) return Status::error("max_num_seqs must be positive");
+    if (c.max_num_batched_tokens <= 0) return Status::error("max_num_batched_tokens must be positive");
+    if (c.max_waiting_requests <= 0) return Status::error("max_waiting_requests must be positive");
+    if (static_cast<int64_t>(c.num_kv_blocks) * c.block_size < c.max_model_len)
+        return Status::error("the KV cache (" + std::to_string(c.num_kv_blocks) + " blocks of " +
+                             std::to_string(c.block_size) + " tokens) cannot hold one sequence of max_model_len " +
+                             std::to_string(c.max_model_len) + "; lower --max-model-len or give the cache more memory");
+    if (c.num_state_slots > 0 && c.num_state_slots < c.max_num_seqs)
+        return Status::error("num_state_slots (" + std::to_string(c.num_state_slots) +
+                             ") must be at least max_num_seqs (" + std::to_string(c.max_num_seqs) + ")");
+    if (runner.vocab_size() <= 0) return Status::error("the model runner reports no vocabulary");
+    for (int32_t id : c.eos_token_ids)
+        if (id < 0 || id >= runner.vocab_size())
+            return Status::error("eos token id " + std::to_string(id) + " is outside the vocabulary");
+    auto impl = std::make_unique<Impl>(c, runner, observer);
+    Impl* raw = impl.get();
+    raw->thread = std::thread([raw] { raw->run(); });
+    return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() {
+    shutdown();
+}
+
+Result<std::shared_ptr<RequestStream>> Engine::submit(Request request) {
+    Impl& e = *impl_;
+    const int32_t prompt_len = static_cast<int32_t>(request.prompt_tokens.size());
+    if (prompt_len == 0) return Status::error("the prompt is empty");
+    for (int32_t t : request.prompt_tokens)
+        if (t < 0 || t >= e.vocab_size)
+            return Status::error("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                                 std::to_string(e.vocab_size) + ")");
+    if (prompt_len >= e.config.max_model_len)
+        return Status::error("the prompt has " + std::to_string(prompt_len) +
+                             " tokens; this model's maximum context length is " +
+                             std::to_string(e.config.max_model_len) + " tokens, which leaves no room for output");
+    SamplingParams& p = request.params;
+    apply_generation_config(p, e.config.generation_config);
+    PAGODA_RETURN_IF_ERROR(validate(p, e.vocab_size));
+    if (p.max_tokens && static_cast<int64_t>(prompt_len) + *p.max_tokens > e.config.max_model_len)
+        return Status::error("the prompt has " + std::to_string(prompt_len) + " tokens and max_tokens is " +
+                             std::to_string(*p.max_tokens) +
+                             "; together they exceed this model's maximum context length of " +
+                             std::to_string(e.config.max_model_len) + " tokens");
+
+    auto r = std::make_unique<RequestState>();
+    r->id = e.next_id.fetch_add(1);
+    r->stream = std::make_shared<RequestStream>(r->id, p.n);
+    r->max_tokens = p.max_tokens.value_or(e.config.max_model_len - prompt_len);
+    r->n = p.n;
+    r->priority = request.priority;
+    r->salt = block_hash_salt(request.lora_id, request.cache_salt);
+    // Cached prompt tokens produce no logits, so a request for prompt logprobs computes its whole prompt.
+    r->use_prefix_cache = !p.prompt_logprobs.has_value();
+    r->usage.prompt_tokens = prompt_len;
+    r->unfinished = p.n;
+    r->seqs.resize(p.n);
+    for (int32_t i = 0; i < p.n; ++i) {
+        Sequence& s = r->seqs[i];
+        s.group = r.get();
+        s.index = i;
+        s.prompt_len = prompt_len;
+        s.tokens.reserve(prompt_len + std::min(r->max_tokens, 1024));
+        s.tokens = request.prompt_tokens;
+    }
+    r->request = std::move(request);
+    std::shared_ptr<RequestStream> stream = r->stream;
+
+    Message m(Message::Kind::kSubmit);
+    m.request = std::move(r);
+    {
+        std::lock_guard lock(e.mu);
+        if (e.closed) return Status::error("the engine is shut down");
+        e.inbox.push_back(std::move(m));
+    }
+    e.cv.notify_one();
+    return stream;
+}
+
+void Engine::cancel(RequestId id) {
+    Impl& e = *impl_;
+    Message m(Message::Kind::kCancel);
+    m.id = id;
+    {
+        std::lock_guard lock(e.mu);
+        if (e.closed) return;
+        e.inbox.push_back(std::move(m));
+    }
+    e.cv.notify_one();
+}
+
+std::future<void> Engine::drain() {
+    Impl& e = *impl_;
+    Message m(Message::Kind::kDrain);
+    std::future<void> f = m.drained.get_future();
+    {
+        std::lock_guard lock(e.mu);
+        if (e.closed) {
+            m.drained.set_value();
+            return f;
+        }
+        e.inbox.push_back(std::move(m));
+    }
+    e.cv.notify_one();
+    return f;
+}
+
+EngineStats Engine::stats() {
+    Impl& e = *impl_;
+    Message m(Message::Kind::kStats);
+    std::future<EngineStats> f = m.stats.get_future();
+    {
+        std::lock_guard lock(e.mu);
+        if (e.closed) return e.collect_stats();  // the engine thread is gone: its state is ours to read
+        e.inbox.push_back(std::move(m));
+    }
+    e.cv.notify_one();
+    return f.get();
+}
+
+namespace {
+void post(Engine::Impl& e, Message m) {
+    {
+        std::lock_guard lock(e.mu);
+        if (e.closed) return;
+        e.inbox.push_back(std::move(m));
+    }
+    e.cv.notify_one();
+}
+}  // namespace
+
+void Engine::pause() {
+    post(*impl_, Message(Message::Kind::kPause));
+}
+void Engine::resume() {
+    post(*impl_, Message(Message::Kind::kResume));
+}
+
+void Engine::begin_shutdown() {
+    Impl& e = *impl_;
+    {
+        std::lock_guard lock(e.mu);
+        if (!e.closed) e.inbox.emplace_back(Message::Kind::kShutdown);
+    }
+    e.cv.notify_one();
+}
+
+void Engine::shutdown() {
+    begin_shutdown();
+    if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+}  // namespace pagoda::engine

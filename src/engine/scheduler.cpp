@@ -1,0 +1,244 @@
+// The step scheduler.
+#include "engine/scheduler.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace pagoda::engine {
+
+void StepPlan::clear() {
+    chunks.clear();
+    preempted.clear();
+    state_restores.clear();
+    state_saves.clear();
+    num_tokens = 0;
+}
+
+bool Scheduler::Before::operator()(const Sequence* a, const Sequence* b) const {
+    if (by_priority && a->group->priority != b->group->priority) return a->group->priority < b->group->priority;
+    if (a->group->arrival != b->group->arrival) return a->group->arrival < b->group->arrival;
+    return a->index < b->index;
+}
+
+Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv, StateCache* state)
+    : config_(config), kv_(kv), state_(state), waiting_(Before{config.priority_scheduling}) {
+    PAGODA_CHECK(config.max_num_seqs > 0 && config.max_num_batched_tokens > 0);
+    PAGODA_CHECK(!config.hybrid || state != nullptr);
+    running_.reserve(config.max_num_seqs);
+}
+
+void Scheduler::add(Sequence* seq) {
+    PAGODA_CHECK(!seq->running && !seq->in_waiting);
+    seq->in_waiting = true;
+    waiting_.insert(seq);
+}
+
+void Scheduler::insert_running(Sequence* s) {
+    auto it = std::upper_bound(running_.begin(), running_.end(), s, Before{config_.priority_scheduling});
+    running_.insert(it, s);
+    s->running = true;
+}
+
+void Scheduler::ensure_hashes(Sequence* s, int32_t num_blocks) {
+    const int32_t b = kv_.block_size();
+    PAGODA_CHECK(num_blocks * b <= static_cast<int32_t>(s->tokens.size()));
+    while (static_cast<int32_t>(s->hashes.size()) < num_blocks) {
+        const size_t i = s->hashes.size();
+        const BlockHash& parent = i == 0 ? s->group->salt : s->hashes[i - 1];
+        s->hashes.push_back(hash_block(parent, std::span<const int32_t>(s->tokens).subspan(i * b, b)));
+    }
+}
+
+int32_t Scheduler::align_chunk(const Sequence* s, int32_t start, int32_t length) const {
+    // Hybrid models can only reuse states saved exactly at block boundaries, so prefill chunks end on one when they
+    // can, and the prompt's last boundary gets a chunk end of its own.
+    if (!config_.hybrid || !kv_.prefix_caching() || !s->group->use_prefix_cache) return length;
+    const int32_t b = kv_.block_size();
+    const int32_t total = static_cast<int32_t>(s->tokens.size());
+    const int32_t end = start + length;
+    const int32_t boundary = (end == total) ? (total - 1) / b * b : end / b * b;
+    if (boundary > start && boundary < end) return boundary - start;
+    return length;
+}
+
+void Scheduler::plan_chunk(Sequence* s, int32_t length, StepPlan& plan) {
+    ScheduledChunk c;
+    c.seq = s;
+    c.start = s->num_computed;
+    c.length = length;
+    c.samples = c.start + length == static_cast<int32_t>(s->tokens.size());
+    const int32_t end = c.start + length;
+    if (config_.hybrid && kv_.prefix_caching() && s->group->use_prefix_cache && end % kv_.block_size() == 0) {
+        if (s->checkpoint_slot < 0) s->checkpoint_slot = state_->allocate_slot();
+        if (s->checkpoint_slot >= 0) {
+            c.checkpoint_at = end;
+            plan.state_saves.push_back({s->state_slot, s->checkpoint_slot});
+        }
+    }
+    plan.chunks.push_back(c);
+    plan.num_tokens += length;
+}
+
+bool Scheduler::try_admit(Sequence* s, int32_t& budget, StepPlan& plan) {
+    const int32_t b = kv_.block_size();
+    const int32_t total = static_cast<int32_t>(s->tokens.size());
+    std::vector<int32_t>& cached = cached_scratch_;
+    cached.clear();
+    int32_t hit = 0;
+    int32_t snapshot = -1;
+    if (kv_.prefix_caching() && s->group->use_prefix_cache) {
+        const int32_t max_blocks = (total - 1) / b;  // at least one token must run to produce logits
+        ensure_hashes(s, max_blocks);
+        hit = kv_.find_cached_prefix(std::span<const BlockHash>(s->hashes).first(max_blocks), cached);
+        if (config_.hybrid) {
+            // The linear-attention state must exist at the hit boundary too.
+            while (hit > 0 && !state_->has_snapshot(s->hashes[hit - 1]))
+                --hit;
+            cached.resize(hit);
+            if (hit > 0) snapshot = state_->find_snapshot(s->hashes[hit - 1]);
+        }
+    }
+    const int32_t computed = hit * b;
+    const int32_t length = align_chunk(s, computed, std::min(total - computed, budget));
+
+    int32_t slot = -1;
+    if (config_.hybrid) {
+        slot = state_->allocate_slot();
+        if (slot < 0) return false;
+    }
+    if (!kv_.allocate_for_prefill(s->blocks, cached, computed + length)) {
+        if (slot >= 0) state_->free_slot(slot);
+        return false;
+    }
+    if (kv_.prefix_caching()) kv_.record_lookup(total, computed);
+    if (snapshot >= 0) plan.state_restores.push_back({snapshot, slot});
+    s->state_slot = slot;
+    s->num_computed = computed;
+    if (s->cached_prompt_tokens < 0) s->cached_prompt_tokens = std::min(computed, s->prompt_len);
+    waiting_.erase(s);
+    s->in_waiting = false;
+    insert_running(s);
+    plan_chunk(s, length, plan);
+    budget -= length;
+    return true;
+}
+
+void Scheduler::schedule(StepPlan& plan) {
+    plan.clear();
+    ++stats_.num_steps;
+    if (state_) state_->unpin_all();  // snapshots pinned for the previous step's restores were copied by now
+    int32_t budget = config_.max_num_batched_tokens;
+
+    // Running sequences first, most important first; the least important yield their blocks when memory runs out.
+    for (size_t i = 0; i < running_.size() && budget > 0;) {
+        Sequence* s = running_[i];
+        const int32_t remaining = static_cast<int32_t>(s->tokens.size()) - s->num_computed;
+        PAGODA_CHECK(remaining > 0);
+        const int32_t length = align_chunk(s, s->num_computed, std::min(remaining, budget));
+        bool ok = false;
+        while (!(ok = kv_.append_slots(s->blocks, s->num_computed + length))) {
+            Sequence* victim = running_.back();
+            preempt(victim, plan);
+            if (victim == s) break;
+        }
+        if (!ok) break;  // s itself was the least important and went back to waiting
+        plan_chunk(s, length, plan);
+        budget -= length;
+        ++i;
+    }
+
+    // Then admissions, in order, unless memory was short this step. A head that does not fit stops the admissions
+    // (no overtaking by smaller requests, so nothing starves).
+    if (!plan.preempted.empty()) return;
+    for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0;) {
+        if (static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) break;
+        Sequence* s = *it;
+        ++it;  // try_admit erases s
+        // Choices after the first wait until the first has computed the prompt, then share its blocks.
+        if (s->index > 0 && kv_.prefix_caching() && s->group->use_prefix_cache && !s->group->prompt_computed) continue;
+        if (!try_admit(s, budget, plan)) break;
+    }
+}
+
+void Scheduler::publish_checkpoint(Sequence* s) {
+    if (s->checkpoint_slot < 0) return;
+    if (s->checkpoint_tokens > 0 && s->checkpoint_tokens <= s->num_computed) {
+        const int32_t blocks = s->checkpoint_tokens / kv_.block_size();
+        ensure_hashes(s, blocks);
+        state_->publish_snapshot(s->hashes[blocks - 1], s->checkpoint_slot);
+    } else {
+        state_->free_slot(s->checkpoint_slot);
+    }
+    s->checkpoint_slot = -1;
+    s->checkpoint_tokens = 0;
+}
+
+void Scheduler::release(Sequence* s) {
+    kv_.free(s->blocks);
+    if (state_) {
+        publish_checkpoint(s);
+        if (s->state_slot >= 0) state_->free_slot(s->state_slot);
+        s->state_slot = -1;
+    }
+    s->num_computed = 0;
+}
+
+void Scheduler::preempt(Sequence* s, StepPlan& plan) {
+    PAGODA_CHECK(s->running);
+    auto it = std::find(running_.begin(), running_.end(), s);
+    PAGODA_CHECK(it != running_.end());
+    running_.erase(it);
+    s->running = false;
+    release(s);  // recompute later; its checkpoint and full blocks stay cached, so the recompute may be short
+    add(s);
+    plan.preempted.push_back(s);
+    ++stats_.num_preemptions;
+}
+
+void Scheduler::remove(Sequence* s) {
+    if (s->running) {
+        auto it = std::find(running_.begin(), running_.end(), s);
+        PAGODA_CHECK(it != running_.end());
+        running_.erase(it);
+        s->running = false;
+        release(s);
+    } else if (s->in_waiting) {
+        waiting_.erase(s);
+        s->in_waiting = false;
+    }
+}
+
+void Scheduler::discard_checkpoints(const StepPlan& plan) {
+    for (const ScheduledChunk& c : plan.chunks) {
+        Sequence* s = c.seq;
+        if (c.checkpoint_at == 0 || s->checkpoint_slot < 0) continue;
+        state_->free_slot(s->checkpoint_slot);
+        s->checkpoint_slot = -1;
+        s->checkpoint_tokens = 0;
+    }
+}
+
+void Scheduler::complete(const StepPlan& plan) {
+    const int32_t b = kv_.block_size();
+    for (const ScheduledChunk& c : plan.chunks) {
+        Sequence* s = c.seq;
+        if (!s->running) continue;  // removed meanwhile
+        const bool prompt_was_done = s->num_computed >= s->prompt_len;
+        s->num_computed = c.start + c.length;
+        if (c.checkpoint_at > 0) {
+            s->checkpoint_tokens = c.checkpoint_at;
+            // The prompt's last reusable boundary (a hit keeps one token to run) is what the other choices and a
+            // retry look for; later checkpoints overwrite each other until the sequence ends or is preempted.
+            if (c.checkpoint_at == (s->prompt_len - 1) / b * b) publish_checkpoint(s);
+        }
+        const int32_t full = s->num_computed / b;
+        if (kv_.prefix_caching() && full > s->blocks.num_published) {
+            ensure_hashes(s, full);
+            kv_.publish_full_blocks(s->blocks, std::span<const BlockHash>(s->hashes).first(full));
+        }
+        if (!prompt_was_done && s->num_computed >= s->prompt_len && s->index == 0) s->group->prompt_computed = true;
+    }
+}
+
+}  // namespace pagoda::engine

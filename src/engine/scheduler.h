@@ -1,0 +1,122 @@
+// Scheduler: continuous batching under a token budget. Each step it first advances running sequences (decodes and
+// prefill chunks, in priority/arrival order), preempting the newest (lowest priority) by recompute when KV blocks run
+// out, then admits waiting sequences with their prefix-cache hits. Engine thread only.
+#pragma once
+
+#include <cstdint>
+#include <set>
+#include <vector>
+
+#include "engine/block_hash.h"
+#include "engine/kv_cache_manager.h"
+#include "engine/model_runner.h"
+#include "engine/state_cache.h"
+
+namespace pagoda::engine {
+
+// What the choices of one request share.
+struct SequenceGroup {
+    int32_t n = 1;
+    int32_t priority = 0;
+    int64_t arrival = 0;  // submission order
+    BlockHash salt;       // root of the block-hash chain (LoRA id, cache_salt)
+    bool use_prefix_cache = true;
+    bool prompt_computed = false;  // the first choice has computed the prompt once (siblings may then start)
+};
+
+struct Sequence {
+    SequenceGroup* group = nullptr;
+    int32_t index = 0;            // choice index within the group
+    std::vector<int32_t> tokens;  // prompt then output
+    int32_t prompt_len = 0;
+    int32_t num_computed = 0;           // tokens whose KV (and state) are in the cache
+    int32_t cached_prompt_tokens = -1;  // prefix hit at first admission; -1 = never admitted
+
+    SeqBlocks blocks;
+    std::vector<BlockHash> hashes;  // of the full blocks of `tokens`, extended lazily
+
+    int32_t state_slot = -1;       // hybrid models: the live state
+    int32_t checkpoint_slot = -1;  // hybrid models: state after checkpoint_tokens (block-aligned) tokens
+    int32_t checkpoint_tokens = 0;
+
+    uint64_t seed = 0;  // the per-choice RNG seed
+    bool running = false;
+    bool in_waiting = false;
+    bool finished = false;
+    int32_t num_output() const { return static_cast<int32_t>(tokens.size()) - prompt_len; }
+};
+
+struct ScheduledChunk {
+    Sequence* seq = nullptr;
+    int32_t start = 0;  // first token of the chunk (== num_computed before the step)
+    int32_t length = 0;
+    bool samples = false;       // the chunk ends at the last token: its logits row is sampled
+    int32_t checkpoint_at = 0;  // > 0: the step saves the state after this many tokens into seq->checkpoint_slot
+};
+
+struct StepPlan {
+    std::vector<ScheduledChunk> chunks;
+    std::vector<Sequence*> preempted;
+    std::vector<StateCopy> state_restores;
+    std::vector<StateCopy> state_saves;
+    int32_t num_tokens = 0;
+    void clear();
+    bool empty() const { return chunks.empty(); }
+};
+
+struct SchedulerConfig {
+    int32_t max_num_seqs = 256;
+    int32_t max_num_batched_tokens = 2048;
+    bool priority_scheduling = false;
+    bool hybrid = false;  // the model has linear-attention layers: every sequence holds a state slot
+};
+
+struct SchedulerStats {
+    int64_t num_preemptions = 0;
+    int64_t num_steps = 0;
+};
+
+class Scheduler {
+  public:
+    // `state` may be null for models without linear-attention layers.
+    Scheduler(const SchedulerConfig& config, KvCacheManager& kv, StateCache* state);
+
+    void add(Sequence* seq);
+    // Takes the sequence out (finished or cancelled), releasing its blocks, slots and checkpoint.
+    void remove(Sequence* seq);
+    void schedule(StepPlan& plan);
+    // After the step ran: advances num_computed, publishes full blocks and checkpoints.
+    void complete(const StepPlan& plan);
+    // After a failed step: forgets the checkpoints it was to write (their slots hold nothing trustworthy).
+    void discard_checkpoints(const StepPlan& plan);
+
+    int32_t num_running() const { return static_cast<int32_t>(running_.size()); }
+    int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
+    const SchedulerStats& stats() const { return stats_; }
+    const std::vector<Sequence*>& running() const { return running_; }
+
+  private:
+    // Order of service: (priority if enabled, arrival, choice index); lower first.
+    struct Before {
+        bool by_priority = false;
+        bool operator()(const Sequence* a, const Sequence* b) const;
+    };
+    void ensure_hashes(Sequence* s, int32_t num_blocks);
+    int32_t align_chunk(const Sequence* s, int32_t start, int32_t length) const;
+    bool try_admit(Sequence* s, int32_t& budget, StepPlan& plan);
+    void preempt(Sequence* s, StepPlan& plan);
+    void release(Sequence* s);
+    void plan_chunk(Sequence* s, int32_t length, StepPlan& plan);
+    void publish_checkpoint(Sequence* s);
+    void insert_running(Sequence* s);
+
+    SchedulerConfig config_;
+    KvCacheManager& kv_;
+    StateCache* state_;
+    std::set<Sequence*, Before> waiting_;
+    std::vector<Sequence*> running_;  // sorted by key: the back is the first to be preempted
+    std::vector<int32_t> cached_scratch_;
+    SchedulerStats stats_;
+};
+
+}  // namespace pagoda::engine

@@ -1,0 +1,242 @@
+// CPU kernels: the math of every op as one plain launcher per op taking an args struct. Activations are fp32;
+// weights may be bf16/f16/f32. Parallel with OpenMP over the machine's cores. No allocation visible to callers
+// (scratch is thread-local and grows once). Strides are in elements.
+#pragma once
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace pagoda::kernels::cpu {
+
+// The instruction-set variant the hot kernels run ("avx512", "avx2" or "baseline"); PAGODA_CPU_ISA caps it.
+const char* active_isa();
+
+// Reads element i of a float-typed array of any float dtype as f32.
+float load_as_f32(const void* data, DType dtype, int64_t i);
+
+struct EmbeddingArgs {
+    const void* table = nullptr;  // [V, H] of table_dtype, row stride table_stride
+    DType table_dtype = DType::BF16;
+    int64_t table_stride = 0;
+    int64_t vocab = 0, hidden = 0;
+    const int32_t* ids = nullptr;  // [T]
+    int64_t num_tokens = 0;
+    float* out = nullptr;  // [T, H]
+    int64_t out_stride = 0;
+};
+void launch_embedding(const EmbeddingArgs& a);
+
+// Rows of D values addressed as x + t*stride_t + h*stride_h, t<T, h<H (H=1 for a plain [T, D] matrix).
+struct RowsF32 {
+    float* data = nullptr;
+    int64_t stride_t = 0, stride_h = 0;
+};
+
+// out = norm(residual += x) if residual is set, else out = norm(x). norm = x̂·w or x̂·(1+w).
+struct RmsNormArgs {
+    RowsF32 x, out, residual;  // residual.data == nullptr: no residual add
+    int64_t T = 0, H = 1, D = 0;
+    const void* weight = nullptr;  // [D]
+    DType weight_dtype = DType::F32;
+    float eps = 1e-6f;
+    bool zero_centred = false;
+};
+void launch_rms_norm(const RmsNormArgs& a);
+
+// y[T, N] = x[T, K] · W[N, K]ᵀ (+ bias[N]).
+struct LinearArgs {
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    const void* w = nullptr;
+    DType w_dtype = DType::BF16;
+    int64_t w_stride = 0;  // elements between weight rows (K for a contiguous weight)
+    const void* bias = nullptr;
+    DType bias_dtype = DType::F32;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    int64_t T = 0, N = 0, K = 0;
+};
+void launch_linear(const LinearArgs& a);
+
+struct RopeArgs {
+    RowsF32 x;
+    int64_t T = 0, H = 0, D = 0;
+    const int32_t* positions = nullptr;  // [T]
+    int rotary_dim = 0;
+    float theta = 10000.0f;
+};
+void launch_rope(const RopeArgs& a);
+
+// Paged layout shared by write and attention: cache[block][offset][head][d], contiguous.
+struct PagedKvWriteArgs {
+    const float* k = nullptr;
+    const float* v = nullptr;
+    int64_t k_stride_t = 0, k_stride_h = 0, v_stride_t = 0, v_stride_h = 0;
+    int64_t T = 0, H_kv = 0, D = 0;
+    const int64_t* slot_mapping = nullptr;  // [T]
+    float* key_cache = nullptr;
+    float* value_cache = nullptr;
+    int64_t num_slots = 0;  // num_blocks * block_size (bounds check)
+};
+void launch_paged_kv_write(const PagedKvWriteArgs& a);
+
+struct PagedAttentionArgs {
+    RowsF32 q, out;
+    int64_t H_q = 0, H_kv = 0, D = 0;
+    const float* key_cache = nullptr;
+    const float* value_cache = nullptr;
+    int32_t block_size = 16;
+    int64_t num_blocks = 0;
+    int32_t num_seqs = 0;
+    const int32_t* query_start_loc = nullptr;  // [S+1]
+    const int32_t* seq_lens = nullptr;         // [S]
+    const int32_t* block_tables = nullptr;     // [S, max_blocks_per_seq]
+    int32_t max_blocks_per_seq = 0;
+    float scale = 1.0f;
+};
+void launch_paged_attention(const PagedAttentionArgs& a);
+
+// Elementwise over [T, N] rows (row strides given per operand).
+enum class ElementwiseOp : uint8_t {
+    SiluMul,     // out = silu(a) * b
+    SigmoidMul,  // out = a * sigmoid(b); b may broadcast one value per row (b_cols == 1)
+    Add,         // out = a + b
+};
+struct ElementwiseArgs {
+    ElementwiseOp op = ElementwiseOp::Add;
+    const float* a = nullptr;
+    int64_t a_stride = 0;
+    const float* b = nullptr;
+    int64_t b_stride = 0;
+    int64_t b_cols = 0;  // N, or 1 for a per-row broadcast
+    float* out = nullptr;
+    int64_t out_stride = 0;
+    int64_t T = 0, N = 0;
+};
+void launch_elementwise(const ElementwiseArgs& a);
+
+// dst[T, N] = src[T, N] converting between float dtypes (F32/BF16/F16).
+struct CopyArgs {
+    const void* src = nullptr;
+    DType src_dtype = DType::F32;
+    int64_t src_stride = 0;
+    void* dst = nullptr;
+    DType dst_dtype = DType::F32;
+    int64_t dst_stride = 0;
+    int64_t T = 0, N = 0;
+    const int32_t* rows = nullptr;  // optional gather: dst row i = src row rows[i]
+};
+void launch_copy(const CopyArgs& a);
+
+struct TopkSoftmaxArgs {
+    const float* logits = nullptr;  // [T, E]
+    int64_t logits_stride = 0;
+    int64_t T = 0, E = 0, k = 0;
+    bool normalize = true;
+    float* weights = nullptr;  // [T, k] contiguous
+    int32_t* ids = nullptr;    // [T, k] contiguous
+};
+void launch_topk_softmax(const TopkSoftmaxArgs& a);
+
+struct ExpertWeight {
+    const void* data = nullptr;
+    DType dtype = DType::BF16;
+    int64_t stride = 0;  // row stride
+};
+// out[T, H] = Σ_j w[t,j] · down_e(silu(gate_e x) ⊙ up_e x). Tokens are grouped per expert so each expert's
+// weights are read once per call.
+struct MoeExpertsArgs {
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    int64_t T = 0, H = 0, I = 0, E = 0, k = 0;
+    const float* topk_weights = nullptr;  // [T, k]
+    const int32_t* topk_ids = nullptr;    // [T, k]
+    const ExpertWeight* gate = nullptr;   // [E], each [I, H]
+    const ExpertWeight* up = nullptr;     // [E], each [I, H]
+    const ExpertWeight* down = nullptr;   // [E], each [H, I]
+    float* out = nullptr;
+    int64_t out_stride = 0;
+};
+void launch_moe_experts(const MoeExpertsArgs& a);
+
+// Per-sequence metadata the Gated DeltaNet kernels need.
+struct SeqInfo {
+    int32_t num_seqs = 0;
+    const int32_t* query_start_loc = nullptr;  // [S+1]
+    const int32_t* seq_lens = nullptr;         // [S]
+    const int32_t* state_slots = nullptr;      // [S]
+};
+
+struct CausalConv1dArgs {
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    float* out = nullptr;
+    int64_t out_stride = 0;
+    int64_t C = 0, K = 4;
+    const void* weight = nullptr;  // [C, K]
+    DType weight_dtype = DType::BF16;
+    float* conv_state = nullptr;  // [slots, C, K-1]
+    int64_t num_slots = 0;
+    SeqInfo seqs;
+};
+void launch_causal_conv1d_silu(const CausalConv1dArgs& a);
+
+struct GdnGatingArgs {
+    const float* a = nullptr;
+    int64_t a_stride = 0;
+    const float* b = nullptr;
+    int64_t b_stride = 0;
+    const void* a_log = nullptr;
+    DType a_log_dtype = DType::F32;
+    const void* dt_bias = nullptr;
+    DType dt_bias_dtype = DType::F32;
+    float* g = nullptr;
+    int64_t g_stride = 0;
+    float* beta = nullptr;
+    int64_t beta_stride = 0;
+    int64_t T = 0, H = 0;
+};
+void launch_gdn_gating(const GdnGatingArgs& a);
+
+struct L2NormArgs {
+    RowsF32 x;
+    int64_t T = 0, H = 0, D = 0;
+    float eps = 1e-6f;
+};
+void launch_l2_norm(const L2NormArgs& a);
+
+struct DeltaRuleArgs {
+    RowsF32 q, k, v, out;  // q,k: [T, Hk, dk]; v, out: [T, Hv, dv]
+    const float* g = nullptr;
+    int64_t g_stride = 0;  // [T, Hv]
+    const float* beta = nullptr;
+    int64_t beta_stride = 0;
+    int64_t Hk = 0, Hv = 0, dk = 0, dv = 0;
+    float q_scale = 1.0f;
+    float* state = nullptr;  // [slots, Hv, dk, dv]
+    int64_t num_slots = 0;
+    SeqInfo seqs;
+    int mode = 0;  // 0 auto (chunked when a sequence has > 1 new token), 1 recurrent, 2 chunked
+    int chunk_size = 64;
+};
+void launch_gated_delta_rule(const DeltaRuleArgs& a);
+
+struct GatedRmsNormArgs {
+    RowsF32 x, z, out;
+    int64_t T = 0, H = 0, D = 0;
+    const void* weight = nullptr;
+    DType weight_dtype = DType::F32;
+    float eps = 1e-6f;
+};
+void launch_gated_rms_norm(const GatedRmsNormArgs& a);
+
+struct ArgmaxArgs {
+    const float* logits = nullptr;
+    int64_t stride = 0;
+    int64_t R = 0, V = 0;
+    int32_t* out = nullptr;
+};
+void launch_argmax(const ArgmaxArgs& a);
+
+}  // namespace pagoda::kernels::cpu

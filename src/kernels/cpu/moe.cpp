@@ -1,0 +1,75 @@
+// Routed experts of a MoE layer, grouped by expert: each selected expert's weights are read once per call and
+// applied to all the tokens routed to it (GEMV for decode, the tiled GEMM for prefill).
+#include <algorithm>
+#include <vector>
+
+#include "common/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/internal.h"
+
+namespace pagoda::kernels::cpu {
+
+void launch_moe_experts(const MoeExpertsArgs& a) {
+    const int64_t T = a.T, H = a.H, I = a.I;
+    for (int64_t t = 0; t < T; ++t)
+        std::fill(a.out + t * a.out_stride, a.out + t * a.out_stride + H, 0.0f);
+    // Bucket (token, weight) pairs per expert; counts first so the buckets are one flat array.
+    thread_local std::vector<int32_t> count, start, order;
+    count.assign(static_cast<size_t>(a.E) + 1, 0);
+    for (int64_t i = 0; i < T * a.k; ++i) {
+        PAGODA_CHECK_MSG(a.topk_ids[i] >= 0 && a.topk_ids[i] < a.E, "moe: expert id out of range");
+        ++count[static_cast<size_t>(a.topk_ids[i])];
+    }
+    start.assign(static_cast<size_t>(a.E) + 1, 0);
+    for (int64_t e = 0; e < a.E; ++e)
+        start[e + 1] = start[e] + count[e];
+    order.resize(static_cast<size_t>(T * a.k));
+    std::vector<int32_t>& fill = count;
+    std::fill(fill.begin(), fill.end(), 0);
+    for (int64_t i = 0; i < T * a.k; ++i) {
+        const int32_t e = a.topk_ids[i];
+        order[static_cast<size_t>(start[e] + fill[e]++)] = static_cast<int32_t>(i);  // i = t*k + j
+    }
+
+    for (int64_t e = 0; e < a.E; ++e) {
+        const int64_t n = start[e + 1] - start[e];
+        if (n == 0) continue;
+        float* xe = scratch(3, static_cast<size_t>(n * H));
+        float* g = scratch(4, static_cast<size_t>(n * I));
+        float* u = scratch(5, static_cast<size_t>(n * I));
+        float* d = scratch(6, static_cast<size_t>(n * H));
+        for (int64_t r = 0; r < n; ++r) {
+            const int64_t t = order[start[e] + r] / a.k;
+            std::copy(a.x + t * a.x_stride, a.x + t * a.x_stride + H, xe + r * H);
+        }
+        LinearArgs l;
+        l.x = xe;
+        l.x_stride = H;
+        l.T = n;
+        l.K = H;
+        l.N = I;
+        l.y_stride = I;
+        l.w = a.gate[e].data, l.w_dtype = a.gate[e].dtype, l.w_stride = a.gate[e].stride, l.y = g;
+        launch_linear(l);
+        l.w = a.up[e].data, l.w_dtype = a.up[e].dtype, l.w_stride = a.up[e].stride, l.y = u;
+        launch_linear(l);
+        for (int64_t i = 0; i < n * I; ++i)
+            g[i] = silu(g[i]) * u[i];
+        l.x = g;
+        l.x_stride = I;
+        l.K = I;
+        l.N = H;
+        l.y_stride = H;
+        l.w = a.down[e].data, l.w_dtype = a.down[e].dtype, l.w_stride = a.down[e].stride, l.y = d;
+        launch_linear(l);
+        for (int64_t r = 0; r < n; ++r) {
+            const int64_t i = order[start[e] + r];
+            const float w = a.topk_weights[i];
+            float* o = a.out + (i / a.k) * a.out_stride;
+            for (int64_t c = 0; c < H; ++c)
+                o[c] += w * d[r * H + c];
+        }
+    }
+}
+
+}  // namespace pagoda::kernels::cpu

@@ -1,0 +1,333 @@
+#include "model/arch/blocks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "common/check.h"
+
+namespace pagoda::model {
+
+// --- Arena ------------------------------------------------------------------------------------------------------------
+
+namespace {
+constexpr size_t kArenaAlign = 64;
+size_t align_up(size_t n) { return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
+}  // namespace
+
+void Arena::reserve(Allocator& allocator, size_t bytes) {
+    used_ = 0;
+    if (buffer_.size() >= bytes) return;
+    auto buffer = Buffer::allocate(allocator, bytes, kArenaAlign);
+    PAGODA_CHECK_MSG(buffer.ok(), buffer.message().c_str());
+    buffer_ = std::move(buffer).value();
+}
+
+Tensor Arena::take(DType dtype, const Shape& shape) {
+    const size_t bytes = align_up(static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+    PAGODA_CHECK_MSG(used_ + bytes <= buffer_.size(), "scratch arena too small");
+    Tensor t(static_cast<std::byte*>(buffer_.data()) + used_, dtype, shape, buffer_.device());
+    used_ += bytes;
+    return t;
+}
+
+NormKind norm_kind(const ModelSpec& spec) {
+    return spec.zero_centered_norm ? NormKind::ZeroCentred : NormKind::Plain;
+}
+
+namespace {
+
+int64_t rotary_dim_of(const ModelSpec& spec) {
+    if (spec.rope.rotary_dim > 0) return spec.rope.rotary_dim;
+    return static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.rope.partial_rotary_factor) / 2 * 2;
+}
+
+// [T, heads, dim] view of row-major memory whose rows are `row_stride` floats apart and whose heads are
+// `head_stride` floats apart, starting `offset` floats into each row.
+Tensor heads_view(const Tensor& base, int64_t offset, int64_t heads, int64_t dim, int64_t head_stride) {
+    const int64_t strides[3] = {base.stride(0), head_stride, 1};
+    return Tensor(base.data_as<float>() + offset, DType::F32, Shape{base.dim(0), heads, dim}, strides,
+                  base.device());
+}
+
+}  // namespace
+
+// --- Attention --------------------------------------------------------------------------------------------------------
+
+Status load_attention(const ModelSpec& spec, WeightLoader& loader, const std::string& p,
+                      const AttentionOptions& options, AttentionWeights& out) {
+    const int64_t H = spec.hidden_size, nq = spec.num_attention_heads, nkv = spec.num_key_value_heads;
+    const int64_t hd = spec.head_dim;
+    const int64_t q_rows = nq * hd * (options.output_gate ? 2 : 1);
+    PAGODA_ASSIGN_OR_RETURN(out.q, loader.view(p + "q_proj.weight", Shape{q_rows, H}));
+    PAGODA_ASSIGN_OR_RETURN(out.k, loader.view(p + "k_proj.weight", Shape{nkv * hd, H}));
+    PAGODA_ASSIGN_OR_RETURN(out.v, loader.view(p + "v_proj.weight", Shape{nkv * hd, H}));
+    PAGODA_ASSIGN_OR_RETURN(out.o, loader.view(p + "o_proj.weight", Shape{H, nq * hd}));
+    if (options.bias) {
+        PAGODA_ASSIGN_OR_RETURN(out.q_bias, loader.f32(p + "q_proj.bias", Shape{q_rows}));
+        PAGODA_ASSIGN_OR_RETURN(out.k_bias, loader.f32(p + "k_proj.bias", Shape{nkv * hd}));
+        PAGODA_ASSIGN_OR_RETURN(out.v_bias, loader.f32(p + "v_proj.bias", Shape{nkv * hd}));
+    }
+    if (options.qk_norm) {
+        PAGODA_ASSIGN_OR_RETURN(out.q_norm, loader.f32(p + "q_norm.weight", Shape{hd}));
+        PAGODA_ASSIGN_OR_RETURN(out.k_norm, loader.f32(p + "k_norm.weight", Shape{hd}));
+    }
+    return ok_status();
+}
+
+size_t attention_scratch_floats(const ModelSpec& spec) {
+    const int64_t nq = spec.num_attention_heads, nkv = spec.num_key_value_heads, hd = spec.head_dim;
+    return static_cast<size_t>(2 * nq * hd + 2 * nkv * hd + nq * hd);
+}
+
+void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
+                       const ForwardBatch& batch, const Tensor& key_cache, const Tensor& value_cache, Arena& arena,
+                       const Tensor& out) {
+    const int64_t T = x.dim(0), nq = spec.num_attention_heads, nkv = spec.num_key_value_heads, hd = spec.head_dim;
+    const bool gated = w.q.dim(0) == 2 * nq * hd;
+    const int64_t q_width = w.q.dim(0);
+
+    Tensor q_out = arena.f32(T, q_width);
+    Tensor k_out = arena.f32(T, nkv * hd);
+    Tensor v_out = arena.f32(T, nkv * hd);
+    ops.linear(x, w.q, w.q_bias, q_out);
+    ops.linear(x, w.k, w.k_bias, k_out);
+    ops.linear(x, w.v, w.v_bias, v_out);
+
+    // Gated attention: each head's slice of q_proj is [query(hd) | gate(hd)] (per-head interleave).
+    Tensor q = gated ? heads_view(q_out, 0, nq, hd, 2 * hd) : q_out.reshape(Shape{T, nq, hd});
+    Tensor k = k_out.reshape(Shape{T, nkv, hd});
+    Tensor v = v_out.reshape(Shape{T, nkv, hd});
+    const NormKind kind = norm_kind(spec);
+    const float eps = static_cast<float>(spec.rms_norm_eps);
+    if (w.q_norm.defined()) {
+        ops.head_rms_norm(q, w.q_norm, eps, kind);
+        ops.head_rms_norm(k, w.k_norm, eps, kind);
+    }
+    const int rot = static_cast<int>(rotary_dim_of(spec));
+    const float theta = static_cast<float>(spec.rope.theta);
+    ops.rope(q, batch.positions, rot, theta);
+    ops.rope(k, batch.positions, rot, theta);
+
+    ops.write_kv(k, v, batch, key_cache, value_cache);
+    Tensor attn = arena.f32(T, nq * hd);
+    ops.paged_attention(q, key_cache, value_cache, batch, 1.0f / std::sqrt(static_cast<float>(hd)),
+                        attn.reshape(Shape{T, nq, hd}));
+    if (gated) {
+        // attn[:, h] *= sigmoid(gate of head h); 2-D strided views per head (the gate halves are interleaved).
+        for (int64_t h = 0; h < nq; ++h) {
+            ops.sigmoid_mul(attn.narrow(1, h * hd, hd), q_out.narrow(1, h * 2 * hd + hd, hd));
+        }
+    }
+    ops.linear(attn, w.o, Tensor(), out);
+}
+
+// --- MLP --------------------------------------------------------------------------------------------------------------
+
+Status load_mlp(WeightLoader& loader, const std::string& p, int64_t hidden, int64_t intermediate, MlpWeights& out) {
+    PAGODA_ASSIGN_OR_RETURN(out.gate, loader.view(p + "gate_proj.weight", Shape{intermediate, hidden}));
+    PAGODA_ASSIGN_OR_RETURN(out.up, loader.view(p + "up_proj.weight", Shape{intermediate, hidden}));
+    PAGODA_ASSIGN_OR_RETURN(out.down, loader.view(p + "down_proj.weight", Shape{hidden, intermediate}));
+    return ok_status();
+}
+
+void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out) {
+    const int64_t T = x.dim(0), I = w.gate.dim(0);
+    Tensor g = arena.f32(T, I);
+    Tensor u = arena.f32(T, I);
+    Tensor h = arena.f32(T, I);
+    ops.linear(x, w.gate, Tensor(), g);
+    ops.linear(x, w.up, Tensor(), u);
+    ops.silu_mul(g, u, h);
+    ops.linear(h, w.down, Tensor(), out);
+}
+
+// --- MoE --------------------------------------------------------------------------------------------------------------
+
+Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& p, MoeWeights& out) {
+    const int64_t E = spec.num_experts, I = spec.moe_intermediate_size, H = spec.hidden_size;
+    if (E <= 0 || I <= 0 || spec.num_experts_per_tok <= 0 || spec.num_experts_per_tok > E) {
+        return Status::error("MoE layer " + p + ": the config's num_experts/num_experts_per_tok/moe_intermediate_size" +
+                             " are missing or inconsistent");
+    }
+    PAGODA_ASSIGN_OR_RETURN(out.router, loader.view(p + "gate.weight", Shape{E, H}));
+    out.gate.resize(E);
+    out.up.resize(E);
+    out.down.resize(E);
+    if (loader.has(p + "experts.gate_up_proj")) {
+        PAGODA_ASSIGN_OR_RETURN(Tensor gate_up, loader.view(p + "experts.gate_up_proj", Shape{E, 2 * I, H}));
+        PAGODA_ASSIGN_OR_RETURN(Tensor down, loader.view(p + "experts.down_proj", Shape{E, H, I}));
+        for (int64_t e = 0; e < E; ++e) {
+            Tensor ge = gate_up.select(e);  // rows [0, I) gate, [I, 2I) up
+            out.gate[e] = ge.narrow(0, 0, I);
+            out.up[e] = ge.narrow(0, I, I);
+            out.down[e] = down.select(e);
+        }
+    } else {
+        for (int64_t e = 0; e < E; ++e) {
+            const std::string ep = p + "experts." + std::to_string(e) + ".";
+            PAGODA_ASSIGN_OR_RETURN(out.gate[e], loader.view(ep + "gate_proj.weight", Shape{I, H}));
+            PAGODA_ASSIGN_OR_RETURN(out.up[e], loader.view(ep + "up_proj.weight", Shape{I, H}));
+            PAGODA_ASSIGN_OR_RETURN(out.down[e], loader.view(ep + "down_proj.weight", Shape{H, I}));
+        }
+    }
+    if (spec.shared_expert_intermediate_size > 0) {
+        out.has_shared = true;
+        PAGODA_RETURN_IF_ERROR(load_mlp(loader, p + "shared_expert.", H, spec.shared_expert_intermediate_size,
+                                        out.shared));
+        PAGODA_ASSIGN_OR_RETURN(out.shared_gate, loader.view(p + "shared_expert_gate.weight", Shape{1, H}));
+    }
+    return ok_status();
+}
+
+size_t moe_scratch_floats(const ModelSpec& spec) {
+    return static_cast<size_t>(spec.num_experts + 2 * spec.num_experts_per_tok + spec.hidden_size + 1 +
+                               3 * spec.shared_expert_intermediate_size);
+}
+
+void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena,
+                 const Tensor& out) {
+    const int64_t T = x.dim(0), E = w.router.dim(0), k = spec.num_experts_per_tok;
+    Tensor router_logits = arena.f32(T, E);
+    ops.linear(x, w.router, Tensor(), router_logits);
+    Tensor topk_w = arena.f32(T, k);
+    Tensor topk_ids = arena.take(DType::I32, Shape{T, k});
+    // Qwen3.5-MoE always renormalises the top-k weights (hard-coded in its router).
+    const bool normalize = spec.norm_topk_prob || spec.family == ModelFamily::kQwen3_5Moe;
+    ops.moe_topk_softmax(router_logits, normalize, topk_w, topk_ids);
+    ops.moe_experts(x, topk_w, topk_ids, MoeExpertWeights{w.gate, w.up, w.down}, out);
+    if (w.has_shared) {
+        Tensor shared = arena.f32(T, x.dim(1));
+        mlp_forward(ops, w.shared, x, arena, shared);
+        Tensor gate = arena.f32(T, 1);
+        ops.linear(x, w.shared_gate, Tensor(), gate);
+        ops.sigmoid_mul(shared, gate);
+        ops.add(out, shared);
+    }
+}
+
+// --- Gated DeltaNet ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+struct DeltaDims {
+    int64_t H, Hk, Hv, dk, dv, K, Kd, Vd, C, r;
+};
+
+Result<DeltaDims> delta_dims(const ModelSpec& spec) {
+    DeltaDims d{};
+    d.H = spec.hidden_size;
+    d.Hk = spec.linear_num_key_heads;
+    d.Hv = spec.linear_num_value_heads;
+    d.dk = spec.linear_key_head_dim;
+    d.dv = spec.linear_value_head_dim;
+    d.K = spec.linear_conv_kernel_dim;
+    if (d.Hk <= 0 || d.Hv <= 0 || d.dk <= 0 || d.dv <= 0 || d.K <= 1 || d.Hv % d.Hk != 0) {
+        return Status::error("linear-attention dimensions in the config are missing or inconsistent (key heads " +
+                             std::to_string(d.Hk) + ", value heads " + std::to_string(d.Hv) + ")");
+    }
+    d.Kd = d.Hk * d.dk;
+    d.Vd = d.Hv * d.dv;
+    d.C = 2 * d.Kd + d.Vd;
+    d.r = d.Hv / d.Hk;
+    return d;
+}
+
+Status load_delta_common(const DeltaDims& d, WeightLoader& loader, const std::string& p, DeltaNetWeights& out) {
+    PAGODA_ASSIGN_OR_RETURN(out.conv, loader.f32(p + "conv1d.weight", Shape{d.C, 1, d.K}, Shape{d.C, d.K}));
+    PAGODA_ASSIGN_OR_RETURN(out.a_log, loader.f32(p + "A_log", Shape{d.Hv}));
+    PAGODA_ASSIGN_OR_RETURN(out.dt_bias, loader.f32(p + "dt_bias", Shape{d.Hv}));
+    PAGODA_ASSIGN_OR_RETURN(out.norm, loader.f32(p + "norm.weight", Shape{d.dv}));
+    PAGODA_ASSIGN_OR_RETURN(out.out, loader.view(p + "out_proj.weight", Shape{d.H, d.Vd}));
+    return ok_status();
+}
+
+// Copies `rows` rows of `src` starting at `src_row` to `dst` starting at `dst_row` (same dtype and width).
+void copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t src_row, int64_t rows) {
+    const size_t row_bytes = static_cast<size_t>(src.dim(1)) * dtype_size(src.dtype());
+    std::memcpy(static_cast<std::byte*>(dst.data()) + dst_row * row_bytes,
+                static_cast<const std::byte*>(src.data()) + src_row * row_bytes, rows * row_bytes);
+}
+
+}  // namespace
+
+Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const std::string& p,
+                            DeltaNetWeights& out) {
+    PAGODA_ASSIGN_OR_RETURN(DeltaDims d, delta_dims(spec));
+    PAGODA_ASSIGN_OR_RETURN(out.qkv, loader.view(p + "in_proj_qkv.weight", Shape{d.C, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(out.z, loader.view(p + "in_proj_z.weight", Shape{d.Vd, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(out.b, loader.view(p + "in_proj_b.weight", Shape{d.Hv, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(out.a, loader.view(p + "in_proj_a.weight", Shape{d.Hv, d.H}));
+    return load_delta_common(d, loader, p, out);
+}
+
+Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const std::string& p,
+                             DeltaNetWeights& out) {
+    PAGODA_ASSIGN_OR_RETURN(DeltaDims d, delta_dims(spec));
+    const int64_t group = 2 * d.dk + 2 * d.r * d.dv;  // rows per key head: q(dk) k(dk) v(r*dv) z(r*dv)
+    PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(Tensor ba, loader.view(p + "in_proj_ba.weight", Shape{d.Hk * 2 * d.r, d.H}));
+    // Re-order once into [q_all | k_all | v_all | z_all] and [b_all | a_all]: value head g*r+j of group g keeps
+    // its index, so the split layout (and the shared forward) applies unchanged.
+    Tensor split = loader.allocate(qkvz.dtype(), Shape{d.C + d.Vd, d.H});
+    Tensor split_ba = loader.allocate(ba.dtype(), Shape{2 * d.Hv, d.H});
+    for (int64_t g = 0; g < d.Hk; ++g) {
+        const int64_t src = g * group;
+        copy_rows(split, g * d.dk, qkvz, src, d.dk);
+        copy_rows(split, d.Kd + g * d.dk, qkvz, src + d.dk, d.dk);
+        copy_rows(split, 2 * d.Kd + g * d.r * d.dv, qkvz, src + 2 * d.dk, d.r * d.dv);
+        copy_rows(split, d.C + g * d.r * d.dv, qkvz, src + 2 * d.dk + d.r * d.dv, d.r * d.dv);
+        copy_rows(split_ba, g * d.r, ba, g * 2 * d.r, d.r);
+        copy_rows(split_ba, d.Hv + g * d.r, ba, g * 2 * d.r + d.r, d.r);
+    }
+    out.qkv = split.narrow(0, 0, d.C);
+    out.z = split.narrow(0, d.C, d.Vd);
+    out.b = split_ba.narrow(0, 0, d.Hv);
+    out.a = split_ba.narrow(0, d.Hv, d.Hv);
+    return load_delta_common(d, loader, p, out);
+}
+
+size_t delta_net_scratch_floats(const ModelSpec& spec) {
+    const int64_t Kd = spec.linear_num_key_heads * spec.linear_key_head_dim;
+    const int64_t Vd = spec.linear_num_value_heads * spec.linear_value_head_dim;
+    const int64_t C = 2 * Kd + Vd;
+    return static_cast<size_t>(2 * C + 2 * Vd + 4 * spec.linear_num_value_heads);
+}
+
+void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
+                       const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state,
+                       Arena& arena, const Tensor& out) {
+    const int64_t T = x.dim(0);
+    const int64_t Hk = spec.linear_num_key_heads, Hv = spec.linear_num_value_heads;
+    const int64_t dk = spec.linear_key_head_dim, dv = spec.linear_value_head_dim;
+    const int64_t Kd = Hk * dk, Vd = Hv * dv, C = 2 * Kd + Vd;
+
+    Tensor mixed = arena.f32(T, C);
+    Tensor z = arena.f32(T, Vd);
+    Tensor b = arena.f32(T, Hv);
+    Tensor a = arena.f32(T, Hv);
+    ops.linear(x, w.qkv, Tensor(), mixed);
+    ops.linear(x, w.z, Tensor(), z);
+    ops.linear(x, w.b, Tensor(), b);
+    ops.linear(x, w.a, Tensor(), a);
+
+    Tensor conv = arena.f32(T, C);
+    ops.causal_conv1d_silu(mixed, w.conv, conv_state, batch, conv);
+    Tensor q = heads_view(conv, 0, Hk, dk, dk);
+    Tensor k = heads_view(conv, Kd, Hk, dk, dk);
+    Tensor v = heads_view(conv, 2 * Kd, Hv, dv, dv);
+
+    Tensor g = arena.f32(T, Hv);
+    Tensor beta = arena.f32(T, Hv);
+    ops.gdn_gating(a, b, w.a_log, w.dt_bias, g, beta);
+    ops.l2_norm(q, 1e-6f);
+    ops.l2_norm(k, 1e-6f);
+
+    Tensor o = arena.f32(T, Vd);
+    Tensor o3 = o.reshape(Shape{T, Hv, dv});
+    ops.gated_delta_rule(q, k, v, g, beta, recurrent_state, batch, 1.0f / std::sqrt(static_cast<float>(dk)), o3);
+    ops.gated_rms_norm(o3, z.reshape(Shape{T, Hv, dv}), w.norm, static_cast<float>(spec.rms_norm_eps), o3);
+    ops.linear(o, w.out, Tensor(), out);
+}
+
+}  // namespace pagoda::model

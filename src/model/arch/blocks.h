@@ -1,0 +1,104 @@
+// The building blocks every Qwen family is made of, written once against Ops: attention (plain, with QK-norm,
+// with an output gate), the SwiGLU MLP, the mixture of experts (with an optional gated shared expert) and the
+// Gated DeltaNet. Each block has a weights struct, a loader (checkpoint names under a prefix) and a forward.
+// The family files (qwen2.cpp ... qwen3_5.cpp) only choose which blocks a layer has and how its tensors are named.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/model_spec.h"
+#include "model/weights.h"
+#include "runtime/forward_batch.h"
+#include "runtime/ops.h"
+#include "tensor/buffer.h"
+#include "tensor/tensor.h"
+
+namespace pagoda::model {
+
+// Scratch memory for one forward pass: tensors are carved from one buffer and released by rewinding.
+class Arena {
+public:
+    void reserve(Allocator& allocator, size_t bytes);
+    Tensor take(DType dtype, const Shape& shape);
+    Tensor f32(int64_t rows, int64_t cols) { return take(DType::F32, Shape{rows, cols}); }
+    size_t mark() const { return used_; }
+    void rewind(size_t mark) { used_ = mark; }
+    size_t capacity() const { return buffer_.size(); }
+
+private:
+    Buffer buffer_;
+    size_t used_ = 0;
+};
+
+// --- Attention ------------------------------------------------------------------------------------------------------
+struct AttentionWeights {
+    Tensor q, k, v, o;                 // q: [nq*hd*(gated ? 2 : 1), H]
+    Tensor q_bias, k_bias, v_bias;     // qwen2 (F32), else undefined
+    Tensor q_norm, k_norm;             // [hd] F32 (QK-norm), else undefined
+};
+
+struct AttentionOptions {
+    bool bias = false;
+    bool qk_norm = false;
+    bool output_gate = false;  // q_proj holds [q | gate] per head (Qwen3-Next, Qwen3.5)
+};
+
+Status load_attention(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix,
+                      const AttentionOptions& options, AttentionWeights& out);
+// out [T, H]. key_cache/value_cache: this layer's paged caches.
+void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
+                       const ForwardBatch& batch, const Tensor& key_cache, const Tensor& value_cache, Arena& arena,
+                       const Tensor& out);
+size_t attention_scratch_floats(const ModelSpec& spec);  // per token
+
+// --- SwiGLU MLP -----------------------------------------------------------------------------------------------------
+struct MlpWeights {
+    Tensor gate, up, down;  // [I, H], [I, H], [H, I]
+};
+Status load_mlp(WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t intermediate,
+                MlpWeights& out);
+void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out);
+
+// --- Mixture of experts ---------------------------------------------------------------------------------------------
+struct MoeWeights {
+    Tensor router;                         // [E, H]
+    std::vector<Tensor> gate, up, down;    // E x [I, H], [I, H], [H, I] (views of fused tensors when fused)
+    bool has_shared = false;
+    MlpWeights shared;                     // shared expert
+    Tensor shared_gate;                    // [1, H]
+};
+// Accepts both layouts: per expert (experts.{e}.gate_proj.weight ...) and fused (experts.gate_up_proj [E, 2I, H],
+// experts.down_proj [E, H, I]). A shared expert is loaded when spec.shared_expert_intermediate_size > 0.
+Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix, MoeWeights& out);
+void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena,
+                 const Tensor& out);
+size_t moe_scratch_floats(const ModelSpec& spec);
+
+// --- Gated DeltaNet -------------------------------------------------------------------------------------------------
+struct DeltaNetWeights {
+    Tensor qkv;      // [2*Kd + Vd, H]   rows: q (head-major) | k | v
+    Tensor z;        // [Vd, H]
+    Tensor b, a;     // [Hv, H]
+    Tensor conv;     // [2*Kd + Vd, K] F32
+    Tensor a_log;    // [Hv] F32
+    Tensor dt_bias;  // [Hv] F32
+    Tensor norm;     // [dv] F32 (plain gated RMSNorm)
+    Tensor out;      // [H, Vd]
+};
+// Qwen3.5: in_proj_qkv / in_proj_z / in_proj_b / in_proj_a.
+Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix,
+                            DeltaNetWeights& out);
+// Qwen3-Next: in_proj_qkvz / in_proj_ba packed per key-head group; re-ordered once at load into the split layout.
+Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix,
+                             DeltaNetWeights& out);
+void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
+                       const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state,
+                       Arena& arena, const Tensor& out);
+size_t delta_net_scratch_floats(const ModelSpec& spec);
+
+NormKind norm_kind(const ModelSpec& spec);
+
+}  // namespace pagoda::model

@@ -1,0 +1,179 @@
+#include "model/model.h"
+
+#include <algorithm>
+
+#include "runtime/ops.h"
+
+namespace pagoda::model {
+
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend) {
+    PAGODA_ASSIGN_OR_RETURN(ModelDir model_dir, ModelDir::open(dir, /*open_weights=*/true));
+    return load(std::move(model_dir), backend);
+}
+
+Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend) {
+    if (!dir.checkpoint) return Status::error(dir.files.dir + ": no weights were opened");
+    if (backend.device().kind != DeviceKind::Host) {
+        return Status::error("loading weights onto " + backend.name() + " is not implemented yet (CPU only)");
+    }
+    std::unique_ptr<Model> model(new Model(std::move(dir), backend));
+    Status status = model->load_weights();
+    if (!status.ok()) return status.with_context(model->dir_.files.dir);
+    return model;
+}
+
+Status Model::load_weights() {
+    const ModelSpec& spec = dir_.spec;
+    if (spec.rope.type != "default" && !spec.rope.type.empty()) {
+        return Status::error("rope_type '" + spec.rope.type + "' is not supported yet (only the default RoPE)");
+    }
+    if (spec.hidden_act != "silu") return Status::error("hidden_act '" + spec.hidden_act + "' is not supported");
+    if (static_cast<int64_t>(spec.layers.size()) != spec.num_hidden_layers || spec.num_hidden_layers <= 0) {
+        return Status::error("config gives " + std::to_string(spec.num_hidden_layers) + " layers but " +
+                             std::to_string(spec.layers.size()) + " layer types");
+    }
+    const Architecture& arch = architecture_for(spec.family);
+    WeightLoader loader(*dir_.checkpoint, weights_.owned);
+    const std::string& p = spec.weight_prefix;
+    const int64_t H = spec.hidden_size, V = spec.vocab_size;
+    PAGODA_ASSIGN_OR_RETURN(weights_.embed, loader.view(p + "embed_tokens.weight", Shape{V, H}));
+    PAGODA_ASSIGN_OR_RETURN(weights_.final_norm, loader.f32(p + "norm.weight", Shape{H}));
+    if (loader.has("lm_head.weight") || !spec.tie_word_embeddings) {
+        PAGODA_ASSIGN_OR_RETURN(weights_.lm_head, loader.view("lm_head.weight", Shape{V, H}));
+    } else {
+        weights_.lm_head = weights_.embed;
+    }
+    weights_.layers.resize(spec.layers.size());
+    cache_layer_.resize(spec.layers.size());
+    int32_t full = 0, linear = 0;
+    for (size_t i = 0; i < spec.layers.size(); ++i) {
+        LayerWeights& layer = weights_.layers[i];
+        layer.attention = spec.layers[i].attention;
+        layer.mlp = spec.layers[i].mlp;
+        if (spec.layers[i].sliding_window) {
+            return Status::error("layer " + std::to_string(i) + ": sliding-window attention is not supported");
+        }
+        if (layer.attention == AttentionKind::kLinear && spec.family != ModelFamily::kQwen3Next &&
+            spec.family != ModelFamily::kQwen3_5 && spec.family != ModelFamily::kQwen3_5Moe) {
+            return Status::error("layer " + std::to_string(i) + ": linear attention in a " +
+                                 std::string(family_name(spec.family)) + " model");
+        }
+        cache_layer_[i] = layer.attention == AttentionKind::kFull ? full++ : linear++;
+        const std::string lp = p + "layers." + std::to_string(i) + ".";
+        PAGODA_ASSIGN_OR_RETURN(layer.input_norm, loader.f32(lp + "input_layernorm.weight", Shape{H}));
+        PAGODA_ASSIGN_OR_RETURN(layer.post_norm, loader.f32(lp + "post_attention_layernorm.weight", Shape{H}));
+        PAGODA_RETURN_IF_ERROR(arch.load_layer(spec, loader, static_cast<int64_t>(i), lp, layer));
+    }
+    return ok_status();
+}
+
+KvCacheConfig Model::kv_cache_config(int32_t num_blocks, int32_t block_size) const {
+    const ModelSpec& spec = dir_.spec;
+    KvCacheConfig c;
+    c.num_layers = static_cast<int32_t>(spec.num_full_attention_layers());
+    c.num_blocks = num_blocks;
+    c.block_size = block_size;
+    c.num_kv_heads = static_cast<int32_t>(spec.num_key_value_heads);
+    c.head_dim = static_cast<int32_t>(spec.head_dim);
+    c.dtype = DType::F32;
+    return c;
+}
+
+StateCacheConfig Model::state_cache_config(int32_t num_slots) const {
+    const ModelSpec& spec = dir_.spec;
+    StateCacheConfig c;
+    c.num_layers = static_cast<int32_t>(spec.num_linear_attention_layers());
+    c.num_slots = num_slots;
+    c.conv_dim = static_cast<int32_t>(2 * spec.linear_num_key_heads * spec.linear_key_head_dim +
+                                      spec.linear_num_value_heads * spec.linear_value_head_dim);
+    c.conv_kernel = static_cast<int32_t>(spec.linear_conv_kernel_dim > 0 ? spec.linear_conv_kernel_dim : 4);
+    c.num_v_heads = static_cast<int32_t>(spec.linear_num_value_heads);
+    c.k_head_dim = static_cast<int32_t>(spec.linear_key_head_dim);
+    c.v_head_dim = static_cast<int32_t>(spec.linear_value_head_dim);
+    return c;
+}
+
+size_t Model::scratch_bytes(int64_t tokens, int64_t logits_rows) const {
+    const ModelSpec& spec = dir_.spec;
+    size_t block = 0;
+    for (const LayerWeights& layer : weights_.layers) {
+        if (layer.attention == AttentionKind::kFull) block = std::max(block, attention_scratch_floats(spec));
+        else block = std::max(block, delta_net_scratch_floats(spec));
+        if (layer.mlp == MlpKind::kMoe) block = std::max(block, moe_scratch_floats(spec));
+        else block = std::max(block, static_cast<size_t>(3 * spec.intermediate_size));
+    }
+    const size_t per_token = 4 * static_cast<size_t>(spec.hidden_size) + block;
+    // 64 bytes of alignment slack for each of the ~24 tensors taken at most at once.
+    return 4 * (per_token * static_cast<size_t>(tokens) +
+                static_cast<size_t>(logits_rows * spec.hidden_size)) + 64 * 32;
+}
+
+Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states,
+                      const Tensor& logits, const HiddenObserver& observer) {
+    const ModelSpec& spec = dir_.spec;
+    const int64_t T = batch.num_tokens, H = spec.hidden_size, V = vocab_size();
+    const int64_t R = static_cast<int64_t>(batch.logits_indices.size());
+    if (T <= 0) return Status::error("empty batch");
+    if (static_cast<int64_t>(batch.token_ids.size()) != T) return Status::error("batch token count mismatch");
+    for (int32_t id : batch.token_ids) {
+        if (id < 0 || id >= spec.vocab_size) {
+            return Status::error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                 std::to_string(spec.vocab_size) + ")");
+        }
+    }
+    if (spec.num_full_attention_layers() > 0 && kv == nullptr) return Status::error("no KV cache pool given");
+    if (spec.num_linear_attention_layers() > 0 && states == nullptr) return Status::error("no state pool given");
+    if (R > 0 && (logits.rank() != 2 || logits.dim(0) != R || logits.dim(1) != V || logits.dtype() != DType::F32)) {
+        return Status::error("logits tensor must be f32[" + std::to_string(R) + ", " + std::to_string(V) +
+                             "], got " + logits.to_string());
+    }
+    for (int32_t row : batch.logits_indices) {
+        if (row < 0 || row >= T) return Status::error("logits index out of range");
+    }
+
+    Ops& ops = backend_.ops();
+    arena_.reserve(backend_.allocator(), scratch_bytes(T, R));
+    const NormKind kind = norm_kind(spec);
+    const float eps = static_cast<float>(spec.rms_norm_eps);
+
+    Tensor hidden = arena_.f32(T, H);  // residual stream
+    Tensor x = arena_.f32(T, H);       // normed input of the next sub-layer
+    Tensor y = arena_.f32(T, H);       // output of the last sub-layer, not yet added to the residual
+    Tensor probe;
+    if (observer) probe = arena_.f32(T, H);
+
+    ops.embedding(weights_.embed, batch.token_ids, hidden);
+    if (observer) observer(0, hidden);
+    ops.rms_norm(hidden, weights_.layers[0].input_norm, eps, kind, x);
+    for (size_t i = 0; i < weights_.layers.size(); ++i) {
+        const LayerWeights& layer = weights_.layers[i];
+        const size_t mark = arena_.mark();
+        if (layer.attention == AttentionKind::kFull) {
+            attention_forward(ops, spec, layer.attn, x, batch, kv->key(cache_layer_[i]), kv->value(cache_layer_[i]),
+                              arena_, y);
+        } else {
+            delta_net_forward(ops, spec, layer.delta, x, batch, states->conv_state(cache_layer_[i]),
+                              states->recurrent_state(cache_layer_[i]), arena_, y);
+        }
+        arena_.rewind(mark);
+        ops.add_rms_norm(hidden, y, layer.post_norm, eps, kind, x);
+        if (layer.mlp == MlpKind::kMoe) moe_forward(ops, spec, layer.moe, x, arena_, y);
+        else mlp_forward(ops, layer.dense, x, arena_, y);
+        arena_.rewind(mark);
+        if (observer) {
+            ops.copy(probe, hidden);
+            ops.add(probe, y);
+            observer(static_cast<int64_t>(i) + 1, probe);
+        }
+        const Tensor& next_norm = i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm
+                                                                 : weights_.final_norm;
+        ops.add_rms_norm(hidden, y, next_norm, eps, kind, x);
+    }
+    if (R == 0) return ok_status();
+    Tensor rows = arena_.f32(R, H);
+    ops.gather_rows(x, batch.logits_indices, rows);
+    ops.linear(rows, weights_.lm_head, Tensor(), logits);
+    return ok_status();
+}
+
+}  // namespace pagoda::model

@@ -1,0 +1,58 @@
+// Model: a loaded checkpoint of one of the Qwen families, ready to run forward passes on a Backend.
+//   forward(ForwardBatch) -> logits of the rows the batch asks for.
+// KV blocks and linear-attention state slots live in pools the caller owns (the engine, or SequenceRunner for tools
+// and tests); the model says how big they must be.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "model/arch/arch.h"
+#include "model/model_dir.h"
+#include "runtime/backend.h"
+#include "runtime/cache_pools.h"
+#include "runtime/forward_batch.h"
+
+namespace pagoda::model {
+
+// Debug hook: called with the residual stream [T, H] after the embedding (layer 0) and after each decoder layer i
+// (layer i+1), i.e. what transformers returns as output_hidden_states (except its last entry, which is normed).
+using HiddenObserver = std::function<void(int64_t layer, const Tensor& hidden)>;
+
+class Model {
+public:
+    // Opens the model directory (config.json + safetensors) and loads the weights for `backend`.
+    static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend);
+    static Result<std::unique_ptr<Model>> load(ModelDir dir, Backend& backend);
+
+    const ModelSpec& spec() const { return dir_.spec; }
+    const ModelDir& dir() const { return dir_; }
+    Backend& backend() const { return backend_; }
+    int64_t vocab_size() const { return weights_.lm_head.dim(0); }
+
+    // Pool shapes for this model (0 layers of a kind the model does not have).
+    KvCacheConfig kv_cache_config(int32_t num_blocks, int32_t block_size) const;
+    StateCacheConfig state_cache_config(int32_t num_slots) const;
+
+    // Runs one step. `logits` is F32 [batch.logits_indices.size(), vocab_size()] on the backend's device.
+    // `kv` may be null for a model without full-attention layers, `states` for one without linear attention.
+    // Errors (token id out of range, missing pools) are returned, never CHECKed.
+    Status forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states,
+                   const Tensor& logits, const HiddenObserver& observer = {});
+
+private:
+    Model(ModelDir dir, Backend& backend) : dir_(std::move(dir)), backend_(backend) {}
+    Status load_weights();
+    size_t scratch_bytes(int64_t tokens, int64_t logits_rows) const;
+
+    ModelDir dir_;
+    Backend& backend_;
+    ModelWeights weights_;
+    std::vector<int32_t> cache_layer_;  // layer -> index among the layers of its kind (KV or state pool)
+    Arena arena_;
+};
+
+}  // namespace pagoda::model

@@ -1,0 +1,78 @@
+#include "model/weights.h"
+
+#include <cstring>
+
+namespace pagoda::model {
+
+bool to_tensor_dtype(StorageDType storage, DType& out) {
+    switch (storage) {
+        case StorageDType::kF32: out = DType::F32; return true;
+        case StorageDType::kBF16: out = DType::BF16; return true;
+        case StorageDType::kF16: out = DType::F16; return true;
+        default: return false;
+    }
+}
+
+std::string shape_string(const Shape& shape) { return shape.to_string(); }
+
+Result<std::vector<int64_t>> WeightLoader::shape_of(const std::string& name) const {
+    const TensorView* t = checkpoint_.find(name);
+    if (t == nullptr) return Status::error("missing tensor '" + name + "'");
+    return t->shape;
+}
+
+Result<const TensorView*> WeightLoader::lookup(const std::string& name, const Shape& shape) {
+    const TensorView* t = checkpoint_.find(name);
+    if (t == nullptr) {
+        return Status::error("missing tensor '" + name + "' (expected shape " + shape.to_string() + ")");
+    }
+    Shape found{std::span<const int64_t>(t->shape)};
+    if (!(found == shape)) {
+        return Status::error("tensor '" + name + "': expected shape " + shape.to_string() + ", found " +
+                             found.to_string());
+    }
+    DType dtype = DType::F32;
+    if (!to_tensor_dtype(t->dtype, dtype)) {
+        return Status::error("tensor '" + name + "': expected dtype BF16, F16 or F32, found " +
+                             std::string(storage_dtype_name(t->dtype)));
+    }
+    used_.insert(name);
+    return t;
+}
+
+Result<Tensor> WeightLoader::view(const std::string& name, const Shape& shape) {
+    PAGODA_ASSIGN_OR_RETURN(const TensorView* t, lookup(name, shape));
+    DType dtype = DType::F32;
+    to_tensor_dtype(t->dtype, dtype);
+    // Weights are read-only; the mapping is private and never written through this view.
+    return Tensor(const_cast<std::byte*>(t->data), dtype, shape);
+}
+
+Tensor WeightLoader::allocate(DType dtype, const Shape& shape) {
+    Buffer buffer = Buffer::host(static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+    Tensor t = buffer.view(dtype, shape);
+    owned_.buffers.push_back(std::move(buffer));
+    return t;
+}
+
+Result<Tensor> WeightLoader::f32(const std::string& name, const Shape& shape, const Shape& as) {
+    PAGODA_ASSIGN_OR_RETURN(const TensorView* t, lookup(name, shape));
+    Tensor out = allocate(DType::F32, as.rank() > 0 ? as : shape);
+    float* dst = out.data_as<float>();
+    const int64_t n = shape.numel();
+    switch (t->dtype) {
+        case StorageDType::kF32: std::memcpy(dst, t->data, static_cast<size_t>(n) * 4); break;
+        case StorageDType::kBF16:
+        case StorageDType::kF16:
+            for (int64_t i = 0; i < n; ++i) {
+                uint16_t bits;
+                std::memcpy(&bits, t->data + 2 * i, 2);
+                dst[i] = t->dtype == StorageDType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+            }
+            break;
+        default: break;  // lookup() accepted only the three float types
+    }
+    return out;
+}
+
+}  // namespace pagoda::model

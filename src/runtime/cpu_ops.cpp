@@ -1,0 +1,389 @@
+// CpuOps: checks shapes and dtypes of the Tensor views, then calls the kernels/cpu launchers.
+#include "runtime/cpu_ops.h"
+
+#include <string>
+#include <vector>
+
+#include "common/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "runtime/forward_batch.h"
+
+namespace pagoda {
+
+namespace kc = kernels::cpu;
+
+namespace {
+
+[[noreturn]] void shape_error(const char* op, const std::string& what) {
+    const std::string m = std::string(op) + ": " + what;
+    detail::check_failed(__FILE__, __LINE__, "shape/dtype", m.c_str());
+}
+
+void expect(bool ok, const char* op, const std::string& what) {
+    if (!ok) [[unlikely]]
+        shape_error(op, what);
+}
+
+// An F32 host tensor of rank 2 [T, N] with a contiguous last dimension.
+void expect_mat(const Tensor& t, const char* op, const char* name) {
+    expect(t.defined() && t.is_host(), op, std::string(name) + " must be a defined host tensor");
+    expect(t.dtype() == DType::F32, op, std::string(name) + " must be F32, got " + t.to_string());
+    expect(t.rank() == 2 && (t.dim(1) <= 1 || t.stride(1) == 1), op,
+           std::string(name) + " must be [T, N] with a contiguous last dim, got " + t.to_string());
+}
+
+void expect_heads(const Tensor& t, const char* op, const char* name) {
+    expect(t.defined() && t.is_host(), op, std::string(name) + " must be a defined host tensor");
+    expect(t.dtype() == DType::F32, op, std::string(name) + " must be F32, got " + t.to_string());
+    expect(t.rank() == 3 && (t.dim(2) <= 1 || t.stride(2) == 1), op,
+           std::string(name) + " must be [T, H, D] with a contiguous last dim, got " + t.to_string());
+}
+
+void expect_vec(const Tensor& t, int64_t n, const char* op, const char* name) {
+    expect(t.defined() && t.is_host() && dtype_is_float(t.dtype()), op,
+           std::string(name) + " must be a float host tensor");
+    expect(t.numel() == n && t.is_contiguous(), op,
+           std::string(name) + " must have " + std::to_string(n) + " contiguous elements, got " + t.to_string());
+}
+
+kc::RowsF32 rows2(const Tensor& t) {
+    return {t.data_as<float>(), t.stride(0), 0};
+}
+kc::RowsF32 rows3(const Tensor& t) {
+    return {t.data_as<float>(), t.stride(0), t.stride(1)};
+}
+
+kc::SeqInfo seq_info(const ForwardBatch& b) {
+    expect(static_cast<int32_t>(b.query_start_loc.size()) == b.num_seqs + 1 &&
+               static_cast<int32_t>(b.seq_lens.size()) == b.num_seqs &&
+               static_cast<int32_t>(b.state_slots.size()) >= b.num_seqs,
+           "forward batch", "query_start_loc/seq_lens/state_slots sizes do not match num_seqs");
+    return {b.num_seqs, b.query_start_loc.data(), b.seq_lens.data(), b.state_slots.data()};
+}
+
+class CpuOps final : public Ops {
+  public:
+    void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
+        expect_mat(out, "embedding", "out");
+        expect(table.rank() == 2 && table.stride(1) == 1 && dtype_is_float(table.dtype()), "embedding",
+               "table must be a float [V, H] tensor, got " + table.to_string());
+        expect(out.dim(0) == static_cast<int64_t>(ids.size()) && out.dim(1) == table.dim(1), "embedding",
+               "out " + out.to_string() + " does not match ids/table");
+        kc::launch_embedding({table.data(), table.dtype(), table.stride(0), table.dim(0), table.dim(1), ids.data(),
+                              static_cast<int64_t>(ids.size()), out.data_as<float>(), out.stride(0)});
+    }
+
+    void rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind, const Tensor& out) override {
+        norm_impl("rms_norm", Tensor(), x, weight, eps, kind, out);
+    }
+
+    void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps, NormKind kind,
+                      const Tensor& out) override {
+        expect_mat(residual, "add_rms_norm", "residual");
+        expect(residual.shape() == x.shape(), "add_rms_norm", "residual and x shapes differ");
+        norm_impl("add_rms_norm", residual, x, weight, eps, kind, out);
+    }
+
+    void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override {
+        expect_heads(x, "head_rms_norm", "x");
+        expect_vec(weight, x.dim(2), "head_rms_norm", "weight");
+        kc::RmsNormArgs a;
+        a.x = a.out = rows3(x);
+        a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
+        a.weight = weight.data(), a.weight_dtype = weight.dtype(), a.eps = eps;
+        a.zero_centred = kind == NormKind::ZeroCentred;
+        kc::launch_rms_norm(a);
+    }
+
+    void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) override {
+        expect_mat(x, "linear", "x");
+        expect_mat(y, "linear", "y");
+        expect(weight.defined() && weight.rank() == 2 && weight.stride(1) == 1, "linear",
+               "weight must be [N, K] with a contiguous last dim, got " + weight.to_string());
+        expect(weight.dim(1) == x.dim(1) && weight.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), "linear",
+               "x " + x.to_string() + " · weight " + weight.to_string() + "ᵀ does not give y " + y.to_string());
+        if (bias.defined()) expect_vec(bias, weight.dim(0), "linear", "bias");
+        kc::LinearArgs a;
+        a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+        a.w = weight.data(), a.w_dtype = weight.dtype(), a.w_stride = weight.stride(0);
+        a.bias = bias.defined() ? bias.data() : nullptr, a.bias_dtype = bias.dtype();
+        a.y = y.data_as<float>(), a.y_stride = y.stride(0);
+        a.T = x.dim(0), a.N = weight.dim(0), a.K = weight.dim(1);
+        kc::launch_linear(a);
+    }
+
+    void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override {
+        expect_heads(x, "rope", "x");
+        expect(static_cast<int64_t>(positions.size()) == x.dim(0), "rope", "one position per row of x");
+        expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2), "rope", "bad rotary_dim");
+        kc::launch_rope({rows3(x), x.dim(0), x.dim(1), x.dim(2), positions.data(), rotary_dim, theta});
+    }
+
+    void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
+                  const Tensor& value_cache) override {
+        expect_heads(k, "write_kv", "k");
+        expect_heads(v, "write_kv", "v");
+        check_cache(key_cache, value_cache, k.dim(1), k.dim(2), batch, "write_kv");
+        expect(k.shape() == v.shape() && k.dim(0) == batch.num_tokens &&
+                   static_cast<int64_t>(batch.slot_mapping.size()) == k.dim(0),
+               "write_kv", "k/v/slot_mapping do not match the batch's tokens");
+        kc::PagedKvWriteArgs a;
+        a.k = k.data_as<float>(), a.v = v.data_as<float>();
+        a.k_stride_t = k.stride(0), a.k_stride_h = k.stride(1), a.v_stride_t = v.stride(0), a.v_stride_h = v.stride(1);
+        a.T = k.dim(0), a.H_kv = k.dim(1), a.D = k.dim(2);
+        a.slot_mapping = batch.slot_mapping.data();
+        a.key_cache = key_cache.data_as<float>(), a.value_cache = value_cache.data_as<float>();
+        a.num_slots = key_cache.dim(0) * key_cache.dim(1);
+        kc::launch_paged_kv_write(a);
+    }
+
+    void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache, const ForwardBatch& batch,
+                         float scale, const Tensor& out) override {
+        expect_heads(q, "paged_attention", "q");
+        expect_heads(out, "paged_attention", "out");
+        expect(q.shape() == out.shape() && q.dim(0) == batch.num_tokens, "paged_attention",
+               "q/out shapes do not match the batch");
+        check_cache(key_cache, value_cache, key_cache.dim(2), q.dim(2), batch, "paged_attention");
+        expect(q.dim(1) % key_cache.dim(2) == 0, "paged_attention", "query heads not a multiple of kv heads");
+        expect(static_cast<int64_t>(batch.block_tables.size()) >=
+                   static_cast<int64_t>(batch.num_seqs) * batch.max_blocks_per_seq,
+               "paged_attention", "block_tables shorter than num_seqs * max_blocks_per_seq");
+        seq_info(batch);
+        kc::PagedAttentionArgs a;
+        a.q = rows3(q), a.out = rows3(out);
+        a.H_q = q.dim(1), a.H_kv = key_cache.dim(2), a.D = q.dim(2);
+        a.key_cache = key_cache.data_as<float>(), a.value_cache = value_cache.data_as<float>();
+        a.block_size = batch.block_size, a.num_blocks = key_cache.dim(0);
+        a.num_seqs = batch.num_seqs, a.query_start_loc = batch.query_start_loc.data();
+        a.seq_lens = batch.seq_lens.data(), a.block_tables = batch.block_tables.data();
+        a.max_blocks_per_seq = batch.max_blocks_per_seq, a.scale = scale;
+        kc::launch_paged_attention(a);
+    }
+
+    void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+        binary("silu_mul", kc::ElementwiseOp::SiluMul, gate, up, out);
+    }
+    void sigmoid_mul(const Tensor& x, const Tensor& gate) override {
+        binary("sigmoid_mul", kc::ElementwiseOp::SigmoidMul, x, gate, x);
+    }
+    void add(const Tensor& y, const Tensor& x) override { binary("add", kc::ElementwiseOp::Add, y, x, y); }
+
+    void copy(const Tensor& dst, const Tensor& src) override {
+        expect(dst.shape() == src.shape(), "copy", "shapes differ: " + dst.to_string() + " vs " + src.to_string());
+        expect(dst.is_host() && src.is_host(), "copy", "host tensors only on the CPU backend");
+        expect(dst.rank() >= 1 && dst.rank() <= 2 && dst.stride(-1) == 1 && src.stride(-1) == 1, "copy",
+               "rank 1 or 2 with a contiguous last dim");
+        const bool two = dst.rank() == 2;
+        kc::CopyArgs a;
+        a.src = src.data(), a.src_dtype = src.dtype(), a.src_stride = two ? src.stride(0) : 0;
+        a.dst = dst.data(), a.dst_dtype = dst.dtype(), a.dst_stride = two ? dst.stride(0) : 0;
+        a.T = two ? dst.dim(0) : 1, a.N = dst.dim(-1);
+        kc::launch_copy(a);
+    }
+
+    void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
+                          const Tensor& topk_ids) override {
+        expect_mat(router_logits, "moe_topk_softmax", "router_logits");
+        expect(topk_weights.dtype() == DType::F32 && topk_weights.is_contiguous() && topk_weights.rank() == 2 &&
+                   topk_ids.dtype() == DType::I32 && topk_ids.is_contiguous() &&
+                   topk_ids.shape() == topk_weights.shape() && topk_weights.dim(0) == router_logits.dim(0),
+               "moe_topk_softmax", "topk_weights F32 [T, k] and topk_ids I32 [T, k], contiguous");
+        kc::launch_topk_softmax({router_logits.data_as<float>(), router_logits.stride(0), router_logits.dim(0),
+                                 router_logits.dim(1), topk_weights.dim(1), normalize, topk_weights.data_as<float>(),
+                                 topk_ids.data_as<int32_t>()});
+    }
+
+    void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                     const MoeExpertWeights& experts, const Tensor& out) override {
+        expect_mat(x, "moe_experts", "x");
+        expect_mat(out, "moe_experts", "out");
+        expect(x.shape() == out.shape(), "moe_experts", "x and out shapes differ");
+        const size_t E = experts.gate.size();
+        expect(E > 0 && experts.up.size() == E && experts.down.size() == E, "moe_experts",
+               "gate/up/down need one tensor per expert");
+        expect(topk_weights.is_contiguous() && topk_ids.is_contiguous() && topk_ids.dtype() == DType::I32 &&
+                   topk_weights.dtype() == DType::F32 && topk_weights.shape() == topk_ids.shape() &&
+                   topk_ids.dim(0) == x.dim(0),
+               "moe_experts", "topk_weights/topk_ids must be [T, k]");
+        const int64_t H = x.dim(1), I = experts.gate[0].dim(0);
+        gate_.resize(E), up_.resize(E), down_.resize(E);
+        for (size_t e = 0; e < E; ++e) {
+            const Tensor& g = experts.gate[e];
+            const Tensor& u = experts.up[e];
+            const Tensor& d = experts.down[e];
+            expect(g.rank() == 2 && u.rank() == 2 && d.rank() == 2 && g.stride(1) == 1 && u.stride(1) == 1 &&
+                       d.stride(1) == 1 && g.dim(0) == I && g.dim(1) == H && u.shape() == g.shape() && d.dim(0) == H &&
+                       d.dim(1) == I,
+                   "moe_experts",
+                   "expert " + std::to_string(e) + ": gate " + g.to_string() + ", up " + u.to_string() + ", down " +
+                       d.to_string() + " do not fit [I, H], [I, H], [H, I] with H = " + std::to_string(H));
+            gate_[e] = {g.data(), g.dtype(), g.stride(0)};
+            up_[e] = {u.data(), u.dtype(), u.stride(0)};
+            down_[e] = {d.data(), d.dtype(), d.stride(0)};
+        }
+        kc::MoeExpertsArgs a;
+        a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+        a.T = x.dim(0), a.H = H, a.I = I, a.E = static_cast<int64_t>(E), a.k = topk_ids.dim(1);
+        a.topk_weights = topk_weights.data_as<float>(), a.topk_ids = topk_ids.data_as<int32_t>();
+        a.gate = gate_.data(), a.up = up_.data(), a.down = down_.data();
+        a.out = out.data_as<float>(), a.out_stride = out.stride(0);
+        kc::launch_moe_experts(a);
+    }
+
+    void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& conv_state, const ForwardBatch& batch,
+                            const Tensor& out) override {
+        expect_mat(x, "causal_conv1d_silu", "x");
+        expect_mat(out, "causal_conv1d_silu", "out");
+        const int64_t C = x.dim(1);
+        expect(x.shape() == out.shape() && x.dim(0) == batch.num_tokens, "causal_conv1d_silu",
+               "x/out must be [T, C] for the batch");
+        expect(x.data() != out.data(), "causal_conv1d_silu", "x and out must not alias");
+        expect(weight.is_contiguous() && weight.numel() % C == 0 && weight.dim(0) == C, "causal_conv1d_silu",
+               "weight must be [C, K] (or [C, 1, K]), got " + weight.to_string());
+        const int64_t K = weight.numel() / C;
+        expect(conv_state.dtype() == DType::F32 && conv_state.is_contiguous() && conv_state.rank() == 3 &&
+                   conv_state.dim(1) == C && conv_state.dim(2) == K - 1,
+               "causal_conv1d_silu", "conv_state must be F32 [slots, C, K-1], got " + conv_state.to_string());
+        kc::CausalConv1dArgs a;
+        a.x = x.data_as<float>(), a.x_stride = x.stride(0), a.out = out.data_as<float>(), a.out_stride = out.stride(0);
+        a.C = C, a.K = K, a.weight = weight.data(), a.weight_dtype = weight.dtype();
+        a.conv_state = conv_state.data_as<float>(), a.num_slots = conv_state.dim(0);
+        a.seqs = seq_info(batch);
+        kc::launch_causal_conv1d_silu(a);
+    }
+
+    void gdn_gating(const Tensor& a_in, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+                    const Tensor& beta) override {
+        for (const Tensor* t : {&a_in, &b, &g, &beta})
+            expect_mat(*t, "gdn_gating", "a/b/g/beta");
+        expect(a_in.shape() == b.shape() && a_in.shape() == g.shape() && a_in.shape() == beta.shape(), "gdn_gating",
+               "a, b, g, beta must all be [T, Hv]");
+        expect_vec(a_log, a_in.dim(1), "gdn_gating", "A_log");
+        expect_vec(dt_bias, a_in.dim(1), "gdn_gating", "dt_bias");
+        kc::GdnGatingArgs a;
+        a.a = a_in.data_as<float>(), a.a_stride = a_in.stride(0), a.b = b.data_as<float>(), a.b_stride = b.stride(0);
+        a.a_log = a_log.data(), a.a_log_dtype = a_log.dtype(), a.dt_bias = dt_bias.data();
+        a.dt_bias_dtype = dt_bias.dtype();
+        a.g = g.data_as<float>(), a.g_stride = g.stride(0), a.beta = beta.data_as<float>();
+        a.beta_stride = beta.stride(0), a.T = a_in.dim(0), a.H = a_in.dim(1);
+        kc::launch_gdn_gating(a);
+    }
+
+    void l2_norm(const Tensor& x, float eps) override {
+        expect_heads(x, "l2_norm", "x");
+        kc::launch_l2_norm({rows3(x), x.dim(0), x.dim(1), x.dim(2), eps});
+    }
+
+    void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                          const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
+                          DeltaRuleMode mode) override {
+        const char* op = "gated_delta_rule";
+        expect_heads(q, op, "q");
+        expect_heads(k, op, "k");
+        expect_heads(v, op, "v");
+        expect_heads(out, op, "out");
+        expect_mat(g, op, "g");
+        expect_mat(beta, op, "beta");
+        const int64_t T = q.dim(0), Hk = q.dim(1), dk = q.dim(2), Hv = v.dim(1), dv = v.dim(2);
+        expect(k.shape() == q.shape() && v.dim(0) == T && out.shape() == v.shape() && T == batch.num_tokens, op,
+               "q/k [T, Hk, dk], v/out [T, Hv, dv] for the batch's T tokens");
+        expect(Hv % Hk == 0, op, "value heads must be a multiple of key heads");
+        expect(g.dim(0) == T && g.dim(1) == Hv && beta.shape() == g.shape(), op, "g/beta must be [T, Hv]");
+        expect(state.dtype() == DType::F32 && state.is_contiguous() && state.rank() == 4 && state.dim(1) == Hv &&
+                   state.dim(2) == dk && state.dim(3) == dv,
+               op, "state must be F32 [slots, Hv, dk, dv], got " + state.to_string());
+        kc::DeltaRuleArgs a;
+        a.q = rows3(q), a.k = rows3(k), a.v = rows3(v), a.out = rows3(out);
+        a.g = g.data_as<float>(), a.g_stride = g.stride(0), a.beta = beta.data_as<float>();
+        a.beta_stride = beta.stride(0);
+        a.Hk = Hk, a.Hv = Hv, a.dk = dk, a.dv = dv, a.q_scale = q_scale;
+        a.state = state.data_as<float>(), a.num_slots = state.dim(0);
+        a.seqs = seq_info(batch);
+        a.mode = mode == DeltaRuleMode::Auto ? 0 : mode == DeltaRuleMode::Recurrent ? 1 : 2;
+        kc::launch_gated_delta_rule(a);
+    }
+
+    void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, const Tensor& out) override {
+        expect_heads(x, "gated_rms_norm", "x");
+        expect_heads(z, "gated_rms_norm", "z");
+        expect_heads(out, "gated_rms_norm", "out");
+        expect(x.shape() == z.shape() && x.shape() == out.shape(), "gated_rms_norm", "x, z, out shapes differ");
+        expect_vec(weight, x.dim(2), "gated_rms_norm", "weight");
+        kc::GatedRmsNormArgs a;
+        a.x = rows3(x), a.z = rows3(z), a.out = rows3(out);
+        a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
+        a.weight = weight.data(), a.weight_dtype = weight.dtype(), a.eps = eps;
+        kc::launch_gated_rms_norm(a);
+    }
+
+    void gather_rows(const Tensor& x, std::span<const int32_t> rows, const Tensor& out) override {
+        expect_mat(x, "gather_rows", "x");
+        expect_mat(out, "gather_rows", "out");
+        expect(out.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(1) == x.dim(1), "gather_rows",
+               "out must be [rows, N]");
+        for (int32_t r : rows)
+            expect(r >= 0 && r < x.dim(0), "gather_rows", "row index out of range");
+        kc::CopyArgs a;
+        a.src = x.data(), a.src_stride = x.stride(0), a.dst = out.data(), a.dst_stride = out.stride(0);
+        a.T = out.dim(0), a.N = out.dim(1), a.rows = rows.data();
+        kc::launch_copy(a);
+    }
+
+    void argmax(const Tensor& logits, std::span<int32_t> out) override {
+        expect_mat(logits, "argmax", "logits");
+        expect(static_cast<int64_t>(out.size()) == logits.dim(0), "argmax", "one output per row");
+        kc::launch_argmax({logits.data_as<float>(), logits.stride(0), logits.dim(0), logits.dim(1), out.data()});
+    }
+
+  private:
+    void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                   NormKind kind, const Tensor& out) {
+        expect_mat(x, op, "x");
+        expect_mat(out, op, "out");
+        expect(x.shape() == out.shape(), op, "x " + x.to_string() + " and out " + out.to_string() + " differ");
+        expect_vec(weight, x.dim(1), op, "weight");
+        kc::RmsNormArgs a;
+        a.x = rows2(x), a.out = rows2(out);
+        if (residual.defined()) a.residual = rows2(residual);
+        a.T = x.dim(0), a.H = 1, a.D = x.dim(1);
+        a.weight = weight.data(), a.weight_dtype = weight.dtype(), a.eps = eps;
+        a.zero_centred = kind == NormKind::ZeroCentred;
+        kc::launch_rms_norm(a);
+    }
+
+    void binary(const char* op, kc::ElementwiseOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out) {
+        expect_mat(a_in, op, "a");
+        expect_mat(b, op, "b");
+        expect_mat(out, op, "out");
+        const bool broadcast = kind == kc::ElementwiseOp::SigmoidMul && b.dim(1) == 1;
+        expect(a_in.shape() == out.shape() && b.dim(0) == a_in.dim(0) && (broadcast || b.dim(1) == a_in.dim(1)), op,
+               "operand shapes " + a_in.to_string() + ", " + b.to_string() + ", " + out.to_string() + " differ");
+        kc::ElementwiseArgs a;
+        a.op = kind;
+        a.a = a_in.data_as<float>(), a.a_stride = a_in.stride(0);
+        a.b = b.data_as<float>(), a.b_stride = b.stride(0), a.b_cols = b.dim(1);
+        a.out = out.data_as<float>(), a.out_stride = out.stride(0);
+        a.T = a_in.dim(0), a.N = a_in.dim(1);
+        kc::launch_elementwise(a);
+    }
+
+    void check_cache(const Tensor& kc_, const Tensor& vc, int64_t H_kv, int64_t D, const ForwardBatch& batch,
+                     const char* op) {
+        expect(kc_.dtype() == DType::F32 && vc.dtype() == DType::F32 && kc_.is_contiguous() && vc.is_contiguous() &&
+                   kc_.rank() == 4 && kc_.shape() == vc.shape(),
+               op, "caches must be contiguous F32 [blocks, block_size, H_kv, D], got " + kc_.to_string());
+        expect(kc_.dim(1) == batch.block_size && kc_.dim(2) == H_kv && kc_.dim(3) == D, op,
+               "cache " + kc_.to_string() + " does not match block_size " + std::to_string(batch.block_size) +
+                   ", heads " + std::to_string(H_kv) + ", head_dim " + std::to_string(D));
+    }
+
+    std::vector<kc::ExpertWeight> gate_, up_, down_;
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> make_cpu_ops() {
+    return std::make_unique<CpuOps>();
+}
+
+}  // namespace pagoda

@@ -1,0 +1,119 @@
+// Ops: the operations a model forward pass is written against. One CPU implementation (cpu_ops.cpp) now, CUDA later.
+// Conventions (every op):
+// - Activations are F32 on the CPU backend. Weights may be BF16, F16 or F32; accumulation is always fp32.
+// - "[T, N]" tensors are rank 2 with a contiguous last dimension and any row stride, so a column slice of a fused
+//   projection output is passed as a view, without a copy. "[T, H, D]" tensors are rank 3, last dimension contiguous,
+//   any stride for T and H (e.g. the query half of Qwen3-Next's per-head interleaved q/gate output).
+// - Outputs are written, not accumulated, unless the op says otherwise. Shapes are CHECKed (programmer errors).
+// - Per-sequence metadata (positions, block tables, slot mapping, state slots) comes from the ForwardBatch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "tensor/tensor.h"
+
+namespace pagoda {
+
+struct ForwardBatch;
+
+enum class NormKind : uint8_t {
+    Plain,        // y = x̂ · w            (Qwen2.5, Qwen3, Qwen3-MoE, and linear_attn.norm)
+    ZeroCentred,  // y = x̂ · (1 + w)      (Qwen3-Next / Qwen3.5 norms, incl. q_norm/k_norm)
+};
+
+// Routed experts of one MoE layer as per-expert 2-D views. Fused checkpoint tensors (gate_up_proj [E, 2I, H],
+// down_proj [E, H, I]) are passed as narrow()/select() views of them, with no copy.
+struct MoeExpertWeights {
+    std::span<const Tensor> gate;  // E x [I, H]
+    std::span<const Tensor> up;    // E x [I, H]
+    std::span<const Tensor> down;  // E x [H, I]
+};
+
+enum class DeltaRuleMode : uint8_t {
+    Auto,       // chunked for sequences with more than one new token, recurrent for decode
+    Recurrent,  // token by token (reference)
+    Chunked,    // chunk size 64 for every sequence
+};
+
+class Ops {
+  public:
+    virtual ~Ops() = default;
+
+    // out[t, :] = table[ids[t], :]. table [V, H] (any float dtype), out [T, H].
+    virtual void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) = 0;
+
+    // out = RMSNorm(x) per row; x, out [T, H] (may alias); weight [H]. Statistics in fp32.
+    virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind, const Tensor& out) = 0;
+    // residual += x; out = RMSNorm(residual). The residual add of one sub-layer fused with the next pre-norm.
+    virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps, NormKind kind,
+                              const Tensor& out) = 0;
+    // In place, per head: x [T, H, D], weight [D] (QK-norm).
+    virtual void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) = 0;
+
+    // y = x · Wᵀ (+ bias). x [T, K], weight [N, K] (BF16/F16/F32), bias [N] or an undefined Tensor, y [T, N].
+    virtual void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) = 0;
+
+    // In place NeoX (rotate-half) RoPE on the first rotary_dim dims of each head of x [T, H, D]; pairs (j, j+rot/2),
+    // inv_freq[j] = theta^(-2j/rotary_dim), angle = positions[t] * inv_freq[j]. Dims >= rotary_dim pass through.
+    virtual void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) = 0;
+
+    // Paged KV. Caches are [num_blocks, block_size, H_kv, D] (see cache_pools.h). k, v [T, H_kv, D] are stored at
+    // batch.slot_mapping (negative slots skipped).
+    virtual void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
+                          const Tensor& value_cache) = 0;
+    // Causal attention of the new tokens over each sequence's whole context (cached prefix + new tokens, read from
+    // the caches through the block tables, so call write_kv first). q, out [T, H_q, D]; GQA: q head h uses kv head
+    // h / (H_q / H_kv). scale is usually 1/sqrt(D).
+    virtual void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache,
+                                 const ForwardBatch& batch, float scale, const Tensor& out) = 0;
+
+    // out = silu(gate) * up; all [T, N] (gate/up usually the halves of one fused output).
+    virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+    // x *= sigmoid(gate) in place; gate [T, N] like x, or [T, 1] (one gate per row: the shared-expert gate).
+    virtual void sigmoid_mul(const Tensor& x, const Tensor& gate) = 0;
+    // y += x; [T, N].
+    virtual void add(const Tensor& y, const Tensor& x) = 0;
+    // dst = src, converting dtype (any float dtypes), same shape, any strides with a contiguous last dim.
+    virtual void copy(const Tensor& dst, const Tensor& src) = 0;
+
+    // MoE routing: p = softmax(router_logits [T, E]) in fp32; top-k (ties: lower expert id first);
+    // if normalize: weights /= sum of the k. topk_weights [T, k] F32, topk_ids [T, k] I32, in descending order.
+    virtual void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
+                                  const Tensor& topk_ids) = 0;
+    // out[t] = Σ_j topk_weights[t,j] · down_e(silu(gate_e x_t) ⊙ up_e x_t), e = topk_ids[t,j]. x, out [T, H].
+    virtual void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                             const MoeExpertWeights& experts, const Tensor& out) = 0;
+
+    // --- Gated DeltaNet -------------------------------------------------------------------------------------------
+    // Causal depthwise conv over time then SiLU: out[t,c] = silu(Σ_i w[c,i] · x[t-K+1+i, c]), with history from
+    // conv_state [num_slots, C, K-1] (oldest first) of each sequence's state slot (zero history for a sequence with
+    // no cached context); the state is updated to the last K-1 INPUTS. x, out [T, C] (must not alias); weight [C, K]
+    // (the checkpoint's [C, 1, K] reshaped).
+    virtual void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& conv_state,
+                                    const ForwardBatch& batch, const Tensor& out) = 0;
+    // g = -exp(a_log) · softplus(a + dt_bias)  (softplus threshold 20), beta = sigmoid(b).
+    // a, b [T, Hv]; a_log, dt_bias [Hv] (any float dtype); g, beta [T, Hv] F32.
+    virtual void gdn_gating(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias,
+                            const Tensor& g, const Tensor& beta) = 0;
+    // In place x /= sqrt(Σ x² + eps) per head; x [T, H, D]. (HF: eps 1e-6.)
+    virtual void l2_norm(const Tensor& x, float eps) = 0;
+    // The gated delta rule with an fp32 state [num_slots, Hv, dk, dv] per sequence slot (zero initial state for a
+    // sequence with no cached context). q, k [T, Hk, dk] (already L2-normalised; q is multiplied by q_scale,
+    // usually 1/sqrt(dk)); v [T, Hv, dv]; g, beta [T, Hv]; out [T, Hv, dv]. Key head h serves value heads
+    // h*r .. h*r+r-1, r = Hv/Hk (repeat_interleave). Per token: S = e^g S; S += k ⊗ β(v − Sᵀk); o = Sᵀ(q·q_scale).
+    virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                  const Tensor& beta, const Tensor& state, const ForwardBatch& batch, float q_scale,
+                                  const Tensor& out, DeltaRuleMode mode = DeltaRuleMode::Auto) = 0;
+    // out = RMSNorm_plain(x) · w · silu(z), per head; x, z, out [T, H, D] (out may alias x); weight [D].
+    virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps,
+                                const Tensor& out) = 0;
+
+    // --- Logits ---------------------------------------------------------------------------------------------------
+    // out[i, :] = x[rows[i], :]; x [T, N], out [R, N]. (Gather the logits rows, then linear() with lm_head.)
+    virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, const Tensor& out) = 0;
+    // out[i] = index of the max of logits[i, :] (first one on ties); logits [R, V].
+    virtual void argmax(const Tensor& logits, std::span<int32_t> out) = 0;
+};
+
+}  // namespace pagoda

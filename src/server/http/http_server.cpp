@@ -1,0 +1,648 @@
+// Boost.Beast/Asio behind server/http/http_server.h. Beast parses requests (limits, malformed input); responses are
+// written as plain bytes (fixed-length or chunked) from a per-connection queue that merges what a slow client has
+// not taken yet into one write. This is the only file that includes Boost: it compiles slowly, keep it the only one.
+#include "server/http/http_server.h"
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <cctype>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "common/json.h"
+#include "common/log.h"
+
+namespace pagoda::server::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using error_code = boost::system::error_code;
+
+const std::string* find_header(const Headers& headers, std::string_view name) {
+    for (const auto& [k, v] : headers) {
+        if (k.size() != name.size()) continue;
+        bool same = true;
+        for (size_t i = 0; i < k.size() && same; ++i)
+            same = std::tolower(static_cast<unsigned char>(k[i])) == std::tolower(static_cast<unsigned char>(name[i]));
+        if (same) return &v;
+    }
+    return nullptr;
+}
+
+namespace {
+
+const char* reason_phrase(int status) {
+    switch (status) {
+        case 100:
+            return "Continue";
+        case 200:
+            return "OK";
+        case 204:
+            return "No Content";
+        case 400:
+            return "Bad Request";
+        case 401:
+            return "Unauthorized";
+        case 403:
+            return "Forbidden";
+        case 404:
+            return "Not Found";
+        case 405:
+            return "Method Not Allowed";
+        case 408:
+            return "Request Timeout";
+        case 413:
+            return "Payload Too Large";
+        case 415:
+            return "Unsupported Media Type";
+        case 422:
+            return "Unprocessable Entity";
+        case 429:
+            return "Too Many Requests";
+        case 431:
+            return "Request Header Fields Too Large";
+        case 500:
+            return "Internal Server Error";
+        case 501:
+            return "Not Implemented";
+        case 503:
+            return "Service Unavailable";
+        default:
+            return "Status";
+    }
+}
+
+// Header values we write come from handlers; a CR or LF in them would split the response.
+bool safe_header_text(std::string_view s) {
+    return s.find_first_of("\r\n") == std::string_view::npos;
+}
+
+std::string status_line_and_headers(int status, std::string_view content_type, const Headers& headers,
+                                    bool keep_alive) {
+    std::string out;
+    out.reserve(256);
+    out += "HTTP/1.1 ";
+    out += std::to_string(status);
+    out += ' ';
+    out += reason_phrase(status);
+    out += "\r\nServer: pagoda/" PAGODA_VERSION "\r\n";
+    if (!content_type.empty() && safe_header_text(content_type)) {
+        out += "Content-Type: ";
+        out += content_type;
+        out += "\r\n";
+    }
+    for (const auto& [k, v] : headers) {
+        if (!safe_header_text(k) || !safe_header_text(v) || k.empty()) continue;
+        out += k;
+        out += ": ";
+        out += v;
+        out += "\r\n";
+    }
+    out += keep_alive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+    return out;
+}
+
+std::string error_body(std::string_view message, std::string_view type, int code) {
+    Json err = Json::object();
+    err.set("message", Json(message));
+    err.set("type", Json(type));
+    err.set("param", Json());
+    err.set("code", Json(code));
+    Json body = Json::object();
+    body.set("error", std::move(err));
+    return body.dump();
+}
+
+}  // namespace
+
+class Session;
+
+struct Server::Impl {
+    ServerOptions options;
+    Handler handler;
+    std::shared_ptr<asio::io_context> ioc;  // sessions share it so it outlives every socket
+    tcp::acceptor acceptor;
+    asio::signal_set signals;
+    asio::steady_timer shutdown_timer;
+    std::atomic<int64_t> in_flight{0};
+    std::atomic<bool> draining{false};
+    std::chrono::steady_clock::time_point shutdown_deadline;
+    std::mutex mu;  // guards sessions and shutdown_callback
+    std::list<std::weak_ptr<Session>> sessions;
+    std::list<std::weak_ptr<Session>> closing;  // sessions closed by shutdown
+    std::chrono::steady_clock::time_point stop_deadline;
+    std::function<void()> shutdown_callback;
+
+    explicit Impl(const ServerOptions& o, Handler h, std::shared_ptr<asio::io_context> io)
+        : options(o), handler(std::move(h)), ioc(std::move(io)), acceptor(*ioc), signals(*ioc), shutdown_timer(*ioc) {}
+
+    void do_accept();
+    void begin_shutdown();
+    void poll_shutdown();
+    void close_all_sessions();
+    void wait_for_sessions_then_stop();
+};
+
+// One connection. All its state is touched only on its strand.
+class Session : public std::enable_shared_from_this<Session> {
+  public:
+    Session(Server::Impl& server, std::shared_ptr<asio::io_context> ioc, tcp::socket socket)
+        : server_(server), ioc_(std::move(ioc)), stream_(std::move(socket)) {
+        error_code ec;
+        auto ep = stream_.socket().remote_endpoint(ec);
+        if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+    }
+
+    void start() {
+        asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+    }
+
+    // --- called through Exchange (any thread) --------------------------------------------------------------
+    template <typename Fn>
+    void run_on_strand(Fn&& fn) {
+        asio::post(stream_.get_executor(), std::forward<Fn>(fn));
+    }
+
+    void send(uint64_t exchange, Response response) {
+        if (exchange != exchange_id_ || completed_) return;
+        const bool keep = keep_alive_ && !server_.draining.load();
+        std::string out = status_line_and_headers(response.status, response.content_type, response.headers, keep);
+        out += "Content-Length: ";
+        out += std::to_string(head_ ? 0 : response.body.size());
+        out += "\r\n\r\n";
+        if (!head_) out += response.body;
+        keep_alive_ = keep;
+        completed_ = true;
+        enqueue(std::move(out));
+    }
+
+    void start_stream(uint64_t exchange, int status, const std::string& content_type, const Headers& headers) {
+        if (exchange != exchange_id_ || completed_ || streaming_) return;
+        const bool keep = keep_alive_ && !server_.draining.load();
+        std::string out = status_line_and_headers(status, content_type, headers, keep);
+        out += "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n\r\n";
+        keep_alive_ = keep;
+        streaming_ = true;
+        enqueue(std::move(out));
+    }
+
+    void write_chunk(uint64_t exchange, std::string data) {
+        if (exchange != exchange_id_ || completed_ || !streaming_ || data.empty()) return;
+        char size[24];
+        const int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
+        std::string out;
+        out.reserve(static_cast<size_t>(n) + data.size() + 2);
+        out.append(size, static_cast<size_t>(n));
+        out += data;
+        out += "\r\n";
+        enqueue(std::move(out));
+    }
+
+    void finish(uint64_t exchange) {
+        if (exchange != exchange_id_ || completed_) return;
+        if (!streaming_) {
+            // finish() without start_stream(): answer an empty 200 rather than leave the client waiting.
+            send(exchange, Response{200, {}, "", ""});
+            return;
+        }
+        completed_ = true;
+        enqueue("0\r\n\r\n");
+    }
+
+    void set_on_close(uint64_t exchange, std::function<void()> callback) {
+        if (exchange != exchange_id_) return;
+        if (peer_closed_) {
+            if (callback) callback();
+            return;
+        }
+        on_close_ = std::move(callback);
+    }
+
+    void abandon(uint64_t exchange) {  // the handler dropped its Responder without answering
+        if (exchange != exchange_id_ || completed_) return;
+        if (streaming_) {
+            completed_ = true;
+            enqueue("0\r\n\r\n");
+            return;
+        }
+        PAGODA_LOG_ERROR("http: a handler for " + target_ + " returned no response");
+        send(exchange, Response{500, {}, error_body("the server produced no response", "InternalServerError", 500)});
+    }
+
+    std::atomic<size_t> pending_bytes{0};
+    std::atomic<bool> closed{false};
+
+    void close_now() {
+        asio::post(stream_.get_executor(), [self = shared_from_this()] { self->close_socket(); });
+    }
+
+  private:
+    void read_request() {
+        if (closed.load()) return;
+        parser_.emplace();
+        parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_header_bytes));
+        parser_->body_limit(server_.options.max_body_bytes);
+        stream_.expires_after(
+            std::chrono::seconds(first_request_ ? server_.options.read_timeout_s : server_.options.idle_timeout_s));
+        bhttp::async_read_header(stream_, buffer_, *parser_,
+                                 [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
+    }
+
+    void on_header(error_code ec) {
+        if (ec) return on_read_error(ec);
+        first_request_ = false;
+        stream_.expires_after(std::chrono::seconds(server_.options.read_timeout_s));
+        auto& req = parser_->get();
+        auto expect = req.find(bhttp::field::expect);
+        if (expect != req.end() && beast::iequals(expect->value(), "100-continue") && !parser_->is_done()) {
+            enqueue("HTTP/1.1 100 Continue\r\n\r\n");
+        }
+        bhttp::async_read(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](error_code ec2, size_t) { self->on_body(ec2); });
+    }
+
+    void on_read_error(error_code ec) {
+        if (ec == bhttp::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
+            ec == asio::error::connection_reset) {
+            return close_socket();
+        }
+        // A timed-out tcp_stream has already closed the socket: a slow-drip or idle client is simply cut off.
+        if (ec == beast::error::timeout) return close_socket();
+        if (ec == bhttp::error::body_limit) {
+            return reply_and_close(
+                413, "request body larger than " + std::to_string(server_.options.max_body_bytes) + " bytes");
+        }
+        if (ec == bhttp::error::header_limit) return reply_and_close(431, "request headers too large");
+        return reply_and_close(400, "malformed HTTP request: " + ec.message());
+    }
+
+    void reply_and_close(int status, const std::string& message) {
+        keep_alive_ = false;
+        close_after_write_ = true;
+        std::string body = error_body(message, status == 413 ? "RequestTooLarge" : "BadRequestError", status);
+        std::string out = status_line_and_headers(status, "application/json", {}, false);
+        out += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+        enqueue(std::move(out));
+    }
+
+    void on_body(error_code ec);
+
+    void watch_for_disconnect() {
+        // While a request is being handled nothing reads the socket; wait for readability and peek: end of stream
+        // means the client went away (cancel its work), data means it pipelined another request (stop watching).
+        stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), id = exchange_id_](
+                                                                error_code ec) { self->on_readable(ec, id); });
+    }
+
+    void on_readable(error_code ec, uint64_t id) {
+        if (id != exchange_id_ || completed_ || closed.load()) return;
+        if (ec == asio::error::operation_aborted) return;
+        if (!ec) {
+            char c;
+            const ssize_t n = ::recv(stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+            if (n > 0) return;  // pipelined bytes: read after this response
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return watch_for_disconnect();
+        }
+        peer_gone();
+    }
+
+    void peer_gone() {
+        if (peer_closed_) return;
+        peer_closed_ = true;
+        closed.store(true);
+        fire_on_close();
+        close_socket();
+    }
+
+    void fire_on_close() {
+        if (!on_close_) return;
+        auto cb = std::move(on_close_);
+        on_close_ = nullptr;
+        if (!completed_) cb();
+    }
+
+    void enqueue(std::string bytes) {
+        if (closed.load()) return;
+        pending_bytes.fetch_add(bytes.size());
+        queue_.push_back(std::move(bytes));
+        if (!writing_) write_next();
+    }
+
+    void write_next() {
+        if (queue_.empty()) {
+            writing_ = false;
+            if (completed_ && !response_done_) {
+                on_response_done();
+            } else if (close_after_write_) {
+                error_code ignored;
+                stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+                close_socket();
+            }
+            return;
+        }
+        writing_ = true;
+        // Merge everything queued into one write (a slow client costs one buffer, not one per token).
+        out_.clear();
+        if (queue_.size() == 1) {
+            out_ = std::move(queue_.front());
+        } else {
+            for (auto& q : queue_)
+                out_ += q;
+        }
+        queue_.clear();
+        stream_.expires_after(std::chrono::seconds(server_.options.write_timeout_s));
+        asio::async_write(stream_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t n) {
+            self->pending_bytes.fetch_sub(self->out_.size());
+            if (ec) return self->peer_gone();
+            (void)n;
+            self->write_next();
+        });
+    }
+
+    void on_response_done() {
+        response_done_ = true;
+        server_.in_flight.fetch_sub(1);
+        on_close_ = nullptr;
+        stream_.expires_never();
+        if (!keep_alive_ || server_.draining.load()) {
+            error_code ignored;
+            stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+            return close_socket();
+        }
+        // Stop the disconnect watcher before reading the next request.
+        error_code ignored;
+        stream_.socket().cancel(ignored);
+        asio::post(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+    }
+
+    void close_socket() {
+        if (!response_done_) {
+            // The request ends here without a complete response.
+            response_done_ = true;
+            completed_ = true;
+            server_.in_flight.fetch_sub(1);
+            peer_closed_ = true;
+            fire_on_close();
+        }
+        closed.store(true);
+        error_code ignored;
+        stream_.socket().close(ignored);
+    }
+
+    friend class Exchange;
+    Server::Impl& server_;
+    std::shared_ptr<asio::io_context> ioc_;
+    beast::tcp_stream stream_;
+    beast::flat_buffer buffer_;
+    std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+    std::string remote_, target_;
+    std::deque<std::string> queue_;
+    std::string out_;
+    std::function<void()> on_close_;
+    uint64_t exchange_id_ = 0;
+    bool first_request_ = true;
+    bool keep_alive_ = true;
+    bool head_ = false;
+    bool writing_ = false;
+    bool streaming_ = false;
+    bool completed_ = false;     // the handler finished its response (bytes may still be queued)
+    bool response_done_ = true;  // ... and it was written out or the connection died (true: no request pending)
+    bool close_after_write_ = false;
+    bool peer_closed_ = false;
+};
+
+// The Responder a handler holds: a handle on one request of a session.
+class Exchange final : public Responder {
+  public:
+    Exchange(std::shared_ptr<Session> session, uint64_t id) : session_(std::move(session)), id_(id) {}
+    ~Exchange() override {
+        if (!done_.load()) session_->run_on_strand([s = session_, id = id_] { s->abandon(id); });
+    }
+
+    void send(Response response) override {
+        if (done_.exchange(true)) return;
+        session_->run_on_strand(
+            [s = session_, id = id_, r = std::move(response)]() mutable { s->send(id, std::move(r)); });
+    }
+    void start_stream(int status, std::string content_type, Headers headers) override {
+        session_->run_on_strand([s = session_, id = id_, status, ct = std::move(content_type), h = std::move(headers)] {
+            s->start_stream(id, status, ct, h);
+        });
+    }
+    bool write(std::string data) override {
+        if (session_->closed.load() || done_.load()) return false;
+        session_->run_on_strand(
+            [s = session_, id = id_, d = std::move(data)]() mutable { s->write_chunk(id, std::move(d)); });
+        return true;
+    }
+    void finish() override {
+        if (done_.exchange(true)) return;
+        session_->run_on_strand([s = session_, id = id_] { s->finish(id); });
+    }
+    size_t pending_bytes() const override { return session_->pending_bytes.load(); }
+    bool closed() const override { return session_->closed.load(); }
+    void on_close(std::function<void()> callback) override {
+        session_->run_on_strand(
+            [s = session_, id = id_, cb = std::move(callback)]() mutable { s->set_on_close(id, std::move(cb)); });
+    }
+    void post(std::function<void()> fn) override { session_->run_on_strand(std::move(fn)); }
+
+  private:
+    std::shared_ptr<Session> session_;
+    const uint64_t id_;
+    std::atomic<bool> done_{false};
+};
+
+void Session::on_body(error_code ec) {
+    if (ec) return on_read_error(ec);
+    stream_.expires_never();
+    auto msg = parser_->release();
+    Request req;
+    req.method = std::string(msg.method_string());
+    req.target = std::string(msg.target());
+    const size_t q = req.target.find('?');
+    req.path = q == std::string::npos ? req.target : req.target.substr(0, q);
+    for (const auto& field : msg)
+        req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+    req.body = std::move(msg.body());
+    req.remote = remote_;
+    target_ = req.target;
+    keep_alive_ = msg.keep_alive();
+    head_ = msg.method() == bhttp::verb::head;
+    streaming_ = false;
+    completed_ = false;
+    response_done_ = false;
+    ++exchange_id_;
+    server_.in_flight.fetch_add(1);
+    auto responder = std::make_shared<Exchange>(shared_from_this(), exchange_id_);
+    watch_for_disconnect();
+    try {
+        server_.handler(std::move(req), std::move(responder));
+    } catch (const std::exception& e) {
+        // Handlers report errors as responses; an exception here is a bug, answered by the Exchange's 500.
+        PAGODA_LOG_ERROR(std::string("http: handler threw: ") + e.what());
+    }
+}
+
+void Server::Impl::do_accept() {
+    acceptor.async_accept(asio::make_strand(*ioc), [this](error_code ec, tcp::socket socket) {
+        if (ec) {
+            if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
+            // Out of file descriptors and the like: keep accepting after a pause instead of spinning.
+            PAGODA_LOG_WARNING("http: accept failed: " + ec.message());
+            auto timer = std::make_shared<asio::steady_timer>(*ioc, std::chrono::milliseconds(50));
+            timer->async_wait([this, timer](error_code) { do_accept(); });
+            return;
+        }
+        if (draining.load()) return;
+        auto session = std::make_shared<Session>(*this, ioc, std::move(socket));
+        {
+            std::lock_guard<std::mutex> lock(mu);
+            // Forget sessions that ended, so the list stays the size of the open connections.
+            for (auto it = sessions.begin(); it != sessions.end();)
+                it = it->expired() ? sessions.erase(it) : ++it;
+            sessions.push_back(session);
+        }
+        session->start();
+        do_accept();
+    });
+}
+
+void Server::Impl::begin_shutdown() {
+    if (draining.exchange(true)) return;
+    PAGODA_LOG_INFO("http: shutting down; waiting for " + std::to_string(in_flight.load()) + " request(s)");
+    error_code ignored;
+    acceptor.close(ignored);
+    signals.cancel(ignored);
+    std::function<void()> cb;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        cb = shutdown_callback;
+    }
+    if (cb) cb();
+    shutdown_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(options.shutdown_timeout_s);
+    poll_shutdown();
+}
+
+void Server::Impl::poll_shutdown() {
+    if (in_flight.load() > 0 && std::chrono::steady_clock::now() < shutdown_deadline) {
+        shutdown_timer.expires_after(std::chrono::milliseconds(20));
+        shutdown_timer.async_wait([this](error_code) { poll_shutdown(); });
+        return;
+    }
+    close_all_sessions();
+    stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    wait_for_sessions_then_stop();
+}
+
+void Server::Impl::wait_for_sessions_then_stop() {
+    // The closed sessions finish their last handlers; once none is left (or a handler elsewhere still holds one past
+    // the deadline) the I/O threads stop.
+    bool alive = false;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        for (auto& weak : closing)
+            alive = alive || !weak.expired();
+    }
+    if (!alive || std::chrono::steady_clock::now() >= stop_deadline) {
+        ioc->stop();
+        return;
+    }
+    shutdown_timer.expires_after(std::chrono::milliseconds(10));
+    shutdown_timer.async_wait([this](error_code) { wait_for_sessions_then_stop(); });
+}
+
+void Server::Impl::close_all_sessions() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& weak : sessions)
+        if (auto s = weak.lock()) s->close_now();
+    closing = std::move(sessions);
+    sessions.clear();
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+    if (!impl_) return;
+    impl_->ioc->stop();
+}
+
+Result<std::unique_ptr<Server>> Server::create(const ServerOptions& options, Handler handler) {
+    auto ioc = std::make_shared<asio::io_context>(std::max(1, options.num_threads));
+    auto impl = std::make_unique<Impl>(options, std::move(handler), ioc);
+    error_code ec;
+    auto address = asio::ip::make_address(options.host, ec);
+    if (ec) return Status::error("--host: '" + options.host + "' is not an IP address");
+    tcp::endpoint endpoint(address, options.port);
+    impl->acceptor.open(endpoint.protocol(), ec);
+    if (!ec) impl->acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) impl->acceptor.bind(endpoint, ec);
+    if (!ec) impl->acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+        return Status::error("cannot listen on " + options.host + ":" + std::to_string(options.port) + ": " +
+                             ec.message());
+    }
+    if (options.handle_signals) {
+        impl->signals.add(SIGINT);
+        impl->signals.add(SIGTERM);
+    }
+    return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+uint16_t Server::port() const {
+    error_code ec;
+    auto ep = impl_->acceptor.local_endpoint(ec);
+    return ec ? 0 : ep.port();
+}
+
+void Server::run() {
+    Impl* impl = impl_.get();
+    impl->do_accept();
+    if (impl->options.handle_signals) {
+        impl->signals.async_wait([impl](error_code ec, int) {
+            if (!ec) impl->begin_shutdown();
+        });
+    }
+    std::vector<std::thread> threads;
+    for (int i = 1; i < impl->options.num_threads; ++i)
+        threads.emplace_back([impl] { impl->ioc->run(); });
+    impl->ioc->run();
+    for (auto& t : threads)
+        t.join();
+}
+
+void Server::shutdown() {
+    Impl* impl = impl_.get();
+    asio::post(*impl->ioc, [impl] { impl->begin_shutdown(); });
+}
+
+void Server::on_shutdown(std::function<void()> callback) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->shutdown_callback = std::move(callback);
+}
+
+int64_t Server::in_flight() const {
+    return impl_->in_flight.load();
+}
+
+}  // namespace pagoda::server::http

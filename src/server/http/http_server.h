@@ -1,0 +1,108 @@
+// A small HTTP/1.1 server: keep-alive, size limits, timeouts, streaming responses (SSE) and graceful shutdown.
+// Boost.Beast/Asio live behind this interface (http_server.cpp); handlers only see the plain types below.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+
+namespace pagoda::server::http {
+
+using Headers = std::vector<std::pair<std::string, std::string>>;  // names as received; lookups ignore case
+
+// Case-insensitive header lookup; nullptr when absent.
+const std::string* find_header(const Headers& headers, std::string_view name);
+
+struct Request {
+    std::string method;  // "GET", "POST", ...
+    std::string target;  // "/v1/models?x=1"
+    std::string path;    // target without the query string
+    Headers headers;
+    std::string body;
+    std::string remote;  // peer address, for logs
+};
+
+struct Response {
+    int status = 200;
+    Headers headers;  // Content-Length, Connection and Server are set by the server
+    std::string body;
+    std::string content_type = "application/json";
+};
+
+// The reply side of one request. Thread-safe: any method may be called from any thread, but a handler that stays on
+// the I/O thread should prefer post() for work that follows an event from another thread, so that the work runs
+// serialized with the connection. Exactly one of send() or start_stream() ... finish() completes a request; a
+// Responder dropped without either answers 500, so that a bug never leaves a client hanging.
+class Responder {
+  public:
+    virtual ~Responder() = default;
+
+    // A complete response.
+    virtual void send(Response response) = 0;
+
+    // A streamed response without Content-Length (the connection closes after it, or chunked for keep-alive).
+    virtual void start_stream(int status, std::string content_type, Headers headers = {}) = 0;
+    // Queues bytes of a streamed response; false when the client is gone (nothing is written then).
+    virtual bool write(std::string data) = 0;
+    // Ends the streamed response.
+    virtual void finish() = 0;
+
+    // Bytes queued but not yet written to the socket (a slow client makes this grow).
+    virtual size_t pending_bytes() const = 0;
+    // True once the peer closed the connection or a write failed.
+    virtual bool closed() const = 0;
+    // Called once, on an I/O thread, when the peer closes the connection before the response was finished
+    // (disconnect = cancel). Set it before starting long work; it fires at once when the peer is already gone.
+    virtual void on_close(std::function<void()> callback) = 0;
+    // Runs `fn` on this connection's strand (never inline), e.g. to react to an engine notification.
+    virtual void post(std::function<void()> fn) = 0;
+};
+
+using Handler = std::function<void(Request request, std::shared_ptr<Responder> responder)>;
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    uint16_t port = 8000;  // 0 = any free port (see Server::port())
+    int num_threads = 2;   // I/O threads
+    size_t max_header_bytes = 16 * 1024;
+    size_t max_body_bytes = 32 * 1024 * 1024;
+    int read_timeout_s = 60;      // to receive one whole request (slow-drip clients are cut off)
+    int idle_timeout_s = 60;      // between keep-alive requests
+    int write_timeout_s = 300;    // a client that reads nothing for this long is dropped
+    int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGINT/SIGTERM
+    bool handle_signals = true;   // SIGINT/SIGTERM start a graceful shutdown
+};
+
+class Server {
+  public:
+    // Binds and listens (so port() is valid at once); serving starts with run().
+    static Result<std::unique_ptr<Server>> create(const ServerOptions& options, Handler handler);
+    ~Server();
+    Server(const Server&) = delete;
+    Server& operator=(const Server&) = delete;
+
+    uint16_t port() const;
+    // Serves until shutdown completes; runs the I/O threads (the caller's thread is one of them).
+    void run();
+    // Any thread: stops accepting, lets in-flight requests finish (up to shutdown_timeout_s), then run() returns.
+    void shutdown();
+    // Called (once, on an I/O thread) when a graceful shutdown begins, e.g. to make /health answer 503.
+    void on_shutdown(std::function<void()> callback);
+    // Requests accepted whose response has not finished.
+    int64_t in_flight() const;
+
+    struct Impl;
+
+  private:
+    explicit Server(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda::server::http

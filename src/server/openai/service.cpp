@@ -1,0 +1,865 @@
+// OpenAiService: routing, auth, CORS, the simple endpoints, and Job — one completion request in flight, pumped on
+// its connection's strand whenever the generator has new tokens for it.
+#include "server/openai/service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <random>
+
+#include "chat/output/output_parser.h"
+#include "chat/output/reasoning_parser.h"
+#include "chat/output/stop_strings.h"
+#include "common/log.h"
+#include "common/utf8.h"
+#include "server/openai/protocol.h"
+#include "server/openai/sse.h"
+
+namespace pagoda::server::openai {
+
+namespace {
+
+int64_t unix_seconds() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+std::string random_id(std::string_view prefix) {
+    static std::mutex mu;
+    static std::mt19937_64 rng(std::random_device{}());
+    uint64_t a, b;
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        a = rng();
+        b = rng();
+    }
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%016llx%016llx", static_cast<unsigned long long>(a),
+                  static_cast<unsigned long long>(b));
+    return std::string(prefix) + buf;
+}
+
+// Text that is always valid UTF-8 (token pieces may split a character): invalid bytes become U+FFFD.
+std::string lossy_utf8(std::string_view s) {
+    if (utf8_is_valid(s)) return std::string(s);
+    std::string out;
+    size_t pos = 0;
+    while (pos < s.size())
+        utf8_append(out, utf8_decode(s, pos));
+    return out;
+}
+
+void send_json(const std::shared_ptr<http::Responder>& r, int status, std::string body, http::Headers headers) {
+    r->send(http::Response{status, std::move(headers), std::move(body), "application/json"});
+}
+
+void send_error(const std::shared_ptr<http::Responder>& r, const ApiError& e, http::Headers headers) {
+    send_json(r, e.status, error_body(e), std::move(headers));
+}
+
+const char* finish_reason_name(engine::FinishReason reason) {
+    switch (reason) {
+        case engine::FinishReason::kStop:
+            return "stop";
+        case engine::FinishReason::kLength:
+            return "length";
+        case engine::FinishReason::kAbort:
+            return "abort";
+        case engine::FinishReason::kRejected:
+            return "abort";
+        case engine::FinishReason::kNone:
+            return "";
+    }
+    return "";
+}
+
+bool contains(const std::vector<std::string>& list, std::string_view s) {
+    return std::find(list.begin(), list.end(), s) != list.end();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------------
+// Job: one /v1/chat/completions or /v1/completions request in flight. All methods except notify() run on the
+// connection's strand (via Responder::post), so no lock is needed for its state.
+struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
+    struct Choice {
+        std::optional<IncrementalDecoder> decoder;
+        std::optional<chat::StopStringMatcher> stop;
+        std::optional<chat::ChatOutputParser> parser;
+        bool first = true;   // the next chat delta is the first (carries the role)
+        bool done = false;   // finished (by the generator or by a stop string)
+        std::string finish;  // finish_reason
+        int64_t tokens = 0;  // completion tokens counted up to the stop
+        std::string prefix;  // echo text, sent before the first output
+        // Non-streaming accumulation.
+        std::string text, reasoning;
+        std::vector<chat::ToolCall> calls;
+        Json logprobs_content = Json::array();  // chat: content entries; completions: see completion_logprobs
+        Json lp_tokens = Json::array(), lp_token_logprobs = Json::array(), lp_top = Json::array();
+    };
+
+    bool chat = true;
+    bool stream = false;
+    Json tools;  // the request's tools (the tool parser reads parameter schemas from them)
+    bool parallel_tool_calls = true;
+    TextOptions text;
+    bool logprobs = false;
+    int32_t top_logprobs = 0;
+    int32_t n = 1;
+    std::string id, model;
+    int64_t created = 0;
+    std::shared_ptr<http::Responder> responder;
+    http::Headers headers;
+    Generator* generator = nullptr;
+    const Tokenizer* tokenizer = nullptr;
+    size_t max_unsent_bytes = 0;
+    std::optional<SseChunks> sse;
+    std::vector<std::shared_ptr<engine::RequestStream>> streams;
+    std::vector<Choice> choices;                        // streams.size() * n
+    std::vector<int64_t> prompt_tokens, cached_tokens;  // per stream
+    std::vector<bool> stream_done;
+    std::atomic<bool> scheduled{false};
+    bool started = false;  // stream headers sent
+    bool finalized = false;
+    engine::StreamChunk chunk;  // reused between reads
+    std::string delta_text, out_text;
+    chat::ChatDelta chat_delta;
+
+    void notify() {
+        if (scheduled.exchange(true)) return;  // a pump is already queued; it will read this output too
+        responder->post([self = shared_from_this()] { self->pump(); });
+    }
+
+    void cancel_all() {
+        for (size_t s = 0; s < streams.size(); ++s)
+            if (!stream_done[s]) generator->cancel(streams[s]->id());
+    }
+
+    UsageCounts usage() const {
+        UsageCounts u;
+        for (int64_t p : prompt_tokens)
+            u.prompt_tokens += p;
+        for (int64_t c : cached_tokens)
+            u.cached_tokens += c;
+        for (const Choice& c : choices)
+            u.completion_tokens += c.tokens;
+        return u;
+    }
+
+    void start_stream_if_needed() {
+        if (started || !stream) return;
+        started = true;
+        responder->start_stream(200, "text/event-stream", headers);
+    }
+
+    void pump() {
+        scheduled.store(false);
+        if (finalized) return;
+        if (responder->closed()) {
+            cancel_all();
+            // Keep reading until the generator confirms the cancel, so its stream is released.
+        }
+        for (size_t s = 0; s < streams.size(); ++s) {
+            if (stream_done[s]) continue;
+            while (!finalized && streams[s]->try_read(chunk)) {
+                prompt_tokens[s] = chunk.usage.prompt_tokens;
+                cached_tokens[s] = chunk.usage.cached_tokens;
+                for (size_t c = 0; c < chunk.choices.size() && !finalized; ++c)
+                    process(s, c, chunk.choices[c]);
+                if (chunk.done) {
+                    stream_done[s] = true;
+                    break;
+                }
+            }
+        }
+        if (finalized) return;
+        if (stream && responder->pending_bytes() > max_unsent_bytes) {
+            PAGODA_LOG_WARNING("request " + id + ": the client reads too slowly; disconnecting it");
+            cancel_all();
+            finalize_stream_abort();
+            return;
+        }
+        if (std::all_of(stream_done.begin(), stream_done.end(), [](bool b) { return b; })) finalize();
+    }
+
+    void process(size_t s, size_t c, engine::ChoiceDelta& d) {
+        Choice& ch = choices[s * static_cast<size_t>(n) + c];
+        const int index = static_cast<int>(s * static_cast<size_t>(n) + c);
+        if (d.finish_reason == engine::FinishReason::kRejected) return reject(d.finish_message);
+        if (ch.done) return;  // stopped by a stop string: the rest is discarded
+        delta_text.clear();
+        out_text.clear();
+        const size_t num_tokens = d.token_ids.size();
+        for (size_t i = 0; i < num_tokens; ++i) {
+            const int32_t tok = d.token_ids[i];
+            // A stop token id ends the text without being part of it (vLLM), unless asked for.
+            const bool is_final_stop =
+                i + 1 == num_tokens && d.stop_token_id == tok && d.finish_reason == engine::FinishReason::kStop;
+            if (is_final_stop && !text.include_stop_str_in_output) continue;
+            if (tokenizer->is_valid_id(tok)) (void)ch.decoder->push(tok, delta_text);
+        }
+        ch.tokens += static_cast<int64_t>(num_tokens);
+        const bool ending = d.finish_reason != engine::FinishReason::kNone;
+        if (ending) ch.decoder->finish(delta_text);
+        bool stopped = ch.stop->feed(delta_text, out_text);
+        if (ending && !stopped) ch.stop->finish(out_text);
+        if (stopped) {
+            ch.done = true;
+            ch.finish = "stop";
+        } else if (ending) {
+            ch.done = true;
+            ch.finish = finish_reason_name(d.finish_reason);
+        }
+        std::string lp_json;
+        if (logprobs && !d.logprobs.empty()) lp_json = logprobs_for(d, ch);
+        emit(ch, index, lp_json);
+        if (stopped) {
+            // Cancel the engine request once none of its choices needs more tokens.
+            bool all = true;
+            for (int k = 0; k < n; ++k)
+                all = all && choices[s * static_cast<size_t>(n) + static_cast<size_t>(k)].done;
+            if (all) generator->cancel(streams[s]->id());
+        }
+    }
+
+    // Chat: {"content":[{token, logprob, bytes, top_logprobs}]}; completions: the legacy parallel lists.
+    std::string logprobs_for(const engine::ChoiceDelta& d, Choice& ch) {
+        Json content = Json::array();
+        Json tokens = Json::array(), token_lps = Json::array(), tops = Json::array();
+        for (size_t i = 0; i < d.logprobs.size() && i < d.token_ids.size(); ++i) {
+            const auto& lp = d.logprobs[i];
+            const std::string tok = lossy_utf8(tokenizer->token_bytes(d.token_ids[i]));
+            if (chat) {
+                Json entry = Json::object();
+                entry.set("token", Json(tok));
+                entry.set("logprob", Json(static_cast<double>(lp.logprob)));
+                Json bytes = Json::array();
+                for (unsigned char b : tokenizer->token_bytes(d.token_ids[i]))
+                    bytes.push_back(Json(static_cast<int>(b)));
+                entry.set("bytes", std::move(bytes));
+                Json top = Json::array();
+                for (int32_t k = 0; k < std::min(lp.num_top, top_logprobs); ++k) {
+                    Json t = Json::object();
+                    t.set("token", Json(lossy_utf8(tokenizer->token_bytes(lp.top[k].token))));
+                    t.set("logprob", Json(static_cast<double>(lp.top[k].logprob)));
+                    top.push_back(std::move(t));
+                }
+                entry.set("top_logprobs", std::move(top));
+                if (!stream) ch.logprobs_content.push_back(entry);
+                content.push_back(std::move(entry));
+            } else {
+                Json top = Json::object();
+                for (int32_t k = 0; k < std::min(lp.num_top, top_logprobs); ++k)
+                    top.set(lossy_utf8(tokenizer->token_bytes(lp.top[k].token)),
+                            Json(static_cast<double>(lp.top[k].logprob)));
+                tokens.push_back(Json(tok));
+                token_lps.push_back(Json(static_cast<double>(lp.logprob)));
+                tops.push_back(top);
+                if (!stream) {
+                    ch.lp_tokens.push_back(Json(tok));
+                    ch.lp_token_logprobs.push_back(Json(static_cast<double>(lp.logprob)));
+                    ch.lp_top.push_back(std::move(top));
+                }
+            }
+        }
+        if (!stream) return {};
+        Json out = Json::object();
+        if (chat) {
+            out.set("content", std::move(content));
+        } else {
+            out.set("tokens", std::move(tokens));
+            out.set("token_logprobs", std::move(token_lps));
+            out.set("top_logprobs", std::move(tops));
+        }
+        return out.dump();
+    }
+
+    void emit(Choice& ch, int index, const std::string& lp_json) {
+        chat_delta.clear();
+        if (chat) {
+            if (ch.parser) {
+                ch.parser->feed(out_text, chat_delta);
+                if (ch.done) ch.parser->finish(chat_delta);
+                if (ch.done && ch.finish == "stop" && ch.parser->tool_calls_started() > 0) ch.finish = "tool_calls";
+                if (!parallel_tool_calls) {  // at most one call (vLLM): later ones are dropped
+                    auto& calls = chat_delta.tool_calls;
+                    calls.erase(std::remove_if(calls.begin(), calls.end(), [](const auto& c) { return c.index > 0; }),
+                                calls.end());
+                }
+            } else {
+                chat_delta.content = out_text;
+            }
+            if (!ch.prefix.empty()) {  // echo: the last message's content comes first
+                chat_delta.content.insert(0, ch.prefix);
+                ch.prefix.clear();
+            }
+        }
+        if (!stream) {
+            if (chat) {
+                ch.text += chat_delta.content;
+                ch.reasoning += chat_delta.reasoning;
+                chat::accumulate_tool_deltas(chat_delta.tool_calls, ch.calls);
+            } else {
+                ch.text += out_text;
+            }
+            return;
+        }
+        start_stream_if_needed();
+        const UsageCounts u = usage();
+        const UsageCounts* per_chunk_usage = text.continuous_usage_stats ? &u : nullptr;
+        if (chat) {
+            if (ch.first) {
+                // The role comes first, in a chunk of its own as OpenAI sends it.
+                responder->write(sse->chat_delta(index, true, "", "", {}, "", {}, per_chunk_usage));
+                ch.first = false;
+            }
+            if (!chat_delta.empty() || ch.done || !lp_json.empty()) {
+                responder->write(sse->chat_delta(index, false, chat_delta.reasoning, chat_delta.content,
+                                                 chat_delta.tool_calls, ch.done ? ch.finish : "", lp_json,
+                                                 per_chunk_usage));
+            }
+        } else {
+            std::string t = std::move(ch.prefix);
+            ch.prefix.clear();
+            t += out_text;
+            if (!t.empty() || ch.done || !lp_json.empty())
+                responder->write(sse->completion_text(index, t, ch.done ? ch.finish : "", lp_json, per_chunk_usage));
+        }
+    }
+
+    void reject(const std::string& message) {
+        cancel_all();
+        const ApiError e = ApiError::unavailable(message.empty() ? "the server is busy; try again later" : message);
+        if (!started) {
+            finalized = true;
+            send_error(responder, e, headers);
+        } else {
+            responder->write(SseChunks::error_event(error_body(e)));
+            responder->write(std::string(SseChunks::done()));
+            finalized = true;
+            responder->finish();
+        }
+        release();
+    }
+
+    void finalize_stream_abort() {
+        finalized = true;
+        responder->finish();
+        release();
+    }
+
+    void finalize() {
+        finalized = true;
+        const UsageCounts u = usage();
+        if (stream) {
+            start_stream_if_needed();
+            if (text.include_usage) responder->write(sse->usage_chunk(u));
+            responder->write(std::string(SseChunks::done()));
+            responder->finish();
+            release();
+            return;
+        }
+        std::string body;
+        body.reserve(512);
+        body += "{\"id\":";
+        json_escape_to(body, id);
+        body += chat ? ",\"object\":\"chat.completion\"" : ",\"object\":\"text_completion\"";
+        body += ",\"created\":" + std::to_string(created) + ",\"model\":";
+        json_escape_to(body, model);
+        body += ",\"choices\":[";
+        for (size_t i = 0; i < choices.size(); ++i) {
+            Choice& ch = choices[i];
+            if (i) body += ',';
+            body += "{\"index\":" + std::to_string(i);
+            if (chat) {
+                Json message = Json::object();
+                message.set("role", Json("assistant"));
+                message.set("content", ch.text.empty() && !ch.calls.empty() ? Json() : Json(ch.text));
+                if (!ch.reasoning.empty()) {
+                    message.set("reasoning_content", Json(ch.reasoning));
+                    message.set("reasoning", Json(ch.reasoning));
+                }
+                Json calls = Json::array();
+                for (const auto& call : ch.calls) {
+                    Json fn = Json::object();
+                    fn.set("name", Json(call.name));
+                    fn.set("arguments", Json(call.arguments));
+                    Json tc = Json::object();
+                    tc.set("id", Json(call.id));
+                    tc.set("type", Json("function"));
+                    tc.set("function", std::move(fn));
+                    calls.push_back(std::move(tc));
+                }
+                message.set("tool_calls", std::move(calls));
+                body += ",\"message\":" + message.dump();
+                body += ",\"logprobs\":";
+                if (logprobs) {
+                    Json lp = Json::object();
+                    lp.set("content", std::move(ch.logprobs_content));
+                    body += lp.dump();
+                } else {
+                    body += "null";
+                }
+            } else {
+                body += ",\"text\":";
+                json_escape_to(body, ch.prefix + ch.text);
+                body += ",\"logprobs\":";
+                if (logprobs) {
+                    Json lp = Json::object();
+                    lp.set("tokens", std::move(ch.lp_tokens));
+                    lp.set("token_logprobs", std::move(ch.lp_token_logprobs));
+                    lp.set("top_logprobs", std::move(ch.lp_top));
+                    body += lp.dump();
+                } else {
+                    body += "null";
+                }
+            }
+            body += ",\"finish_reason\":";
+            json_escape_to(body, ch.finish.empty() ? "stop" : ch.finish);
+            body += '}';
+        }
+        body += "],\"usage\":";
+        append_usage_json(body, u);
+        body += '}';
+        send_json(responder, 200, std::move(body), headers);
+        release();
+    }
+
+    // Breaks the stream -> notifier -> job cycle once nothing more will be read.
+    void release() {
+        for (auto& s : streams)
+            s->set_notifier(nullptr);
+    }
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+
+OpenAiService::OpenAiService(ServiceConfig config, Tokenizer tokenizer, std::unique_ptr<chat::ChatTemplate> tmpl,
+                             Generator& generator)
+    : config_(std::move(config)),
+      tokenizer_(std::move(tokenizer)),
+      chat_template_(std::move(tmpl)),
+      generator_(generator),
+      max_model_len_(config_.max_model_len),
+      created_(unix_seconds()) {
+    if (config_.served_model_names.empty()) config_.served_model_names.push_back("model");
+}
+
+OpenAiService::~OpenAiService() = default;
+
+void OpenAiService::handle(http::Request req, std::shared_ptr<http::Responder> r) {
+    http::Headers extra;
+    if (const auto* rid = http::find_header(req.headers, "x-request-id")) extra.emplace_back("X-Request-Id", *rid);
+
+    // CORS: answer allowed origins; a preflight needs no API key.
+    const std::string* origin = http::find_header(req.headers, "origin");
+    const bool any_origin = contains(config_.allowed_origins, "*");
+    if (origin && (any_origin || contains(config_.allowed_origins, *origin))) {
+        extra.emplace_back("Access-Control-Allow-Origin",
+                           any_origin && !config_.allow_credentials ? std::string("*") : *origin);
+        if (!any_origin || config_.allow_credentials) extra.emplace_back("Vary", "Origin");
+        if (config_.allow_credentials) extra.emplace_back("Access-Control-Allow-Credentials", "true");
+        if (req.method == "OPTIONS" && http::find_header(req.headers, "access-control-request-method")) {
+            auto join = [](const std::vector<std::string>& v) {
+                std::string s;
+                for (const auto& x : v)
+                    s += (s.empty() ? "" : ", ") + x;
+                return s;
+            };
+            const bool any_method = contains(config_.allowed_methods, "*");
+            extra.emplace_back("Access-Control-Allow-Methods", any_method
+                                                                   ? "DELETE, GET, HEAD, OPTIONS, PATCH, POST, PUT"
+                                                                   : join(config_.allowed_methods));
+            const std::string* req_headers = http::find_header(req.headers, "access-control-request-headers");
+            if (contains(config_.allowed_headers, "*")) {
+                if (req_headers) extra.emplace_back("Access-Control-Allow-Headers", *req_headers);
+            } else {
+                extra.emplace_back("Access-Control-Allow-Headers", join(config_.allowed_headers));
+            }
+            extra.emplace_back("Access-Control-Max-Age", "600");
+            r->send(http::Response{200, std::move(extra), "OK", "text/plain"});
+            return;
+        }
+    }
+
+    // API keys guard /v1 (as vLLM: health, metrics and tokenize stay open for probes).
+    if (!config_.api_keys.empty() && req.path.rfind("/v1", 0) == 0 && req.method != "OPTIONS") {
+        const std::string* auth = http::find_header(req.headers, "authorization");
+        bool ok = false;
+        if (auth && auth->size() > 7 && (auth->compare(0, 7, "Bearer ") == 0 || auth->compare(0, 7, "bearer ") == 0))
+            ok = contains(config_.api_keys, std::string_view(*auth).substr(7));
+        if (!ok) {
+            extra.emplace_back("WWW-Authenticate", "Bearer");
+            return send_error(r, ApiError::unauthorized(), std::move(extra));
+        }
+    }
+
+    const std::string& p = req.path;
+    auto method_is = [&](std::string_view m) {
+        if (req.method == m || (m == "GET" && req.method == "HEAD")) return true;
+        extra.emplace_back("Allow", std::string(m));
+        send_error(r, ApiError{405, "method " + req.method + " is not allowed on " + p, "MethodNotAllowed", ""},
+                   std::move(extra));
+        return false;
+    };
+    if ((p == "/v1/chat/completions" || p == "/v1/completions") && (!ready_.load() || draining_.load())) {
+        return send_error(r,
+                          ApiError::unavailable(draining_.load() ? "the server is shutting down"
+                                                                 : "the model is still loading; retry when /health "
+                                                                   "answers 200"),
+                          std::move(extra));
+    }
+    if (p == "/v1/chat/completions") {
+        if (method_is("POST")) handle_chat(req, std::move(r), std::move(extra));
+    } else if (p == "/v1/completions") {
+        if (method_is("POST")) handle_completion(req, std::move(r), std::move(extra));
+    } else if (p == "/v1/models") {
+        if (method_is("GET")) handle_models(std::move(r), std::move(extra));
+    } else if (p == "/health" || p == "/ping") {
+        if (p == "/ping" && req.method == "POST") req.method = "GET";  // SageMaker pings with either
+        if (!method_is("GET")) return;
+        if (ready_.load() && !draining_.load()) {
+            r->send(http::Response{200, std::move(extra), "", ""});
+        } else {
+            send_error(r,
+                       ApiError::unavailable(draining_.load() ? "the server is shutting down" : "the model is loading"),
+                       std::move(extra));
+        }
+    } else if (p == "/version") {
+        if (!method_is("GET")) return;
+        Json v = Json::object();
+        v.set("version", Json(config_.version));
+        send_json(r, 200, v.dump(), std::move(extra));
+    } else if (p == "/tokenize") {
+        if (method_is("POST")) handle_tokenize(req, std::move(r), std::move(extra));
+    } else if (p == "/detokenize") {
+        if (method_is("POST")) handle_detokenize(req, std::move(r), std::move(extra));
+    } else {
+        send_error(r, ApiError::not_found("no route for " + req.method + " " + p), std::move(extra));
+    }
+}
+
+void OpenAiService::handle_models(std::shared_ptr<http::Responder> r, http::Headers extra) {
+    Json data = Json::array();
+    for (const auto& name : config_.served_model_names) {
+        Json m = Json::object();
+        m.set("id", Json(name));
+        m.set("object", Json("model"));
+        m.set("created", Json(created_));
+        m.set("owned_by", Json("pagoda"));
+        m.set("root", Json(config_.model_root.empty() ? name : config_.model_root));
+        m.set("parent", Json());
+        m.set("max_model_len", Json(max_model_len_.load()));
+        m.set("permission", Json::array());
+        data.push_back(std::move(m));
+    }
+    Json body = Json::object();
+    body.set("object", Json("list"));
+    body.set("data", std::move(data));
+    send_json(r, 200, body.dump(), std::move(extra));
+}
+
+namespace {
+
+// Parses the body as a JSON object, or answers 400.
+std::optional<Json> parse_body(const http::Request& req, const std::shared_ptr<http::Responder>& r,
+                               const http::Headers& extra) {
+    auto body = Json::parse(req.body);
+    if (!body.ok()) {
+        send_error(r, ApiError::bad_request("the request body is not valid JSON: " + body.message()), extra);
+        return std::nullopt;
+    }
+    if (!body->is_object()) {
+        send_error(r, ApiError::bad_request("the request body must be a JSON object"), extra);
+        return std::nullopt;
+    }
+    return std::move(body).value();
+}
+
+}  // namespace
+
+void OpenAiService::handle_chat(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra) {
+    auto body = parse_body(req, r, extra);
+    if (!body) return;
+    ChatRequest cr;
+    if (auto err = parse_chat_request(*body, cr)) return send_error(r, *err, std::move(extra));
+    if (!cr.model.empty() && !contains(config_.served_model_names, cr.model)) {
+        return send_error(r, ApiError::not_found("The model `" + cr.model + "` does not exist.", "model"),
+                          std::move(extra));
+    }
+    const bool use_tools = cr.tools.is_array() && cr.tool_choice != "none";
+    if (use_tools && cr.tool_choice == "auto" && (!config_.enable_auto_tool_choice || !config_.tool_parser)) {
+        return send_error(r,
+                          ApiError::bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and "
+                                                "--tool-call-parser to be set",
+                                                "tool_choice"),
+                          std::move(extra));
+    }
+
+    // Template kwargs: the server's defaults, overridden by the request's.
+    Json kwargs =
+        config_.default_chat_template_kwargs.is_object() ? config_.default_chat_template_kwargs : Json::object();
+    if (cr.chat_template_kwargs.is_object())
+        for (const auto& [k, v] : cr.chat_template_kwargs.as_object())
+            kwargs.set(k, v);
+    if (cr.continue_final_message) kwargs.set("continue_final_message", Json(true));
+
+    std::unique_ptr<chat::ChatTemplate> request_template;
+    const chat::ChatTemplate* tmpl = chat_template_.get();
+    if (cr.chat_template) {
+        auto t = chat::ChatTemplate::from_string(*cr.chat_template);
+        if (!t.ok())
+            return send_error(r, ApiError::bad_request("chat_template: " + t.message(), "chat_template"), extra);
+        request_template = std::make_unique<chat::ChatTemplate>(std::move(t).value());
+        tmpl = request_template.get();
+    }
+    if (!tmpl) {
+        return send_error(r,
+                          ApiError::bad_request("this model has no chat template; pass 'chat_template' or use "
+                                                "/v1/completions",
+                                                "messages"),
+                          std::move(extra));
+    }
+    auto prompt = tmpl->render(cr.messages, cr.tools, cr.add_generation_prompt, kwargs);
+    if (!prompt.ok()) {
+        return send_error(r,
+                          ApiError::bad_request("rendering the chat template failed: " + prompt.message(), "messages"),
+                          std::move(extra));
+    }
+    std::string prompt_text = std::move(prompt).value();
+    if (cr.continue_final_message) {
+        // The template closes the last message; continuing it means cutting the prompt right after its content.
+        const Json* content = cr.messages.as_array().back().find("content");
+        if (content && content->is_string() && !content->as_string().empty()) {
+            const size_t at = prompt_text.rfind(content->as_string());
+            if (at != std::string::npos) prompt_text.resize(at + content->as_string().size());
+        }
+    }
+
+    engine::Request request;
+    request.prompt_tokens = tokenizer_.encode(prompt_text, /*parse_special=*/true);
+    request.params = cr.params;
+    request.priority = cr.priority;
+    request.cache_salt = cr.cache_salt;
+
+    auto job = std::make_shared<Job>();
+    job->chat = true;
+    job->stream = cr.text.stream;
+    job->text = cr.text;
+    job->logprobs = cr.params.logprobs;
+    job->top_logprobs = cr.params.top_logprobs;
+    job->n = cr.params.n;
+    job->id = random_id("chatcmpl-");
+    job->model = cr.model.empty() ? config_.served_model_names.front() : cr.model;
+    job->created = unix_seconds();
+
+    chat::OutputParserOptions parser_options;
+    if (config_.reasoning_parser && cr.include_reasoning) {
+        chat::ReasoningOptions ro;
+        const Json* thinking = kwargs.find("enable_thinking");
+        ro.thinking_enabled =
+            !(thinking && thinking->is_bool() && !thinking->as_bool()) && !chat::prompt_closes_reasoning(prompt_text);
+        parser_options.reasoning = ro;
+    }
+    if (use_tools && config_.tool_parser) {
+        parser_options.tool_parser = *config_.tool_parser;
+    }
+    job->tools = cr.tools;
+    job->parallel_tool_calls = cr.parallel_tool_calls;
+    parser_options.tool_options.tools = job->tools.is_null() ? nullptr : &job->tools;  // outlives the parsers
+    std::string echo;
+    if (cr.echo) {
+        const Json* content = cr.messages.as_array().back().find("content");
+        if (content && content->is_string()) echo = content->as_string();
+    }
+    job->choices.resize(static_cast<size_t>(job->n));
+    for (auto& ch : job->choices) {
+        ch.decoder.emplace(tokenizer_, cr.text.skip_special_tokens);
+        ch.stop.emplace(cr.text.stop, cr.text.include_stop_str_in_output);
+        if (parser_options.reasoning || parser_options.tool_parser) ch.parser.emplace(parser_options);
+        ch.prefix = echo;
+    }
+
+    // Submit and wire the stream to this connection.
+    job->responder = r;
+    job->headers = std::move(extra);
+    job->generator = &generator_;
+    job->tokenizer = &tokenizer_;
+    job->max_unsent_bytes = config_.max_unsent_bytes;
+    if (job->stream) job->sse.emplace(SseChunks::Kind::kChat, job->id, job->created, job->model);
+    auto submitted = generator_.submit(std::move(request));
+    if (!submitted.ok()) return send_error(r, ApiError::bad_request(submitted.message()), job->headers);
+    job->streams.push_back(std::move(submitted).value());
+    job->prompt_tokens.assign(1, 0);
+    job->cached_tokens.assign(1, 0);
+    job->stream_done.assign(1, false);
+    std::weak_ptr<Job> weak = job;
+    r->on_close([weak] {
+        if (auto j = weak.lock()) j->cancel_all();
+    });
+    job->streams[0]->set_notifier([job] { job->notify(); });
+    job->notify();  // output that arrived before the notifier was set
+}
+
+void OpenAiService::handle_completion(const http::Request& req, std::shared_ptr<http::Responder> r,
+                                      http::Headers extra) {
+    auto body = parse_body(req, r, extra);
+    if (!body) return;
+    CompletionRequest cr;
+    if (auto err = parse_completion_request(*body, cr)) return send_error(r, *err, std::move(extra));
+    if (!cr.model.empty() && !contains(config_.served_model_names, cr.model)) {
+        return send_error(r, ApiError::not_found("The model `" + cr.model + "` does not exist.", "model"),
+                          std::move(extra));
+    }
+    auto job = std::make_shared<Job>();
+    job->chat = false;
+    job->stream = cr.text.stream;
+    job->text = cr.text;
+    job->logprobs = cr.params.logprobs;
+    job->top_logprobs = cr.params.top_logprobs;
+    job->n = cr.params.n;
+    job->id = random_id("cmpl-");
+    job->model = cr.model.empty() ? config_.served_model_names.front() : cr.model;
+    job->created = unix_seconds();
+    job->responder = r;
+    job->headers = std::move(extra);
+    job->generator = &generator_;
+    job->tokenizer = &tokenizer_;
+    job->max_unsent_bytes = config_.max_unsent_bytes;
+    if (job->stream) job->sse.emplace(SseChunks::Kind::kCompletion, job->id, job->created, job->model);
+
+    std::vector<engine::Request> requests;
+    std::vector<std::string> echoes;
+    for (size_t i = 0; i < cr.prompts.size(); ++i) {
+        const Prompt& p = cr.prompts[i];
+        engine::Request request;
+        if (p.is_tokens) {
+            for (int32_t t : p.tokens) {
+                if (!tokenizer_.is_valid_id(t)) {
+                    return send_error(
+                        r,
+                        ApiError::bad_request("prompt token id " + std::to_string(t) + " is outside the vocabulary",
+                                              "prompt"),
+                        job->headers);
+                }
+            }
+            request.prompt_tokens = p.tokens;
+        } else {
+            request.prompt_tokens = tokenizer_.encode(p.text, /*parse_special=*/true);
+        }
+        if (request.prompt_tokens.empty()) {
+            return send_error(r, ApiError::bad_request("the prompt is empty", "prompt"), job->headers);
+        }
+        std::string echo;
+        if (cr.echo) {
+            if (p.is_tokens) {
+                auto text = tokenizer_.decode(p.tokens, cr.text.skip_special_tokens);
+                if (text.ok()) echo = std::move(text).value();
+            } else {
+                echo = p.text;
+            }
+        }
+        echoes.push_back(std::move(echo));
+        request.params = cr.params;
+        request.priority = cr.priority;
+        request.cache_salt = cr.cache_salt;
+        requests.push_back(std::move(request));
+    }
+    job->choices.resize(requests.size() * static_cast<size_t>(job->n));
+    for (size_t i = 0; i < job->choices.size(); ++i) {
+        auto& ch = job->choices[i];
+        ch.decoder.emplace(tokenizer_, cr.text.skip_special_tokens);
+        ch.stop.emplace(cr.text.stop, cr.text.include_stop_str_in_output);
+        ch.prefix = echoes[i / static_cast<size_t>(job->n)];
+    }
+    for (auto& request : requests) {
+        auto submitted = generator_.submit(std::move(request));
+        if (!submitted.ok()) {
+            job->stream_done.assign(job->streams.size(), false);
+            job->cancel_all();
+            return send_error(r, ApiError::bad_request(submitted.message(), "prompt"), job->headers);
+        }
+        job->streams.push_back(std::move(submitted).value());
+    }
+    job->prompt_tokens.assign(job->streams.size(), 0);
+    job->cached_tokens.assign(job->streams.size(), 0);
+    job->stream_done.assign(job->streams.size(), false);
+    std::weak_ptr<Job> weak = job;
+    r->on_close([weak] {
+        if (auto j = weak.lock()) j->cancel_all();
+    });
+    for (auto& s : job->streams)
+        s->set_notifier([job] { job->notify(); });
+    job->notify();
+}
+
+void OpenAiService::handle_tokenize(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra) {
+    auto body = parse_body(req, r, extra);
+    if (!body) return;
+    std::string text;
+    const Json* prompt = body->find("prompt");
+    const Json* messages = body->find("messages");
+    if (prompt && prompt->is_string()) {
+        text = prompt->as_string();
+    } else if (messages) {
+        ChatRequest cr;
+        if (auto err = parse_chat_request(*body, cr)) return send_error(r, *err, std::move(extra));
+        if (!chat_template_) return send_error(r, ApiError::bad_request("this model has no chat template"), extra);
+        auto rendered =
+            chat_template_->render(cr.messages, cr.tools, cr.add_generation_prompt, cr.chat_template_kwargs);
+        if (!rendered.ok()) return send_error(r, ApiError::bad_request(rendered.message(), "messages"), extra);
+        text = std::move(rendered).value();
+    } else {
+        return send_error(r, ApiError::bad_request("give 'prompt' (a string) or 'messages'", "prompt"), extra);
+    }
+    const std::vector<int32_t> ids = tokenizer_.encode(text, true);
+    Json tokens = Json::array();
+    for (int32_t id : ids)
+        tokens.push_back(Json(id));
+    Json out = Json::object();
+    out.set("count", Json(static_cast<int64_t>(ids.size())));
+    out.set("max_model_len", Json(max_model_len_.load()));
+    out.set("tokens", std::move(tokens));
+    const Json* strs = body->find("return_token_strs");
+    if (strs && strs->is_bool() && strs->as_bool()) {
+        Json s = Json::array();
+        for (int32_t id : ids)
+            s.push_back(Json(lossy_utf8(tokenizer_.token_bytes(id))));
+        out.set("token_strs", std::move(s));
+    } else {
+        out.set("token_strs", Json());
+    }
+    send_json(r, 200, out.dump(), std::move(extra));
+}
+
+void OpenAiService::handle_detokenize(const http::Request& req, std::shared_ptr<http::Responder> r,
+                                      http::Headers extra) {
+    auto body = parse_body(req, r, extra);
+    if (!body) return;
+    const Json* tokens = body->find("tokens");
+    if (!tokens || !tokens->is_array()) {
+        return send_error(r, ApiError::bad_request("'tokens' must be an array of token ids", "tokens"), extra);
+    }
+    std::vector<int32_t> ids;
+    for (size_t i = 0; i < tokens->as_array().size(); ++i) {
+        const Json& t = tokens->as_array()[i];
+        if (!t.is_int() || t.as_int() < 0 || t.as_int() > INT32_MAX ||
+            !tokenizer_.is_valid_id(static_cast<int32_t>(t.as_int()))) {
+            return send_error(
+                r,
+                ApiError::bad_request("'tokens[" + std::to_string(i) + "]' is not a token id of this model",
+                                      "tokens[" + std::to_string(i) + "]"),
+                extra);
+        }
+        ids.push_back(static_cast<int32_t>(t.as_int()));
+    }
+    auto text = tokenizer_.decode(ids);
+    if (!text.ok()) return send_error(r, ApiError::bad_request(text.message(), "tokens"), extra);
+    Json out = Json::object();
+    out.set("prompt", Json(std::move(text).value()));
+    send_json(r, 200, out.dump(), std::move(extra));
+}
+
+}  // namespace pagoda::server::openai

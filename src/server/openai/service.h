@@ -1,0 +1,76 @@
+// The OpenAI-compatible API over a Generator: routes, auth, CORS, and the completion handlers (chat template ->
+// tokens -> generator -> incremental detokenize -> stop strings -> reasoning/tool-call parsing -> SSE or JSON).
+// Handlers run on the HTTP I/O threads; engine events reach them through Responder::post.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "chat/output/tool_parser.h"
+#include "common/json.h"
+#include "server/http/http_server.h"
+#include "server/openai/generator.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda::server::openai {
+
+struct ServiceConfig {
+    std::vector<std::string> served_model_names;  // the first is the default; at least one
+    std::string model_root;                       // "root" of /v1/models entries (the model directory)
+    int32_t max_model_len = 4096;
+    std::vector<std::string> api_keys;                 // empty: no auth
+    std::vector<std::string> allowed_origins = {"*"};  // CORS (vLLM's defaults)
+    std::vector<std::string> allowed_methods = {"*"};
+    std::vector<std::string> allowed_headers = {"*"};
+    bool allow_credentials = false;
+    bool enable_auto_tool_choice = false;
+    std::optional<chat::ToolParserKind> tool_parser;
+    bool reasoning_parser = false;               // qwen3: split <think>...</think>
+    Json default_chat_template_kwargs;           // object or null; request values win
+    size_t max_unsent_bytes = 16 * 1024 * 1024;  // a streaming client this far behind is disconnected
+    std::string version = PAGODA_VERSION;
+};
+
+class OpenAiService {
+  public:
+    // `chat_template` may be null (then /v1/chat/completions needs a "chat_template" in the request);
+    // `generator` must outlive the service.
+    OpenAiService(ServiceConfig config, Tokenizer tokenizer, std::unique_ptr<chat::ChatTemplate> chat_template,
+                  Generator& generator);
+    ~OpenAiService();
+
+    // The http::Handler: bind with [&](auto req, auto r) { service.handle(std::move(req), std::move(r)); }.
+    void handle(http::Request request, std::shared_ptr<http::Responder> responder);
+
+    // /health and /ping answer 503 until ready and again once draining.
+    void set_ready(bool ready) { ready_.store(ready); }
+    void set_draining() { draining_.store(true); }
+    // The context length the engine settled on (known once the model is loaded).
+    void set_max_model_len(int32_t n) { max_model_len_.store(n); }
+
+    const ServiceConfig& config() const { return config_; }
+
+    struct Job;  // one generation request in flight (service.cpp)
+
+  private:
+    void handle_chat(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
+    void handle_completion(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
+    void handle_tokenize(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
+    void handle_detokenize(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
+    void handle_models(std::shared_ptr<http::Responder> r, http::Headers extra);
+
+    ServiceConfig config_;
+    Tokenizer tokenizer_;
+    std::unique_ptr<chat::ChatTemplate> chat_template_;
+    Generator& generator_;
+    std::atomic<bool> ready_{false};
+    std::atomic<bool> draining_{false};
+    std::atomic<int32_t> max_model_len_{0};
+    int64_t created_ = 0;
+};
+
+}  // namespace pagoda::server::openai

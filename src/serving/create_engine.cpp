@@ -1,0 +1,90 @@
+#include "serving/create_engine.h"
+
+#include <algorithm>
+#include <string>
+
+#include "runtime/cache_pools.h"
+
+namespace pagoda::serving {
+
+ServingEngine::~ServingEngine() {
+    if (engine_) engine_->shutdown();
+    engine_.reset();
+}
+
+namespace {
+
+int32_t clamp_i32(int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, 0, INT32_MAX)); }
+
+}  // namespace
+
+Result<engine::EngineConfig> engine_config_for(const model::Model& model, const EngineOptions& o) {
+    const model::ModelSpec& spec = model.spec();
+    engine::EngineConfig c;
+    if (o.block_size <= 0) return Status::error("block_size must be positive");
+    if (o.max_num_seqs <= 0) return Status::error("max_num_seqs must be positive");
+    c.max_model_len = o.max_model_len > 0 ? o.max_model_len
+                                          : clamp_i32(std::min<int64_t>(spec.max_position_embeddings > 0
+                                                                            ? spec.max_position_embeddings
+                                                                            : 8192,
+                                                                        8192));
+    c.max_num_seqs = o.max_num_seqs;
+    c.max_num_batched_tokens = o.max_num_batched_tokens;
+    c.block_size = o.block_size;
+    c.enable_prefix_caching = o.enable_prefix_caching;
+    c.priority_scheduling = o.priority_scheduling;
+    c.max_waiting_requests = o.max_waiting_requests;
+    c.max_unread_tokens = o.max_unread_tokens;
+    c.seed = o.seed;
+
+    const int64_t blocks_per_seq = (static_cast<int64_t>(c.max_model_len) + c.block_size - 1) / c.block_size;
+    if (o.num_kv_blocks > 0) {
+        c.num_kv_blocks = o.num_kv_blocks;
+    } else if (spec.num_full_attention_layers() > 0) {
+        const size_t per_block = KvCachePool::bytes_per_block(model.kv_cache_config(1, c.block_size));
+        const size_t budget = o.kv_cache_bytes > 0 ? o.kv_cache_bytes : size_t{4} << 30;
+        int64_t fit = static_cast<int64_t>(budget / std::max<size_t>(per_block, 1));
+        if (o.kv_cache_bytes == 0) fit = std::max(fit, blocks_per_seq);
+        c.num_kv_blocks = clamp_i32(std::min(fit, blocks_per_seq * c.max_num_seqs));
+    } else {
+        // No full-attention layer: blocks are bookkeeping only (the prefix cache still keys on them).
+        c.num_kv_blocks = clamp_i32(blocks_per_seq * c.max_num_seqs);
+    }
+
+    if (spec.num_linear_attention_layers() > 0) {
+        c.max_state_snapshots = o.max_state_snapshots >= 0 ? o.max_state_snapshots : o.max_num_seqs;
+        c.num_state_slots = 2 * c.max_num_seqs + c.max_state_snapshots;
+    }
+
+    const model::GenerationDefaults& g = model.dir().generation;
+    // Both files' EOS ids stop a request (Qwen instruct models list <|im_end|> and <|endoftext|> across the two).
+    for (const std::vector<int64_t>* list : {&g.eos_token_ids, &spec.eos_token_ids})
+        for (int64_t id : *list)
+            if (id >= 0 && id < model.vocab_size() &&
+                std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
+                c.eos_token_ids.push_back(static_cast<int32_t>(id));
+    if (g.temperature) c.generation_config.temperature = static_cast<float>(*g.temperature);
+    if (g.top_p) c.generation_config.top_p = static_cast<float>(*g.top_p);
+    if (g.top_k) c.generation_config.top_k = static_cast<int32_t>(*g.top_k);
+    if (g.min_p) c.generation_config.min_p = static_cast<float>(*g.min_p);
+    if (g.repetition_penalty) c.generation_config.repetition_penalty = static_cast<float>(*g.repetition_penalty);
+    return c;
+}
+
+Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options) {
+    std::unique_ptr<ServingEngine> s(new ServingEngine());
+    CpuBackendOptions backend_options;
+    backend_options.num_threads = options.num_threads;
+    s->backend_ = make_cpu_backend(backend_options);
+    PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(model_dir, *s->backend_));
+    PAGODA_ASSIGN_OR_RETURN(s->config_, engine_config_for(*s->model_, options));
+    auto runner = ModelEngineRunner::create(*s->model_, s->config_);
+    if (!runner.ok()) return runner.status().with_context(model_dir);
+    s->runner_ = std::move(runner).value();
+    auto engine = engine::Engine::create(s->config_, *s->runner_, options.observer);
+    if (!engine.ok()) return engine.status().with_context(model_dir);
+    s->engine_ = std::move(engine).value();
+    return s;
+}
+
+}  // namespace pagoda::serving

@@ -1,0 +1,70 @@
+// create_engine: a running Engine over a model directory on the CPU backend. The returned ServingEngine owns the
+// backend, the loaded model, the runner and the engine, and destroys them in the right order (the engine thread is
+// shut down and joined before the model goes away).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "engine/engine.h"
+#include "model/model.h"
+#include "runtime/backend.h"
+#include "serving/model_engine_runner.h"
+
+namespace pagoda::serving {
+
+struct EngineOptions {
+    int32_t max_model_len = 0;  // 0: the model's max_position_embeddings, at most 8192
+    int32_t max_num_seqs = 16;
+    int32_t max_num_batched_tokens = 2048;
+    int32_t block_size = 16;
+    // KV pool: num_kv_blocks when > 0; else as many blocks as fit in kv_cache_bytes, but no more than
+    // max_num_seqs full-length sequences need. kv_cache_bytes 0: up to 4 GiB, and always one max_model_len
+    // sequence. The pool must hold one max_model_len sequence (else create_engine fails saying so).
+    int32_t num_kv_blocks = 0;
+    size_t kv_cache_bytes = 0;
+    // Hybrid models: prefix-cache state snapshots (-1: max_num_seqs). Slots = 2 * max_num_seqs + snapshots.
+    int32_t max_state_snapshots = -1;
+    bool enable_prefix_caching = true;
+    bool priority_scheduling = false;
+    int32_t max_waiting_requests = 1024;
+    int32_t max_unread_tokens = 8192;
+    uint64_t seed = 0;      // seeds of requests that bring none are drawn from this
+    int num_threads = 0;    // CPU backend threads (0: OpenMP's default)
+    engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
+};
+
+class ServingEngine {
+  public:
+    ~ServingEngine();  // shuts the engine down first
+    ServingEngine(const ServingEngine&) = delete;
+    ServingEngine& operator=(const ServingEngine&) = delete;
+
+    engine::Engine& engine() { return *engine_; }
+    const model::Model& model() const { return *model_; }
+    // What the engine runs with (sizes, EOS ids, generation_config.json defaults).
+    const engine::EngineConfig& config() const { return config_; }
+
+  private:
+    friend Result<std::unique_ptr<ServingEngine>> create_engine(const std::string&, const EngineOptions&);
+    ServingEngine() = default;
+
+    std::unique_ptr<Backend> backend_;
+    std::unique_ptr<model::Model> model_;
+    std::unique_ptr<ModelEngineRunner> runner_;
+    engine::EngineConfig config_;
+    std::unique_ptr<engine::Engine> engine_;
+};
+
+// The EngineConfig create_engine would use for `model` (exposed for tests and `pagoda inspect`-like reports).
+Result<engine::EngineConfig> engine_config_for(const model::Model& model, const EngineOptions& options);
+
+// Loads `model_dir` (config.json, generation_config.json, safetensors) on a CPU backend and starts the engine
+// thread. EOS ids: those of generation_config.json and config.json. Sampling defaults: generation_config.json's
+// temperature, top_p, top_k, min_p, repetition_penalty (as vLLM; do_sample is ignored).
+Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options);
+
+}  // namespace pagoda::serving

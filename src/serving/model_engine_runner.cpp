@@ -1,0 +1,126 @@
+#include "serving/model_engine_runner.h"
+
+#include <exception>
+#include <string>
+
+namespace pagoda::serving {
+
+Result<std::unique_ptr<ModelEngineRunner>> ModelEngineRunner::create(model::Model& model,
+                                                                     const engine::EngineConfig& config) {
+    if (model.backend().device().kind != DeviceKind::Host)
+        return Status::error("the engine runner supports the CPU backend only for now, not " + model.backend().name());
+    if (config.block_size <= 0) return Status::error("block_size must be positive");
+    std::unique_ptr<ModelEngineRunner> runner(new ModelEngineRunner(model));
+    runner->block_size_ = config.block_size;
+    Allocator& allocator = model.backend().allocator();
+    if (model.spec().num_full_attention_layers() > 0) {
+        if (config.num_kv_blocks <= 0) return Status::error("the model has full-attention layers but no KV blocks");
+        PAGODA_ASSIGN_OR_RETURN(KvCachePool kv, KvCachePool::create(allocator, model.kv_cache_config(
+                                                                                   config.num_kv_blocks,
+                                                                                   config.block_size)));
+        runner->kv_ = std::move(kv);
+    }
+    if (model.spec().num_linear_attention_layers() > 0) {
+        if (config.num_state_slots <= 0)
+            return Status::error("the model has linear-attention layers but num_state_slots is 0");
+        PAGODA_ASSIGN_OR_RETURN(StateCachePool states,
+                                StateCachePool::create(allocator, model.state_cache_config(config.num_state_slots)));
+        runner->states_ = std::move(states);
+    }
+    return runner;
+}
+
+// The engine builds these arrays itself, so a bad id is an engine bug; checking them here (O(tokens)) turns such a
+// bug into an aborted step instead of a write outside the pools.
+Status ModelEngineRunner::check_batch(const ForwardBatch& b) const {
+    if (b.num_tokens <= 0 || b.num_seqs <= 0) return Status::error("empty batch");
+    if (b.block_size != block_size_)
+        return Status::error("batch block size " + std::to_string(b.block_size) + " differs from the pool's " +
+                             std::to_string(block_size_));
+    if (static_cast<int64_t>(b.query_start_loc.size()) != b.num_seqs + 1 ||
+        static_cast<int64_t>(b.seq_lens.size()) != b.num_seqs ||
+        static_cast<int64_t>(b.positions.size()) != b.num_tokens ||
+        static_cast<int64_t>(b.slot_mapping.size()) != b.num_tokens ||
+        static_cast<int64_t>(b.block_tables.size()) != static_cast<int64_t>(b.num_seqs) * b.max_blocks_per_seq)
+        return Status::error("inconsistent batch array sizes");
+    if (kv_) {
+        const int32_t blocks = kv_->config().num_blocks;
+        for (int32_t id : b.block_tables)
+            if (id < 0 || id >= blocks) return Status::error("block id " + std::to_string(id) + " outside the pool");
+        const int64_t slots = static_cast<int64_t>(blocks) * block_size_;
+        for (int64_t s : b.slot_mapping)
+            if (s >= slots) return Status::error("KV slot " + std::to_string(s) + " outside the pool");
+        for (int32_t s = 0; s < b.num_seqs; ++s)
+            if (b.seq_lens[s] > b.max_blocks_per_seq * block_size_)
+                return Status::error("sequence longer than its block table");
+    }
+    if (states_) {
+        if (static_cast<int64_t>(b.state_slots.size()) != b.num_seqs) return Status::error("missing state slots");
+        for (int32_t slot : b.state_slots)
+            if (slot < 0 || slot >= states_->config().num_slots)
+                return Status::error("state slot " + std::to_string(slot) + " outside the pool");
+    }
+    return ok_status();
+}
+
+Status ModelEngineRunner::check_copies(std::span<const engine::StateCopy> copies) const {
+    if (copies.empty()) return ok_status();
+    if (!states_) return Status::error("state copies for a model without linear-attention layers");
+    const int32_t n = states_->config().num_slots;
+    for (const engine::StateCopy& c : copies)
+        if (c.src_slot < 0 || c.src_slot >= n || c.dst_slot < 0 || c.dst_slot >= n)
+            return Status::error("state copy " + std::to_string(c.src_slot) + " -> " + std::to_string(c.dst_slot) +
+                                 " outside the pool");
+    return ok_status();
+}
+
+// One slot of every layer's conv and recurrent state; views of one row each, copied by the backend.
+void ModelEngineRunner::copy_state(const engine::StateCopy& copy) {
+    if (copy.src_slot == copy.dst_slot) return;
+    const StateCacheConfig& c = states_->config();
+    const int64_t conv_elems = static_cast<int64_t>(c.conv_dim) * (c.conv_kernel - 1);
+    const int64_t rec_elems = static_cast<int64_t>(c.num_v_heads) * c.k_head_dim * c.v_head_dim;
+    Backend& backend = model_.backend();
+    for (int32_t layer = 0; layer < c.num_layers; ++layer) {
+        const Tensor conv = states_->conv_state(layer);
+        const Tensor rec = states_->recurrent_state(layer);
+        float* conv_base = conv.data_as<float>();
+        float* rec_base = rec.data_as<float>();
+        backend.copy(Tensor(conv_base + copy.dst_slot * conv_elems, DType::F32, Shape{conv_elems}, conv.device()),
+                     Tensor(conv_base + copy.src_slot * conv_elems, DType::F32, Shape{conv_elems}, conv.device()));
+        backend.copy(Tensor(rec_base + copy.dst_slot * rec_elems, DType::F32, Shape{rec_elems}, rec.device()),
+                     Tensor(rec_base + copy.src_slot * rec_elems, DType::F32, Shape{rec_elems}, rec.device()));
+    }
+}
+
+Status ModelEngineRunner::run(const engine::StepInput& input) {
+    const ForwardBatch& batch = input.batch;
+    PAGODA_RETURN_IF_ERROR(check_batch(batch));
+    PAGODA_RETURN_IF_ERROR(check_copies(input.state_restores));
+    PAGODA_RETURN_IF_ERROR(check_copies(input.state_saves));
+    for (const engine::StateCopy& c : input.state_restores)
+        copy_state(c);
+    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+    const int64_t vocab = model_.vocab_size();
+    logits_.resize(static_cast<size_t>(rows * vocab));
+    const Tensor logits(logits_.data(), DType::F32, Shape{rows, vocab}, model_.backend().device());
+    PAGODA_RETURN_IF_ERROR(
+        model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
+    for (const engine::StateCopy& c : input.state_saves)
+        copy_state(c);
+    model_.backend().synchronize();
+    return ok_status();
+}
+
+engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
+    engine::StepOutput out;
+    try {
+        out.status = run(input);
+    } catch (const std::exception& e) {  // allocation failure in the forward's scratch, most likely
+        out.status = Status::error(std::string("model forward failed: ") + e.what());
+    }
+    if (out.status.ok()) out.logits = logits_;
+    return out;
+}
+
+}  // namespace pagoda::serving

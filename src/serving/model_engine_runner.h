@@ -1,0 +1,44 @@
+// ModelEngineRunner: the engine's ModelRunner over a loaded Model. It owns the KV block pool and the
+// linear-attention state-slot pool (sized from the EngineConfig, so block and slot ids the engine hands out index
+// them directly), applies the engine's state copies around the forward, and keeps the step's logits in a host
+// buffer. Every failure comes back as StepOutput::status; nothing here aborts the process.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "common/status.h"
+#include "engine/engine.h"
+#include "engine/model_runner.h"
+#include "model/model.h"
+#include "runtime/cache_pools.h"
+
+namespace pagoda::serving {
+
+class ModelEngineRunner final : public engine::ModelRunner {
+  public:
+    // Pools: config.num_kv_blocks blocks of config.block_size tokens (when the model has full-attention layers),
+    // config.num_state_slots slots (when it has linear-attention layers; must then be > 0). `model` must outlive
+    // the runner. CPU backends only for now (logits are written straight into host memory).
+    static Result<std::unique_ptr<ModelEngineRunner>> create(model::Model& model, const engine::EngineConfig& config);
+
+    int32_t vocab_size() const override { return static_cast<int32_t>(model_.vocab_size()); }
+    engine::StepOutput execute(const engine::StepInput& input) override;
+
+  private:
+    explicit ModelEngineRunner(model::Model& model) : model_(model) {}
+    Status check_batch(const ForwardBatch& batch) const;
+    Status check_copies(std::span<const engine::StateCopy> copies) const;
+    void copy_state(const engine::StateCopy& copy);
+    Status run(const engine::StepInput& input);
+
+    model::Model& model_;
+    int32_t block_size_ = 16;
+    std::optional<KvCachePool> kv_;
+    std::optional<StateCachePool> states_;
+    std::vector<float> logits_;  // [rows, vocab], reused across steps
+};
+
+}  // namespace pagoda::serving

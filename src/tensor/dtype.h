@@ -1,0 +1,56 @@
+// Element types of tensors and the scalar conversions every backend needs (bf16/f16/fp8 <-> f32).
+#pragma once
+
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace pagoda {
+
+enum class DType : uint8_t {
+    F32,
+    F16,
+    BF16,
+    F8_E4M3,
+    F8_E5M2,
+    F64,
+    I64,
+    I32,
+    I16,
+    I8,
+    U8,
+    Bool,
+};
+
+// Bytes per element.
+size_t dtype_size(DType dtype);
+// Safetensors spelling: "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2", "F64", "I64", "I32", "I16", "I8", "U8", "BOOL".
+std::string_view dtype_name(DType dtype);
+// Inverse of dtype_name; nullopt for an unknown name.
+std::optional<DType> dtype_from_name(std::string_view name);
+bool dtype_is_float(DType dtype);
+
+// bf16 is the top half of an IEEE f32; storage is the raw 16 bits.
+inline float bf16_to_f32(uint16_t bits) {
+    return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16);
+}
+
+// Round to nearest even; NaN stays a (quiet) NaN.
+inline uint16_t f32_to_bf16(float value) {
+    uint32_t u = std::bit_cast<uint32_t>(value);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return static_cast<uint16_t>(u >> 16);
+}
+
+// IEEE half precision (subnormals, inf and NaN handled); f32 -> f16 rounds to nearest even.
+float f16_to_f32(uint16_t bits);
+uint16_t f32_to_f16(float value);
+
+// OCP FP8 E4M3 (the "fn" variant: no infinities, 0x7f/0xff are NaN) and E5M2.
+float f8e4m3_to_f32(uint8_t bits);
+float f8e5m2_to_f32(uint8_t bits);
+
+}  // namespace pagoda

@@ -1,0 +1,106 @@
+"""`pagoda logits`, `pagoda generate` and `pagoda demo-model` against the transformers references in tests/golden/.
+
+The references (logits.bin, reference.json) were recorded by tools/make_tiny_models.py with transformers in fp32.
+"""
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[3]
+GOLDEN = ROOT / "tests" / "golden"
+NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"]
+
+
+def pagoda_bin():
+    path = os.environ.get("PAGODA_BIN")
+    if not path or not os.path.exists(path):
+        pytest.skip("PAGODA_BIN does not name the built pagoda executable")
+    return path
+
+
+def reference(name):
+    d = GOLDEN / name
+    if not (d / "reference.json").exists():
+        pytest.skip(f"no golden data in {d}")
+    ref = json.loads((d / "reference.json").read_text())
+    logits = np.fromfile(d / "logits.bin", dtype=np.float32).reshape(ref["logits_shape"])
+    return d, ref, logits
+
+
+def run(*args, check=True):
+    p = subprocess.run([pagoda_bin(), *args], capture_output=True, text=True, timeout=300)
+    if check and p.returncode != 0:
+        raise AssertionError(f"pagoda {' '.join(args[:3])} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_logits_json_matches_transformers(name):
+    d, ref, want = reference(name)
+    ids = ref["ids"][:40]
+    out = run("logits", "--model", str(d), "--ids", " ".join(map(str, ids)), "--json")
+    got = np.array(json.loads(out.stdout)["logits"], dtype=np.float32)
+    assert got.shape == (len(ids), want.shape[1])
+    tol = 1e-3 * float(np.abs(want).max())
+    assert float(np.abs(got - want[: len(ids)]).max()) <= tol
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_greedy_generate_matches_transformers(name):
+    d, ref, want = reference(name)
+    prompt = ref["prompt_ids"]
+    out = run("generate", "--model", str(d), "--ids", " ".join(map(str, prompt)), "-n", str(len(ref["greedy_ids"])),
+              "--temperature", "0", "--ignore-eos", "--json")
+    got = json.loads(out.stdout)["ids"]
+    assert len(got) == len(ref["greedy_ids"])
+    tol = 1e-3 * float(np.abs(want).max())
+    # Compare up to the first step where the reference's top-2 margin is within the tolerance (a near-tie may
+    # legitimately go either way, and everything after it then differs).
+    for step, (g, r, margin) in enumerate(zip(got, ref["greedy_ids"], ref["greedy_top2_margin"])):
+        if margin <= 2 * tol:
+            break
+        assert g == r, f"step {step}: {g} != {r} (margin {margin})"
+
+
+def test_logits_rejects_bad_ids():
+    d, _, _ = reference("qwen3")
+    p = run("logits", "--model", str(d), "--ids", "1 two 3", check=False)
+    assert p.returncode != 0 and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and "two" in p.stderr
+    p = run("logits", "--model", str(d), "--ids", "1 99999", check=False)
+    assert p.returncode != 0 and "99999" in p.stderr
+
+
+def test_demo_model_is_deterministic_and_generates(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    run("demo-model", str(a), "--byte-level")
+    run("demo-model", str(b), "--byte-level")
+    for f in ("config.json", "model.safetensors", "tokenizer.json", "README.md"):
+        assert (a / f).read_bytes() == (b / f).read_bytes(), f
+    assert "random" in (a / "README.md").read_text()
+    out1 = json.loads(run("generate", "--model", str(a), "--prompt", "Hello", "-n", "8", "--seed", "5",
+                          "--ignore-eos", "--json").stdout)
+    out2 = json.loads(run("generate", "--model", str(b), "--prompt", "Hello", "-n", "8", "--seed", "5",
+                          "--ignore-eos", "--json").stdout)
+    assert out1 == out2 and len(out1["ids"]) == 8
+    assert out1["prompt_ids"] == list(b"Hello")  # byte-level tokenizer: one id per byte
+
+
+def test_demo_model_with_qwen_tokenizer_loads_in_transformers_tokenizer(tmp_path):
+    shared = pathlib.Path(os.environ.get("PAGODA_SHARED_DIR", "/work/shared")) / "qwen-tokenizers" / "qwen3-4b"
+    if not (shared / "vocab.json").exists():
+        pytest.skip("no Qwen tokenizer in PAGODA_SHARED_DIR")
+    d = tmp_path / "demo"
+    run("demo-model", str(d), "--tokenizer", str(shared))
+    tokenizers = pytest.importorskip("tokenizers")
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE.from_file(str(d / "vocab.json"), str(d / "merges.txt")))
+    del tok  # loadable by the reference library
+    out = json.loads(run("generate", "--model", str(d), "--prompt", "Hello world", "-n", "4", "--seed", "1",
+                         "--ignore-eos", "--json").stdout)
+    assert len(out["ids"]) == 4
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["model_type"] == "qwen3_5" and cfg["text_config"]["vocab_size"] > max(out["prompt_ids"])

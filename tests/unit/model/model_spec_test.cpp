@@ -1,0 +1,405 @@
+// ModelSpec from config.json for every supported model_type. Expected values come from the configs
+// written here (field lists of the released models) and from the defaults of transformers' config
+// classes (configuration_qwen*.py); tests/oracle/model checks the same against transformers itself.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "model/model_spec.h"
+
+namespace pagoda::model {
+namespace {
+
+ModelSpec parse_ok(const std::string& text) {
+    auto json = Json::parse(text);
+    EXPECT_TRUE(json.ok()) << json.message();
+    auto spec = parse_model_spec(json.value());
+    EXPECT_TRUE(spec.ok()) << spec.message();
+    return spec.ok() ? spec.value() : ModelSpec{};
+}
+
+std::string parse_error(const std::string& text) {
+    auto json = Json::parse(text);
+    EXPECT_TRUE(json.ok()) << json.message();
+    auto spec = parse_model_spec(json.value());
+    EXPECT_FALSE(spec.ok());
+    return spec.ok() ? std::string() : spec.message();
+}
+
+// Qwen2.5-0.5B-Instruct's fields.
+const char* kQwen25 = R"({
+  "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151645,
+  "hidden_act": "silu", "hidden_size": 896, "initializer_range": 0.02, "intermediate_size": 4864,
+  "max_position_embeddings": 32768, "max_window_layers": 21, "model_type": "qwen2", "num_attention_heads": 14,
+  "num_hidden_layers": 24, "num_key_value_heads": 2, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+  "sliding_window": 32768, "tie_word_embeddings": true, "torch_dtype": "bfloat16", "use_cache": true,
+  "use_sliding_window": false, "vocab_size": 151936})";
+
+TEST(ModelSpec, Qwen2) {
+    const ModelSpec s = parse_ok(kQwen25);
+    EXPECT_EQ(s.family, ModelFamily::kQwen2);
+    EXPECT_EQ(s.hidden_size, 896);
+    EXPECT_EQ(s.num_hidden_layers, 24);
+    EXPECT_EQ(s.num_attention_heads, 14);
+    EXPECT_EQ(s.num_key_value_heads, 2);
+    EXPECT_EQ(s.head_dim, 64);  // 896 / 14: Qwen2 has no head_dim field
+    EXPECT_EQ(s.intermediate_size, 4864);
+    EXPECT_TRUE(s.attention_bias);  // Qwen2Attention always has q/k/v bias
+    EXPECT_FALSE(s.qk_norm);
+    EXPECT_FALSE(s.zero_centered_norm);
+    EXPECT_TRUE(s.tie_word_embeddings);
+    EXPECT_DOUBLE_EQ(s.rope.theta, 1e6);
+    EXPECT_DOUBLE_EQ(s.rope.partial_rotary_factor, 1.0);
+    EXPECT_EQ(s.rope.rotary_dim, 64);
+    EXPECT_EQ(s.rope.type, "default");
+    EXPECT_FALSE(s.sliding_window.has_value());  // dropped when use_sliding_window is false
+    EXPECT_EQ(s.dtype, "bfloat16");
+    EXPECT_EQ(s.bos_token_id, 151643);
+    EXPECT_EQ(s.eos_token_ids, (std::vector<int64_t>{151645}));
+    EXPECT_EQ(s.weight_prefix, "model.");
+    ASSERT_EQ(s.layers.size(), 24u);
+    EXPECT_EQ(s.num_full_attention_layers(), 24);
+    EXPECT_FALSE(s.has_moe());
+    EXPECT_EQ(s.attention_plan_string(), "F x24");
+    EXPECT_EQ(s.mlp_plan_string(), "dense x24");
+    EXPECT_EQ(s.kv_cache_bytes_per_token(2), 24u * 2 * 2 * 64 * 2);
+    EXPECT_EQ(s.linear_state_bytes_per_sequence(), 0u);
+}
+
+TEST(ModelSpec, Qwen2SlidingWindowLayers) {
+    // With use_sliding_window, layers from max_window_layers on are sliding (Qwen2Config.__post_init__).
+    const ModelSpec s = parse_ok(R"({"model_type":"qwen2","num_hidden_layers":4,"hidden_size":64,
+        "num_attention_heads":4,"use_sliding_window":true,"sliding_window":128,"max_window_layers":2})");
+    ASSERT_TRUE(s.sliding_window.has_value());
+    EXPECT_EQ(*s.sliding_window, 128);
+    EXPECT_FALSE(s.layers[1].sliding_window);
+    EXPECT_TRUE(s.layers[2].sliding_window);
+    EXPECT_EQ(s.num_key_value_heads, 4);  // None → num_attention_heads
+    EXPECT_EQ(s.attention_plan_string(), "F x2, S x2");
+}
+
+TEST(ModelSpec, Qwen3) {
+    const ModelSpec s = parse_ok(R"({
+      "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "bos_token_id": 151643, "eos_token_id": 151645,
+      "head_dim": 128, "hidden_act": "silu", "hidden_size": 1024, "intermediate_size": 3072,
+      "max_position_embeddings": 40960, "max_window_layers": 28, "model_type": "qwen3", "num_attention_heads": 16,
+      "num_hidden_layers": 28, "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null,
+      "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+      "use_sliding_window": false, "vocab_size": 151936})");
+    EXPECT_EQ(s.family, ModelFamily::kQwen3);
+    EXPECT_EQ(s.head_dim, 128);  // explicit, ≠ 1024/16
+    EXPECT_TRUE(s.qk_norm);
+    EXPECT_FALSE(s.attention_bias);
+    EXPECT_EQ(s.max_position_embeddings, 40960);
+    EXPECT_DOUBLE_EQ(s.rope.theta, 1e6);
+    EXPECT_EQ(s.kv_cache_bytes_per_token(2), 28u * 2 * 8 * 128 * 2);
+}
+
+TEST(ModelSpec, Qwen3ClassDefaults) {
+    // Qwen3Config: head_dim defaults to 128 (not hidden/heads); rope_theta to 10000.
+    const ModelSpec s =
+        parse_ok(R"({"model_type":"qwen3","hidden_size":512,"num_attention_heads":8,"num_hidden_layers":2})");
+    EXPECT_EQ(s.head_dim, 128);
+    EXPECT_EQ(s.num_key_value_heads, 8);
+    EXPECT_DOUBLE_EQ(s.rope.theta, 10000.0);
+    EXPECT_EQ(s.vocab_size, 151936);
+    EXPECT_EQ(s.intermediate_size, 22016);
+    EXPECT_DOUBLE_EQ(s.rms_norm_eps, 1e-6);
+    EXPECT_FALSE(s.tie_word_embeddings);
+}
+
+TEST(ModelSpec, Qwen3Moe) {
+    const ModelSpec s = parse_ok(R"({
+      "architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "bos_token_id": 151643,
+      "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_size": 2048,
+      "intermediate_size": 6144, "max_position_embeddings": 40960, "mlp_only_layers": [], "model_type": "qwen3_moe",
+      "moe_intermediate_size": 768, "norm_topk_prob": true, "num_attention_heads": 32, "num_experts": 128,
+      "num_experts_per_tok": 8, "num_hidden_layers": 48, "num_key_value_heads": 4, "rms_norm_eps": 1e-06,
+      "rope_theta": 1000000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 151936})");
+    EXPECT_EQ(s.family, ModelFamily::kQwen3Moe);
+    EXPECT_EQ(s.head_dim, 128);
+    EXPECT_EQ(s.num_experts, 128);
+    EXPECT_EQ(s.num_experts_per_tok, 8);
+    EXPECT_EQ(s.moe_intermediate_size, 768);
+    EXPECT_EQ(s.shared_expert_intermediate_size, 0);
+    EXPECT_TRUE(s.norm_topk_prob);
+    EXPECT_FALSE(s.experts_fused);
+    EXPECT_EQ(s.mlp_plan_string(), "moe x48");
+}
+
+TEST(ModelSpec, Qwen3MoeExpertCountUnderTransformers5Name) {
+    // transformers 5 save_pretrained writes num_local_experts instead of num_experts.
+    const ModelSpec s = parse_ok(R"({"model_type": "qwen3_moe", "hidden_size": 64, "num_attention_heads": 4,
+      "num_key_value_heads": 2, "num_hidden_layers": 2, "num_local_experts": 8, "num_experts_per_tok": 2,
+      "moe_intermediate_size": 32, "vocab_size": 1000})");
+    EXPECT_EQ(s.num_experts, 8);
+    EXPECT_EQ(s.mlp_plan_string(), "moe x2");
+}
+
+TEST(ModelSpec, Qwen3MoeSparseStepAndMlpOnlyLayers) {
+    // A layer is MoE iff i ∉ mlp_only_layers and (i+1) % decoder_sparse_step == 0 (Qwen3MoeDecoderLayer).
+    const ModelSpec s = parse_ok(R"({"model_type":"qwen3_moe","num_hidden_layers":6,"decoder_sparse_step":2,
+        "mlp_only_layers":[3]})");
+    EXPECT_EQ(s.head_dim, 2048 / 32);  // no head_dim: hidden / heads (class defaults 2048, 32)
+    EXPECT_FALSE(s.norm_topk_prob);    // Qwen3MoeConfig default
+    std::vector<MlpKind> got;
+    for (const auto& l : s.layers)
+        got.push_back(l.mlp);
+    EXPECT_EQ(got, (std::vector<MlpKind>{MlpKind::kDense, MlpKind::kMoe, MlpKind::kDense, MlpKind::kDense,
+                                         MlpKind::kDense, MlpKind::kMoe}));
+    EXPECT_EQ(parse_ok(R"({"model_type":"qwen3_moe","num_hidden_layers":4,"num_experts":0})").mlp_plan_string(),
+              "dense x4");
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3_moe","decoder_sparse_step":0})").find("decoder_sparse_step"),
+              std::string::npos);
+}
+
+const char* kQwen3Next = R"({
+  "architectures": ["Qwen3NextForCausalLM"], "bos_token_id": 151643, "decoder_sparse_step": 1, "eos_token_id": 151645,
+  "full_attention_interval": 4, "head_dim": 256, "hidden_act": "silu", "hidden_size": 2048, "intermediate_size": 5120,
+  "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_num_key_heads": 16, "linear_num_value_heads": 32,
+  "linear_value_head_dim": 128, "max_position_embeddings": 262144, "mlp_only_layers": [], "model_type": "qwen3_next",
+  "moe_intermediate_size": 512, "norm_topk_prob": true, "num_attention_heads": 16, "num_experts": 512,
+  "num_experts_per_tok": 10, "num_hidden_layers": 48, "num_key_value_heads": 2, "partial_rotary_factor": 0.25,
+  "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 10000000, "shared_expert_intermediate_size": 512,
+  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "vocab_size": 151936})";
+
+TEST(ModelSpec, Qwen3Next) {
+    const ModelSpec s = parse_ok(kQwen3Next);
+    EXPECT_EQ(s.family, ModelFamily::kQwen3Next);
+    EXPECT_TRUE(s.zero_centered_norm);
+    EXPECT_TRUE(s.attn_output_gate);
+    EXPECT_TRUE(s.qk_norm);
+    EXPECT_EQ(s.head_dim, 256);
+    EXPECT_DOUBLE_EQ(s.rope.theta, 1e7);
+    EXPECT_DOUBLE_EQ(s.rope.partial_rotary_factor, 0.25);
+    EXPECT_EQ(s.rope.rotary_dim, 64);
+    EXPECT_TRUE(s.rope.mrope_section.empty());
+    EXPECT_EQ(s.full_attention_interval, 4);
+    // Full attention at 3, 7, 11, ... ((i+1) % 4 == 0).
+    EXPECT_EQ(s.layers[2].attention, AttentionKind::kLinear);
+    EXPECT_EQ(s.layers[3].attention, AttentionKind::kFull);
+    EXPECT_EQ(s.attention_plan_string(), "L L L F x12");
+    EXPECT_EQ(s.num_full_attention_layers(), 12);
+    EXPECT_EQ(s.mlp_plan_string(), "moe x48");
+    EXPECT_EQ(s.shared_expert_intermediate_size, 512);
+    EXPECT_EQ(s.kv_cache_bytes_per_token(2), 12u * 2 * 2 * 256 * 2);
+    // conv_dim = 2·16·128 + 32·128 = 8192, 3 past inputs; recurrent 32·128·128; fp32; 36 linear layers.
+    EXPECT_EQ(s.linear_conv_state_bytes_per_layer(), 8192u * 3 * 4);
+    EXPECT_EQ(s.linear_recurrent_state_bytes_per_layer(), 32u * 128 * 128 * 4);
+    EXPECT_EQ(s.linear_state_bytes_per_sequence(), 36u * (8192 * 3 * 4 + 32 * 128 * 128 * 4));
+}
+
+TEST(ModelSpec, Qwen3NextDefaultsWithoutLayerFields) {
+    // Neither layer_types nor full_attention_interval: the interval defaults to 4; partial_rotary_factor to 0.25.
+    const ModelSpec s = parse_ok(R"({"model_type":"qwen3_next","num_hidden_layers":8})");
+    EXPECT_EQ(s.attention_plan_string(), "L L L F x2");
+    EXPECT_DOUBLE_EQ(s.rope.partial_rotary_factor, 0.25);
+    EXPECT_EQ(s.num_experts, 512);
+    EXPECT_EQ(s.num_experts_per_tok, 10);
+    // An explicit interval of 2.
+    EXPECT_EQ(parse_ok(R"({"model_type":"qwen3_next","num_hidden_layers":4,"full_attention_interval":2})")
+                  .attention_plan_string(),
+              "L F x2");
+}
+
+std::string qwen35_4b_config() {
+    auto text = read_file(std::string(PAGODA_SHARED_DIR) +
+                          "/qwen-tokenizers/qwen3.5-4b/variants/invokeai-qwen3_5_4b_text_config.json");
+    if (!text.ok()) return "";
+    return R"({"architectures":["Qwen3_5ForConditionalGeneration"],"model_type":"qwen3_5","tie_word_embeddings":true,)"
+           R"("text_config":)" +
+           text.value() + "}";
+}
+
+TEST(ModelSpec, Qwen3_5FromRealTextConfig) {
+    const std::string config = qwen35_4b_config();
+    if (config.empty()) GTEST_SKIP() << "shared Qwen3.5-4B text config not found under PAGODA_SHARED_DIR";
+    const ModelSpec s = parse_ok(config);
+    EXPECT_EQ(s.family, ModelFamily::kQwen3_5);
+    EXPECT_EQ(s.model_type, "qwen3_5");
+    EXPECT_EQ(s.text_model_type, "qwen3_5_text");
+    EXPECT_EQ(s.weight_prefix, "model.language_model.");
+    EXPECT_EQ(s.hidden_size, 2560);
+    EXPECT_EQ(s.num_hidden_layers, 32);
+    EXPECT_EQ(s.num_attention_heads, 16);
+    EXPECT_EQ(s.num_key_value_heads, 4);
+    EXPECT_EQ(s.head_dim, 256);
+    EXPECT_EQ(s.intermediate_size, 9216);
+    EXPECT_EQ(s.vocab_size, 248320);
+    EXPECT_EQ(s.max_position_embeddings, 262144);
+    EXPECT_TRUE(s.tie_word_embeddings);
+    EXPECT_DOUBLE_EQ(s.rope.theta, 1e7);
+    EXPECT_DOUBLE_EQ(s.rope.partial_rotary_factor, 0.25);
+    EXPECT_EQ(s.rope.rotary_dim, 64);
+    EXPECT_EQ(s.rope.mrope_section, (std::vector<int64_t>{11, 11, 10}));
+    EXPECT_TRUE(s.rope.mrope_interleaved);
+    EXPECT_EQ(s.linear_num_key_heads, 16);
+    EXPECT_EQ(s.linear_num_value_heads, 32);
+    EXPECT_EQ(s.mtp_num_hidden_layers, 1);
+    EXPECT_EQ(s.dtype, "bfloat16");
+    EXPECT_EQ(s.eos_token_ids, (std::vector<int64_t>{248044}));
+    EXPECT_EQ(s.attention_plan_string(), "L L L F x8");
+    EXPECT_EQ(s.mlp_plan_string(), "dense x32");
+    EXPECT_EQ(s.kv_cache_bytes_per_token(2), 8u * 2 * 4 * 256 * 2);
+}
+
+TEST(ModelSpec, Qwen3_5TieFlagIsTopLevel) {
+    // Qwen3_5ForConditionalGeneration ties by its own (top-level) config, default false.
+    const ModelSpec s =
+        parse_ok(R"({"model_type":"qwen3_5","text_config":{"tie_word_embeddings":true,"num_hidden_layers":4}})");
+    EXPECT_FALSE(s.tie_word_embeddings);
+    // The text-only config (Qwen3_5ForCausalLM) is flat with prefix "model.".
+    const ModelSpec t = parse_ok(R"({"model_type":"qwen3_5_text","tie_word_embeddings":true,"num_hidden_layers":4})");
+    EXPECT_TRUE(t.tie_word_embeddings);
+    EXPECT_EQ(t.weight_prefix, "model.");
+    EXPECT_EQ(t.family, ModelFamily::kQwen3_5);
+}
+
+TEST(ModelSpec, Qwen3_5NineBStateSizes) {
+    // Qwen3.5-9B (research notes §5): 8 full layers × 2 × 4 × 256 × 2 B = 32 KiB/token (bf16);
+    // recurrent state 24 × 32 × 128 × 128 × 4 B = 48 MiB per sequence.
+    const ModelSpec s = parse_ok(R"({"model_type":"qwen3_5","text_config":{"hidden_size":4096,"num_hidden_layers":32,
+        "num_attention_heads":16,"num_key_value_heads":4,"linear_num_value_heads":32}})");
+    EXPECT_EQ(s.kv_cache_bytes_per_token(2), 32u * 1024);
+    EXPECT_EQ(24 * s.linear_recurrent_state_bytes_per_layer(), 48u * 1024 * 1024);
+}
+
+TEST(ModelSpec, Qwen3_5Moe) {
+    const ModelSpec s = parse_ok(R"({
+      "architectures": ["Qwen3_5MoeForConditionalGeneration"], "model_type": "qwen3_5_moe", "eos_token_id": 248046,
+      "tie_word_embeddings": false,
+      "text_config": {"model_type": "qwen3_5_moe_text", "hidden_size": 2048, "num_hidden_layers": 40,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "num_experts": 256,
+        "num_experts_per_tok": 8, "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+        "eos_token_id": 248044, "dtype": "bfloat16",
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                            "mrope_section": [11, 11, 10], "mrope_interleaved": true}}})");
+    EXPECT_EQ(s.family, ModelFamily::kQwen3_5Moe);
+    EXPECT_EQ(s.text_model_type, "qwen3_5_moe_text");
+    EXPECT_EQ(s.num_experts, 256);
+    EXPECT_EQ(s.num_experts_per_tok, 8);
+    EXPECT_TRUE(s.norm_topk_prob);
+    EXPECT_TRUE(s.experts_fused);
+    EXPECT_EQ(s.intermediate_size, 0);
+    EXPECT_EQ(s.mlp_plan_string(), "moe x40");
+    EXPECT_EQ(s.attention_plan_string(), "L L L F x10");
+    EXPECT_EQ(s.eos_token_ids, (std::vector<int64_t>{248046}));  // the top level's wins
+    EXPECT_EQ(s.dtype, "bfloat16");
+}
+
+TEST(ModelSpec, RopeParametersWinOverTopLevel) {
+    const ModelSpec s = parse_ok(R"({"model_type":"qwen3_next","num_hidden_layers":4,"rope_theta":5,
+        "partial_rotary_factor":0.5,"rope_parameters":{"rope_type":"default","rope_theta":5000000,"partial_rotary_factor":0.25}})");
+    EXPECT_DOUBLE_EQ(s.rope.theta, 5e6);
+    EXPECT_DOUBLE_EQ(s.rope.partial_rotary_factor, 0.25);
+    // Top-level only (older configs).
+    const ModelSpec t = parse_ok(
+        R"({"model_type":"qwen3_next","num_hidden_layers":4,"rope_theta":5000000,"partial_rotary_factor":0.5})");
+    EXPECT_DOUBLE_EQ(t.rope.theta, 5e6);
+    EXPECT_DOUBLE_EQ(t.rope.partial_rotary_factor, 0.5);
+    EXPECT_EQ(t.rope.rotary_dim, 128);
+}
+
+TEST(ModelSpec, YarnRopeScaling) {
+    const ModelSpec s = parse_ok(R"({"model_type":"qwen3","num_hidden_layers":2,"rope_theta":1000000,
+        "max_position_embeddings":40960,"rope_scaling":{"type":"yarn","factor":4.0,"original_max_position_embeddings":32768}})");
+    EXPECT_EQ(s.rope.type, "yarn");
+    EXPECT_DOUBLE_EQ(s.rope.factor, 4.0);
+    EXPECT_EQ(s.rope.original_max_position_embeddings, 32768);
+    EXPECT_DOUBLE_EQ(s.rope.theta, 1e6);
+    // Without original_max_position_embeddings, yarn takes max_position_embeddings.
+    const ModelSpec t = parse_ok(R"({"model_type":"qwen3","num_hidden_layers":2,"max_position_embeddings":40960,
+        "rope_scaling":{"rope_type":"yarn","factor":2}})");
+    EXPECT_EQ(t.rope.original_max_position_embeddings, 40960);
+}
+
+TEST(ModelSpec, UnknownModelTypeListsSupported) {
+    const std::string msg = parse_error(R"({"model_type":"llama"})");
+    EXPECT_NE(msg.find("\"llama\""), std::string::npos) << msg;
+    for (std::string_view t : {"qwen2", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"})
+        EXPECT_NE(msg.find(t), std::string::npos) << msg;
+    EXPECT_NE(parse_error(R"({"hidden_size":1})").find("model_type"), std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":3})").find("model_type"), std::string::npos);
+}
+
+TEST(ModelSpec, WrongTypedFieldsAreNamed) {
+    EXPECT_NE(parse_error(R"({"model_type":"qwen2","hidden_size":"big"})").find("hidden_size"), std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3","tie_word_embeddings":1})").find("tie_word_embeddings"),
+              std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3","rms_norm_eps":"1e-6"})").find("rms_norm_eps"), std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3_moe","mlp_only_layers":[1,"2"]})").find("mlp_only_layers"),
+              std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3","eos_token_id":"x"})").find("eos_token_id"), std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3","rope_scaling":{"factor":"4"}})").find("rope_scaling.factor"),
+              std::string::npos);
+    const std::string nested = parse_error(R"({"model_type":"qwen3_5","text_config":{"num_hidden_layers":[4]}})");
+    EXPECT_NE(nested.find("text_config.num_hidden_layers"), std::string::npos) << nested;
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3_5","text_config":[]})").find("text_config"), std::string::npos);
+}
+
+TEST(ModelSpec, InvalidValues) {
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3","num_attention_heads":16,"num_key_value_heads":5})")
+                  .find("num_key_value_heads"),
+              std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3","hidden_size":0})").find("hidden_size"), std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3_next","num_hidden_layers":4,"layer_types":["full_attention"]})")
+                  .find("layer_types"),
+              std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3","num_hidden_layers":1,"layer_types":["linear_attention"]})")
+                  .find("layer_types"),
+              std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3_next","full_attention_interval":0})").find("full_attention_interval"),
+              std::string::npos);
+    EXPECT_NE(parse_error(R"({"model_type":"qwen3_next","partial_rotary_factor":2})").find("partial_rotary_factor"),
+              std::string::npos);
+    EXPECT_NE(parse_error(R"([1])").find("not a JSON object"), std::string::npos);
+}
+
+TEST(ModelSpec, ExplicitLayerTypes) {
+    const ModelSpec s = parse_ok(R"({"model_type":"qwen3_next","num_hidden_layers":3,
+        "layer_types":["full_attention","linear_attention","full_attention"]})");
+    EXPECT_EQ(s.attention_plan_string(), "F x1, L x1, F x1");
+    EXPECT_EQ(s.num_linear_attention_layers(), 1);
+}
+
+TEST(ModelSpec, EosList) {
+    const ModelSpec s = parse_ok(R"({"model_type":"qwen3","eos_token_id":[151645,151643]})");
+    EXPECT_EQ(s.eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+}
+
+TEST(ModelSpec, LoadNamesThePath) {
+    auto missing = load_model_spec("/nonexistent/config.json");
+    ASSERT_FALSE(missing.ok());
+    EXPECT_NE(missing.message().find("/nonexistent/config.json"), std::string::npos);
+}
+
+TEST(GenerationDefaults, ParsesQwenGenerationConfig) {
+    auto json = Json::parse(R"({"bos_token_id": 151643, "do_sample": true, "eos_token_id": [151645, 151643],
+        "pad_token_id": 151643, "temperature": 0.6, "top_k": 20, "top_p": 0.95, "transformers_version": "4.51.0"})");
+    ASSERT_TRUE(json.ok());
+    auto g = parse_generation_defaults(json.value());
+    ASSERT_TRUE(g.ok()) << g.message();
+    EXPECT_EQ(g.value().eos_token_ids, (std::vector<int64_t>{151645, 151643}));
+    EXPECT_EQ(g.value().bos_token_id, 151643);
+    EXPECT_EQ(g.value().pad_token_id, 151643);
+    EXPECT_EQ(g.value().do_sample, true);
+    EXPECT_DOUBLE_EQ(*g.value().temperature, 0.6);
+    EXPECT_DOUBLE_EQ(*g.value().top_p, 0.95);
+    EXPECT_EQ(g.value().top_k, 20);
+    EXPECT_FALSE(g.value().min_p.has_value());
+    EXPECT_FALSE(g.value().repetition_penalty.has_value());
+
+    auto single = parse_generation_defaults(Json::parse(R"({"eos_token_id": 2, "repetition_penalty": 1.05})").value());
+    ASSERT_TRUE(single.ok());
+    EXPECT_EQ(single.value().eos_token_ids, (std::vector<int64_t>{2}));
+    EXPECT_DOUBLE_EQ(*single.value().repetition_penalty, 1.05);
+
+    auto bad = parse_generation_defaults(Json::parse(R"({"top_k": "20"})").value());
+    ASSERT_FALSE(bad.ok());
+    EXPECT_NE(bad.message().find("top_k"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda::model

@@ -1,0 +1,306 @@
+// CpuOps elementwise/norm/linear/rope/MoE/logits ops against naive references written here (double precision).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "runtime/backend.h"
+#include "runtime/ops.h"
+#include "test_util.h"
+
+namespace pagoda {
+namespace {
+
+using testing::expect_close;
+using testing::random_f32;
+using testing::random_weight;
+
+class OpsTest : public ::testing::Test {
+  protected:
+    std::unique_ptr<Backend> backend_ = make_cpu_backend();
+    Ops& ops_ = backend_->ops();
+    std::mt19937 rng_{1234};
+};
+
+TEST_F(OpsTest, EmbeddingGathersRowsAsF32) {
+    for (DType d : {DType::BF16, DType::F16, DType::F32}) {
+        auto table = random_weight(d, {50, 24}, rng_);
+        std::vector<int32_t> ids = {3, 0, 49, 3, 17};
+        HostTensor out = HostTensor::empty(DType::F32, {5, 24});
+        ops_.embedding(table.stored.tensor, ids, out.tensor);
+        for (size_t t = 0; t < ids.size(); ++t)
+            for (int h = 0; h < 24; ++h)
+                ASSERT_EQ(out.tensor.data_as<float>()[t * 24 + h], table.values[ids[t] * 24 + h]);
+    }
+}
+
+std::vector<double> rms_ref(const float* x, const std::vector<float>& w, int64_t D, double eps, bool zc) {
+    double ss = 0;
+    for (int64_t d = 0; d < D; ++d)
+        ss += double(x[d]) * x[d];
+    const double s = 1.0 / std::sqrt(ss / D + eps);
+    std::vector<double> y(D);
+    for (int64_t d = 0; d < D; ++d)
+        y[d] = x[d] * s * (zc ? 1.0 + w[d] : w[d]);
+    return y;
+}
+
+TEST_F(OpsTest, RmsNormPlainAndZeroCentred) {
+    for (int64_t D : {1, 7, 64, 1000}) {
+        for (NormKind kind : {NormKind::Plain, NormKind::ZeroCentred}) {
+            const int64_t T = 5;
+            auto x = random_f32({T, D}, rng_, -3, 3);
+            auto w = random_weight(DType::BF16, {D}, rng_, -0.5f, 1.5f);
+            HostTensor out = HostTensor::empty(DType::F32, {T, D});
+            ops_.rms_norm(x.tensor, w.stored.tensor, 1e-6f, kind, out.tensor);
+            for (int64_t t = 0; t < T; ++t) {
+                auto ref = rms_ref(x.tensor.data_as<float>() + t * D, w.values, D, 1e-6, kind == NormKind::ZeroCentred);
+                expect_close(out.tensor.data_as<float>() + t * D, ref, 2e-6, 0, "rms_norm");
+            }
+        }
+    }
+}
+
+TEST_F(OpsTest, AddRmsNormUpdatesResidualThenNormalises) {
+    const int64_t T = 3, D = 96;
+    auto res = random_f32({T, D}, rng_);
+    auto x = random_f32({T, D}, rng_);
+    auto w = random_weight(DType::F32, {D}, rng_);
+    std::vector<float> sum(T * D);
+    for (int64_t i = 0; i < T * D; ++i)
+        sum[i] = res.tensor.data_as<float>()[i] + x.tensor.data_as<float>()[i];
+    HostTensor out = HostTensor::empty(DType::F32, {T, D});
+    ops_.add_rms_norm(res.tensor, x.tensor, w.stored.tensor, 1e-5f, NormKind::ZeroCentred, out.tensor);
+    for (int64_t i = 0; i < T * D; ++i)
+        ASSERT_EQ(res.tensor.data_as<float>()[i], sum[i]);
+    for (int64_t t = 0; t < T; ++t) {
+        auto ref = rms_ref(sum.data() + t * D, w.values, D, 1e-5, true);
+        expect_close(out.tensor.data_as<float>() + t * D, ref, 2e-6, 0, "add_rms_norm");
+    }
+}
+
+TEST_F(OpsTest, HeadRmsNormOnInterleavedQueryHalves) {
+    // Qwen3-Next q_proj output [T, H, 2D]: normalise only the first D of each head, in place.
+    const int64_t T = 4, H = 3, D = 16;
+    auto qg = random_f32({T, H * 2 * D}, rng_, -2, 2);
+    std::vector<float> before = testing::to_vector(qg.tensor);
+    auto w = random_weight(DType::BF16, {D}, rng_);
+    Tensor q = qg.tensor.unflatten(1, H, 2 * D).narrow(2, 0, D);
+    ops_.head_rms_norm(q, w.stored.tensor, 1e-6f, NormKind::Plain);
+    const float* got = qg.tensor.data_as<float>();
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+            const int64_t off = t * H * 2 * D + h * 2 * D;
+            auto ref = rms_ref(before.data() + off, w.values, D, 1e-6, false);
+            expect_close(got + off, ref, 2e-6, 0, "head_rms_norm");
+            for (int64_t d = D; d < 2 * D; ++d)
+                ASSERT_EQ(got[off + d], before[off + d]) << "gate half touched";
+        }
+}
+
+TEST_F(OpsTest, LinearWithBiasOnColumnSlices) {
+    const int64_t T = 6, K = 40, N = 24;
+    auto big = random_f32({T, K + 10}, rng_);
+    Tensor x = big.tensor.narrow(1, 5, K);
+    auto w = random_weight(DType::BF16, {N, K}, rng_);
+    auto b = random_weight(DType::BF16, {N}, rng_);
+    HostTensor yb = HostTensor::zeros(DType::F32, {T, 2 * N});
+    Tensor y = yb.tensor.narrow(1, N, N);
+    ops_.linear(x, w.stored.tensor, b.stored.tensor, y);
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> ref(N);
+        for (int64_t n = 0; n < N; ++n) {
+            ref[n] = b.values[n];
+            for (int64_t k = 0; k < K; ++k)
+                ref[n] += double(x.data_as<float>()[t * x.stride(0) + k]) * w.values[n * K + k];
+        }
+        expect_close(y.data_as<float>() + t * y.stride(0), ref, 1e-5, 1e-6, "linear");
+        for (int64_t n = 0; n < N; ++n)
+            ASSERT_EQ(yb.tensor.data_as<float>()[t * 2 * N + n], 0.0f);
+    }
+}
+
+TEST_F(OpsTest, RopeMatchesDirectFormulaFullAndPartial) {
+    struct C {
+        int64_t H, D;
+        int rot;
+        float theta;
+    };
+    for (C c : {C{2, 64, 64, 1e6f}, C{3, 32, 8, 1e7f}, C{2, 256, 64, 1e7f}, C{1, 128, 128, 10000.0f}}) {
+        const int64_t T = 7;
+        auto x = random_f32({T, c.H, c.D}, rng_);
+        std::vector<float> before = testing::to_vector(x.tensor);
+        std::vector<int32_t> pos = {0, 1, 2, 17, 100, 255, 511};
+        ops_.rope(x.tensor, pos, c.rot, c.theta);
+        const int half = c.rot / 2;
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < c.H; ++h) {
+                const float* in = before.data() + (t * c.H + h) * c.D;
+                std::vector<double> ref(in, in + c.D);
+                for (int j = 0; j < half; ++j) {
+                    const double ang = pos[t] * std::pow(double(c.theta), -2.0 * j / c.rot);
+                    ref[j] = in[j] * std::cos(ang) - in[j + half] * std::sin(ang);
+                    ref[j + half] = in[j + half] * std::cos(ang) + in[j] * std::sin(ang);
+                }
+                // fp32 angles (as transformers forms them) differ from exact ones by ~pos * 2^-24.
+                expect_close(x.tensor.data_as<float>() + (t * c.H + h) * c.D, ref, 0, 1e-4, "rope");
+            }
+    }
+}
+
+TEST_F(OpsTest, ElementwiseOps) {
+    const int64_t T = 5, N = 37;
+    auto gu = random_f32({T, 2 * N}, rng_, -4, 4);
+    Tensor gate = gu.tensor.narrow(1, 0, N), up = gu.tensor.narrow(1, N, N);
+    HostTensor out = HostTensor::empty(DType::F32, {T, N});
+    ops_.silu_mul(gate, up, out.tensor);
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < N; ++n) {
+            const double g = gate.data_as<float>()[t * 2 * N + n], u = up.data_as<float>()[t * 2 * N + n];
+            ASSERT_NEAR(out.tensor.data_as<float>()[t * N + n], g / (1 + std::exp(-g)) * u, 1e-5);
+        }
+
+    auto x = random_f32({T, N}, rng_);
+    auto g = random_f32({T, N}, rng_, -5, 5);
+    auto g1 = random_f32({T, 1}, rng_, -5, 5);
+    std::vector<float> x0 = testing::to_vector(x.tensor);
+    ops_.sigmoid_mul(x.tensor, g.tensor);
+    for (int64_t i = 0; i < T * N; ++i)
+        ASSERT_NEAR(x.tensor.data_as<float>()[i], x0[i] / (1 + std::exp(-double(g.tensor.data_as<float>()[i]))), 1e-6);
+    x0 = testing::to_vector(x.tensor);
+    ops_.sigmoid_mul(x.tensor, g1.tensor);
+    for (int64_t i = 0; i < T * N; ++i)
+        ASSERT_NEAR(x.tensor.data_as<float>()[i], x0[i] / (1 + std::exp(-double(g1.tensor.data_as<float>()[i / N]))),
+                    1e-6);
+    x0 = testing::to_vector(x.tensor);
+    ops_.add(x.tensor, out.tensor);
+    for (int64_t i = 0; i < T * N; ++i)
+        ASSERT_EQ(x.tensor.data_as<float>()[i], x0[i] + out.tensor.data_as<float>()[i]);
+}
+
+TEST_F(OpsTest, CopyConvertsDtypes) {
+    auto src = random_f32({3, 10}, rng_);
+    HostTensor bf = HostTensor::empty(DType::BF16, {3, 10});
+    HostTensor back = HostTensor::empty(DType::F32, {3, 10});
+    ops_.copy(bf.tensor, src.tensor);
+    ops_.copy(back.tensor, bf.tensor);
+    for (int i = 0; i < 30; ++i) {
+        ASSERT_EQ(bf.tensor.data_as<uint16_t>()[i], f32_to_bf16(src.tensor.data_as<float>()[i]));
+        ASSERT_EQ(back.tensor.data_as<float>()[i], bf16_to_f32(f32_to_bf16(src.tensor.data_as<float>()[i])));
+    }
+}
+
+TEST_F(OpsTest, MoeTopkSoftmax) {
+    const int64_t T = 9, E = 12, k = 3;
+    for (bool norm : {false, true}) {
+        auto logits = random_f32({T, E}, rng_, -3, 3);
+        HostTensor w = HostTensor::empty(DType::F32, {T, k});
+        HostTensor ids = HostTensor::empty(DType::I32, {T, k});
+        ops_.moe_topk_softmax(logits.tensor, norm, w.tensor, ids.tensor);
+        for (int64_t t = 0; t < T; ++t) {
+            const float* l = logits.tensor.data_as<float>() + t * E;
+            std::vector<double> p(E);
+            double z = 0;
+            for (int64_t e = 0; e < E; ++e)
+                z += std::exp(double(l[e]));
+            for (int64_t e = 0; e < E; ++e)
+                p[e] = std::exp(double(l[e])) / z;
+            std::vector<int> order(E);
+            std::iota(order.begin(), order.end(), 0);
+            std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return p[a] > p[b]; });
+            double s = 0;
+            for (int64_t j = 0; j < k; ++j)
+                s += p[order[j]];
+            for (int64_t j = 0; j < k; ++j) {
+                ASSERT_EQ(ids.tensor.data_as<int32_t>()[t * k + j], order[j]);
+                ASSERT_NEAR(w.tensor.data_as<float>()[t * k + j], norm ? p[order[j]] / s : p[order[j]], 1e-6);
+            }
+        }
+    }
+}
+
+TEST_F(OpsTest, MoeExpertsMatchPerTokenLoopIncludingFusedViews) {
+    const int64_t T = 7, H = 32, I = 20, E = 5, k = 2;
+    auto x = random_f32({T, H}, rng_);
+    // Fused layout as in Qwen3.5-MoE: gate_up [E, 2I, H] (gate rows first), down [E, H, I].
+    auto gate_up = random_weight(DType::BF16, {E, 2 * I, H}, rng_, -0.3f, 0.3f);
+    auto down = random_weight(DType::BF16, {E, H, I}, rng_, -0.3f, 0.3f);
+    std::vector<Tensor> g, u, d;
+    for (int64_t e = 0; e < E; ++e) {
+        Tensor ge = gate_up.stored.tensor.select(e);
+        g.push_back(ge.narrow(0, 0, I));
+        u.push_back(ge.narrow(0, I, I));
+        d.push_back(down.stored.tensor.select(e));
+    }
+    HostTensor w = HostTensor::empty(DType::F32, {T, k});
+    HostTensor ids = HostTensor::empty(DType::I32, {T, k});
+    auto logits = random_f32({T, E}, rng_, -2, 2);
+    ops_.moe_topk_softmax(logits.tensor, true, w.tensor, ids.tensor);
+    HostTensor out = HostTensor::empty(DType::F32, {T, H});
+    ops_.moe_experts(x.tensor, w.tensor, ids.tensor, MoeExpertWeights{g, u, d}, out.tensor);
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> ref(H, 0.0);
+        const float* xt = x.tensor.data_as<float>() + t * H;
+        for (int64_t j = 0; j < k; ++j) {
+            const int e = ids.tensor.data_as<int32_t>()[t * k + j];
+            const double wt = w.tensor.data_as<float>()[t * k + j];
+            std::vector<double> h(I);
+            for (int64_t i = 0; i < I; ++i) {
+                double gs = 0, us = 0;
+                for (int64_t c = 0; c < H; ++c) {
+                    gs += xt[c] * gate_up.values[(e * 2 * I + i) * H + c];
+                    us += xt[c] * gate_up.values[(e * 2 * I + I + i) * H + c];
+                }
+                h[i] = gs / (1 + std::exp(-gs)) * us;
+            }
+            for (int64_t c = 0; c < H; ++c) {
+                double s = 0;
+                for (int64_t i = 0; i < I; ++i)
+                    s += h[i] * down.values[(e * H + c) * I + i];
+                ref[c] += wt * s;
+            }
+        }
+        expect_close(out.tensor.data_as<float>() + t * H, ref, 1e-5, 1e-7, "moe_experts");
+    }
+}
+
+TEST_F(OpsTest, GatherRowsAndArgmax) {
+    auto x = random_f32({6, 300}, rng_);
+    std::vector<int32_t> rows = {5, 0, 3};
+    HostTensor sel = HostTensor::empty(DType::F32, {3, 300});
+    ops_.gather_rows(x.tensor, rows, sel.tensor);
+    for (int i = 0; i < 3; ++i)
+        for (int c = 0; c < 300; ++c)
+            ASSERT_EQ(sel.tensor.data_as<float>()[i * 300 + c], x.tensor.data_as<float>()[rows[i] * 300 + c]);
+    std::vector<int32_t> am(3);
+    ops_.argmax(sel.tensor, am);
+    for (int i = 0; i < 3; ++i) {
+        const float* r = sel.tensor.data_as<float>() + i * 300;
+        EXPECT_EQ(am[i], std::max_element(r, r + 300) - r);
+    }
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+// Shape mistakes are programmer errors: they abort with a message naming the op and the shapes.
+TEST(OpsDeathTest, ShapeMismatchNamesOpAndShapes) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto backend = make_cpu_backend();
+    HostTensor x = HostTensor::zeros(DType::F32, {2, 8});
+    HostTensor w = HostTensor::zeros(DType::BF16, {4, 9});
+    HostTensor y = HostTensor::zeros(DType::F32, {2, 4});
+    EXPECT_DEATH(backend->ops().linear(x.tensor, w.tensor, Tensor(), y.tensor),
+                 "linear: x f32\\[2, 8\\].*bf16\\[4, 9\\]");
+    HostTensor xb = HostTensor::zeros(DType::BF16, {2, 8});
+    HostTensor wn = HostTensor::zeros(DType::F32, {8});
+    EXPECT_DEATH(backend->ops().rms_norm(xb.tensor, wn.tensor, 1e-6f, NormKind::Plain, xb.tensor),
+                 "rms_norm: x must be F32");
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -1,0 +1,491 @@
+// OpenAiService end to end without sockets: a recording Responder, the ScriptedGenerator test double, and a real
+// Qwen3 tokenizer and chat template. The scripted output is the tokenization of a known text, so the expected
+// content is that text (decode(encode(x)) == x is the tokenizer's own, separately tested, property).
+#include "server/openai/service.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+namespace pagoda::server::openai {
+namespace {
+
+// Records what a handler answers; post() runs closures on one worker thread, like a connection strand.
+class RecordingResponder final : public http::Responder {
+  public:
+    RecordingResponder() : worker_([this] { run(); }) {}
+    ~RecordingResponder() override {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            stop_ = true;
+        }
+        cv_.notify_all();
+        worker_.join();
+    }
+    void send(http::Response response) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        status_ = response.status;
+        headers_ = response.headers;
+        body_ = response.body;
+        done_ = true;
+        cv_.notify_all();
+    }
+    void start_stream(int status, std::string, http::Headers headers) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        status_ = status;
+        headers_ = std::move(headers);
+        streaming_ = true;
+    }
+    bool write(std::string data) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (closed_) return false;
+        body_ += data;
+        return true;
+    }
+    void finish() override {
+        std::lock_guard<std::mutex> lock(mu_);
+        done_ = true;
+        cv_.notify_all();
+    }
+    size_t pending_bytes() const override { return 0; }
+    bool closed() const override { return closed_; }
+    void on_close(std::function<void()> cb) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        on_close_ = std::move(cb);
+    }
+    void post(std::function<void()> fn) override {
+        std::lock_guard<std::mutex> lock(mu_);
+        tasks_.push_back(std::move(fn));
+        cv_.notify_all();
+    }
+    // Simulates the client hanging up.
+    void hang_up() {
+        std::function<void()> cb;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            closed_ = true;
+            cb = std::move(on_close_);
+        }
+        if (cb) post(cb);
+    }
+    bool wait_done(int seconds = 20) {
+        std::unique_lock<std::mutex> lock(mu_);
+        return cv_.wait_for(lock, std::chrono::seconds(seconds), [&] { return done_; });
+    }
+    int status() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return status_;
+    }
+    std::string body() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return body_;
+    }
+    bool streaming() {
+        std::lock_guard<std::mutex> lock(mu_);
+        return streaming_;
+    }
+    const std::string* header(std::string_view name) { return http::find_header(headers_, name); }
+
+  private:
+    void run() {
+        std::unique_lock<std::mutex> lock(mu_);
+        while (true) {
+            cv_.wait(lock, [&] { return stop_ || !tasks_.empty(); });
+            if (tasks_.empty()) return;
+            auto fn = std::move(tasks_.front());
+            tasks_.pop_front();
+            lock.unlock();
+            fn();
+            lock.lock();
+        }
+    }
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> tasks_;
+    bool stop_ = false;
+    int status_ = 0;
+    http::Headers headers_;
+    std::string body_;
+    bool streaming_ = false;
+    bool done_ = false;
+    std::atomic<bool> closed_{false};
+    std::function<void()> on_close_;
+    std::thread worker_;
+};
+
+std::string tokenizer_dir() {
+    return std::string(PAGODA_SHARED_DIR) + "/qwen-tokenizers/qwen3-4b";
+}
+
+class ServiceTest : public ::testing::Test {
+  protected:
+    void SetUp() override {
+        if (!std::filesystem::exists(tokenizer_dir() + "/vocab.json"))
+            GTEST_SKIP() << "no tokenizer at " << tokenizer_dir();
+        auto tok = Tokenizer::load_from_dir(tokenizer_dir());
+        ASSERT_TRUE(tok.ok()) << tok.message();
+        tokenizer_.emplace(std::move(tok).value());
+    }
+
+    // A service whose generator emits the tokens of `script_text` (plus `extra_ids`).
+    void make_service(const std::string& script_text, ServiceConfig config = {}, std::vector<int32_t> extra_ids = {},
+                      int interval_us = 0) {
+        ScriptedGenerator::Options go;
+        go.script = tokenizer_->encode(script_text);
+        go.script.insert(go.script.end(), extra_ids.begin(), extra_ids.end());
+        go.eos_token_ids = {*tokenizer_->token_to_id("<|im_end|>")};
+        go.max_model_len = 4096;
+        go.token_interval_us = interval_us;
+        generator_ = std::make_unique<ScriptedGenerator>(go);
+        auto tmpl = chat::ChatTemplate::from_model_dir(tokenizer_dir());
+        ASSERT_TRUE(tmpl.ok()) << tmpl.message();
+        if (config.served_model_names.empty()) config.served_model_names = {"qwen-test"};
+        service_ = std::make_unique<OpenAiService>(
+            config, *tokenizer_, std::make_unique<chat::ChatTemplate>(std::move(tmpl).value()), *generator_);
+        service_->set_ready(true);
+    }
+
+    std::shared_ptr<RecordingResponder> call(const std::string& method, const std::string& path,
+                                             const std::string& body, http::Headers headers = {}) {
+        auto r = std::make_shared<RecordingResponder>();
+        http::Request req;
+        req.method = method;
+        req.target = path;
+        req.path = path;
+        req.body = body;
+        req.headers = std::move(headers);
+        service_->handle(std::move(req), r);
+        EXPECT_TRUE(r->wait_done()) << path << " " << body;
+        return r;
+    }
+
+    static Json json_of(const std::string& text) {
+        auto j = Json::parse(text);
+        EXPECT_TRUE(j.ok()) << j.message() << ": " << text;
+        return j.ok() ? *j : Json();
+    }
+
+    // The JSON events of an SSE body, and whether it ended with [DONE].
+    static std::vector<Json> events(const std::string& body, bool* done) {
+        std::vector<Json> out;
+        *done = false;
+        size_t pos = 0;
+        while (pos < body.size()) {
+            const size_t end = body.find("\n\n", pos);
+            EXPECT_NE(end, std::string::npos) << body;
+            if (end == std::string::npos) break;
+            std::string ev = body.substr(pos, end - pos);
+            EXPECT_EQ(ev.rfind("data: ", 0), 0u) << ev;
+            if (ev == "data: [DONE]") {
+                *done = true;
+                EXPECT_EQ(end + 2, body.size()) << "[DONE] must be last";
+            } else {
+                out.push_back(json_of(ev.substr(6)));
+            }
+            pos = end + 2;
+        }
+        return out;
+    }
+
+    std::optional<Tokenizer> tokenizer_;
+    std::unique_ptr<ScriptedGenerator> generator_;
+    std::unique_ptr<OpenAiService> service_;
+};
+
+const std::string kChat = R"({"model":"qwen-test","messages":[{"role":"user","content":"Hello"}])";
+
+TEST_F(ServiceTest, ChatNonStreaming) {
+    const std::string text = "Hi there! 你好 🌍 How can I help?";
+    make_service(text, {}, {*tokenizer_->token_to_id("<|im_end|>")});
+    auto r = call("POST", "/v1/chat/completions", kChat + "}");
+    ASSERT_EQ(r->status(), 200) << r->body();
+    Json j = json_of(r->body());
+    EXPECT_EQ(j.find("object")->as_string(), "chat.completion");
+    EXPECT_EQ(j.find("model")->as_string(), "qwen-test");
+    EXPECT_EQ(j.find("id")->as_string().rfind("chatcmpl-", 0), 0u);
+    const Json& c = j.find("choices")->as_array().at(0);
+    EXPECT_EQ(c.find("message")->find("role")->as_string(), "assistant");
+    EXPECT_EQ(c.find("message")->find("content")->as_string(), text);  // EOS not in the text
+    EXPECT_EQ(c.find("finish_reason")->as_string(), "stop");
+    const Json* usage = j.find("usage");
+    const auto prompt = tokenizer_->encode("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_EQ(usage->find("prompt_tokens")->as_int(), static_cast<int64_t>(prompt.size()));
+    EXPECT_EQ(usage->find("completion_tokens")->as_int(), static_cast<int64_t>(tokenizer_->encode(text).size() + 1));
+    EXPECT_EQ(usage->find("total_tokens")->as_int(),
+              usage->find("prompt_tokens")->as_int() + usage->find("completion_tokens")->as_int());
+}
+
+TEST_F(ServiceTest, ChatStreamingWithUsage) {
+    const std::string text = "One, two, three — four.";
+    make_service(text);
+    auto r = call("POST", "/v1/chat/completions",
+                  kChat + R"(,"stream":true,"stream_options":{"include_usage":true},"max_tokens":100})");
+    ASSERT_TRUE(r->streaming());
+    bool done = false;
+    auto evs = events(r->body(), &done);
+    EXPECT_TRUE(done);
+    ASSERT_GE(evs.size(), 3u);
+    const Json& first = evs[0].find("choices")->as_array().at(0);
+    EXPECT_EQ(first.find("delta")->find("role")->as_string(), "assistant");
+    std::string content;
+    std::string finish;
+    for (size_t i = 0; i + 1 < evs.size(); ++i) {
+        EXPECT_EQ(evs[i].find("object")->as_string(), "chat.completion.chunk");
+        const Json& c = evs[i].find("choices")->as_array().at(0);
+        if (const Json* s = c.find("delta")->find("content")) content += s->as_string();
+        if (c.find("finish_reason")->is_string()) finish = c.find("finish_reason")->as_string();
+    }
+    EXPECT_EQ(content, text);
+    EXPECT_EQ(finish, "stop");  // the script ran out: the model "stopped"
+    const Json& last = evs.back();
+    EXPECT_TRUE(last.find("choices")->as_array().empty());
+    EXPECT_EQ(last.find("usage")->find("completion_tokens")->as_int(),
+              static_cast<int64_t>(tokenizer_->encode(text).size()));
+}
+
+TEST_F(ServiceTest, MaxTokensGivesLength) {
+    make_service("a b c d e f g h i j k l m n o p");
+    auto r = call("POST", "/v1/chat/completions", kChat + R"(,"max_tokens":3})");
+    Json j = json_of(r->body());
+    EXPECT_EQ(j.find("choices")->as_array().at(0).find("finish_reason")->as_string(), "length");
+    EXPECT_EQ(j.find("usage")->find("completion_tokens")->as_int(), 3);
+    auto ids = tokenizer_->encode("a b c d e f g h i j k l m n o p");
+    ids.resize(3);
+    EXPECT_EQ(j.find("choices")->as_array().at(0).find("message")->find("content")->as_string(),
+              *tokenizer_->decode(ids));
+}
+
+TEST_F(ServiceTest, StopStringCutsAcrossTokensInBothModes) {
+    const std::string text = "The answer is 42. END of story, more text follows here";
+    make_service(text);
+    for (bool stream : {false, true}) {
+        auto r = call("POST", "/v1/chat/completions",
+                      kChat + R"(,"stop":["END of"],"stream":)" + (stream ? "true" : "false") + "}");
+        std::string content, finish;
+        if (stream) {
+            bool done = false;
+            for (const Json& e : events(r->body(), &done)) {
+                const Json& c = e.find("choices")->as_array().at(0);
+                if (const Json* s = c.find("delta")->find("content")) content += s->as_string();
+                if (c.find("finish_reason")->is_string()) finish = c.find("finish_reason")->as_string();
+            }
+            EXPECT_TRUE(done);
+        } else {
+            Json j = json_of(r->body());
+            content = j.find("choices")->as_array().at(0).find("message")->find("content")->as_string();
+            finish = j.find("choices")->as_array().at(0).find("finish_reason")->as_string();
+        }
+        EXPECT_EQ(content, "The answer is 42. ") << "stream=" << stream;
+        EXPECT_EQ(finish, "stop");
+    }
+    auto r = call("POST", "/v1/chat/completions", kChat + R"(,"stop":"END","include_stop_str_in_output":true})");
+    EXPECT_EQ(json_of(r->body()).find("choices")->as_array().at(0).find("message")->find("content")->as_string(),
+              "The answer is 42. END");
+}
+
+TEST_F(ServiceTest, SeveralChoices) {
+    make_service("same words");
+    auto r = call("POST", "/v1/chat/completions", kChat + R"(,"n":3})");
+    Json j = json_of(r->body());
+    ASSERT_EQ(j.find("choices")->as_array().size(), 3u);
+    for (int i = 0; i < 3; ++i) {
+        const Json& c = j.find("choices")->as_array().at(static_cast<size_t>(i));
+        EXPECT_EQ(c.find("index")->as_int(), i);
+        EXPECT_EQ(c.find("message")->find("content")->as_string(), "same words");
+    }
+}
+
+TEST_F(ServiceTest, ReasoningIsSplitOut) {
+    ServiceConfig config;
+    config.reasoning_parser = true;
+    make_service("<think>\nLet me think.\n</think>\n\nThe answer.", config);
+    auto r = call("POST", "/v1/chat/completions", kChat + "}");
+    Json j = json_of(r->body());
+    const Json* m = j.find("choices")->as_array().at(0).find("message");
+    ASSERT_TRUE(m->find("reasoning_content")) << r->body();
+    EXPECT_EQ(m->find("reasoning_content")->as_string(), "\nLet me think.\n");
+    EXPECT_EQ(m->find("content")->as_string(), "\n\nThe answer.");
+}
+
+TEST_F(ServiceTest, HermesToolCall) {
+    ServiceConfig config;
+    config.enable_auto_tool_choice = true;
+    config.tool_parser = chat::ToolParserKind::kHermes;
+    make_service("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+                 config);
+    const std::string tools =
+        R"(,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}}])";
+    auto r = call("POST", "/v1/chat/completions", kChat + tools + "}");
+    Json j = json_of(r->body());
+    const Json& c = j.find("choices")->as_array().at(0);
+    EXPECT_EQ(c.find("finish_reason")->as_string(), "tool_calls") << r->body();
+    const Json& call0 = c.find("message")->find("tool_calls")->as_array().at(0);
+    EXPECT_EQ(call0.find("function")->find("name")->as_string(), "get_weather");
+    Json args = json_of(call0.find("function")->find("arguments")->as_string());
+    EXPECT_EQ(args.find("city")->as_string(), "Paris");
+
+    // Without --enable-auto-tool-choice "auto" is refused, as vLLM does.
+    make_service("x");
+    auto r2 = call("POST", "/v1/chat/completions", kChat + tools + "}");
+    EXPECT_EQ(r2->status(), 400);
+    EXPECT_EQ(json_of(r2->body()).find("error")->find("param")->as_string(), "tool_choice");
+}
+
+TEST_F(ServiceTest, ParallelToolCallsFalseKeepsOnlyTheFirstCall) {
+    ServiceConfig config;
+    config.enable_auto_tool_choice = true;
+    config.tool_parser = chat::ToolParserKind::kHermes;
+    const std::string call_a = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"x\": 1}}\n</tool_call>";
+    const std::string call_b = "<tool_call>\n{\"name\": \"g\", \"arguments\": {\"y\": 2}}\n</tool_call>";
+    make_service(call_a + "\n" + call_b, config);
+    const std::string tools =
+        R"(,"tools":[{"type":"function","function":{"name":"f"}},{"type":"function","function":{"name":"g"}}])";
+    for (bool parallel : {true, false}) {
+        auto r = call("POST", "/v1/chat/completions",
+                      kChat + tools + R"(,"parallel_tool_calls":)" + (parallel ? "true" : "false") + "}");
+        Json j = json_of(r->body());
+        const Json& calls = *j.find("choices")->as_array().at(0).find("message")->find("tool_calls");
+        ASSERT_EQ(calls.as_array().size(), parallel ? 2u : 1u) << r->body();
+        EXPECT_EQ(calls.as_array()[0].find("function")->find("name")->as_string(), "f");
+    }
+}
+
+TEST_F(ServiceTest, CompletionsWithEchoTokensAndSeveralPrompts) {
+    make_service(" world");
+    auto r = call("POST", "/v1/completions", R"({"prompt":"Hello","echo":true,"max_tokens":5})");
+    Json j = json_of(r->body());
+    EXPECT_EQ(j.find("object")->as_string(), "text_completion");
+    EXPECT_EQ(j.find("choices")->as_array().at(0).find("text")->as_string(), "Hello world");
+
+    const auto ids = tokenizer_->encode("Hi");
+    std::string id_list;
+    for (int32_t id : ids)
+        id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
+    r = call("POST", "/v1/completions", R"({"prompt":[[)" + id_list + R"(],"Yo"],"n":2,"stream":true})");
+    bool done = false;
+    std::map<int64_t, std::string> texts;
+    for (const Json& e : events(r->body(), &done)) {
+        for (const Json& c : e.find("choices")->as_array())
+            texts[c.find("index")->as_int()] += c.find("text")->as_string();
+    }
+    EXPECT_TRUE(done);
+    ASSERT_EQ(texts.size(), 4u);
+    for (auto& [i, t] : texts)
+        EXPECT_EQ(t, " world") << i;
+}
+
+TEST_F(ServiceTest, CompletionLogprobs) {
+    make_service(" a b");
+    auto r = call("POST", "/v1/completions", R"({"prompt":"x","logprobs":1})");
+    Json j = json_of(r->body());
+    const Json* lp = j.find("choices")->as_array().at(0).find("logprobs");
+    ASSERT_TRUE(lp && lp->is_object()) << r->body();
+    const auto ids = tokenizer_->encode(" a b");
+    ASSERT_EQ(lp->find("tokens")->as_array().size(), ids.size());
+    EXPECT_EQ(lp->find("tokens")->as_array().at(0).as_string(), std::string(tokenizer_->token_bytes(ids[0])));
+    EXPECT_EQ(lp->find("token_logprobs")->as_array().at(0).as_double(), 0.0);  // the script is certain
+}
+
+TEST_F(ServiceTest, ErrorsAreOpenAiShaped) {
+    make_service("x");
+    auto r = call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})");
+    EXPECT_EQ(r->status(), 400);
+    EXPECT_EQ(json_of(r->body()).find("error")->find("param")->as_string(), "temperature");
+    r = call("POST", "/v1/chat/completions", "{not json");
+    EXPECT_EQ(r->status(), 400);
+    EXPECT_TRUE(json_of(r->body()).find("error")->find("message")->is_string());
+    r = call("POST", "/v1/chat/completions", R"({"model":"nope","messages":[{"role":"user","content":"x"}]})");
+    EXPECT_EQ(r->status(), 404);
+    EXPECT_EQ(json_of(r->body()).find("error")->find("param")->as_string(), "model");
+    r = call("POST", "/v1/completions", R"({"prompt":"x","max_tokens":5000})");
+    EXPECT_EQ(r->status(), 400);  // prompt + max_tokens over max_model_len
+    r = call("GET", "/v1/chat/completions", "");
+    EXPECT_EQ(r->status(), 405);
+    r = call("GET", "/nothing/here", "");
+    EXPECT_EQ(r->status(), 404);
+}
+
+TEST_F(ServiceTest, ApiKeyAndCors) {
+    ServiceConfig config;
+    config.api_keys = {"sekrit"};
+    make_service("x", config);
+    auto r = call("GET", "/v1/models", "");
+    EXPECT_EQ(r->status(), 401);
+    EXPECT_EQ(json_of(r->body()).find("error")->find("code")->as_int(), 401);
+    r = call("GET", "/v1/models", "", {{"Authorization", "Bearer wrong"}});
+    EXPECT_EQ(r->status(), 401);
+    r = call("GET", "/v1/models", "", {{"Authorization", "Bearer sekrit"}, {"Origin", "http://ui.example"}});
+    EXPECT_EQ(r->status(), 200);
+    ASSERT_TRUE(r->header("Access-Control-Allow-Origin"));
+    EXPECT_EQ(*r->header("Access-Control-Allow-Origin"), "*");
+    Json models = json_of(r->body());
+    EXPECT_EQ(models.find("data")->as_array().at(0).find("id")->as_string(), "qwen-test");
+    // Preflight needs no key.
+    r = call("OPTIONS", "/v1/chat/completions", "",
+             {{"Origin", "http://ui.example"},
+              {"Access-Control-Request-Method", "POST"},
+              {"Access-Control-Request-Headers", "authorization,content-type"}});
+    EXPECT_EQ(r->status(), 200);
+    ASSERT_TRUE(r->header("Access-Control-Allow-Headers"));
+    EXPECT_EQ(*r->header("Access-Control-Allow-Headers"), "authorization,content-type");
+    // Health stays open.
+    r = call("GET", "/health", "");
+    EXPECT_EQ(r->status(), 200);
+}
+
+TEST_F(ServiceTest, HealthTokenizeDetokenizeVersion) {
+    make_service("x");
+    service_->set_ready(false);
+    EXPECT_EQ(call("GET", "/health", "")->status(), 503);
+    service_->set_ready(true);
+    EXPECT_EQ(call("GET", "/health", "")->status(), 200);
+    EXPECT_EQ(call("GET", "/ping", "")->status(), 200);
+    service_->set_draining();
+    EXPECT_EQ(call("GET", "/health", "")->status(), 503);
+
+    auto r = call("POST", "/tokenize", R"({"prompt":"Hello world"})");
+    Json j = json_of(r->body());
+    const auto ids = tokenizer_->encode("Hello world");
+    ASSERT_EQ(j.find("count")->as_int(), static_cast<int64_t>(ids.size()));
+    std::string list;
+    for (const Json& t : j.find("tokens")->as_array())
+        list += (list.empty() ? "" : ",") + std::to_string(t.as_int());
+    r = call("POST", "/detokenize", R"({"tokens":[)" + list + "]}");
+    EXPECT_EQ(json_of(r->body()).find("prompt")->as_string(), "Hello world");
+    r = call("POST", "/detokenize", R"({"tokens":[-4]})");
+    EXPECT_EQ(r->status(), 400);
+    EXPECT_EQ(json_of(call("GET", "/version", "")->body()).find("version")->as_string(), PAGODA_VERSION);
+}
+
+TEST_F(ServiceTest, ClientDisconnectCancelsTheRequest) {
+    std::string long_text;
+    for (int i = 0; i < 2000; ++i)
+        long_text += " word";
+    make_service(long_text, {}, {}, /*interval_us=*/2000);
+    auto r = std::make_shared<RecordingResponder>();
+    http::Request req;
+    req.method = "POST";
+    req.path = "/v1/chat/completions";
+    req.body = kChat + R"(,"stream":true})";
+    service_->handle(std::move(req), r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    r->hang_up();
+    // The generator aborts the request, the job finishes its stream quickly instead of after 2000 tokens.
+    ASSERT_TRUE(r->wait_done(20));
+    bool done = false;
+    std::string body = r->body();
+    auto evs = events(body, &done);
+    size_t words = 0;
+    for (const Json& e : evs)
+        for (const Json& c : e.find("choices")->as_array())
+            if (const Json* s = c.find("delta")->find("content"))
+                words += static_cast<size_t>(std::count(s->as_string().begin(), s->as_string().end(), 'w'));
+    EXPECT_LT(words, 2000u);
+}
+
+}  // namespace
+}  // namespace pagoda::server::openai

@@ -1,0 +1,307 @@
+// The engine over real (tiny, random) checkpoints: tests/golden/<name>/ from transformers. Greedy output must follow
+// transformers' greedy continuation; the tokens of a request must not depend on what else runs in its batch, on a
+// prefix-cache hit (including the linear-attention state snapshots of hybrid models), or on preemption.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "engine/engine.h"
+#include "serving/create_engine.h"
+#include "serving/model_engine_runner.h"
+
+namespace pagoda::serving {
+namespace {
+
+using engine::FinishReason;
+using engine::Request;
+using engine::RequestStream;
+using engine::StreamChunk;
+
+struct Reference {
+    std::vector<int32_t> ids;  // prompt + greedy continuation
+    std::vector<int32_t> greedy;
+    std::vector<double> margins;
+    int64_t prompt_len = 0;
+    double logits_max_abs = 0;
+};
+
+std::string golden_dir(const std::string& name) { return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name; }
+
+Reference load_reference(const std::string& dir) {
+    Reference r;
+    auto text = read_file(dir + "/reference.json");
+    EXPECT_TRUE(text.ok()) << text.message();
+    if (!text.ok()) return r;
+    auto json = Json::parse(*text);
+    EXPECT_TRUE(json.ok()) << json.message();
+    if (!json.ok()) return r;
+    for (const Json& v : json->find("ids")->as_array()) r.ids.push_back(static_cast<int32_t>(v.as_int()));
+    for (const Json& v : json->find("greedy_ids")->as_array()) r.greedy.push_back(static_cast<int32_t>(v.as_int()));
+    for (const Json& v : json->find("greedy_top2_margin")->as_array()) r.margins.push_back(v.as_double());
+    r.prompt_len = json->find("prompt_len")->as_int();
+    r.logits_max_abs = json->find("logits_max_abs")->as_double();
+    return r;
+}
+
+struct Outcome {
+    std::vector<int32_t> tokens;
+    FinishReason reason = FinishReason::kNone;
+    std::string message;
+    int32_t cached_tokens = 0;
+};
+
+Outcome collect(RequestStream& stream) {
+    Outcome o;
+    StreamChunk chunk;
+    while (stream.read(chunk)) {
+        if (chunk.choices.empty()) continue;
+        const auto& d = chunk.choices[0];
+        o.tokens.insert(o.tokens.end(), d.token_ids.begin(), d.token_ids.end());
+        if (d.finish_reason != FinishReason::kNone) {
+            o.reason = d.finish_reason;
+            o.message = d.finish_message;
+        }
+        o.cached_tokens = chunk.usage.cached_tokens;
+    }
+    return o;
+}
+
+// Greedy, or seeded sampling at temperature 0.8 when `seed` is given.
+Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, std::optional<uint64_t> seed = std::nullopt) {
+    Request r;
+    r.prompt_tokens = std::move(prompt);
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    r.params.temperature = seed ? 0.8f : 0.0f;
+    r.params.seed = seed;
+    return r;
+}
+
+class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        dir_ = golden_dir(GetParam());
+        if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
+        ref_ = load_reference(dir_);
+        ASSERT_GT(ref_.prompt_len, 0);
+    }
+
+    std::unique_ptr<ServingEngine> start(EngineOptions options = {}) {
+        if (options.max_model_len == 0) options.max_model_len = 160;
+        if (options.max_num_seqs == 16) options.max_num_seqs = 8;
+        if (options.num_threads == 0) options.num_threads = 1;
+        auto s = create_engine(dir_, options);
+        EXPECT_TRUE(s.ok()) << s.message();
+        return s.ok() ? std::move(s).value() : nullptr;
+    }
+
+    // Submits every request before reading any, so that they share steps.
+    static std::vector<Outcome> run_all(ServingEngine& s, const std::vector<Request>& requests) {
+        std::vector<std::shared_ptr<RequestStream>> streams;
+        for (const Request& r : requests) {
+            auto stream = s.engine().submit(r);
+            EXPECT_TRUE(stream.ok()) << stream.message();
+            if (!stream.ok()) return {};
+            streams.push_back(std::move(stream).value());
+        }
+        std::vector<Outcome> out;
+        for (auto& stream : streams) {
+            out.push_back(collect(*stream));
+            EXPECT_EQ(out.back().reason, FinishReason::kLength) << out.back().message;
+        }
+        return out;
+    }
+    static Outcome run_one(ServingEngine& s, const Request& r) { return run_all(s, {r}).at(0); }
+
+    std::vector<int32_t> prompt(int64_t begin, int64_t end) const {
+        return std::vector<int32_t>(ref_.ids.begin() + begin, ref_.ids.begin() + end);
+    }
+    // Other prompts of several lengths cut from the reference sequence (a different start each).
+    std::vector<Request> others(int32_t max_tokens) const {
+        return {make_request(prompt(3, 60), max_tokens), make_request(prompt(17, 40), max_tokens, 7),
+                make_request(prompt(50, 116), max_tokens), make_request(prompt(1, 2), max_tokens, 11)};
+    }
+
+    std::string dir_;
+    Reference ref_;
+};
+
+TEST_P(EngineRunnerTest, GreedyMatchesTransformersWhereTheMarginAllows) {
+    auto s = start();
+    ASSERT_TRUE(s);
+    const Outcome o = run_one(*s, make_request(prompt(0, ref_.prompt_len), static_cast<int32_t>(ref_.greedy.size())));
+    ASSERT_EQ(o.tokens.size(), ref_.greedy.size());
+    // Our tokens follow our own choices, so compare up to the first near-tie only (as golden_test's tolerance).
+    const double tol = 2e-3 * ref_.logits_max_abs;
+    size_t checked = 0;
+    for (; checked < ref_.greedy.size() && ref_.margins[checked] > tol; ++checked)
+        EXPECT_EQ(o.tokens[checked], ref_.greedy[checked]) << "step " << checked;
+    EXPECT_GE(checked, 4u) << "too few steps with a clear margin to test anything";
+}
+
+TEST_P(EngineRunnerTest, TokensDoNotDependOnTheBatch) {
+    EngineOptions options;
+    options.enable_prefix_caching = false;  // the repeats below must be computed, not served from the cache
+    auto s = start(options);
+    ASSERT_TRUE(s);
+    const Request golden = make_request(prompt(0, ref_.prompt_len), 16);
+    const Request sampled = make_request(prompt(5, 90), 16, 1234);
+    const Outcome golden_alone = run_one(*s, golden);
+    const Outcome sampled_alone = run_one(*s, sampled);
+    std::vector<Request> batch = others(16);
+    batch.insert(batch.begin() + 1, golden);
+    batch.push_back(sampled);
+    const std::vector<Outcome> together = run_all(*s, batch);
+    ASSERT_EQ(together.size(), batch.size());
+    EXPECT_EQ(together[1].tokens, golden_alone.tokens);
+    EXPECT_EQ(together.back().tokens, sampled_alone.tokens);
+    // And the others alone give what they gave in the batch.
+    for (size_t i = 0; i < batch.size(); ++i)
+        EXPECT_EQ(run_one(*s, batch[i]).tokens, together[i].tokens) << "request " << i;
+    EXPECT_EQ(s->engine().stats().prefix_hit_tokens, 0);
+}
+
+TEST_P(EngineRunnerTest, PrefixHitGivesTheSameTokensAsAMiss) {
+    EngineOptions no_cache;
+    no_cache.enable_prefix_caching = false;
+    auto cold = start(no_cache);
+    ASSERT_TRUE(cold);
+    const Request base = make_request(prompt(0, ref_.prompt_len), 12);
+    const Request extended = make_request(prompt(0, ref_.prompt_len + 10), 12);
+    const Request sampled = make_request(prompt(0, ref_.prompt_len + 3), 12, 99);
+    const Outcome base_miss = run_one(*cold, base);
+    const Outcome extended_miss = run_one(*cold, extended);
+    const Outcome sampled_miss = run_one(*cold, sampled);
+    cold.reset();
+
+    auto s = start();
+    ASSERT_TRUE(s);
+    const Outcome first = run_one(*s, base);
+    EXPECT_EQ(first.cached_tokens, 0);
+    EXPECT_EQ(first.tokens, base_miss.tokens);
+    const Outcome again = run_one(*s, base);
+    EXPECT_GT(again.cached_tokens, 0);
+    EXPECT_EQ(again.tokens, base_miss.tokens);
+    const Outcome longer = run_one(*s, extended);
+    EXPECT_GT(longer.cached_tokens, 0);
+    EXPECT_EQ(longer.tokens, extended_miss.tokens);
+    const Outcome seeded = run_one(*s, sampled);
+    EXPECT_GT(seeded.cached_tokens, 0);
+    EXPECT_EQ(seeded.tokens, sampled_miss.tokens);
+    const engine::EngineStats stats = s->engine().stats();
+    EXPECT_GT(stats.prefix_hit_tokens, 0);
+    if (s->config().num_state_slots > 0) {
+        EXPECT_GT(stats.state_snapshot_hits, 0);
+    }
+}
+
+TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokens) {
+    std::vector<Request> requests;
+    for (int i = 0; i < 4; ++i)
+        requests.push_back(make_request(prompt(10 * i, 10 * i + 40), 40, i % 2 ? std::optional<uint64_t>(5 + i)
+                                                                                : std::nullopt));
+    auto roomy = start();
+    ASSERT_TRUE(roomy);
+    std::vector<Outcome> alone;
+    for (const Request& r : requests)
+        alone.push_back(run_one(*roomy, r));
+    roomy.reset();
+
+    EngineOptions tight;
+    tight.max_model_len = 128;
+    tight.num_kv_blocks = 8;  // one max_model_len sequence; four 80-token sequences cannot run together
+    auto s = start(tight);
+    ASSERT_TRUE(s);
+    const std::vector<Outcome> together = run_all(*s, requests);
+    ASSERT_EQ(together.size(), requests.size());
+    for (size_t i = 0; i < requests.size(); ++i)
+        EXPECT_EQ(together[i].tokens, alone[i].tokens) << "request " << i;
+    EXPECT_GT(s->engine().stats().num_preemptions, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, EngineRunnerTest,
+                         ::testing::Values("qwen3", "qwen3_5", "qwen2", "qwen2_tied", "qwen3_moe", "qwen3_next",
+                                           "qwen3_5_moe"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// create_engine sizes the pools from the model and reports what cannot work as an error.
+TEST(CreateEngineTest, SizesPoolsAndRejectsWhatCannotWork) {
+    const std::string hybrid = golden_dir("qwen3_5"), dense = golden_dir("qwen3");
+    if (!file_exists(hybrid + "/config.json") || !file_exists(dense + "/config.json")) GTEST_SKIP() << "no golden data";
+    EngineOptions options;
+    options.max_model_len = 64;
+    options.max_num_seqs = 3;
+    options.num_threads = 1;
+    auto h = create_engine(hybrid, options);
+    ASSERT_TRUE(h.ok()) << h.message();
+    EXPECT_EQ((*h)->config().max_state_snapshots, 3);
+    EXPECT_EQ((*h)->config().num_state_slots, 2 * 3 + 3);
+    EXPECT_EQ((*h)->config().num_kv_blocks, 3 * 4);  // three 64-token sequences fit in the default budget
+    auto d = create_engine(dense, options);
+    ASSERT_TRUE(d.ok()) << d.message();
+    EXPECT_EQ((*d)->config().num_state_slots, 0);
+
+    options.num_kv_blocks = 2;  // 32 tokens cannot hold one 64-token sequence
+    auto small = create_engine(dense, options);
+    ASSERT_FALSE(small.ok());
+    EXPECT_NE(small.message().find("max_model_len"), std::string::npos) << small.message();
+    auto missing = create_engine(golden_dir("no_such_model"), EngineOptions{});
+    EXPECT_FALSE(missing.ok());
+}
+
+// The runner turns a bad batch into a step error instead of touching memory outside its pools.
+TEST(ModelEngineRunnerTest, BadIdsAreStepErrors) {
+    const std::string dir = golden_dir("qwen3_5");
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    std::unique_ptr<Backend> backend = make_cpu_backend({1});
+    auto model = model::Model::load(dir, *backend);
+    ASSERT_TRUE(model.ok()) << model.message();
+    engine::EngineConfig config;
+    config.num_kv_blocks = 4;
+    config.num_state_slots = 2;
+    auto runner = ModelEngineRunner::create(**model, config);
+    ASSERT_TRUE(runner.ok()) << runner.message();
+
+    const std::vector<int32_t> tokens = {1, 2, 3};
+    const std::vector<int32_t> table = {0};
+    ForwardBatchBuilder builder(16);
+    builder.add_sequence(tokens, 0, table, 0);
+    engine::StepInput input;
+    input.batch = builder.view();
+    engine::StepOutput ok = (*runner)->execute(input);
+    ASSERT_TRUE(ok.status.ok()) << ok.status.message();
+    EXPECT_EQ(ok.logits.size(), static_cast<size_t>((*model)->vocab_size()));
+
+    const std::vector<int32_t> bad_table = {9};
+    builder.clear();
+    builder.add_sequence(tokens, 0, bad_table, 0);
+    input.batch = builder.view();
+    EXPECT_FALSE((*runner)->execute(input).status.ok());
+
+    builder.clear();
+    builder.add_sequence(tokens, 0, table, 5);  // state slot outside the pool
+    input.batch = builder.view();
+    EXPECT_FALSE((*runner)->execute(input).status.ok());
+
+    builder.clear();
+    builder.add_sequence(tokens, 0, table, 0);
+    input.batch = builder.view();
+    const std::vector<engine::StateCopy> copies = {{0, 7}};
+    input.state_saves = copies;
+    EXPECT_FALSE((*runner)->execute(input).status.ok());
+
+    const std::vector<int32_t> bad_tokens = {1, 1 << 20};
+    input.state_saves = {};
+    builder.clear();
+    builder.add_sequence(bad_tokens, 0, table, 0);
+    input.batch = builder.view();
+    EXPECT_FALSE((*runner)->execute(input).status.ok());
+}
+
+}  // namespace
+}  // namespace pagoda::serving

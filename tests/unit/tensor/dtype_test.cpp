@@ -1,0 +1,107 @@
+// DType table and the bf16/f16/fp8 conversions, checked against formulas evaluated in double.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "tensor/dtype.h"
+
+namespace pagoda {
+namespace {
+
+// f16 value from its fields, straight from the IEEE definition.
+double f16_reference(uint16_t h) {
+    const int sign = h >> 15, exp = (h >> 10) & 31, man = h & 1023;
+    double v;
+    if (exp == 0)
+        v = std::ldexp(man, -24);
+    else if (exp == 31)
+        v = man ? std::numeric_limits<double>::quiet_NaN() : std::numeric_limits<double>::infinity();
+    else
+        v = std::ldexp(1.0 + man / 1024.0, exp - 15);
+    return sign ? -v : v;
+}
+
+TEST(DType, NamesAndSizesRoundTrip) {
+    for (DType d : {DType::F32, DType::F16, DType::BF16, DType::F8_E4M3, DType::F8_E5M2, DType::F64, DType::I64,
+                    DType::I32, DType::I16, DType::I8, DType::U8, DType::Bool}) {
+        auto back = dtype_from_name(dtype_name(d));
+        ASSERT_TRUE(back.has_value()) << dtype_name(d);
+        EXPECT_EQ(*back, d);
+    }
+    EXPECT_EQ(dtype_size(DType::BF16), 2u);
+    EXPECT_EQ(dtype_size(DType::F32), 4u);
+    EXPECT_EQ(dtype_size(DType::I64), 8u);
+    EXPECT_EQ(dtype_size(DType::F8_E4M3), 1u);
+    EXPECT_FALSE(dtype_from_name("F12").has_value());
+}
+
+TEST(DType, F16ToF32MatchesDefinitionForAllValues) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const double ref = f16_reference(static_cast<uint16_t>(h));
+        const float got = f16_to_f32(static_cast<uint16_t>(h));
+        if (std::isnan(ref)) {
+            EXPECT_TRUE(std::isnan(got)) << h;
+        } else {
+            ASSERT_EQ(static_cast<double>(got), ref) << h;
+        }
+    }
+}
+
+TEST(DType, F32ToF16RoundsToNearestEven) {
+    // Every finite f16 maps back to itself; midpoints between neighbours go to the even one.
+    for (uint32_t h = 0; h < 0x7c00; ++h) {
+        const double v = f16_reference(static_cast<uint16_t>(h));
+        ASSERT_EQ(f32_to_f16(static_cast<float>(v)), h);
+        ASSERT_EQ(f32_to_f16(static_cast<float>(-v)), h | 0x8000u);
+        if (h + 1 < 0x7c00) {
+            const double mid = (v + f16_reference(static_cast<uint16_t>(h + 1))) / 2;
+            const uint16_t expect = (h % 2 == 0) ? h : h + 1;
+            ASSERT_EQ(f32_to_f16(static_cast<float>(mid)), expect) << h;
+            // Just above the midpoint rounds up.
+            ASSERT_EQ(f32_to_f16(std::nextafter(static_cast<float>(mid), 1e9f)), h + 1) << h;
+        }
+    }
+    EXPECT_EQ(f32_to_f16(1e6f), 0x7c00);
+    EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);
+    EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);
+    EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(std::nanf("")))));
+}
+
+TEST(DType, Bf16RoundTripAndRounding) {
+    for (uint32_t b = 0; b < 65536; ++b) {
+        const float v = bf16_to_f32(static_cast<uint16_t>(b));
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        ASSERT_EQ(bits, b << 16);
+        if (!std::isnan(v)) {
+            ASSERT_EQ(f32_to_bf16(v), b);
+        }
+    }
+    // 1 + 2^-8 is the midpoint between bf16 1.0 and 1 + 2^-7: ties to even (1.0); a hair above goes up.
+    EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8)), 0x3f80);
+    EXPECT_EQ(f32_to_bf16(1.0f + std::ldexp(1.0f, -8) + std::ldexp(1.0f, -20)), 0x3f81);
+    EXPECT_EQ(f32_to_bf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3f82);  // midpoint above odd 0x3f81 goes to even
+    EXPECT_TRUE(std::isnan(bf16_to_f32(f32_to_bf16(std::nanf("")))));
+}
+
+TEST(DType, Fp8Decoding) {
+    for (uint32_t b = 0; b < 256; ++b) {
+        const int sign = b >> 7, exp = (b >> 3) & 15, man = b & 7;
+        const float got = f8e4m3_to_f32(static_cast<uint8_t>(b));
+        if (exp == 15 && man == 7) {
+            EXPECT_TRUE(std::isnan(got));
+            continue;
+        }
+        double v = exp == 0 ? std::ldexp(man, -9) : std::ldexp(1.0 + man / 8.0, exp - 7);
+        if (sign) v = -v;
+        EXPECT_EQ(static_cast<double>(got), v) << b;
+    }
+    EXPECT_EQ(f8e4m3_to_f32(0x7e), 448.0f);
+    EXPECT_EQ(f8e5m2_to_f32(0x3c), 1.0f);
+    EXPECT_EQ(f8e5m2_to_f32(0x7b), 57344.0f);
+}
+
+}  // namespace
+}  // namespace pagoda
