@@ -15,9 +15,10 @@ build: deps
 	cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Until `pagoda serve` exists, `make run` makes the demo model and runs the CLI on it.
+# `make run` serves the demo model (random weights); `make run MODEL=/path/to/Qwen3-8B` serves a real one.
+MODEL ?=
 run: build
-	scripts/run-demo $(PAGODA) $(DEMO)
+	scripts/run-demo $(PAGODA) $(DEMO) $(MODEL)
 
 unit: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
