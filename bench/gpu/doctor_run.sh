@@ -3,7 +3,7 @@
 # multi-GPU code paths, plus nvidia-smi readings to cross-check NVML values. Read-only: it changes no
 # GPU setting. Usage: bench/gpu/doctor_run.sh [path/to/pagoda]   (logs under $OUT)
 set -u
-BIN=${1:-build-doctor-cuda/carry/pagoda}
+BIN=${1:-build-cuda-carry/pagoda}
 OUT=${OUT:-/tmp/doctor-run}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0  # never NVLink multicast on shared hosts
