@@ -98,10 +98,14 @@ int run_generate(std::span<const std::string_view> args) {
     parser.add_switch("ignore-eos", "do not stop at end-of-sequence tokens");
     parser.add_switch("json", "print one JSON object {\"ids\": [...], \"text\": ...} at the end instead of streaming");
     parser.add_option("threads", "N", "CPU threads (default: all cores)");
+    parser.add_option("tensor-parallel-size", "N", "split the model over N ranks, one thread each (-tp; CPU so far)");
+    parser.add_option("device", "DEV", "auto | cpu | cuda (auto: cuda when a GPU is present and the model is dense)");
     // The shared parser knows long flags only; accept the conventional -n too.
     std::vector<std::string_view> fixed(args.begin(), args.end());
-    for (auto& a : fixed)
+    for (auto& a : fixed) {
         if (a == "-n") a = "--n";
+        if (a == "-tp") a = "--tensor-parallel-size";
+    }
     if (auto exit = cli::parse_or_exit(parser, "generate", fixed)) return *exit;
 
     const auto dir = parser.get("model");
@@ -181,6 +185,15 @@ int run_generate(std::span<const std::string_view> args) {
     options.enable_prefix_caching = false;
     options.seed = seed;
     if (auto threads = parser.get("threads")) options.num_threads = std::atoi(threads->c_str());
+    if (auto tp = parser.get("tensor-parallel-size")) {
+        auto v = parse_number("tensor-parallel-size", *tp, 1, 1024);
+        if (!v.ok()) return cli::fail("generate", v.message());
+        if (*v != static_cast<int32_t>(*v)) return cli::fail("generate", "--tensor-parallel-size: not an integer");
+        options.tensor_parallel_size = static_cast<int32_t>(*v);
+    }
+    options.device = parser.get("device").value_or("auto");
+    if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
+        return cli::fail("generate", "--device: '" + options.device + "' is not auto, cpu or cuda");
     auto served = serving::create_engine(*dir, options);
     if (!served.ok()) return cli::fail("generate", served.message());
     engine::Engine& engine = (*served)->engine();

@@ -22,6 +22,7 @@
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
 #include "server/openai/service.h"
+#include "runtime/cuda_backend.h"
 #include "serving/create_engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -76,7 +77,6 @@ struct RefusedFlag {
     std::string_view why;
 };
 const RefusedFlag kRefused[] = {
-    {"tensor-parallel-size", true, "1", "tensor parallelism is not implemented yet"},
     {"pipeline-parallel-size", true, "1", "pipeline parallelism is not implemented"},
     {"data-parallel-size", true, "1", "data parallelism is not implemented"},
     {"enable-expert-parallel", false, "", "expert parallelism is not implemented"},
@@ -257,9 +257,10 @@ int run_serve(std::span<const std::string_view> cli_args) {
     cli::ArgParser p(
         "pagoda serve MODEL_DIR [--host H] [--port P] [--served-model-name NAME ...] [flags]",
         "Serves the model in MODEL_DIR over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions,\n"
-        "/v1/models, /tokenize, /detokenize, /health, /ping, /version). Flags follow vLLM's names; vLLM flags that\n"
-        "do not apply are ignored with a warning when harmless and refused when they would change the results.\n"
-        "SIGINT/SIGTERM: /health turns 503, new connections are refused, in-flight requests finish, exit 0.\n"
+        "/v1/models, /tokenize, /detokenize, /health, /ping, /version, /metrics). Flags follow vLLM's names; vLLM\n"
+        "flags that do not apply are ignored with a warning when harmless and refused when they would change the\n"
+        "results. SIGINT/SIGTERM: /health and new requests get 503, in-flight requests finish (up to\n"
+        "--shutdown-timeout; a second signal stops waiting), exit 0. docs/serving.md has the details.\n"
         "--config FILE: a JSON object of the same flags ({\"port\": 8001, \"served-model-name\": [\"a\"]}); the\n"
         "command line overrides it.");
     p.add_positional("MODEL_DIR", "model directory (config.json, safetensors, tokenizer, chat template)", false);
@@ -293,9 +294,10 @@ int run_serve(std::span<const std::string_view> cli_args) {
     p.add_option("generation-config", "auto|vllm|DIR",
                  "sampling defaults: the model's generation_config.json (auto), "
                  "none (vllm), or the one in DIR");
-    p.add_option("metrics-prefix", "PREFIX", "Prometheus metric prefix (pagoda | vllm); /metrics is not served yet");
+    p.add_option("metrics-prefix", "PREFIX", "prefix of the /metrics names: pagoda (default) | vllm (vLLM dashboards)");
     p.add_option("scheduling-policy", "POLICY", "fcfs | priority");
     p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
+    p.add_option("tensor-parallel-size", "N", "split the model over N ranks, one thread each (-tp; CPU so far)");
     p.add_option("http-threads", "N", "HTTP I/O threads (default 2)");
     p.add_option("max-body-bytes", "N", "largest accepted request body (default 33554432)");
     p.add_option("http-read-timeout", "SECONDS", "time a client has to send one whole request (default 60)");
@@ -378,20 +380,41 @@ int run_serve(std::span<const std::string_view> cli_args) {
     if (auto v = p.get("dtype"); v && *v != "auto" && *v != "float32" && *v != "float") {
         std::fprintf(stderr, "pagoda serve: warning: --dtype %s: the CPU backend computes in float32\n", v->c_str());
     }
+    std::string device = "auto";
     if (auto v = p.get("device")) {
-        if (*v == "cuda") return cli::fail(kCmd, "--device cuda: serving on CUDA is not wired yet; use --device cpu");
-        if (*v != "auto" && *v != "cpu") return cli::fail(kCmd, "--device: '" + *v + "' is not auto, cpu or cuda");
+        if (*v != "auto" && *v != "cpu" && *v != "cuda")
+            return cli::fail(kCmd, "--device: '" + *v + "' is not auto, cpu or cuda");
+        device = *v;
     }
-    if (auto v = p.get("metrics-prefix"); v && *v != "pagoda" && *v != "vllm") {
-        return cli::fail(kCmd, "--metrics-prefix: '" + *v + "' is not pagoda or vllm");
+    if (device == "cuda" && cuda_device_count() == 0)
+        return cli::fail(kCmd, std::string("--device cuda: ") +
+                                   (cuda_compiled() ? "no CUDA GPU is visible" : "this pagoda was built without CUDA"));
+    if (auto v = p.get("metrics-prefix")) {
+        if (*v != "pagoda" && *v != "vllm")
+            return cli::fail(kCmd, "--metrics-prefix: '" + *v + "' is not pagoda or vllm");
+        config.metrics_prefix = *v;
     }
-    if (p.has("gpu-memory-utilization")) {
-        std::fprintf(stderr, "pagoda serve: warning: --gpu-memory-utilization has no effect on the CPU backend\n");
+    double gpu_memory_utilization = 0.9;
+    if (auto v = p.get("gpu-memory-utilization")) {
+        char* end = nullptr;
+        gpu_memory_utilization = std::strtod(v->c_str(), &end);
+        if (end == v->c_str() || *end != '\0' || !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
+            return cli::fail(kCmd, "--gpu-memory-utilization: '" + *v + "' is not a number in (0, 1]");
+        if (device == "cpu" || cuda_device_count() == 0)
+            std::fprintf(stderr, "pagoda serve: warning: --gpu-memory-utilization has no effect on the CPU backend\n");
     }
 
     // --- tokenizer and chat template ---------------------------------------------------------------------
     auto tokenizer = Tokenizer::load_from_dir(*model_dir);
     if (!tokenizer.ok()) return cli::fail(kCmd, *model_dir + ": " + tokenizer.message());
+    // tokenizer_config.json gives the special tokens (bos_token, eos_token, ...) templates may use; the model's own
+    // template reads it itself, a --chat-template or a request's template gets it from here.
+    if (const std::string path = *model_dir + "/tokenizer_config.json"; std::ifstream(path).good()) {
+        auto text = read_text_file(path);
+        auto j = text.ok() ? Json::parse(*text) : Result<Json>(text.status());
+        if (!j.ok()) return cli::fail(kCmd, path + ": " + j.message());
+        config.tokenizer_config = std::move(j).value();
+    }
     std::unique_ptr<chat::ChatTemplate> chat_template;
     if (auto v = p.get("chat-template")) {
         std::string text = *v;
@@ -400,7 +423,7 @@ int run_serve(std::span<const std::string_view> cli_args) {
             if (!file.ok()) return cli::fail(kCmd, "--chat-template: " + file.message());
             text = std::move(file).value();
         }
-        auto t = chat::ChatTemplate::from_string(text);
+        auto t = chat::ChatTemplate::from_string(text, config.tokenizer_config);
         if (!t.ok()) return cli::fail(kCmd, "--chat-template: " + t.message());
         chat_template = std::make_unique<chat::ChatTemplate>(std::move(t).value());
     } else {
@@ -460,10 +483,13 @@ int run_serve(std::span<const std::string_view> cli_args) {
                          int_flag("max-num-seqs", 1, 65536, eo.max_num_seqs),
                          int_flag("max-num-batched-tokens", 1, 1 << 24, eo.max_num_batched_tokens),
                          int_flag("num-gpu-blocks-override", 1, 1 << 24, eo.num_kv_blocks),
-                         int_flag("block-size", 1, 1024, eo.block_size), int_flag("threads", 0, 4096, threads)}) {
+                         int_flag("block-size", 1, 1024, eo.block_size), int_flag("threads", 0, 4096, threads),
+                         int_flag("tensor-parallel-size", 1, 1024, eo.tensor_parallel_size)}) {
             if (!s.ok()) return cli::fail(kCmd, s.message());
         }
         eo.num_threads = threads;
+        eo.device = device;
+        eo.gpu_memory_utilization = gpu_memory_utilization;
         eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
         if (auto v = p.get("scheduling-policy")) {
             if (*v != "fcfs" && *v != "priority") return cli::fail(kCmd, "--scheduling-policy: fcfs or priority");

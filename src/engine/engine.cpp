@@ -31,6 +31,7 @@ struct RequestState : SequenceGroup {
     int32_t prompt_logprobs_done = 0;  // prompt positions whose row was turned into prompt logprobs
     Usage usage;
     int64_t touched_step = -1;
+    bool scheduled = false;  // its first chunk was put into a step (RequestTimes::scheduled is set)
 };
 
 struct Message {
@@ -81,12 +82,13 @@ struct Engine::Impl {
     void end_request_choices(RequestState& r, FinishReason reason, const std::string& message);
     void step();
     void build_batch();
-    void sample_and_update(std::span<const float> logits);
+    void sample_and_update(std::span<const float> logits, double now);
     void finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message, int32_t stop_id);
     void touch(RequestState& r);
     void flush_touched();
     void erase_ended();
     EngineStats collect_stats() const;
+    void publish_stats();
     bool idle() const { return scheduler.num_running() == 0 && scheduler.num_waiting() == 0; }
 
     const EngineConfig config;
@@ -127,6 +129,10 @@ struct Engine::Impl {
     bool closed = false;  // the engine thread has exited; guarded by mu
     std::atomic<RequestId> next_id{1};
     std::thread thread;
+
+    // The stats as of the end of the latest loop iteration, for readers that must not wait for a step.
+    std::mutex published_mu;
+    EngineStats published;
 };
 
 // ---- engine thread ------------------------------------------------------------------------------------------------
@@ -143,6 +149,8 @@ void Engine::Impl::run() {
         local.clear();
         if (stopping) break;
         if (!idle() && !paused) step();
+        // Published before the streams hear of this step: whoever read a request's end sees stats that include it.
+        publish_stats();
         flush_touched();
         erase_ended();
         if (draining && requests.empty()) {
@@ -163,6 +171,10 @@ void Engine::Impl::run() {
         {
             std::lock_guard lock(mu);
             if (inbox.empty()) {
+                {
+                    std::lock_guard published_lock(published_mu);
+                    published = collect_stats();
+                }
                 // From here on other threads may read the (now idle) state directly; this thread touches nothing.
                 closed = true;
                 return;
@@ -331,6 +343,13 @@ void Engine::Impl::step() {
     }
     PAGODA_CHECK(plan.num_tokens <= config.max_num_batched_tokens);
     max_step_tokens = std::max<int64_t>(max_step_tokens, plan.num_tokens);
+    const double scheduled_at = clock_seconds();
+    for (const ScheduledChunk& c : plan.chunks) {
+        RequestState& r = owner(*c.seq);
+        if (r.scheduled) continue;
+        r.scheduled = true;
+        r.stream->mark_scheduled(scheduled_at);
+    }
     build_batch();
     StepOutput out = runner.execute(input);
     if (!out.status.ok()) {
@@ -343,11 +362,11 @@ void Engine::Impl::step() {
     }
     PAGODA_CHECK(out.logits.size() == logits_indices.size() * static_cast<size_t>(vocab_size));
     scheduler.complete(plan);
-    sample_and_update(out.logits);
+    sample_and_update(out.logits, clock_seconds());
     if (observer) observer->on_step(input, collect_stats());
 }
 
-void Engine::Impl::sample_and_update(std::span<const float> logits) {
+void Engine::Impl::sample_and_update(std::span<const float> logits, double now) {
     size_t row = 0;
     for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
         const ScheduledChunk& c = plan.chunks[ci];
@@ -360,6 +379,7 @@ void Engine::Impl::sample_and_update(std::span<const float> logits) {
                 const std::span<const float> lg = logits.subspan(row++ * vocab_size, vocab_size);
                 TokenLogprobs& lp = prompt_scratch[i];
                 lp.logprob = log_softmax_at(lg, s.tokens[first + i + 1]);
+                lp.rank = logit_rank(lg, s.tokens[first + i + 1]);
                 lp.num_top = top_logprobs(lg, k, lp.top);
             }
             if (!s.finished) {
@@ -391,7 +411,7 @@ void Engine::Impl::sample_and_update(std::span<const float> logits) {
             lp.num_top = res.num_top;
             lp.top = res.top;
         }
-        const int32_t unread = r.stream->push_token(s.index, tok, p.logprobs ? &lp : nullptr, r.usage);
+        const int32_t unread = r.stream->push_token(s.index, tok, p.logprobs ? &lp : nullptr, r.usage, now);
         touch(r);
         if (unread > config.max_unread_tokens) {
             end_request_choices(
@@ -410,11 +430,17 @@ void Engine::Impl::sample_and_update(std::span<const float> logits) {
     }
 }
 
+void Engine::Impl::publish_stats() {
+    const EngineStats st = collect_stats();
+    std::lock_guard lock(published_mu);
+    published = st;
+}
+
 EngineStats Engine::Impl::collect_stats() const {
     EngineStats st;
     st.num_running = scheduler.num_running();
     st.num_waiting = scheduler.num_waiting();
-    st.num_requests = static_cast<int32_t>(requests.size());
+    st.num_requests = static_cast<int32_t>(requests.size() - ended.size());  // ended ones are erased at the end
     st.num_free_kv_blocks = kv.num_free_blocks();
     st.num_kv_blocks = kv.num_blocks();
     st.num_cached_kv_blocks = kv.num_cached_blocks();
@@ -454,6 +480,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig& c, ModelRunne
             return Status::error("eos token id " + std::to_string(id) + " is outside the vocabulary");
     auto impl = std::make_unique<Impl>(c, runner, observer);
     Impl* raw = impl.get();
+    raw->publish_stats();
     raw->thread = std::thread([raw] { raw->run(); });
     return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -558,6 +585,11 @@ EngineStats Engine::stats() {
     }
     e.cv.notify_one();
     return f.get();
+}
+
+EngineStats Engine::latest_stats() {
+    std::lock_guard lock(impl_->published_mu);
+    return impl_->published;
 }
 
 namespace {

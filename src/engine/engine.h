@@ -82,6 +82,10 @@ class Engine {
     void pause();
     void resume();
     EngineStats stats();
+    // Any thread, never waits for a step: the stats as the engine thread published them after its latest step or
+    // inbox pass (what /metrics reports), before the streams were told of that step: a reader that saw a request
+    // end sees stats that include it. stats() is exact but waits until the current step ends.
+    EngineStats latest_stats();
     // Aborts what is in flight, frees everything and joins the engine thread. Idempotent.
     void shutdown();
     // Any thread, never blocks: asks the engine thread to shut down as shutdown() does, without joining it.

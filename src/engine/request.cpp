@@ -23,7 +23,9 @@ const char* to_string(FinishReason reason) {
     return "?";
 }
 
-RequestStream::RequestStream(RequestId id, int32_t n) : id_(id), pending_(n), unfinished_(n) {}
+RequestStream::RequestStream(RequestId id, int32_t n) : id_(id), pending_(n), unfinished_(n) {
+    times_.arrival = clock_seconds();
+}
 
 bool RequestStream::take_locked(StreamChunk& out) {
     if (!has_new_) return false;
@@ -34,8 +36,10 @@ bool RequestStream::take_locked(StreamChunk& out) {
         // Swap buffers so both sides keep their capacity: no allocation per token once warm.
         dst.token_ids.clear();
         dst.logprobs.clear();
+        dst.token_times.clear();
         std::swap(dst.token_ids, src.token_ids);
         std::swap(dst.logprobs, src.logprobs);
+        std::swap(dst.token_times, src.token_times);
         dst.finish_reason = std::exchange(src.finish_reason, FinishReason::kNone);
         dst.finish_message = std::move(src.finish_message);
         src.finish_message.clear();
@@ -44,6 +48,7 @@ bool RequestStream::take_locked(StreamChunk& out) {
     out.prompt_logprobs.clear();
     std::swap(out.prompt_logprobs, pending_prompt_);
     out.usage = usage_;
+    out.times = times_;
     out.done = unfinished_ == 0;
     if (out.done) delivered_done_ = true;
     pending_tokens_ = 0;
@@ -67,11 +72,20 @@ void RequestStream::set_notifier(std::function<void()> notify) {
     notify_ = std::move(notify);
 }
 
-int32_t RequestStream::push_token(int32_t choice, int32_t token, const TokenLogprobs* logprobs, const Usage& usage) {
+void RequestStream::mark_scheduled(double time) {
+    std::lock_guard lock(mu_);
+    if (times_.scheduled == 0.0) times_.scheduled = time;
+}
+
+int32_t RequestStream::push_token(int32_t choice, int32_t token, const TokenLogprobs* logprobs, const Usage& usage,
+                                  double time) {
     std::lock_guard lock(mu_);
     ChoiceDelta& d = pending_[choice];
     d.token_ids.push_back(token);
     if (logprobs) d.logprobs.push_back(*logprobs);
+    d.token_times.push_back(time);
+    if (times_.first_token == 0.0) times_.first_token = time;
+    times_.last_token = time;
     usage_ = usage;
     has_new_ = true;
     return ++pending_tokens_;

@@ -3,6 +3,7 @@
 // buffer per request, and one that falls further behind than a limit is cancelled by the engine.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -17,6 +18,12 @@
 namespace pagoda::engine {
 
 using RequestId = uint64_t;
+
+// Seconds on the steady clock: the time base of RequestTimes and ChoiceDelta::token_times (metrics take
+// differences of these; they mean nothing across processes).
+inline double clock_seconds() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 struct Request {
     std::vector<int32_t> prompt_tokens;
@@ -37,6 +44,7 @@ struct Usage {
 
 struct TokenLogprobs {
     float logprob = 0.0f;
+    int32_t rank = 0;  // 1-based rank of the token among all by raw logit (prompt logprobs); 0 = not computed
     int32_t num_top = 0;
     std::array<TokenLogprob, kMaxTopLogprobs> top{};
 };
@@ -45,9 +53,20 @@ struct TokenLogprobs {
 struct ChoiceDelta {
     std::vector<int32_t> token_ids;
     std::vector<TokenLogprobs> logprobs;               // parallel to token_ids when the request asked for logprobs
+    std::vector<double> token_times;                   // parallel to token_ids: clock_seconds() when each was made
     FinishReason finish_reason = FinishReason::kNone;  // set in the read that delivers the end of this choice
     std::string finish_message;                        // why, for abort and rejected
     int32_t stop_token_id = -1;                        // the EOS or stop id that ended it, if any
+};
+
+// When a request reached the milestones that latency metrics measure (clock_seconds(); 0 = not yet). As vLLM's
+// request stats: queue time = scheduled - arrival, prefill = first_token - scheduled, decode = last_token -
+// first_token.
+struct RequestTimes {
+    double arrival = 0.0;      // the stream was created (Engine::submit)
+    double scheduled = 0.0;    // first put into a step
+    double first_token = 0.0;  // first output token of any choice
+    double last_token = 0.0;   // latest output token of any choice
 };
 
 struct StreamChunk {
@@ -55,8 +74,9 @@ struct StreamChunk {
     // SamplingParams::prompt_logprobs: entry i (counting over all reads) is prompt token i+1 given tokens 0..i; the
     // first prompt token has none. `logprob` is the actual token's, `top` the most likely ones.
     std::vector<TokenLogprobs> prompt_logprobs;
-    Usage usage;        // cumulative
-    bool done = false;  // every choice has finished; nothing more will come
+    Usage usage;         // cumulative
+    RequestTimes times;  // cumulative
+    bool done = false;   // every choice has finished; nothing more will come
 };
 
 class RequestStream {
@@ -72,8 +92,10 @@ class RequestStream {
     // before the first output can arrive, i.e. right after submit and before the engine runs, or accept a miss.
     void set_notifier(std::function<void()> notify);
 
-    // Engine side. push_token returns the number of tokens the consumer has not read yet.
-    int32_t push_token(int32_t choice, int32_t token, const TokenLogprobs* logprobs, const Usage& usage);
+    // Engine side. `time` is clock_seconds() of the step. push_token returns the number of tokens the consumer has
+    // not read yet.
+    void mark_scheduled(double time);
+    int32_t push_token(int32_t choice, int32_t token, const TokenLogprobs* logprobs, const Usage& usage, double time);
     void push_prompt_logprobs(std::span<const TokenLogprobs> logprobs);
     void finish(int32_t choice, FinishReason reason, std::string message, int32_t stop_token_id, const Usage& usage);
     void notify();
@@ -87,6 +109,7 @@ class RequestStream {
     std::vector<ChoiceDelta> pending_;
     std::vector<TokenLogprobs> pending_prompt_;
     Usage usage_;
+    RequestTimes times_;
     int32_t pending_tokens_ = 0;
     int32_t unfinished_ = 0;
     bool has_new_ = false;

@@ -43,6 +43,14 @@ float log_softmax_at(std::span<const float> logits, int32_t token) {
     return static_cast<float>(static_cast<double>(logits[token]) - m - std::log(sum));
 }
 
+int32_t logit_rank(std::span<const float> logits, int32_t token) {
+    const float x = logits[token];
+    int32_t above = 0;
+    for (int32_t v = 0; v < static_cast<int32_t>(logits.size()); ++v)
+        above += logits[v] > x || (logits[v] == x && v < token);
+    return above + 1;
+}
+
 int32_t top_logprobs(std::span<const float> logits, int32_t k, std::span<TokenLogprob> out) {
     k = std::min<int32_t>({k, static_cast<int32_t>(out.size()), static_cast<int32_t>(logits.size())});
     if (k <= 0) return 0;

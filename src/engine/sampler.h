@@ -39,6 +39,9 @@ double uniform_for(uint64_t seed, uint64_t index);
 // log-softmax of `logits` at `token`, and the `k` most likely tokens (ties: lower id first).
 float log_softmax_at(std::span<const float> logits, int32_t token);
 int32_t top_logprobs(std::span<const float> logits, int32_t k, std::span<TokenLogprob> out);
+// 1-based rank of `token` by logit, ties ordered as top_logprobs orders them (lower id first): top_logprobs' i-th
+// entry has rank i + 1.
+int32_t logit_rank(std::span<const float> logits, int32_t token);
 
 class Sampler {
   public:

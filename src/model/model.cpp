@@ -1,25 +1,85 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <unordered_map>
 
+#include "model/tensor_parallel.h"
 #include "runtime/ops.h"
 
 namespace pagoda::model {
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, Communicator& comm) {
     PAGODA_ASSIGN_OR_RETURN(ModelDir model_dir, ModelDir::open(dir, /*open_weights=*/true));
-    return load(std::move(model_dir), backend);
+    return load(std::move(model_dir), backend, comm);
 }
 
-Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend) {
+Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Communicator& comm) {
     if (!dir.checkpoint) return Status::error(dir.files.dir + ": no weights were opened");
-    if (backend.device().kind != DeviceKind::Host) {
-        return Status::error("loading weights onto " + backend.name() + " is not implemented yet (CPU only)");
+    const ModelFamily family = dir.spec.family;
+    if (backend.device().kind != DeviceKind::Host && family != ModelFamily::kQwen2 && family != ModelFamily::kQwen3) {
+        return Status::error(std::string(family_name(family)) + " models do not run on " + backend.name() +
+                             " yet (dense qwen2/qwen3 only); use --device cpu");
     }
-    std::unique_ptr<Model> model(new Model(std::move(dir), backend));
+    auto plan = make_shard_plan(dir.spec, comm.size(), comm.rank());
+    if (!plan.ok()) return plan.status().with_context(dir.files.dir);
+    std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
     Status status = model->load_weights();
+    if (status.ok()) status = shard_weights(model->plan_, model->weights_);  // nothing to do unless split
+    if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
     return model;
+}
+
+namespace {
+// Every tensor of the model's weights, for placing them on a device.
+template <typename F>
+void for_each_weight(ModelWeights& w, F&& f) {
+    f(w.embed), f(w.final_norm), f(w.lm_head);
+    for (LayerWeights& l : w.layers) {
+        for (Tensor* t : {&l.input_norm, &l.post_norm, &l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.attn.q_bias,
+                          &l.attn.k_bias, &l.attn.v_bias, &l.attn.q_norm, &l.attn.k_norm, &l.dense.gate, &l.dense.up,
+                          &l.dense.down, &l.delta.qkv, &l.delta.z, &l.delta.b, &l.delta.a, &l.delta.conv,
+                          &l.delta.a_log, &l.delta.dt_bias, &l.delta.norm, &l.delta.out, &l.moe.router,
+                          &l.moe.shared.gate, &l.moe.shared.up, &l.moe.shared.down, &l.moe.shared_gate})
+            f(*t);
+        for (auto* list : {&l.moe.gate, &l.moe.up, &l.moe.down})
+            for (Tensor& t : *list) f(t);
+    }
+}
+}  // namespace
+
+// Copies every weight (the mmapped checkpoint views and the loader's own buffers) into one device allocation and
+// points the tensors there. Tensors that share memory (tied lm_head) share it on the device too.
+Status Model::upload_weights() {
+    constexpr size_t kAlign = 256;
+    std::unordered_map<const void*, size_t> offsets;  // host data -> offset in the device buffer
+    size_t total = 0;
+    Status status = ok_status();
+    for_each_weight(weights_, [&](Tensor& t) {
+        if (!t.defined() || offsets.count(t.data())) return;
+        if (!t.is_contiguous()) status = Status::error("weight " + t.to_string() + " is not contiguous");
+        offsets[t.data()] = total;
+        total += (t.nbytes() + kAlign - 1) / kAlign * kAlign;
+    });
+    PAGODA_RETURN_IF_ERROR(status);
+    auto buffer = Buffer::allocate(backend_.allocator(), total, kAlign);
+    if (!buffer.ok()) return buffer.status().with_context("weights on " + backend_.name());
+    auto* base = static_cast<std::byte*>(buffer->data());
+    std::unordered_map<const void*, bool> copied;
+    for_each_weight(weights_, [&](Tensor& t) {
+        if (!t.defined()) return;
+        std::byte* dst = base + offsets.at(t.data());
+        const Tensor device_view(dst, t.dtype(), t.shape(), backend_.device());
+        if (!copied[t.data()]) {
+            backend_.copy(device_view, t);
+            copied[t.data()] = true;
+        }
+        t = device_view;
+    });
+    weights_.owned.buffers.clear();  // the host copies of norms and biases are no longer needed
+    weights_.owned.buffers.push_back(std::move(buffer).value());
+    return ok_status();
 }
 
 Status Model::load_weights() {
@@ -73,9 +133,10 @@ KvCacheConfig Model::kv_cache_config(int32_t num_blocks, int32_t block_size) con
     c.num_layers = static_cast<int32_t>(spec.num_full_attention_layers());
     c.num_blocks = num_blocks;
     c.block_size = block_size;
-    c.num_kv_heads = static_cast<int32_t>(spec.num_key_value_heads);
+    c.num_kv_heads = static_cast<int32_t>(plan_.kv_heads);
     c.head_dim = static_cast<int32_t>(spec.head_dim);
-    c.dtype = DType::F32;
+    // BF16 on a GPU (half the bytes the decode kernel reads), F32 on the CPU.
+    c.dtype = backend_.device().kind == DeviceKind::Host ? DType::F32 : DType::BF16;
     return c;
 }
 
@@ -105,7 +166,8 @@ size_t Model::scratch_bytes(int64_t tokens, int64_t logits_rows) const {
     const size_t per_token = 4 * static_cast<size_t>(spec.hidden_size) + block;
     // 64 bytes of alignment slack for each of the ~24 tensors taken at most at once.
     return 4 * (per_token * static_cast<size_t>(tokens) +
-                static_cast<size_t>(logits_rows * spec.hidden_size)) + 64 * 32;
+                static_cast<size_t>(logits_rows * spec.hidden_size)) + 64 * 32 +
+           logits_scratch_bytes(plan_, logits_rows);
 }
 
 Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states,
@@ -131,8 +193,19 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
         if (row < 0 || row >= T) return Status::error("logits index out of range");
     }
 
+    // A host logits tensor with a device backend: computed on the device, then copied over.
+    const bool on_device = backend_.device().kind != DeviceKind::Host;
+    const bool copy_logits = on_device && R > 0 && logits.is_host();
+    if (copy_logits && !logits.is_contiguous()) return Status::error("host logits tensor must be contiguous");
+    const size_t logits_bytes = copy_logits ? static_cast<size_t>(R * V) * sizeof(float) + 64 : 0;
+
     Ops& ops = backend_.ops();
-    arena_.reserve(backend_.allocator(), scratch_bytes(T, R));
+    arena_.reserve(backend_.allocator(), scratch_bytes(T, R) + logits_bytes);
+    struct StepScope {  // the device backend uploads the batch's arrays once per step
+        Ops& ops;
+        StepScope(Ops& o, const ForwardBatch& b) : ops(o) { ops.begin_step(b); }
+        ~StepScope() { ops.end_step(); }
+    } step_scope(ops, batch);
     const NormKind kind = norm_kind(spec);
     const float eps = static_cast<float>(spec.rms_norm_eps);
 
@@ -140,10 +213,17 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
     Tensor x = arena_.f32(T, H);       // normed input of the next sub-layer
     Tensor y = arena_.f32(T, H);       // output of the last sub-layer, not yet added to the residual
     Tensor probe;
+    HostTensor probe_host;  // the observer reads host memory
     if (observer) probe = arena_.f32(T, H);
+    if (observer && on_device) probe_host = HostTensor::empty(DType::F32, Shape{T, H});
+    auto observe = [&](int64_t layer, const Tensor& t) {
+        if (!on_device) return observer(layer, t);
+        backend_.copy(probe_host.tensor, t);
+        observer(layer, probe_host.tensor);
+    };
 
-    ops.embedding(weights_.embed, batch.token_ids, hidden);
-    if (observer) observer(0, hidden);
+    embed_tokens(ops, comm_, plan_, weights_.embed, batch.token_ids, local_ids_, hidden);
+    if (observer) observe(0, hidden);
     ops.rms_norm(hidden, weights_.layers[0].input_norm, eps, kind, x);
     for (size_t i = 0; i < weights_.layers.size(); ++i) {
         const LayerWeights& layer = weights_.layers[i];
@@ -156,14 +236,16 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
                               states->recurrent_state(cache_layer_[i]), arena_, y);
         }
         arena_.rewind(mark);
+        comm_.all_reduce_sum(y);  // tensor parallel: o_proj gave this rank's heads' part of the sum
         ops.add_rms_norm(hidden, y, layer.post_norm, eps, kind, x);
         if (layer.mlp == MlpKind::kMoe) moe_forward(ops, spec, layer.moe, x, arena_, y);
         else mlp_forward(ops, layer.dense, x, arena_, y);
         arena_.rewind(mark);
+        comm_.all_reduce_sum(y);  // and down_proj this rank's MLP columns' part
         if (observer) {
             ops.copy(probe, hidden);
             ops.add(probe, y);
-            observer(static_cast<int64_t>(i) + 1, probe);
+            observe(static_cast<int64_t>(i) + 1, probe);
         }
         const Tensor& next_norm = i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm
                                                                  : weights_.final_norm;
@@ -172,7 +254,9 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
     if (R == 0) return ok_status();
     Tensor rows = arena_.f32(R, H);
     ops.gather_rows(x, batch.logits_indices, rows);
-    ops.linear(rows, weights_.lm_head, Tensor(), logits);
+    const Tensor out = copy_logits ? arena_.f32(R, V) : logits;
+    compute_logits(ops, comm_, plan_, rows, weights_.lm_head, arena_, out);
+    if (copy_logits) backend_.copy(logits, out);
     return ok_status();
 }
 

@@ -12,8 +12,10 @@
 #include "common/status.h"
 #include "model/arch/arch.h"
 #include "model/model_dir.h"
+#include "model/shard_plan.h"
 #include "runtime/backend.h"
 #include "runtime/cache_pools.h"
+#include "runtime/communicator.h"
 #include "runtime/forward_batch.h"
 
 namespace pagoda::model {
@@ -24,16 +26,21 @@ using HiddenObserver = std::function<void(int64_t layer, const Tensor& hidden)>;
 
 class Model {
 public:
-    // Opens the model directory (config.json + safetensors) and loads the weights for `backend`.
-    static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend);
-    static Result<std::unique_ptr<Model>> load(ModelDir dir, Backend& backend);
+    // Opens the model directory (config.json + safetensors) and loads the weights for `backend`. With a
+    // communicator of size N > 1, only rank comm.rank()'s tensor-parallel shard (shard_plan.h) is loaded and the
+    // forward pass meets the other ranks in comm's collectives; comm must outlive the model.
+    static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend,
+                                               Communicator& comm = single_communicator());
+    static Result<std::unique_ptr<Model>> load(ModelDir dir, Backend& backend,
+                                               Communicator& comm = single_communicator());
 
     const ModelSpec& spec() const { return dir_.spec; }
     const ModelDir& dir() const { return dir_; }
     Backend& backend() const { return backend_; }
-    int64_t vocab_size() const { return weights_.lm_head.dim(0); }
+    int64_t vocab_size() const { return dir_.spec.vocab_size; }  // the whole vocabulary, also when split
+    const ShardPlan& shard_plan() const { return plan_; }
 
-    // Pool shapes for this model (0 layers of a kind the model does not have).
+    // Pool shapes for this model (0 layers of a kind the model does not have; this rank's KV heads).
     KvCacheConfig kv_cache_config(int32_t num_blocks, int32_t block_size) const;
     StateCacheConfig state_cache_config(int32_t num_slots) const;
 
@@ -44,12 +51,17 @@ public:
                    const Tensor& logits, const HiddenObserver& observer = {});
 
 private:
-    Model(ModelDir dir, Backend& backend) : dir_(std::move(dir)), backend_(backend) {}
+    Model(ModelDir dir, Backend& backend, Communicator& comm, const ShardPlan& plan)
+        : dir_(std::move(dir)), backend_(backend), comm_(comm), plan_(plan) {}
     Status load_weights();
+    Status upload_weights();  // device backends: weights into device memory
     size_t scratch_bytes(int64_t tokens, int64_t logits_rows) const;
 
     ModelDir dir_;
     Backend& backend_;
+    Communicator& comm_;
+    ShardPlan plan_;
+    std::vector<int32_t> local_ids_;  // vocab-parallel embedding scratch
     ModelWeights weights_;
     std::vector<int32_t> cache_layer_;  // layer -> index among the layers of its kind (KV or state pool)
     Arena arena_;

@@ -40,6 +40,12 @@ class Ops {
   public:
     virtual ~Ops() = default;
 
+    // Bracket one forward step (Model::forward calls them). A device backend uploads the batch's host arrays
+    // (ids, positions, block tables, slot mapping, ...) here in one copy, and ops given spans of this batch use
+    // the uploaded copies; spans from elsewhere are uploaded by the op itself. The CPU backend does nothing.
+    virtual void begin_step(const ForwardBatch& batch) {}
+    virtual void end_step() {}
+
     // out[t, :] = table[ids[t], :]. table [V, H] (any float dtype), out [T, H].
     virtual void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) = 0;
 

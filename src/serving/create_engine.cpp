@@ -4,6 +4,7 @@
 #include <string>
 
 #include "runtime/cache_pools.h"
+#include "runtime/cuda_backend.h"
 
 namespace pagoda::serving {
 
@@ -71,13 +72,69 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
     return c;
 }
 
+namespace {
+
+bool dense_family(model::ModelFamily f) { return f == model::ModelFamily::kQwen2 || f == model::ModelFamily::kQwen3; }
+
+Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& o, const model::ModelSpec& spec) {
+    const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0 && dense_family(spec.family));
+    if (cuda) return make_cuda_backend();
+    if (o.device != "cpu" && o.device != "auto")
+        return Status::error("device '" + o.device + "' is not cpu, cuda or auto");
+    CpuBackendOptions backend_options;
+    backend_options.num_threads = o.num_threads;
+    return make_cpu_backend(backend_options);
+}
+
+// What the KV pool may take on a GPU: the memory left after the weights (already loaded) within the
+// --gpu-memory-utilization share, less a reserve for one step's activations, logits and cuBLASLt workspaces.
+Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o) {
+    if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
+        return Status::error("gpu_memory_utilization must be in (0, 1]");
+    PAGODA_ASSIGN_OR_RETURN(CudaDeviceInfo info, cuda_device_info(model.backend().device().index));
+    const model::ModelSpec& spec = model.spec();
+    const size_t tokens = static_cast<size_t>(std::max(o.max_num_batched_tokens, 1));
+    const size_t per_token = 4 * (8 * static_cast<size_t>(spec.hidden_size) + 4 * static_cast<size_t>(spec.intermediate_size) +
+                                  4 * static_cast<size_t>(spec.num_attention_heads * spec.head_dim));
+    const size_t reserve = tokens * per_token + 2 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 +
+                           (size_t{512} << 20);
+    const auto keep_free = static_cast<size_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(info.total_bytes));
+    if (info.free_bytes <= keep_free + reserve)
+        return Status::error("no GPU memory left for the KV cache: " + std::to_string(info.free_bytes >> 20) +
+                             " MiB free after the weights, " + std::to_string((keep_free + reserve) >> 20) +
+                             " MiB needed for headroom and activations (raise --gpu-memory-utilization)");
+    return info.free_bytes - keep_free - reserve;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options) {
     std::unique_ptr<ServingEngine> s(new ServingEngine());
-    CpuBackendOptions backend_options;
-    backend_options.num_threads = options.num_threads;
-    s->backend_ = make_cpu_backend(backend_options);
-    PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(model_dir, *s->backend_));
-    PAGODA_ASSIGN_OR_RETURN(s->config_, engine_config_for(*s->model_, options));
+    if (options.tensor_parallel_size > 1) {
+        // The ranks are threads of this process, on CPU backends so far (docs/architecture.md, Tensor parallelism).
+        if (options.device != "cpu" && !(options.device == "auto" && cuda_device_count() == 0)) {
+            return Status::error("tensor parallelism runs its ranks as CPU threads only so far (across GPUs it is "
+                                 "not wired yet); use --device cpu");
+        }
+        PAGODA_ASSIGN_OR_RETURN(s->tp_runner_, TensorParallelRunner::load_cpu(model_dir, options.tensor_parallel_size,
+                                                                              options.num_threads));
+        PAGODA_ASSIGN_OR_RETURN(s->config_, engine_config_for(s->tp_runner_->model(), options));
+        PAGODA_RETURN_IF_ERROR(s->tp_runner_->start(s->config_).with_context(model_dir));
+        auto engine = engine::Engine::create(s->config_, *s->tp_runner_, options.observer);
+        if (!engine.ok()) return engine.status().with_context(model_dir);
+        s->engine_ = std::move(engine).value();
+        return s;
+    }
+    PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/true));
+    auto backend = make_backend(options, dir.spec);
+    if (!backend.ok()) return backend.status().with_context(model_dir);
+    s->backend_ = std::move(backend).value();
+    PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_));
+    EngineOptions sized = options;
+    if (s->backend_->device().kind == DeviceKind::Cuda && options.num_kv_blocks <= 0 && options.kv_cache_bytes == 0) {
+        PAGODA_ASSIGN_OR_RETURN(sized.kv_cache_bytes, gpu_kv_budget(*s->model_, options));
+    }
+    PAGODA_ASSIGN_OR_RETURN(s->config_, engine_config_for(*s->model_, sized));
     auto runner = ModelEngineRunner::create(*s->model_, s->config_);
     if (!runner.ok()) return runner.status().with_context(model_dir);
     s->runner_ = std::move(runner).value();

@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "runtime/backend.h"
 #include "serving/model_engine_runner.h"
+#include "serving/tensor_parallel_runner.h"
 
 namespace pagoda::serving {
 
@@ -34,6 +35,13 @@ struct EngineOptions {
     int32_t max_unread_tokens = 8192;
     uint64_t seed = 0;      // seeds of requests that bring none are drawn from this
     int num_threads = 0;    // CPU backend threads (0: OpenMP's default)
+    // Tensor-parallel ranks of the model, one thread each in this process (tensor_parallel_runner.h); CPU only yet.
+    int32_t tensor_parallel_size = 1;
+    // "cpu", "cuda", or "auto" (cuda when a GPU is present and the model is dense qwen2/qwen3, else cpu).
+    std::string device = "cpu";
+    // CUDA: the fraction of the GPU's memory pagoda may fill; the KV pool gets what the weights and the activation
+    // reserve leave of it (unless num_kv_blocks or kv_cache_bytes is given).
+    double gpu_memory_utilization = 0.9;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
 };
 
@@ -44,7 +52,8 @@ class ServingEngine {
     ServingEngine& operator=(const ServingEngine&) = delete;
 
     engine::Engine& engine() { return *engine_; }
-    const model::Model& model() const { return *model_; }
+    const model::Model& model() const { return tp_runner_ ? tp_runner_->model() : *model_; }      // rank 0's
+    const Backend& backend() const { return tp_runner_ ? tp_runner_->backend() : *backend_; }
     // What the engine runs with (sizes, EOS ids, generation_config.json defaults).
     const engine::EngineConfig& config() const { return config_; }
 
@@ -55,6 +64,7 @@ class ServingEngine {
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<model::Model> model_;
     std::unique_ptr<ModelEngineRunner> runner_;
+    std::unique_ptr<TensorParallelRunner> tp_runner_;  // instead of the three above when tensor_parallel_size > 1
     engine::EngineConfig config_;
     std::unique_ptr<engine::Engine> engine_;
 };
@@ -62,7 +72,7 @@ class ServingEngine {
 // The EngineConfig create_engine would use for `model` (exposed for tests and `pagoda inspect`-like reports).
 Result<engine::EngineConfig> engine_config_for(const model::Model& model, const EngineOptions& options);
 
-// Loads `model_dir` (config.json, generation_config.json, safetensors) on a CPU backend and starts the engine
+// Loads `model_dir` (config.json, generation_config.json, safetensors) on the chosen backend and starts the engine
 // thread. EOS ids: those of generation_config.json and config.json. Sampling defaults: generation_config.json's
 // temperature, top_p, top_k, min_p, repetition_penalty (as vLLM; do_sample is ignored).
 Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options);

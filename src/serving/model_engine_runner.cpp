@@ -7,8 +7,6 @@ namespace pagoda::serving {
 
 Result<std::unique_ptr<ModelEngineRunner>> ModelEngineRunner::create(model::Model& model,
                                                                      const engine::EngineConfig& config) {
-    if (model.backend().device().kind != DeviceKind::Host)
-        return Status::error("the engine runner supports the CPU backend only for now, not " + model.backend().name());
     if (config.block_size <= 0) return Status::error("block_size must be positive");
     std::unique_ptr<ModelEngineRunner> runner(new ModelEngineRunner(model));
     runner->block_size_ = config.block_size;
@@ -103,7 +101,8 @@ Status ModelEngineRunner::run(const engine::StepInput& input) {
     const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
     const int64_t vocab = model_.vocab_size();
     logits_.resize(static_cast<size_t>(rows * vocab));
-    const Tensor logits(logits_.data(), DType::F32, Shape{rows, vocab}, model_.backend().device());
+    // Host memory on every backend: the engine samples on the CPU (a device backend copies the rows over).
+    const Tensor logits(logits_.data(), DType::F32, Shape{rows, vocab});
     PAGODA_RETURN_IF_ERROR(
         model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
     for (const engine::StateCopy& c : input.state_saves)

@@ -21,7 +21,7 @@ class ModelEngineRunner final : public engine::ModelRunner {
   public:
     // Pools: config.num_kv_blocks blocks of config.block_size tokens (when the model has full-attention layers),
     // config.num_state_slots slots (when it has linear-attention layers; must then be > 0). `model` must outlive
-    // the runner. CPU backends only for now (logits are written straight into host memory).
+    // the runner. Logits always arrive in host memory (the engine samples on the CPU).
     static Result<std::unique_ptr<ModelEngineRunner>> create(model::Model& model, const engine::EngineConfig& config);
 
     int32_t vocab_size() const override { return static_cast<int32_t>(model_.vocab_size()); }

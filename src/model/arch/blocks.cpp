@@ -83,7 +83,8 @@ size_t attention_scratch_floats(const ModelSpec& spec) {
 void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const Tensor& key_cache, const Tensor& value_cache, Arena& arena,
                        const Tensor& out) {
-    const int64_t T = x.dim(0), nq = spec.num_attention_heads, nkv = spec.num_key_value_heads, hd = spec.head_dim;
+    // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
+    const int64_t T = x.dim(0), hd = spec.head_dim, nq = w.o.dim(1) / hd, nkv = w.k.dim(0) / hd;
     const bool gated = w.q.dim(0) == 2 * nq * hd;
     const int64_t q_width = w.q.dim(0);
 

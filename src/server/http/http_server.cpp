@@ -144,8 +144,9 @@ struct Server::Impl {
     tcp::acceptor acceptor;
     asio::signal_set signals;
     asio::steady_timer shutdown_timer;
-    std::atomic<int64_t> in_flight{0};
+    std::atomic<int64_t> in_flight{0};  // exchanges begun before a shutdown that have not finished
     std::atomic<bool> draining{false};
+    std::atomic<bool> stop_waiting{false};  // a second signal: give up on the requests in flight
     std::chrono::steady_clock::time_point shutdown_deadline;
     std::mutex mu;  // guards sessions and shutdown_callback
     std::list<std::weak_ptr<Session>> sessions;
@@ -159,6 +160,7 @@ struct Server::Impl {
     void do_accept();
     void begin_shutdown();
     void poll_shutdown();
+    void wait_for_signal();
     void close_all_sessions();
     void wait_for_sessions_then_stop();
 };
@@ -381,7 +383,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
     void on_response_done() {
         response_done_ = true;
-        server_.in_flight.fetch_sub(1);
+        uncount();
         on_close_ = nullptr;
         stream_.expires_never();
         if (!keep_alive_ || server_.draining.load()) {
@@ -400,13 +402,23 @@ class Session : public std::enable_shared_from_this<Session> {
             // The request ends here without a complete response.
             response_done_ = true;
             completed_ = true;
-            server_.in_flight.fetch_sub(1);
+            uncount();
             peer_closed_ = true;
             fire_on_close();
         }
         closed.store(true);
         error_code ignored;
         stream_.socket().close(ignored);
+    }
+
+    // Requests that arrive during a shutdown are answered (503) but not waited for.
+    void count() {
+        counted_ = !server_.draining.load();
+        if (counted_) server_.in_flight.fetch_add(1);
+    }
+    void uncount() {
+        if (counted_) server_.in_flight.fetch_sub(1);
+        counted_ = false;
     }
 
     friend class Exchange;
@@ -429,6 +441,7 @@ class Session : public std::enable_shared_from_this<Session> {
     bool response_done_ = true;  // ... and it was written out or the connection died (true: no request pending)
     bool close_after_write_ = false;
     bool peer_closed_ = false;
+    bool counted_ = false;  // this exchange is in Server::Impl::in_flight
 };
 
 // The Responder a handler holds: a handle on one request of a session.
@@ -493,7 +506,7 @@ void Session::on_body(error_code ec) {
     completed_ = false;
     response_done_ = false;
     ++exchange_id_;
-    server_.in_flight.fetch_add(1);
+    count();
     auto responder = std::make_shared<Exchange>(shared_from_this(), exchange_id_);
     watch_for_disconnect();
     try {
@@ -514,7 +527,8 @@ void Server::Impl::do_accept() {
             timer->async_wait([this, timer](error_code) { do_accept(); });
             return;
         }
-        if (draining.load()) return;
+        // While draining, new connections are still accepted so that /health can answer 503 (load balancers then
+        // stop routing here) and late requests get a 503 instead of a refused connection.
         auto session = std::make_shared<Session>(*this, ioc, std::move(socket));
         {
             std::lock_guard<std::mutex> lock(mu);
@@ -528,12 +542,24 @@ void Server::Impl::do_accept() {
     });
 }
 
+void Server::Impl::wait_for_signal() {
+    signals.async_wait([this](error_code ec, int) {
+        if (ec) return;
+        if (draining.load()) {
+            // A second signal: stop waiting for requests in flight.
+            PAGODA_LOG_WARNING("http: second signal; closing the remaining connections now");
+            stop_waiting.store(true);
+        } else {
+            begin_shutdown();
+        }
+        wait_for_signal();
+    });
+}
+
 void Server::Impl::begin_shutdown() {
     if (draining.exchange(true)) return;
-    PAGODA_LOG_INFO("http: shutting down; waiting for " + std::to_string(in_flight.load()) + " request(s)");
-    error_code ignored;
-    acceptor.close(ignored);
-    signals.cancel(ignored);
+    PAGODA_LOG_INFO("http: shutting down; waiting for " + std::to_string(in_flight.load()) + " request(s) (up to " +
+                    std::to_string(options.shutdown_timeout_s) + " s)");
     std::function<void()> cb;
     {
         std::lock_guard<std::mutex> lock(mu);
@@ -545,11 +571,14 @@ void Server::Impl::begin_shutdown() {
 }
 
 void Server::Impl::poll_shutdown() {
-    if (in_flight.load() > 0 && std::chrono::steady_clock::now() < shutdown_deadline) {
+    if (in_flight.load() > 0 && !stop_waiting.load() && std::chrono::steady_clock::now() < shutdown_deadline) {
         shutdown_timer.expires_after(std::chrono::milliseconds(20));
         shutdown_timer.async_wait([this](error_code) { poll_shutdown(); });
         return;
     }
+    error_code ignored;
+    acceptor.close(ignored);
+    signals.cancel(ignored);
     close_all_sessions();
     stop_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     wait_for_sessions_then_stop();
@@ -618,11 +647,7 @@ uint16_t Server::port() const {
 void Server::run() {
     Impl* impl = impl_.get();
     impl->do_accept();
-    if (impl->options.handle_signals) {
-        impl->signals.async_wait([impl](error_code ec, int) {
-            if (!ec) impl->begin_shutdown();
-        });
-    }
+    if (impl->options.handle_signals) impl->wait_for_signal();
     std::vector<std::thread> threads;
     for (int i = 1; i < impl->options.num_threads; ++i)
         threads.emplace_back([impl] { impl->ioc->run(); });

@@ -77,7 +77,7 @@ struct ServerOptions {
     int idle_timeout_s = 60;      // between keep-alive requests
     int write_timeout_s = 300;    // a client that reads nothing for this long is dropped
     int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGINT/SIGTERM
-    bool handle_signals = true;   // SIGINT/SIGTERM start a graceful shutdown
+    bool handle_signals = true;   // SIGINT/SIGTERM start a graceful shutdown; a second signal ends the wait
 };
 
 class Server {
@@ -91,11 +91,12 @@ class Server {
     uint16_t port() const;
     // Serves until shutdown completes; runs the I/O threads (the caller's thread is one of them).
     void run();
-    // Any thread: stops accepting, lets in-flight requests finish (up to shutdown_timeout_s), then run() returns.
+    // Any thread: lets in-flight requests finish (up to shutdown_timeout_s) while new ones are still accepted, for
+    // the handler to refuse (on_shutdown tells it when), then closes everything and run() returns.
     void shutdown();
     // Called (once, on an I/O thread) when a graceful shutdown begins, e.g. to make /health answer 503.
     void on_shutdown(std::function<void()> callback);
-    // Requests accepted whose response has not finished.
+    // Requests accepted (before a shutdown began) whose response has not finished.
     int64_t in_flight() const;
 
     struct Impl;

@@ -21,6 +21,10 @@ void EngineGenerator::cancel(engine::RequestId id) {
     engine_.cancel(id);
 }
 
+engine::EngineStats EngineGenerator::stats() {
+    return engine_.latest_stats();
+}
+
 struct ScriptedGenerator::Impl {
     struct Active {
         std::shared_ptr<engine::RequestStream> stream;
@@ -66,6 +70,7 @@ struct ScriptedGenerator::Impl {
     // One token for every unfinished choice of `a` (called under mu).
     void step(Active& a) {
         const auto& p = a.request.params;
+        a.stream->mark_scheduled(engine::clock_seconds());  // a script has no queue: "scheduled" at its first tick
         for (size_t c = 0; c < a.finished.size(); ++c) {
             if (a.finished[c]) continue;
             engine::Usage usage = usage_of(a);
@@ -89,7 +94,8 @@ struct ScriptedGenerator::Impl {
             engine::TokenLogprobs lp;  // a scripted token is certain: log 1 = 0
             lp.num_top = std::min<int32_t>(p.top_logprobs, 1);
             lp.top[0] = engine::TokenLogprob{token, 0.0f};
-            a.stream->push_token(static_cast<int32_t>(c), token, p.logprobs ? &lp : nullptr, usage);
+            a.stream->push_token(static_cast<int32_t>(c), token, p.logprobs ? &lp : nullptr, usage,
+                                 engine::clock_seconds());
             const bool is_eos = std::find(options.eos_token_ids.begin(), options.eos_token_ids.end(), token) !=
                                 options.eos_token_ids.end();
             const bool is_stop =
@@ -151,6 +157,14 @@ Result<std::shared_ptr<engine::RequestStream>> ScriptedGenerator::submit(engine:
     }
     impl_->cv.notify_all();
     return stream;
+}
+
+engine::EngineStats ScriptedGenerator::stats() {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    engine::EngineStats st;
+    st.num_requests = static_cast<int32_t>(impl_->active.size());
+    st.num_running = st.num_requests;
+    return st;
 }
 
 void ScriptedGenerator::cancel(engine::RequestId id) {

@@ -10,11 +10,8 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/engine.h"
 #include "engine/request.h"
-
-namespace pagoda::engine {
-class Engine;
-}
 
 namespace pagoda::server::openai {
 
@@ -26,6 +23,8 @@ class Generator {
     virtual Result<std::shared_ptr<engine::RequestStream>> submit(engine::Request request) = 0;
     // Any thread; unknown or finished ids are ignored.
     virtual void cancel(engine::RequestId id) = 0;
+    // Any thread, without waiting for a step: queue and cache gauges for /metrics.
+    virtual engine::EngineStats stats() = 0;
 };
 
 // Adapts an engine::Engine (which must outlive it).
@@ -34,6 +33,7 @@ class EngineGenerator final : public Generator {
     explicit EngineGenerator(engine::Engine& engine) : engine_(engine) {}
     Result<std::shared_ptr<engine::RequestStream>> submit(engine::Request request) override;
     void cancel(engine::RequestId id) override;
+    engine::EngineStats stats() override;
 
   private:
     engine::Engine& engine_;
@@ -50,6 +50,10 @@ class DeferredGenerator final : public Generator {
     }
     void cancel(engine::RequestId id) override {
         if (Generator* t = target_.load()) t->cancel(id);
+    }
+    engine::EngineStats stats() override {
+        Generator* t = target_.load();
+        return t ? t->stats() : engine::EngineStats{};
     }
 
   private:
@@ -71,6 +75,7 @@ class ScriptedGenerator final : public Generator {
     ~ScriptedGenerator() override;
     Result<std::shared_ptr<engine::RequestStream>> submit(engine::Request request) override;
     void cancel(engine::RequestId id) override;
+    engine::EngineStats stats() override;  // running = scripts in progress; no KV cache
 
     struct Impl;
 

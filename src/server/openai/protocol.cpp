@@ -263,7 +263,14 @@ void parse_sampling(Fields& f, engine::SamplingParams& p, TextOptions& text, int
         f.fail("'best_of' is not supported (as in vLLM V1); use 'n'", "best_of");
     }
     if (auto v = f.boolean("use_beam_search"); v && *v) f.fail("beam search is not supported", "use_beam_search");
-    if (f.get("prompt_logprobs")) f.fail("'prompt_logprobs' is not supported yet", "prompt_logprobs");
+    if (auto v = f.integer("prompt_logprobs", 0, engine::kMaxTopLogprobs)) {
+        // vLLM's extra: the log-probabilities of the prompt's tokens, in the (non-streamed) response.
+        if (text.stream) {
+            f.fail("'prompt_logprobs' is not available when 'stream' is true", "prompt_logprobs");
+        } else {
+            p.prompt_logprobs = static_cast<int32_t>(*v);
+        }
+    }
     if (f.get("allowed_token_ids")) f.fail("'allowed_token_ids' is not supported yet", "allowed_token_ids");
     if (f.get("bad_words")) f.fail("'bad_words' is not supported yet", "bad_words");
     if (f.get("truncate_prompt_tokens"))

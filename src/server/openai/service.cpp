@@ -15,6 +15,7 @@
 #include "common/utf8.h"
 #include "server/openai/protocol.h"
 #include "server/openai/sse.h"
+#include "server/openai/tool_choice.h"
 
 namespace pagoda::server::openai {
 
@@ -78,6 +79,14 @@ bool contains(const std::vector<std::string>& list, std::string_view s) {
     return std::find(list.begin(), list.end(), s) != list.end();
 }
 
+// The finished_reason label of request_success_total for an API finish_reason (vLLM counts the engine's reason:
+// a call is a "stop", a stop string too).
+metrics::FinishedReason finished_reason_label(std::string_view finish) {
+    if (finish == "length") return metrics::FinishedReason::kLength;
+    if (finish == "abort") return metrics::FinishedReason::kAbort;
+    return metrics::FinishedReason::kStop;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -88,25 +97,29 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
         std::optional<IncrementalDecoder> decoder;
         std::optional<chat::StopStringMatcher> stop;
         std::optional<chat::ChatOutputParser> parser;
-        bool first = true;   // the next chat delta is the first (carries the role)
-        bool done = false;   // finished (by the generator or by a stop string)
-        std::string finish;  // finish_reason
-        int64_t tokens = 0;  // completion tokens counted up to the stop
-        std::string prefix;  // echo text, sent before the first output
-        // Non-streaming accumulation.
-        std::string text, reasoning;
-        std::vector<chat::ToolCall> calls;
+        bool first = true;                          // the next chat delta is the first (carries the role)
+        bool done = false;                          // finished (by the generator or by a stop string)
+        std::string finish;                         // finish_reason
+        int64_t tokens = 0;                         // completion tokens counted up to the stop
+        std::string prefix;                         // echo text, sent before the first output
+        std::optional<ToolCallFilter> tool_filter;  // streamed chat with a tool parser
+        double last_token_time = 0.0;               // of the previous token (inter-token latency)
+        // Non-streaming accumulation: completions text, or the chat output parsed whole at the end.
+        std::string text;
         Json logprobs_content = Json::array();  // chat: content entries; completions: see completion_logprobs
         Json lp_tokens = Json::array(), lp_token_logprobs = Json::array(), lp_top = Json::array();
     };
 
     bool chat = true;
     bool stream = false;
-    Json tools;  // the request's tools (the tool parser reads parameter schemas from them)
-    bool parallel_tool_calls = true;
+    Json tools;  // the tools rendered for the model (the tool parser reads parameter schemas from them)
+    ToolChoicePolicy tool_policy;
+    chat::OutputParserOptions parser_options;  // chat: reasoning and tool-call parsing (may do nothing)
     TextOptions text;
     bool logprobs = false;
     int32_t top_logprobs = 0;
+    bool prompt_logprobs = false;  // vLLM's prompt_logprobs: a "prompt_logprobs" list in the response
+    bool echo_logprobs = false;    // completions with echo and logprobs: the lists cover the prompt too
     int32_t n = 1;
     std::string id, model;
     int64_t created = 0;
@@ -114,18 +127,24 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
     http::Headers headers;
     Generator* generator = nullptr;
     const Tokenizer* tokenizer = nullptr;
+    metrics::ServingMetrics* metrics = nullptr;
+    double arrival = 0.0;  // engine::clock_seconds() when the HTTP request was handed over
     size_t max_unsent_bytes = 0;
     std::optional<SseChunks> sse;
     std::vector<std::shared_ptr<engine::RequestStream>> streams;
-    std::vector<Choice> choices;                        // streams.size() * n
-    std::vector<int64_t> prompt_tokens, cached_tokens;  // per stream
-    std::vector<bool> stream_done;
+    std::vector<Choice> choices;                                 // streams.size() * n
+    std::vector<int64_t> prompt_tokens, cached_tokens;           // per stream
+    std::vector<bool> stream_done, first_token_seen;             // per stream
+    std::vector<std::vector<int32_t>> prompt_ids;                // per stream (prompt logprobs name the tokens)
+    std::vector<std::vector<engine::TokenLogprobs>> prompt_lps;  // per stream, entry i = prompt token i + 1
     std::atomic<bool> scheduled{false};
     bool started = false;  // stream headers sent
     bool finalized = false;
     engine::StreamChunk chunk;  // reused between reads
     std::string delta_text, out_text;
     chat::ChatDelta chat_delta;
+
+    void start();  // after the streams were submitted
 
     void notify() {
         if (scheduled.exchange(true)) return;  // a pump is already queued; it will read this output too
@@ -166,10 +185,17 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
             while (!finalized && streams[s]->try_read(chunk)) {
                 prompt_tokens[s] = chunk.usage.prompt_tokens;
                 cached_tokens[s] = chunk.usage.cached_tokens;
+                prompt_lps[s].insert(prompt_lps[s].end(), chunk.prompt_logprobs.begin(), chunk.prompt_logprobs.end());
+                if (!first_token_seen[s] && chunk.times.first_token > 0.0) {
+                    first_token_seen[s] = true;  // the prompt was processed
+                    metrics->observe_time_to_first_token(chunk.times.first_token - arrival);
+                    metrics->add_prompt_tokens(chunk.usage.prompt_tokens);
+                }
                 for (size_t c = 0; c < chunk.choices.size() && !finalized; ++c)
                     process(s, c, chunk.choices[c]);
                 if (chunk.done) {
                     stream_done[s] = true;
+                    observe_request_end(chunk.times);
                     break;
                 }
             }
@@ -201,6 +227,11 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
             if (tokenizer->is_valid_id(tok)) (void)ch.decoder->push(tok, delta_text);
         }
         ch.tokens += static_cast<int64_t>(num_tokens);
+        metrics->add_generation_tokens(static_cast<int64_t>(num_tokens));
+        for (double t : d.token_times) {
+            if (ch.last_token_time > 0.0) metrics->observe_inter_token_latency(t - ch.last_token_time);
+            ch.last_token_time = t;
+        }
         const bool ending = d.finish_reason != engine::FinishReason::kNone;
         if (ending) ch.decoder->finish(delta_text);
         bool stopped = ch.stop->feed(delta_text, out_text);
@@ -212,9 +243,14 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
             ch.done = true;
             ch.finish = finish_reason_name(d.finish_reason);
         }
+        if (ch.done) metrics->count_finished(finished_reason_label(ch.finish));
+        // Completions that echo with logprobs hold the echo back until the prompt's logprobs are all here: they
+        // arrive before (or with) the first token.
+        const bool flush_prefix = !ch.prefix.empty() && (!echo_logprobs || num_tokens > 0 || ch.done);
         std::string lp_json;
-        if (logprobs && !d.logprobs.empty()) lp_json = logprobs_for(d, ch);
-        emit(ch, index, lp_json);
+        if (logprobs && (!d.logprobs.empty() || (flush_prefix && echo_logprobs)))
+            lp_json = logprobs_for(d, ch, flush_prefix && echo_logprobs ? &s : nullptr);
+        emit(ch, index, lp_json, flush_prefix);
         if (stopped) {
             // Cancel the engine request once none of its choices needs more tokens.
             bool all = true;
@@ -224,10 +260,61 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
         }
     }
 
-    // Chat: {"content":[{token, logprob, bytes, top_logprobs}]}; completions: the legacy parallel lists.
-    std::string logprobs_for(const engine::ChoiceDelta& d, Choice& ch) {
+    // Completions echo with logprobs: the prompt's entries of the legacy lists (the first token has none).
+    void append_prompt_logprobs(size_t s, Json& tokens, Json& token_lps, Json& tops) const {
+        const std::vector<int32_t>& ids = prompt_ids[s];
+        for (size_t i = 0; i < ids.size(); ++i) {
+            tokens.push_back(Json(lossy_utf8(tokenizer->token_bytes(ids[i]))));
+            if (i == 0 || i > prompt_lps[s].size()) {
+                token_lps.push_back(Json());
+                tops.push_back(Json());
+                continue;
+            }
+            const engine::TokenLogprobs& lp = prompt_lps[s][i - 1];
+            token_lps.push_back(Json(static_cast<double>(lp.logprob)));
+            Json top = Json::object();
+            for (int32_t k = 0; k < lp.num_top; ++k)
+                top.set(lossy_utf8(tokenizer->token_bytes(lp.top[k].token)),
+                        Json(static_cast<double>(lp.top[k].logprob)));
+            // As vLLM: the prompt's own token is listed with the most likely ones.
+            top.set(lossy_utf8(tokenizer->token_bytes(ids[i])), Json(static_cast<double>(lp.logprob)));
+            tops.push_back(std::move(top));
+        }
+    }
+
+    // vLLM's prompt_logprobs: [null, {"<id>": {logprob, rank, decoded_token}, ...}, ...], the prompt's token first.
+    Json prompt_logprobs_json(size_t s) const {
+        Json out = Json::array();
+        const std::vector<int32_t>& ids = prompt_ids[s];
+        auto entry = [&](int32_t token, float logprob, int32_t rank) {
+            Json e = Json::object();
+            e.set("logprob", Json(static_cast<double>(logprob)));
+            e.set("rank", rank > 0 ? Json(rank) : Json());
+            e.set("decoded_token", Json(lossy_utf8(tokenizer->token_bytes(token))));
+            return e;
+        };
+        for (size_t i = 0; i < ids.size() && i <= prompt_lps[s].size(); ++i) {
+            if (i == 0) {
+                out.push_back(Json());
+                continue;
+            }
+            const engine::TokenLogprobs& lp = prompt_lps[s][i - 1];
+            Json pos = Json::object();
+            pos.set(std::to_string(ids[i]), entry(ids[i], lp.logprob, lp.rank));
+            for (int32_t k = 0; k < lp.num_top; ++k)
+                if (lp.top[k].token != ids[i])
+                    pos.set(std::to_string(lp.top[k].token), entry(lp.top[k].token, lp.top[k].logprob, k + 1));
+            out.push_back(std::move(pos));
+        }
+        return out;
+    }
+
+    // Chat: {"content":[{token, logprob, bytes, top_logprobs}]}; completions: the legacy parallel lists, led by the
+    // prompt's entries when `prompt_of` names a stream (echo).
+    std::string logprobs_for(const engine::ChoiceDelta& d, Choice& ch, const size_t* prompt_of = nullptr) {
         Json content = Json::array();
         Json tokens = Json::array(), token_lps = Json::array(), tops = Json::array();
+        if (prompt_of && stream) append_prompt_logprobs(*prompt_of, tokens, token_lps, tops);
         for (size_t i = 0; i < d.logprobs.size() && i < d.token_ids.size(); ++i) {
             const auto& lp = d.logprobs[i];
             const std::string tok = lossy_utf8(tokenizer->token_bytes(d.token_ids[i]));
@@ -276,18 +363,19 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
         return out.dump();
     }
 
-    void emit(Choice& ch, int index, const std::string& lp_json) {
+    void emit(Choice& ch, int index, const std::string& lp_json, bool flush_prefix) {
+        if (!stream) {
+            // Chat output is parsed whole at the end (parse_chat_output), not pieced together from deltas.
+            ch.text += out_text;
+            return;
+        }
         chat_delta.clear();
         if (chat) {
             if (ch.parser) {
                 ch.parser->feed(out_text, chat_delta);
                 if (ch.done) ch.parser->finish(chat_delta);
-                if (ch.done && ch.finish == "stop" && ch.parser->tool_calls_started() > 0) ch.finish = "tool_calls";
-                if (!parallel_tool_calls) {  // at most one call (vLLM): later ones are dropped
-                    auto& calls = chat_delta.tool_calls;
-                    calls.erase(std::remove_if(calls.begin(), calls.end(), [](const auto& c) { return c.index > 0; }),
-                                calls.end());
-                }
+                ch.tool_filter->apply(chat_delta.tool_calls);
+                if (ch.done && ch.finish == "stop" && ch.tool_filter->kept() > 0) ch.finish = "tool_calls";
             } else {
                 chat_delta.content = out_text;
             }
@@ -295,16 +383,6 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
                 chat_delta.content.insert(0, ch.prefix);
                 ch.prefix.clear();
             }
-        }
-        if (!stream) {
-            if (chat) {
-                ch.text += chat_delta.content;
-                ch.reasoning += chat_delta.reasoning;
-                chat::accumulate_tool_deltas(chat_delta.tool_calls, ch.calls);
-            } else {
-                ch.text += out_text;
-            }
-            return;
         }
         start_stream_if_needed();
         const UsageCounts u = usage();
@@ -321,8 +399,11 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
                                                  per_chunk_usage));
             }
         } else {
-            std::string t = std::move(ch.prefix);
-            ch.prefix.clear();
+            std::string t;
+            if (flush_prefix) {
+                t = std::move(ch.prefix);
+                ch.prefix.clear();
+            }
             t += out_text;
             if (!t.empty() || ch.done || !lp_json.empty())
                 responder->write(sse->completion_text(index, t, ch.done ? ch.finish : "", lp_json, per_chunk_usage));
@@ -346,8 +427,35 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
 
     void finalize_stream_abort() {
         finalized = true;
+        for (Choice& ch : choices)
+            if (!ch.done) metrics->count_finished(metrics::FinishedReason::kAbort);
         responder->finish();
         release();
+    }
+
+    void observe_request_end(const engine::RequestTimes& t) {
+        metrics::RequestLatencies l;
+        l.e2e = engine::clock_seconds() - arrival;
+        if (t.scheduled > 0.0) l.queue = t.scheduled - t.arrival;
+        if (t.first_token > 0.0) {
+            l.prefill = t.first_token - t.scheduled;
+            l.decode = t.last_token - t.first_token;
+        }
+        metrics->observe_request(l);
+    }
+
+    // A forced tool_choice (required or named) whose output holds no call: nothing enforced the format, so the
+    // request fails rather than come back as an answer without the call the client asked for.
+    ApiError missing_tool_call_error() const {
+        return ApiError{422,
+                        "tool_choice " +
+                            (tool_policy.function_name.empty() ? std::string("'required'")
+                                                               : "'" + tool_policy.function_name + "'") +
+                            ": the model's output holds no valid call" +
+                            (tool_policy.function_name.empty() ? "" : " to that function") +
+                            " (pagoda has no guided decoding yet, so the format is asked of the model, not forced); "
+                            "retry, or use tool_choice 'auto'",
+                        "UnprocessableEntityError", "tool_choice"};
     }
 
     void finalize() {
@@ -355,11 +463,30 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
         const UsageCounts u = usage();
         if (stream) {
             start_stream_if_needed();
+            if (chat && tool_policy.forced) {
+                for (const Choice& ch : choices) {
+                    if (ch.tool_filter && ch.tool_filter->kept() > 0) continue;
+                    responder->write(SseChunks::error_event(error_body(missing_tool_call_error())));
+                    break;
+                }
+            }
             if (text.include_usage) responder->write(sse->usage_chunk(u));
             responder->write(std::string(SseChunks::done()));
             responder->finish();
             release();
             return;
+        }
+        std::vector<chat::ParsedChatOutput> parsed;
+        if (chat) {
+            for (Choice& ch : choices) {
+                parsed.push_back(chat::parse_chat_output(ch.text, parser_options));
+                apply_tool_choice(tool_policy, parsed.back().tool_calls);
+                if (tool_policy.forced && parsed.back().tool_calls.empty()) {
+                    send_error(responder, missing_tool_call_error(), headers);
+                    release();
+                    return;
+                }
+            }
         }
         std::string body;
         body.reserve(512);
@@ -374,15 +501,18 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
             if (i) body += ',';
             body += "{\"index\":" + std::to_string(i);
             if (chat) {
+                chat::ParsedChatOutput& out = parsed[i];
+                const std::string content = ch.prefix + out.content;
+                if (ch.finish == "stop" && !out.tool_calls.empty()) ch.finish = "tool_calls";
                 Json message = Json::object();
                 message.set("role", Json("assistant"));
-                message.set("content", ch.text.empty() && !ch.calls.empty() ? Json() : Json(ch.text));
-                if (!ch.reasoning.empty()) {
-                    message.set("reasoning_content", Json(ch.reasoning));
-                    message.set("reasoning", Json(ch.reasoning));
+                message.set("content", content.empty() && !out.tool_calls.empty() ? Json() : Json(content));
+                if (!out.reasoning.empty()) {
+                    message.set("reasoning_content", Json(out.reasoning));
+                    message.set("reasoning", Json(out.reasoning));
                 }
                 Json calls = Json::array();
-                for (const auto& call : ch.calls) {
+                for (const auto& call : out.tool_calls) {
                     Json fn = Json::object();
                     fn.set("name", Json(call.name));
                     fn.set("arguments", Json(call.arguments));
@@ -403,24 +533,36 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
                     body += "null";
                 }
             } else {
+                const size_t s = i / static_cast<size_t>(n);
                 body += ",\"text\":";
                 json_escape_to(body, ch.prefix + ch.text);
                 body += ",\"logprobs\":";
                 if (logprobs) {
+                    Json tokens = Json::array(), token_lps = Json::array(), tops = Json::array();
+                    if (echo_logprobs) append_prompt_logprobs(s, tokens, token_lps, tops);
+                    for (Json& v : ch.lp_tokens.as_array())
+                        tokens.push_back(std::move(v));
+                    for (Json& v : ch.lp_token_logprobs.as_array())
+                        token_lps.push_back(std::move(v));
+                    for (Json& v : ch.lp_top.as_array())
+                        tops.push_back(std::move(v));
                     Json lp = Json::object();
-                    lp.set("tokens", std::move(ch.lp_tokens));
-                    lp.set("token_logprobs", std::move(ch.lp_token_logprobs));
-                    lp.set("top_logprobs", std::move(ch.lp_top));
+                    lp.set("tokens", std::move(tokens));
+                    lp.set("token_logprobs", std::move(token_lps));
+                    lp.set("top_logprobs", std::move(tops));
                     body += lp.dump();
                 } else {
                     body += "null";
                 }
+                if (prompt_logprobs) body += ",\"prompt_logprobs\":" + prompt_logprobs_json(s).dump();
             }
             body += ",\"finish_reason\":";
             json_escape_to(body, ch.finish.empty() ? "stop" : ch.finish);
             body += '}';
         }
-        body += "],\"usage\":";
+        body += ']';
+        if (chat && prompt_logprobs) body += ",\"prompt_logprobs\":" + prompt_logprobs_json(0).dump();
+        body += ",\"usage\":";
         append_usage_json(body, u);
         body += '}';
         send_json(responder, 200, std::move(body), headers);
@@ -504,11 +646,12 @@ void OpenAiService::handle(http::Request req, std::shared_ptr<http::Responder> r
                    std::move(extra));
         return false;
     };
-    if ((p == "/v1/chat/completions" || p == "/v1/completions") && (!ready_.load() || draining_.load())) {
-        return send_error(r,
-                          ApiError::unavailable(draining_.load() ? "the server is shutting down"
-                                                                 : "the model is still loading; retry when /health "
-                                                                   "answers 200"),
+    // Shutting down: nothing new starts (a load balancer retries elsewhere); /metrics stays up for the last scrape.
+    if (draining_.load() && p != "/metrics") {
+        return send_error(r, ApiError::unavailable("the server is shutting down"), std::move(extra));
+    }
+    if ((p == "/v1/chat/completions" || p == "/v1/completions") && !ready_.load()) {
+        return send_error(r, ApiError::unavailable("the model is still loading; retry when /health answers 200"),
                           std::move(extra));
     }
     if (p == "/v1/chat/completions") {
@@ -520,18 +663,18 @@ void OpenAiService::handle(http::Request req, std::shared_ptr<http::Responder> r
     } else if (p == "/health" || p == "/ping") {
         if (p == "/ping" && req.method == "POST") req.method = "GET";  // SageMaker pings with either
         if (!method_is("GET")) return;
-        if (ready_.load() && !draining_.load()) {
+        if (ready_.load()) {
             r->send(http::Response{200, std::move(extra), "", ""});
         } else {
-            send_error(r,
-                       ApiError::unavailable(draining_.load() ? "the server is shutting down" : "the model is loading"),
-                       std::move(extra));
+            send_error(r, ApiError::unavailable("the model is loading"), std::move(extra));
         }
     } else if (p == "/version") {
         if (!method_is("GET")) return;
         Json v = Json::object();
         v.set("version", Json(config_.version));
         send_json(r, 200, v.dump(), std::move(extra));
+    } else if (p == "/metrics") {
+        if (method_is("GET")) handle_metrics(std::move(r), std::move(extra));
     } else if (p == "/tokenize") {
         if (method_is("POST")) handle_tokenize(req, std::move(r), std::move(extra));
     } else if (p == "/detokenize") {
@@ -561,6 +704,11 @@ void OpenAiService::handle_models(std::shared_ptr<http::Responder> r, http::Head
     send_json(r, 200, body.dump(), std::move(extra));
 }
 
+void OpenAiService::handle_metrics(std::shared_ptr<http::Responder> r, http::Headers extra) {
+    std::string text = metrics_.render(generator_.stats(), config_.metrics_prefix, config_.served_model_names.front());
+    r->send(http::Response{200, std::move(extra), std::move(text), "text/plain; version=0.0.4; charset=utf-8"});
+}
+
 namespace {
 
 // Parses the body as a JSON object, or answers 400.
@@ -580,6 +728,51 @@ std::optional<Json> parse_body(const http::Request& req, const std::shared_ptr<h
 
 }  // namespace
 
+std::shared_ptr<OpenAiService::Job> OpenAiService::new_job(bool chat, const TextOptions& text,
+                                                           const engine::SamplingParams& params,
+                                                           const std::string& model, std::shared_ptr<http::Responder> r,
+                                                           http::Headers headers) {
+    auto job = std::make_shared<Job>();
+    job->arrival = engine::clock_seconds();
+    job->chat = chat;
+    job->stream = text.stream;
+    job->text = text;
+    job->logprobs = params.logprobs;
+    job->top_logprobs = params.top_logprobs;
+    job->prompt_logprobs = params.prompt_logprobs.has_value();
+    job->n = params.n;
+    job->id = random_id(chat ? "chatcmpl-" : "cmpl-");
+    job->model = model.empty() ? config_.served_model_names.front() : model;
+    job->created = unix_seconds();
+    job->responder = std::move(r);
+    job->headers = std::move(headers);
+    job->generator = &generator_;
+    job->tokenizer = &tokenizer_;
+    job->metrics = &metrics_;
+    job->max_unsent_bytes = config_.max_unsent_bytes;
+    if (job->stream)
+        job->sse.emplace(chat ? SseChunks::Kind::kChat : SseChunks::Kind::kCompletion, job->id, job->created,
+                         job->model);
+    return job;
+}
+
+// Wires the submitted streams to the job: a closed connection cancels them, engine output pumps the job.
+void OpenAiService::Job::start() {
+    const size_t k = streams.size();
+    prompt_tokens.assign(k, 0);
+    cached_tokens.assign(k, 0);
+    stream_done.assign(k, false);
+    first_token_seen.assign(k, false);
+    prompt_lps.resize(k);
+    std::weak_ptr<Job> weak = shared_from_this();
+    responder->on_close([weak] {
+        if (auto j = weak.lock()) j->cancel_all();
+    });
+    for (auto& s : streams)
+        s->set_notifier([self = shared_from_this()] { self->notify(); });
+    notify();  // output that arrived before the notifiers were set
+}
+
 void OpenAiService::handle_chat(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra) {
     auto body = parse_body(req, r, extra);
     if (!body) return;
@@ -589,8 +782,7 @@ void OpenAiService::handle_chat(const http::Request& req, std::shared_ptr<http::
         return send_error(r, ApiError::not_found("The model `" + cr.model + "` does not exist.", "model"),
                           std::move(extra));
     }
-    const bool use_tools = cr.tools.is_array() && cr.tool_choice != "none";
-    if (use_tools && cr.tool_choice == "auto" && (!config_.enable_auto_tool_choice || !config_.tool_parser)) {
+    if (cr.tools.is_array() && cr.tool_choice == "auto" && (!config_.enable_auto_tool_choice || !config_.tool_parser)) {
         return send_error(r,
                           ApiError::bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and "
                                                 "--tool-call-parser to be set",
@@ -609,7 +801,7 @@ void OpenAiService::handle_chat(const http::Request& req, std::shared_ptr<http::
     std::unique_ptr<chat::ChatTemplate> request_template;
     const chat::ChatTemplate* tmpl = chat_template_.get();
     if (cr.chat_template) {
-        auto t = chat::ChatTemplate::from_string(*cr.chat_template);
+        auto t = chat::ChatTemplate::from_string(*cr.chat_template, config_.tokenizer_config);
         if (!t.ok())
             return send_error(r, ApiError::bad_request("chat_template: " + t.message(), "chat_template"), extra);
         request_template = std::make_unique<chat::ChatTemplate>(std::move(t).value());
@@ -622,7 +814,31 @@ void OpenAiService::handle_chat(const http::Request& req, std::shared_ptr<http::
                                                 "messages"),
                           std::move(extra));
     }
-    auto prompt = tmpl->render(cr.messages, cr.tools, cr.add_generation_prompt, kwargs);
+
+    // tool_choice: "none" renders no tools and parses none; "auto" uses the server's parser; "required" and a named
+    // function render the tools (a named choice: that one only) and parse with the server's parser, or the one the
+    // template's call format implies (vLLM needs no --tool-call-parser for them either).
+    auto job = new_job(true, cr.text, cr.params, cr.model, r, extra);
+    std::optional<chat::ToolParserKind> tool_parser;
+    if (cr.tools.is_array() && cr.tool_choice != "none") {
+        job->tools = cr.tools;
+        if (cr.tool_choice == "auto") {
+            tool_parser = config_.tool_parser;
+        } else {
+            job->tool_policy.forced = true;
+            tool_parser = config_.tool_parser ? *config_.tool_parser : chat::detect_tool_parser(tmpl->source(true));
+            if (cr.tool_choice == "function") {
+                job->tool_policy.function_name = cr.tool_choice_name;
+                Json only = Json::array();
+                for (const Json& t : cr.tools.as_array())
+                    if (t.find("function")->find("name")->as_string() == cr.tool_choice_name) only.push_back(t);
+                job->tools = std::move(only);
+            }
+        }
+    }
+    job->tool_policy.parallel = cr.parallel_tool_calls;
+
+    auto prompt = tmpl->render(cr.messages, job->tools, cr.add_generation_prompt, kwargs);
     if (!prompt.ok()) {
         return send_error(r,
                           ApiError::bad_request("rendering the chat template failed: " + prompt.message(), "messages"),
@@ -644,18 +860,7 @@ void OpenAiService::handle_chat(const http::Request& req, std::shared_ptr<http::
     request.priority = cr.priority;
     request.cache_salt = cr.cache_salt;
 
-    auto job = std::make_shared<Job>();
-    job->chat = true;
-    job->stream = cr.text.stream;
-    job->text = cr.text;
-    job->logprobs = cr.params.logprobs;
-    job->top_logprobs = cr.params.top_logprobs;
-    job->n = cr.params.n;
-    job->id = random_id("chatcmpl-");
-    job->model = cr.model.empty() ? config_.served_model_names.front() : cr.model;
-    job->created = unix_seconds();
-
-    chat::OutputParserOptions parser_options;
+    chat::OutputParserOptions& parser_options = job->parser_options;
     if (config_.reasoning_parser && cr.include_reasoning) {
         chat::ReasoningOptions ro;
         const Json* thinking = kwargs.find("enable_thinking");
@@ -663,11 +868,7 @@ void OpenAiService::handle_chat(const http::Request& req, std::shared_ptr<http::
             !(thinking && thinking->is_bool() && !thinking->as_bool()) && !chat::prompt_closes_reasoning(prompt_text);
         parser_options.reasoning = ro;
     }
-    if (use_tools && config_.tool_parser) {
-        parser_options.tool_parser = *config_.tool_parser;
-    }
-    job->tools = cr.tools;
-    job->parallel_tool_calls = cr.parallel_tool_calls;
+    parser_options.tool_parser = tool_parser;
     parser_options.tool_options.tools = job->tools.is_null() ? nullptr : &job->tools;  // outlives the parsers
     std::string echo;
     if (cr.echo) {
@@ -678,29 +879,17 @@ void OpenAiService::handle_chat(const http::Request& req, std::shared_ptr<http::
     for (auto& ch : job->choices) {
         ch.decoder.emplace(tokenizer_, cr.text.skip_special_tokens);
         ch.stop.emplace(cr.text.stop, cr.text.include_stop_str_in_output);
-        if (parser_options.reasoning || parser_options.tool_parser) ch.parser.emplace(parser_options);
+        if (job->stream && (parser_options.reasoning || parser_options.tool_parser)) {
+            ch.parser.emplace(parser_options);
+            ch.tool_filter.emplace(&job->tool_policy);
+        }
         ch.prefix = echo;
     }
-
-    // Submit and wire the stream to this connection.
-    job->responder = r;
-    job->headers = std::move(extra);
-    job->generator = &generator_;
-    job->tokenizer = &tokenizer_;
-    job->max_unsent_bytes = config_.max_unsent_bytes;
-    if (job->stream) job->sse.emplace(SseChunks::Kind::kChat, job->id, job->created, job->model);
+    job->prompt_ids.push_back(request.prompt_tokens);
     auto submitted = generator_.submit(std::move(request));
     if (!submitted.ok()) return send_error(r, ApiError::bad_request(submitted.message()), job->headers);
     job->streams.push_back(std::move(submitted).value());
-    job->prompt_tokens.assign(1, 0);
-    job->cached_tokens.assign(1, 0);
-    job->stream_done.assign(1, false);
-    std::weak_ptr<Job> weak = job;
-    r->on_close([weak] {
-        if (auto j = weak.lock()) j->cancel_all();
-    });
-    job->streams[0]->set_notifier([job] { job->notify(); });
-    job->notify();  // output that arrived before the notifier was set
+    job->start();
 }
 
 void OpenAiService::handle_completion(const http::Request& req, std::shared_ptr<http::Responder> r,
@@ -713,22 +902,12 @@ void OpenAiService::handle_completion(const http::Request& req, std::shared_ptr<
         return send_error(r, ApiError::not_found("The model `" + cr.model + "` does not exist.", "model"),
                           std::move(extra));
     }
-    auto job = std::make_shared<Job>();
-    job->chat = false;
-    job->stream = cr.text.stream;
-    job->text = cr.text;
-    job->logprobs = cr.params.logprobs;
-    job->top_logprobs = cr.params.top_logprobs;
-    job->n = cr.params.n;
-    job->id = random_id("cmpl-");
-    job->model = cr.model.empty() ? config_.served_model_names.front() : cr.model;
-    job->created = unix_seconds();
-    job->responder = r;
-    job->headers = std::move(extra);
-    job->generator = &generator_;
-    job->tokenizer = &tokenizer_;
-    job->max_unsent_bytes = config_.max_unsent_bytes;
-    if (job->stream) job->sse.emplace(SseChunks::Kind::kCompletion, job->id, job->created, job->model);
+    // echo + logprobs: the prompt's tokens get logprobs too (vLLM asks the engine for prompt logprobs).
+    const bool echo_logprobs = cr.echo && cr.params.logprobs;
+    if (echo_logprobs && !cr.params.prompt_logprobs) cr.params.prompt_logprobs = cr.params.top_logprobs;
+    auto job = new_job(false, cr.text, cr.params, cr.model, r, std::move(extra));
+    job->echo_logprobs = echo_logprobs;
+    job->prompt_logprobs = body->find("prompt_logprobs") && !body->find("prompt_logprobs")->is_null();
 
     std::vector<engine::Request> requests;
     std::vector<std::string> echoes;
@@ -765,6 +944,7 @@ void OpenAiService::handle_completion(const http::Request& req, std::shared_ptr<
         request.params = cr.params;
         request.priority = cr.priority;
         request.cache_salt = cr.cache_salt;
+        job->prompt_ids.push_back(request.prompt_tokens);
         requests.push_back(std::move(request));
     }
     job->choices.resize(requests.size() * static_cast<size_t>(job->n));
@@ -777,22 +957,13 @@ void OpenAiService::handle_completion(const http::Request& req, std::shared_ptr<
     for (auto& request : requests) {
         auto submitted = generator_.submit(std::move(request));
         if (!submitted.ok()) {
-            job->stream_done.assign(job->streams.size(), false);
-            job->cancel_all();
+            for (auto& s : job->streams)
+                generator_.cancel(s->id());
             return send_error(r, ApiError::bad_request(submitted.message(), "prompt"), job->headers);
         }
         job->streams.push_back(std::move(submitted).value());
     }
-    job->prompt_tokens.assign(job->streams.size(), 0);
-    job->cached_tokens.assign(job->streams.size(), 0);
-    job->stream_done.assign(job->streams.size(), false);
-    std::weak_ptr<Job> weak = job;
-    r->on_close([weak] {
-        if (auto j = weak.lock()) j->cancel_all();
-    });
-    for (auto& s : job->streams)
-        s->set_notifier([job] { job->notify(); });
-    job->notify();
+    job->start();
 }
 
 void OpenAiService::handle_tokenize(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra) {

@@ -13,7 +13,9 @@
 #include "chat/output/tool_parser.h"
 #include "common/json.h"
 #include "server/http/http_server.h"
+#include "server/metrics/metrics.h"
 #include "server/openai/generator.h"
+#include "server/openai/protocol.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::server::openai {
@@ -31,6 +33,8 @@ struct ServiceConfig {
     std::optional<chat::ToolParserKind> tool_parser;
     bool reasoning_parser = false;               // qwen3: split <think>...</think>
     Json default_chat_template_kwargs;           // object or null; request values win
+    Json tokenizer_config;                       // tokenizer_config.json (special tokens of request templates)
+    std::string metrics_prefix = "pagoda";       // /metrics names: "<prefix>:num_requests_running", ...
     size_t max_unsent_bytes = 16 * 1024 * 1024;  // a streaming client this far behind is disconnected
     std::string version = PAGODA_VERSION;
 };
@@ -46,7 +50,8 @@ class OpenAiService {
     // The http::Handler: bind with [&](auto req, auto r) { service.handle(std::move(req), std::move(r)); }.
     void handle(http::Request request, std::shared_ptr<http::Responder> responder);
 
-    // /health and /ping answer 503 until ready and again once draining.
+    // /health and /ping answer 503 until ready and again once draining; while draining every new request but
+    // /metrics is refused with 503 (requests in flight finish).
     void set_ready(bool ready) { ready_.store(ready); }
     void set_draining() { draining_.store(true); }
     // The context length the engine settled on (known once the model is loaded).
@@ -62,11 +67,15 @@ class OpenAiService {
     void handle_tokenize(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
     void handle_detokenize(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
     void handle_models(std::shared_ptr<http::Responder> r, http::Headers extra);
+    void handle_metrics(std::shared_ptr<http::Responder> r, http::Headers extra);
+    std::shared_ptr<Job> new_job(bool chat, const TextOptions& text, const engine::SamplingParams& params,
+                                 const std::string& model, std::shared_ptr<http::Responder> r, http::Headers headers);
 
     ServiceConfig config_;
     Tokenizer tokenizer_;
     std::unique_ptr<chat::ChatTemplate> chat_template_;
     Generator& generator_;
+    metrics::ServingMetrics metrics_;
     std::atomic<bool> ready_{false};
     std::atomic<bool> draining_{false};
     std::atomic<int32_t> max_model_len_{0};

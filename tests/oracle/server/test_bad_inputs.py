@@ -3,12 +3,16 @@ the HTTP and validation layers are exercised): each bad request gets its 4xx wit
 server keeps serving everyone else."""
 
 import json
+import os
+import resource
 import socket
 import time
 
 import pytest
 
 from test_openai_sdk import Server, demo_dir  # noqa: F401  (fixture)
+
+# Every case below is bounded: sockets time out, and the server's --http-read-timeout is 1 s.
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +97,25 @@ def test_malformed_http_and_huge_body(server):
     status, body = raw(server, b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 52428800\r\n\r\n")
     assert status == 413
     error_of(body)
+    # 50 MB really sent, chunked (no Content-Length to refuse it by): cut off at the limit with 413.
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+        piece = b"%x\r\n" % (1 << 20) + b"x" * (1 << 20) + b"\r\n"
+        try:
+            for _ in range(50):
+                sock.sendall(piece)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the server answered and closed before taking it all
+        data = b""
+        try:
+            while chunk := sock.recv(65536):
+                data += chunk
+        except ConnectionResetError:
+            pass
+    assert data.startswith(b"HTTP/1.1 413"), data[:200]
+    status, _ = post(server, "/v1/completions", b'{"prompt":"x"}')
+    assert status == 200
 
 
 def test_slow_drip_client_is_cut_off_and_others_are_served(server):
@@ -113,14 +136,48 @@ def test_slow_drip_client_is_cut_off_and_others_are_served(server):
     assert closed
 
 
-def test_many_idle_connections_do_not_block_requests(server):
-    host, port = server.url.removeprefix("http://").split(":")
-    idle = [socket.create_connection((host, int(port)), timeout=10) for _ in range(200)]
+def _raise_fd_limit(want):
+    """Raises this process's soft fd limit towards `want` (the server started after inherits it); returns it."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+    if soft < target:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def test_many_idle_connections_do_not_block_requests(demo_dir):  # noqa: F811
+    """10,000 idle connections (fewer when the fd limit cannot be raised that far: each side holds one fd per
+    connection) are all held open while other clients are served; closing them brings the server's fds back."""
+    limit = _raise_fd_limit(10_000 + 500)
+    count = min(10_000, limit - 500)
+    assert count >= 1000, f"fd limit {limit} is too low for this test"
+    s = Server([str(demo_dir), "--served-model-name", "m", "--x-test-generator-text", "fine"])
     try:
-        status, body = post(server, "/v1/completions", b'{"prompt":"x"}')
+        host, port = s.url.removeprefix("http://").split(":")
+        fds_before = len(os.listdir(f"/proc/{s.proc.pid}/fd"))
+        idle = []
+        start = time.time()
+        try:
+            for _ in range(count):
+                idle.append(socket.create_connection((host, int(port)), timeout=10))
+            for _ in range(3):
+                status, body = post(s, "/v1/completions", b'{"prompt":"x"}')
+                assert status == 200 and json.loads(body)["choices"][0]["text"] == "fine"
+            # The server holds them all (accepted, waiting for a request).
+            deadline = time.time() + 20
+            while len(os.listdir(f"/proc/{s.proc.pid}/fd")) < fds_before + count and time.time() < deadline:
+                time.sleep(0.05)
+            assert len(os.listdir(f"/proc/{s.proc.pid}/fd")) >= fds_before + count
+        finally:
+            for sock in idle:
+                sock.close()
+        deadline = time.time() + 20
+        while len(os.listdir(f"/proc/{s.proc.pid}/fd")) > fds_before + 5 and time.time() < deadline:
+            time.sleep(0.05)
+        assert len(os.listdir(f"/proc/{s.proc.pid}/fd")) <= fds_before + 5
+        status, _ = post(s, "/v1/completions", b'{"prompt":"x"}')
         assert status == 200
+        assert time.time() - start < 60
+        print(f"{count} idle connections held and released (fd limit {limit})")
     finally:
-        for s in idle:
-            s.close()
-    status, _ = post(server, "/v1/completions", b'{"prompt":"x"}')
-    assert status == 200
+        assert s.stop() == 0

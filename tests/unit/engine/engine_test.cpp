@@ -11,6 +11,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <thread>
@@ -93,9 +94,21 @@ struct Outcome {
     std::vector<size_t> logprob_counts;
     std::vector<TokenLogprobs> prompt_logprobs;
     Usage usage;
+    RequestTimes times;
+    double last_token_time = 0.0;
     bool done = false;
 
     void absorb(const StreamChunk& chunk) {
+        // Timestamps: ordered milestones; each token stamped, in order, within [first_token, last_token].
+        times = chunk.times;
+        EXPECT_GT(times.arrival, 0.0);
+        if (times.scheduled > 0.0) {
+            EXPECT_GE(times.scheduled, times.arrival);
+        }
+        if (times.first_token > 0.0) {
+            EXPECT_GE(times.first_token, times.scheduled);
+            EXPECT_GE(times.last_token, times.first_token);
+        }
         if (tokens.size() < chunk.choices.size()) {
             tokens.resize(chunk.choices.size());
             reasons.resize(chunk.choices.size(), FinishReason::kNone);
@@ -107,6 +120,13 @@ struct Outcome {
             const ChoiceDelta& d = chunk.choices[i];
             tokens[i].insert(tokens[i].end(), d.token_ids.begin(), d.token_ids.end());
             logprob_counts[i] += d.logprobs.size();
+            EXPECT_EQ(d.token_times.size(), d.token_ids.size());
+            for (double t : d.token_times) {
+                EXPECT_GE(t, times.first_token);
+                EXPECT_LE(t, times.last_token);
+                EXPECT_GE(t, i == 0 ? last_token_time : 0.0);
+                if (i == 0) last_token_time = t;
+            }
             if (d.finish_reason != FinishReason::kNone) {
                 EXPECT_EQ(reasons[i], FinishReason::kNone) << "a choice finished twice";
                 reasons[i] = d.finish_reason;
@@ -150,6 +170,12 @@ void expect_prompt_logprobs(const Outcome& o, const Request& req, const std::str
         reference_logits(std::span<const int32_t>(prompt).first(i), logits);
         const TokenLogprobs& got = o.prompt_logprobs[i - 1];
         EXPECT_NEAR(got.logprob, log_softmax_at(logits, prompt[i]), 1e-5) << what << " token " << i;
+        // Rank by sorting the whole row (ties: lower id first, as top_logprobs orders them).
+        std::vector<int32_t> order(logits.size());
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+        const auto at = std::find(order.begin(), order.end(), prompt[i]) - order.begin();
+        EXPECT_EQ(got.rank, static_cast<int32_t>(at) + 1) << what << " token " << i;
         const int32_t n = top_logprobs(logits, k, top);
         ASSERT_EQ(got.num_top, n) << what;
         for (int32_t j = 0; j < n; ++j) {
@@ -728,6 +754,45 @@ TEST(Engine, CancelDrainShutdown) {
     e.shutdown();
     EXPECT_FALSE(e.submit(make_request(tokens_from(4, 10), 0.0f, 0, 20)).ok());
     e.drain().get();
+    expect_no_leaks(e, config, runner);
+}
+
+TEST(Engine, LatestStatsNeverWaitsAndSettles) {
+    EngineConfig config = small_config(false);
+    FakeModelRunner runner(kVocab, config.num_kv_blocks, config.block_size, 0);
+    // Before the first step: the pool as configured.
+    auto engine = Engine::create(config, runner);
+    ASSERT_TRUE(engine.ok());
+    Engine& e = **engine;
+    EXPECT_EQ(e.latest_stats().num_kv_blocks, config.num_kv_blocks);
+    // While a step is held up, latest_stats() answers at once (stats() would wait for the step).
+    std::atomic<bool> release{false}, in_step{false};
+    runner.before_step = [&](int64_t step) {
+        if (step != 2) return;
+        in_step = true;
+        while (!release)
+            std::this_thread::yield();
+    };
+    Request r = make_request(tokens_from(5, 10), 0.0f, 0, 6);
+    r.params.ignore_eos = true;
+    auto s = *e.submit(r);
+    while (!in_step)
+        std::this_thread::yield();
+    const EngineStats during = e.latest_stats();
+    EXPECT_EQ(during.num_running, 1);
+    EXPECT_EQ(during.num_requests, 1);
+    release = true;
+    const Outcome o = collect(*s);
+    EXPECT_EQ(o.tokens[0].size(), 6u);
+    EXPECT_GT(o.times.scheduled, 0.0);
+    EXPECT_GT(o.times.first_token, 0.0);
+    // Published before the stream heard of the step that ended the request: idle as soon as the reader saw the end.
+    const EngineStats after = e.latest_stats();
+    EXPECT_EQ(after.num_running, 0);
+    EXPECT_EQ(after.num_requests, 0);
+    EXPECT_EQ(after.num_generated_tokens, 6);
+    EXPECT_EQ(after.num_free_kv_blocks, config.num_kv_blocks);
+    runner.before_step = nullptr;
     expect_no_leaks(e, config, runner);
 }
 

@@ -444,8 +444,6 @@ TEST_F(ServiceTest, HealthTokenizeDetokenizeVersion) {
     service_->set_ready(true);
     EXPECT_EQ(call("GET", "/health", "")->status(), 200);
     EXPECT_EQ(call("GET", "/ping", "")->status(), 200);
-    service_->set_draining();
-    EXPECT_EQ(call("GET", "/health", "")->status(), 503);
 
     auto r = call("POST", "/tokenize", R"({"prompt":"Hello world"})");
     Json j = json_of(r->body());
@@ -459,6 +457,140 @@ TEST_F(ServiceTest, HealthTokenizeDetokenizeVersion) {
     r = call("POST", "/detokenize", R"({"tokens":[-4]})");
     EXPECT_EQ(r->status(), 400);
     EXPECT_EQ(json_of(call("GET", "/version", "")->body()).find("version")->as_string(), PAGODA_VERSION);
+
+    // Draining (SIGTERM): health and every new request get 503; /metrics stays up for the last scrape.
+    service_->set_draining();
+    EXPECT_EQ(call("GET", "/health", "")->status(), 503);
+    EXPECT_EQ(call("POST", "/v1/chat/completions", kChat + "}")->status(), 503);
+    EXPECT_EQ(call("POST", "/tokenize", R"({"prompt":"Hello world"})")->status(), 503);
+    EXPECT_EQ(call("GET", "/metrics", "")->status(), 200);
+}
+
+// --- tool_choice, whole-output parsing, metrics -----------------------------------------------------------------
+
+const std::string kTwoTools =
+    R"(,"tools":[{"type":"function","function":{"name":"get_weather","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}},)"
+    R"({"type":"function","function":{"name":"get_time","parameters":{"type":"object","properties":{}}}}])";
+
+int64_t prompt_tokens_of(const Json& response) {
+    return response.find("usage")->find("prompt_tokens")->as_int();
+}
+
+TEST_F(ServiceTest, ToolChoiceNoneRendersAndParsesNoTools) {
+    ServiceConfig config;
+    config.enable_auto_tool_choice = true;
+    config.tool_parser = chat::ToolParserKind::kHermes;
+    const std::string text = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+    make_service(text, config);
+    Json none = json_of(call("POST", "/v1/chat/completions", kChat + kTwoTools + R"(,"tool_choice":"none"})")->body());
+    const Json& m = *none.find("choices")->as_array().at(0).find("message");
+    EXPECT_EQ(m.find("tool_calls")->as_array().size(), 0u);
+    EXPECT_EQ(m.find("content")->as_string(), text);  // not parsed: plain text
+    Json auto_ = json_of(call("POST", "/v1/chat/completions", kChat + kTwoTools + "}")->body());
+    Json bare = json_of(call("POST", "/v1/chat/completions", kChat + "}")->body());
+    // The tools were not rendered: the prompt is the one without tools, shorter than the one with them.
+    EXPECT_EQ(prompt_tokens_of(none), prompt_tokens_of(bare));
+    EXPECT_GT(prompt_tokens_of(auto_), prompt_tokens_of(bare));
+}
+
+TEST_F(ServiceTest, ToolChoiceRequiredAndNamed) {
+    // No --tool-call-parser: a forced choice takes the format the template teaches (hermes for Qwen3).
+    const std::string weather =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>";
+    const std::string time = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
+    make_service(time + "\n" + weather);
+    const std::string named = R"(,"tool_choice":{"type":"function","function":{"name":"get_weather"}})";
+    Json r = json_of(call("POST", "/v1/chat/completions", kChat + kTwoTools + named + "}")->body());
+    const Json& c = r.find("choices")->as_array().at(0);
+    const Json& calls = *c.find("message")->find("tool_calls");
+    ASSERT_EQ(calls.as_array().size(), 1u) << r.dump();  // get_time is dropped
+    EXPECT_EQ(calls.as_array()[0].find("function")->find("name")->as_string(), "get_weather");
+    EXPECT_EQ(c.find("finish_reason")->as_string(), "tool_calls");
+    // Only the named tool is rendered.
+    Json req =
+        json_of(call("POST", "/v1/chat/completions", kChat + kTwoTools + R"(,"tool_choice":"required"})")->body());
+    EXPECT_LT(prompt_tokens_of(r), prompt_tokens_of(req));
+    EXPECT_EQ(req.find("choices")->as_array().at(0).find("message")->find("tool_calls")->as_array().size(), 2u);
+
+    // Streaming: the same filter on deltas.
+    auto s = call("POST", "/v1/chat/completions", kChat + kTwoTools + named + R"(,"stream":true})");
+    bool done = false;
+    std::vector<std::string> names;
+    for (const Json& ev : events(s->body(), &done)) {
+        const Json* tc = ev.find("choices")->as_array().at(0).find("delta")->find("tool_calls");
+        if (!tc) continue;
+        for (const Json& d : tc->as_array()) {
+            EXPECT_EQ(d.find("index")->as_int(), 0);
+            if (const Json* fn = d.find("function"); fn && fn->find("name"))
+                names.push_back(fn->find("name")->as_string());
+        }
+    }
+    EXPECT_TRUE(done);
+    EXPECT_EQ(names, std::vector<std::string>{"get_weather"});
+
+    // Output without the call asked for: 422 (nothing forced the format), or an error event in a stream.
+    make_service("I would rather not.");
+    auto bad = call("POST", "/v1/chat/completions", kChat + kTwoTools + R"(,"tool_choice":"required"})");
+    EXPECT_EQ(bad->status(), 422) << bad->body();
+    EXPECT_EQ(json_of(bad->body()).find("error")->find("param")->as_string(), "tool_choice");
+    make_service(time);
+    EXPECT_EQ(call("POST", "/v1/chat/completions", kChat + kTwoTools + named + "}")->status(), 422);
+    auto bad_stream = call("POST", "/v1/chat/completions", kChat + kTwoTools + named + R"(,"stream":true})");
+    EXPECT_NE(bad_stream->body().find("\"code\":422"), std::string::npos) << bad_stream->body();
+}
+
+TEST_F(ServiceTest, NonStreamingChatParsesTheWholeOutput) {
+    // A call cut off by max_tokens is malformed: the non-streaming answer, parsed whole as vLLM does, falls back
+    // to plain content with no calls (a sum of streaming deltas would keep a half call).
+    ServiceConfig config;
+    config.enable_auto_tool_choice = true;
+    config.tool_parser = chat::ToolParserKind::kHermes;
+    const std::string text = "Checking.<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Par";
+    make_service(text, config);
+    Json r = json_of(call("POST", "/v1/chat/completions", kChat + kTwoTools + "}")->body());
+    const Json& c = r.find("choices")->as_array().at(0);
+    EXPECT_EQ(c.find("message")->find("tool_calls")->as_array().size(), 0u) << r.dump();
+    EXPECT_EQ(c.find("message")->find("content")->as_string(), text);
+    EXPECT_EQ(c.find("finish_reason")->as_string(), "stop");
+}
+
+// The value of one exposition line "name{labels} value" (the labels as written, in order).
+double metric_value(const std::string& text, const std::string& series) {
+    const size_t at = text.find("\n" + series + " ");
+    EXPECT_NE(at, std::string::npos) << series << "\n" << text;
+    if (at == std::string::npos) return -1.0;
+    return std::stod(text.substr(at + series.size() + 2));
+}
+
+TEST_F(ServiceTest, MetricsCountWhatWasServed) {
+    ServiceConfig config;
+    config.metrics_prefix = "vllm";
+    make_service("one two three four five", config, {}, /*interval_us=*/1000);
+    const std::string labels = R"({engine="0",model_name="qwen-test")";
+    int64_t prompt = 0, generated = 0;
+    for (const std::string& extra :
+         {std::string(R"(,"max_tokens":2)"), std::string(""), std::string(R"(,"stop":["three"])")}) {
+        Json j = json_of(call("POST", "/v1/chat/completions", kChat + extra + "}")->body());
+        prompt += prompt_tokens_of(j);
+        generated += j.find("usage")->find("completion_tokens")->as_int();
+    }
+    auto m = call("GET", "/metrics", "");
+    const std::string text = "\n" + m->body();
+    EXPECT_EQ(metric_value(text, "vllm:request_success_total" + labels + R"(,finished_reason="length"})"), 1.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_success_total" + labels + R"(,finished_reason="stop"})"), 2.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_success_total" + labels + R"(,finished_reason="abort"})"), 0.0);
+    EXPECT_EQ(metric_value(text, "vllm:prompt_tokens_total" + labels + "}"), static_cast<double>(prompt));
+    EXPECT_EQ(metric_value(text, "vllm:generation_tokens_total" + labels + "}"), static_cast<double>(generated));
+    EXPECT_EQ(metric_value(text, "vllm:time_to_first_token_seconds_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:e2e_request_latency_seconds_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:time_to_first_token_seconds_bucket" + labels + R"(,le="+Inf"})"), 3.0);
+    // One inter-token gap per token after each request's first.
+    EXPECT_EQ(metric_value(text, "vllm:inter_token_latency_seconds_count" + labels + "}"),
+              static_cast<double>(generated - 3));
+    EXPECT_EQ(metric_value(text, "vllm:num_requests_running" + labels + "}"), 0.0);
+    EXPECT_NE(text.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);
+    EXPECT_NE(text.find(R"(vllm:time_to_first_token_seconds_bucket{engine="0",model_name="qwen-test",le="2560.0"})"),
+              std::string::npos);
 }
 
 TEST_F(ServiceTest, ClientDisconnectCancelsTheRequest) {

@@ -3,6 +3,8 @@
 // prefix-cache hit (including the linear-attention state snapshots of hybrid models), or on preemption.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include <cmath>
 #include <memory>
 #include <string>
@@ -95,6 +97,8 @@ class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
         if (options.max_model_len == 0) options.max_model_len = 160;
         if (options.max_num_seqs == 16) options.max_num_seqs = 8;
         if (options.num_threads == 0) options.num_threads = 1;
+        // PAGODA_TEST_DEVICE=cuda runs these on the GPU (dense models; the GPU machine's script sets it).
+        if (const char* device = std::getenv("PAGODA_TEST_DEVICE")) options.device = device;
         auto s = create_engine(dir_, options);
         EXPECT_TRUE(s.ok()) << s.message();
         return s.ok() ? std::move(s).value() : nullptr;

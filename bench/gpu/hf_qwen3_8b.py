@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Random-weight Qwen3-8B-shaped bf16 checkpoint, made by transformers on the GPU, and the transformers baseline
+(eager attention, batch 1) measured on it in the same process.
+
+  python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers 36]
+
+Prints one JSON line: hf_decode_tok_s, hf_prefill_ms.
+"""
+import argparse
+import json
+import time
+
+import torch
+from transformers import AutoModelForCausalLM, Qwen3Config
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--decode", type=int, default=128)
+    ap.add_argument("--prefill", type=int, default=2048)
+    ap.add_argument("--layers", type=int, default=36)
+    a = ap.parse_args()
+
+    cfg = Qwen3Config(hidden_size=4096, intermediate_size=12288, num_hidden_layers=a.layers, num_attention_heads=32,
+                      num_key_value_heads=8, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
+                      rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False)
+    cfg._attn_implementation = "eager"
+    torch.manual_seed(0)
+    t0 = time.time()
+    with torch.device("cuda"):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    model.eval()
+    t_init = time.time() - t0
+    t0 = time.time()
+    model.save_pretrained(a.out)
+    t_save = time.time() - t0
+
+    g = torch.Generator(device="cpu").manual_seed(1)
+    with torch.no_grad():
+        # Prefill latency (last-position logits only), best of three after a warm-up.
+        ids = torch.randint(0, cfg.vocab_size, (1, a.prefill), generator=g).cuda()
+        best = 1e30
+        for rep in range(4):
+            torch.cuda.synchronize()
+            t = time.time()
+            model(ids, use_cache=False, logits_to_keep=1)
+            torch.cuda.synchronize()
+            if rep:
+                best = min(best, time.time() - t)
+        # Batch-1 greedy decode after a `context`-token prompt, one forward per token with the dynamic cache.
+        ids = torch.randint(0, cfg.vocab_size, (1, a.context), generator=g).cuda()
+        out = model(ids, use_cache=True, logits_to_keep=1)
+        past = out.past_key_values
+        nxt = out.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+        t = time.time()
+        for _ in range(a.decode):
+            out = model(nxt, past_key_values=past, use_cache=True)
+            past = out.past_key_values
+            nxt = out.logits[:, -1:].argmax(-1)
+        torch.cuda.synchronize()
+        dt = time.time() - t
+    print(json.dumps({"hf_init_s": round(t_init, 1), "hf_save_s": round(t_save, 1),
+                      "hf_prefill_ms": round(best * 1e3, 1), "hf_decode_tok_s": round(a.decode / dt, 1),
+                      "torch": torch.__version__}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+// NeoX RoPE in place (partial rotary dims) and the paged KV write (F32 K/V rows into BF16/F16/F32 caches).
+#include "kernels/cuda/common.cuh"
+
+namespace pagoda::kernels::cuda {
+
+namespace {
+
+// One thread per (t, h, j < rotary_dim/2). Angles in fp32 as the reference: float(pos) * inv_freq[j]; full-range
+// sincosf (not the fast intrinsic: positions reach 1e5+ radians).
+__global__ void rope_kernel(RopeArgs a) {
+    const int half = a.rotary_dim / 2;
+    const int64_t n = a.T * a.H * half;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int j = static_cast<int>(i % half);
+        const int64_t th = i / half, t = th / a.H, h = th % a.H;
+        float* x = a.x.data + t * a.x.stride_t + h * a.x.stride_h;
+        const float angle = static_cast<float>(a.positions[t]) * a.inv_freq[j];
+        float s, c;
+        sincosf(angle, &s, &c);
+        const float x0 = x[j], x1 = x[j + half];
+        x[j] = x0 * c - x1 * s;
+        x[j + half] = x1 * c + x0 * s;
+    }
+}
+
+template <typename C>
+__global__ void kv_write_kernel(KvWriteArgs a) {
+    const int64_t row = a.H_kv * a.D, n = a.T * row;
+    C* kc = static_cast<C*>(a.key_cache);
+    C* vc = static_cast<C*>(a.value_cache);
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / row, hd = i % row, h = hd / a.D, d = hd % a.D;
+        const int64_t slot = a.slot_mapping[t];
+        if (slot < 0 || slot >= a.num_slots) continue;  // the runtime checked the range on the host
+        kc[slot * row + hd] = from_f32<C>(a.k.data[t * a.k.stride_t + h * a.k.stride_h + d]);
+        vc[slot * row + hd] = from_f32<C>(a.v.data[t * a.v.stride_t + h * a.v.stride_h + d]);
+    }
+}
+
+}  // namespace
+
+void launch_rope(const RopeArgs& a, cudaStream_t stream) {
+    PAGODA_KERNEL_REQUIRE(a.rotary_dim > 0 && a.rotary_dim % 2 == 0 && a.rotary_dim / 2 <= kMaxRotaryHalf,
+                          "rope: rotary_dim must be even and at most 512");
+    const int64_t n = a.T * a.H * (a.rotary_dim / 2);
+    if (n == 0) return;
+    rope_kernel<<<grid_for(n, 256), 256, 0, stream>>>(a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream) {
+    const int64_t n = a.T * a.H_kv * a.D;
+    if (n == 0) return;
+    const unsigned blocks = grid_for(n, 256);
+    switch (a.cache_type) {
+        case ElemType::BF16: kv_write_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(a); break;
+        case ElemType::F16: kv_write_kernel<__half><<<blocks, 256, 0, stream>>>(a); break;
+        default: kv_write_kernel<float><<<blocks, 256, 0, stream>>>(a); break;
+    }
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pagoda::kernels::cuda

@@ -1,0 +1,38 @@
+// Tensor parallelism inside the model: cutting a loaded dense model's weights down to one rank's shard (the slices
+// of shard_plan.h), and the two vocab-parallel steps of the forward pass. The all-reduces after o_proj and down_proj
+// are one line each in Model::forward. With a size-1 plan everything here is the plain operation, so a model that
+// is not split runs exactly the code it ran before.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "model/arch/arch.h"
+#include "model/shard_plan.h"
+#include "runtime/communicator.h"
+#include "runtime/ops.h"
+
+namespace pagoda::model {
+
+// Replaces every weight by this rank's shard, in place, before the weights go to a device: row slices are views of
+// the checkpoint (zero-copy), column slices and the padded vocabulary shards are copies owned by `weights`. The
+// embedding shard gets one extra zero row that ids of other ranks read (see embed_tokens); a tied LM head is a view
+// of the embedding shard. Nothing changes for a size-1 plan. Errors for layers that are not dense full attention.
+Status shard_weights(const ShardPlan& plan, ModelWeights& weights);
+
+// out [T, H] = the embedding rows of `ids`. Split: each rank reads its own vocabulary range (other ids read the
+// shard's zero row) and an all-reduce adds up the ranks. `local_ids` is the caller's scratch, reused across steps.
+void embed_tokens(Ops& ops, Communicator& comm, const ShardPlan& plan, const Tensor& table,
+                  std::span<const int32_t> ids, std::vector<int32_t>& local_ids, const Tensor& out);
+
+// logits [R, V] = rows [R, H] · lm_headᵀ. Split: each rank computes its vocabulary columns, an all-gather collects
+// them on every rank, and they are copied into place without the padding. Scratch from `arena`.
+void compute_logits(Ops& ops, Communicator& comm, const ShardPlan& plan, const Tensor& rows, const Tensor& lm_head,
+                    Arena& arena, const Tensor& logits);
+// Arena bytes compute_logits needs for `rows` rows (0 for a size-1 plan).
+size_t logits_scratch_bytes(const ShardPlan& plan, int64_t rows);
+
+}  // namespace pagoda::model

@@ -1,0 +1,34 @@
+// The CUDA backend (one GPU): device memory, one stream, cuBLASLt, and CudaOps. No CUDA header leaks from here, so
+// every layer can ask for it; in a build without CUDA the functions answer "not built with CUDA".
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "common/status.h"
+#include "runtime/backend.h"
+
+namespace pagoda {
+
+struct CudaBackendOptions {
+    int device = 0;
+};
+
+struct CudaDeviceInfo {
+    std::string name;
+    int compute_major = 0, compute_minor = 0, sm_count = 0;
+    size_t total_bytes = 0, free_bytes = 0;  // free memory at the time of the call
+};
+
+// True when this binary has the CUDA backend.
+bool cuda_compiled();
+// Number of usable GPUs: 0 when the binary has no CUDA, no driver is installed or no device is visible.
+int cuda_device_count();
+// Name, capability and memory of `device` (an error when there is none).
+Result<CudaDeviceInfo> cuda_device_info(int device = 0);
+
+// An error (never an abort) when CUDA is unavailable, the device does not exist, or its start fails.
+Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& options = {});
+
+}  // namespace pagoda

@@ -1,0 +1,589 @@
+// CudaOps: checks the Tensor views (device, dtype, shape), resolves the batch's host arrays to their device copies,
+// and calls the kernels/cuda launchers or cuBLASLt. Activations are F32 on the GPU, as on the CPU: the model code
+// is the same for both, the residual stream keeps fp32 precision, and the extra bytes are small next to the weights
+// (decode) or the GEMMs (prefill). GEMM inputs are rounded to the weights' 16-bit type right before cuBLASLt.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <initializer_list>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda_internal.h"
+#include "runtime/forward_batch.h"
+
+namespace pagoda {
+
+namespace kcu = kernels::cuda;
+
+namespace {
+
+[[noreturn]] void op_error(const char* op, const std::string& what) {
+    const std::string m = std::string(op) + ": " + what;
+    detail::check_failed(__FILE__, __LINE__, "shape/dtype/device", m.c_str());
+}
+
+// The message is built only when the check fails: these run on every op of every step.
+#define expect(cond, op, what)                 \
+    do {                                       \
+        if (!(cond)) [[unlikely]]              \
+            op_error(op, what);                \
+    } while (0)
+
+bool on_gpu(const Tensor& t) { return t.defined() && t.device().kind == DeviceKind::Cuda; }
+
+kcu::ElemType elem_type(DType d, const char* op) {
+    switch (d) {
+        case DType::F32: return kcu::ElemType::F32;
+        case DType::BF16: return kcu::ElemType::BF16;
+        case DType::F16: return kcu::ElemType::F16;
+        default: op_error(op, "only F32, BF16 and F16 tensors on CUDA, got " + std::string(dtype_name(d)));
+    }
+}
+
+void expect_mat(const Tensor& t, const char* op, const char* name) {
+    expect(on_gpu(t), op, std::string(name) + " must be a defined CUDA tensor, got " + t.to_string());
+    expect(t.dtype() == DType::F32, op, std::string(name) + " must be F32, got " + t.to_string());
+    expect(t.rank() == 2 && (t.dim(1) <= 1 || t.stride(1) == 1), op,
+           std::string(name) + " must be [T, N] with a contiguous last dim, got " + t.to_string());
+}
+
+void expect_heads(const Tensor& t, const char* op, const char* name) {
+    expect(on_gpu(t), op, std::string(name) + " must be a defined CUDA tensor, got " + t.to_string());
+    expect(t.dtype() == DType::F32, op, std::string(name) + " must be F32, got " + t.to_string());
+    expect(t.rank() == 3 && (t.dim(2) <= 1 || t.stride(2) == 1), op,
+           std::string(name) + " must be [T, H, D] with a contiguous last dim, got " + t.to_string());
+}
+
+void expect_vec(const Tensor& t, int64_t n, const char* op, const char* name) {
+    expect(on_gpu(t) && dtype_is_float(t.dtype()), op, std::string(name) + " must be a float CUDA tensor");
+    expect(t.numel() == n && t.is_contiguous(), op,
+           std::string(name) + " must have " + std::to_string(n) + " contiguous elements, got " + t.to_string());
+}
+
+kcu::Rows rows2(const Tensor& t) { return {t.data_as<float>(), t.stride(0), 0}; }
+kcu::Rows rows3(const Tensor& t) { return {t.data_as<float>(), t.stride(0), t.stride(1)}; }
+
+size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+
+// Largest power of two (≤ 256) dividing the address: what cuBLASLt may assume about a pointer.
+uint32_t alignment_of(const void* p) {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    uint32_t al = 256;
+    while (al > 1 && a % al != 0) al /= 2;
+    return al;
+}
+
+// One cuBLASLt problem: its descriptors and the algorithm chosen for it, created on first use.
+struct GemmKey {
+    int type;  // kcu::ElemType of A and B
+    int64_t m, n, k, lda, ldb, ldd;
+    uint32_t align_a, align_b, align_d;
+    bool operator==(const GemmKey&) const = default;
+};
+struct GemmKeyHash {
+    size_t operator()(const GemmKey& k) const {
+        size_t h = static_cast<size_t>(k.type);
+        for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldd, int64_t(k.align_a), int64_t(k.align_b),
+                          int64_t(k.align_d)})
+            h = h * 1000003u ^ static_cast<size_t>(v);
+        return h;
+    }
+};
+struct GemmPlan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+};
+
+constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
+
+class CudaOps final : public CudaOpsBase {
+  public:
+    explicit CudaOps(const CudaOpsConfig& c) : device_(c.device), sm_count_(c.sm_count), stream_(c.stream) {
+        PAGODA_CUBLAS_OK(cublasLtCreate(&lt_));
+        gemm_workspace_ = gemm_workspace_scratch_.get(kGemmWorkspaceBytes, stream_);
+        PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
+        PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
+    }
+    ~CudaOps() override {
+        cudaStreamSynchronize(stream_);
+        for (auto& [key, plan] : gemm_plans_) {
+            cublasLtMatrixLayoutDestroy(plan.a);
+            cublasLtMatrixLayoutDestroy(plan.b);
+            cublasLtMatrixLayoutDestroy(plan.d);
+            cublasLtMatmulDescDestroy(plan.desc);
+        }
+        cublasLtDestroy(lt_);
+        cudaEventDestroy(staging_free_);
+    }
+
+    // --- the step's host arrays ----------------------------------------------------------------------------------
+    void invalidate_caches() override { invalidate_converted(); }
+
+    void begin_step(const ForwardBatch& b) override {
+        step_.clear();
+        checked_.clear();
+        invalidate_converted();
+        const std::initializer_list<std::pair<const void*, size_t>> arrays = {
+            {b.token_ids.data(), b.token_ids.size_bytes()},         {b.positions.data(), b.positions.size_bytes()},
+            {b.query_start_loc.data(), b.query_start_loc.size_bytes()}, {b.seq_lens.data(), b.seq_lens.size_bytes()},
+            {b.block_tables.data(), b.block_tables.size_bytes()},   {b.slot_mapping.data(), b.slot_mapping.size_bytes()},
+            {b.state_slots.data(), b.state_slots.size_bytes()},     {b.logits_indices.data(), b.logits_indices.size_bytes()}};
+        size_t total = 0;
+        for (const auto& [ptr, bytes] : arrays) total += align256(bytes);
+        if (total == 0) return;
+        // The previous step's upload must have left the staging memory before it is rewritten.
+        PAGODA_CUDA_OK(cudaEventSynchronize(staging_free_));
+        auto* host = static_cast<char*>(step_staging_.get(total));
+        auto* dev = static_cast<char*>(step_device_.get(total, stream_));
+        size_t off = 0;
+        for (const auto& [ptr, bytes] : arrays) {
+            if (bytes == 0 || ptr == nullptr) continue;
+            std::memcpy(host + off, ptr, bytes);
+            step_.push_back({ptr, bytes, dev + off});
+            off += align256(bytes);
+        }
+        PAGODA_CUDA_OK(cudaMemcpyAsync(dev, host, off, cudaMemcpyHostToDevice, stream_));
+        PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
+    }
+    void end_step() override {
+        step_.clear();
+        checked_.clear();
+        invalidate_converted();
+    }
+
+    // --- ops -----------------------------------------------------------------------------------------------------
+    void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
+        expect_mat(out, "embedding", "out");
+        expect(on_gpu(table) && table.rank() == 2 && table.stride(1) == 1, "embedding",
+               "table must be a CUDA [V, H] tensor, got " + table.to_string());
+        expect(out.dim(0) == static_cast<int64_t>(ids.size()) && out.dim(1) == table.dim(1), "embedding",
+               "out " + out.to_string() + " does not match ids/table");
+        for (int32_t id : ids) expect(id >= 0 && id < table.dim(0), "embedding", "token id out of range");
+        const void* d_ids = nullptr;
+        resolve({{ids.data(), ids.size_bytes()}}, &d_ids);
+        kcu::launch_embedding({table.data(), elem_type(table.dtype(), "embedding"), table.stride(0), table.dim(0),
+                               table.dim(1), static_cast<const int32_t*>(d_ids), static_cast<int64_t>(ids.size()),
+                               out.data_as<float>(), out.stride(0)},
+                              stream_);
+        invalidate_converted();
+    }
+
+    void rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind, const Tensor& out) override {
+        norm_impl("rms_norm", Tensor(), x, weight, eps, kind, out);
+    }
+
+    void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps, NormKind kind,
+                      const Tensor& out) override {
+        expect_mat(residual, "add_rms_norm", "residual");
+        expect(residual.shape() == x.shape(), "add_rms_norm", "residual and x shapes differ");
+        norm_impl("add_rms_norm", residual, x, weight, eps, kind, out);
+    }
+
+    void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override {
+        expect_heads(x, "head_rms_norm", "x");
+        expect_vec(weight, x.dim(2), "head_rms_norm", "weight");
+        kcu::RmsNormArgs a{};
+        a.x = a.out = rows3(x);
+        a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
+        a.weight = weight.data(), a.weight_type = elem_type(weight.dtype(), "head_rms_norm"), a.eps = eps;
+        a.zero_centred = kind == NormKind::ZeroCentred;
+        kcu::launch_rms_norm(a, stream_);
+        invalidate_converted();
+    }
+
+    void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) override {
+        expect_mat(x, "linear", "x");
+        expect_mat(y, "linear", "y");
+        expect(on_gpu(weight) && weight.rank() == 2 && weight.stride(1) == 1, "linear",
+               "weight must be a CUDA [N, K] tensor with a contiguous last dim, got " + weight.to_string());
+        expect(weight.dim(1) == x.dim(1) && weight.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), "linear",
+               "x " + x.to_string() + " · weight " + weight.to_string() + "ᵀ does not give y " + y.to_string());
+        if (bias.defined()) expect_vec(bias, weight.dim(0), "linear", "bias");
+        const int64_t T = x.dim(0), N = weight.dim(0), K = weight.dim(1);
+        const kcu::ElemType wt = elem_type(weight.dtype(), "linear");
+        const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
+        // y may overwrite memory an earlier conversion came from.
+        if (overlaps(y, converted_src_)) invalidate_converted();
+        if (T == 0 || N == 0) return;
+        if (T <= kcu::kGemvMaxTokens) {
+            kcu::launch_gemv({x.data_as<float>(), x.stride(0), weight.data(), wt, weight.stride(0),
+                              bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), y.stride(0), T, N, K},
+                             stream_);
+            return;
+        }
+        const void* b = x.data();
+        int64_t ldb = x.stride(0);
+        if (wt != kcu::ElemType::F32) {
+            b = converted_input(x, wt);
+            ldb = K;
+        }
+        gemm(wt, weight.data(), weight.stride(0), b, ldb, y.data_as<float>(), y.stride(0), N, T, K);
+        if (bias.defined()) kcu::launch_add_bias(y.data_as<float>(), y.stride(0), bias.data(), bt, T, N, stream_);
+    }
+
+    void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override {
+        expect_heads(x, "rope", "x");
+        expect(static_cast<int64_t>(positions.size()) == x.dim(0), "rope", "one position per row of x");
+        expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2) &&
+                   rotary_dim / 2 <= kcu::kMaxRotaryHalf,
+               "rope", "bad rotary_dim " + std::to_string(rotary_dim));
+        const void* d_pos = nullptr;
+        resolve({{positions.data(), positions.size_bytes()}}, &d_pos);
+        kcu::RopeArgs a{};
+        a.x = rows3(x), a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
+        a.positions = static_cast<const int32_t*>(d_pos), a.rotary_dim = rotary_dim;
+        // Exactly the CPU reference's inverse frequencies (fp32, as transformers computes them).
+        for (int j = 0; j < rotary_dim / 2; ++j)
+            a.inv_freq[j] = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
+        kcu::launch_rope(a, stream_);
+        invalidate_converted();
+    }
+
+    void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
+                  const Tensor& value_cache) override {
+        expect_heads(k, "write_kv", "k");
+        expect_heads(v, "write_kv", "v");
+        check_cache(key_cache, value_cache, k.dim(1), k.dim(2), batch, "write_kv");
+        expect(k.shape() == v.shape() && k.dim(0) == batch.num_tokens &&
+                   static_cast<int64_t>(batch.slot_mapping.size()) == k.dim(0),
+               "write_kv", "k/v/slot_mapping do not match the batch's tokens");
+        const int64_t num_slots = key_cache.dim(0) * key_cache.dim(1);
+        if (!already_checked(batch.slot_mapping.data(), num_slots))
+            for (int64_t s : batch.slot_mapping) expect(s < num_slots, "write_kv", "slot beyond the cache");
+        const void* d_slots = nullptr;
+        resolve({{batch.slot_mapping.data(), batch.slot_mapping.size_bytes()}}, &d_slots);
+        kcu::launch_kv_write({rows3(k), rows3(v), k.dim(0), k.dim(1), k.dim(2), static_cast<const int64_t*>(d_slots),
+                              key_cache.data(), value_cache.data(), elem_type(key_cache.dtype(), "write_kv"),
+                              num_slots},
+                             stream_);
+        invalidate_converted();
+    }
+
+    void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache, const ForwardBatch& batch,
+                         float scale, const Tensor& out) override {
+        const char* op = "paged_attention";
+        expect_heads(q, op, "q");
+        expect_heads(out, op, "out");
+        expect(q.shape() == out.shape() && q.dim(0) == batch.num_tokens, op, "q/out shapes do not match the batch");
+        check_cache(key_cache, value_cache, key_cache.dim(2), q.dim(2), batch, op);
+        expect(q.dim(1) % key_cache.dim(2) == 0 && q.dim(1) / key_cache.dim(2) <= 64, op,
+               "query heads must be a multiple (at most 64x) of kv heads");
+        expect(kcu::paged_attention_supports_head_dim(static_cast<int>(q.dim(2))), op,
+               "head_dim " + std::to_string(q.dim(2)) + " has no CUDA kernel (16, 32, 64, 128, 256)");
+        expect(static_cast<int32_t>(batch.query_start_loc.size()) == batch.num_seqs + 1 &&
+                   static_cast<int32_t>(batch.seq_lens.size()) == batch.num_seqs &&
+                   static_cast<int64_t>(batch.block_tables.size()) >=
+                       static_cast<int64_t>(batch.num_seqs) * batch.max_blocks_per_seq,
+               op, "query_start_loc/seq_lens/block_tables sizes do not match num_seqs");
+        // The kernel trusts these; a bad table would read outside the cache. Checked once per step and cache.
+        if (!already_checked(batch.block_tables.data(), key_cache.dim(0))) check_tables(batch, key_cache.dim(0));
+        const void* d[3] = {};
+        resolve({{batch.query_start_loc.data(), batch.query_start_loc.size_bytes()},
+                 {batch.seq_lens.data(), batch.seq_lens.size_bytes()},
+                 {batch.block_tables.data(), batch.block_tables.size_bytes()}},
+                d);
+        kcu::PagedAttentionArgs a{};
+        a.q = rows3(q), a.out = rows3(out), a.T = q.dim(0);
+        a.H_q = static_cast<int>(q.dim(1)), a.H_kv = static_cast<int>(key_cache.dim(2)), a.D = static_cast<int>(q.dim(2));
+        a.key_cache = key_cache.data(), a.value_cache = value_cache.data();
+        a.cache_type = elem_type(key_cache.dtype(), op);
+        a.block_size = batch.block_size, a.num_seqs = batch.num_seqs, a.max_blocks_per_seq = batch.max_blocks_per_seq;
+        a.query_start_loc = static_cast<const int32_t*>(d[0]);
+        a.seq_lens = static_cast<const int32_t*>(d[1]);
+        a.block_tables = static_cast<const int32_t*>(d[2]);
+        a.scale = scale;
+        a.max_query_len = batch.max_query_len();
+        a.max_seq_len = batch.max_seq_len();
+        a.num_splits = kcu::plan_paged_attention_splits(a, sm_count_);
+        const size_t ws = kcu::paged_attention_workspace_floats(a.T, a.H_q, a.D, a.num_splits);
+        if (ws > 0) a.workspace = static_cast<float*>(attention_workspace_.get(ws * sizeof(float), stream_));
+        kcu::launch_paged_attention(a, stream_);
+        invalidate_converted();
+    }
+
+    void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override {
+        binary("silu_mul", kcu::BinaryOp::SiluMul, gate, up, out);
+    }
+    void sigmoid_mul(const Tensor& x, const Tensor& gate) override {
+        binary("sigmoid_mul", kcu::BinaryOp::SigmoidMul, x, gate, x);
+    }
+    void add(const Tensor& y, const Tensor& x) override { binary("add", kcu::BinaryOp::Add, y, x, y); }
+
+    void copy(const Tensor& dst, const Tensor& src) override {
+        expect(dst.shape() == src.shape(), "copy", "shapes differ: " + dst.to_string() + " vs " + src.to_string());
+        expect(on_gpu(dst) && on_gpu(src), "copy", "CUDA tensors only (use Backend::copy across devices)");
+        expect(dst.rank() >= 1 && dst.rank() <= 2 && dst.stride(-1) == 1 && src.stride(-1) == 1, "copy",
+               "rank 1 or 2 with a contiguous last dim");
+        const bool two = dst.rank() == 2;
+        kcu::CopyArgs a{};
+        a.src = src.data(), a.src_type = elem_type(src.dtype(), "copy"), a.src_stride = two ? src.stride(0) : 0;
+        a.dst = dst.data(), a.dst_type = elem_type(dst.dtype(), "copy"), a.dst_stride = two ? dst.stride(0) : 0;
+        a.T = two ? dst.dim(0) : 1, a.N = dst.dim(-1);
+        kcu::launch_copy(a, stream_);
+        invalidate_converted();
+    }
+
+    void gather_rows(const Tensor& x, std::span<const int32_t> rows, const Tensor& out) override {
+        expect_mat(x, "gather_rows", "x");
+        expect_mat(out, "gather_rows", "out");
+        expect(out.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(1) == x.dim(1), "gather_rows",
+               "out must be [rows, N]");
+        for (int32_t r : rows) expect(r >= 0 && r < x.dim(0), "gather_rows", "row index out of range");
+        const void* d_rows = nullptr;
+        resolve({{rows.data(), rows.size_bytes()}}, &d_rows);
+        kcu::CopyArgs a{};
+        a.src = x.data(), a.src_type = kcu::ElemType::F32, a.src_stride = x.stride(0);
+        a.dst = out.data(), a.dst_type = kcu::ElemType::F32, a.dst_stride = out.stride(0);
+        a.T = out.dim(0), a.N = out.dim(1), a.rows = static_cast<const int32_t*>(d_rows);
+        kcu::launch_copy(a, stream_);
+        invalidate_converted();
+    }
+
+    void argmax(const Tensor& logits, std::span<int32_t> out) override {
+        expect_mat(logits, "argmax", "logits");
+        expect(static_cast<int64_t>(out.size()) == logits.dim(0), "argmax", "one output per row");
+        if (out.empty()) return;
+        auto* d_out = static_cast<int32_t*>(argmax_device_.get(out.size_bytes(), stream_));
+        kcu::launch_argmax(logits.data_as<float>(), logits.stride(0), logits.dim(0), logits.dim(1), d_out, stream_);
+        auto* h_out = static_cast<int32_t*>(argmax_host_.get(out.size_bytes()));
+        PAGODA_CUDA_OK(cudaMemcpyAsync(h_out, d_out, out.size_bytes(), cudaMemcpyDeviceToHost, stream_));
+        PAGODA_CUDA_OK(cudaStreamSynchronize(stream_));
+        std::memcpy(out.data(), h_out, out.size_bytes());
+    }
+
+    // --- not on CUDA yet: MoE and Gated DeltaNet (dense models only; Model::load refuses the others) ----------
+    void moe_topk_softmax(const Tensor&, bool, const Tensor&, const Tensor&) override { not_yet("moe_topk_softmax"); }
+    void moe_experts(const Tensor&, const Tensor&, const Tensor&, const MoeExpertWeights&, const Tensor&) override {
+        not_yet("moe_experts");
+    }
+    void causal_conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const ForwardBatch&, const Tensor&) override {
+        not_yet("causal_conv1d_silu");
+    }
+    void gdn_gating(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override {
+        not_yet("gdn_gating");
+    }
+    void l2_norm(const Tensor&, float) override { not_yet("l2_norm"); }
+    void gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                          const ForwardBatch&, float, const Tensor&, DeltaRuleMode) override {
+        not_yet("gated_delta_rule");
+    }
+    void gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&) override {
+        not_yet("gated_rms_norm");
+    }
+
+  private:
+    struct StepArray {
+        const void* host;
+        size_t bytes;
+        void* device;
+    };
+    struct HostArray {
+        const void* data;
+        size_t bytes;
+    };
+
+    static void check_tables(const ForwardBatch& batch, int64_t num_blocks) {
+        const char* op = "paged_attention";
+        for (int32_t s = 0; s < batch.num_seqs; ++s) {
+            expect(batch.query_len(s) >= 0 && batch.context_len(s) >= 0 &&
+                       (batch.seq_lens[s] + batch.block_size - 1) / batch.block_size <= batch.max_blocks_per_seq,
+                   op, "sequence " + std::to_string(s) + " is longer than its block table");
+        }
+        expect(batch.query_start_loc[batch.num_seqs] == batch.num_tokens, op, "query_start_loc does not end at T");
+        for (int32_t id : batch.block_tables) expect(id >= 0 && id < num_blocks, op, "block id out of range");
+    }
+
+    // True when `array` (of the current step's batch) was already checked against a cache of `size` this step;
+    // otherwise remembers it. Arrays from outside a step are always checked.
+    bool already_checked(const void* array, int64_t size) {
+        if (step_.empty()) return false;
+        for (const auto& [a, n] : checked_)
+            if (a == array && n == size) return true;
+        checked_.emplace_back(array, size);
+        return false;
+    }
+
+    [[noreturn]] static void not_yet(const char* op) {
+        op_error(op, "not on CUDA yet (this backend runs dense qwen2/qwen3 models)");
+    }
+
+    // Device copies of host arrays: those of the current step come from its upload; any other array is copied now
+    // into per-op scratch (stream order keeps the previous op's reads before this copy).
+    void resolve(std::initializer_list<HostArray> arrays, const void** out) {
+        size_t missing = 0;
+        for (const HostArray& a : arrays)
+            if (a.bytes > 0 && !find_step(a)) missing += align256(a.bytes);
+        char* scratch = missing ? static_cast<char*>(op_uploads_.get(missing, stream_)) : nullptr;
+        size_t i = 0, off = 0;
+        for (const HostArray& a : arrays) {
+            if (a.bytes == 0) {
+                out[i++] = nullptr;
+                continue;
+            }
+            if (const void* d = find_step(a)) {
+                out[i++] = d;
+                continue;
+            }
+            PAGODA_CUDA_OK(cudaMemcpyAsync(scratch + off, a.data, a.bytes, cudaMemcpyHostToDevice, stream_));
+            out[i++] = scratch + off;
+            off += align256(a.bytes);
+        }
+    }
+    const void* find_step(const HostArray& a) const {
+        for (const StepArray& s : step_)
+            if (s.host == a.data && s.bytes == a.bytes) return s.device;
+        return nullptr;
+    }
+
+    void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                   NormKind kind, const Tensor& out) {
+        expect_mat(x, op, "x");
+        expect_mat(out, op, "out");
+        expect(x.shape() == out.shape(), op, "x " + x.to_string() + " and out " + out.to_string() + " differ");
+        expect_vec(weight, x.dim(1), op, "weight");
+        kcu::RmsNormArgs a{};
+        a.x = rows2(x), a.out = rows2(out);
+        if (residual.defined()) a.residual = rows2(residual);
+        a.T = x.dim(0), a.H = 1, a.D = x.dim(1);
+        a.weight = weight.data(), a.weight_type = elem_type(weight.dtype(), op), a.eps = eps;
+        a.zero_centred = kind == NormKind::ZeroCentred;
+        kcu::launch_rms_norm(a, stream_);
+        invalidate_converted();
+    }
+
+    void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out) {
+        expect_mat(a_in, op, "a");
+        expect_mat(b, op, "b");
+        expect_mat(out, op, "out");
+        const bool broadcast = kind == kcu::BinaryOp::SigmoidMul && b.dim(1) == 1;
+        expect(a_in.shape() == out.shape() && b.dim(0) == a_in.dim(0) && (broadcast || b.dim(1) == a_in.dim(1)), op,
+               "operand shapes " + a_in.to_string() + ", " + b.to_string() + ", " + out.to_string() + " differ");
+        kcu::launch_binary({kind, a_in.data_as<float>(), a_in.stride(0), b.data_as<float>(), b.stride(0), b.dim(1),
+                            out.data_as<float>(), out.stride(0), a_in.dim(0), a_in.dim(1)},
+                           stream_);
+        invalidate_converted();
+    }
+
+    void check_cache(const Tensor& kc, const Tensor& vc, int64_t H_kv, int64_t D, const ForwardBatch& batch,
+                     const char* op) {
+        expect(on_gpu(kc) && on_gpu(vc) && kc.dtype() == vc.dtype() && kc.is_contiguous() && vc.is_contiguous() &&
+                   kc.rank() == 4 && kc.shape() == vc.shape(),
+               op, "caches must be contiguous CUDA [blocks, block_size, H_kv, D] tensors, got " + kc.to_string());
+        elem_type(kc.dtype(), op);
+        expect(kc.dim(1) == batch.block_size && kc.dim(2) == H_kv && kc.dim(3) == D, op,
+               "cache " + kc.to_string() + " does not match block_size " + std::to_string(batch.block_size) +
+                   ", heads " + std::to_string(H_kv) + ", head_dim " + std::to_string(D));
+    }
+
+    // --- GEMM input conversion, reused by consecutive linears of the same input (q/k/v, gate/up) -------------
+    // Valid only while nothing but linear() has run since the conversion, and no linear wrote over its source.
+    struct Converted {
+        const void* data = nullptr;
+        int64_t rows = 0, cols = 0, stride = 0;
+        kcu::ElemType type = kcu::ElemType::F32;
+    };
+    const void* converted_input(const Tensor& x, kcu::ElemType type) {
+        const Converted want{x.data(), x.dim(0), x.dim(1), x.stride(0), type};
+        if (converted_src_.data == want.data && converted_src_.rows == want.rows && converted_src_.cols == want.cols &&
+            converted_src_.stride == want.stride && converted_src_.type == want.type)
+            return converted_buffer_;
+        converted_buffer_ = convert_scratch_.get(static_cast<size_t>(x.dim(0) * x.dim(1)) * 2, stream_);
+        kcu::launch_convert_rows(x.data_as<float>(), x.stride(0), converted_buffer_, type, x.dim(0), x.dim(1), stream_);
+        converted_src_ = want;
+        return converted_buffer_;
+    }
+    void invalidate_converted() { converted_src_ = Converted{}; }
+    static bool overlaps(const Tensor& y, const Converted& c) {
+        if (!c.data) return false;
+        const auto* y0 = static_cast<const char*>(y.data());
+        const auto* y1 = y0 + ((y.dim(0) - 1) * y.stride(0) + y.dim(1)) * 4;
+        const auto* c0 = static_cast<const char*>(c.data);
+        const auto* c1 = c0 + ((c.rows - 1) * c.stride + c.cols) * 4;
+        return y0 < c1 && c0 < y1;
+    }
+
+    // D[m=N, n=T] (column-major, ld ldd) = op(A)ᵀ... i.e. y[T, N] = x[T, K] · W[N, K]ᵀ in row-major terms.
+    void gemm(kcu::ElemType type, const void* w, int64_t lda, const void* x, int64_t ldb, float* y, int64_t ldd,
+              int64_t N, int64_t T, int64_t K) {
+        const GemmKey key{static_cast<int>(type), N, T, K, lda, ldb, ldd, alignment_of(w), alignment_of(x),
+                          alignment_of(y)};
+        auto it = gemm_plans_.find(key);
+        if (it == gemm_plans_.end()) it = gemm_plans_.emplace(key, make_plan(key)).first;
+        const GemmPlan& p = it->second;
+        const float alpha = 1.0f, beta = 0.0f;
+        PAGODA_CUBLAS_OK(cublasLtMatmul(lt_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &p.algo,
+                                        gemm_workspace_, kGemmWorkspaceBytes, stream_));
+    }
+
+    GemmPlan make_plan(const GemmKey& k) {
+        const cudaDataType_t ab = k.type == static_cast<int>(kcu::ElemType::BF16)  ? CUDA_R_16BF
+                                  : k.type == static_cast<int>(kcu::ElemType::F16) ? CUDA_R_16F
+                                                                                   : CUDA_R_32F;
+        GemmPlan p;
+        PAGODA_CUBLAS_OK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+        PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+        PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+        // A: W as column-major [K, N] (ld lda), transposed; B: x as column-major [K, T]; D: y as column-major [N, T].
+        PAGODA_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p.a, ab, static_cast<uint64_t>(k.k), static_cast<uint64_t>(k.m),
+                                                    k.lda));
+        PAGODA_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p.b, ab, static_cast<uint64_t>(k.k), static_cast<uint64_t>(k.n),
+                                                    k.ldb));
+        PAGODA_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, static_cast<uint64_t>(k.m),
+                                                    static_cast<uint64_t>(k.n), k.ldd));
+        cublasLtMatmulPreference_t pref = nullptr;
+        PAGODA_CUBLAS_OK(cublasLtMatmulPreferenceCreate(&pref));
+        const size_t ws = kGemmWorkspaceBytes;
+        PAGODA_CUBLAS_OK(
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+        for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_a},
+                                   std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_b},
+                                   std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_d},
+                                   std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_d}})
+            PAGODA_CUBLAS_OK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+        cublasLtMatmulHeuristicResult_t result{};
+        int found = 0;
+        const cublasStatus_t st =
+            cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+            op_error("linear", "cuBLASLt has no algorithm for N=" + std::to_string(k.m) + " T=" + std::to_string(k.n) +
+                                   " K=" + std::to_string(k.k) + " (" + cublasLtGetStatusString(st) + ")");
+        }
+        p.algo = result.algo;
+        return p;
+    }
+
+    int device_;
+    int sm_count_;
+    cudaStream_t stream_;
+    cublasLtHandle_t lt_ = nullptr;
+    DeviceScratch gemm_workspace_scratch_;
+    void* gemm_workspace_ = nullptr;
+    std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> gemm_plans_;
+
+    std::vector<StepArray> step_;
+    std::vector<std::pair<const void*, int64_t>> checked_;
+    PinnedScratch step_staging_;
+    DeviceScratch step_device_;
+    cudaEvent_t staging_free_ = nullptr;
+    DeviceScratch op_uploads_;
+
+    DeviceScratch convert_scratch_;
+    void* converted_buffer_ = nullptr;
+    Converted converted_src_;
+
+    DeviceScratch attention_workspace_;
+    DeviceScratch argmax_device_;
+    PinnedScratch argmax_host_;
+};
+
+}  // namespace
+
+std::unique_ptr<CudaOpsBase> make_cuda_ops(const CudaOpsConfig& config) { return std::make_unique<CudaOps>(config); }
+
+}  // namespace pagoda

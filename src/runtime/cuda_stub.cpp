@@ -1,0 +1,13 @@
+// The CUDA entry points of a build without CUDA: every GPU query answers "none".
+#include "runtime/cuda_backend.h"
+
+namespace pagoda {
+
+bool cuda_compiled() { return false; }
+int cuda_device_count() { return 0; }
+Result<CudaDeviceInfo> cuda_device_info(int) { return Status::error("this pagoda was built without CUDA"); }
+Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions&) {
+    return Status::error("this pagoda was built without CUDA (configure on a machine with nvcc)");
+}
+
+}  // namespace pagoda

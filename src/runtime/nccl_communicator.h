@@ -1,0 +1,33 @@
+// NCCL communicators for tensor parallelism on NVIDIA GPUs. Compiled when the build has CUDA and finds NCCL
+// (nccl_communicator.cpp); otherwise every function returns an error saying so (nccl_stub.cpp). No CUDA or NCCL
+// header leaks from here: streams are passed as void* (a cudaStream_t).
+// NVLink SHARP / multicast (NVLS) stays off: NCCL_NVLS_ENABLE=0 is set before every communicator is created.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "common/status.h"
+#include "runtime/communicator.h"
+
+namespace pagoda {
+
+// True when this binary has the NCCL communicator.
+bool nccl_compiled();
+
+// One process, one thread per GPU (what `--tensor-parallel-size N` uses): N communicators over devices[r], created
+// together (ncclCommInitAll). streams[r] is the cudaStream_t rank r's CUDA backend runs its kernels on, so that the
+// collectives are ordered with them; element r is rank r's communicator, to be used from rank r's thread only.
+Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<const int> devices,
+                                                                          std::span<void* const> streams);
+
+// Several processes (one per node, launched by mpirun or a LeaderWorkerSet): rank 0 creates the id, the launcher's
+// channel (MPI_Bcast, a shared file) hands it to every rank, and each rank then calls make_nccl_communicator.
+using NcclUniqueId = std::array<char, 128>;  // NCCL_UNIQUE_ID_BYTES
+Result<NcclUniqueId> make_nccl_unique_id();
+Result<std::unique_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId& id, int size, int rank, int device,
+                                                             void* stream);
+
+}  // namespace pagoda

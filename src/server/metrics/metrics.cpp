@@ -1,0 +1,218 @@
+// ServingMetrics: lock-free recording and the Prometheus text exposition. Metric names, help texts, meanings and
+// bucket boundaries follow vLLM's V1 Prometheus logger; only the prefix differs ("pagoda:" unless asked otherwise).
+#include "server/metrics/metrics.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "common/check.h"
+
+namespace pagoda::server::metrics {
+
+namespace {
+
+// vLLM's boundaries (seconds).
+const std::vector<double> kTimeToFirstTokenBuckets = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
+                                                      0.25,  0.5,   0.75, 1.0,   2.5,   5.0,   7.5,  10.0,
+                                                      20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
+const std::vector<double> kInterTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
+                                                       0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kRequestLatencyBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
+                                                    5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
+                                                    60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+
+// Numbers as Python's prometheus_client writes them: shortest round-trip form, integers with ".0".
+void append_number(std::string& out, double v) {
+    if (std::isinf(v)) {
+        out += v > 0 ? "+Inf" : "-Inf";
+        return;
+    }
+    if (std::isnan(v)) {
+        out += "NaN";
+        return;
+    }
+    char buf[32];
+    const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+    std::string_view s(buf, static_cast<size_t>(r.ptr - buf));
+    out += s;
+    if (s.find_first_of(".eEn") == std::string_view::npos) out += ".0";
+}
+
+void append_label_value(std::string& out, std::string_view v) {
+    for (char c : v) {
+        if (c == '\\') {
+            out += "\\\\";
+        } else if (c == '"') {
+            out += "\\\"";
+        } else if (c == '\n') {
+            out += "\\n";
+        } else {
+            out += c;
+        }
+    }
+}
+
+// Builds the exposition: one family at a time, each series with the common labels first.
+class Writer {
+  public:
+    Writer(std::string_view prefix, std::string_view model_name) : prefix_(prefix) {
+        labels_ = "engine=\"0\",model_name=\"";
+        append_label_value(labels_, model_name);
+        labels_ += '"';
+    }
+
+    void family(std::string_view name, std::string_view type, std::string_view help) {
+        out_ += "# HELP ";
+        append_name(name);
+        out_ += ' ';
+        out_ += help;
+        out_ += "\n# TYPE ";
+        append_name(name);
+        out_ += ' ';
+        out_ += type;
+        out_ += '\n';
+    }
+
+    // name{labels[,extra]} value
+    void sample(std::string_view name, double value, std::string_view extra_labels = {}) {
+        append_name(name);
+        out_ += '{';
+        out_ += labels_;
+        if (!extra_labels.empty()) {
+            out_ += ',';
+            out_ += extra_labels;
+        }
+        out_ += "} ";
+        append_number(out_, value);
+        out_ += '\n';
+    }
+
+    void gauge(std::string_view name, std::string_view help, double value) {
+        family(name, "gauge", help);
+        sample(name, value);
+    }
+
+    // Counters are written under their _total name, as prometheus_client does in this format.
+    void counter(std::string_view total_name, std::string_view help, double value) {
+        family(total_name, "counter", help);
+        sample(total_name, value);
+    }
+
+    void histogram(std::string_view name, std::string_view help, const Histogram& h) {
+        family(name, "histogram", help);
+        const std::vector<uint64_t> counts = h.cumulative_counts();
+        const std::string bucket = std::string(name) + "_bucket";
+        std::string le;
+        for (size_t i = 0; i < counts.size(); ++i) {
+            le = "le=\"";
+            append_number(le, i < h.upper_bounds().size() ? h.upper_bounds()[i] : INFINITY);
+            le += '"';
+            sample(bucket, static_cast<double>(counts[i]), le);
+        }
+        sample(std::string(name) + "_count", static_cast<double>(counts.back()));
+        sample(std::string(name) + "_sum", h.sum());
+    }
+
+    std::string take() { return std::move(out_); }
+
+  private:
+    void append_name(std::string_view name) {
+        out_ += prefix_;
+        out_ += ':';
+        out_ += name;
+    }
+
+    std::string_view prefix_;
+    std::string labels_;
+    std::string out_;
+};
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> upper_bounds)
+    : bounds_(std::move(upper_bounds)), counts_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
+    PAGODA_CHECK(std::is_sorted(bounds_.begin(), bounds_.end()));
+    for (size_t i = 0; i <= bounds_.size(); ++i)
+        counts_[i].store(0, std::memory_order_relaxed);
+}
+
+void Histogram::observe(double value) {
+    if (std::isnan(value)) return;
+    // Prometheus buckets are "less than or equal": the first bound >= value.
+    const size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+    counts_[i].fetch_add(1, std::memory_order_relaxed);
+    sum_.fetch_add(value, std::memory_order_relaxed);
+}
+
+std::vector<uint64_t> Histogram::cumulative_counts() const {
+    std::vector<uint64_t> out(bounds_.size() + 1);
+    uint64_t total = 0;
+    for (size_t i = 0; i < out.size(); ++i) {
+        total += counts_[i].load(std::memory_order_relaxed);
+        out[i] = total;
+    }
+    return out;
+}
+
+const char* label_value(FinishedReason reason) {
+    switch (reason) {
+        case FinishedReason::kStop:
+            return "stop";
+        case FinishedReason::kLength:
+            return "length";
+        case FinishedReason::kAbort:
+            return "abort";
+    }
+    return "abort";
+}
+
+ServingMetrics::ServingMetrics()
+    : ttft_(kTimeToFirstTokenBuckets),
+      itl_(kInterTokenLatencyBuckets),
+      e2e_(kRequestLatencyBuckets),
+      queue_(kRequestLatencyBuckets),
+      prefill_(kRequestLatencyBuckets),
+      decode_(kRequestLatencyBuckets) {}
+
+void ServingMetrics::observe_request(const RequestLatencies& l) {
+    if (l.e2e >= 0.0) e2e_.observe(l.e2e);
+    if (l.queue >= 0.0) queue_.observe(l.queue);
+    if (l.prefill >= 0.0) prefill_.observe(l.prefill);
+    if (l.decode >= 0.0) decode_.observe(l.decode);
+}
+
+std::string ServingMetrics::render(const engine::EngineStats& e, std::string_view prefix,
+                                   std::string_view model_name) const {
+    Writer w(prefix, model_name);
+    w.gauge("num_requests_running", "Number of requests in model execution batches.", e.num_running);
+    w.gauge("num_requests_waiting", "Number of requests waiting to be processed.", e.num_waiting);
+    // vLLM: 1 - free / total, where free counts unreferenced cached blocks (they can be evicted at once).
+    const double usage = e.num_kv_blocks > 0 ? 1.0 - static_cast<double>(e.num_free_kv_blocks) / e.num_kv_blocks : 0.0;
+    w.gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage);
+    w.counter("prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
+              static_cast<double>(e.prefix_queried_tokens));
+    w.counter("prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
+              static_cast<double>(e.prefix_hit_tokens));
+    w.counter("num_preemptions_total", "Cumulative number of preemption from the engine.",
+              static_cast<double>(e.num_preemptions));
+    w.counter("prompt_tokens_total", "Number of prefill tokens processed.",
+              static_cast<double>(prompt_tokens_.load(std::memory_order_relaxed)));
+    w.counter("generation_tokens_total", "Number of generation tokens processed.",
+              static_cast<double>(generation_tokens_.load(std::memory_order_relaxed)));
+    w.family("request_success_total", "counter", "Count of successfully processed requests.");
+    for (int i = 0; i < kNumFinishedReasons; ++i) {
+        const std::string label =
+            std::string("finished_reason=\"") + label_value(static_cast<FinishedReason>(i)) + "\"";
+        w.sample("request_success_total", static_cast<double>(finished_[i].load(std::memory_order_relaxed)), label);
+    }
+    w.histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
+    w.histogram("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl_);
+    w.histogram("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e_);
+    w.histogram("request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", queue_);
+    w.histogram("request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", prefill_);
+    w.histogram("request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", decode_);
+    return w.take();
+}
+
+}  // namespace pagoda::server::metrics

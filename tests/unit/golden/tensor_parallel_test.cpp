@@ -1,0 +1,266 @@
+// The tensor-parallel forward pass on the CPU: N ranks — threads with the in-process communicator, each holding its
+// shard of a tiny golden checkpoint (tests/golden) — against the plain, unsplit model on the same steps (a full
+// prefill, a prefix then token-by-token decode, a mixed batch):
+//  - TP = 1 through the same code (a rank thread, a size-1 group) gives exactly the plain logits;
+//  - TP = 2, 4 give them within fp32 tolerance (only the order of the sums changes), and every rank ends with the
+//    same logits, bit for bit;
+//  - a vocabulary that N does not divide (padding on the last rank) and tied embeddings;
+//  - sizes that do not split the model are clear load errors.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "model/model.h"
+#include "model/runner.h"
+#include "model/safetensors.h"
+#include "runtime/backend.h"
+#include "runtime/communicator.h"
+#include "runtime/rank_threads.h"
+
+namespace pagoda::model {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string golden_dir(const std::string& name) { return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name; }
+
+std::vector<int32_t> reference_ids(const std::string& dir) {
+    std::vector<int32_t> ids;
+    auto text = read_file(dir + "/reference.json");
+    if (!text.ok()) return ids;
+    auto json = Json::parse(*text);
+    if (!json.ok()) return ids;
+    for (const Json& v : json->find("ids")->as_array()) ids.push_back(static_cast<int32_t>(v.as_int()));
+    return ids;
+}
+
+using Logits = std::vector<std::vector<float>>;  // per feed: [rows * vocab]
+
+// The steps every configuration runs: feeds over 3 sequences, from the reference prompt.
+struct Script {
+    std::vector<int32_t> ids;
+    std::vector<std::vector<SequenceRunner::Feed>> steps;
+
+    explicit Script(std::vector<int32_t> tokens) : ids(std::move(tokens)) {
+        auto span = [&](size_t begin, size_t end) { return std::span<const int32_t>(ids).subspan(begin, end - begin); };
+        const size_t n = ids.size();
+        steps.push_back({{0, span(0, n), true}});  // every position of the whole sequence
+        steps.push_back({{1, span(0, 70), false}});
+        for (size_t t = 70; t < 76; ++t) steps.push_back({{1, span(t, t + 1), false}});  // decode
+        steps.push_back({{2, span(0, 30), true}, {1, span(76, 77), false}});  // a prefill and a decode together
+        steps.push_back({{1, span(77, 78), false}, {2, span(30, 41), true}});
+    }
+};
+
+Result<std::vector<Logits>> run_plain(const std::string& dir, const Script& script) {
+    auto backend = make_cpu_backend();
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(dir, *backend));
+    PAGODA_ASSIGN_OR_RETURN(SequenceRunner runner,
+                            SequenceRunner::create(*model, 3, static_cast<int32_t>(script.ids.size()) + 8));
+    std::vector<Logits> out;
+    for (const auto& feeds : script.steps) {
+        PAGODA_ASSIGN_OR_RETURN(Logits step, runner.step(feeds));
+        out.push_back(std::move(step));
+    }
+    return out;
+}
+
+// The same script on `size` ranks: rank r's model holds shard r; out[r][step] are rank r's logits.
+Result<std::vector<std::vector<Logits>>> run_tensor_parallel(const std::string& dir, int size, const Script& script) {
+    std::vector<std::unique_ptr<Communicator>> comms = make_cpu_communicators(size);
+    std::vector<std::unique_ptr<Backend>> backends;
+    std::vector<std::unique_ptr<Model>> models;
+    std::vector<SequenceRunner> runners;
+    for (int r = 0; r < size; ++r) {
+        backends.push_back(make_cpu_backend());
+        PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(dir, *backends.back(), *comms[r]));
+        PAGODA_ASSIGN_OR_RETURN(SequenceRunner runner,
+                                SequenceRunner::create(*model, 3, static_cast<int32_t>(script.ids.size()) + 8));
+        models.push_back(std::move(model));
+        runners.push_back(std::move(runner));
+    }
+    RankThreads threads(RankThreadsOptions{size, /*cpu_threads_per_rank=*/1});
+    std::vector<std::vector<Logits>> out(static_cast<size_t>(size));
+    for (const auto& feeds : script.steps) {
+        std::vector<Result<Logits>> results(static_cast<size_t>(size), Status::error("not run"));
+        threads.run([&](int r) { results[static_cast<size_t>(r)] = runners[static_cast<size_t>(r)].step(feeds); });
+        for (int r = 0; r < size; ++r) {
+            PAGODA_RETURN_IF_ERROR(results[static_cast<size_t>(r)]);
+            out[static_cast<size_t>(r)].push_back(std::move(results[static_cast<size_t>(r)]).value());
+        }
+    }
+    return out;
+}
+
+struct Diff {
+    float max_abs_diff = 0;
+    float max_abs_ref = 0;
+};
+Diff compare(const std::vector<Logits>& ours, const std::vector<Logits>& ref) {
+    Diff d;
+    for (size_t s = 0; s < ref.size(); ++s)
+        for (size_t f = 0; f < ref[s].size(); ++f) {
+            EXPECT_EQ(ours[s][f].size(), ref[s][f].size());
+            for (size_t i = 0; i < std::min(ours[s][f].size(), ref[s][f].size()); ++i) {
+                const float diff = std::fabs(ours[s][f][i] - ref[s][f][i]);
+                d.max_abs_diff = std::isnan(diff) ? INFINITY : std::max(d.max_abs_diff, diff);
+                d.max_abs_ref = std::max(d.max_abs_ref, std::fabs(ref[s][f][i]));
+            }
+        }
+    return d;
+}
+
+// Writes `src`'s checkpoint into `dst` with the vocabulary cut to its first `vocab` entries (embedding rows, and
+// lm_head rows when present), for a vocabulary the tensor-parallel sizes do not divide.
+Status write_truncated_vocab_model(const std::string& src, const std::string& dst, int64_t vocab) {
+    fs::create_directories(dst);
+    PAGODA_ASSIGN_OR_RETURN(std::string config_text, read_file(src + "/config.json"));
+    PAGODA_ASSIGN_OR_RETURN(Json config, Json::parse(config_text));
+    config.set("vocab_size", Json(static_cast<int64_t>(vocab)));
+    std::ofstream(dst + "/config.json") << config.dump();
+    PAGODA_ASSIGN_OR_RETURN(Checkpoint checkpoint, Checkpoint::open_dir(src));
+    std::string header = "{", data;
+    for (const TensorView* t : checkpoint.tensors()) {
+        std::vector<int64_t> shape = t->shape;
+        size_t bytes = t->nbytes;
+        if (t->name == "model.embed_tokens.weight" || t->name == "lm_head.weight") {
+            bytes = t->nbytes / static_cast<size_t>(shape[0]) * static_cast<size_t>(vocab);
+            shape[0] = vocab;
+        }
+        std::string dims;
+        for (int64_t d : shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+        header += (header.size() > 1 ? "," : "") + std::string("\"") + t->name + "\":{\"dtype\":\"" +
+                  std::string(storage_dtype_name(t->dtype)) + "\",\"shape\":[" + dims + "],\"data_offsets\":[" +
+                  std::to_string(data.size()) + "," + std::to_string(data.size() + bytes) + "]}";
+        data.append(reinterpret_cast<const char*>(t->data), bytes);
+    }
+    header += "}";
+    const uint64_t length = header.size();
+    std::ofstream out(dst + "/model.safetensors", std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&length), 8);
+    out << header << data;
+    return out ? ok_status() : Status::error("cannot write " + dst);
+}
+
+struct Case {
+    std::string model;  // golden directory
+    int64_t vocab = 0;  // > 0: the model rewritten with its vocabulary cut to this size
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.model << (c.vocab > 0 ? " vocab " + std::to_string(c.vocab) : ""); }
+
+class TensorParallelTest : public ::testing::TestWithParam<Case> {
+  protected:
+    void SetUp() override {
+        dir_ = golden_dir(GetParam().model);
+        if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
+        std::vector<int32_t> ids = reference_ids(dir_);
+        ASSERT_GE(ids.size(), 80u);
+        if (GetParam().vocab > 0) {
+            tmp_ = (fs::temp_directory_path() / ("pagoda_tp_test_" + std::to_string(getpid()))).string();
+            Status s = write_truncated_vocab_model(dir_, tmp_, GetParam().vocab);
+            ASSERT_TRUE(s.ok()) << s.message();
+            dir_ = tmp_;
+            for (int32_t& id : ids) id = static_cast<int32_t>(id % GetParam().vocab);
+        }
+        script_ = std::make_unique<Script>(std::move(ids));
+        auto plain = run_plain(dir_, *script_);
+        ASSERT_TRUE(plain.ok()) << plain.message();
+        plain_ = std::move(plain).value();
+    }
+    void TearDown() override {
+        if (!tmp_.empty()) fs::remove_all(tmp_);
+    }
+
+    std::string dir_, tmp_;
+    std::unique_ptr<Script> script_;
+    std::vector<Logits> plain_;
+};
+
+TEST_P(TensorParallelTest, SizeOneThroughTheSameCodeIsExactlyThePlainModel) {
+    auto tp = run_tensor_parallel(dir_, 1, *script_);
+    ASSERT_TRUE(tp.ok()) << tp.message();
+    const Diff d = compare((*tp)[0], plain_);
+    EXPECT_EQ(d.max_abs_diff, 0.0f);
+}
+
+TEST_P(TensorParallelTest, SplitLogitsMatchThePlainModel) {
+    for (int size : {2, 4}) {
+        SCOPED_TRACE("tp " + std::to_string(size));
+        auto tp = run_tensor_parallel(dir_, size, *script_);
+        ASSERT_TRUE(tp.ok()) << tp.message();
+        const Diff d = compare((*tp)[0], plain_);
+        // fp32 throughout; only the order of the additions differs (per-rank partial sums, then the all-reduce).
+        const float tol = 1e-5f * d.max_abs_ref;
+        EXPECT_LE(d.max_abs_diff, tol);
+        std::printf("[ %s tp=%d ] max|Δ| vs plain %.3g (max|logit| %.3g, tolerance %.3g)\n",
+                    GetParam().model.c_str(), size, d.max_abs_diff, d.max_abs_ref, tol);
+        for (int r = 1; r < size; ++r) {
+            EXPECT_EQ(compare((*tp)[static_cast<size_t>(r)], (*tp)[0]).max_abs_diff, 0.0f) << "rank " << r;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, TensorParallelTest,
+                         ::testing::Values(Case{"qwen3"}, Case{"qwen2_tied"}, Case{"qwen2_tied", 997}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                             return info.param.model + (info.param.vocab > 0 ? "_vocab" + std::to_string(info.param.vocab) : "");
+                         });
+
+TEST(TensorParallel, Qwen2SplitsInTwoWithItsBiases) {
+    const std::string dir = golden_dir("qwen2");  // 6 heads, 2 KV heads: 2 works, 4 does not
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    Script script(reference_ids(dir));
+    auto plain = run_plain(dir, script);
+    ASSERT_TRUE(plain.ok()) << plain.message();
+    auto tp = run_tensor_parallel(dir, 2, script);
+    ASSERT_TRUE(tp.ok()) << tp.message();
+    const Diff d = compare((*tp)[0], *plain);
+    EXPECT_LE(d.max_abs_diff, 1e-5f * d.max_abs_ref);
+    std::printf("[ qwen2 tp=2 ] max|Δ| vs plain %.3g (max|logit| %.3g)\n", d.max_abs_diff, d.max_abs_ref);
+}
+
+TEST(TensorParallel, SizesThatDoNotSplitTheModelAreLoadErrors) {
+    const std::string qwen2 = golden_dir("qwen2"), moe = golden_dir("qwen3_moe");
+    if (!file_exists(qwen2 + "/config.json") || !file_exists(moe + "/config.json")) GTEST_SKIP() << "no golden data";
+    auto comms = make_cpu_communicators(4);
+    auto backend = make_cpu_backend();
+    auto model = Model::load(qwen2, *backend, *comms[1]);
+    ASSERT_FALSE(model.ok());
+    EXPECT_NE(model.message().find("num_attention_heads (6) is not divisible by the tensor-parallel size 4"),
+              std::string::npos)
+        << model.message();
+    EXPECT_NE(model.message().find("sizes that work for this model: 1, 2"), std::string::npos) << model.message();
+    auto two = make_cpu_communicators(2);
+    auto moe_model = Model::load(moe, *backend, *two[0]);
+    ASSERT_FALSE(moe_model.ok());
+    EXPECT_NE(moe_model.message().find("dense qwen2/qwen3 models only"), std::string::npos) << moe_model.message();
+}
+
+TEST(TensorParallel, EachRankCachesItsOwnKvHeads) {
+    const std::string dir = golden_dir("qwen3");  // 2 KV heads
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    for (int size : {1, 2, 4}) {
+        auto comms = make_cpu_communicators(size);
+        auto backend = make_cpu_backend();
+        auto model = Model::load(dir, *backend, *comms[0]);
+        ASSERT_TRUE(model.ok()) << model.message();
+        EXPECT_EQ((*model)->kv_cache_config(8, 16).num_kv_heads, size == 1 ? 2 : 1);  // split, then replicated
+        EXPECT_EQ((*model)->vocab_size(), 1024);  // the whole vocabulary, also on a shard
+    }
+}
+
+}  // namespace
+}  // namespace pagoda::model

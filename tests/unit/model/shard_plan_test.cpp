@@ -1,0 +1,384 @@
+// The tensor-parallel sharding plan (model/shard_plan.h) and the cutting of weights (model/tensor_parallel.h):
+// for real model shapes and every size that splits them, each rank's slice of each weight, that the ranks together
+// cover every split weight exactly once (KV heads: once per replica), that each rank's query heads read KV heads it
+// holds, and that shard_weights copies exactly those slices (with zero vocabulary padding).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "model/shard_plan.h"
+#include "model/tensor_parallel.h"
+#include "tensor/buffer.h"
+
+namespace pagoda::model {
+namespace {
+
+ModelSpec spec_from(const std::string& text) {
+    auto json = Json::parse(text);
+    EXPECT_TRUE(json.ok()) << json.message();
+    auto spec = parse_model_spec(*json);
+    EXPECT_TRUE(spec.ok()) << spec.message();
+    return spec.ok() ? *spec : ModelSpec{};
+}
+
+// Fields of the released configs that the plan reads.
+ModelSpec qwen3_8b() {
+    return spec_from(R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
+        "hidden_size": 4096, "intermediate_size": 12288, "num_attention_heads": 32, "num_hidden_layers": 36,
+        "num_key_value_heads": 8, "vocab_size": 151936, "max_position_embeddings": 40960, "rope_theta": 1000000,
+        "tie_word_embeddings": false})");
+}
+ModelSpec qwen3_32b() {
+    return spec_from(R"({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "head_dim": 128,
+        "hidden_size": 5120, "intermediate_size": 25600, "num_attention_heads": 64, "num_hidden_layers": 64,
+        "num_key_value_heads": 8, "vocab_size": 151936, "max_position_embeddings": 40960, "rope_theta": 1000000,
+        "tie_word_embeddings": false})");
+}
+ModelSpec qwen25_7b() {
+    return spec_from(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 3584,
+        "intermediate_size": 18944, "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4,
+        "vocab_size": 152064, "max_position_embeddings": 32768, "rope_theta": 1000000.0,
+        "tie_word_embeddings": false})");
+}
+ModelSpec qwen25_05b() {
+    return spec_from(R"({"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_size": 896,
+        "intermediate_size": 4864, "num_attention_heads": 14, "num_hidden_layers": 24, "num_key_value_heads": 2,
+        "vocab_size": 151936, "max_position_embeddings": 32768, "rope_theta": 1000000.0,
+        "tie_word_embeddings": true})");
+}
+std::string golden_config(const std::string& name) {
+    return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name + "/config.json";
+}
+ModelSpec golden(const std::string& name) {
+    auto spec = load_model_spec(golden_config(name));
+    EXPECT_TRUE(spec.ok()) << spec.message();
+    return spec.ok() ? *spec : ModelSpec{};
+}
+
+// The extent of the dimension a role is split along, in the full checkpoint tensor.
+int64_t extent(const ModelSpec& s, WeightRole role) {
+    switch (role) {
+        case WeightRole::kEmbedding:
+        case WeightRole::kLmHead: return s.vocab_size;
+        case WeightRole::kQProj:
+        case WeightRole::kQBias:
+        case WeightRole::kOProj: return s.num_attention_heads * s.head_dim;
+        case WeightRole::kKProj:
+        case WeightRole::kVProj:
+        case WeightRole::kKBias:
+        case WeightRole::kVBias: return s.num_key_value_heads * s.head_dim;
+        case WeightRole::kGateProj:
+        case WeightRole::kUpProj:
+        case WeightRole::kDownProj: return s.intermediate_size;
+        default: return 0;
+    }
+}
+
+SplitDim expected_dim(WeightRole role) {
+    switch (role) {
+        case WeightRole::kFinalNorm:
+        case WeightRole::kInputNorm:
+        case WeightRole::kPostNorm:
+        case WeightRole::kQNorm:
+        case WeightRole::kKNorm: return SplitDim::kNone;
+        case WeightRole::kOProj:
+        case WeightRole::kDownProj: return SplitDim::kColumns;
+        default: return SplitDim::kRows;
+    }
+}
+
+bool is_kv(WeightRole role) {
+    return role == WeightRole::kKProj || role == WeightRole::kVProj || role == WeightRole::kKBias ||
+           role == WeightRole::kVBias;
+}
+
+// Every property of the plans of all ranks of a group of `size`.
+void check_group(const std::string& label, const ModelSpec& spec, int size) {
+    SCOPED_TRACE(label + " tp=" + std::to_string(size));
+    std::vector<ShardPlan> plans;
+    for (int r = 0; r < size; ++r) {
+        auto plan = make_shard_plan(spec, size, r);
+        ASSERT_TRUE(plan.ok()) << plan.message();
+        plans.push_back(*plan);
+    }
+    const int64_t group = spec.num_attention_heads / spec.num_key_value_heads;  // query heads per KV head
+    for (const ShardPlan& p : plans) {
+        EXPECT_EQ(p.q_heads * size, spec.num_attention_heads);
+        EXPECT_EQ(p.intermediate * size, spec.intermediate_size);
+        EXPECT_EQ(p.kv_heads * size, spec.num_key_value_heads * p.kv_replicas);
+        // GQA inside a rank: local query head h reads local KV head h / (q_heads / kv_heads); that must be the KV
+        // head its global index reads in the whole model.
+        for (int64_t h = 0; h < p.q_heads; ++h) {
+            const int64_t global_kv = (p.first_q_head + h) / group;
+            EXPECT_EQ(p.first_kv_head + h / (p.q_heads / p.kv_heads), global_kv) << "rank " << p.rank << " head " << h;
+        }
+    }
+    for (WeightRole role : kAllWeightRoles) {
+        SCOPED_TRACE(std::string(role_name(role)));
+        const SplitDim dim = expected_dim(role);
+        if (dim == SplitDim::kNone) {
+            for (const ShardPlan& p : plans) EXPECT_EQ(p.slice(role).dim, SplitDim::kNone);
+            continue;
+        }
+        const int64_t n = extent(spec, role);
+        std::vector<int> held(static_cast<size_t>(n), 0);
+        for (const ShardPlan& p : plans) {
+            const WeightSlice s = p.slice(role);
+            ASSERT_EQ(s.dim, dim);
+            ASSERT_GE(s.begin, 0);
+            ASSERT_GE(s.length, 0);
+            ASSERT_LE(s.begin + s.length, n);
+            for (int64_t i = s.begin; i < s.begin + s.length; ++i) ++held[static_cast<size_t>(i)];
+            if (role == WeightRole::kEmbedding || role == WeightRole::kLmHead) {
+                EXPECT_EQ(s.padded_length, (n + size - 1) / size);  // the vocabulary padded to a multiple of N
+                EXPECT_EQ(s.begin, p.rank * s.padded_length);
+            } else {
+                EXPECT_EQ(s.padded_length, s.length);
+                EXPECT_EQ(s.length * size, n * (is_kv(role) ? p.kv_replicas : 1));
+            }
+        }
+        const int once = is_kv(role) ? static_cast<int>(plans[0].kv_replicas) : 1;
+        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(held[static_cast<size_t>(i)], once) << "index " << i;
+    }
+}
+
+TEST(ShardPlan, EverySliceOfEveryShapeAndSize) {
+    ModelSpec odd_vocab = qwen3_8b();
+    odd_vocab.vocab_size = 151643;  // not a multiple of any size > 1: padding on the last rank
+    const struct {
+        std::string name;
+        ModelSpec spec;
+        std::vector<int> sizes;
+    } cases[] = {
+        {"Qwen3-8B", qwen3_8b(), {1, 2, 4, 8, 16, 32}},
+        {"Qwen3-32B", qwen3_32b(), {1, 2, 4, 8, 16, 32, 64}},
+        {"Qwen2.5-7B", qwen25_7b(), {1, 2, 4}},
+        {"Qwen2.5-0.5B", qwen25_05b(), {1, 2}},
+        {"Qwen3-8B, vocab 151643", odd_vocab, {1, 2, 4, 8, 16, 32}},
+        {"golden qwen2", golden("qwen2"), {1, 2}},
+        {"golden qwen2_tied", golden("qwen2_tied"), {1, 2, 4}},
+        {"golden qwen3", golden("qwen3"), {1, 2, 4}},
+    };
+    for (const auto& c : cases) {
+        EXPECT_EQ(valid_tensor_parallel_sizes(c.spec), c.sizes) << c.name;
+        for (int size : c.sizes) check_group(c.name, c.spec, size);
+    }
+}
+
+TEST(ShardPlan, Qwen3_8bRank2Of4) {
+    auto p = make_shard_plan(qwen3_8b(), 4, 2);
+    ASSERT_TRUE(p.ok()) << p.message();
+    auto expect = [&](WeightRole role, SplitDim dim, int64_t begin, int64_t length) {
+        const WeightSlice s = p->slice(role);
+        EXPECT_EQ(s.dim, dim) << role_name(role);
+        EXPECT_EQ(s.begin, begin) << role_name(role);
+        EXPECT_EQ(s.length, length) << role_name(role);
+    };
+    expect(WeightRole::kQProj, SplitDim::kRows, 16 * 128, 8 * 128);  // heads 16..23
+    expect(WeightRole::kKProj, SplitDim::kRows, 4 * 128, 2 * 128);   // KV heads 4..5
+    expect(WeightRole::kVProj, SplitDim::kRows, 4 * 128, 2 * 128);
+    expect(WeightRole::kOProj, SplitDim::kColumns, 16 * 128, 8 * 128);
+    expect(WeightRole::kGateProj, SplitDim::kRows, 2 * 3072, 3072);
+    expect(WeightRole::kUpProj, SplitDim::kRows, 2 * 3072, 3072);
+    expect(WeightRole::kDownProj, SplitDim::kColumns, 2 * 3072, 3072);
+    expect(WeightRole::kEmbedding, SplitDim::kRows, 2 * 37984, 37984);
+    expect(WeightRole::kLmHead, SplitDim::kRows, 2 * 37984, 37984);
+    expect(WeightRole::kQNorm, SplitDim::kNone, 0, 0);
+    expect(WeightRole::kInputNorm, SplitDim::kNone, 0, 0);
+}
+
+TEST(ShardPlan, KvHeadsAreReplicatedWhenRanksOutnumberThem) {
+    // Qwen3-32B on 16 ranks: 8 KV heads, each held by 2 consecutive ranks; rank 5 has query heads 20..23 (KV head 2).
+    auto p = make_shard_plan(qwen3_32b(), 16, 5);
+    ASSERT_TRUE(p.ok()) << p.message();
+    EXPECT_EQ(p->kv_replicas, 2);
+    EXPECT_EQ(p->kv_heads, 1);
+    EXPECT_EQ(p->first_kv_head, 2);
+    EXPECT_EQ(p->first_q_head, 20);
+    EXPECT_EQ(p->slice(WeightRole::kKProj).begin, 2 * 128);
+    EXPECT_EQ(p->slice(WeightRole::kVBias).length, 128);
+}
+
+TEST(ShardPlan, PaddedVocabularyOnTheLastRank) {
+    ModelSpec spec = qwen3_8b();
+    spec.vocab_size = 151643;
+    auto last = make_shard_plan(spec, 8, 7);
+    ASSERT_TRUE(last.ok()) << last.message();
+    EXPECT_EQ(last->vocab_per_rank, 18956);  // ceil(151643 / 8); padded vocabulary 151648
+    EXPECT_EQ(last->first_vocab, 7 * 18956);
+    EXPECT_EQ(last->vocab_rows(), 151643 - 7 * 18956);
+    const WeightSlice s = last->slice(WeightRole::kEmbedding);
+    EXPECT_EQ(s.length, 151643 - 7 * 18956);
+    EXPECT_EQ(s.padded_length, 18956);
+}
+
+std::string plan_error(const ModelSpec& spec, int size, int rank = 0) {
+    auto p = make_shard_plan(spec, size, rank);
+    EXPECT_FALSE(p.ok()) << "size " << size;
+    return p.ok() ? std::string() : p.message();
+}
+
+TEST(ShardPlan, ClearErrorsForSizesThatDoNotSplitTheModel) {
+    std::string e = plan_error(qwen25_7b(), 8);
+    EXPECT_NE(e.find("num_attention_heads (28) is not divisible by the tensor-parallel size 8"), std::string::npos) << e;
+    EXPECT_NE(e.find("sizes that work for this model: 1, 2, 4"), std::string::npos) << e;
+
+    e = plan_error(golden("qwen2"), 3);  // 6 heads split 3 ways, but 2 KV heads cannot serve 3 ranks
+    EXPECT_NE(e.find("neither a divisor nor a multiple of num_key_value_heads (2)"), std::string::npos) << e;
+    e = plan_error(golden("qwen2"), 6);  // heads and KV heads fine, intermediate_size 160 is not
+    EXPECT_NE(e.find("intermediate_size (160) is not divisible"), std::string::npos) << e;
+
+    e = plan_error(golden("qwen3_moe"), 2);
+    EXPECT_NE(e.find("dense qwen2/qwen3 models only, not qwen3_moe"), std::string::npos) << e;
+    EXPECT_TRUE(make_shard_plan(golden("qwen3_moe"), 1, 0).ok());  // size 1: nothing to split, any family
+
+    EXPECT_NE(plan_error(qwen3_8b(), 0).find("at least 1"), std::string::npos);
+    EXPECT_NE(plan_error(qwen3_8b(), 4, 4).find("rank 4 is outside a tensor-parallel group of 4"), std::string::npos);
+    EXPECT_NE(plan_error(qwen3_8b(), 2, -1).find("outside"), std::string::npos);
+}
+
+// --- shard_weights ------------------------------------------------------------------------------------------------
+
+// A miniature dense model whose every weight element holds a distinct value (tag * 10000 + flat index).
+struct TinyWeights {
+    ModelSpec spec;
+    ModelWeights weights;
+    std::vector<HostTensor> storage;
+
+    TinyWeights(bool tied, int64_t vocab) {
+        spec.family = ModelFamily::kQwen2;
+        spec.hidden_size = 4;
+        spec.num_attention_heads = 4;
+        spec.num_key_value_heads = 2;
+        spec.head_dim = 2;
+        spec.intermediate_size = 8;
+        spec.vocab_size = vocab;
+        spec.num_hidden_layers = 1;
+        spec.layers.resize(1);
+        const int64_t H = 4, Q = 8, KV = 4, I = 8;
+        weights.embed = make(1, {vocab, H});
+        weights.lm_head = tied ? weights.embed : make(2, {vocab, H});
+        weights.final_norm = make(3, {H});
+        LayerWeights l;
+        l.input_norm = make(4, {H});
+        l.post_norm = make(5, {H});
+        l.attn.q = make(6, {Q, H});
+        l.attn.k = make(7, {KV, H});
+        l.attn.v = make(8, {KV, H});
+        l.attn.o = make(9, {H, Q});
+        l.attn.q_bias = make(10, {Q});
+        l.attn.k_bias = make(11, {KV});
+        l.attn.v_bias = make(12, {KV});
+        l.dense.gate = make(13, {I, H});
+        l.dense.up = make(14, {I, H});
+        l.dense.down = make(15, {H, I});
+        weights.layers.push_back(l);
+    }
+    Tensor make(int tag, Shape shape) {
+        HostTensor t = HostTensor::empty(DType::F32, shape);
+        for (int64_t i = 0; i < shape.numel(); ++i) t.tensor.data_as<float>()[i] = static_cast<float>(tag * 10000 + i);
+        storage.push_back(std::move(t));
+        return storage.back().tensor;
+    }
+};
+
+float at(const Tensor& t, int64_t row, int64_t col) {
+    return t.data_as<float>()[row * (t.rank() == 2 ? t.stride(0) : 1) + col];
+}
+
+// shard == the slice of full (zero past the slice's length along the split dimension).
+void expect_slice(const char* what, const Tensor& full, const Tensor& shard, const WeightSlice& s) {
+    SCOPED_TRACE(what);
+    const int64_t cols = full.rank() == 2 ? full.dim(1) : 1;
+    if (s.dim == SplitDim::kColumns) {
+        ASSERT_EQ(shard.shape(), (Shape{full.dim(0), s.length}));
+        for (int64_t r = 0; r < full.dim(0); ++r)
+            for (int64_t c = 0; c < s.length; ++c) ASSERT_EQ(at(shard, r, c), at(full, r, s.begin + c));
+        return;
+    }
+    ASSERT_GE(shard.dim(0), s.padded_length);
+    for (int64_t r = 0; r < shard.dim(0); ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+            const float want = r < s.length ? at(full, s.begin + r, c) : 0.0f;
+            ASSERT_EQ(at(shard, r, c), want) << "row " << r << " col " << c;
+        }
+}
+
+TEST(ShardWeights, EachShardHoldsItsSliceAndTheVocabularyIsZeroPadded) {
+    for (bool tied : {false, true}) {
+        for (int size : {2, 4}) {
+            for (int rank = 0; rank < size; ++rank) {
+                SCOPED_TRACE("tied " + std::to_string(tied) + " tp " + std::to_string(size) + " rank " +
+                             std::to_string(rank));
+                TinyWeights full(tied, /*vocab=*/7);
+                TinyWeights cut(tied, 7);
+                auto plan = make_shard_plan(full.spec, size, rank);
+                ASSERT_TRUE(plan.ok()) << plan.message();
+                ASSERT_TRUE(shard_weights(*plan, cut.weights).ok());
+                const ModelWeights& f = full.weights;
+                const ModelWeights& c = cut.weights;
+                const LayerWeights &fl = f.layers[0], &cl = c.layers[0];
+                // The embedding: the padded shard plus the zero row that other ranks' ids read.
+                EXPECT_EQ(c.embed.dim(0), plan->vocab_per_rank + 1);
+                expect_slice("embed", f.embed, c.embed, plan->slice(WeightRole::kEmbedding));
+                EXPECT_EQ(c.lm_head.shape(), (Shape{plan->vocab_per_rank, 4}));
+                expect_slice("lm_head", f.lm_head, c.lm_head, plan->slice(WeightRole::kLmHead));
+                if (tied) {
+                    EXPECT_EQ(c.lm_head.data(), c.embed.data());
+                }
+                expect_slice("q", fl.attn.q, cl.attn.q, plan->slice(WeightRole::kQProj));
+                expect_slice("k", fl.attn.k, cl.attn.k, plan->slice(WeightRole::kKProj));
+                expect_slice("v", fl.attn.v, cl.attn.v, plan->slice(WeightRole::kVProj));
+                expect_slice("o", fl.attn.o, cl.attn.o, plan->slice(WeightRole::kOProj));
+                expect_slice("q_bias", fl.attn.q_bias, cl.attn.q_bias, plan->slice(WeightRole::kQBias));
+                expect_slice("k_bias", fl.attn.k_bias, cl.attn.k_bias, plan->slice(WeightRole::kKBias));
+                expect_slice("v_bias", fl.attn.v_bias, cl.attn.v_bias, plan->slice(WeightRole::kVBias));
+                expect_slice("gate", fl.dense.gate, cl.dense.gate, plan->slice(WeightRole::kGateProj));
+                expect_slice("up", fl.dense.up, cl.dense.up, plan->slice(WeightRole::kUpProj));
+                expect_slice("down", fl.dense.down, cl.dense.down, plan->slice(WeightRole::kDownProj));
+                // Row slices are views of the checkpoint (no copy); norms are untouched.
+                // (storage order: embed, [lm_head,] final_norm, input_norm, post_norm, q, ...)
+                const size_t after_head = tied ? 0 : 1;
+                EXPECT_EQ(cl.attn.q.data(),
+                          cut.storage[4 + after_head].tensor.data_as<float>() + plan->first_q_head * 2 * 4);
+                EXPECT_EQ(cl.input_norm.data(), cut.storage[2 + after_head].tensor.data());
+                EXPECT_EQ(c.final_norm.data(), cut.storage[1 + after_head].tensor.data());
+            }
+        }
+    }
+}
+
+TEST(ShardWeights, SizeOneChangesNothing) {
+    TinyWeights w(false, 7);
+    const ModelWeights before = [&] {
+        ModelWeights copy;
+        copy.embed = w.weights.embed;
+        copy.lm_head = w.weights.lm_head;
+        copy.layers = w.weights.layers;
+        return copy;
+    }();
+    auto plan = make_shard_plan(w.spec, 1, 0);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE(shard_weights(*plan, w.weights).ok());
+    EXPECT_EQ(w.weights.embed.data(), before.embed.data());
+    EXPECT_EQ(w.weights.embed.shape(), before.embed.shape());
+    EXPECT_EQ(w.weights.layers[0].attn.o.data(), before.layers[0].attn.o.data());
+    EXPECT_EQ(w.weights.layers[0].dense.down.shape(), before.layers[0].dense.down.shape());
+    EXPECT_TRUE(w.weights.owned.buffers.empty());
+}
+
+TEST(ShardWeights, RefusesLayersThatAreNotDense) {
+    TinyWeights w(false, 8);
+    w.weights.layers[0].mlp = MlpKind::kMoe;
+    auto plan = make_shard_plan(w.spec, 2, 0);
+    ASSERT_TRUE(plan.ok());
+    Status s = shard_weights(*plan, w.weights);
+    EXPECT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("dense full-attention layers only"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace pagoda::model

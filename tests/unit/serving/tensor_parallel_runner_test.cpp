@@ -1,0 +1,111 @@
+// The engine over a tensor-parallel model (serving/tensor_parallel_runner.h through create_engine): the engine
+// schedules once, the ranks (CPU threads) run each step together, and the greedy tokens of a batch of requests are
+// those of the unsplit model. Sizes that cannot split the model are load errors.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "engine/engine.h"
+#include "serving/create_engine.h"
+
+namespace pagoda::serving {
+namespace {
+
+std::string golden_dir(const std::string& name) { return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name; }
+
+std::vector<int32_t> reference_ids(const std::string& dir) {
+    std::vector<int32_t> ids;
+    auto text = read_file(dir + "/reference.json");
+    if (!text.ok()) return ids;
+    auto json = Json::parse(*text);
+    if (!json.ok()) return ids;
+    for (const Json& v : json->find("ids")->as_array()) ids.push_back(static_cast<int32_t>(v.as_int()));
+    return ids;
+}
+
+EngineOptions options_with(int tp) {
+    EngineOptions o;
+    o.max_model_len = 160;
+    o.max_num_seqs = 4;
+    o.num_threads = 2;
+    o.device = "cpu";
+    o.tensor_parallel_size = tp;
+    return o;
+}
+
+// Greedy tokens of three requests submitted together (they share steps: prefills and decodes in one batch).
+std::vector<std::vector<int32_t>> greedy_batch(ServingEngine& s, const std::vector<int32_t>& ids) {
+    std::vector<std::shared_ptr<engine::RequestStream>> streams;
+    for (auto [begin, end] : {std::pair{0, 100}, std::pair{5, 40}, std::pair{60, 61}}) {
+        engine::Request r;
+        r.prompt_tokens.assign(ids.begin() + begin, ids.begin() + end);
+        r.params.max_tokens = 12;
+        r.params.ignore_eos = true;
+        r.params.temperature = 0.0f;
+        auto stream = s.engine().submit(r);
+        EXPECT_TRUE(stream.ok()) << stream.message();
+        if (!stream.ok()) return {};
+        streams.push_back(std::move(stream).value());
+    }
+    std::vector<std::vector<int32_t>> out;
+    for (auto& stream : streams) {
+        std::vector<int32_t> tokens;
+        engine::StreamChunk chunk;
+        while (stream->read(chunk)) {
+            for (const auto& d : chunk.choices) {
+                tokens.insert(tokens.end(), d.token_ids.begin(), d.token_ids.end());
+                if (d.finish_reason != engine::FinishReason::kNone) {
+                    EXPECT_EQ(d.finish_reason, engine::FinishReason::kLength) << d.finish_message;
+                }
+            }
+        }
+        out.push_back(std::move(tokens));
+    }
+    return out;
+}
+
+TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
+    for (const auto& [model, sizes] : {std::pair{std::string("qwen3"), std::vector<int>{2, 4}},
+                                       std::pair{std::string("qwen2"), std::vector<int>{2}}}) {
+        const std::string dir = golden_dir(model);
+        if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data in " << dir;
+        const std::vector<int32_t> ids = reference_ids(dir);
+        ASSERT_GE(ids.size(), 100u);
+        auto plain = create_engine(dir, options_with(1));
+        ASSERT_TRUE(plain.ok()) << plain.message();
+        const auto want = greedy_batch(**plain, ids);
+        ASSERT_EQ(want.size(), 3u);
+        for (const auto& tokens : want) ASSERT_EQ(tokens.size(), 12u);
+        for (int tp : sizes) {
+            SCOPED_TRACE(model + " tp " + std::to_string(tp));
+            auto split = create_engine(dir, options_with(tp));
+            ASSERT_TRUE(split.ok()) << split.message();
+            EXPECT_EQ((*split)->model().vocab_size(), (*plain)->model().vocab_size());
+            EXPECT_EQ((*split)->model().shard_plan().size, tp);
+            EXPECT_EQ((*split)->config().num_kv_blocks, (*plain)->config().num_kv_blocks);
+            EXPECT_EQ(greedy_batch(**split, ids), want);
+        }
+    }
+}
+
+TEST(TensorParallelEngine, SizesThatCannotWorkAreErrors) {
+    const std::string dir = golden_dir("qwen2");  // 6 attention heads
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    auto four = create_engine(dir, options_with(4));
+    ASSERT_FALSE(four.ok());
+    EXPECT_NE(four.message().find("num_attention_heads (6) is not divisible by the tensor-parallel size 4"),
+              std::string::npos)
+        << four.message();
+    EngineOptions gpu = options_with(2);
+    gpu.device = "cuda";
+    auto on_gpu = create_engine(dir, gpu);
+    ASSERT_FALSE(on_gpu.ok());
+    EXPECT_NE(on_gpu.message().find("use --device cpu"), std::string::npos) << on_gpu.message();
+}
+
+}  // namespace
+}  // namespace pagoda::serving
