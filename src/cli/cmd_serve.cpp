@@ -272,7 +272,9 @@ int run_serve(std::span<const std::string_view> cli_args) {
     p.add_option("gpu-memory-utilization", "F", "fraction of device memory to use (GPU builds; ignored on CPU)");
     p.add_option("max-num-seqs", "N", "sequences per step (default 16 on CPU)");
     p.add_option("max-num-batched-tokens", "N", "tokens per step (default 2048)");
-    p.add_option("num-gpu-blocks-override", "N", "number of KV-cache blocks (default: what 1 GiB holds, at most max-num-seqs full sequences)");
+    p.add_option("num-gpu-blocks-override", "N",
+                 "number of KV-cache blocks (default: what 4 GiB holds on the CPU, what --gpu-memory-utilization "
+                 "leaves on a GPU; at most max-num-seqs full sequences)");
     p.add_option("block-size", "N", "tokens per KV-cache block (default 16)");
     p.add_switch("enable-prefix-caching", "reuse KV blocks of shared prompt prefixes (default on)");
     p.add_switch("no-enable-prefix-caching", "turn prefix caching off");

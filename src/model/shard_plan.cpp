@@ -7,28 +7,47 @@ namespace pagoda::model {
 
 std::string_view role_name(WeightRole role) {
     switch (role) {
-        case WeightRole::kEmbedding: return "embed_tokens";
-        case WeightRole::kLmHead: return "lm_head";
-        case WeightRole::kFinalNorm: return "norm";
-        case WeightRole::kInputNorm: return "input_layernorm";
-        case WeightRole::kPostNorm: return "post_attention_layernorm";
-        case WeightRole::kQProj: return "q_proj";
-        case WeightRole::kKProj: return "k_proj";
-        case WeightRole::kVProj: return "v_proj";
-        case WeightRole::kOProj: return "o_proj";
-        case WeightRole::kQBias: return "q_proj.bias";
-        case WeightRole::kKBias: return "k_proj.bias";
-        case WeightRole::kVBias: return "v_proj.bias";
-        case WeightRole::kQNorm: return "q_norm";
-        case WeightRole::kKNorm: return "k_norm";
-        case WeightRole::kGateProj: return "gate_proj";
-        case WeightRole::kUpProj: return "up_proj";
-        case WeightRole::kDownProj: return "down_proj";
+        case WeightRole::kEmbedding:
+            return "embed_tokens";
+        case WeightRole::kLmHead:
+            return "lm_head";
+        case WeightRole::kFinalNorm:
+            return "norm";
+        case WeightRole::kInputNorm:
+            return "input_layernorm";
+        case WeightRole::kPostNorm:
+            return "post_attention_layernorm";
+        case WeightRole::kQProj:
+            return "q_proj";
+        case WeightRole::kKProj:
+            return "k_proj";
+        case WeightRole::kVProj:
+            return "v_proj";
+        case WeightRole::kOProj:
+            return "o_proj";
+        case WeightRole::kQBias:
+            return "q_proj.bias";
+        case WeightRole::kKBias:
+            return "k_proj.bias";
+        case WeightRole::kVBias:
+            return "v_proj.bias";
+        case WeightRole::kQNorm:
+            return "q_norm";
+        case WeightRole::kKNorm:
+            return "k_norm";
+        case WeightRole::kGateProj:
+            return "gate_proj";
+        case WeightRole::kUpProj:
+            return "up_proj";
+        case WeightRole::kDownProj:
+            return "down_proj";
     }
     return "?";
 }
 
-int64_t ShardPlan::vocab_rows() const { return std::clamp<int64_t>(vocab - first_vocab, 0, vocab_per_rank); }
+int64_t ShardPlan::vocab_rows() const {
+    return std::clamp<int64_t>(vocab - first_vocab, 0, vocab_per_rank);
+}
 
 WeightSlice ShardPlan::slice(WeightRole role) const {
     const WeightSlice q_rows{SplitDim::kRows, first_q_head * head_dim, q_heads * head_dim, q_heads * head_dim};
@@ -36,22 +55,29 @@ WeightSlice ShardPlan::slice(WeightRole role) const {
     const WeightSlice mlp_rows{SplitDim::kRows, first_intermediate, intermediate, intermediate};
     switch (role) {
         case WeightRole::kEmbedding:
-        case WeightRole::kLmHead: return {SplitDim::kRows, first_vocab, vocab_rows(), vocab_per_rank};
+        case WeightRole::kLmHead:
+            return {SplitDim::kRows, first_vocab, vocab_rows(), vocab_per_rank};
         case WeightRole::kQProj:
-        case WeightRole::kQBias: return q_rows;
+        case WeightRole::kQBias:
+            return q_rows;
         case WeightRole::kKProj:
         case WeightRole::kVProj:
         case WeightRole::kKBias:
-        case WeightRole::kVBias: return kv_rows;
-        case WeightRole::kOProj: return {SplitDim::kColumns, q_rows.begin, q_rows.length, q_rows.length};
+        case WeightRole::kVBias:
+            return kv_rows;
+        case WeightRole::kOProj:
+            return {SplitDim::kColumns, q_rows.begin, q_rows.length, q_rows.length};
         case WeightRole::kGateProj:
-        case WeightRole::kUpProj: return mlp_rows;
-        case WeightRole::kDownProj: return {SplitDim::kColumns, mlp_rows.begin, mlp_rows.length, mlp_rows.length};
+        case WeightRole::kUpProj:
+            return mlp_rows;
+        case WeightRole::kDownProj:
+            return {SplitDim::kColumns, mlp_rows.begin, mlp_rows.length, mlp_rows.length};
         case WeightRole::kFinalNorm:
         case WeightRole::kInputNorm:
         case WeightRole::kPostNorm:
         case WeightRole::kQNorm:
-        case WeightRole::kKNorm: return {};
+        case WeightRole::kKNorm:
+            return {};
     }
     return {};
 }
@@ -102,7 +128,8 @@ Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank) {
     }
     if (std::string why = why_not(spec, size); !why.empty()) {
         std::string valid;
-        for (int n : valid_tensor_parallel_sizes(spec)) valid += (valid.empty() ? "" : ", ") + std::to_string(n);
+        for (int n : valid_tensor_parallel_sizes(spec))
+            valid += (valid.empty() ? "" : ", ") + std::to_string(n);
         return Status::error(why + " (sizes that work for this model: " + valid + ")");
     }
     ShardPlan p;

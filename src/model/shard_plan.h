@@ -36,11 +36,10 @@ enum class WeightRole {
     kDownProj,   // [H, I]
 };
 inline constexpr WeightRole kAllWeightRoles[] = {
-    WeightRole::kEmbedding, WeightRole::kLmHead,   WeightRole::kFinalNorm, WeightRole::kInputNorm,
-    WeightRole::kPostNorm,  WeightRole::kQProj,    WeightRole::kKProj,     WeightRole::kVProj,
-    WeightRole::kOProj,     WeightRole::kQBias,    WeightRole::kKBias,     WeightRole::kVBias,
-    WeightRole::kQNorm,     WeightRole::kKNorm,    WeightRole::kGateProj,  WeightRole::kUpProj,
-    WeightRole::kDownProj};
+    WeightRole::kEmbedding, WeightRole::kLmHead,  WeightRole::kFinalNorm, WeightRole::kInputNorm, WeightRole::kPostNorm,
+    WeightRole::kQProj,     WeightRole::kKProj,   WeightRole::kVProj,     WeightRole::kOProj,     WeightRole::kQBias,
+    WeightRole::kKBias,     WeightRole::kVBias,   WeightRole::kQNorm,     WeightRole::kKNorm,     WeightRole::kGateProj,
+    WeightRole::kUpProj,    WeightRole::kDownProj};
 std::string_view role_name(WeightRole role);  // "q_proj"
 
 enum class SplitDim {

@@ -75,11 +75,11 @@ Status shard_weights(const ShardPlan& plan, ModelWeights& w) {
         };
         AttentionWeights& a = layer.attn;
         MlpWeights& m = layer.dense;
-        for (const Part& p : {Part{&a.q, WeightRole::kQProj}, Part{&a.k, WeightRole::kKProj},
-                              Part{&a.v, WeightRole::kVProj}, Part{&a.o, WeightRole::kOProj},
-                              Part{&a.q_bias, WeightRole::kQBias}, Part{&a.k_bias, WeightRole::kKBias},
-                              Part{&a.v_bias, WeightRole::kVBias}, Part{&m.gate, WeightRole::kGateProj},
-                              Part{&m.up, WeightRole::kUpProj}, Part{&m.down, WeightRole::kDownProj}}) {
+        for (const Part& p :
+             {Part{&a.q, WeightRole::kQProj}, Part{&a.k, WeightRole::kKProj}, Part{&a.v, WeightRole::kVProj},
+              Part{&a.o, WeightRole::kOProj}, Part{&a.q_bias, WeightRole::kQBias}, Part{&a.k_bias, WeightRole::kKBias},
+              Part{&a.v_bias, WeightRole::kVBias}, Part{&m.gate, WeightRole::kGateProj},
+              Part{&m.up, WeightRole::kUpProj}, Part{&m.down, WeightRole::kDownProj}}) {
             auto shard = cut(*p.tensor, plan.slice(p.role), owned);
             if (!shard.ok()) {
                 return shard.status().with_context("layer " + std::to_string(i) + " " + std::string(role_name(p.role)));

@@ -25,6 +25,9 @@ class Backend {
     virtual void copy(const Tensor& dst, const Tensor& src) = 0;
     // Waits for queued work (no-op on CPU).
     virtual void synchronize() = 0;
+    // Called by a thread before it runs ops on this backend, e.g. the engine thread before each step: some settings
+    // are per thread (OpenMP's thread count on the CPU), so the thread that created the backend is not enough.
+    virtual void bind_thread() {}
 };
 
 struct CpuBackendOptions {

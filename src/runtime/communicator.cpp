@@ -60,8 +60,10 @@ class CpuCommunicator final : public Communicator {
         auto buffer = [&](int r) { return static_cast<float*>(group_->data[static_cast<size_t>(r)]); };
         for (int64_t i = begin; i < end; ++i) {
             float sum = buffer(0)[i];
-            for (int r = 1; r < size_; ++r) sum += buffer(r)[i];
-            for (int r = 0; r < size_; ++r) buffer(r)[i] = sum;
+            for (int r = 1; r < size_; ++r)
+                sum += buffer(r)[i];
+            for (int r = 0; r < size_; ++r)
+                buffer(r)[i] = sum;
         }
         group_->barrier.arrive_and_wait();
     }
@@ -94,7 +96,8 @@ class CpuCommunicator final : public Communicator {
         group_->data[static_cast<size_t>(rank_)] = data;
         group_->numel[static_cast<size_t>(rank_)] = numel;
         group_->barrier.arrive_and_wait();
-        for (int64_t other : group_->numel) PAGODA_CHECK_MSG(other == numel, "collective: ranks disagree on the size");
+        for (int64_t other : group_->numel)
+            PAGODA_CHECK_MSG(other == numel, "collective: ranks disagree on the size");
     }
 
     std::shared_ptr<CpuGroup> group_;
@@ -112,7 +115,8 @@ std::vector<std::unique_ptr<Communicator>> make_cpu_communicators(int size) {
     PAGODA_CHECK_MSG(size >= 1, "make_cpu_communicators: size must be at least 1");
     auto group = std::make_shared<CpuGroup>(size);
     std::vector<std::unique_ptr<Communicator>> comms;
-    for (int r = 0; r < size; ++r) comms.push_back(std::make_unique<CpuCommunicator>(group, r, size));
+    for (int r = 0; r < size; ++r)
+        comms.push_back(std::make_unique<CpuCommunicator>(group, r, size));
     return comms;
 }
 

@@ -12,8 +12,8 @@ namespace pagoda {
 namespace {
 class CpuBackend final : public Backend {
   public:
-    explicit CpuBackend(const CpuBackendOptions& options) : ops_(make_cpu_ops()) {
-        if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
+    explicit CpuBackend(const CpuBackendOptions& options) : ops_(make_cpu_ops()), requested_(options.num_threads) {
+        bind_thread();
         threads_ = omp_get_max_threads();
     }
     Device device() const override { return {}; }
@@ -27,9 +27,13 @@ class CpuBackend final : public Backend {
         std::memcpy(dst.data(), src.data(), src.nbytes());
     }
     void synchronize() override {}
+    void bind_thread() override {
+        if (requested_ > 0) omp_set_num_threads(requested_);  // OpenMP's thread count is a per-thread setting
+    }
 
   private:
     std::unique_ptr<Ops> ops_;
+    int requested_ = 0;  // 0: OpenMP's default
     int threads_ = 1;
 };
 }  // namespace

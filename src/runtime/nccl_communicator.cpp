@@ -26,7 +26,9 @@ namespace {
 
 // NVLink multicast (NVLS) stays off: it reserves a large share of device memory per communicator and is not
 // available on every system; the ring/tree algorithms serve TP all-reduce sizes well.
-void disable_nvls() { setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/1); }
+void disable_nvls() {
+    setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/1);
+}
 
 Status nccl_error(const std::string& what, ncclResult_t r) {
     return Status::error(what + ": " + ncclGetErrorString(r) + " (NCCL " + std::to_string(NCCL_MAJOR) + "." +
@@ -35,12 +37,18 @@ Status nccl_error(const std::string& what, ncclResult_t r) {
 
 ncclDataType_t nccl_type(DType dtype) {
     switch (dtype) {
-        case DType::F32: return ncclFloat32;
-        case DType::BF16: return ncclBfloat16;
-        case DType::F16: return ncclFloat16;
-        case DType::I32: return ncclInt32;
-        case DType::I64: return ncclInt64;
-        default: break;
+        case DType::F32:
+            return ncclFloat32;
+        case DType::BF16:
+            return ncclBfloat16;
+        case DType::F16:
+            return ncclFloat16;
+        case DType::I32:
+            return ncclInt32;
+        case DType::I64:
+            return ncclInt64;
+        default:
+            break;
     }
     PAGODA_CHECK_MSG(false, "nccl: unsupported dtype");
     return ncclFloat32;
@@ -66,8 +74,8 @@ class NcclCommunicator final : public Communicator {
 
     void all_reduce_sum(const Tensor& x) override {
         check(x);
-        PAGODA_NCCL_OK(ncclAllReduce(x.data(), x.data(), static_cast<size_t>(x.numel()), nccl_type(x.dtype()),
-                                     ncclSum, comm_, stream_));
+        PAGODA_NCCL_OK(ncclAllReduce(x.data(), x.data(), static_cast<size_t>(x.numel()), nccl_type(x.dtype()), ncclSum,
+                                     comm_, stream_));
     }
     void all_gather(const Tensor& in, const Tensor& out) override {
         check(in);
@@ -98,10 +106,12 @@ class NcclCommunicator final : public Communicator {
 
 }  // namespace
 
-bool nccl_compiled() { return true; }
+bool nccl_compiled() {
+    return true;
+}
 
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<const int> devices,
-                                                                          std::span<void* const> streams) {
+                                                                           std::span<void* const> streams) {
     const int n = static_cast<int>(devices.size());
     if (n < 1 || streams.size() != devices.size()) {
         return Status::error("make_nccl_communicators: one stream per device, at least one device");

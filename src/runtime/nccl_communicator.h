@@ -21,7 +21,7 @@ bool nccl_compiled();
 // together (ncclCommInitAll). streams[r] is the cudaStream_t rank r's CUDA backend runs its kernels on, so that the
 // collectives are ordered with them; element r is rank r's communicator, to be used from rank r's thread only.
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<const int> devices,
-                                                                          std::span<void* const> streams);
+                                                                           std::span<void* const> streams);
 
 // Several processes (one per node, launched by mpirun or a LeaderWorkerSet): rank 0 creates the id, the launcher's
 // channel (MPI_Bcast, a shared file) hands it to every rank, and each rank then calls make_nccl_communicator.

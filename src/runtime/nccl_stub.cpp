@@ -4,16 +4,22 @@
 namespace pagoda {
 
 namespace {
-Status not_built() { return Status::error("this pagoda was built without NCCL (CUDA and NCCL are needed)"); }
+Status not_built() {
+    return Status::error("this pagoda was built without NCCL (CUDA and NCCL are needed)");
+}
 }  // namespace
 
-bool nccl_compiled() { return false; }
+bool nccl_compiled() {
+    return false;
+}
 
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<const int>,
-                                                                          std::span<void* const>) {
+                                                                           std::span<void* const>) {
     return not_built();
 }
-Result<NcclUniqueId> make_nccl_unique_id() { return not_built(); }
+Result<NcclUniqueId> make_nccl_unique_id() {
+    return not_built();
+}
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId&, int, int, int, void*) {
     return not_built();
 }

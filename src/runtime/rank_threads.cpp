@@ -6,9 +6,11 @@
 
 namespace pagoda {
 
-RankThreads::RankThreads(const RankThreadsOptions& options) : size_(options.size), cpu_threads_(options.cpu_threads_per_rank) {
+RankThreads::RankThreads(const RankThreadsOptions& options)
+    : size_(options.size), cpu_threads_(options.cpu_threads_per_rank) {
     PAGODA_CHECK_MSG(size_ >= 1, "RankThreads: size must be at least 1");
-    for (int r = 1; r < size_; ++r) threads_.emplace_back([this, r] { worker(r); });
+    for (int r = 1; r < size_; ++r)
+        threads_.emplace_back([this, r] { worker(r); });
 }
 
 RankThreads::~RankThreads() {
@@ -17,7 +19,8 @@ RankThreads::~RankThreads() {
         stop_ = true;
     }
     start_.notify_all();
-    for (std::thread& t : threads_) t.join();
+    for (std::thread& t : threads_)
+        t.join();
 }
 
 void RankThreads::prepare_this_thread() const {

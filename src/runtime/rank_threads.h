@@ -32,8 +32,9 @@ class RankThreads {
     // Calls fn(rank) for rank 0..size-1 concurrently and waits for all. One run at a time (one calling thread).
     template <typename F>
     void run(F&& fn) {
-        using Fn = std::remove_reference_t<F>;
-        run_job([](void* f, int rank) { (*static_cast<Fn*>(f))(rank); }, static_cast<void*>(&fn));
+        using Fn = std::remove_reference_t<F>;  // may be const
+        run_job([](void* f, int rank) { (*static_cast<Fn*>(f))(rank); },
+                const_cast<void*>(static_cast<const void*>(&fn)));
     }
 
   private:

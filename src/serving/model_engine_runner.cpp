@@ -113,6 +113,7 @@ Status ModelEngineRunner::run(const engine::StepInput& input) {
 
 engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
     engine::StepOutput out;
+    model_.backend().bind_thread();  // the engine thread, not the one that made the backend, runs the ops
     try {
         out.status = run(input);
     } catch (const std::exception& e) {  // allocation failure in the forward's scratch, most likely

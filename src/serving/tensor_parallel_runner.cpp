@@ -8,7 +8,8 @@ namespace pagoda::serving {
 Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_cpu(const std::string& model_dir, int size,
                                                                              int num_threads) {
     if (size < 1) return Status::error("the tensor-parallel size must be at least 1, got " + std::to_string(size));
-    const int total = num_threads > 0 ? num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    const int total =
+        num_threads > 0 ? num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     RankThreadsOptions threads;
     threads.size = size;
     threads.cpu_threads_per_rank = std::max(1, total / size);
@@ -49,7 +50,8 @@ Status TensorParallelRunner::start(const engine::EngineConfig& config) {
 
 engine::StepOutput TensorParallelRunner::execute(const engine::StepInput& input) {
     if (!ranks_[0].runner) return {Status::error("TensorParallelRunner::start was not called"), {}};
-    threads_->run([&](int r) { outputs_[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)].runner->execute(input); });
+    threads_->run(
+        [&](int r) { outputs_[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)].runner->execute(input); });
     for (size_t r = 0; r < outputs_.size(); ++r) {
         if (!outputs_[r].status.ok()) {
             return {outputs_[r].status.with_context("tensor-parallel rank " + std::to_string(r)), {}};

@@ -141,6 +141,9 @@ struct Server::Impl {
     ServerOptions options;
     Handler handler;
     std::shared_ptr<asio::io_context> ioc;  // sessions share it so it outlives every socket
+    // The acceptor, the signal set and the shutdown timer are used by several I/O threads; Asio objects are not
+    // thread-safe, so all three live on one strand and every handler of theirs runs on it, one at a time.
+    asio::strand<asio::io_context::executor_type> control;
     tcp::acceptor acceptor;
     asio::signal_set signals;
     asio::steady_timer shutdown_timer;
@@ -155,7 +158,11 @@ struct Server::Impl {
     std::function<void()> shutdown_callback;
 
     explicit Impl(const ServerOptions& o, Handler h, std::shared_ptr<asio::io_context> io)
-        : options(o), handler(std::move(h)), ioc(std::move(io)), acceptor(*ioc), signals(*ioc), shutdown_timer(*ioc) {}
+        : options(o), handler(std::move(h)), ioc(std::move(io)),
+          control(asio::make_strand(*ioc)),
+          acceptor(control),
+          signals(control),
+          shutdown_timer(control) {}
 
     void do_accept();
     void begin_shutdown();
@@ -523,7 +530,7 @@ void Server::Impl::do_accept() {
             if (ec == asio::error::operation_aborted || !acceptor.is_open()) return;
             // Out of file descriptors and the like: keep accepting after a pause instead of spinning.
             PAGODA_LOG_WARNING("http: accept failed: " + ec.message());
-            auto timer = std::make_shared<asio::steady_timer>(*ioc, std::chrono::milliseconds(50));
+            auto timer = std::make_shared<asio::steady_timer>(control, std::chrono::milliseconds(50));
             timer->async_wait([this, timer](error_code) { do_accept(); });
             return;
         }
@@ -658,7 +665,7 @@ void Server::run() {
 
 void Server::shutdown() {
     Impl* impl = impl_.get();
-    asio::post(*impl->ioc, [impl] { impl->begin_shutdown(); });
+    asio::post(impl->control, [impl] { impl->begin_shutdown(); });
 }
 
 void Server::on_shutdown(std::function<void()> callback) {

@@ -17,7 +17,7 @@ void append_usage_json(std::string& out, const UsageCounts& u) {
     out += "}}";
 }
 
-SseChunks::SseChunks(Kind kind, std::string_view id, int64_t created, std::string_view model) : kind_(kind) {
+SseChunks::SseChunks(Kind kind, std::string_view id, int64_t created, std::string_view model) {
     prefix_ = "data: {\"id\":";
     json_escape_to(prefix_, id);
     prefix_ += kind == Kind::kChat ? ",\"object\":\"chat.completion.chunk\"" : ",\"object\":\"text_completion\"";

@@ -42,7 +42,6 @@ class SseChunks {
     static std::string_view done() { return "data: [DONE]\n\n"; }
 
   private:
-    Kind kind_;
     std::string prefix_;  // data: {"id":...,"object":...,"created":...,"model":...,"choices":[
 };
 

@@ -34,7 +34,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string golden_dir(const std::string& name) { return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name; }
+std::string golden_dir(const std::string& name) {
+    return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name;
+}
 
 std::vector<int32_t> reference_ids(const std::string& dir) {
     std::vector<int32_t> ids;
@@ -42,7 +44,8 @@ std::vector<int32_t> reference_ids(const std::string& dir) {
     if (!text.ok()) return ids;
     auto json = Json::parse(*text);
     if (!json.ok()) return ids;
-    for (const Json& v : json->find("ids")->as_array()) ids.push_back(static_cast<int32_t>(v.as_int()));
+    for (const Json& v : json->find("ids")->as_array())
+        ids.push_back(static_cast<int32_t>(v.as_int()));
     return ids;
 }
 
@@ -58,7 +61,8 @@ struct Script {
         const size_t n = ids.size();
         steps.push_back({{0, span(0, n), true}});  // every position of the whole sequence
         steps.push_back({{1, span(0, 70), false}});
-        for (size_t t = 70; t < 76; ++t) steps.push_back({{1, span(t, t + 1), false}});  // decode
+        for (size_t t = 70; t < 76; ++t)
+            steps.push_back({{1, span(t, t + 1), false}});                    // decode
         steps.push_back({{2, span(0, 30), true}, {1, span(76, 77), false}});  // a prefill and a decode together
         steps.push_back({{1, span(77, 78), false}, {2, span(30, 41), true}});
     }
@@ -140,7 +144,8 @@ Status write_truncated_vocab_model(const std::string& src, const std::string& ds
             shape[0] = vocab;
         }
         std::string dims;
-        for (int64_t d : shape) dims += (dims.empty() ? "" : ",") + std::to_string(d);
+        for (int64_t d : shape)
+            dims += (dims.empty() ? "" : ",") + std::to_string(d);
         header += (header.size() > 1 ? "," : "") + std::string("\"") + t->name + "\":{\"dtype\":\"" +
                   std::string(storage_dtype_name(t->dtype)) + "\",\"shape\":[" + dims + "],\"data_offsets\":[" +
                   std::to_string(data.size()) + "," + std::to_string(data.size() + bytes) + "]}";
@@ -159,7 +164,9 @@ struct Case {
     int64_t vocab = 0;  // > 0: the model rewritten with its vocabulary cut to this size
 };
 
-void PrintTo(const Case& c, std::ostream* os) { *os << c.model << (c.vocab > 0 ? " vocab " + std::to_string(c.vocab) : ""); }
+void PrintTo(const Case& c, std::ostream* os) {
+    *os << c.model << (c.vocab > 0 ? " vocab " + std::to_string(c.vocab) : "");
+}
 
 class TensorParallelTest : public ::testing::TestWithParam<Case> {
   protected:
@@ -173,7 +180,8 @@ class TensorParallelTest : public ::testing::TestWithParam<Case> {
             Status s = write_truncated_vocab_model(dir_, tmp_, GetParam().vocab);
             ASSERT_TRUE(s.ok()) << s.message();
             dir_ = tmp_;
-            for (int32_t& id : ids) id = static_cast<int32_t>(id % GetParam().vocab);
+            for (int32_t& id : ids)
+                id = static_cast<int32_t>(id % GetParam().vocab);
         }
         script_ = std::make_unique<Script>(std::move(ids));
         auto plain = run_plain(dir_, *script_);
@@ -205,8 +213,8 @@ TEST_P(TensorParallelTest, SplitLogitsMatchThePlainModel) {
         // fp32 throughout; only the order of the additions differs (per-rank partial sums, then the all-reduce).
         const float tol = 1e-5f * d.max_abs_ref;
         EXPECT_LE(d.max_abs_diff, tol);
-        std::printf("[ %s tp=%d ] max|Δ| vs plain %.3g (max|logit| %.3g, tolerance %.3g)\n",
-                    GetParam().model.c_str(), size, d.max_abs_diff, d.max_abs_ref, tol);
+        std::printf("[ %s tp=%d ] max|Δ| vs plain %.3g (max|logit| %.3g, tolerance %.3g)\n", GetParam().model.c_str(),
+                    size, d.max_abs_diff, d.max_abs_ref, tol);
         for (int r = 1; r < size; ++r) {
             EXPECT_EQ(compare((*tp)[static_cast<size_t>(r)], (*tp)[0]).max_abs_diff, 0.0f) << "rank " << r;
         }
@@ -216,7 +224,8 @@ TEST_P(TensorParallelTest, SplitLogitsMatchThePlainModel) {
 INSTANTIATE_TEST_SUITE_P(Golden, TensorParallelTest,
                          ::testing::Values(Case{"qwen3"}, Case{"qwen2_tied"}, Case{"qwen2_tied", 997}),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                             return info.param.model + (info.param.vocab > 0 ? "_vocab" + std::to_string(info.param.vocab) : "");
+                             return info.param.model +
+                                    (info.param.vocab > 0 ? "_vocab" + std::to_string(info.param.vocab) : "");
                          });
 
 TEST(TensorParallel, Qwen2SplitsInTwoWithItsBiases) {

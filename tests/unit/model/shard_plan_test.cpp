@@ -62,18 +62,23 @@ ModelSpec golden(const std::string& name) {
 int64_t extent(const ModelSpec& s, WeightRole role) {
     switch (role) {
         case WeightRole::kEmbedding:
-        case WeightRole::kLmHead: return s.vocab_size;
+        case WeightRole::kLmHead:
+            return s.vocab_size;
         case WeightRole::kQProj:
         case WeightRole::kQBias:
-        case WeightRole::kOProj: return s.num_attention_heads * s.head_dim;
+        case WeightRole::kOProj:
+            return s.num_attention_heads * s.head_dim;
         case WeightRole::kKProj:
         case WeightRole::kVProj:
         case WeightRole::kKBias:
-        case WeightRole::kVBias: return s.num_key_value_heads * s.head_dim;
+        case WeightRole::kVBias:
+            return s.num_key_value_heads * s.head_dim;
         case WeightRole::kGateProj:
         case WeightRole::kUpProj:
-        case WeightRole::kDownProj: return s.intermediate_size;
-        default: return 0;
+        case WeightRole::kDownProj:
+            return s.intermediate_size;
+        default:
+            return 0;
     }
 }
 
@@ -83,10 +88,13 @@ SplitDim expected_dim(WeightRole role) {
         case WeightRole::kInputNorm:
         case WeightRole::kPostNorm:
         case WeightRole::kQNorm:
-        case WeightRole::kKNorm: return SplitDim::kNone;
+        case WeightRole::kKNorm:
+            return SplitDim::kNone;
         case WeightRole::kOProj:
-        case WeightRole::kDownProj: return SplitDim::kColumns;
-        default: return SplitDim::kRows;
+        case WeightRole::kDownProj:
+            return SplitDim::kColumns;
+        default:
+            return SplitDim::kRows;
     }
 }
 
@@ -120,7 +128,8 @@ void check_group(const std::string& label, const ModelSpec& spec, int size) {
         SCOPED_TRACE(std::string(role_name(role)));
         const SplitDim dim = expected_dim(role);
         if (dim == SplitDim::kNone) {
-            for (const ShardPlan& p : plans) EXPECT_EQ(p.slice(role).dim, SplitDim::kNone);
+            for (const ShardPlan& p : plans)
+                EXPECT_EQ(p.slice(role).dim, SplitDim::kNone);
             continue;
         }
         const int64_t n = extent(spec, role);
@@ -131,7 +140,8 @@ void check_group(const std::string& label, const ModelSpec& spec, int size) {
             ASSERT_GE(s.begin, 0);
             ASSERT_GE(s.length, 0);
             ASSERT_LE(s.begin + s.length, n);
-            for (int64_t i = s.begin; i < s.begin + s.length; ++i) ++held[static_cast<size_t>(i)];
+            for (int64_t i = s.begin; i < s.begin + s.length; ++i)
+                ++held[static_cast<size_t>(i)];
             if (role == WeightRole::kEmbedding || role == WeightRole::kLmHead) {
                 EXPECT_EQ(s.padded_length, (n + size - 1) / size);  // the vocabulary padded to a multiple of N
                 EXPECT_EQ(s.begin, p.rank * s.padded_length);
@@ -141,7 +151,8 @@ void check_group(const std::string& label, const ModelSpec& spec, int size) {
             }
         }
         const int once = is_kv(role) ? static_cast<int>(plans[0].kv_replicas) : 1;
-        for (int64_t i = 0; i < n; ++i) ASSERT_EQ(held[static_cast<size_t>(i)], once) << "index " << i;
+        for (int64_t i = 0; i < n; ++i)
+            ASSERT_EQ(held[static_cast<size_t>(i)], once) << "index " << i;
     }
 }
 
@@ -164,7 +175,8 @@ TEST(ShardPlan, EverySliceOfEveryShapeAndSize) {
     };
     for (const auto& c : cases) {
         EXPECT_EQ(valid_tensor_parallel_sizes(c.spec), c.sizes) << c.name;
-        for (int size : c.sizes) check_group(c.name, c.spec, size);
+        for (int size : c.sizes)
+            check_group(c.name, c.spec, size);
     }
 }
 
@@ -223,7 +235,8 @@ std::string plan_error(const ModelSpec& spec, int size, int rank = 0) {
 
 TEST(ShardPlan, ClearErrorsForSizesThatDoNotSplitTheModel) {
     std::string e = plan_error(qwen25_7b(), 8);
-    EXPECT_NE(e.find("num_attention_heads (28) is not divisible by the tensor-parallel size 8"), std::string::npos) << e;
+    EXPECT_NE(e.find("num_attention_heads (28) is not divisible by the tensor-parallel size 8"), std::string::npos)
+        << e;
     EXPECT_NE(e.find("sizes that work for this model: 1, 2, 4"), std::string::npos) << e;
 
     e = plan_error(golden("qwen2"), 3);  // 6 heads split 3 ways, but 2 KV heads cannot serve 3 ranks
@@ -279,7 +292,8 @@ struct TinyWeights {
     }
     Tensor make(int tag, Shape shape) {
         HostTensor t = HostTensor::empty(DType::F32, shape);
-        for (int64_t i = 0; i < shape.numel(); ++i) t.tensor.data_as<float>()[i] = static_cast<float>(tag * 10000 + i);
+        for (int64_t i = 0; i < shape.numel(); ++i)
+            t.tensor.data_as<float>()[i] = static_cast<float>(tag * 10000 + i);
         storage.push_back(std::move(t));
         return storage.back().tensor;
     }
@@ -296,7 +310,8 @@ void expect_slice(const char* what, const Tensor& full, const Tensor& shard, con
     if (s.dim == SplitDim::kColumns) {
         ASSERT_EQ(shard.shape(), (Shape{full.dim(0), s.length}));
         for (int64_t r = 0; r < full.dim(0); ++r)
-            for (int64_t c = 0; c < s.length; ++c) ASSERT_EQ(at(shard, r, c), at(full, r, s.begin + c));
+            for (int64_t c = 0; c < s.length; ++c)
+                ASSERT_EQ(at(shard, r, c), at(full, r, s.begin + c));
         return;
     }
     ASSERT_GE(shard.dim(0), s.padded_length);

@@ -34,9 +34,11 @@ TEST(RankThreads, RunsEveryRankOnceRankZeroOnTheCaller) {
                 ++calls[static_cast<size_t>(r)];
                 ids[static_cast<size_t>(r)] = std::this_thread::get_id();
             });
-            for (int r = 0; r < size; ++r) ASSERT_EQ(calls[static_cast<size_t>(r)].load(), 1);
+            for (int r = 0; r < size; ++r)
+                ASSERT_EQ(calls[static_cast<size_t>(r)].load(), 1);
             EXPECT_EQ(ids[0], std::this_thread::get_id());
-            for (int r = 1; r < size; ++r) EXPECT_NE(ids[static_cast<size_t>(r)], std::this_thread::get_id());
+            for (int r = 1; r < size; ++r)
+                EXPECT_NE(ids[static_cast<size_t>(r)], std::this_thread::get_id());
         }
     }
 }
@@ -49,7 +51,8 @@ TEST(CpuCommunicator, AllReduceSumIsTheSumOnEveryRank) {
                 EXPECT_EQ(comm.rank(), r);
                 EXPECT_EQ(comm.size(), size);
                 HostTensor x = HostTensor::empty(DType::F32, Shape{n});
-                for (int64_t i = 0; i < n; ++i) x.tensor.data_as<float>()[i] = static_cast<float>((r + 1) * 1000 + i);
+                for (int64_t i = 0; i < n; ++i)
+                    x.tensor.data_as<float>()[i] = static_cast<float>((r + 1) * 1000 + i);
                 comm.all_reduce_sum(x.tensor);
                 out[static_cast<size_t>(r)].assign(x.tensor.data_as<float>(), x.tensor.data_as<float>() + n);
             });
@@ -68,15 +71,18 @@ TEST(CpuCommunicator, AllReduceAddsInRankOrderSoEveryRankGetsTheSameBits) {
     // 1e8 + 3 + ... in fp32 depends on the order; rank order is what the contract says.
     const float values[] = {1e8f, 3.0f, 3.0f, -1e8f};
     float want = values[0];
-    for (int r = 1; r < 4; ++r) want += values[r];
+    for (int r = 1; r < 4; ++r)
+        want += values[r];
     std::vector<float> got(4);
     on_ranks(4, [&](int r, Communicator& comm) {
         HostTensor x = HostTensor::empty(DType::F32, Shape{3});
-        for (int i = 0; i < 3; ++i) x.tensor.data_as<float>()[i] = values[r];
+        for (int i = 0; i < 3; ++i)
+            x.tensor.data_as<float>()[i] = values[r];
         comm.all_reduce_sum(x.tensor);
         got[static_cast<size_t>(r)] = x.tensor.data_as<float>()[r % 3];
     });
-    for (float g : got) EXPECT_EQ(g, want);
+    for (float g : got)
+        EXPECT_EQ(g, want);
 }
 
 TEST(CpuCommunicator, AllGatherConcatenatesInRankOrder) {
@@ -85,7 +91,8 @@ TEST(CpuCommunicator, AllGatherConcatenatesInRankOrder) {
         std::vector<std::vector<int32_t>> out(static_cast<size_t>(size));
         on_ranks(size, [&](int r, Communicator& comm) {
             HostTensor in = HostTensor::empty(DType::I32, Shape{n});
-            for (int64_t i = 0; i < n; ++i) in.tensor.data_as<int32_t>()[i] = static_cast<int32_t>(r * 100 + i);
+            for (int64_t i = 0; i < n; ++i)
+                in.tensor.data_as<int32_t>()[i] = static_cast<int32_t>(r * 100 + i);
             HostTensor all = HostTensor::zeros(DType::I32, Shape{size, n});
             comm.all_gather(in.tensor, all.tensor);
             out[static_cast<size_t>(r)].assign(all.tensor.data_as<int32_t>(), all.tensor.data_as<int32_t>() + size * n);
@@ -107,7 +114,8 @@ TEST(CpuCommunicator, AllGatherInPlace) {
         comm.all_gather(mine, all.tensor);
         out[static_cast<size_t>(r)].assign(all.tensor.data_as<float>(), all.tensor.data_as<float>() + 6);
     });
-    for (const auto& o : out) EXPECT_EQ(o, (std::vector<float>{0, 0, 1, 10, 2, 20}));
+    for (const auto& o : out)
+        EXPECT_EQ(o, (std::vector<float>{0, 0, 1, 10, 2, 20}));
 }
 
 TEST(CpuCommunicator, BroadcastFromAnyRoot) {
@@ -115,11 +123,13 @@ TEST(CpuCommunicator, BroadcastFromAnyRoot) {
         std::vector<std::vector<int32_t>> out(3);
         on_ranks(3, [&](int r, Communicator& comm) {
             HostTensor x = HostTensor::empty(DType::I32, Shape{4});
-            for (int i = 0; i < 4; ++i) x.tensor.data_as<int32_t>()[i] = r * 10 + i;
+            for (int i = 0; i < 4; ++i)
+                x.tensor.data_as<int32_t>()[i] = r * 10 + i;
             comm.broadcast(x.tensor, root);
             out[static_cast<size_t>(r)].assign(x.tensor.data_as<int32_t>(), x.tensor.data_as<int32_t>() + 4);
         });
-        for (const auto& o : out) EXPECT_EQ(o, (std::vector<int32_t>{root * 10, root * 10 + 1, root * 10 + 2, root * 10 + 3}));
+        for (const auto& o : out)
+            EXPECT_EQ(o, (std::vector<int32_t>{root * 10, root * 10 + 1, root * 10 + 2, root * 10 + 3}));
     }
 }
 
@@ -131,17 +141,19 @@ TEST(CpuCommunicator, ManyCollectivesBackToBack) {
         HostTensor all = HostTensor::empty(DType::F32, Shape{4, 33});
         float total = 0;
         for (int step = 0; step < 300; ++step) {
-            for (int64_t i = 0; i < 33; ++i) x.tensor.data_as<float>()[i] = static_cast<float>(r + step);
+            for (int64_t i = 0; i < 33; ++i)
+                x.tensor.data_as<float>()[i] = static_cast<float>(r + step);
             comm.all_reduce_sum(x.tensor);
             EXPECT_EQ(x.tensor.data_as<float>()[32], static_cast<float>(6 + 4 * step));  // no ASSERT: a rank
-            comm.all_gather(x.tensor, all.tensor);                                         // leaving early blocks
+            comm.all_gather(x.tensor, all.tensor);                                       // leaving early blocks
             EXPECT_EQ(all.tensor.data_as<float>()[3 * 33], static_cast<float>(6 + 4 * step));
             if (step % 7 == 0) comm.broadcast(x.tensor, step % 4);
             total += x.tensor.data_as<float>()[0];
         }
         last[static_cast<size_t>(r)] = total;
     });
-    for (float t : last) EXPECT_EQ(t, last[0]);
+    for (float t : last)
+        EXPECT_EQ(t, last[0]);
 }
 
 TEST(SingleCommunicator, IsTheIdentity) {
@@ -149,7 +161,8 @@ TEST(SingleCommunicator, IsTheIdentity) {
     EXPECT_EQ(comm.size(), 1);
     EXPECT_EQ(comm.rank(), 0);
     HostTensor x = HostTensor::empty(DType::F32, Shape{3});
-    for (int i = 0; i < 3; ++i) x.tensor.data_as<float>()[i] = static_cast<float>(i + 1);
+    for (int i = 0; i < 3; ++i)
+        x.tensor.data_as<float>()[i] = static_cast<float>(i + 1);
     comm.all_reduce_sum(x.tensor);
     comm.broadcast(x.tensor, 0);
     HostTensor y = HostTensor::zeros(DType::F32, Shape{3});

@@ -15,7 +15,9 @@
 namespace pagoda::serving {
 namespace {
 
-std::string golden_dir(const std::string& name) { return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name; }
+std::string golden_dir(const std::string& name) {
+    return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name;
+}
 
 std::vector<int32_t> reference_ids(const std::string& dir) {
     std::vector<int32_t> ids;
@@ -23,7 +25,8 @@ std::vector<int32_t> reference_ids(const std::string& dir) {
     if (!text.ok()) return ids;
     auto json = Json::parse(*text);
     if (!json.ok()) return ids;
-    for (const Json& v : json->find("ids")->as_array()) ids.push_back(static_cast<int32_t>(v.as_int()));
+    for (const Json& v : json->find("ids")->as_array())
+        ids.push_back(static_cast<int32_t>(v.as_int()));
     return ids;
 }
 
@@ -79,7 +82,8 @@ TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
         ASSERT_TRUE(plain.ok()) << plain.message();
         const auto want = greedy_batch(**plain, ids);
         ASSERT_EQ(want.size(), 3u);
-        for (const auto& tokens : want) ASSERT_EQ(tokens.size(), 12u);
+        for (const auto& tokens : want)
+            ASSERT_EQ(tokens.size(), 12u);
         for (int tp : sizes) {
             SCOPED_TRACE(model + " tp " + std::to_string(tp));
             auto split = create_engine(dir, options_with(tp));
