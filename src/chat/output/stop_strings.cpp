@@ -25,20 +25,20 @@ const std::string& StopStringMatcher::matched_string() const {
     return kNone;
 }
 
-bool StopStringMatcher::feed(std::string_view chunk, std::string& out) {
+bool StopStringMatcher::feed(std::string_view chunk, std::string& out, bool may_stop) {
     if (stopped_) return true;
     if (stops_.empty()) {
         out.append(chunk);
         return false;
     }
-    // Everything before pending_ was already ruled out, and pending_ holds no complete stop
-    // string, so a match must end inside the new chunk.
+    // Everything before pending_ was already ruled out (or could not stop), so a match must end
+    // inside the new chunk.
     const size_t old = pending_.size();
     pending_.append(chunk);
     const std::string_view text = pending_;
     size_t best_end = std::string_view::npos;
     size_t best = 0;
-    for (size_t i = 0; i < stops_.size(); ++i) {
+    for (size_t i = 0; i < stops_.size() && may_stop; ++i) {
         const std::string& s = stops_[i];
         const size_t from = old + 1 > s.size() ? old + 1 - s.size() : 0;
         const size_t p = text.find(s, from);

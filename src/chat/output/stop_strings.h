@@ -17,8 +17,10 @@ class StopStringMatcher {
     // Appends to `out` the text that can be sent now; true when a stop string completed (the
     // text is then cut at its start, or after it with include_stop_str_in_output). Once stopped,
     // later calls append nothing. The stop is the one that completes first in the text; among
-    // several completing at the same byte, the first in `stops` order.
-    bool feed(std::string_view chunk, std::string& out);
+    // several completing at the same byte, the first in `stops` order. With `may_stop` false no
+    // stop string can complete in `chunk` (vLLM looks for them only once min_tokens tokens were
+    // generated), but its tail may still begin one that a later chunk completes.
+    bool feed(std::string_view chunk, std::string& out, bool may_stop = true);
     // End of generation without a stop: appends the held-back tail.
     void finish(std::string& out);
 

@@ -406,12 +406,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
     void close_socket() {
         if (!response_done_) {
-            // The request ends here without a complete response.
+            // The request ends here without a complete response. on_close fires first: it is skipped once the
+            // handler completed, and a request cut off by the server (shutdown timeout) must be cancelled too.
+            peer_closed_ = true;
+            closed.store(true);
+            fire_on_close();
             response_done_ = true;
             completed_ = true;
             uncount();
-            peer_closed_ = true;
-            fire_on_close();
         }
         closed.store(true);
         error_code ignored;

@@ -118,6 +118,7 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
     TextOptions text;
     bool logprobs = false;
     int32_t top_logprobs = 0;
+    int32_t min_tokens = 0;        // stop strings count only after this many tokens of a choice
     bool prompt_logprobs = false;  // vLLM's prompt_logprobs: a "prompt_logprobs" list in the response
     bool echo_logprobs = false;    // completions with echo and logprobs: the lists cover the prompt too
     int32_t n = 1;
@@ -215,17 +216,25 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
         const int index = static_cast<int>(s * static_cast<size_t>(n) + c);
         if (d.finish_reason == engine::FinishReason::kRejected) return reject(d.finish_message);
         if (ch.done) return;  // stopped by a stop string: the rest is discarded
-        delta_text.clear();
         out_text.clear();
         const size_t num_tokens = d.token_ids.size();
-        for (size_t i = 0; i < num_tokens; ++i) {
-            const int32_t tok = d.token_ids[i];
-            // A stop token id ends the text without being part of it (vLLM), unless asked for.
-            const bool is_final_stop =
-                i + 1 == num_tokens && d.stop_token_id == tok && d.finish_reason == engine::FinishReason::kStop;
-            if (is_final_stop && !text.include_stop_str_in_output) continue;
-            if (tokenizer->is_valid_id(tok)) (void)ch.decoder->push(tok, delta_text);
-        }
+        auto decode = [&](size_t begin, size_t end) {
+            delta_text.clear();
+            for (size_t i = begin; i < end; ++i) {
+                const int32_t tok = d.token_ids[i];
+                // A stop token id ends the text without being part of it (vLLM), unless asked for.
+                const bool is_final_stop =
+                    i + 1 == num_tokens && d.stop_token_id == tok && d.finish_reason == engine::FinishReason::kStop;
+                if (is_final_stop && !text.include_stop_str_in_output) continue;
+                if (tokenizer->is_valid_id(tok)) (void)ch.decoder->push(tok, delta_text);
+            }
+        };
+        // As vLLM: stop strings count only in the text of tokens after the first min_tokens.
+        const size_t unchecked =
+            static_cast<size_t>(std::clamp<int64_t>(min_tokens - ch.tokens, 0, static_cast<int64_t>(num_tokens)));
+        decode(0, unchecked);
+        (void)ch.stop->feed(delta_text, out_text, /*may_stop=*/false);
+        decode(unchecked, num_tokens);
         ch.tokens += static_cast<int64_t>(num_tokens);
         metrics->add_generation_tokens(static_cast<int64_t>(num_tokens));
         for (double t : d.token_times) {
@@ -309,6 +318,19 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
         return out;
     }
 
+    // One chat logprobs entry: {token, logprob, bytes} (OpenAI's TopLogprob; a content entry adds top_logprobs).
+    Json chat_logprob(int32_t token, float logprob) const {
+        const std::string_view raw = tokenizer->token_bytes(token);
+        Json entry = Json::object();
+        entry.set("token", Json(lossy_utf8(raw)));
+        entry.set("logprob", Json(static_cast<double>(logprob)));
+        Json bytes = Json::array();
+        for (unsigned char b : raw)
+            bytes.push_back(Json(static_cast<int>(b)));
+        entry.set("bytes", std::move(bytes));
+        return entry;
+    }
+
     // Chat: {"content":[{token, logprob, bytes, top_logprobs}]}; completions: the legacy parallel lists, led by the
     // prompt's entries when `prompt_of` names a stream (echo).
     std::string logprobs_for(const engine::ChoiceDelta& d, Choice& ch, const size_t* prompt_of = nullptr) {
@@ -319,20 +341,10 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
             const auto& lp = d.logprobs[i];
             const std::string tok = lossy_utf8(tokenizer->token_bytes(d.token_ids[i]));
             if (chat) {
-                Json entry = Json::object();
-                entry.set("token", Json(tok));
-                entry.set("logprob", Json(static_cast<double>(lp.logprob)));
-                Json bytes = Json::array();
-                for (unsigned char b : tokenizer->token_bytes(d.token_ids[i]))
-                    bytes.push_back(Json(static_cast<int>(b)));
-                entry.set("bytes", std::move(bytes));
+                Json entry = chat_logprob(d.token_ids[i], lp.logprob);
                 Json top = Json::array();
-                for (int32_t k = 0; k < std::min(lp.num_top, top_logprobs); ++k) {
-                    Json t = Json::object();
-                    t.set("token", Json(lossy_utf8(tokenizer->token_bytes(lp.top[k].token))));
-                    t.set("logprob", Json(static_cast<double>(lp.top[k].logprob)));
-                    top.push_back(std::move(t));
-                }
+                for (int32_t k = 0; k < std::min(lp.num_top, top_logprobs); ++k)
+                    top.push_back(chat_logprob(lp.top[k].token, lp.top[k].logprob));
                 entry.set("top_logprobs", std::move(top));
                 if (!stream) ch.logprobs_content.push_back(entry);
                 content.push_back(std::move(entry));
@@ -341,6 +353,8 @@ struct OpenAiService::Job : std::enable_shared_from_this<OpenAiService::Job> {
                 for (int32_t k = 0; k < std::min(lp.num_top, top_logprobs); ++k)
                     top.set(lossy_utf8(tokenizer->token_bytes(lp.top[k].token)),
                             Json(static_cast<double>(lp.top[k].logprob)));
+                // As OpenAI and vLLM: the sampled token is always listed (up to logprobs + 1 entries).
+                top.set(tok, Json(static_cast<double>(lp.logprob)));
                 tokens.push_back(Json(tok));
                 token_lps.push_back(Json(static_cast<double>(lp.logprob)));
                 tops.push_back(top);
@@ -739,6 +753,7 @@ std::shared_ptr<OpenAiService::Job> OpenAiService::new_job(bool chat, const Text
     job->text = text;
     job->logprobs = params.logprobs;
     job->top_logprobs = params.top_logprobs;
+    job->min_tokens = params.min_tokens;
     job->prompt_logprobs = params.prompt_logprobs.has_value();
     job->n = params.n;
     job->id = random_id(chat ? "chatcmpl-" : "cmpl-");

@@ -168,6 +168,41 @@ TEST_F(HttpServerTest, ClientDisconnectFiresOnClose) {
     held.reset();
 }
 
+// When the shutdown timeout runs out, the server closes connections whose requests are still running; their
+// on_close must fire so that the work behind them (an engine request) is cancelled, as for a client hang-up.
+TEST_F(HttpServerTest, ShutdownTimeoutFiresOnCloseOfRequestsInFlight) {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool closed = false;
+    std::shared_ptr<Responder> held;
+    ServerOptions options;
+    options.shutdown_timeout_s = 0;
+    start(
+        [&](Request, std::shared_ptr<Responder> r) {
+            r->on_close([&] {
+                std::lock_guard<std::mutex> lock(mu);
+                closed = true;
+                cv.notify_all();
+            });
+            std::lock_guard<std::mutex> lock(mu);
+            held = r;  // never answers: like a long generation
+        },
+        options);
+    RawClient c(port());
+    ASSERT_TRUE(c.send("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"));
+    for (int i = 0; i < 1000; ++i) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (held) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    server_->shutdown();
+    std::unique_lock<std::mutex> lock(mu);
+    EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return closed; }));
+    ASSERT_TRUE(held);
+    EXPECT_TRUE(held->closed());
+    held.reset();
+}
+
 TEST_F(HttpServerTest, DroppedResponderAnswers500) {
     start([](Request, std::shared_ptr<Responder>) {});
     RawClient c(port());

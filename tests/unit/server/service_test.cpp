@@ -390,6 +390,86 @@ TEST_F(ServiceTest, CompletionLogprobs) {
     EXPECT_EQ(lp->find("token_logprobs")->as_array().at(0).as_double(), 0.0);  // the script is certain
 }
 
+// OpenAI (and vLLM) always list the sampled token in a completion's top_logprobs, so there may be logprobs + 1
+// entries; with logprobs 0 the dict holds the sampled token alone (not nothing).
+TEST_F(ServiceTest, CompletionTopLogprobsAlwaysHoldTheSampledToken) {
+    make_service(" a b");
+    const auto ids = tokenizer_->encode(" a b");
+    for (const bool stream : {false, true}) {
+        auto r = call("POST", "/v1/completions",
+                      std::string(R"({"prompt":"x","logprobs":0,"stream":)") + (stream ? "true" : "false") + "}");
+        std::vector<Json> tops;
+        if (stream) {
+            bool done = false;
+            for (const Json& e : events(r->body(), &done))
+                for (const Json& c : e.find("choices")->as_array())
+                    if (const Json* lp = c.find("logprobs"); lp && lp->is_object())
+                        for (const Json& t : lp->find("top_logprobs")->as_array())
+                            tops.push_back(t);
+        } else {
+            const Json j = json_of(r->body());
+            for (const Json& t : j.find("choices")->as_array().at(0).find("logprobs")->find("top_logprobs")->as_array())
+                tops.push_back(t);
+        }
+        ASSERT_EQ(tops.size(), ids.size()) << r->body();
+        for (size_t i = 0; i < ids.size(); ++i) {
+            ASSERT_TRUE(tops[i].is_object()) << r->body();
+            const Json* sampled = tops[i].find(std::string(tokenizer_->token_bytes(ids[i])));
+            ASSERT_TRUE(sampled != nullptr) << "stream=" << stream << " " << r->body();
+            EXPECT_EQ(sampled->as_double(), 0.0);
+        }
+    }
+}
+
+// OpenAI's chat TopLogprob has token, logprob and bytes, as the entry it belongs to; vLLM sends all three.
+TEST_F(ServiceTest, ChatTopLogprobsCarryBytes) {
+    make_service("Hi");
+    const auto ids = tokenizer_->encode("Hi");
+    auto r = call("POST", "/v1/chat/completions", kChat + R"(,"logprobs":true,"top_logprobs":1})");
+    const Json j = json_of(r->body());
+    const Json* content = j.find("choices")->as_array().at(0).find("logprobs")->find("content");
+    ASSERT_TRUE(content && content->is_array()) << r->body();
+    ASSERT_EQ(content->as_array().size(), ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+        const Json& top = content->as_array()[i].find("top_logprobs")->as_array().at(0);
+        const Json* bytes = top.find("bytes");
+        ASSERT_TRUE(bytes && bytes->is_array()) << r->body();
+        std::string got;
+        for (const Json& b : bytes->as_array())
+            got += static_cast<char>(b.as_int());
+        EXPECT_EQ(got, std::string(tokenizer_->token_bytes(ids[i])));
+    }
+}
+
+// vLLM looks for stop strings only in the text of tokens after the first min_tokens, streamed or not.
+TEST_F(ServiceTest, StopStringsWaitForMinTokens) {
+    const std::string script = "a b c b d";
+    make_service(script);
+    const auto ids = tokenizer_->encode(script);
+    ASSERT_EQ(ids.size(), 5u);  // "a", " b", " c", " b", " d"
+    auto text_of = [&](const std::string& extra, bool stream) {
+        auto r = call("POST", "/v1/completions",
+                      R"({"prompt":"x","stop":" b","stream":)" + std::string(stream ? "true" : "false") + extra + "}");
+        std::string text;
+        if (stream) {
+            bool done = false;
+            for (const Json& e : events(r->body(), &done))
+                for (const Json& c : e.find("choices")->as_array())
+                    text += c.find("text")->as_string();
+        } else {
+            const Json j = json_of(r->body());
+            text = j.find("choices")->as_array().at(0).find("text")->as_string();
+        }
+        return text;
+    };
+    for (const bool stream : {false, true}) {
+        EXPECT_EQ(text_of("", stream), "a") << stream;
+        EXPECT_EQ(text_of(R"(,"min_tokens":1)", stream), "a") << stream;      // token 2 " b" is past min_tokens
+        EXPECT_EQ(text_of(R"(,"min_tokens":2)", stream), "a b c") << stream;  // the first " b" may not stop
+        EXPECT_EQ(text_of(R"(,"min_tokens":4)", stream), script) << stream;
+    }
+}
+
 TEST_F(ServiceTest, ErrorsAreOpenAiShaped) {
     make_service("x");
     auto r = call("POST", "/v1/chat/completions", R"({"messages":[{"role":"user","content":"x"}],"temperature":-1})");
