@@ -1,5 +1,6 @@
 #include "cli/args.h"
 
+#include <charconv>
 #include <cstdio>
 
 namespace pagoda::cli {
@@ -105,6 +106,34 @@ int fail(std::string_view command, std::string_view message) {
     std::fprintf(stderr, "pagoda %.*s: %.*s\n", static_cast<int>(command.size()), command.data(),
                  static_cast<int>(message.size()), message.data());
     return 1;
+}
+
+Result<std::vector<int32_t>> parse_token_ids(std::string_view text) {
+    auto is_separator = [](char c) {
+        return c == ' ' || c == ',' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']';
+    };
+    std::vector<int32_t> ids;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        if (is_separator(text[pos])) {
+            ++pos;
+            continue;
+        }
+        int32_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data() + pos, text.data() + text.size(), v);
+        const size_t stop = static_cast<size_t>(end - text.data());
+        if (ec != std::errc() || v < 0 || (stop < text.size() && !is_separator(text[stop]))) {
+            size_t bad_end = pos;
+            while (bad_end < text.size() && !is_separator(text[bad_end]))
+                ++bad_end;
+            return Status::error("'" + std::string(text.substr(pos, bad_end - pos)) + "' (at character " +
+                                 std::to_string(pos) +
+                                 ") is not a token id (expected non-negative integers separated by spaces or commas)");
+        }
+        ids.push_back(v);
+        pos = stop;
+    }
+    return ids;
 }
 
 }  // namespace pagoda::cli

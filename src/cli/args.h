@@ -2,6 +2,7 @@
 // switches, repeated flags, positionals, and a generated --help.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <span>
@@ -52,6 +53,10 @@ private:
 // Runs the common prologue of a subcommand: parse, print help or the error (one line on
 // stderr, prefixed with the subcommand). Returns nullopt to continue, or the exit status.
 std::optional<int> parse_or_exit(ArgParser& parser, std::string_view command, std::span<const std::string_view> args);
+
+// Token ids as users type them: "1 2 3", "1,2,3" or "[1, 2, 3]" (spaces, tabs, newlines, commas and brackets
+// separate). Each must be a non-negative 32-bit integer; the error names the bad one and where it is. May be empty.
+Result<std::vector<int32_t>> parse_token_ids(std::string_view text);
 
 // Prints "pagoda <command>: <message>" on stderr and returns exit status 1.
 int fail(std::string_view command, std::string_view message);

@@ -1,5 +1,4 @@
 // `pagoda detokenize`: token ids back to text, whole or through the streaming detokenizer.
-#include <charconv>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -14,31 +13,6 @@
 namespace {
 
 using namespace pagoda;
-
-// Accepts "1 2 3", "1,2,3" and "[1, 2, 3]".
-Result<std::vector<int32_t>> parse_ids(std::string_view s) {
-    std::vector<int32_t> ids;
-    size_t pos = 0;
-    while (pos < s.size()) {
-        const char c = s[pos];
-        if (c == ' ' || c == ',' || c == '\t' || c == '\n' || c == '\r' || c == '[' || c == ']') {
-            ++pos;
-            continue;
-        }
-        int64_t v = 0;
-        const auto [end, ec] = std::from_chars(s.data() + pos, s.data() + s.size(), v);
-        if (ec != std::errc() || v < INT32_MIN || v > INT32_MAX) {
-            size_t stop = pos;
-            while (stop < s.size() && s[stop] != ' ' && s[stop] != ',')
-                ++stop;
-            return Status::error("'" + std::string(s.substr(pos, stop - pos)) + "' (at character " +
-                                 std::to_string(pos) + ") is not a token id");
-        }
-        ids.push_back(static_cast<int32_t>(v));
-        pos = static_cast<size_t>(end - s.data());
-    }
-    return ids;
-}
 
 Result<std::string> detokenize(const Tokenizer& tokenizer, const std::vector<int32_t>& ids, bool skip_special,
                                bool stream) {
@@ -70,7 +44,7 @@ int run_jsonl(const Tokenizer& tokenizer, const std::string& path, bool skip_spe
         ++line_no;
         if (line.empty()) continue;
         const std::string where = path + ":" + std::to_string(line_no);
-        auto ids = parse_ids(line);
+        auto ids = cli::parse_token_ids(line);
         if (!ids.ok()) return cli::fail("detokenize", where + ": " + ids.message());
         auto text = detokenize(tokenizer, *ids, skip_special, stream);
         if (!text.ok()) return cli::fail("detokenize", where + ": " + text.message());
@@ -107,7 +81,7 @@ int run_detokenize(std::span<const std::string_view> args) {
         input = *ids_text;
     else
         input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    auto ids = parse_ids(input);
+    auto ids = cli::parse_token_ids(input);
     if (!ids.ok()) return cli::fail("detokenize", "--ids: " + ids.message());
     auto text = detokenize(*tokenizer, *ids, skip_special, stream);
     if (!text.ok()) return cli::fail("detokenize", text.message());

@@ -2,7 +2,6 @@
 // scheduler, KV pool and sampler the server uses), streaming the text as it comes. Sampling: the engine's sampler
 // (temperature, top-p, top-k, min-p, repetition penalty, seeded); stops at an end-of-sequence id or after -n tokens.
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -20,29 +19,6 @@
 namespace {
 
 using namespace pagoda;
-
-Result<std::vector<int32_t>> parse_ids(std::string_view text) {
-    std::vector<int32_t> ids;
-    size_t i = 0;
-    while (i < text.size()) {
-        if (text[i] == ' ' || text[i] == ',' || text[i] == '\t' || text[i] == '\n') {
-            ++i;
-            continue;
-        }
-        int32_t v = 0;
-        auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), v);
-        const size_t stop = static_cast<size_t>(end - text.data());
-        if (ec != std::errc() || v < 0 || (stop < text.size() && text[stop] != ' ' && text[stop] != ',' &&
-                                           text[stop] != '\t' && text[stop] != '\n')) {
-            return Status::error("--ids: '" + std::string(text.substr(i, text.find_first_of(" ,", i) - i)) +
-                                 "' is not a token id");
-        }
-        ids.push_back(v);
-        i = stop;
-    }
-    if (ids.empty()) return Status::error("--ids: no token ids given");
-    return ids;
-}
 
 Result<double> parse_number(const std::string& flag, const std::string& text, double lo, double hi) {
     char* end = nullptr;
@@ -134,8 +110,9 @@ int run_generate(std::span<const std::string_view> args) {
         prompt = tokenizer->encode(*text);
         if (prompt.empty()) return cli::fail("generate", "the prompt encodes to no tokens");
     } else {
-        auto ids = parse_ids(*parser.get("ids"));
-        if (!ids.ok()) return cli::fail("generate", ids.message());
+        auto ids = cli::parse_token_ids(*parser.get("ids"));
+        if (!ids.ok()) return cli::fail("generate", "--ids: " + ids.message());
+        if (ids->empty()) return cli::fail("generate", "--ids: no token ids given");
         prompt = std::move(ids).value();
     }
 

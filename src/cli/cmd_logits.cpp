@@ -16,30 +16,6 @@ namespace {
 
 using namespace pagoda;
 
-// "1 2 3" or "1,2,3".
-Result<std::vector<int32_t>> parse_ids(std::string_view text) {
-    std::vector<int32_t> ids;
-    size_t i = 0;
-    while (i < text.size()) {
-        if (text[i] == ' ' || text[i] == ',' || text[i] == '\t' || text[i] == '\n') {
-            ++i;
-            continue;
-        }
-        int32_t v = 0;
-        auto [end, ec] = std::from_chars(text.data() + i, text.data() + text.size(), v);
-        const size_t stop = static_cast<size_t>(end - text.data());
-        if (ec != std::errc() || v < 0 || (stop < text.size() && text[stop] != ' ' && text[stop] != ',' &&
-                                           text[stop] != '\t' && text[stop] != '\n')) {
-            return Status::error("--ids: '" + std::string(text.substr(i, text.find_first_of(" ,", i) - i)) +
-                                 "' is not a token id (expected non-negative integers separated by spaces or commas)");
-        }
-        ids.push_back(v);
-        i = stop;
-    }
-    if (ids.empty()) return Status::error("--ids: no token ids given");
-    return ids;
-}
-
 void append_float(std::string& out, float v) {
     char buf[32];
     auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);  // shortest text that reads back as the same float
@@ -61,8 +37,9 @@ int run_logits(std::span<const std::string_view> args) {
     if (!dir) return cli::fail("logits", "--model DIR is required");
     const auto ids_text = parser.get("ids");
     if (!ids_text) return cli::fail("logits", "--ids is required");
-    auto ids = parse_ids(*ids_text);
-    if (!ids.ok()) return cli::fail("logits", ids.message());
+    auto ids = cli::parse_token_ids(*ids_text);
+    if (!ids.ok()) return cli::fail("logits", "--ids: " + ids.message());
+    if (ids->empty()) return cli::fail("logits", "--ids: no token ids given");
     CpuBackendOptions options;
     if (auto threads = parser.get("threads")) options.num_threads = std::atoi(threads->c_str());
     auto backend = make_cpu_backend(options);

@@ -48,5 +48,25 @@ TEST(ArgParser, HelpStopsParsingAndListsOptions) {
     EXPECT_NE(p.help_text().find("--kw K=V"), std::string::npos);
 }
 
+TEST(ParseTokenIds, AcceptsTheWaysPeopleTypeIds) {
+    for (std::string_view text : {"1 2 3", "1,2,3", "[1, 2, 3]", " 1\t2\n3\n"}) {
+        auto ids = parse_token_ids(text);
+        ASSERT_TRUE(ids.ok()) << text << ": " << ids.message();
+        EXPECT_EQ(*ids, (std::vector<int32_t>{1, 2, 3})) << text;
+    }
+    auto empty = parse_token_ids("  ");
+    ASSERT_TRUE(empty.ok());
+    EXPECT_TRUE(empty->empty());
+}
+
+TEST(ParseTokenIds, NamesTheBadIdAndWhereItIs) {
+    for (auto [text, bad] : {std::pair{"1 x2 3", "'x2' (at character 2)"}, {"1 -5", "'-5' (at character 2)"},
+                             {"7 99999999999", "'99999999999'"}, {"4 5a", "'5a'"}}) {
+        auto ids = parse_token_ids(text);
+        ASSERT_FALSE(ids.ok()) << text;
+        EXPECT_NE(ids.message().find(bad), std::string::npos) << ids.message();
+    }
+}
+
 }  // namespace
 }  // namespace pagoda::cli
