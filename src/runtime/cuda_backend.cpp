@@ -1,7 +1,9 @@
 // The CUDA backend: one device, one stream, device/pinned allocators (registered with tensor/ at start), CudaOps.
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "runtime/cuda_backend.h"
 #include "runtime/cuda_internal.h"
@@ -52,7 +54,8 @@ Allocator* device_allocator_for(int index) {
     static DeviceAllocator* allocators[kMaxDevices] = {};
     static std::once_flag once;
     std::call_once(once, [] {
-        for (int i = 0; i < kMaxDevices; ++i) allocators[i] = new DeviceAllocator(i);  // process lifetime
+        for (int i = 0; i < kMaxDevices; ++i)
+            allocators[i] = new DeviceAllocator(i);  // process lifetime
     });
     return index >= 0 && index < kMaxDevices ? allocators[index] : nullptr;
 }
@@ -91,6 +94,7 @@ class CudaBackend final : public Backend {
         if (!dst.is_host()) ops_->invalidate_caches();
     }
     void synchronize() override { PAGODA_CUDA_OK(cudaStreamSynchronize(stream_)); }
+    cudaStream_t stream() const { return stream_; }
 
   private:
     int device_;
@@ -107,7 +111,9 @@ Status cuda_status(cudaError_t e, const std::string& what) {
 
 }  // namespace
 
-bool cuda_compiled() { return true; }
+bool cuda_compiled() {
+    return true;
+}
 
 int cuda_device_count() {
     int n = 0;
@@ -149,6 +155,35 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opt
         return cuda_status(e, "cudaStreamCreate");
     register_allocators();
     return std::unique_ptr<Backend>(new CudaBackend(options.device, props, stream));
+}
+
+Result<QueuedTiming> cuda_time_queued(Backend& backend, const std::function<void()>& enqueue, double hold_ms) {
+    auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+    if (cuda == nullptr) return Status::error("cuda_time_queued needs a CUDA backend");
+    cudaStream_t s = cuda->stream();
+    backend.synchronize();
+    cudaEvent_t begin = nullptr, end = nullptr;
+    PAGODA_CUDA_OK(cudaEventCreate(&begin));
+    PAGODA_CUDA_OK(cudaEventCreate(&end));
+    static double hold;  // read by the callback, which gets no captures
+    hold = hold_ms;
+    PAGODA_CUDA_OK(cudaLaunchHostFunc(
+        s, [](void*) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(hold)); }, nullptr));
+    PAGODA_CUDA_OK(cudaEventRecord(begin, s));
+    const auto t0 = std::chrono::steady_clock::now();
+    enqueue();
+    const double enqueue_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    PAGODA_CUDA_OK(cudaEventRecord(end, s));
+    PAGODA_CUDA_OK(cudaEventSynchronize(end));
+    float gpu_ms = 0;
+    PAGODA_CUDA_OK(cudaEventElapsedTime(&gpu_ms, begin, end));
+    cudaEventDestroy(begin);
+    cudaEventDestroy(end);
+    QueuedTiming t;
+    t.enqueue_ms = enqueue_ms;
+    t.gpu_ms = gpu_ms;
+    if (enqueue_ms >= hold_ms) return Status::error("enqueue outlasted the hold: the GPU time includes launch gaps");
+    return t;
 }
 
 }  // namespace pagoda

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -30,5 +31,14 @@ Result<CudaDeviceInfo> cuda_device_info(int device = 0);
 
 // An error (never an abort) when CUDA is unavailable, the device does not exist, or its start fails.
 Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& options = {});
+
+// Profiling aid for benchmarks: holds the backend's stream for `hold_ms` (a host callback), calls `enqueue` (which
+// must queue work without waiting for the GPU), and reports the host time `enqueue` took and the GPU time of the
+// work it queued, run back to back with no launch gaps. Together they say whether a step is CPU- or GPU-bound.
+struct QueuedTiming {
+    double enqueue_ms = 0;
+    double gpu_ms = 0;
+};
+Result<QueuedTiming> cuda_time_queued(Backend& backend, const std::function<void()>& enqueue, double hold_ms = 200);
 
 }  // namespace pagoda

@@ -16,10 +16,10 @@
             ::pagoda::detail::check_failed(__FILE__, __LINE__, #expr, cudaGetErrorString(pagoda_e_)); \
     } while (0)
 
-#define PAGODA_CUBLAS_OK(expr)                                                                              \
-    do {                                                                                                    \
-        const cublasStatus_t pagoda_s_ = (expr);                                                            \
-        if (pagoda_s_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                                \
+#define PAGODA_CUBLAS_OK(expr)                                                                             \
+    do {                                                                                                   \
+        const cublasStatus_t pagoda_s_ = (expr);                                                           \
+        if (pagoda_s_ != CUBLAS_STATUS_SUCCESS) [[unlikely]]                                               \
             ::pagoda::detail::check_failed(__FILE__, __LINE__, #expr, cublasLtGetStatusString(pagoda_s_)); \
     } while (0)
 

@@ -26,20 +26,26 @@ namespace {
 }
 
 // The message is built only when the check fails: these run on every op of every step.
-#define expect(cond, op, what)                 \
-    do {                                       \
-        if (!(cond)) [[unlikely]]              \
-            op_error(op, what);                \
+#define expect(cond, op, what)    \
+    do {                          \
+        if (!(cond)) [[unlikely]] \
+            op_error(op, what);   \
     } while (0)
 
-bool on_gpu(const Tensor& t) { return t.defined() && t.device().kind == DeviceKind::Cuda; }
+bool on_gpu(const Tensor& t) {
+    return t.defined() && t.device().kind == DeviceKind::Cuda;
+}
 
 kcu::ElemType elem_type(DType d, const char* op) {
     switch (d) {
-        case DType::F32: return kcu::ElemType::F32;
-        case DType::BF16: return kcu::ElemType::BF16;
-        case DType::F16: return kcu::ElemType::F16;
-        default: op_error(op, "only F32, BF16 and F16 tensors on CUDA, got " + std::string(dtype_name(d)));
+        case DType::F32:
+            return kcu::ElemType::F32;
+        case DType::BF16:
+            return kcu::ElemType::BF16;
+        case DType::F16:
+            return kcu::ElemType::F16;
+        default:
+            op_error(op, "only F32, BF16 and F16 tensors on CUDA, got " + std::string(dtype_name(d)));
     }
 }
 
@@ -63,16 +69,23 @@ void expect_vec(const Tensor& t, int64_t n, const char* op, const char* name) {
            std::string(name) + " must have " + std::to_string(n) + " contiguous elements, got " + t.to_string());
 }
 
-kcu::Rows rows2(const Tensor& t) { return {t.data_as<float>(), t.stride(0), 0}; }
-kcu::Rows rows3(const Tensor& t) { return {t.data_as<float>(), t.stride(0), t.stride(1)}; }
+kcu::Rows rows2(const Tensor& t) {
+    return {t.data_as<float>(), t.stride(0), 0};
+}
+kcu::Rows rows3(const Tensor& t) {
+    return {t.data_as<float>(), t.stride(0), t.stride(1)};
+}
 
-size_t align256(size_t n) { return (n + 255) / 256 * 256; }
+size_t align256(size_t n) {
+    return (n + 255) / 256 * 256;
+}
 
 // Largest power of two (≤ 256) dividing the address: what cuBLASLt may assume about a pointer.
 uint32_t alignment_of(const void* p) {
     const auto a = reinterpret_cast<uintptr_t>(p);
     uint32_t al = 256;
-    while (al > 1 && a % al != 0) al /= 2;
+    while (al > 1 && a % al != 0)
+        al /= 2;
     return al;
 }
 
@@ -86,8 +99,8 @@ struct GemmKey {
 struct GemmKeyHash {
     size_t operator()(const GemmKey& k) const {
         size_t h = static_cast<size_t>(k.type);
-        for (int64_t v : {k.m, k.n, k.k, k.lda, k.ldb, k.ldd, int64_t(k.align_a), int64_t(k.align_b),
-                          int64_t(k.align_d)})
+        for (int64_t v :
+             {k.m, k.n, k.k, k.lda, k.ldb, k.ldd, int64_t(k.align_a), int64_t(k.align_b), int64_t(k.align_d)})
             h = h * 1000003u ^ static_cast<size_t>(v);
         return h;
     }
@@ -128,12 +141,17 @@ class CudaOps final : public CudaOpsBase {
         checked_.clear();
         invalidate_converted();
         const std::initializer_list<std::pair<const void*, size_t>> arrays = {
-            {b.token_ids.data(), b.token_ids.size_bytes()},         {b.positions.data(), b.positions.size_bytes()},
-            {b.query_start_loc.data(), b.query_start_loc.size_bytes()}, {b.seq_lens.data(), b.seq_lens.size_bytes()},
-            {b.block_tables.data(), b.block_tables.size_bytes()},   {b.slot_mapping.data(), b.slot_mapping.size_bytes()},
-            {b.state_slots.data(), b.state_slots.size_bytes()},     {b.logits_indices.data(), b.logits_indices.size_bytes()}};
+            {b.token_ids.data(), b.token_ids.size_bytes()},
+            {b.positions.data(), b.positions.size_bytes()},
+            {b.query_start_loc.data(), b.query_start_loc.size_bytes()},
+            {b.seq_lens.data(), b.seq_lens.size_bytes()},
+            {b.block_tables.data(), b.block_tables.size_bytes()},
+            {b.slot_mapping.data(), b.slot_mapping.size_bytes()},
+            {b.state_slots.data(), b.state_slots.size_bytes()},
+            {b.logits_indices.data(), b.logits_indices.size_bytes()}};
         size_t total = 0;
-        for (const auto& [ptr, bytes] : arrays) total += align256(bytes);
+        for (const auto& [ptr, bytes] : arrays)
+            total += align256(bytes);
         if (total == 0) return;
         // The previous step's upload must have left the staging memory before it is rewritten.
         PAGODA_CUDA_OK(cudaEventSynchronize(staging_free_));
@@ -162,13 +180,14 @@ class CudaOps final : public CudaOpsBase {
                "table must be a CUDA [V, H] tensor, got " + table.to_string());
         expect(out.dim(0) == static_cast<int64_t>(ids.size()) && out.dim(1) == table.dim(1), "embedding",
                "out " + out.to_string() + " does not match ids/table");
-        for (int32_t id : ids) expect(id >= 0 && id < table.dim(0), "embedding", "token id out of range");
+        for (int32_t id : ids)
+            expect(id >= 0 && id < table.dim(0), "embedding", "token id out of range");
         const void* d_ids = nullptr;
         resolve({{ids.data(), ids.size_bytes()}}, &d_ids);
-        kcu::launch_embedding({table.data(), elem_type(table.dtype(), "embedding"), table.stride(0), table.dim(0),
-                               table.dim(1), static_cast<const int32_t*>(d_ids), static_cast<int64_t>(ids.size()),
-                               out.data_as<float>(), out.stride(0)},
-                              stream_);
+        kcu::launch_embedding(
+            {table.data(), elem_type(table.dtype(), "embedding"), table.stride(0), table.dim(0), table.dim(1),
+             static_cast<const int32_t*>(d_ids), static_cast<int64_t>(ids.size()), out.data_as<float>(), out.stride(0)},
+            stream_);
         invalidate_converted();
     }
 
@@ -228,17 +247,21 @@ class CudaOps final : public CudaOpsBase {
     void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override {
         expect_heads(x, "rope", "x");
         expect(static_cast<int64_t>(positions.size()) == x.dim(0), "rope", "one position per row of x");
-        expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2) &&
-                   rotary_dim / 2 <= kcu::kMaxRotaryHalf,
+        expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf,
                "rope", "bad rotary_dim " + std::to_string(rotary_dim));
         const void* d_pos = nullptr;
         resolve({{positions.data(), positions.size_bytes()}}, &d_pos);
         kcu::RopeArgs a{};
         a.x = rows3(x), a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
         a.positions = static_cast<const int32_t*>(d_pos), a.rotary_dim = rotary_dim;
-        // Exactly the CPU reference's inverse frequencies (fp32, as transformers computes them).
-        for (int j = 0; j < rotary_dim / 2; ++j)
-            a.inv_freq[j] = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
+        // Exactly the CPU reference's inverse frequencies (fp32, as transformers computes them); computed once per
+        // (theta, rotary_dim), not on every call.
+        if (theta != rope_theta_ || rotary_dim != rope_dim_) {
+            for (int j = 0; j < rotary_dim / 2; ++j)
+                rope_inv_freq_[j] = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
+            rope_theta_ = theta, rope_dim_ = rotary_dim;
+        }
+        std::memcpy(a.inv_freq, rope_inv_freq_, sizeof(float) * static_cast<size_t>(rotary_dim / 2));
         kcu::launch_rope(a, stream_);
         invalidate_converted();
     }
@@ -253,13 +276,14 @@ class CudaOps final : public CudaOpsBase {
                "write_kv", "k/v/slot_mapping do not match the batch's tokens");
         const int64_t num_slots = key_cache.dim(0) * key_cache.dim(1);
         if (!already_checked(batch.slot_mapping.data(), num_slots))
-            for (int64_t s : batch.slot_mapping) expect(s < num_slots, "write_kv", "slot beyond the cache");
+            for (int64_t s : batch.slot_mapping)
+                expect(s < num_slots, "write_kv", "slot beyond the cache");
         const void* d_slots = nullptr;
         resolve({{batch.slot_mapping.data(), batch.slot_mapping.size_bytes()}}, &d_slots);
-        kcu::launch_kv_write({rows3(k), rows3(v), k.dim(0), k.dim(1), k.dim(2), static_cast<const int64_t*>(d_slots),
-                              key_cache.data(), value_cache.data(), elem_type(key_cache.dtype(), "write_kv"),
-                              num_slots},
-                             stream_);
+        kcu::launch_kv_write(
+            {rows3(k), rows3(v), k.dim(0), k.dim(1), k.dim(2), static_cast<const int64_t*>(d_slots), key_cache.data(),
+             value_cache.data(), elem_type(key_cache.dtype(), "write_kv"), num_slots},
+            stream_);
         invalidate_converted();
     }
 
@@ -288,7 +312,8 @@ class CudaOps final : public CudaOpsBase {
                 d);
         kcu::PagedAttentionArgs a{};
         a.q = rows3(q), a.out = rows3(out), a.T = q.dim(0);
-        a.H_q = static_cast<int>(q.dim(1)), a.H_kv = static_cast<int>(key_cache.dim(2)), a.D = static_cast<int>(q.dim(2));
+        a.H_q = static_cast<int>(q.dim(1)), a.H_kv = static_cast<int>(key_cache.dim(2)),
+        a.D = static_cast<int>(q.dim(2));
         a.key_cache = key_cache.data(), a.value_cache = value_cache.data();
         a.cache_type = elem_type(key_cache.dtype(), op);
         a.block_size = batch.block_size, a.num_seqs = batch.num_seqs, a.max_blocks_per_seq = batch.max_blocks_per_seq;
@@ -332,7 +357,8 @@ class CudaOps final : public CudaOpsBase {
         expect_mat(out, "gather_rows", "out");
         expect(out.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(1) == x.dim(1), "gather_rows",
                "out must be [rows, N]");
-        for (int32_t r : rows) expect(r >= 0 && r < x.dim(0), "gather_rows", "row index out of range");
+        for (int32_t r : rows)
+            expect(r >= 0 && r < x.dim(0), "gather_rows", "row index out of range");
         const void* d_rows = nullptr;
         resolve({{rows.data(), rows.size_bytes()}}, &d_rows);
         kcu::CopyArgs a{};
@@ -394,7 +420,8 @@ class CudaOps final : public CudaOpsBase {
                    op, "sequence " + std::to_string(s) + " is longer than its block table");
         }
         expect(batch.query_start_loc[batch.num_seqs] == batch.num_tokens, op, "query_start_loc does not end at T");
-        for (int32_t id : batch.block_tables) expect(id >= 0 && id < num_blocks, op, "block id out of range");
+        for (int32_t id : batch.block_tables)
+            expect(id >= 0 && id < num_blocks, op, "block id out of range");
     }
 
     // True when `array` (of the current step's batch) was already checked against a cache of `size` this step;
@@ -529,10 +556,10 @@ class CudaOps final : public CudaOpsBase {
         PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
         PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
         // A: W as column-major [K, N] (ld lda), transposed; B: x as column-major [K, T]; D: y as column-major [N, T].
-        PAGODA_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p.a, ab, static_cast<uint64_t>(k.k), static_cast<uint64_t>(k.m),
-                                                    k.lda));
-        PAGODA_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p.b, ab, static_cast<uint64_t>(k.k), static_cast<uint64_t>(k.n),
-                                                    k.ldb));
+        PAGODA_CUBLAS_OK(
+            cublasLtMatrixLayoutCreate(&p.a, ab, static_cast<uint64_t>(k.k), static_cast<uint64_t>(k.m), k.lda));
+        PAGODA_CUBLAS_OK(
+            cublasLtMatrixLayoutCreate(&p.b, ab, static_cast<uint64_t>(k.k), static_cast<uint64_t>(k.n), k.ldb));
         PAGODA_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, static_cast<uint64_t>(k.m),
                                                     static_cast<uint64_t>(k.n), k.ldd));
         cublasLtMatmulPreference_t pref = nullptr;
@@ -577,6 +604,10 @@ class CudaOps final : public CudaOpsBase {
     void* converted_buffer_ = nullptr;
     Converted converted_src_;
 
+    float rope_inv_freq_[kcu::kMaxRotaryHalf] = {};
+    float rope_theta_ = 0;
+    int rope_dim_ = 0;
+
     DeviceScratch attention_workspace_;
     DeviceScratch argmax_device_;
     PinnedScratch argmax_host_;
@@ -584,6 +615,8 @@ class CudaOps final : public CudaOpsBase {
 
 }  // namespace
 
-std::unique_ptr<CudaOpsBase> make_cuda_ops(const CudaOpsConfig& config) { return std::make_unique<CudaOps>(config); }
+std::unique_ptr<CudaOpsBase> make_cuda_ops(const CudaOpsConfig& config) {
+    return std::make_unique<CudaOps>(config);
+}
 
 }  // namespace pagoda

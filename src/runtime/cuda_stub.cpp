@@ -3,11 +3,21 @@
 
 namespace pagoda {
 
-bool cuda_compiled() { return false; }
-int cuda_device_count() { return 0; }
-Result<CudaDeviceInfo> cuda_device_info(int) { return Status::error("this pagoda was built without CUDA"); }
+bool cuda_compiled() {
+    return false;
+}
+int cuda_device_count() {
+    return 0;
+}
+Result<CudaDeviceInfo> cuda_device_info(int) {
+    return Status::error("this pagoda was built without CUDA");
+}
 Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions&) {
     return Status::error("this pagoda was built without CUDA (configure on a machine with nvcc)");
+}
+
+Result<QueuedTiming> cuda_time_queued(Backend&, const std::function<void()>&, double) {
+    return Status::error("this pagoda was built without CUDA");
 }
 
 }  // namespace pagoda

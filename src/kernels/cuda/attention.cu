@@ -18,7 +18,9 @@ constexpr int kRows = 64;  // query rows per block
 constexpr int kKeys = 32;  // keys per K/V tile
 constexpr int kPs = kKeys + 1;
 
-int tokens_per_tile(int group) { return std::max(1, kRows / group); }
+int tokens_per_tile(int group) {
+    return std::max(1, kRows / group);
+}
 
 template <int D>
 constexpr size_t smem_floats() {
@@ -78,7 +80,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int c = 0; c < DC; ++c) acc[i][c] = 0.0f;
+        for (int c = 0; c < DC; ++c)
+            acc[i][c] = 0.0f;
 
     const C* kc = static_cast<const C*>(a.key_cache);
     const C* vc = static_cast<const C*>(a.value_cache);
@@ -103,18 +106,22 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
 #pragma unroll
         for (int i = 0; i < 4; ++i)
 #pragma unroll
-            for (int j = 0; j < 4; ++j) sc[i][j] = 0.0f;
+            for (int j = 0; j < 4; ++j)
+                sc[i][j] = 0.0f;
 #pragma unroll 8
         for (int d = 0; d < D; ++d) {
             float qv[4], kv[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) qv[i] = q_s[(rg * 4 + i) * QS + d];
+            for (int i = 0; i < 4; ++i)
+                qv[i] = q_s[(rg * 4 + i) * QS + d];
 #pragma unroll
-            for (int j = 0; j < 4; ++j) kv[j] = k_s[(cg + 8 * j) * QS + d];
+            for (int j = 0; j < 4; ++j)
+                kv[j] = k_s[(cg + 8 * j) * QS + d];
 #pragma unroll
             for (int i = 0; i < 4; ++i)
 #pragma unroll
-                for (int j = 0; j < 4; ++j) sc[i][j] += qv[i] * kv[j];
+                for (int j = 0; j < 4; ++j)
+                    sc[i][j] += qv[i] * kv[j];
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i)
@@ -130,7 +137,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
             float* p = p_s + r * kPs + half * (kKeys / 2);
             float mx = -INFINITY;
 #pragma unroll
-            for (int j = 0; j < kKeys / 2; ++j) mx = fmaxf(mx, p[j]);
+            for (int j = 0; j < kKeys / 2; ++j)
+                mx = fmaxf(mx, p[j]);
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
             const float m_old = m_s[r];
             const float m_new = fmaxf(m_old, mx);
@@ -155,18 +163,21 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
         for (int i = 0; i < 4; ++i) {
             const float al = alpha_s[rg * 4 + i];
 #pragma unroll
-            for (int c = 0; c < DC; ++c) acc[i][c] *= al;
+            for (int c = 0; c < DC; ++c)
+                acc[i][c] *= al;
         }
 #pragma unroll 4
         for (int j = 0; j < kKeys; ++j) {
             float p[4];
 #pragma unroll
-            for (int i = 0; i < 4; ++i) p[i] = p_s[(rg * 4 + i) * kPs + j];
+            for (int i = 0; i < 4; ++i)
+                p[i] = p_s[(rg * 4 + i) * kPs + j];
 #pragma unroll
             for (int c = 0; c < DC; ++c) {
                 const float v = v_s[j * D + cg + 8 * c];
 #pragma unroll
-                for (int i = 0; i < 4; ++i) acc[i][c] += p[i] * v;
+                for (int i = 0; i < 4; ++i)
+                    acc[i][c] += p[i] * v;
             }
         }
     }
@@ -182,13 +193,15 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
             const float inv = 1.0f / l_s[r];
             float* o = a.out.data + t * a.out.stride_t + int64_t(h) * a.out.stride_h;
 #pragma unroll
-            for (int c = 0; c < DC; ++c) o[cg + 8 * c] = acc[i][c] * inv;
+            for (int c = 0; c < DC; ++c)
+                o[cg + 8 * c] = acc[i][c] * inv;
         } else {
             // Workspace: partial outputs [splits, T, H_q, D], then maxima and sums [splits, T, H_q] each.
             const int64_t row = (int64_t(split) * a.T + t) * a.H_q + h;
             float* o = a.workspace + row * D;
 #pragma unroll
-            for (int c = 0; c < DC; ++c) o[cg + 8 * c] = acc[i][c];
+            for (int c = 0; c < DC; ++c)
+                o[cg + 8 * c] = acc[i][c];
             if (cg == 0) {
                 const int64_t stats = int64_t(a.num_splits) * a.T * a.H_q * D;
                 a.workspace[stats + row] = m_s[r];
@@ -206,7 +219,8 @@ __global__ void combine_splits_kernel(PagedAttentionArgs a) {
     const float* m = a.workspace + int64_t(a.num_splits) * per_split * a.D;
     const float* l = m + int64_t(a.num_splits) * per_split;
     float M = -INFINITY;
-    for (int s = 0; s < a.num_splits; ++s) M = fmaxf(M, m[s * per_split + th]);
+    for (int s = 0; s < a.num_splits; ++s)
+        M = fmaxf(M, m[s * per_split + th]);
     float L = 0.0f;
     for (int s = 0; s < a.num_splits; ++s) {
         const float ms = m[s * per_split + th];
@@ -238,15 +252,23 @@ void launch_typed(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
 template <int D>
 void launch_dim(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
     switch (a.cache_type) {
-        case ElemType::BF16: launch_typed<D, __nv_bfloat16>(a, grid, stream); break;
-        case ElemType::F16: launch_typed<D, __half>(a, grid, stream); break;
-        default: launch_typed<D, float>(a, grid, stream); break;
+        case ElemType::BF16:
+            launch_typed<D, __nv_bfloat16>(a, grid, stream);
+            break;
+        case ElemType::F16:
+            launch_typed<D, __half>(a, grid, stream);
+            break;
+        default:
+            launch_typed<D, float>(a, grid, stream);
+            break;
     }
 }
 
 }  // namespace
 
-bool paged_attention_supports_head_dim(int D) { return D == 16 || D == 32 || D == 64 || D == 128 || D == 256; }
+bool paged_attention_supports_head_dim(int D) {
+    return D == 16 || D == 32 || D == 64 || D == 128 || D == 256;
+}
 
 int plan_paged_attention_splits(const PagedAttentionArgs& a, int sm_count) {
     const int qt = tokens_per_tile(a.H_q / a.H_kv);
@@ -275,11 +297,21 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((a.max_query_len + qt - 1) / qt), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_kv * a.num_splits));
     switch (a.D) {
-        case 16: launch_dim<16>(a, grid, stream); break;
-        case 32: launch_dim<32>(a, grid, stream); break;
-        case 64: launch_dim<64>(a, grid, stream); break;
-        case 128: launch_dim<128>(a, grid, stream); break;
-        default: launch_dim<256>(a, grid, stream); break;
+        case 16:
+            launch_dim<16>(a, grid, stream);
+            break;
+        case 32:
+            launch_dim<32>(a, grid, stream);
+            break;
+        case 64:
+            launch_dim<64>(a, grid, stream);
+            break;
+        case 128:
+            launch_dim<128>(a, grid, stream);
+            break;
+        default:
+            launch_dim<256>(a, grid, stream);
+            break;
     }
     PAGODA_CUDA_CHECK_LAUNCH();
     if (a.num_splits > 1) {

@@ -13,61 +13,84 @@ namespace pagoda::detail {
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const char* message);
 }
 
-#define PAGODA_CUDA_CHECK(expr)                                                                 \
-    do {                                                                                        \
-        const cudaError_t pagoda_err_ = (expr);                                                 \
-        if (pagoda_err_ != cudaSuccess)                                                         \
+#define PAGODA_CUDA_CHECK(expr)                                                                         \
+    do {                                                                                                \
+        const cudaError_t pagoda_err_ = (expr);                                                         \
+        if (pagoda_err_ != cudaSuccess)                                                                 \
             ::pagoda::detail::check_failed(__FILE__, __LINE__, #expr, cudaGetErrorString(pagoda_err_)); \
     } while (0)
 
 // After a <<<>>> launch: configuration errors surface here, not at the next sync.
 #define PAGODA_CUDA_CHECK_LAUNCH() PAGODA_CUDA_CHECK(cudaGetLastError())
 
-#define PAGODA_KERNEL_REQUIRE(cond, msg)                                                   \
-    do {                                                                                   \
-        if (!(cond)) ::pagoda::detail::check_failed(__FILE__, __LINE__, #cond, (msg));     \
+#define PAGODA_KERNEL_REQUIRE(cond, msg)                                               \
+    do {                                                                               \
+        if (!(cond)) ::pagoda::detail::check_failed(__FILE__, __LINE__, #cond, (msg)); \
     } while (0)
 
 namespace pagoda::kernels::cuda {
 
 __device__ __forceinline__ float load_as_f32(const void* p, ElemType type, int64_t i) {
     switch (type) {
-        case ElemType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-        case ElemType::F16: return __half2float(static_cast<const __half*>(p)[i]);
-        default: return static_cast<const float*>(p)[i];
+        case ElemType::BF16:
+            return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+        case ElemType::F16:
+            return __half2float(static_cast<const __half*>(p)[i]);
+        default:
+            return static_cast<const float*>(p)[i];
     }
 }
 
 __device__ __forceinline__ void store_from_f32(void* p, ElemType type, int64_t i, float v) {
     switch (type) {
-        case ElemType::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
-        case ElemType::F16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
-        default: static_cast<float*>(p)[i] = v; break;
+        case ElemType::BF16:
+            static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+            break;
+        case ElemType::F16:
+            static_cast<__half*>(p)[i] = __float2half_rn(v);
+            break;
+        default:
+            static_cast<float*>(p)[i] = v;
+            break;
     }
 }
 
 // Typed conversions for templated kernels.
-__device__ __forceinline__ float to_f32(float v) { return v; }
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) { return __bfloat162float(v); }
-__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(float v) {
+    return v;
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
+__device__ __forceinline__ float to_f32(__half v) {
+    return __half2float(v);
+}
 template <typename T>
 __device__ __forceinline__ T from_f32(float v);
 template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+__device__ __forceinline__ float from_f32<float>(float v) {
+    return v;
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+    return __float2bfloat16_rn(v);
+}
 template <>
-__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+    return __float2half_rn(v);
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    for (int o = 16; o > 0; o >>= 1)
+        v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    for (int o = 16; o > 0; o >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
     return v;
 }
 

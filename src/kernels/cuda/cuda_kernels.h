@@ -64,9 +64,10 @@ void launch_add_bias(float* y, int64_t y_stride, const void* bias, ElemType bias
 // out[r] = first index of the maximum of logits[r, :].
 void launch_argmax(const float* logits, int64_t stride, int64_t R, int64_t V, int32_t* out, cudaStream_t stream);
 
-// --- RMSNorm -----------------------------------------------------------------------------------------------------------
-// Per (t, h) row of D: if residual: residual += x, then normalise residual. out = x̂ · w (or (1 + w)); fp32 stats.
-// x and out may alias.
+// --- RMSNorm
+// ----------------------------------------------------------------------------------------------------------- Per (t,
+// h) row of D: if residual: residual += x, then normalise residual. out = x̂ · w (or (1 + w)); fp32 stats. x and out may
+// alias.
 struct RmsNormArgs {
     Rows x, out, residual;  // residual.data null when absent
     int64_t T, H, D;
@@ -99,8 +100,9 @@ struct KvWriteArgs {
 };
 void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream);
 
-// --- Linear ------------------------------------------------------------------------------------------------------------
-// y[t, n] = Σ_k x[t, k] · w[n, k] (+ bias[n]) for few tokens (T ≤ kGemvMaxTokens): reads the weights once, fp32 x.
+// --- Linear
+// ------------------------------------------------------------------------------------------------------------ y[t, n]
+// = Σ_k x[t, k] · w[n, k] (+ bias[n]) for few tokens (T ≤ kGemvMaxTokens): reads the weights once, fp32 x.
 inline constexpr int kGemvMaxTokens = 8;
 struct GemvArgs {
     const float* x;
@@ -137,7 +139,7 @@ struct PagedAttentionArgs {
     float scale;
     int max_query_len;  // host-known bounds of the batch (grid size)
     int max_seq_len;
-    int num_splits = 1;        // from plan_paged_attention
+    int num_splits = 1;          // from plan_paged_attention
     float* workspace = nullptr;  // paged_attention_workspace_floats(...) floats when num_splits > 1
 };
 // Head dims with a kernel: 16, 32, 64, 128, 256.

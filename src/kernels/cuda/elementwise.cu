@@ -19,8 +19,12 @@ __global__ void embedding_kernel(EmbeddingArgs a) {
     }
 }
 
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+__device__ __forceinline__ float silu(float x) {
+    return x / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
 
 __global__ void binary_kernel(BinaryArgs a) {
     const int64_t n = a.T * a.N;
@@ -30,9 +34,15 @@ __global__ void binary_kernel(BinaryArgs a) {
         const float y = a.b[t * a.b_stride + (a.b_cols == 1 ? 0 : c)];
         float r;
         switch (a.op) {
-            case BinaryOp::SiluMul: r = silu(x) * y; break;
-            case BinaryOp::SigmoidMul: r = x * sigmoid(y); break;
-            default: r = x + y; break;
+            case BinaryOp::SiluMul:
+                r = silu(x) * y;
+                break;
+            case BinaryOp::SigmoidMul:
+                r = x * sigmoid(y);
+                break;
+            default:
+                r = x + y;
+                break;
         }
         a.out[t * a.out_stride + c] = r;
     }
@@ -77,7 +87,8 @@ __global__ void argmax_kernel(const float* logits, int64_t stride, int64_t V, in
             const int64_t oi = idxs[threadIdx.x + s];
             const float mv = vals[threadIdx.x];
             const int64_t mi = idxs[threadIdx.x];
-            if (oi != V && (mi == V || ov > mv || (ov == mv && oi < mi))) vals[threadIdx.x] = ov, idxs[threadIdx.x] = oi;
+            if (oi != V && (mi == V || ov > mv || (ov == mv && oi < mi)))
+                vals[threadIdx.x] = ov, idxs[threadIdx.x] = oi;
         }
         __syncthreads();
     }
@@ -151,12 +162,16 @@ void launch_convert_rows(const float* src, int64_t src_stride, void* dst, ElemTy
     const unsigned blocks = blocks_for(vec4 ? T * K / 4 : T * K);
     if (dst_type == ElemType::BF16) {
         auto* d = static_cast<__nv_bfloat16*>(dst);
-        if (vec4) convert_rows_vec4_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
-        else convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
+        if (vec4)
+            convert_rows_vec4_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
+        else
+            convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
     } else {
         auto* d = static_cast<__half*>(dst);
-        if (vec4) convert_rows_vec4_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
-        else convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
+        if (vec4)
+            convert_rows_vec4_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
+        else
+            convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
     }
     PAGODA_CUDA_CHECK_LAUNCH();
 }

@@ -65,7 +65,7 @@ __device__ __forceinline__ float4 round_like(float4 v) {
 template <typename W, int TT, int WPR>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
-    constexpr int kUnroll = 4;  // 16-byte loads in flight per lane
+    constexpr int kUnroll = 4;                         // 16-byte loads in flight per lane
     constexpr int64_t kStep = int64_t(WPR) * 32 * kN;  // elements between one lane's consecutive loads
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
@@ -73,13 +73,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
     const W* w = static_cast<const W*>(a.w) + (active ? n : 0) * a.w_stride;
     float acc[TT];
 #pragma unroll
-    for (int t = 0; t < TT; ++t) acc[t] = 0.0f;
+    for (int t = 0; t < TT; ++t)
+        acc[t] = 0.0f;
     int64_t k = (int64_t(warp % WPR) * 32 + lane) * kN;
     if (!active) k = a.K;
     for (; k + int64_t(kUnroll - 1) * kStep < a.K; k += int64_t(kUnroll) * kStep) {
         float wv[kUnroll][kN];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) Vec16<W>::load(w + k + u * kStep, wv[u]);
+        for (int u = 0; u < kUnroll; ++u)
+            Vec16<W>::load(w + k + u * kStep, wv[u]);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
@@ -107,23 +109,27 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
         }
     }
 #pragma unroll
-    for (int t = 0; t < TT; ++t) acc[t] = warp_sum(acc[t]);
+    for (int t = 0; t < TT; ++t)
+        acc[t] = warp_sum(acc[t]);
     if constexpr (WPR > 1) {
         __shared__ float partial[kWarpsPerBlock][TT];
         if (lane == 0)
 #pragma unroll
-            for (int t = 0; t < TT; ++t) partial[warp][t] = acc[t];
+            for (int t = 0; t < TT; ++t)
+                partial[warp][t] = acc[t];
         __syncthreads();
         if (warp % WPR != 0) return;
 #pragma unroll
         for (int t = 0; t < TT; ++t)
 #pragma unroll
-            for (int j = 1; j < WPR; ++j) acc[t] += partial[warp + j][t];
+            for (int j = 1; j < WPR; ++j)
+                acc[t] += partial[warp + j][t];
     }
     if (!active || lane != 0) return;
     const float b = a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f;
 #pragma unroll
-    for (int t = 0; t < TT; ++t) a.y[t * a.y_stride + n] = acc[t] + b;
+    for (int t = 0; t < TT; ++t)
+        a.y[t * a.y_stride + n] = acc[t] + b;
 }
 
 // Any alignment, any float weight type: element by element (odd shapes in tests and tiny models).
@@ -150,14 +156,30 @@ void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const unsigned blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
     switch (a.T) {
-        case 1: gemv_vec_kernel<W, 1, WPR><<<blocks, threads, 0, stream>>>(a); break;
-        case 2: gemv_vec_kernel<W, 2, WPR><<<blocks, threads, 0, stream>>>(a); break;
-        case 3: gemv_vec_kernel<W, 3, WPR><<<blocks, threads, 0, stream>>>(a); break;
-        case 4: gemv_vec_kernel<W, 4, WPR><<<blocks, threads, 0, stream>>>(a); break;
-        case 5: gemv_vec_kernel<W, 5, WPR><<<blocks, threads, 0, stream>>>(a); break;
-        case 6: gemv_vec_kernel<W, 6, WPR><<<blocks, threads, 0, stream>>>(a); break;
-        case 7: gemv_vec_kernel<W, 7, WPR><<<blocks, threads, 0, stream>>>(a); break;
-        default: gemv_vec_kernel<W, 8, WPR><<<blocks, threads, 0, stream>>>(a); break;
+        case 1:
+            gemv_vec_kernel<W, 1, WPR><<<blocks, threads, 0, stream>>>(a);
+            break;
+        case 2:
+            gemv_vec_kernel<W, 2, WPR><<<blocks, threads, 0, stream>>>(a);
+            break;
+        case 3:
+            gemv_vec_kernel<W, 3, WPR><<<blocks, threads, 0, stream>>>(a);
+            break;
+        case 4:
+            gemv_vec_kernel<W, 4, WPR><<<blocks, threads, 0, stream>>>(a);
+            break;
+        case 5:
+            gemv_vec_kernel<W, 5, WPR><<<blocks, threads, 0, stream>>>(a);
+            break;
+        case 6:
+            gemv_vec_kernel<W, 6, WPR><<<blocks, threads, 0, stream>>>(a);
+            break;
+        case 7:
+            gemv_vec_kernel<W, 7, WPR><<<blocks, threads, 0, stream>>>(a);
+            break;
+        default:
+            gemv_vec_kernel<W, 8, WPR><<<blocks, threads, 0, stream>>>(a);
+            break;
     }
 }
 
@@ -166,11 +188,15 @@ constexpr int64_t kOneWarpRows = 8192;
 
 template <typename W>
 void launch_vec(const GemvArgs& a, cudaStream_t stream) {
-    if (a.N >= kOneWarpRows) launch_vec_wpr<W, 1>(a, stream);
-    else launch_vec_wpr<W, 4>(a, stream);
+    if (a.N >= kOneWarpRows)
+        launch_vec_wpr<W, 1>(a, stream);
+    else
+        launch_vec_wpr<W, 4>(a, stream);
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
 
 }  // namespace
 
@@ -179,8 +205,8 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     if (a.N == 0) return;
     const unsigned blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
     const int64_t vec = a.w_type == ElemType::F32 ? 4 : 8;
-    const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned16(a.w) && a.x_stride % 4 == 0 &&
-                        aligned16(a.x);
+    const bool vec_ok =
+        a.K % vec == 0 && a.w_stride % vec == 0 && aligned16(a.w) && a.x_stride % 4 == 0 && aligned16(a.x);
     if (!vec_ok) {
         gemv_scalar_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a);
     } else if (a.w_type == ElemType::BF16) {

@@ -53,9 +53,15 @@ void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream) {
     if (n == 0) return;
     const unsigned blocks = grid_for(n, 256);
     switch (a.cache_type) {
-        case ElemType::BF16: kv_write_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(a); break;
-        case ElemType::F16: kv_write_kernel<__half><<<blocks, 256, 0, stream>>>(a); break;
-        default: kv_write_kernel<float><<<blocks, 256, 0, stream>>>(a); break;
+        case ElemType::BF16:
+            kv_write_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(a);
+            break;
+        case ElemType::F16:
+            kv_write_kernel<__half><<<blocks, 256, 0, stream>>>(a);
+            break;
+        default:
+            kv_write_kernel<float><<<blocks, 256, 0, stream>>>(a);
+            break;
     }
     PAGODA_CUDA_CHECK_LAUNCH();
 }

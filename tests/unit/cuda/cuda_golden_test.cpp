@@ -33,7 +33,8 @@ Reference load_reference(const std::string& dir) {
     if (!text.ok()) return r;
     auto json = Json::parse(*text);
     if (!json.ok()) return r;
-    for (const Json& v : json->find("ids")->as_array()) r.ids.push_back(static_cast<int32_t>(v.as_int()));
+    for (const Json& v : json->find("ids")->as_array())
+        r.ids.push_back(static_cast<int32_t>(v.as_int()));
     const auto& shape = json->find("logits_shape")->as_array();
     r.rows = shape[0].as_int();
     r.vocab = shape[1].as_int();
@@ -41,14 +42,16 @@ Reference load_reference(const std::string& dir) {
     std::ifstream in(dir + "/logits.bin", std::ios::binary);
     in.read(reinterpret_cast<char*>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * 4));
     if (!in) r.logits.clear();
-    for (float x : r.logits) r.max_abs = std::max(r.max_abs, std::fabs(x));
+    for (float x : r.logits)
+        r.max_abs = std::max(r.max_abs, std::fabs(x));
     return r;
 }
 
 float max_diff(const std::vector<float>& ours, const Reference& ref, int64_t ref_row, int64_t rows) {
     float m = 0;
     for (int64_t i = 0; i < rows * ref.vocab; ++i) {
-        const float d = std::fabs(ours[static_cast<size_t>(i)] - ref.logits[static_cast<size_t>(ref_row * ref.vocab + i)]);
+        const float d =
+            std::fabs(ours[static_cast<size_t>(i)] - ref.logits[static_cast<size_t>(ref_row * ref.vocab + i)]);
         if (std::isnan(d)) return INFINITY;
         m = std::max(m, d);
     }
@@ -112,8 +115,8 @@ TEST_P(CudaGoldenTest, AllPositionsAndMixedBatches) {
         auto all = r.feed(0, ids(0, ref_.rows), true);
         ASSERT_TRUE(all.ok()) << all.message();
         const float d = max_diff(*all, ref_, 0, ref_.rows);
-        std::printf("[ %s ] all %lld positions max|Δ| %.3g\n", GetParam().c_str(),
-                    static_cast<long long>(ref_.rows), d);
+        std::printf("[ %s ] all %lld positions max|Δ| %.3g\n", GetParam().c_str(), static_cast<long long>(ref_.rows),
+                    d);
         EXPECT_LE(d, tol_);
     }
     SequenceRunner r = runner(3);

@@ -65,7 +65,8 @@ TEST_F(CudaOpsTest, Embedding) {
         for (auto [V, H, T] : {std::tuple{50, 64, 7}, std::tuple{1000, 4096, 33}}) {
             Pair table = input(Shape{V, H}, 1.0f, dt);
             std::vector<int32_t> ids(T);
-            for (auto& id : ids) id = static_cast<int32_t>(rng_() % V);
+            for (auto& id : ids)
+                id = static_cast<int32_t>(rng_() % V);
             Pair out = output(Shape{T, H});
             cpu_->ops().embedding(table.host.tensor, ids, out.host.tensor);
             gpu_->ops().embedding(table.dev.tensor, ids, out.dev.tensor);
@@ -115,11 +116,11 @@ TEST_F(CudaOpsTest, LinearGemvAndCublasLt) {
         float tol;
     };
     const Case cases[] = {
-        {1, 64, 128, DType::BF16, false, 1e-2f},   {3, 300, 264, DType::BF16, true, 1e-2f},
-        {8, 129, 100, DType::F16, false, 1e-2f},   {2, 77, 96, DType::F32, true, 1e-5f},
-        {9, 64, 128, DType::BF16, false, 1e-2f},   {37, 512, 256, DType::BF16, true, 1e-2f},
+        {1, 64, 128, DType::BF16, false, 1e-2f},      {3, 300, 264, DType::BF16, true, 1e-2f},
+        {8, 129, 100, DType::F16, false, 1e-2f},      {2, 77, 96, DType::F32, true, 1e-5f},
+        {9, 64, 128, DType::BF16, false, 1e-2f},      {37, 512, 256, DType::BF16, true, 1e-2f},
         {300, 1000, 1024, DType::BF16, false, 1e-2f}, {64, 96, 72, DType::F16, false, 1e-2f},
-        {20, 50, 64, DType::F32, false, 1e-5f},   {1, 8200, 264, DType::BF16, true, 1e-2f},
+        {20, 50, 64, DType::F32, false, 1e-5f},       {1, 8200, 264, DType::BF16, true, 1e-2f},
         {5, 9000, 1024, DType::BF16, false, 1e-2f},
     };
     for (const Case& c : cases) {
@@ -172,7 +173,8 @@ TEST_F(CudaOpsTest, RopeFullAndPartial) {
     for (auto [T, H, D, rot] : {std::tuple{5, 4, 32, 32}, std::tuple{70, 8, 128, 64}, std::tuple{3, 2, 256, 128}}) {
         Pair x = input(Shape{T, H, D});
         std::vector<int32_t> pos(T);
-        for (auto& p : pos) p = static_cast<int32_t>(rng_() % 100000);
+        for (auto& p : pos)
+            p = static_cast<int32_t>(rng_() % 100000);
         cpu_->ops().rope(x.host.tensor, pos, rot, 1e6f);
         gpu_->ops().rope(x.dev.tensor, pos, rot, 1e6f);
         EXPECT_LE(compare(x, kWhole, "rope"), 1e-5f);
@@ -252,7 +254,8 @@ TEST_P(CudaAttentionTest, WriteKvThenPagedAttentionMatchCpu) {
     };
     const Seq seqs[] = {{2000, 1}, {37, 50}, {0, 130}, {5, 1}, {300, 9}};
     int32_t total_blocks = 0;
-    for (const Seq& s : seqs) total_blocks += (s.ctx + s.n + bs - 1) / bs;
+    for (const Seq& s : seqs)
+        total_blocks += (s.ctx + s.n + bs - 1) / bs;
     const int32_t num_blocks = total_blocks + 7;
     std::vector<int32_t> pool(num_blocks);
     std::iota(pool.begin(), pool.end(), 0);
@@ -262,7 +265,8 @@ TEST_P(CudaAttentionTest, WriteKvThenPagedAttentionMatchCpu) {
     size_t next = 0;
     for (const Seq& s : seqs) {
         std::vector<int32_t> table((s.ctx + s.n + bs - 1) / bs);
-        for (auto& b : table) b = pool[next++];
+        for (auto& b : table)
+            b = pool[next++];
         tokens.emplace_back(s.n, 1);
         builder.add_sequence(tokens.back(), s.ctx, table, 0);
     }

@@ -17,11 +17,11 @@
 
 namespace pagoda::cuda_test {
 
-#define PAGODA_REQUIRE_GPU()                                                                           \
-    do {                                                                                               \
-        if (::pagoda::cuda_device_count() == 0)                                                        \
-            GTEST_SKIP() << (::pagoda::cuda_compiled() ? "no CUDA GPU visible: CUDA tests skipped"     \
-                                                       : "built without CUDA: CUDA tests skipped");    \
+#define PAGODA_REQUIRE_GPU()                                                                        \
+    do {                                                                                            \
+        if (::pagoda::cuda_device_count() == 0)                                                     \
+            GTEST_SKIP() << (::pagoda::cuda_compiled() ? "no CUDA GPU visible: CUDA tests skipped"  \
+                                                       : "built without CUDA: CUDA tests skipped"); \
     } while (0)
 
 // A device tensor with its memory.
@@ -55,7 +55,8 @@ inline HostTensor to_host(Backend& gpu, const Tensor& dev) {
 inline void poison(Backend& gpu, const DeviceTensor& d) {
     const int64_t n = static_cast<int64_t>(d.buffer.size() / 4);
     HostTensor nan = HostTensor::empty(DType::F32, Shape{n});
-    for (int64_t i = 0; i < n; ++i) nan.tensor.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t i = 0; i < n; ++i)
+        nan.tensor.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
     gpu.copy(Tensor(d.buffer.data(), DType::F32, Shape{n}, d.buffer.device()), nan.tensor);
 }
 
@@ -64,7 +65,8 @@ inline HostTensor random_f32(std::mt19937& rng, const Shape& shape, float scale 
     HostTensor h = HostTensor::empty(DType::F32, shape);
     std::uniform_real_distribution<float> u(-scale, scale);
     float* p = h.tensor.data_as<float>();
-    for (int64_t i = 0; i < shape.numel(); ++i) p[i] = bf16_to_f32(f32_to_bf16(u(rng)));
+    for (int64_t i = 0; i < shape.numel(); ++i)
+        p[i] = bf16_to_f32(f32_to_bf16(u(rng)));
     return h;
 }
 
@@ -72,9 +74,12 @@ inline HostTensor to_dtype(const Tensor& f32, DType dtype) {
     HostTensor h = HostTensor::empty(dtype, f32.shape());
     const float* s = f32.data_as<float>();
     for (int64_t i = 0; i < f32.numel(); ++i) {
-        if (dtype == DType::BF16) h.tensor.data_as<uint16_t>()[i] = f32_to_bf16(s[i]);
-        else if (dtype == DType::F16) h.tensor.data_as<uint16_t>()[i] = f32_to_f16(s[i]);
-        else h.tensor.data_as<float>()[i] = s[i];
+        if (dtype == DType::BF16)
+            h.tensor.data_as<uint16_t>()[i] = f32_to_bf16(s[i]);
+        else if (dtype == DType::F16)
+            h.tensor.data_as<uint16_t>()[i] = f32_to_f16(s[i]);
+        else
+            h.tensor.data_as<float>()[i] = s[i];
     }
     return h;
 }
