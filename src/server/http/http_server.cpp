@@ -207,9 +207,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
     void start_stream(uint64_t exchange, int status, const std::string& content_type, const Headers& headers) {
         if (exchange != exchange_id_ || completed_ || streaming_) return;
-        const bool keep = keep_alive_ && !server_.draining.load();
+        // HTTP/1.0 has no chunked encoding: the body is sent raw and the connection's close ends it.
+        const bool keep = keep_alive_ && !http10_ && !server_.draining.load();
         std::string out = status_line_and_headers(status, content_type, headers, keep);
-        out += "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n\r\n";
+        out += http10_ ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n\r\n"
+                       : "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n\r\n";
         keep_alive_ = keep;
         streaming_ = true;
         enqueue(std::move(out));
@@ -217,6 +219,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
     void write_chunk(uint64_t exchange, std::string data) {
         if (exchange != exchange_id_ || completed_ || !streaming_ || data.empty()) return;
+        if (http10_) return enqueue(std::move(data));
         char size[24];
         const int n = std::snprintf(size, sizeof(size), "%zx\r\n", data.size());
         std::string out;
@@ -234,8 +237,7 @@ class Session : public std::enable_shared_from_this<Session> {
             send(exchange, Response{200, {}, "", ""});
             return;
         }
-        completed_ = true;
-        enqueue("0\r\n\r\n");
+        end_stream();
     }
 
     void set_on_close(uint64_t exchange, std::function<void()> callback) {
@@ -247,13 +249,14 @@ class Session : public std::enable_shared_from_this<Session> {
         on_close_ = std::move(callback);
     }
 
+    void end_stream() {
+        completed_ = true;
+        if (!http10_) enqueue("0\r\n\r\n");  // HTTP/1.0: closing the connection ends the body
+    }
+
     void abandon(uint64_t exchange) {  // the handler dropped its Responder without answering
         if (exchange != exchange_id_ || completed_) return;
-        if (streaming_) {
-            completed_ = true;
-            enqueue("0\r\n\r\n");
-            return;
-        }
+        if (streaming_) return end_stream();
         PAGODA_LOG_ERROR("http: a handler for " + target_ + " returned no response");
         send(exchange, Response{500, {}, error_body("the server produced no response", "InternalServerError", 500)});
     }
@@ -443,6 +446,7 @@ class Session : public std::enable_shared_from_this<Session> {
     uint64_t exchange_id_ = 0;
     bool first_request_ = true;
     bool keep_alive_ = true;
+    bool http10_ = false;  // the request is HTTP/1.0
     bool head_ = false;
     bool writing_ = false;
     bool streaming_ = false;
@@ -510,6 +514,7 @@ void Session::on_body(error_code ec) {
     req.remote = remote_;
     target_ = req.target;
     keep_alive_ = msg.keep_alive();
+    http10_ = msg.version() == 10;
     head_ = msg.method() == bhttp::verb::head;
     streaming_ = false;
     completed_ = false;

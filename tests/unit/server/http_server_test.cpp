@@ -137,6 +137,24 @@ TEST_F(HttpServerTest, StreamedResponseIsChunkedAndConnectionStaysUsable) {
     EXPECT_NE(c.read_response().find("after"), std::string::npos);
 }
 
+TEST_F(HttpServerTest, StreamToAnHttp10ClientIsRawAndEndsWithTheConnection) {
+    start([](Request, std::shared_ptr<Responder> r) {
+        r->start_stream(200, "text/event-stream");
+        std::thread([r] {
+            for (int i = 0; i < 3; ++i)
+                EXPECT_TRUE(r->write("data: " + std::to_string(i) + "\n\n"));
+            r->finish();
+        }).detach();
+    });
+    RawClient c(port());
+    ASSERT_TRUE(c.send("GET /stream HTTP/1.0\r\n\r\n"));
+    std::string r = c.read_until("data: 2\n\n");
+    EXPECT_EQ(r.find("Transfer-Encoding"), std::string::npos) << r;  // HTTP/1.0 has no chunked encoding
+    EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
+    EXPECT_NE(r.find("\r\n\r\ndata: 0\n\ndata: 1\n\ndata: 2\n\n"), std::string::npos) << r;
+    EXPECT_TRUE(c.closed_by_peer());
+}
+
 TEST_F(HttpServerTest, ClientDisconnectFiresOnClose) {
     std::mutex mu;
     std::condition_variable cv;
