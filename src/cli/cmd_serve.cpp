@@ -544,7 +544,13 @@ int run_serve(std::span<const std::string_view> cli_args) {
             service.set_max_model_len(model_generator->config().max_model_len);
             deferred.set(generator.get());
             service.set_ready(true);
-            std::fprintf(stderr, "pagoda serve: model loaded; ready\n");
+            // As vLLM logs its GPU blocks: how many tokens the KV cache holds tells an operator what concurrency fits.
+            const engine::EngineConfig& c = model_generator->config();
+            std::fprintf(stderr,
+                         "pagoda serve: model loaded; ready (KV cache: %d blocks of %d tokens = %lld tokens; "
+                         "max_model_len %d, max_num_seqs %d)\n",
+                         c.num_kv_blocks, c.block_size, static_cast<long long>(c.num_kv_blocks) * c.block_size,
+                         c.max_model_len, c.max_num_seqs);
         });
     }
     (*srv)->run();

@@ -30,8 +30,12 @@ constexpr size_t smem_floats() {
 template <int D, typename C>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionArgs a) {
     extern __shared__ float smem[];
-    constexpr int QS = D + 1;  // padded: the 4 rows a warp reads at once fall in different banks
-    constexpr int DC = D / 8;  // output dims per thread
+    constexpr int QS = D + 1;                     // padded: the 4 rows a warp reads at once fall in different banks
+    constexpr int DC = D / 8;                     // output dims per thread
+    constexpr int kPerVec = 16 / int(sizeof(C));  // cache elements per 16-byte load (D is a multiple)
+    constexpr int kVecsPerKey = D / kPerVec;
+    constexpr int kVecs = kKeys * kVecsPerKey;
+    constexpr int kVecsPerThread = (kVecs + kThreads - 1) / kThreads;
     float* q_s = smem;
     float* k_s = q_s + kRows * QS;
     float* v_s = k_s + kKeys * QS;
@@ -58,6 +62,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     const int kv_lo = split * chunk;
     const int kv_hi = min(kv_end, kv_lo + chunk);
 
+#pragma unroll 8
     for (int i = tid; i < kRows * D; i += kThreads) {
         const int r = i / D, d = i % D, qi = r / G, g = r % G;
         float v = 0.0f;
@@ -88,17 +93,31 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     const int32_t* table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;
     for (int kv0 = kv_lo; kv0 < kv_hi; kv0 += kKeys) {
         __syncthreads();  // the previous tile is consumed (and q_s/m_s are written before the first)
-        for (int i = tid; i < kKeys * D; i += kThreads) {
-            const int j = i / D, d = i % D, key = kv0 + j;
-            float kv = 0.0f, vv = 0.0f;  // zeros past the end: 0 · garbage would be NaN
-            if (key < kv_hi) {
+        // 16-byte loads, all issued before any is used (a load-then-store loop would wait out one memory latency
+        // per element). Zeros past the end: 0 · garbage would be NaN.
+        uint4 k_raw[kVecsPerThread], v_raw[kVecsPerThread];
+#pragma unroll
+        for (int u = 0; u < kVecsPerThread; ++u) {
+            const int v = tid + u * kThreads, j = v / kVecsPerKey, key = kv0 + j;
+            k_raw[u] = v_raw[u] = make_uint4(0, 0, 0, 0);
+            if (v < kVecs && key < kv_hi) {
                 const int64_t slot = int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size;
-                const int64_t off = (slot * a.H_kv + kvh) * D + d;
-                kv = to_f32(kc[off]);
-                vv = to_f32(vc[off]);
+                const int64_t off = (slot * a.H_kv + kvh) * D + (v % kVecsPerKey) * kPerVec;
+                k_raw[u] = *reinterpret_cast<const uint4*>(kc + off);
+                v_raw[u] = *reinterpret_cast<const uint4*>(vc + off);
             }
-            k_s[j * QS + d] = kv;
-            v_s[j * D + d] = vv;
+        }
+#pragma unroll
+        for (int u = 0; u < kVecsPerThread; ++u) {
+            const int v = tid + u * kThreads, j = v / kVecsPerKey, d0 = (v % kVecsPerKey) * kPerVec;
+            if (v >= kVecs) continue;
+            const C* kp = reinterpret_cast<const C*>(&k_raw[u]);
+            const C* vp = reinterpret_cast<const C*>(&v_raw[u]);
+#pragma unroll
+            for (int e = 0; e < kPerVec; ++e) {
+                k_s[j * QS + d0 + e] = to_f32(kp[e]);
+                v_s[j * D + d0 + e] = to_f32(vp[e]);
+            }
         }
         __syncthreads();
 

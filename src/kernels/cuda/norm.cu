@@ -14,6 +14,7 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
     float* res = a.residual.data ? a.residual.data + t * a.residual.stride_t + h * a.residual.stride_h : nullptr;
     float ss = 0.0f;
     // Each thread touches the same indices in both passes, so out may alias x.
+#pragma unroll 4
     for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
         float v = x[d];
         if (res) {
@@ -25,6 +26,7 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
     ss = block_sum(ss);
     const float scale = rsqrtf(ss / static_cast<float>(a.D) + a.eps);
     const float* src = res ? res : x;
+#pragma unroll 4
     for (int64_t d = threadIdx.x; d < a.D; d += blockDim.x) {
         float w = load_as_f32(a.weight, a.weight_type, d);
         if (a.zero_centred) w += 1.0f;
@@ -38,7 +40,10 @@ void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
     const int64_t rows = a.T * a.H;
     if (rows == 0) return;
     PAGODA_KERNEL_REQUIRE(rows <= 0x7fffffffLL, "rms_norm: too many rows");
-    const int threads = a.D >= 2048 ? 512 : a.D >= 512 ? 256 : a.D > 64 ? 128 : 64;
+    // About four elements per thread: a decode step's norms are one row, i.e. one block, and each of its loads
+    // costs a full memory latency, so the block must issue them all at once.
+    const int64_t want = (a.D / 4 + 31) / 32 * 32;
+    const int threads = static_cast<int>(want < 32 ? 32 : want > 1024 ? 1024 : want);
     rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Offline throughput through `pagoda serve`: N requests of IN random prompt tokens and OUT generated tokens each
+(ignore_eos, greedy), all submitted at once; prints output tokens per second. Standard library only, so it runs on
+the GPU machine as it is.
+
+  python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8011 --model NAME [-n 256 --input 1000 --output 1000]
+"""
+import argparse
+import json
+import random
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+
+def one(url, model, prompt, output):
+    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": output, "temperature": 0,
+                       "ignore_eos": True}).encode()
+    req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=3600) as r:
+        return json.loads(r.read())["usage"]["completion_tokens"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--url", default="http://127.0.0.1:8000")
+    ap.add_argument("--model", required=True)
+    ap.add_argument("-n", type=int, default=256)
+    ap.add_argument("--input", type=int, default=1000)
+    ap.add_argument("--output", type=int, default=1000)
+    ap.add_argument("--vocab", type=int, default=151643)
+    a = ap.parse_args()
+    rng = random.Random(0)
+    prompts = [[rng.randrange(a.vocab) for _ in range(a.input)] for _ in range(a.n)]
+    t = time.time()
+    with ThreadPoolExecutor(a.n) as pool:
+        tokens = sum(pool.map(lambda p: one(a.url, a.model, p, a.output), prompts))
+    dt = time.time() - t
+    print(json.dumps({"requests": a.n, "input": a.input, "output": a.output, "output_tokens": tokens,
+                      "seconds": round(dt, 1), "output_tok_s": round(tokens / dt, 1),
+                      "total_tok_s": round((tokens + a.n * a.input) / dt, 1)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
