@@ -122,7 +122,7 @@ Status Model::load_weights() {
         const std::string lp = p + "layers." + std::to_string(i) + ".";
         PAGODA_ASSIGN_OR_RETURN(layer.input_norm, loader.f32(lp + "input_layernorm.weight", Shape{H}));
         PAGODA_ASSIGN_OR_RETURN(layer.post_norm, loader.f32(lp + "post_attention_layernorm.weight", Shape{H}));
-        PAGODA_RETURN_IF_ERROR(arch.load_layer(spec, loader, static_cast<int64_t>(i), lp, layer));
+        PAGODA_RETURN_IF_ERROR(load_layer(arch, spec, loader, static_cast<int64_t>(i), lp, layer));
     }
     return ok_status();
 }

@@ -33,11 +33,20 @@ struct ModelWeights {
     OwnedWeights owned;
 };
 
+// How a family's decoder layers differ, as data: the blocks are shared (blocks.h), so a family is the switches of
+// its attention and the storage layout of its linear-attention projections. load_layer() reads one layer with them.
+enum class DeltaNetLayout : uint8_t {
+    kNone,    // no linear-attention layers
+    kPacked,  // Qwen3-Next: in_proj_qkvz / in_proj_ba packed per key-head group
+    kSplit,   // Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
+};
+
 struct Architecture {
     std::string_view name;
-    // Loads the mixer and the MLP of layer `index`; `prefix` is "<weight_prefix>layers.<index>.".
-    Status (*load_layer)(const ModelSpec& spec, WeightLoader& loader, int64_t index, const std::string& prefix,
-                         LayerWeights& out);
+    bool always_qkv_bias = false;  // q/k/v bias whatever the config says (Qwen2's config has no switch for it)
+    bool qk_norm = false;          // per-head RMSNorm of q and k before RoPE
+    bool output_gate = false;      // q_proj holds [q | gate] per head; the attention output is gated
+    DeltaNetLayout delta_net = DeltaNetLayout::kNone;
 };
 
 extern const Architecture kQwen2Architecture;
@@ -48,8 +57,9 @@ extern const Architecture kQwen3_5Architecture;  // qwen3_5 and qwen3_5_moe
 
 const Architecture& architecture_for(ModelFamily family);
 
-// Shared by the families: a layer's MLP as the spec says (dense SwiGLU of intermediate_size, or MoE).
-Status load_layer_mlp(const ModelSpec& spec, WeightLoader& loader, int64_t index, const std::string& prefix,
-                      LayerWeights& out);
+// Loads the mixer (attention or Gated DeltaNet, as out.attention says) and the MLP (dense SwiGLU or MoE, as
+// out.mlp says) of layer `index`; `prefix` is "<weight_prefix>layers.<index>.".
+Status load_layer(const Architecture& arch, const ModelSpec& spec, WeightLoader& loader, int64_t index,
+                  const std::string& prefix, LayerWeights& out);
 
 }  // namespace pagoda::model
