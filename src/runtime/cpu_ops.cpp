@@ -7,6 +7,7 @@
 #include "common/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/forward_batch.h"
+#include "runtime/ops_checks.h"
 
 namespace pagoda {
 
@@ -14,37 +15,9 @@ namespace kc = kernels::cpu;
 
 namespace {
 
-[[noreturn]] void shape_error(const char* op, const std::string& what) {
-    const std::string m = std::string(op) + ": " + what;
-    detail::check_failed(__FILE__, __LINE__, "shape/dtype", m.c_str());
-}
-
-void expect(bool ok, const char* op, const std::string& what) {
-    if (!ok) [[unlikely]]
-        shape_error(op, what);
-}
-
-// An F32 host tensor of rank 2 [T, N] with a contiguous last dimension.
-void expect_mat(const Tensor& t, const char* op, const char* name) {
-    expect(t.defined() && t.is_host(), op, std::string(name) + " must be a defined host tensor");
-    expect(t.dtype() == DType::F32, op, std::string(name) + " must be F32, got " + t.to_string());
-    expect(t.rank() == 2 && (t.dim(1) <= 1 || t.stride(1) == 1), op,
-           std::string(name) + " must be [T, N] with a contiguous last dim, got " + t.to_string());
-}
-
-void expect_heads(const Tensor& t, const char* op, const char* name) {
-    expect(t.defined() && t.is_host(), op, std::string(name) + " must be a defined host tensor");
-    expect(t.dtype() == DType::F32, op, std::string(name) + " must be F32, got " + t.to_string());
-    expect(t.rank() == 3 && (t.dim(2) <= 1 || t.stride(2) == 1), op,
-           std::string(name) + " must be [T, H, D] with a contiguous last dim, got " + t.to_string());
-}
-
-void expect_vec(const Tensor& t, int64_t n, const char* op, const char* name) {
-    expect(t.defined() && t.is_host() && dtype_is_float(t.dtype()), op,
-           std::string(name) + " must be a float host tensor");
-    expect(t.numel() == n && t.is_contiguous(), op,
-           std::string(name) + " must have " + std::to_string(n) + " contiguous elements, got " + t.to_string());
-}
+// The shared contract checks (ops_checks.h), for host tensors.
+#define expect(cond, op, what) PAGODA_OP_EXPECT(cond, op, what)
+constexpr DeviceKind kHere = DeviceKind::Host;
 
 kc::RowsF32 rows2(const Tensor& t) {
     return {t.data_as<float>(), t.stride(0), 0};
@@ -64,7 +37,7 @@ kc::SeqInfo seq_info(const ForwardBatch& b) {
 class CpuOps final : public Ops {
   public:
     void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
-        expect_mat(out, "embedding", "out");
+        ops_checks::expect_mat(out, kHere, "embedding", "out");
         expect(table.rank() == 2 && table.stride(1) == 1 && dtype_is_float(table.dtype()), "embedding",
                "table must be a float [V, H] tensor, got " + table.to_string());
         expect(out.dim(0) == static_cast<int64_t>(ids.size()) && out.dim(1) == table.dim(1), "embedding",
@@ -79,14 +52,14 @@ class CpuOps final : public Ops {
 
     void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps, NormKind kind,
                       const Tensor& out) override {
-        expect_mat(residual, "add_rms_norm", "residual");
+        ops_checks::expect_mat(residual, kHere, "add_rms_norm", "residual");
         expect(residual.shape() == x.shape(), "add_rms_norm", "residual and x shapes differ");
         norm_impl("add_rms_norm", residual, x, weight, eps, kind, out);
     }
 
     void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override {
-        expect_heads(x, "head_rms_norm", "x");
-        expect_vec(weight, x.dim(2), "head_rms_norm", "weight");
+        ops_checks::expect_heads(x, kHere, "head_rms_norm", "x");
+        ops_checks::expect_vec(weight, x.dim(2), kHere, "head_rms_norm", "weight");
         kc::RmsNormArgs a;
         a.x = a.out = rows3(x);
         a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
@@ -96,13 +69,13 @@ class CpuOps final : public Ops {
     }
 
     void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) override {
-        expect_mat(x, "linear", "x");
-        expect_mat(y, "linear", "y");
+        ops_checks::expect_mat(x, kHere, "linear", "x");
+        ops_checks::expect_mat(y, kHere, "linear", "y");
         expect(weight.defined() && weight.rank() == 2 && weight.stride(1) == 1, "linear",
                "weight must be [N, K] with a contiguous last dim, got " + weight.to_string());
         expect(weight.dim(1) == x.dim(1) && weight.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), "linear",
                "x " + x.to_string() + " · weight " + weight.to_string() + "ᵀ does not give y " + y.to_string());
-        if (bias.defined()) expect_vec(bias, weight.dim(0), "linear", "bias");
+        if (bias.defined()) ops_checks::expect_vec(bias, weight.dim(0), kHere, "linear", "bias");
         kc::LinearArgs a;
         a.x = x.data_as<float>(), a.x_stride = x.stride(0);
         a.w = weight.data(), a.w_dtype = weight.dtype(), a.w_stride = weight.stride(0);
@@ -113,7 +86,7 @@ class CpuOps final : public Ops {
     }
 
     void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override {
-        expect_heads(x, "rope", "x");
+        ops_checks::expect_heads(x, kHere, "rope", "x");
         expect(static_cast<int64_t>(positions.size()) == x.dim(0), "rope", "one position per row of x");
         expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2), "rope", "bad rotary_dim");
         kc::launch_rope({rows3(x), x.dim(0), x.dim(1), x.dim(2), positions.data(), rotary_dim, theta});
@@ -121,8 +94,8 @@ class CpuOps final : public Ops {
 
     void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
                   const Tensor& value_cache) override {
-        expect_heads(k, "write_kv", "k");
-        expect_heads(v, "write_kv", "v");
+        ops_checks::expect_heads(k, kHere, "write_kv", "k");
+        ops_checks::expect_heads(v, kHere, "write_kv", "v");
         check_cache(key_cache, value_cache, k.dim(1), k.dim(2), batch, "write_kv");
         expect(k.shape() == v.shape() && k.dim(0) == batch.num_tokens &&
                    static_cast<int64_t>(batch.slot_mapping.size()) == k.dim(0),
@@ -139,8 +112,8 @@ class CpuOps final : public Ops {
 
     void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache, const ForwardBatch& batch,
                          float scale, const Tensor& out) override {
-        expect_heads(q, "paged_attention", "q");
-        expect_heads(out, "paged_attention", "out");
+        ops_checks::expect_heads(q, kHere, "paged_attention", "q");
+        ops_checks::expect_heads(out, kHere, "paged_attention", "out");
         expect(q.shape() == out.shape() && q.dim(0) == batch.num_tokens, "paged_attention",
                "q/out shapes do not match the batch");
         check_cache(key_cache, value_cache, key_cache.dim(2), q.dim(2), batch, "paged_attention");
@@ -183,7 +156,7 @@ class CpuOps final : public Ops {
 
     void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
                           const Tensor& topk_ids) override {
-        expect_mat(router_logits, "moe_topk_softmax", "router_logits");
+        ops_checks::expect_mat(router_logits, kHere, "moe_topk_softmax", "router_logits");
         expect(topk_weights.dtype() == DType::F32 && topk_weights.is_contiguous() && topk_weights.rank() == 2 &&
                    topk_ids.dtype() == DType::I32 && topk_ids.is_contiguous() &&
                    topk_ids.shape() == topk_weights.shape() && topk_weights.dim(0) == router_logits.dim(0),
@@ -195,8 +168,8 @@ class CpuOps final : public Ops {
 
     void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                      const MoeExpertWeights& experts, const Tensor& out) override {
-        expect_mat(x, "moe_experts", "x");
-        expect_mat(out, "moe_experts", "out");
+        ops_checks::expect_mat(x, kHere, "moe_experts", "x");
+        ops_checks::expect_mat(out, kHere, "moe_experts", "out");
         expect(x.shape() == out.shape(), "moe_experts", "x and out shapes differ");
         const size_t E = experts.gate.size();
         expect(E > 0 && experts.up.size() == E && experts.down.size() == E, "moe_experts",
@@ -232,8 +205,8 @@ class CpuOps final : public Ops {
 
     void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& conv_state, const ForwardBatch& batch,
                             const Tensor& out) override {
-        expect_mat(x, "causal_conv1d_silu", "x");
-        expect_mat(out, "causal_conv1d_silu", "out");
+        ops_checks::expect_mat(x, kHere, "causal_conv1d_silu", "x");
+        ops_checks::expect_mat(out, kHere, "causal_conv1d_silu", "out");
         const int64_t C = x.dim(1);
         expect(x.shape() == out.shape() && x.dim(0) == batch.num_tokens, "causal_conv1d_silu",
                "x/out must be [T, C] for the batch");
@@ -255,11 +228,11 @@ class CpuOps final : public Ops {
     void gdn_gating(const Tensor& a_in, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
                     const Tensor& beta) override {
         for (const Tensor* t : {&a_in, &b, &g, &beta})
-            expect_mat(*t, "gdn_gating", "a/b/g/beta");
+            ops_checks::expect_mat(*t, kHere, "gdn_gating", "a/b/g/beta");
         expect(a_in.shape() == b.shape() && a_in.shape() == g.shape() && a_in.shape() == beta.shape(), "gdn_gating",
                "a, b, g, beta must all be [T, Hv]");
-        expect_vec(a_log, a_in.dim(1), "gdn_gating", "A_log");
-        expect_vec(dt_bias, a_in.dim(1), "gdn_gating", "dt_bias");
+        ops_checks::expect_vec(a_log, a_in.dim(1), kHere, "gdn_gating", "A_log");
+        ops_checks::expect_vec(dt_bias, a_in.dim(1), kHere, "gdn_gating", "dt_bias");
         kc::GdnGatingArgs a;
         a.a = a_in.data_as<float>(), a.a_stride = a_in.stride(0), a.b = b.data_as<float>(), a.b_stride = b.stride(0);
         a.a_log = a_log.data(), a.a_log_dtype = a_log.dtype(), a.dt_bias = dt_bias.data();
@@ -270,7 +243,7 @@ class CpuOps final : public Ops {
     }
 
     void l2_norm(const Tensor& x, float eps) override {
-        expect_heads(x, "l2_norm", "x");
+        ops_checks::expect_heads(x, kHere, "l2_norm", "x");
         kc::launch_l2_norm({rows3(x), x.dim(0), x.dim(1), x.dim(2), eps});
     }
 
@@ -278,12 +251,12 @@ class CpuOps final : public Ops {
                           const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
                           DeltaRuleMode mode) override {
         const char* op = "gated_delta_rule";
-        expect_heads(q, op, "q");
-        expect_heads(k, op, "k");
-        expect_heads(v, op, "v");
-        expect_heads(out, op, "out");
-        expect_mat(g, op, "g");
-        expect_mat(beta, op, "beta");
+        ops_checks::expect_heads(q, kHere, op, "q");
+        ops_checks::expect_heads(k, kHere, op, "k");
+        ops_checks::expect_heads(v, kHere, op, "v");
+        ops_checks::expect_heads(out, kHere, op, "out");
+        ops_checks::expect_mat(g, kHere, op, "g");
+        ops_checks::expect_mat(beta, kHere, op, "beta");
         const int64_t T = q.dim(0), Hk = q.dim(1), dk = q.dim(2), Hv = v.dim(1), dv = v.dim(2);
         expect(k.shape() == q.shape() && v.dim(0) == T && out.shape() == v.shape() && T == batch.num_tokens, op,
                "q/k [T, Hk, dk], v/out [T, Hv, dv] for the batch's T tokens");
@@ -304,11 +277,11 @@ class CpuOps final : public Ops {
     }
 
     void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, const Tensor& out) override {
-        expect_heads(x, "gated_rms_norm", "x");
-        expect_heads(z, "gated_rms_norm", "z");
-        expect_heads(out, "gated_rms_norm", "out");
+        ops_checks::expect_heads(x, kHere, "gated_rms_norm", "x");
+        ops_checks::expect_heads(z, kHere, "gated_rms_norm", "z");
+        ops_checks::expect_heads(out, kHere, "gated_rms_norm", "out");
         expect(x.shape() == z.shape() && x.shape() == out.shape(), "gated_rms_norm", "x, z, out shapes differ");
-        expect_vec(weight, x.dim(2), "gated_rms_norm", "weight");
+        ops_checks::expect_vec(weight, x.dim(2), kHere, "gated_rms_norm", "weight");
         kc::GatedRmsNormArgs a;
         a.x = rows3(x), a.z = rows3(z), a.out = rows3(out);
         a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
@@ -317,8 +290,8 @@ class CpuOps final : public Ops {
     }
 
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, const Tensor& out) override {
-        expect_mat(x, "gather_rows", "x");
-        expect_mat(out, "gather_rows", "out");
+        ops_checks::expect_mat(x, kHere, "gather_rows", "x");
+        ops_checks::expect_mat(out, kHere, "gather_rows", "out");
         expect(out.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(1) == x.dim(1), "gather_rows",
                "out must be [rows, N]");
         for (int32_t r : rows)
@@ -330,7 +303,7 @@ class CpuOps final : public Ops {
     }
 
     void argmax(const Tensor& logits, std::span<int32_t> out) override {
-        expect_mat(logits, "argmax", "logits");
+        ops_checks::expect_mat(logits, kHere, "argmax", "logits");
         expect(static_cast<int64_t>(out.size()) == logits.dim(0), "argmax", "one output per row");
         kc::launch_argmax({logits.data_as<float>(), logits.stride(0), logits.dim(0), logits.dim(1), out.data()});
     }
@@ -338,10 +311,10 @@ class CpuOps final : public Ops {
   private:
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                    NormKind kind, const Tensor& out) {
-        expect_mat(x, op, "x");
-        expect_mat(out, op, "out");
+        ops_checks::expect_mat(x, kHere, op, "x");
+        ops_checks::expect_mat(out, kHere, op, "out");
         expect(x.shape() == out.shape(), op, "x " + x.to_string() + " and out " + out.to_string() + " differ");
-        expect_vec(weight, x.dim(1), op, "weight");
+        ops_checks::expect_vec(weight, x.dim(1), kHere, op, "weight");
         kc::RmsNormArgs a;
         a.x = rows2(x), a.out = rows2(out);
         if (residual.defined()) a.residual = rows2(residual);
@@ -352,9 +325,9 @@ class CpuOps final : public Ops {
     }
 
     void binary(const char* op, kc::ElementwiseOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out) {
-        expect_mat(a_in, op, "a");
-        expect_mat(b, op, "b");
-        expect_mat(out, op, "out");
+        ops_checks::expect_mat(a_in, kHere, op, "a");
+        ops_checks::expect_mat(b, kHere, op, "b");
+        ops_checks::expect_mat(out, kHere, op, "out");
         const bool broadcast = kind == kc::ElementwiseOp::SigmoidMul && b.dim(1) == 1;
         expect(a_in.shape() == out.shape() && b.dim(0) == a_in.dim(0) && (broadcast || b.dim(1) == a_in.dim(1)), op,
                "operand shapes " + a_in.to_string() + ", " + b.to_string() + ", " + out.to_string() + " differ");

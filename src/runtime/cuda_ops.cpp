@@ -13,6 +13,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda_internal.h"
 #include "runtime/forward_batch.h"
+#include "runtime/ops_checks.h"
 
 namespace pagoda {
 
@@ -20,17 +21,9 @@ namespace kcu = kernels::cuda;
 
 namespace {
 
-[[noreturn]] void op_error(const char* op, const std::string& what) {
-    const std::string m = std::string(op) + ": " + what;
-    detail::check_failed(__FILE__, __LINE__, "shape/dtype/device", m.c_str());
-}
-
-// The message is built only when the check fails: these run on every op of every step.
-#define expect(cond, op, what)    \
-    do {                          \
-        if (!(cond)) [[unlikely]] \
-            op_error(op, what);   \
-    } while (0)
+// The shared contract checks (ops_checks.h), for CUDA tensors.
+#define expect(cond, op, what) PAGODA_OP_EXPECT(cond, op, what)
+constexpr DeviceKind kHere = DeviceKind::Cuda;
 
 bool on_gpu(const Tensor& t) {
     return t.defined() && t.device().kind == DeviceKind::Cuda;
@@ -45,28 +38,8 @@ kcu::ElemType elem_type(DType d, const char* op) {
         case DType::F16:
             return kcu::ElemType::F16;
         default:
-            op_error(op, "only F32, BF16 and F16 tensors on CUDA, got " + std::string(dtype_name(d)));
+            ops_checks::fail(op, "only F32, BF16 and F16 tensors on CUDA, got " + std::string(dtype_name(d)));
     }
-}
-
-void expect_mat(const Tensor& t, const char* op, const char* name) {
-    expect(on_gpu(t), op, std::string(name) + " must be a defined CUDA tensor, got " + t.to_string());
-    expect(t.dtype() == DType::F32, op, std::string(name) + " must be F32, got " + t.to_string());
-    expect(t.rank() == 2 && (t.dim(1) <= 1 || t.stride(1) == 1), op,
-           std::string(name) + " must be [T, N] with a contiguous last dim, got " + t.to_string());
-}
-
-void expect_heads(const Tensor& t, const char* op, const char* name) {
-    expect(on_gpu(t), op, std::string(name) + " must be a defined CUDA tensor, got " + t.to_string());
-    expect(t.dtype() == DType::F32, op, std::string(name) + " must be F32, got " + t.to_string());
-    expect(t.rank() == 3 && (t.dim(2) <= 1 || t.stride(2) == 1), op,
-           std::string(name) + " must be [T, H, D] with a contiguous last dim, got " + t.to_string());
-}
-
-void expect_vec(const Tensor& t, int64_t n, const char* op, const char* name) {
-    expect(on_gpu(t) && dtype_is_float(t.dtype()), op, std::string(name) + " must be a float CUDA tensor");
-    expect(t.numel() == n && t.is_contiguous(), op,
-           std::string(name) + " must have " + std::to_string(n) + " contiguous elements, got " + t.to_string());
 }
 
 kcu::Rows rows2(const Tensor& t) {
@@ -175,7 +148,7 @@ class CudaOps final : public CudaOpsBase {
 
     // --- ops -----------------------------------------------------------------------------------------------------
     void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
-        expect_mat(out, "embedding", "out");
+        ops_checks::expect_mat(out, kHere, "embedding", "out");
         expect(on_gpu(table) && table.rank() == 2 && table.stride(1) == 1, "embedding",
                "table must be a CUDA [V, H] tensor, got " + table.to_string());
         expect(out.dim(0) == static_cast<int64_t>(ids.size()) && out.dim(1) == table.dim(1), "embedding",
@@ -197,14 +170,14 @@ class CudaOps final : public CudaOpsBase {
 
     void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps, NormKind kind,
                       const Tensor& out) override {
-        expect_mat(residual, "add_rms_norm", "residual");
+        ops_checks::expect_mat(residual, kHere, "add_rms_norm", "residual");
         expect(residual.shape() == x.shape(), "add_rms_norm", "residual and x shapes differ");
         norm_impl("add_rms_norm", residual, x, weight, eps, kind, out);
     }
 
     void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override {
-        expect_heads(x, "head_rms_norm", "x");
-        expect_vec(weight, x.dim(2), "head_rms_norm", "weight");
+        ops_checks::expect_heads(x, kHere, "head_rms_norm", "x");
+        ops_checks::expect_vec(weight, x.dim(2), kHere, "head_rms_norm", "weight");
         kcu::RmsNormArgs a{};
         a.x = a.out = rows3(x);
         a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
@@ -215,13 +188,13 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) override {
-        expect_mat(x, "linear", "x");
-        expect_mat(y, "linear", "y");
+        ops_checks::expect_mat(x, kHere, "linear", "x");
+        ops_checks::expect_mat(y, kHere, "linear", "y");
         expect(on_gpu(weight) && weight.rank() == 2 && weight.stride(1) == 1, "linear",
                "weight must be a CUDA [N, K] tensor with a contiguous last dim, got " + weight.to_string());
         expect(weight.dim(1) == x.dim(1) && weight.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), "linear",
                "x " + x.to_string() + " · weight " + weight.to_string() + "ᵀ does not give y " + y.to_string());
-        if (bias.defined()) expect_vec(bias, weight.dim(0), "linear", "bias");
+        if (bias.defined()) ops_checks::expect_vec(bias, weight.dim(0), kHere, "linear", "bias");
         const int64_t T = x.dim(0), N = weight.dim(0), K = weight.dim(1);
         const kcu::ElemType wt = elem_type(weight.dtype(), "linear");
         const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
@@ -245,7 +218,7 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override {
-        expect_heads(x, "rope", "x");
+        ops_checks::expect_heads(x, kHere, "rope", "x");
         expect(static_cast<int64_t>(positions.size()) == x.dim(0), "rope", "one position per row of x");
         expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf,
                "rope", "bad rotary_dim " + std::to_string(rotary_dim));
@@ -268,8 +241,8 @@ class CudaOps final : public CudaOpsBase {
 
     void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
                   const Tensor& value_cache) override {
-        expect_heads(k, "write_kv", "k");
-        expect_heads(v, "write_kv", "v");
+        ops_checks::expect_heads(k, kHere, "write_kv", "k");
+        ops_checks::expect_heads(v, kHere, "write_kv", "v");
         check_cache(key_cache, value_cache, k.dim(1), k.dim(2), batch, "write_kv");
         expect(k.shape() == v.shape() && k.dim(0) == batch.num_tokens &&
                    static_cast<int64_t>(batch.slot_mapping.size()) == k.dim(0),
@@ -290,8 +263,8 @@ class CudaOps final : public CudaOpsBase {
     void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache, const ForwardBatch& batch,
                          float scale, const Tensor& out) override {
         const char* op = "paged_attention";
-        expect_heads(q, op, "q");
-        expect_heads(out, op, "out");
+        ops_checks::expect_heads(q, kHere, op, "q");
+        ops_checks::expect_heads(out, kHere, op, "out");
         expect(q.shape() == out.shape() && q.dim(0) == batch.num_tokens, op, "q/out shapes do not match the batch");
         check_cache(key_cache, value_cache, key_cache.dim(2), q.dim(2), batch, op);
         expect(q.dim(1) % key_cache.dim(2) == 0 && q.dim(1) / key_cache.dim(2) <= 64, op,
@@ -353,8 +326,8 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, const Tensor& out) override {
-        expect_mat(x, "gather_rows", "x");
-        expect_mat(out, "gather_rows", "out");
+        ops_checks::expect_mat(x, kHere, "gather_rows", "x");
+        ops_checks::expect_mat(out, kHere, "gather_rows", "out");
         expect(out.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(1) == x.dim(1), "gather_rows",
                "out must be [rows, N]");
         for (int32_t r : rows)
@@ -370,7 +343,7 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void argmax(const Tensor& logits, std::span<int32_t> out) override {
-        expect_mat(logits, "argmax", "logits");
+        ops_checks::expect_mat(logits, kHere, "argmax", "logits");
         expect(static_cast<int64_t>(out.size()) == logits.dim(0), "argmax", "one output per row");
         if (out.empty()) return;
         auto* d_out = static_cast<int32_t*>(argmax_device_.get(out.size_bytes(), stream_));
@@ -435,7 +408,7 @@ class CudaOps final : public CudaOpsBase {
     }
 
     [[noreturn]] static void not_yet(const char* op) {
-        op_error(op, "not on CUDA yet (this backend runs dense qwen2/qwen3 models)");
+        ops_checks::fail(op, "not on CUDA yet (this backend runs dense qwen2/qwen3 models)");
     }
 
     // Device copies of host arrays: those of the current step come from its upload; any other array is copied now
@@ -468,10 +441,10 @@ class CudaOps final : public CudaOpsBase {
 
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                    NormKind kind, const Tensor& out) {
-        expect_mat(x, op, "x");
-        expect_mat(out, op, "out");
+        ops_checks::expect_mat(x, kHere, op, "x");
+        ops_checks::expect_mat(out, kHere, op, "out");
         expect(x.shape() == out.shape(), op, "x " + x.to_string() + " and out " + out.to_string() + " differ");
-        expect_vec(weight, x.dim(1), op, "weight");
+        ops_checks::expect_vec(weight, x.dim(1), kHere, op, "weight");
         kcu::RmsNormArgs a{};
         a.x = rows2(x), a.out = rows2(out);
         if (residual.defined()) a.residual = rows2(residual);
@@ -483,9 +456,9 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out) {
-        expect_mat(a_in, op, "a");
-        expect_mat(b, op, "b");
-        expect_mat(out, op, "out");
+        ops_checks::expect_mat(a_in, kHere, op, "a");
+        ops_checks::expect_mat(b, kHere, op, "b");
+        ops_checks::expect_mat(out, kHere, op, "out");
         const bool broadcast = kind == kcu::BinaryOp::SigmoidMul && b.dim(1) == 1;
         expect(a_in.shape() == out.shape() && b.dim(0) == a_in.dim(0) && (broadcast || b.dim(1) == a_in.dim(1)), op,
                "operand shapes " + a_in.to_string() + ", " + b.to_string() + ", " + out.to_string() + " differ");
@@ -578,8 +551,9 @@ class CudaOps final : public CudaOpsBase {
             cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
         cublasLtMatmulPreferenceDestroy(pref);
         if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-            op_error("linear", "cuBLASLt has no algorithm for N=" + std::to_string(k.m) + " T=" + std::to_string(k.n) +
-                                   " K=" + std::to_string(k.k) + " (" + cublasLtGetStatusString(st) + ")");
+            ops_checks::fail("linear", "cuBLASLt has no algorithm for N=" + std::to_string(k.m) +
+                                           " T=" + std::to_string(k.n) + " K=" + std::to_string(k.k) + " (" +
+                                           cublasLtGetStatusString(st) + ")");
         }
         p.algo = result.algo;
         return p;
