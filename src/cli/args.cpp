@@ -2,6 +2,10 @@
 
 #include <charconv>
 #include <cstdio>
+#include <iostream>
+#include <iterator>
+
+#include "common/file.h"
 
 namespace pagoda::cli {
 
@@ -62,7 +66,8 @@ std::string ArgParser::help_text() const {
     std::string text = "usage: " + usage_ + "\n\n" + description_ + "\n";
     if (!positionals_.empty()) {
         text += "\narguments:\n";
-        for (const auto& p : positionals_) text += "  " + p.name + "\n      " + p.help + "\n";
+        for (const auto& p : positionals_)
+            text += "  " + p.name + "\n      " + p.help + "\n";
     }
     text += "\noptions:\n";
     for (const auto& o : options_) {
@@ -73,7 +78,9 @@ std::string ArgParser::help_text() const {
     return text;
 }
 
-bool ArgParser::has(std::string_view name) const { return values_.find(name) != values_.end(); }
+bool ArgParser::has(std::string_view name) const {
+    return values_.find(name) != values_.end();
+}
 
 std::optional<std::string> ArgParser::get(std::string_view name) const {
     auto it = values_.find(name);
@@ -134,6 +141,31 @@ Result<std::vector<int32_t>> parse_token_ids(std::string_view text) {
         pos = stop;
     }
     return ids;
+}
+
+std::string read_stdin() {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+}
+
+Status for_each_line(const std::string& path, const std::function<Status(std::string_view line)>& each) {
+    std::string input;
+    if (path == "-") {
+        input = read_stdin();
+    } else {
+        PAGODA_ASSIGN_OR_RETURN(input, read_file(path));
+    }
+    size_t pos = 0, line_no = 0;
+    while (pos < input.size()) {
+        size_t eol = input.find('\n', pos);
+        if (eol == std::string::npos) eol = input.size();
+        const std::string_view line(input.data() + pos, eol - pos);
+        pos = eol + 1;
+        ++line_no;
+        if (line.empty()) continue;
+        if (Status s = each(line); !s.ok())
+            return Status::error(path + ":" + std::to_string(line_no) + ": " + s.message());
+    }
+    return ok_status();
 }
 
 }  // namespace pagoda::cli

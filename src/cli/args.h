@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -57,6 +58,13 @@ std::optional<int> parse_or_exit(ArgParser& parser, std::string_view command, st
 // Token ids as users type them: "1 2 3", "1,2,3" or "[1, 2, 3]" (spaces, tabs, newlines, commas and brackets
 // separate). Each must be a non-negative 32-bit integer; the error names the bad one and where it is. May be empty.
 Result<std::vector<int32_t>> parse_token_ids(std::string_view text);
+
+// Standard input, whole.
+std::string read_stdin();
+
+// Batch mode (--jsonl FILE): calls `each` with every non-empty line of FILE ('-' = standard input), in order, and
+// stops at the first error, which comes back prefixed with "FILE:LINE: ".
+Status for_each_line(const std::string& path, const std::function<Status(std::string_view line)>& each);
 
 // Prints "pagoda <command>: <message>" on stderr and returns exit status 1.
 int fail(std::string_view command, std::string_view message);

@@ -1,12 +1,9 @@
 // `pagoda detokenize`: token ids back to text, whole or through the streaming detokenizer.
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <string>
 
 #include "cli/args.h"
 #include "cli/command.h"
-#include "common/file.h"
 #include "common/json.h"
 #include "tokenizer/tokenizer.h"
 
@@ -26,31 +23,15 @@ Result<std::string> detokenize(const Tokenizer& tokenizer, const std::vector<int
 }
 
 int run_jsonl(const Tokenizer& tokenizer, const std::string& path, bool skip_special, bool stream) {
-    std::string input;
-    if (path == "-") {
-        input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-    } else {
-        auto r = read_file(path);
-        if (!r.ok()) return cli::fail("detokenize", r.message());
-        input = std::move(*r);
-    }
     std::string out;
-    size_t pos = 0, line_no = 0;
-    while (pos < input.size()) {
-        size_t eol = input.find('\n', pos);
-        if (eol == std::string::npos) eol = input.size();
-        const std::string_view line(input.data() + pos, eol - pos);
-        pos = eol + 1;
-        ++line_no;
-        if (line.empty()) continue;
-        const std::string where = path + ":" + std::to_string(line_no);
-        auto ids = cli::parse_token_ids(line);
-        if (!ids.ok()) return cli::fail("detokenize", where + ": " + ids.message());
-        auto text = detokenize(tokenizer, *ids, skip_special, stream);
-        if (!text.ok()) return cli::fail("detokenize", where + ": " + text.message());
-        json_escape_to(out, *text);
+    const Status s = cli::for_each_line(path, [&](std::string_view line) -> Status {
+        PAGODA_ASSIGN_OR_RETURN(auto ids, cli::parse_token_ids(line));
+        PAGODA_ASSIGN_OR_RETURN(auto text, detokenize(tokenizer, ids, skip_special, stream));
+        json_escape_to(out, text);
         out += '\n';
-    }
+        return ok_status();
+    });
+    if (!s.ok()) return cli::fail("detokenize", s.message());
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
 }
@@ -80,7 +61,7 @@ int run_detokenize(std::span<const std::string_view> args) {
     if (auto ids_text = parser.get("ids"))
         input = *ids_text;
     else
-        input.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+        input = cli::read_stdin();
     auto ids = cli::parse_token_ids(input);
     if (!ids.ok()) return cli::fail("detokenize", "--ids: " + ids.message());
     auto text = detokenize(*tokenizer, *ids, skip_special, stream);

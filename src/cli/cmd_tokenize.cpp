@@ -1,12 +1,9 @@
 // `pagoda tokenize`: text to token ids with a model directory's tokenizer; --jsonl for batches.
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 #include <string>
 
 #include "cli/args.h"
 #include "cli/command.h"
-#include "common/file.h"
 #include "common/json.h"
 #include "common/utf8.h"
 #include "tokenizer/tokenizer.h"
@@ -14,10 +11,6 @@
 namespace {
 
 using namespace pagoda;
-
-std::string read_stdin() {
-    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
-}
 
 void append_ids(std::string& out, const std::vector<int32_t>& ids) {
     out += '[';
@@ -30,33 +23,20 @@ void append_ids(std::string& out, const std::vector<int32_t>& ids) {
 
 // One JSON string per input line in, one JSON list of ids per line out: one process per corpus.
 int run_jsonl(const Tokenizer& tokenizer, const std::string& path, bool parse_special) {
-    std::string input;
-    if (path == "-") {
-        input = read_stdin();
-    } else {
-        auto r = read_file(path);
-        if (!r.ok()) return cli::fail("tokenize", r.message());
-        input = std::move(*r);
-    }
     std::string out;
     std::vector<int32_t> ids;
-    size_t pos = 0, line_no = 0;
-    while (pos < input.size()) {
-        size_t eol = input.find('\n', pos);
-        if (eol == std::string::npos) eol = input.size();
-        const std::string_view line(input.data() + pos, eol - pos);
-        pos = eol + 1;
-        ++line_no;
-        if (line.empty()) continue;
+    const Status s = cli::for_each_line(path, [&](std::string_view line) -> Status {
         auto doc = Json::parse(line);
         if (!doc.ok() || !doc->is_string())
-            return cli::fail("tokenize", path + ":" + std::to_string(line_no) + ": expected one JSON string per line" +
-                                             (doc.ok() ? std::string() : " (" + doc.message() + ")"));
+            return Status::error("expected one JSON string per line" +
+                                 (doc.ok() ? std::string() : " (" + doc.message() + ")"));
         ids.clear();
         tokenizer.encode(doc->as_string(), ids, parse_special);
         append_ids(out, ids);
         out += '\n';
-    }
+        return ok_status();
+    });
+    if (!s.ok()) return cli::fail("tokenize", s.message());
     std::fwrite(out.data(), 1, out.size(), stdout);
     return 0;
 }
@@ -81,7 +61,7 @@ int run_tokenize(std::span<const std::string_view> args) {
     const bool parse_special = !parser.has("no-special");
     if (auto jsonl = parser.get("jsonl")) return run_jsonl(*tokenizer, *jsonl, parse_special);
 
-    const std::string text = parser.has("text") ? *parser.get("text") : read_stdin();
+    const std::string text = parser.has("text") ? *parser.get("text") : cli::read_stdin();
     if (size_t bad = utf8_find_invalid(text); bad != std::string::npos)
         return cli::fail("tokenize", "the input text is not valid UTF-8 (byte offset " + std::to_string(bad) + ")");
     const std::vector<int32_t> ids = tokenizer->encode(text, parse_special);
