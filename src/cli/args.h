@@ -16,7 +16,7 @@
 namespace pagoda::cli {
 
 class ArgParser {
-public:
+  public:
     ArgParser(std::string usage, std::string description);
 
     // Declares options before parse(). `metavar` empty means a boolean switch.
@@ -29,12 +29,12 @@ public:
     bool help_requested() const { return help_requested_; }
     std::string help_text() const;
 
-    bool has(std::string_view name) const;                                // switch given or option given
-    std::optional<std::string> get(std::string_view name) const;          // last value of an option
-    std::vector<std::string> get_all(std::string_view name) const;        // all values of a repeatable option
+    bool has(std::string_view name) const;                          // switch given or option given
+    std::optional<std::string> get(std::string_view name) const;    // last value of an option
+    std::vector<std::string> get_all(std::string_view name) const;  // all values of a repeatable option
     std::optional<std::string> positional(std::string_view name) const;
 
-private:
+  private:
     struct Option {
         std::string name, metavar, help;
         bool repeatable;

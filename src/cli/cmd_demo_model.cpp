@@ -11,11 +11,12 @@ namespace {
 using namespace pagoda;
 
 int run_demo_model(std::span<const std::string_view> args) {
-    cli::ArgParser parser("pagoda demo-model DIR [--tokenizer TOKDIR | --byte-level]",
-                          "Writes a small deterministic model of the Qwen3.5 architecture with RANDOM weights (its words\n"
-                          "are random) into DIR: config.json, model.safetensors, tokenizer files, chat template, README.\n"
-                          "The tokenizer is a real Qwen one when available ($PAGODA_SHARED_DIR/qwen-tokenizers/qwen3-4b\n"
-                          "or --tokenizer), else a byte-level one.");
+    cli::ArgParser parser(
+        "pagoda demo-model DIR [--tokenizer TOKDIR | --byte-level]",
+        "Writes a small deterministic model of the Qwen3.5 architecture with RANDOM weights (its words\n"
+        "are random) into DIR: config.json, model.safetensors, tokenizer files, chat template, README.\n"
+        "The tokenizer is a real Qwen one when available ($PAGODA_SHARED_DIR/qwen-tokenizers/qwen3-4b\n"
+        "or --tokenizer), else a byte-level one.");
     parser.add_positional("DIR", "output directory (created if needed; files in it are overwritten)");
     parser.add_option("tokenizer", "TOKDIR", "directory with vocab.json + merges.txt (+ tokenizer_config.json)");
     parser.add_switch("byte-level", "write the byte-level tokenizer even when a Qwen tokenizer is available");
@@ -39,4 +40,5 @@ int run_demo_model(std::span<const std::string_view> args) {
 
 }  // namespace
 
-PAGODA_COMMAND("demo-model", "write a small random-weight Qwen3.5-architecture model for trying pagoda", run_demo_model);
+PAGODA_COMMAND("demo-model", "write a small random-weight Qwen3.5-architecture model for trying pagoda",
+               run_demo_model);

@@ -34,11 +34,21 @@ void append_json_string(std::string& out, std::string_view s) {
     out += '"';
     for (unsigned char c : s) {
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
             default:
                 if (c < 0x20) {
                     char buf[8];
@@ -86,7 +96,8 @@ int run_generate(std::span<const std::string_view> args) {
 
     const auto dir = parser.get("model");
     if (!dir) return cli::fail("generate", "--model DIR is required");
-    if (parser.has("prompt") == parser.has("ids")) return cli::fail("generate", "give exactly one of --prompt and --ids");
+    if (parser.has("prompt") == parser.has("ids"))
+        return cli::fail("generate", "give exactly one of --prompt and --ids");
     int64_t max_new = 32;
     if (auto n = parser.get("n") ? parser.get("n") : parser.get("max-tokens")) {
         auto v = parse_number("n", *n, 0, 1e7);
@@ -152,9 +163,8 @@ int run_generate(std::span<const std::string_view> args) {
 
     // One request: a KV pool of exactly one sequence, no prefix cache.
     serving::EngineOptions options;
-    options.max_model_len =
-        static_cast<int32_t>(std::min<int64_t>(static_cast<int64_t>(prompt.size()) + std::max<int64_t>(max_new, 1),
-                                               INT32_MAX));
+    options.max_model_len = static_cast<int32_t>(
+        std::min<int64_t>(static_cast<int64_t>(prompt.size()) + std::max<int64_t>(max_new, 1), INT32_MAX));
     options.max_num_seqs = 1;
     options.block_size = 16;
     options.num_kv_blocks = (options.max_model_len + options.block_size - 1) / options.block_size;
@@ -221,9 +231,11 @@ int run_generate(std::span<const std::string_view> args) {
     const auto end = std::chrono::steady_clock::now();
     if (json) {
         std::string out = "{\"prompt_ids\":[";
-        for (size_t i = 0; i < prompt.size(); ++i) out += (i ? "," : "") + std::to_string(prompt[i]);
+        for (size_t i = 0; i < prompt.size(); ++i)
+            out += (i ? "," : "") + std::to_string(prompt[i]);
         out += "],\"ids\":[";
-        for (size_t i = 0; i < generated.size(); ++i) out += (i ? "," : "") + std::to_string(generated[i]);
+        for (size_t i = 0; i < generated.size(); ++i)
+            out += (i ? "," : "") + std::to_string(generated[i]);
         out += "],\"text\":";
         append_json_string(out, text);
         out += "}\n";

@@ -1,8 +1,8 @@
 // `pagoda logits`: the logits of every position of a token sequence (one prefill on the CPU backend).
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 

@@ -19,10 +19,10 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "runtime/cuda_backend.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
 #include "server/openai/service.h"
-#include "runtime/cuda_backend.h"
 #include "serving/create_engine.h"
 #include "tokenizer/tokenizer.h"
 
@@ -171,7 +171,6 @@ Result<std::vector<std::string>> parse_list(std::string_view flag, const std::st
         if (!item.empty()) out.push_back(item);
     return out;
 }
-
 
 Result<std::string> read_text_file(const std::string& path) {
     std::ifstream in(path, std::ios::binary);

@@ -41,13 +41,20 @@ Json& Json::operator=(const Json& other) {
 
 const char* Json::type_name(Type t) {
     switch (t) {
-        case Type::kNull: return "null";
-        case Type::kBool: return "boolean";
-        case Type::kInt: return "integer";
-        case Type::kFloat: return "number";
-        case Type::kString: return "string";
-        case Type::kArray: return "array";
-        case Type::kObject: return "object";
+        case Type::kNull:
+            return "null";
+        case Type::kBool:
+            return "boolean";
+        case Type::kInt:
+            return "integer";
+        case Type::kFloat:
+            return "number";
+        case Type::kString:
+            return "string";
+        case Type::kArray:
+            return "array";
+        case Type::kObject:
+            return "object";
     }
     return "?";
 }
@@ -125,13 +132,20 @@ bool operator==(const Json& a, const Json& b) {
     if (a.is_number() && b.is_number() && a.type_ != b.type_) return a.as_double() == b.as_double();
     if (a.type_ != b.type_) return false;
     switch (a.type_) {
-        case Json::Type::kNull: return true;
-        case Json::Type::kBool: return a.bool_ == b.bool_;
-        case Json::Type::kInt: return a.int_ == b.int_;
-        case Json::Type::kFloat: return a.float_ == b.float_;
-        case Json::Type::kString: return a.string_ == b.string_;
-        case Json::Type::kArray: return *a.array_ == *b.array_;
-        case Json::Type::kObject: return *a.object_ == *b.object_;
+        case Json::Type::kNull:
+            return true;
+        case Json::Type::kBool:
+            return a.bool_ == b.bool_;
+        case Json::Type::kInt:
+            return a.int_ == b.int_;
+        case Json::Type::kFloat:
+            return a.float_ == b.float_;
+        case Json::Type::kString:
+            return a.string_ == b.string_;
+        case Json::Type::kArray:
+            return *a.array_ == *b.array_;
+        case Json::Type::kObject:
+            return *a.object_ == *b.object_;
     }
     return false;
 }
@@ -142,7 +156,7 @@ bool operator==(const Json& a, const Json& b) {
 namespace {
 
 class Parser {
-public:
+  public:
     Parser(std::string_view text, int max_depth) : text_(text), max_depth_(max_depth) {}
 
     Result<Json> parse_document() {
@@ -157,7 +171,7 @@ public:
         return value;
     }
 
-private:
+  private:
     bool fail(std::string message) {
         if (message_.empty()) message_ = std::move(message);
         return false;
@@ -197,8 +211,10 @@ private:
         if (pos_ >= text_.size()) return fail("unexpected end of input");
         const char c = text_[pos_];
         switch (c) {
-            case '{': return parse_object(out, depth);
-            case '[': return parse_array(out, depth);
+            case '{':
+                return parse_object(out, depth);
+            case '[':
+                return parse_array(out, depth);
             case '"': {
                 std::string s;
                 if (!parse_string(s)) return false;
@@ -236,19 +252,22 @@ private:
         if (text_[pos_] == '0' && pos_ + 1 < text_.size() && text_[pos_ + 1] >= '0' && text_[pos_ + 1] <= '9')
             return fail("invalid number (leading zero)");
         bool is_float = false;
-        while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+        while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9')
+            ++pos_;
         if (pos_ < text_.size() && text_[pos_] == '.') {
             is_float = true;
             ++pos_;
             if (pos_ >= text_.size() || !(text_[pos_] >= '0' && text_[pos_] <= '9')) return fail("invalid number");
-            while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+            while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9')
+                ++pos_;
         }
         if (pos_ < text_.size() && (text_[pos_] == 'e' || text_[pos_] == 'E')) {
             is_float = true;
             ++pos_;
             if (pos_ < text_.size() && (text_[pos_] == '+' || text_[pos_] == '-')) ++pos_;
             if (pos_ >= text_.size() || !(text_[pos_] >= '0' && text_[pos_] <= '9')) return fail("invalid number");
-            while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9') ++pos_;
+            while (pos_ < text_.size() && text_[pos_] >= '0' && text_[pos_] <= '9')
+                ++pos_;
         }
         const char* first = text_.data() + start;
         const char* last = text_.data() + pos_;
@@ -275,10 +294,14 @@ private:
         for (int i = 0; i < 4; ++i) {
             const char c = text_[pos_++];
             v <<= 4;
-            if (c >= '0' && c <= '9') v |= c - '0';
-            else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-            else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-            else return fail("invalid \\u escape");
+            if (c >= '0' && c <= '9')
+                v |= c - '0';
+            else if (c >= 'a' && c <= 'f')
+                v |= c - 'a' + 10;
+            else if (c >= 'A' && c <= 'F')
+                v |= c - 'A' + 10;
+            else
+                return fail("invalid \\u escape");
         }
         return true;
     }
@@ -315,14 +338,30 @@ private:
             if (pos_ >= text_.size()) return fail("unterminated string");
             const char e = text_[pos_++];
             switch (e) {
-                case '"': out.push_back('"'); break;
-                case '\\': out.push_back('\\'); break;
-                case '/': out.push_back('/'); break;
-                case 'b': out.push_back('\b'); break;
-                case 'f': out.push_back('\f'); break;
-                case 'n': out.push_back('\n'); break;
-                case 'r': out.push_back('\r'); break;
-                case 't': out.push_back('\t'); break;
+                case '"':
+                    out.push_back('"');
+                    break;
+                case '\\':
+                    out.push_back('\\');
+                    break;
+                case '/':
+                    out.push_back('/');
+                    break;
+                case 'b':
+                    out.push_back('\b');
+                    break;
+                case 'f':
+                    out.push_back('\f');
+                    break;
+                case 'n':
+                    out.push_back('\n');
+                    break;
+                case 'r':
+                    out.push_back('\r');
+                    break;
+                case 't':
+                    out.push_back('\t');
+                    break;
                 case 'u': {
                     uint32_t cp;
                     if (!parse_hex4(cp)) return false;
@@ -340,7 +379,8 @@ private:
                     utf8_append(out, cp);  // lone surrogates become U+FFFD
                     break;
                 }
-                default: return fail("invalid escape in string");
+                default:
+                    return fail("invalid escape in string");
             }
         }
     }
@@ -408,7 +448,8 @@ private:
                 }
             } else {
                 if (index.empty())
-                    for (size_t i = 0; i < members.size(); ++i) index.emplace(members[i].first, i);
+                    for (size_t i = 0; i < members.size(); ++i)
+                        index.emplace(members[i].first, i);
                 auto [it, inserted] = index.emplace(key, members.size());
                 if (!inserted) {
                     members[it->second].second = std::move(value);
@@ -461,11 +502,21 @@ void dump_to(std::string& out, const Json& j, int indent, int level) {
         out.append(static_cast<size_t>(indent * lvl), ' ');
     };
     switch (j.type()) {
-        case Json::Type::kNull: out += "null"; break;
-        case Json::Type::kBool: out += j.as_bool() ? "true" : "false"; break;
-        case Json::Type::kInt: out += std::to_string(j.as_int()); break;
-        case Json::Type::kFloat: append_double(out, j.as_double()); break;
-        case Json::Type::kString: json_escape_to(out, j.as_string()); break;
+        case Json::Type::kNull:
+            out += "null";
+            break;
+        case Json::Type::kBool:
+            out += j.as_bool() ? "true" : "false";
+            break;
+        case Json::Type::kInt:
+            out += std::to_string(j.as_int());
+            break;
+        case Json::Type::kFloat:
+            append_double(out, j.as_double());
+            break;
+        case Json::Type::kString:
+            json_escape_to(out, j.as_string());
+            break;
         case Json::Type::kArray: {
             const auto& a = j.as_array();
             out.push_back('[');
@@ -497,7 +548,9 @@ void dump_to(std::string& out, const Json& j, int indent, int level) {
 
 }  // namespace
 
-Result<Json> Json::parse(std::string_view text, int max_depth) { return Parser(text, max_depth).parse_document(); }
+Result<Json> Json::parse(std::string_view text, int max_depth) {
+    return Parser(text, max_depth).parse_document();
+}
 
 std::string Json::dump() const {
     std::string out;
@@ -517,13 +570,27 @@ void json_escape_to(std::string& out, std::string_view s) {
     for (const char ch : s) {
         const auto c = static_cast<unsigned char>(ch);
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
             default:
                 if (c < 0x20) {
                     out += "\\u00";

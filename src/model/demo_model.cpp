@@ -29,19 +29,20 @@ struct Tensor {
 };
 
 class Rng {
-public:
+  public:
     explicit Rng(uint64_t seed) : gen_(seed) {}
     double uniform(double lo, double hi) {  // mt19937_64's output is fixed by the standard: same bytes everywhere
         return lo + (hi - lo) * static_cast<double>(gen_() >> 11) * (1.0 / 9007199254740992.0);
     }
 
-private:
+  private:
     std::mt19937_64 gen_;
 };
 
 int64_t numel(const std::vector<int64_t>& shape) {
     int64_t n = 1;
-    for (int64_t d : shape) n *= d;
+    for (int64_t d : shape)
+        n *= d;
     return n;
 }
 
@@ -88,7 +89,8 @@ Status write_safetensors(const fs::path& path, const std::map<std::string, Tenso
         Json entry = Json::object();
         entry.set("dtype", t.dtype);
         Json shape = Json::array();
-        for (int64_t d : t.shape) shape.push_back(d);
+        for (int64_t d : t.shape)
+            shape.push_back(d);
         entry.set("shape", std::move(shape));
         Json offsets = Json::array();
         offsets.push_back(static_cast<uint64_t>(offset));
@@ -101,14 +103,17 @@ Status write_safetensors(const fs::path& path, const std::map<std::string, Tenso
     meta.set("format", "pt");
     header.set("__metadata__", std::move(meta));
     std::string h = header.dump();
-    while (h.size() % 8 != 0) h += ' ';
+    while (h.size() % 8 != 0)
+        h += ' ';
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     const uint64_t n = h.size();
     char prefix[8];
-    for (int i = 0; i < 8; ++i) prefix[i] = static_cast<char>((n >> (8 * i)) & 0xff);
+    for (int i = 0; i < 8; ++i)
+        prefix[i] = static_cast<char>((n >> (8 * i)) & 0xff);
     out.write(prefix, 8);
     out.write(h.data(), static_cast<std::streamsize>(h.size()));
-    for (const auto& [name, t] : tensors) out.write(t.bytes.data(), static_cast<std::streamsize>(t.bytes.size()));
+    for (const auto& [name, t] : tensors)
+        out.write(t.bytes.data(), static_cast<std::streamsize>(t.bytes.size()));
     out.close();
     if (!out) return Status::error("cannot write " + path.string());
     return ok_status();
@@ -155,7 +160,8 @@ std::map<std::string, Tensor> make_weights(int64_t vocab, uint64_t seed) {
 
 Json int_list(std::initializer_list<int64_t> v) {
     Json a = Json::array();
-    for (int64_t x : v) a.push_back(x);
+    for (int64_t x : v)
+        a.push_back(x);
     return a;
 }
 
@@ -167,7 +173,8 @@ std::string config_json(int64_t vocab, int64_t bos, int64_t eos_im_end, int64_t 
     rope.set("mrope_section", int_list({2, 1, 1}));
     rope.set("mrope_interleaved", true);
     Json layer_types = Json::array();
-    for (int64_t i = 0; i < kLayers; ++i) layer_types.push_back((i + 1) % 4 ? "linear_attention" : "full_attention");
+    for (int64_t i = 0; i < kLayers; ++i)
+        layer_types.push_back((i + 1) % 4 ? "linear_attention" : "full_attention");
     Json text = Json::object();
     text.set("model_type", "qwen3_5_text");
     text.set("vocab_size", vocab);
@@ -254,7 +261,8 @@ constexpr const char* kChatMlTemplate =
 Status write_byte_level_tokenizer(const fs::path& dir) {
     const std::vector<std::string> alphabet = byte_level_alphabet();
     Json vocab = Json::object();
-    for (int b = 0; b < 256; ++b) vocab.set(alphabet[b], static_cast<int64_t>(b));
+    for (int b = 0; b < 256; ++b)
+        vocab.set(alphabet[b], static_cast<int64_t>(b));
     Json model = Json::object();
     model.set("type", "BPE");
     model.set("dropout", nullptr);
@@ -326,8 +334,9 @@ Status copy_qwen_tokenizer(const fs::path& src, const fs::path& dir) {
         if (!fs::exists(src / name)) continue;
         fs::copy_file(src / name, dir / name, fs::copy_options::overwrite_existing, ec);
         if (ec) return Status::error("copying " + (src / name).string() + ": " + ec.message());
-        fs::permissions(dir / name, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read |
-                                        fs::perms::others_read, ec);
+        fs::permissions(dir / name,
+                        fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read,
+                        ec);
     }
     auto text = read_file((src / "tokenizer_config.json").string());
     if (text.ok()) {
@@ -355,8 +364,8 @@ constexpr const char* kReadme =
 
 std::string default_demo_tokenizer_dir() {
     const char* shared = std::getenv("PAGODA_SHARED_DIR");
-    const fs::path dir = fs::path(shared != nullptr && *shared ? shared : "/work/shared") / "qwen-tokenizers" /
-                         "qwen3-4b";
+    const fs::path dir =
+        fs::path(shared != nullptr && *shared ? shared : "/work/shared") / "qwen-tokenizers" / "qwen3-4b";
     std::error_code ec;
     if (fs::exists(dir / "vocab.json", ec) && fs::exists(dir / "merges.txt", ec)) return dir.string();
     return "";

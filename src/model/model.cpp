@@ -37,14 +37,16 @@ template <typename F>
 void for_each_weight(ModelWeights& w, F&& f) {
     f(w.embed), f(w.final_norm), f(w.lm_head);
     for (LayerWeights& l : w.layers) {
-        for (Tensor* t : {&l.input_norm, &l.post_norm, &l.attn.q, &l.attn.k, &l.attn.v, &l.attn.o, &l.attn.q_bias,
-                          &l.attn.k_bias, &l.attn.v_bias, &l.attn.q_norm, &l.attn.k_norm, &l.dense.gate, &l.dense.up,
-                          &l.dense.down, &l.delta.qkv, &l.delta.z, &l.delta.b, &l.delta.a, &l.delta.conv,
-                          &l.delta.a_log, &l.delta.dt_bias, &l.delta.norm, &l.delta.out, &l.moe.router,
-                          &l.moe.shared.gate, &l.moe.shared.up, &l.moe.shared.down, &l.moe.shared_gate})
+        for (Tensor* t : {&l.input_norm,    &l.post_norm,       &l.attn.q,         &l.attn.k,      &l.attn.v,
+                          &l.attn.o,        &l.attn.q_bias,     &l.attn.k_bias,    &l.attn.v_bias, &l.attn.q_norm,
+                          &l.attn.k_norm,   &l.dense.gate,      &l.dense.up,       &l.dense.down,  &l.delta.qkv,
+                          &l.delta.z,       &l.delta.b,         &l.delta.a,        &l.delta.conv,  &l.delta.a_log,
+                          &l.delta.dt_bias, &l.delta.norm,      &l.delta.out,      &l.moe.router,  &l.moe.shared.gate,
+                          &l.moe.shared.up, &l.moe.shared.down, &l.moe.shared_gate})
             f(*t);
         for (auto* list : {&l.moe.gate, &l.moe.up, &l.moe.down})
-            for (Tensor& t : *list) f(t);
+            for (Tensor& t : *list)
+                f(t);
     }
 }
 }  // namespace
@@ -158,16 +160,19 @@ size_t Model::scratch_bytes(int64_t tokens, int64_t logits_rows) const {
     const ModelSpec& spec = dir_.spec;
     size_t block = 0;
     for (const LayerWeights& layer : weights_.layers) {
-        if (layer.attention == AttentionKind::kFull) block = std::max(block, attention_scratch_floats(spec));
-        else block = std::max(block, delta_net_scratch_floats(spec));
-        if (layer.mlp == MlpKind::kMoe) block = std::max(block, moe_scratch_floats(spec));
-        else block = std::max(block, static_cast<size_t>(3 * spec.intermediate_size));
+        if (layer.attention == AttentionKind::kFull)
+            block = std::max(block, attention_scratch_floats(spec));
+        else
+            block = std::max(block, delta_net_scratch_floats(spec));
+        if (layer.mlp == MlpKind::kMoe)
+            block = std::max(block, moe_scratch_floats(spec));
+        else
+            block = std::max(block, static_cast<size_t>(3 * spec.intermediate_size));
     }
     const size_t per_token = 4 * static_cast<size_t>(spec.hidden_size) + block;
     // 64 bytes of alignment slack for each of the ~24 tensors taken at most at once.
-    return 4 * (per_token * static_cast<size_t>(tokens) +
-                static_cast<size_t>(logits_rows * spec.hidden_size)) + 64 * 32 +
-           logits_scratch_bytes(plan_, logits_rows);
+    return 4 * (per_token * static_cast<size_t>(tokens) + static_cast<size_t>(logits_rows * spec.hidden_size)) +
+           64 * 32 + logits_scratch_bytes(plan_, logits_rows);
 }
 
 Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states,
@@ -186,8 +191,8 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
     if (spec.num_full_attention_layers() > 0 && kv == nullptr) return Status::error("no KV cache pool given");
     if (spec.num_linear_attention_layers() > 0 && states == nullptr) return Status::error("no state pool given");
     if (R > 0 && (logits.rank() != 2 || logits.dim(0) != R || logits.dim(1) != V || logits.dtype() != DType::F32)) {
-        return Status::error("logits tensor must be f32[" + std::to_string(R) + ", " + std::to_string(V) +
-                             "], got " + logits.to_string());
+        return Status::error("logits tensor must be f32[" + std::to_string(R) + ", " + std::to_string(V) + "], got " +
+                             logits.to_string());
     }
     for (int32_t row : batch.logits_indices) {
         if (row < 0 || row >= T) return Status::error("logits index out of range");
@@ -238,8 +243,10 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
         arena_.rewind(mark);
         comm_.all_reduce_sum(y);  // tensor parallel: o_proj gave this rank's heads' part of the sum
         ops.add_rms_norm(hidden, y, layer.post_norm, eps, kind, x);
-        if (layer.mlp == MlpKind::kMoe) moe_forward(ops, spec, layer.moe, x, arena_, y);
-        else mlp_forward(ops, layer.dense, x, arena_, y);
+        if (layer.mlp == MlpKind::kMoe)
+            moe_forward(ops, spec, layer.moe, x, arena_, y);
+        else
+            mlp_forward(ops, layer.dense, x, arena_, y);
         arena_.rewind(mark);
         comm_.all_reduce_sum(y);  // and down_proj this rank's MLP columns' part
         if (observer) {
@@ -247,8 +254,8 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
             ops.add(probe, y);
             observe(static_cast<int64_t>(i) + 1, probe);
         }
-        const Tensor& next_norm = i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm
-                                                                 : weights_.final_norm;
+        const Tensor& next_norm =
+            i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm : weights_.final_norm;
         ops.add_rms_norm(hidden, y, next_norm, eps, kind, x);
     }
     if (R == 0) return ok_status();

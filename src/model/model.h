@@ -25,7 +25,7 @@ namespace pagoda::model {
 using HiddenObserver = std::function<void(int64_t layer, const Tensor& hidden)>;
 
 class Model {
-public:
+  public:
     // Opens the model directory (config.json + safetensors) and loads the weights for `backend`. With a
     // communicator of size N > 1, only rank comm.rank()'s tensor-parallel shard (shard_plan.h) is loaded and the
     // forward pass meets the other ranks in comm's collectives; comm must outlive the model.
@@ -47,10 +47,10 @@ public:
     // Runs one step. `logits` is F32 [batch.logits_indices.size(), vocab_size()] on the backend's device.
     // `kv` may be null for a model without full-attention layers, `states` for one without linear attention.
     // Errors (token id out of range, missing pools) are returned, never CHECKed.
-    Status forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states,
-                   const Tensor& logits, const HiddenObserver& observer = {});
+    Status forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states, const Tensor& logits,
+                   const HiddenObserver& observer = {});
 
-private:
+  private:
     Model(ModelDir dir, Backend& backend, Communicator& comm, const ShardPlan& plan)
         : dir_(std::move(dir)), backend_(backend), comm_(comm), plan_(plan) {}
     Status load_weights();

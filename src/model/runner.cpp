@@ -17,9 +17,9 @@ Result<SequenceRunner> SequenceRunner::create(Model& model, int32_t max_seqs, in
     r.lengths_.assign(static_cast<size_t>(max_seqs), 0);
     Allocator& allocator = model.backend().allocator();
     if (model.spec().num_full_attention_layers() > 0) {
-        PAGODA_ASSIGN_OR_RETURN(KvCachePool kv,
-                                KvCachePool::create(allocator, model.kv_cache_config(max_seqs * r.blocks_per_seq_,
-                                                                                     block_size)));
+        PAGODA_ASSIGN_OR_RETURN(
+            KvCachePool kv,
+            KvCachePool::create(allocator, model.kv_cache_config(max_seqs * r.blocks_per_seq_, block_size)));
         r.kv_.push_back(std::move(kv));
     }
     if (model.spec().num_linear_attention_layers() > 0) {

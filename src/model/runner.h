@@ -14,14 +14,14 @@
 namespace pagoda::model {
 
 class SequenceRunner {
-public:
+  public:
     // Room for `max_seqs` sequences of up to `max_len` tokens each.
     static Result<SequenceRunner> create(Model& model, int32_t max_seqs, int32_t max_len, int32_t block_size = 16);
 
     struct Feed {
-        int32_t seq = 0;                   // 0 .. max_seqs-1
-        std::span<const int32_t> tokens;   // new tokens, appended to what the sequence already holds
-        bool all_logits = false;           // logits of every new token, or only of the last
+        int32_t seq = 0;                  // 0 .. max_seqs-1
+        std::span<const int32_t> tokens;  // new tokens, appended to what the sequence already holds
+        bool all_logits = false;          // logits of every new token, or only of the last
     };
     // One forward step over several sequences (each sequence at most once). Returns, per feed, its logits rows
     // flattened: [rows, vocab].
@@ -33,7 +33,7 @@ public:
     int32_t length(int32_t seq) const { return lengths_.at(static_cast<size_t>(seq)); }
     int64_t vocab_size() const { return model_->vocab_size(); }
 
-private:
+  private:
     SequenceRunner() = default;
 
     Model* model_ = nullptr;

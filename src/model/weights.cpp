@@ -6,14 +6,23 @@ namespace pagoda::model {
 
 bool to_tensor_dtype(StorageDType storage, DType& out) {
     switch (storage) {
-        case StorageDType::kF32: out = DType::F32; return true;
-        case StorageDType::kBF16: out = DType::BF16; return true;
-        case StorageDType::kF16: out = DType::F16; return true;
-        default: return false;
+        case StorageDType::kF32:
+            out = DType::F32;
+            return true;
+        case StorageDType::kBF16:
+            out = DType::BF16;
+            return true;
+        case StorageDType::kF16:
+            out = DType::F16;
+            return true;
+        default:
+            return false;
     }
 }
 
-std::string shape_string(const Shape& shape) { return shape.to_string(); }
+std::string shape_string(const Shape& shape) {
+    return shape.to_string();
+}
 
 Result<std::vector<int64_t>> WeightLoader::shape_of(const std::string& name) const {
     const TensorView* t = checkpoint_.find(name);
@@ -61,7 +70,9 @@ Result<Tensor> WeightLoader::f32(const std::string& name, const Shape& shape, co
     float* dst = out.data_as<float>();
     const int64_t n = shape.numel();
     switch (t->dtype) {
-        case StorageDType::kF32: std::memcpy(dst, t->data, static_cast<size_t>(n) * 4); break;
+        case StorageDType::kF32:
+            std::memcpy(dst, t->data, static_cast<size_t>(n) * 4);
+            break;
         case StorageDType::kBF16:
         case StorageDType::kF16:
             for (int64_t i = 0; i < n; ++i) {
@@ -70,7 +81,8 @@ Result<Tensor> WeightLoader::f32(const std::string& name, const Shape& shape, co
                 dst[i] = t->dtype == StorageDType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
             }
             break;
-        default: break;  // lookup() accepted only the three float types
+        default:
+            break;  // lookup() accepted only the three float types
     }
     return out;
 }

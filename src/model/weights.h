@@ -24,7 +24,7 @@ struct OwnedWeights {
 // Looks tensors up in a checkpoint and checks them. Every error names the tensor and, for a shape mismatch, the
 // expected and the found shape. Tensors that are never asked for (vision tower, MTP head) are simply not loaded.
 class WeightLoader {
-public:
+  public:
     WeightLoader(const Checkpoint& checkpoint, OwnedWeights& owned) : checkpoint_(checkpoint), owned_(owned) {}
 
     bool has(std::string_view name) const { return checkpoint_.find(name) != nullptr; }
@@ -42,7 +42,7 @@ public:
     // Names handed out so far (for reports of what was ignored).
     const std::unordered_set<std::string>& used() const { return used_; }
 
-private:
+  private:
     Result<const TensorView*> lookup(const std::string& name, const Shape& shape);
 
     const Checkpoint& checkpoint_;

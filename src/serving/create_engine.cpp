@@ -15,7 +15,9 @@ ServingEngine::~ServingEngine() {
 
 namespace {
 
-int32_t clamp_i32(int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, 0, INT32_MAX)); }
+int32_t clamp_i32(int64_t v) {
+    return static_cast<int32_t>(std::clamp<int64_t>(v, 0, INT32_MAX));
+}
 
 }  // namespace
 
@@ -24,11 +26,10 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
     engine::EngineConfig c;
     if (o.block_size <= 0) return Status::error("block_size must be positive");
     if (o.max_num_seqs <= 0) return Status::error("max_num_seqs must be positive");
-    c.max_model_len = o.max_model_len > 0 ? o.max_model_len
-                                          : clamp_i32(std::min<int64_t>(spec.max_position_embeddings > 0
-                                                                            ? spec.max_position_embeddings
-                                                                            : 8192,
-                                                                        8192));
+    c.max_model_len = o.max_model_len > 0
+                          ? o.max_model_len
+                          : clamp_i32(std::min<int64_t>(
+                                spec.max_position_embeddings > 0 ? spec.max_position_embeddings : 8192, 8192));
     c.max_num_seqs = o.max_num_seqs;
     c.max_num_batched_tokens = o.max_num_batched_tokens;
     c.block_size = o.block_size;
@@ -74,10 +75,13 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
 
 namespace {
 
-bool dense_family(model::ModelFamily f) { return f == model::ModelFamily::kQwen2 || f == model::ModelFamily::kQwen3; }
+bool dense_family(model::ModelFamily f) {
+    return f == model::ModelFamily::kQwen2 || f == model::ModelFamily::kQwen3;
+}
 
 Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& o, const model::ModelSpec& spec) {
-    const bool cuda = o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0 && dense_family(spec.family));
+    const bool cuda =
+        o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0 && dense_family(spec.family));
     if (cuda) return make_cuda_backend();
     if (o.device != "cpu" && o.device != "auto")
         return Status::error("device '" + o.device + "' is not cpu, cuda or auto");
@@ -94,11 +98,13 @@ Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o) 
     PAGODA_ASSIGN_OR_RETURN(CudaDeviceInfo info, cuda_device_info(model.backend().device().index));
     const model::ModelSpec& spec = model.spec();
     const size_t tokens = static_cast<size_t>(std::max(o.max_num_batched_tokens, 1));
-    const size_t per_token = 4 * (8 * static_cast<size_t>(spec.hidden_size) + 4 * static_cast<size_t>(spec.intermediate_size) +
-                                  4 * static_cast<size_t>(spec.num_attention_heads * spec.head_dim));
-    const size_t reserve = tokens * per_token + 2 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 +
-                           (size_t{512} << 20);
-    const auto keep_free = static_cast<size_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(info.total_bytes));
+    const size_t per_token =
+        4 * (8 * static_cast<size_t>(spec.hidden_size) + 4 * static_cast<size_t>(spec.intermediate_size) +
+             4 * static_cast<size_t>(spec.num_attention_heads * spec.head_dim));
+    const size_t reserve =
+        tokens * per_token + 2 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 + (size_t{512} << 20);
+    const auto keep_free =
+        static_cast<size_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(info.total_bytes));
     if (info.free_bytes <= keep_free + reserve)
         return Status::error("no GPU memory left for the KV cache: " + std::to_string(info.free_bytes >> 20) +
                              " MiB free after the weights, " + std::to_string((keep_free + reserve) >> 20) +
@@ -113,8 +119,9 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     if (options.tensor_parallel_size > 1) {
         // The ranks are threads of this process, on CPU backends so far (docs/architecture.md, Tensor parallelism).
         if (options.device != "cpu" && !(options.device == "auto" && cuda_device_count() == 0)) {
-            return Status::error("tensor parallelism runs its ranks as CPU threads only so far (across GPUs it is "
-                                 "not wired yet); use --device cpu");
+            return Status::error(
+                "tensor parallelism runs its ranks as CPU threads only so far (across GPUs it is "
+                "not wired yet); use --device cpu");
         }
         PAGODA_ASSIGN_OR_RETURN(s->tp_runner_, TensorParallelRunner::load_cpu(model_dir, options.tensor_parallel_size,
                                                                               options.num_threads));

@@ -33,8 +33,8 @@ struct EngineOptions {
     bool priority_scheduling = false;
     int32_t max_waiting_requests = 1024;
     int32_t max_unread_tokens = 8192;
-    uint64_t seed = 0;      // seeds of requests that bring none are drawn from this
-    int num_threads = 0;    // CPU backend threads (0: OpenMP's default)
+    uint64_t seed = 0;    // seeds of requests that bring none are drawn from this
+    int num_threads = 0;  // CPU backend threads (0: OpenMP's default)
     // Tensor-parallel ranks of the model, one thread each in this process (tensor_parallel_runner.h); CPU only yet.
     int32_t tensor_parallel_size = 1;
     // "cpu", "cuda", or "auto" (cuda when a GPU is present and the model is dense qwen2/qwen3, else cpu).
@@ -52,7 +52,7 @@ class ServingEngine {
     ServingEngine& operator=(const ServingEngine&) = delete;
 
     engine::Engine& engine() { return *engine_; }
-    const model::Model& model() const { return tp_runner_ ? tp_runner_->model() : *model_; }      // rank 0's
+    const model::Model& model() const { return tp_runner_ ? tp_runner_->model() : *model_; }  // rank 0's
     const Backend& backend() const { return tp_runner_ ? tp_runner_->backend() : *backend_; }
     // What the engine runs with (sizes, EOS ids, generation_config.json defaults).
     const engine::EngineConfig& config() const { return config_; }

@@ -13,9 +13,9 @@ Result<std::unique_ptr<ModelEngineRunner>> ModelEngineRunner::create(model::Mode
     Allocator& allocator = model.backend().allocator();
     if (model.spec().num_full_attention_layers() > 0) {
         if (config.num_kv_blocks <= 0) return Status::error("the model has full-attention layers but no KV blocks");
-        PAGODA_ASSIGN_OR_RETURN(KvCachePool kv, KvCachePool::create(allocator, model.kv_cache_config(
-                                                                                   config.num_kv_blocks,
-                                                                                   config.block_size)));
+        PAGODA_ASSIGN_OR_RETURN(
+            KvCachePool kv,
+            KvCachePool::create(allocator, model.kv_cache_config(config.num_kv_blocks, config.block_size)));
         runner->kv_ = std::move(kv);
     }
     if (model.spec().num_linear_attention_layers() > 0) {
@@ -103,8 +103,7 @@ Status ModelEngineRunner::run(const engine::StepInput& input) {
     logits_.resize(static_cast<size_t>(rows * vocab));
     // Host memory on every backend: the engine samples on the CPU (a device backend copies the rows over).
     const Tensor logits(logits_.data(), DType::F32, Shape{rows, vocab});
-    PAGODA_RETURN_IF_ERROR(
-        model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
+    PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
     for (const engine::StateCopy& c : input.state_saves)
         copy_state(c);
     model_.backend().synchronize();

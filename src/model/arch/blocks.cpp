@@ -8,11 +8,13 @@
 
 namespace pagoda::model {
 
-// --- Arena ------------------------------------------------------------------------------------------------------------
+// --- Arena -----------------------------------------------------------------------------------------------------------
 
 namespace {
 constexpr size_t kArenaAlign = 64;
-size_t align_up(size_t n) { return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign; }
+size_t align_up(size_t n) {
+    return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+}
 }  // namespace
 
 void Arena::reserve(Allocator& allocator, size_t bytes) {
@@ -46,13 +48,12 @@ int64_t rotary_dim_of(const ModelSpec& spec) {
 // `head_stride` floats apart, starting `offset` floats into each row.
 Tensor heads_view(const Tensor& base, int64_t offset, int64_t heads, int64_t dim, int64_t head_stride) {
     const int64_t strides[3] = {base.stride(0), head_stride, 1};
-    return Tensor(base.data_as<float>() + offset, DType::F32, Shape{base.dim(0), heads, dim}, strides,
-                  base.device());
+    return Tensor(base.data_as<float>() + offset, DType::F32, Shape{base.dim(0), heads, dim}, strides, base.device());
 }
 
 }  // namespace
 
-// --- Attention --------------------------------------------------------------------------------------------------------
+// --- Attention -------------------------------------------------------------------------------------------------------
 
 Status load_attention(const ModelSpec& spec, WeightLoader& loader, const std::string& p,
                       const AttentionOptions& options, AttentionWeights& out) {
@@ -123,7 +124,7 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
     ops.linear(attn, w.o, Tensor(), out);
 }
 
-// --- MLP --------------------------------------------------------------------------------------------------------------
+// --- MLP -------------------------------------------------------------------------------------------------------------
 
 Status load_mlp(WeightLoader& loader, const std::string& p, int64_t hidden, int64_t intermediate, MlpWeights& out) {
     PAGODA_ASSIGN_OR_RETURN(out.gate, loader.view(p + "gate_proj.weight", Shape{intermediate, hidden}));
@@ -143,7 +144,7 @@ void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, c
     ops.linear(h, w.down, Tensor(), out);
 }
 
-// --- MoE --------------------------------------------------------------------------------------------------------------
+// --- MoE -------------------------------------------------------------------------------------------------------------
 
 Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& p, MoeWeights& out) {
     const int64_t E = spec.num_experts, I = spec.moe_intermediate_size, H = spec.hidden_size;
@@ -174,8 +175,8 @@ Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& 
     }
     if (spec.shared_expert_intermediate_size > 0) {
         out.has_shared = true;
-        PAGODA_RETURN_IF_ERROR(load_mlp(loader, p + "shared_expert.", H, spec.shared_expert_intermediate_size,
-                                        out.shared));
+        PAGODA_RETURN_IF_ERROR(
+            load_mlp(loader, p + "shared_expert.", H, spec.shared_expert_intermediate_size, out.shared));
         PAGODA_ASSIGN_OR_RETURN(out.shared_gate, loader.view(p + "shared_expert_gate.weight", Shape{1, H}));
     }
     return ok_status();
@@ -207,7 +208,7 @@ void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Ten
     }
 }
 
-// --- Gated DeltaNet ---------------------------------------------------------------------------------------------------
+// --- Gated DeltaNet --------------------------------------------------------------------------------------------------
 
 namespace {
 
@@ -252,8 +253,7 @@ void copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t sr
 
 }  // namespace
 
-Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const std::string& p,
-                            DeltaNetWeights& out) {
+Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const std::string& p, DeltaNetWeights& out) {
     PAGODA_ASSIGN_OR_RETURN(DeltaDims d, delta_dims(spec));
     PAGODA_ASSIGN_OR_RETURN(out.qkv, loader.view(p + "in_proj_qkv.weight", Shape{d.C, d.H}));
     PAGODA_ASSIGN_OR_RETURN(out.z, loader.view(p + "in_proj_z.weight", Shape{d.Vd, d.H}));
@@ -262,8 +262,7 @@ Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const s
     return load_delta_common(d, loader, p, out);
 }
 
-Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const std::string& p,
-                             DeltaNetWeights& out) {
+Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const std::string& p, DeltaNetWeights& out) {
     PAGODA_ASSIGN_OR_RETURN(DeltaDims d, delta_dims(spec));
     const int64_t group = 2 * d.dk + 2 * d.r * d.dv;  // rows per key head: q(dk) k(dk) v(r*dv) z(r*dv)
     PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
@@ -296,8 +295,8 @@ size_t delta_net_scratch_floats(const ModelSpec& spec) {
 }
 
 void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
-                       const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state,
-                       Arena& arena, const Tensor& out) {
+                       const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state, Arena& arena,
+                       const Tensor& out) {
     const int64_t T = x.dim(0);
     const int64_t Hk = spec.linear_num_key_heads, Hv = spec.linear_num_value_heads;
     const int64_t dk = spec.linear_key_head_dim, dv = spec.linear_value_head_dim;

@@ -20,7 +20,7 @@ namespace pagoda::model {
 
 // Scratch memory for one forward pass: tensors are carved from one buffer and released by rewinding.
 class Arena {
-public:
+  public:
     void reserve(Allocator& allocator, size_t bytes);
     Tensor take(DType dtype, const Shape& shape);
     Tensor f32(int64_t rows, int64_t cols) { return take(DType::F32, Shape{rows, cols}); }
@@ -28,16 +28,16 @@ public:
     void rewind(size_t mark) { used_ = mark; }
     size_t capacity() const { return buffer_.size(); }
 
-private:
+  private:
     Buffer buffer_;
     size_t used_ = 0;
 };
 
 // --- Attention ------------------------------------------------------------------------------------------------------
 struct AttentionWeights {
-    Tensor q, k, v, o;                 // q: [nq*hd*(gated ? 2 : 1), H]
-    Tensor q_bias, k_bias, v_bias;     // qwen2 (F32), else undefined
-    Tensor q_norm, k_norm;             // [hd] F32 (QK-norm), else undefined
+    Tensor q, k, v, o;              // q: [nq*hd*(gated ? 2 : 1), H]
+    Tensor q_bias, k_bias, v_bias;  // qwen2 (F32), else undefined
+    Tensor q_norm, k_norm;          // [hd] F32 (QK-norm), else undefined
 };
 
 struct AttentionOptions {
@@ -58,17 +58,16 @@ size_t attention_scratch_floats(const ModelSpec& spec);  // per token
 struct MlpWeights {
     Tensor gate, up, down;  // [I, H], [I, H], [H, I]
 };
-Status load_mlp(WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t intermediate,
-                MlpWeights& out);
+Status load_mlp(WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t intermediate, MlpWeights& out);
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out);
 
 // --- Mixture of experts ---------------------------------------------------------------------------------------------
 struct MoeWeights {
-    Tensor router;                         // [E, H]
-    std::vector<Tensor> gate, up, down;    // E x [I, H], [I, H], [H, I] (views of fused tensors when fused)
+    Tensor router;                       // [E, H]
+    std::vector<Tensor> gate, up, down;  // E x [I, H], [I, H], [H, I] (views of fused tensors when fused)
     bool has_shared = false;
-    MlpWeights shared;                     // shared expert
-    Tensor shared_gate;                    // [1, H]
+    MlpWeights shared;   // shared expert
+    Tensor shared_gate;  // [1, H]
 };
 // Accepts both layouts: per expert (experts.{e}.gate_proj.weight ...) and fused (experts.gate_up_proj [E, 2I, H],
 // experts.down_proj [E, H, I]). A shared expert is loaded when spec.shared_expert_intermediate_size > 0.
@@ -95,8 +94,8 @@ Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const s
 Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix,
                              DeltaNetWeights& out);
 void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
-                       const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state,
-                       Arena& arena, const Tensor& out);
+                       const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state, Arena& arena,
+                       const Tensor& out);
 size_t delta_net_scratch_floats(const ModelSpec& spec);
 
 NormKind norm_kind(const ModelSpec& spec);

@@ -158,7 +158,9 @@ struct Server::Impl {
     std::function<void()> shutdown_callback;
 
     explicit Impl(const ServerOptions& o, Handler h, std::shared_ptr<asio::io_context> io)
-        : options(o), handler(std::move(h)), ioc(std::move(io)),
+        : options(o),
+          handler(std::move(h)),
+          ioc(std::move(io)),
           control(asio::make_strand(*ioc)),
           acceptor(control),
           signals(control),
