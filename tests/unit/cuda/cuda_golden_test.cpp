@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "common/file.h"
-#include "common/json.h"
+#include "golden/golden_reference.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/cuda_backend.h"
@@ -20,43 +20,8 @@ namespace {
 
 constexpr float kRelTolerance = 2e-2f;  // of max|ref logit|
 
-struct Reference {
-    std::vector<int32_t> ids;
-    int64_t rows = 0, vocab = 0;
-    std::vector<float> logits;
-    float max_abs = 0;
-};
-
-Reference load_reference(const std::string& dir) {
-    Reference r;
-    auto text = read_file(dir + "/reference.json");
-    if (!text.ok()) return r;
-    auto json = Json::parse(*text);
-    if (!json.ok()) return r;
-    for (const Json& v : json->find("ids")->as_array())
-        r.ids.push_back(static_cast<int32_t>(v.as_int()));
-    const auto& shape = json->find("logits_shape")->as_array();
-    r.rows = shape[0].as_int();
-    r.vocab = shape[1].as_int();
-    r.logits.resize(static_cast<size_t>(r.rows * r.vocab));
-    std::ifstream in(dir + "/logits.bin", std::ios::binary);
-    in.read(reinterpret_cast<char*>(r.logits.data()), static_cast<std::streamsize>(r.logits.size() * 4));
-    if (!in) r.logits.clear();
-    for (float x : r.logits)
-        r.max_abs = std::max(r.max_abs, std::fabs(x));
-    return r;
-}
-
-float max_diff(const std::vector<float>& ours, const Reference& ref, int64_t ref_row, int64_t rows) {
-    float m = 0;
-    for (int64_t i = 0; i < rows * ref.vocab; ++i) {
-        const float d =
-            std::fabs(ours[static_cast<size_t>(i)] - ref.logits[static_cast<size_t>(ref_row * ref.vocab + i)]);
-        if (std::isnan(d)) return INFINITY;
-        m = std::max(m, d);
-    }
-    return m;
-}
+using golden::max_diff;
+using golden::Reference;
 
 class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
   protected:
@@ -65,7 +30,7 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
             GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": skipped";
         dir_ = std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + GetParam();
         if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
-        ref_ = load_reference(dir_);
+        ref_ = golden::load(dir_);
         ASSERT_EQ(ref_.logits.size(), static_cast<size_t>(ref_.rows * ref_.vocab)) << "logits.bin unreadable";
         auto backend = make_cuda_backend();
         ASSERT_TRUE(backend.ok()) << backend.message();

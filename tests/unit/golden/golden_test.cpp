@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "common/file.h"
-#include "common/json.h"
+#include "golden/golden_reference.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/backend.h"
@@ -24,73 +24,15 @@
 namespace pagoda::model {
 namespace {
 
-struct Reference {
-    std::vector<int32_t> ids;         // prompt + continuation
-    std::vector<int32_t> greedy;      // continuation
-    std::vector<double> margins;      // top-2 margin at each greedy step
-    int64_t prompt_len = 0, rows = 0, vocab = 0;
-    std::vector<float> logits;        // [rows, vocab]
-    std::vector<int64_t> hidden_shape;
-    std::vector<float> hidden;        // [n, rows, H]
-    float max_abs = 0;
-};
-
-std::string golden_dir(const std::string& name) { return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name; }
-
-std::vector<float> read_f32(const std::string& path, size_t count) {
-    std::vector<float> v(count);
-    std::ifstream in(path, std::ios::binary);
-    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(float)));
-    if (!in) v.clear();
-    return v;
-}
-
-Reference load_reference(const std::string& dir) {
-    Reference r;
-    auto text = read_file(dir + "/reference.json");
-    EXPECT_TRUE(text.ok()) << text.message();
-    if (!text.ok()) return r;
-    auto json = Json::parse(*text);
-    EXPECT_TRUE(json.ok()) << json.message();
-    if (!json.ok()) return r;
-    for (const Json& v : json->find("ids")->as_array()) r.ids.push_back(static_cast<int32_t>(v.as_int()));
-    for (const Json& v : json->find("greedy_ids")->as_array()) r.greedy.push_back(static_cast<int32_t>(v.as_int()));
-    for (const Json& v : json->find("greedy_top2_margin")->as_array()) r.margins.push_back(v.as_double());
-    r.prompt_len = json->find("prompt_len")->as_int();
-    const auto& shape = json->find("logits_shape")->as_array();
-    r.rows = shape[0].as_int();
-    r.vocab = shape[1].as_int();
-    r.logits = read_f32(dir + "/logits.bin", static_cast<size_t>(r.rows * r.vocab));
-    for (float x : r.logits) r.max_abs = std::max(r.max_abs, std::fabs(x));
-    const Json* hs = json->find("hidden_shape");
-    if (hs != nullptr && hs->is_array()) {
-        size_t n = 1;
-        for (const Json& v : hs->as_array()) {
-            r.hidden_shape.push_back(v.as_int());
-            n *= static_cast<size_t>(v.as_int());
-        }
-        r.hidden = read_f32(dir + "/hidden.bin", n);
-    }
-    return r;
-}
-
-// max |ours - ref| over `rows` rows, ours starting at row 0, ref at row `ref_row`.
-float max_diff(const std::vector<float>& ours, const Reference& ref, int64_t ref_row, int64_t rows) {
-    float m = 0;
-    for (int64_t i = 0; i < rows * ref.vocab; ++i) {
-        float d = std::fabs(ours[static_cast<size_t>(i)] - ref.logits[static_cast<size_t>(ref_row * ref.vocab + i)]);
-        if (std::isnan(d)) return INFINITY;
-        m = std::max(m, d);
-    }
-    return m;
-}
+using golden::max_diff;
+using golden::Reference;
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {
-protected:
+  protected:
     void SetUp() override {
-        dir_ = golden_dir(GetParam());
+        dir_ = golden::dir(GetParam());
         if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
-        ref_ = load_reference(dir_);
+        ref_ = golden::load(dir_);
         ASSERT_EQ(ref_.logits.size(), static_cast<size_t>(ref_.rows * ref_.vocab)) << "logits.bin unreadable";
         ASSERT_EQ(static_cast<int64_t>(ref_.ids.size()), ref_.rows);
         backend_ = make_cpu_backend();
@@ -126,18 +68,20 @@ TEST_P(GoldenTest, PrefillLogitsMatchTransformersAtEveryPosition) {
         float m = 0;
         const float* h = hidden.data_as<float>();
         const float* r = ref_.hidden.data() + layer * ref_.rows * H;
-        for (int64_t i = 0; i < ref_.rows * H; ++i) m = std::max(m, std::fabs(h[i] - r[i]));
+        for (int64_t i = 0; i < ref_.rows * H; ++i)
+            m = std::max(m, std::fabs(h[i] - r[i]));
         layer_diff.push_back(m);
     };
     ForwardBatchBuilder builder(16);
     std::vector<int32_t> table((ref_.rows + 15) / 16);
-    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    for (size_t i = 0; i < table.size(); ++i)
+        table[i] = static_cast<int32_t>(i);
     builder.add_sequence(ref_.ids, 0, table, 0, ForwardBatchBuilder::Logits::All);
     std::optional<KvCachePool> kv;
     std::optional<StateCachePool> states;
     if (model_->spec().num_full_attention_layers() > 0) {
-        auto pool = KvCachePool::create(backend_->allocator(),
-                                        model_->kv_cache_config(static_cast<int32_t>(table.size()), 16));
+        auto pool =
+            KvCachePool::create(backend_->allocator(), model_->kv_cache_config(static_cast<int32_t>(table.size()), 16));
         ASSERT_TRUE(pool.ok()) << pool.message();
         kv = std::move(pool).value();
     }
@@ -147,12 +91,13 @@ TEST_P(GoldenTest, PrefillLogitsMatchTransformersAtEveryPosition) {
         states = std::move(pool).value();
     }
     HostTensor logits = HostTensor::empty(DType::F32, Shape{ref_.rows, ref_.vocab});
-    Status s = model_->forward(builder.view(), kv ? &*kv : nullptr, states ? &*states : nullptr, logits.tensor,
-                               observer);
+    Status s =
+        model_->forward(builder.view(), kv ? &*kv : nullptr, states ? &*states : nullptr, logits.tensor, observer);
     ASSERT_TRUE(s.ok()) << s.message();
     std::vector<float> ours(logits.tensor.data_as<float>(), logits.tensor.data_as<float>() + ref_.rows * ref_.vocab);
     std::string layers;
-    for (size_t i = 0; i < layer_diff.size(); ++i) layers += " " + std::to_string(layer_diff[i]);
+    for (size_t i = 0; i < layer_diff.size(); ++i)
+        layers += " " + std::to_string(layer_diff[i]);
     const float d = max_diff(ours, ref_, 0, ref_.rows);
     EXPECT_LE(d, tol_) << "max|Δ| " << d << " > " << tol_ << "; residual-stream max|Δ| by layer:" << layers;
     std::printf("[ %s ] max|Δ| %.3g (tolerance %.3g, max|ref| %.3g); by layer:%s\n", GetParam().c_str(), d, tol_,

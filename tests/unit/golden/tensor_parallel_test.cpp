@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "common/file.h"
-#include "common/json.h"
+#include "golden/golden_reference.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "model/safetensors.h"
@@ -33,21 +33,6 @@ namespace pagoda::model {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string golden_dir(const std::string& name) {
-    return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name;
-}
-
-std::vector<int32_t> reference_ids(const std::string& dir) {
-    std::vector<int32_t> ids;
-    auto text = read_file(dir + "/reference.json");
-    if (!text.ok()) return ids;
-    auto json = Json::parse(*text);
-    if (!json.ok()) return ids;
-    for (const Json& v : json->find("ids")->as_array())
-        ids.push_back(static_cast<int32_t>(v.as_int()));
-    return ids;
-}
 
 using Logits = std::vector<std::vector<float>>;  // per feed: [rows * vocab]
 
@@ -171,9 +156,9 @@ void PrintTo(const Case& c, std::ostream* os) {
 class TensorParallelTest : public ::testing::TestWithParam<Case> {
   protected:
     void SetUp() override {
-        dir_ = golden_dir(GetParam().model);
+        dir_ = golden::dir(GetParam().model);
         if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
-        std::vector<int32_t> ids = reference_ids(dir_);
+        std::vector<int32_t> ids = golden::load(dir_, /*with_tensors=*/false).ids;
         ASSERT_GE(ids.size(), 80u);
         if (GetParam().vocab > 0) {
             tmp_ = (fs::temp_directory_path() / ("pagoda_tp_test_" + std::to_string(getpid()))).string();
@@ -229,9 +214,9 @@ INSTANTIATE_TEST_SUITE_P(Golden, TensorParallelTest,
                          });
 
 TEST(TensorParallel, Qwen2SplitsInTwoWithItsBiases) {
-    const std::string dir = golden_dir("qwen2");  // 6 heads, 2 KV heads: 2 works, 4 does not
+    const std::string dir = golden::dir("qwen2");  // 6 heads, 2 KV heads: 2 works, 4 does not
     if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
-    Script script(reference_ids(dir));
+    Script script(golden::load(dir, /*with_tensors=*/false).ids);
     auto plain = run_plain(dir, script);
     ASSERT_TRUE(plain.ok()) << plain.message();
     auto tp = run_tensor_parallel(dir, 2, script);
@@ -242,7 +227,7 @@ TEST(TensorParallel, Qwen2SplitsInTwoWithItsBiases) {
 }
 
 TEST(TensorParallel, SizesThatDoNotSplitTheModelAreLoadErrors) {
-    const std::string qwen2 = golden_dir("qwen2"), moe = golden_dir("qwen3_moe");
+    const std::string qwen2 = golden::dir("qwen2"), moe = golden::dir("qwen3_moe");
     if (!file_exists(qwen2 + "/config.json") || !file_exists(moe + "/config.json")) GTEST_SKIP() << "no golden data";
     auto comms = make_cpu_communicators(4);
     auto backend = make_cpu_backend();
@@ -259,7 +244,7 @@ TEST(TensorParallel, SizesThatDoNotSplitTheModelAreLoadErrors) {
 }
 
 TEST(TensorParallel, EachRankCachesItsOwnKvHeads) {
-    const std::string dir = golden_dir("qwen3");  // 2 KV heads
+    const std::string dir = golden::dir("qwen3");  // 2 KV heads
     if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
     for (int size : {1, 2, 4}) {
         auto comms = make_cpu_communicators(size);

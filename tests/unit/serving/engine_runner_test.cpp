@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "common/file.h"
-#include "common/json.h"
 #include "engine/engine.h"
+#include "golden/golden_reference.h"
 #include "serving/create_engine.h"
 #include "serving/model_engine_runner.h"
 
@@ -24,31 +24,7 @@ using engine::Request;
 using engine::RequestStream;
 using engine::StreamChunk;
 
-struct Reference {
-    std::vector<int32_t> ids;  // prompt + greedy continuation
-    std::vector<int32_t> greedy;
-    std::vector<double> margins;
-    int64_t prompt_len = 0;
-    double logits_max_abs = 0;
-};
-
-std::string golden_dir(const std::string& name) { return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name; }
-
-Reference load_reference(const std::string& dir) {
-    Reference r;
-    auto text = read_file(dir + "/reference.json");
-    EXPECT_TRUE(text.ok()) << text.message();
-    if (!text.ok()) return r;
-    auto json = Json::parse(*text);
-    EXPECT_TRUE(json.ok()) << json.message();
-    if (!json.ok()) return r;
-    for (const Json& v : json->find("ids")->as_array()) r.ids.push_back(static_cast<int32_t>(v.as_int()));
-    for (const Json& v : json->find("greedy_ids")->as_array()) r.greedy.push_back(static_cast<int32_t>(v.as_int()));
-    for (const Json& v : json->find("greedy_top2_margin")->as_array()) r.margins.push_back(v.as_double());
-    r.prompt_len = json->find("prompt_len")->as_int();
-    r.logits_max_abs = json->find("logits_max_abs")->as_double();
-    return r;
-}
+using golden::Reference;
 
 struct Outcome {
     std::vector<int32_t> tokens;
@@ -87,9 +63,9 @@ Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, std::optio
 class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
-        dir_ = golden_dir(GetParam());
+        dir_ = golden::dir(GetParam());
         if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
-        ref_ = load_reference(dir_);
+        ref_ = golden::load(dir_, /*with_tensors=*/false);
         ASSERT_GT(ref_.prompt_len, 0);
     }
 
@@ -207,8 +183,8 @@ TEST_P(EngineRunnerTest, PrefixHitGivesTheSameTokensAsAMiss) {
 TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokens) {
     std::vector<Request> requests;
     for (int i = 0; i < 4; ++i)
-        requests.push_back(make_request(prompt(10 * i, 10 * i + 40), 40, i % 2 ? std::optional<uint64_t>(5 + i)
-                                                                                : std::nullopt));
+        requests.push_back(
+            make_request(prompt(10 * i, 10 * i + 40), 40, i % 2 ? std::optional<uint64_t>(5 + i) : std::nullopt));
     auto roomy = start();
     ASSERT_TRUE(roomy);
     std::vector<Outcome> alone;
@@ -235,7 +211,7 @@ INSTANTIATE_TEST_SUITE_P(Golden, EngineRunnerTest,
 
 // create_engine sizes the pools from the model and reports what cannot work as an error.
 TEST(CreateEngineTest, SizesPoolsAndRejectsWhatCannotWork) {
-    const std::string hybrid = golden_dir("qwen3_5"), dense = golden_dir("qwen3");
+    const std::string hybrid = golden::dir("qwen3_5"), dense = golden::dir("qwen3");
     if (!file_exists(hybrid + "/config.json") || !file_exists(dense + "/config.json")) GTEST_SKIP() << "no golden data";
     EngineOptions options;
     options.max_model_len = 64;
@@ -254,13 +230,13 @@ TEST(CreateEngineTest, SizesPoolsAndRejectsWhatCannotWork) {
     auto small = create_engine(dense, options);
     ASSERT_FALSE(small.ok());
     EXPECT_NE(small.message().find("max_model_len"), std::string::npos) << small.message();
-    auto missing = create_engine(golden_dir("no_such_model"), EngineOptions{});
+    auto missing = create_engine(golden::dir("no_such_model"), EngineOptions{});
     EXPECT_FALSE(missing.ok());
 }
 
 // The runner turns a bad batch into a step error instead of touching memory outside its pools.
 TEST(ModelEngineRunnerTest, BadIdsAreStepErrors) {
-    const std::string dir = golden_dir("qwen3_5");
+    const std::string dir = golden::dir("qwen3_5");
     if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
     std::unique_ptr<Backend> backend = make_cpu_backend({1});
     auto model = model::Model::load(dir, *backend);

@@ -8,27 +8,12 @@
 #include <vector>
 
 #include "common/file.h"
-#include "common/json.h"
 #include "engine/engine.h"
+#include "golden/golden_reference.h"
 #include "serving/create_engine.h"
 
 namespace pagoda::serving {
 namespace {
-
-std::string golden_dir(const std::string& name) {
-    return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name;
-}
-
-std::vector<int32_t> reference_ids(const std::string& dir) {
-    std::vector<int32_t> ids;
-    auto text = read_file(dir + "/reference.json");
-    if (!text.ok()) return ids;
-    auto json = Json::parse(*text);
-    if (!json.ok()) return ids;
-    for (const Json& v : json->find("ids")->as_array())
-        ids.push_back(static_cast<int32_t>(v.as_int()));
-    return ids;
-}
 
 EngineOptions options_with(int tp) {
     EngineOptions o;
@@ -74,9 +59,9 @@ std::vector<std::vector<int32_t>> greedy_batch(ServingEngine& s, const std::vect
 TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
     for (const auto& [model, sizes] : {std::pair{std::string("qwen3"), std::vector<int>{2, 4}},
                                        std::pair{std::string("qwen2"), std::vector<int>{2}}}) {
-        const std::string dir = golden_dir(model);
+        const std::string dir = golden::dir(model);
         if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data in " << dir;
-        const std::vector<int32_t> ids = reference_ids(dir);
+        const std::vector<int32_t> ids = golden::load(dir, /*with_tensors=*/false).ids;
         ASSERT_GE(ids.size(), 100u);
         auto plain = create_engine(dir, options_with(1));
         ASSERT_TRUE(plain.ok()) << plain.message();
@@ -97,7 +82,7 @@ TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
 }
 
 TEST(TensorParallelEngine, SizesThatCannotWorkAreErrors) {
-    const std::string dir = golden_dir("qwen2");  // 6 attention heads
+    const std::string dir = golden::dir("qwen2");  // 6 attention heads
     if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
     auto four = create_engine(dir, options_with(4));
     ASSERT_FALSE(four.ok());

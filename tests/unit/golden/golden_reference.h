@@ -1,0 +1,93 @@
+// The tiny golden checkpoints (tests/golden/<name>/, made by tools/make_tiny_models.py) and what transformers
+// recorded for them: reference.json (token ids, greedy continuation and its top-2 margins, shapes) and the fp32
+// logits.bin / hidden.bin. Shared by the CPU, CUDA, serving and tensor-parallel tests.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "common/json.h"
+
+namespace pagoda::golden {
+
+inline std::string dir(const std::string& name) {
+    return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name;
+}
+
+struct Reference {
+    std::vector<int32_t> ids;     // prompt + greedy continuation
+    std::vector<int32_t> greedy;  // the continuation
+    std::vector<double> margins;  // top-2 logit margin at each greedy step
+    int64_t prompt_len = 0, rows = 0, vocab = 0;
+    double logits_max_abs = 0;          // as recorded in reference.json
+    std::vector<float> logits;          // [rows, vocab] (with_tensors)
+    float max_abs = 0;                  // max |logits| read (with_tensors)
+    std::vector<int64_t> hidden_shape;  // [n, rows, H] when recorded
+    std::vector<float> hidden;
+};
+
+inline std::vector<float> read_f32(const std::string& path, size_t count) {
+    std::vector<float> v(count);
+    std::ifstream in(path, std::ios::binary);
+    in.read(reinterpret_cast<char*>(v.data()), static_cast<std::streamsize>(count * sizeof(float)));
+    if (!in) v.clear();
+    return v;
+}
+
+// Reads reference.json, and with_tensors also logits.bin (and hidden.bin when recorded). A missing or broken
+// reference.json fails the calling test and gives an empty Reference.
+inline Reference load(const std::string& dir, bool with_tensors = true) {
+    Reference r;
+    auto text = read_file(dir + "/reference.json");
+    EXPECT_TRUE(text.ok()) << text.message();
+    if (!text.ok()) return r;
+    auto json = Json::parse(*text);
+    EXPECT_TRUE(json.ok()) << json.message();
+    if (!json.ok()) return r;
+    for (const Json& v : json->find("ids")->as_array())
+        r.ids.push_back(static_cast<int32_t>(v.as_int()));
+    for (const Json& v : json->find("greedy_ids")->as_array())
+        r.greedy.push_back(static_cast<int32_t>(v.as_int()));
+    for (const Json& v : json->find("greedy_top2_margin")->as_array())
+        r.margins.push_back(v.as_double());
+    r.prompt_len = json->find("prompt_len")->as_int();
+    r.logits_max_abs = json->find("logits_max_abs")->as_double();
+    const auto& shape = json->find("logits_shape")->as_array();
+    r.rows = shape[0].as_int();
+    r.vocab = shape[1].as_int();
+    if (!with_tensors) return r;
+    r.logits = read_f32(dir + "/logits.bin", static_cast<size_t>(r.rows * r.vocab));
+    for (float x : r.logits)
+        r.max_abs = std::max(r.max_abs, std::fabs(x));
+    const Json* hs = json->find("hidden_shape");
+    if (hs != nullptr && hs->is_array()) {
+        size_t n = 1;
+        for (const Json& v : hs->as_array()) {
+            r.hidden_shape.push_back(v.as_int());
+            n *= static_cast<size_t>(v.as_int());
+        }
+        r.hidden = read_f32(dir + "/hidden.bin", n);
+    }
+    return r;
+}
+
+// max |ours - ref| over `rows` rows, ours starting at row 0, the reference at row `ref_row`; NaN gives infinity.
+inline float max_diff(const std::vector<float>& ours, const Reference& ref, int64_t ref_row, int64_t rows) {
+    float m = 0;
+    for (int64_t i = 0; i < rows * ref.vocab; ++i) {
+        const float d =
+            std::fabs(ours[static_cast<size_t>(i)] - ref.logits[static_cast<size_t>(ref_row * ref.vocab + i)]);
+        if (std::isnan(d)) return INFINITY;
+        m = std::max(m, d);
+    }
+    return m;
+}
+
+}  // namespace pagoda::golden
