@@ -4,12 +4,15 @@
 
   python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers 36]
 
-Prints one JSON line: hf_decode_tok_s, hf_prefill_ms.
+Prints one JSON line: hf_decode_tok_s, hf_prefill_ms. Then, for the correctness check at this real shape
+(bench/gpu/compare_logits.py), the model in fp32 (its bf16 weights widened exactly) gives the logits of the last 8
+positions of a 300-token prompt: OUT_DIR/reference_ids.txt and OUT_DIR/reference_logits.npy.
 """
 import argparse
 import json
 import time
 
+import numpy as np
 import torch
 from transformers import AutoModelForCausalLM, Qwen3Config
 
@@ -65,6 +68,14 @@ def main():
     print(json.dumps({"hf_init_s": round(t_init, 1), "hf_save_s": round(t_save, 1),
                       "hf_prefill_ms": round(best * 1e3, 1), "hf_decode_tok_s": round(a.decode / dt, 1),
                       "torch": torch.__version__}), flush=True)
+
+    ref_ids = torch.randint(0, cfg.vocab_size, (1, 300), generator=g)
+    model.float()
+    with torch.no_grad():
+        ref = model(ref_ids.cuda(), use_cache=False, logits_to_keep=8).logits[0].float().cpu().numpy()
+    np.save(f"{a.out}/reference_logits.npy", ref)
+    with open(f"{a.out}/reference_ids.txt", "w") as f:
+        f.write(" ".join(str(int(i)) for i in ref_ids[0]))
 
 
 if __name__ == "__main__":

@@ -2,10 +2,13 @@
 # The CUDA backend on the GPU machine, in one visit: correctness tests (ops vs CPU, golden models), then the
 # benchmark table on a random Qwen3-8B-shaped bf16 model (pagoda vs transformers eager, with the machine's measured
 # copy bandwidth and cuBLASLt peak). Binaries are built on the development machine and carried in $BIN.
-#   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh [tests|bench|all]
+#   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh [tests|bench|throughput|all]
 # `bench` also times `pagoda serve` from process start to /health 200 on the 8B model (when $BIN has pagoda and a
-# Qwen tokenizer in $BIN/tok) and, when nsys is installed, lists the GPU time per kernel of 32 decode steps.
-# Libraries the GPU machine lacks (ICU) may travel xz-compressed as $BIN/lib*.so.*.xz; they are unpacked first.
+# Qwen tokenizer in $BIN/tok), and lists the GPU time per op of prefill and of decode steps (PAGODA_CUDA_PROFILE=1).
+# `throughput` runs bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out), then a
+# shorter profiled run whose per-op table shows where a large-batch step's time goes.
+# Files may travel xz-compressed as $BIN/NAME.xz (the carry limit is 64 MiB): binaries, and the libraries the GPU
+# machine lacks (ICU). They are unpacked first.
 set -uo pipefail
 BIN=${BIN:-build-cuda-carry}
 OUT=${OUT:-/tmp/pagoda-cuda-bench}
@@ -15,17 +18,19 @@ mkdir -p "$OUT"
 export PAGODA_SOURCE_DIR=$PWD
 # Our binaries may need the libgomp carried beside them; Python keeps its own environment.
 LIBS="$BIN:${LD_LIBRARY_PATH:-}"
-for packed in "$BIN"/lib*.xz; do
-    [[ -e $packed ]] && xz -dc "$packed" > "$BIN/$(basename "$packed" .xz)"
+for packed in "$BIN"/*.xz; do
+    [[ -e $packed ]] || continue
+    xz -dc "$packed" > "$BIN/$(basename "$packed" .xz)"
+    chmod +x "$BIN/$(basename "$packed" .xz)"
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 summary=()
 
 if [[ $WHAT == tests || $WHAT == all ]]; then
-    for t in cuda_ops_test cuda_golden_test; do
+    for t in cuda_ops_test cuda_golden_test cuda_sampler_test; do
         LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/$t.log" 2>&1
         rc=$?
-        summary+=("$t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/$t.log" | tr '\n' ' ')")
+        summary+=("$t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) |sampling 256' "$OUT/$t.log" | tr '\n' ' ')")
     done
     # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, dense models only.
     if [[ -x $BIN/serving_test ]]; then
@@ -48,10 +53,25 @@ fi
 
 if [[ $WHAT == bench || $WHAT == all ]]; then
     PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" > "$OUT/hf.log" 2>&1
-    summary+=("transformers: $(tail -1 "$OUT/hf.log")")
+    summary+=("transformers: $(grep hf_prefill_ms "$OUT/hf.log" | tail -1)")
+    # Correctness at the real shape: our logits on the GPU against transformers' fp32 logits.
+    if [[ -f $MODEL/reference_ids.txt ]]; then
+        LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda" logits --model "$MODEL" --device cuda --json --last 8 \
+            --ids "$(cat "$MODEL/reference_ids.txt")" > "$OUT/pagoda_logits.json" 2> "$OUT/pagoda_logits.log"
+        summary+=("logits vs transformers fp32 (Qwen3-8B shape): $(python3 bench/gpu/compare_logits.py \
+            "$MODEL/reference_logits.npy" "$OUT/pagoda_logits.json" 2>&1 | tail -1)")
+        rm -f "$OUT/pagoda_logits.json"
+    fi
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
+    # Per-op GPU time: prefill steps (2,048 tokens), then decode steps at batch 1 (512-token context).
+    for what in "prefill 2048 --context 16 --decode 2" "decode 16 --context 512 --decode 64"; do
+        set -- $what
+        PAGODA_CUDA_PROFILE=1 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
+            --prefill "${@:2}" > "$OUT/profile_$1.log" 2>&1
+        summary+=("profile ($1): $(grep -E 'cuda profile\] [0-9]+ steps' "$OUT/profile_$1.log")")
+    done
     if command -v nsys > /dev/null; then
         LD_LIBRARY_PATH=$LIBS timeout 120 nsys profile -t cuda -o "$OUT/decode" --force-overwrite true --stats=true \
             "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 16 --context 512 --decode 32 > "$OUT/nsys.log" 2>&1
@@ -91,5 +111,42 @@ PY
     fi
 fi
 
+# Offline throughput through the server; its KV pool and every step's per-op time are in serve_*.log.
+serve_and() {  # serve_and LOG PORT EXTRA_ENV COMMAND...: starts pagoda serve, waits for /health, runs COMMAND, stops it
+    local log=$1 port=$2 env=$3
+    shift 3
+    cp "$BIN"/tok/* "$MODEL"/
+    env $env LD_LIBRARY_PATH=$LIBS "$BIN/pagoda" serve "$MODEL" --device cuda --port "$port" --max-model-len 4096 \
+        --max-num-seqs 256 --shutdown-timeout 5 > "$log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 600); do
+        python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" \
+            2> /dev/null && break
+        sleep 0.1
+    done
+    "$@"
+    python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())" \
+        | grep -E '^pagoda:(num_preemptions|generation_tokens|prompt_tokens|prefix_cache)' >> "$log"
+    kill -TERM $pid
+    wait $pid
+}
+if [[ $WHAT == throughput || $WHAT == all ]]; then
+    serve_and "$OUT/serve_throughput.log" 8012 PAGODA_QUIET=1 \
+        python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8012 --model "$MODEL" \
+        -n 256 --input 1000 --output 1000 --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput.log" 2>&1
+    summary+=("offline throughput 256 x (1000 in, 1000 out): $(tail -1 "$OUT/throughput.log")")
+    serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
+        python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8013 --model "$MODEL" \
+        -n 256 --input 1000 --output 100 --deadline 90 > "$OUT/throughput_profiled.log" 2>&1
+    summary+=("profiled (256 x 1000 in, 100 out): $(tail -1 "$OUT/throughput_profiled.log")")
+    summary+=("  $(grep -E 'cuda profile\] [0-9]+ steps' "$OUT/serve_profile.log")")
+fi
+
+# The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns
+# only a few files).
+for f in "$OUT"/profile_*.log "$OUT"/serve_profile.log; do
+    [[ -f $f ]] && { echo "--- $(basename "$f")"; grep -E 'cuda profile|KV' "$f"; }
+done
 echo "=== $(date -u +%F) $(cat "$OUT/gpu.txt")"
 for line in "${summary[@]}"; do echo "$line"; done
+(cd "$OUT" && tar czf logs.tgz --remove-files -- *.log *.txt 2> /dev/null)

@@ -1,4 +1,4 @@
-// `pagoda logits`: the logits of every position of a token sequence (one prefill on the CPU backend).
+// `pagoda logits`: the logits of every position of a token sequence (one prefill, on the CPU or one GPU).
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/backend.h"
+#include "runtime/cuda_backend.h"
 
 namespace {
 
@@ -23,7 +24,7 @@ void append_float(std::string& out, float v) {
 }
 
 int run_logits(std::span<const std::string_view> args) {
-    cli::ArgParser parser("pagoda logits --model DIR --ids \"1 2 3\" [--json] [--threads N]",
+    cli::ArgParser parser("pagoda logits --model DIR --ids \"1 2 3\" [--json] [--last N] [--device cpu|cuda]",
                           "Runs the model over the token ids and prints the logits of every position.\n"
                           "Text output: the top 5 tokens of each position. --json: {\"logits\": [[...], ...]} with\n"
                           "every vocabulary entry of every position.");
@@ -31,6 +32,8 @@ int run_logits(std::span<const std::string_view> args) {
     parser.add_option("ids", "IDS", "token ids separated by spaces or commas");
     parser.add_switch("json", "print one JSON object with all logits");
     parser.add_option("threads", "N", "CPU threads (default: all cores)");
+    parser.add_option("last", "N", "print only the last N positions (default: all)");
+    parser.add_option("device", "DEV", "cpu (default) | cuda");
     if (auto exit = cli::parse_or_exit(parser, "logits", args)) return *exit;
 
     const auto dir = parser.get("model");
@@ -40,9 +43,25 @@ int run_logits(std::span<const std::string_view> args) {
     auto ids = cli::parse_token_ids(*ids_text);
     if (!ids.ok()) return cli::fail("logits", "--ids: " + ids.message());
     if (ids->empty()) return cli::fail("logits", "--ids: no token ids given");
-    CpuBackendOptions options;
-    if (auto threads = parser.get("threads")) options.num_threads = std::atoi(threads->c_str());
-    auto backend = make_cpu_backend(options);
+    size_t first = 0;
+    if (auto last = parser.get("last")) {
+        const int n = std::atoi(last->c_str());
+        if (n <= 0) return cli::fail("logits", "--last: expected a positive count, got '" + *last + "'");
+        first = ids->size() > static_cast<size_t>(n) ? ids->size() - static_cast<size_t>(n) : 0;
+    }
+    const std::string device = parser.get("device").value_or("cpu");
+    std::unique_ptr<Backend> backend;
+    if (device == "cuda") {
+        auto cuda = make_cuda_backend();
+        if (!cuda.ok()) return cli::fail("logits", cuda.message());
+        backend = std::move(cuda).value();
+    } else if (device == "cpu") {
+        CpuBackendOptions options;
+        if (auto threads = parser.get("threads")) options.num_threads = std::atoi(threads->c_str());
+        backend = make_cpu_backend(options);
+    } else {
+        return cli::fail("logits", "--device: '" + device + "' is not cpu or cuda");
+    }
     auto model = model::Model::load(*dir, *backend);
     if (!model.ok()) return cli::fail("logits", model.message());
     auto runner = model::SequenceRunner::create(**model, 1, static_cast<int32_t>(ids->size()));
@@ -55,8 +74,8 @@ int run_logits(std::span<const std::string_view> args) {
     if (parser.has("json")) {
         out.reserve(static_cast<size_t>(logits->size()) * 12);
         out += "{\"logits\":[";
-        for (size_t t = 0; t < ids->size(); ++t) {
-            out += t ? ",[" : "[";
+        for (size_t t = first; t < ids->size(); ++t) {
+            out += t > first ? ",[" : "[";
             for (int64_t v = 0; v < V; ++v) {
                 if (v) out += ',';
                 append_float(out, (*logits)[t * V + v]);
@@ -65,7 +84,7 @@ int run_logits(std::span<const std::string_view> args) {
         }
         out += "]}\n";
     } else {
-        for (size_t t = 0; t < ids->size(); ++t) {
+        for (size_t t = first; t < ids->size(); ++t) {
             const float* row = logits->data() + t * V;
             std::vector<int32_t> top;
             for (int k = 0; k < 5 && k < V; ++k) {

@@ -82,7 +82,7 @@ struct Engine::Impl {
     void end_request_choices(RequestState& r, FinishReason reason, const std::string& message);
     void step();
     void build_batch();
-    void sample_and_update(std::span<const float> logits, double now);
+    void sample_and_update(const StepOutput& out, double now);
     void finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message, int32_t stop_id);
     void touch(RequestState& r);
     void flush_touched();
@@ -116,6 +116,8 @@ struct Engine::Impl {
 
     // The step's flattened batch; reused so that steady state does not allocate.
     std::vector<int32_t> token_ids, positions, query_start_loc, seq_lens, block_tables, state_slots, logits_indices;
+    std::vector<int32_t> sample_rows;       // rows of logits_indices that sample
+    std::vector<SamplingContext> sampling;  // one per sample row
     std::vector<int64_t> slot_mapping;
     std::vector<std::pair<int32_t, int32_t>> prompt_rows;  // per chunk: first prompt position, number of rows
     std::vector<TokenLogprobs> prompt_scratch;
@@ -285,6 +287,8 @@ void Engine::Impl::build_batch() {
     logits_indices.clear();
     slot_mapping.clear();
     prompt_rows.clear();
+    sample_rows.clear();
+    sampling.clear();
     const int32_t b = config.block_size;
     int32_t max_blocks = 0;
     for (const ScheduledChunk& c : plan.chunks) {
@@ -308,7 +312,16 @@ void Engine::Impl::build_batch() {
                 logits_indices.push_back(row0 + (p - c.start));
         }
         prompt_rows.emplace_back(first, count);
-        if (c.samples) logits_indices.push_back(static_cast<int32_t>(token_ids.size()) - 1);
+        if (c.samples) {
+            sample_rows.push_back(static_cast<int32_t>(logits_indices.size()));
+            logits_indices.push_back(static_cast<int32_t>(token_ids.size()) - 1);
+            SamplingContext& ctx = sampling.emplace_back();
+            ctx.params = &r.request.params;
+            ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(s.prompt_len);
+            ctx.output_tokens = std::span<const int32_t>(s.tokens).subspan(s.prompt_len);
+            ctx.eos_token_ids = config.eos_token_ids;
+            ctx.seed = s.seed;
+        }
         max_blocks = std::max(max_blocks, static_cast<int32_t>(s.blocks.table.size()));
     }
     block_tables.assign(plan.chunks.size() * static_cast<size_t>(max_blocks), 0);
@@ -332,6 +345,8 @@ void Engine::Impl::build_batch() {
     fb.logits_indices = logits_indices;
     input.state_restores = plan.state_restores;
     input.state_saves = plan.state_saves;
+    input.sample_rows = sample_rows;
+    input.sampling = sampling;
 }
 
 void Engine::Impl::step() {
@@ -360,14 +375,18 @@ void Engine::Impl::step() {
             end_request_choices(owner(*c.seq), FinishReason::kAbort, message);
         return;
     }
-    PAGODA_CHECK(out.logits.size() == logits_indices.size() * static_cast<size_t>(vocab_size));
+    const size_t host_rows = logits_indices.size() - (out.samples.empty() ? 0 : sample_rows.size());
+    PAGODA_CHECK(out.samples.empty() || out.samples.size() == sample_rows.size());
+    PAGODA_CHECK(out.logits.size() == host_rows * static_cast<size_t>(vocab_size));
     scheduler.complete(plan);
-    sample_and_update(out.logits, clock_seconds());
+    sample_and_update(out, clock_seconds());
     if (observer) observer->on_step(input, collect_stats());
 }
 
-void Engine::Impl::sample_and_update(std::span<const float> logits, double now) {
-    size_t row = 0;
+void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
+    const std::span<const float> logits = out.logits;
+    size_t row = 0;     // next host logits row
+    size_t sample = 0;  // next sampling entry
     for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
         const ScheduledChunk& c = plan.chunks[ci];
         Sequence& s = *c.seq;
@@ -389,16 +408,12 @@ void Engine::Impl::sample_and_update(std::span<const float> logits, double now) 
             }
         }
         if (!c.samples) continue;
-        const std::span<const float> row_logits = logits.subspan(row++ * vocab_size, vocab_size);
+        const size_t k = sample++;
+        const std::span<const float> row_logits =
+            out.samples.empty() ? logits.subspan(row++ * vocab_size, vocab_size) : std::span<const float>();
         if (s.finished) continue;  // its request was aborted earlier in this loop
         const SamplingParams& p = r.request.params;
-        SamplingContext ctx;
-        ctx.params = &p;
-        ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(s.prompt_len);
-        ctx.output_tokens = std::span<const int32_t>(s.tokens).subspan(s.prompt_len);
-        ctx.eos_token_ids = config.eos_token_ids;
-        ctx.seed = s.seed;
-        const SampleResult res = sampler.sample(row_logits, ctx);
+        const SampleResult res = out.samples.empty() ? sampler.sample(row_logits, sampling[k]) : out.samples[k];
         const int32_t tok = res.token;
         s.tokens.push_back(tok);
         ++r.usage.completion_tokens;

@@ -1,12 +1,15 @@
 // ModelRunner: the one interface between the engine and a model. The engine hands it a flattened batch description
-// per step (runtime's ForwardBatch plus state-slot copies) and gets fp32 logits on the host back. A real runner is a
-// small adapter over model forward + backend; tests use a deterministic fake.
+// per step (runtime's ForwardBatch plus state-slot copies, and what each sampled row asks of the sampler) and gets
+// back either fp32 logits on the host, which the engine samples, or the sampled tokens themselves from a runner that
+// samples on its device. A real runner is a small adapter over model forward + backend; tests use a deterministic
+// fake.
 #pragma once
 
 #include <cstdint>
 #include <span>
 
 #include "common/status.h"
+#include "engine/sampler.h"
 #include "runtime/forward_batch.h"
 
 namespace pagoda::engine {
@@ -24,12 +27,20 @@ struct StepInput {
     std::span<const StateCopy> state_restores;
     // After the forward, in order: save states at block-aligned checkpoints (a sequence's slot into a spare slot).
     std::span<const StateCopy> state_saves;
+    // The logits rows that sample (indices into the rows of batch.logits_indices, ascending) and, for each, what it
+    // asks of the sampler. The other rows are prompt-logprobs rows, which the engine reads on the host.
+    std::span<const int32_t> sample_rows;
+    std::span<const SamplingContext> sampling;
 };
 
 struct StepOutput {
     Status status;
-    // [batch.logits_indices.size() x vocab_size()] row-major; owned by the runner, valid until the next execute().
+    // Row-major fp32 logits, vocab_size() wide; owned by the runner, valid until the next execute(). Either every row
+    // of batch.logits_indices (samples empty: the engine samples on the CPU), or, when the runner sampled, only the
+    // rows that are not in sample_rows, in order.
     std::span<const float> logits;
+    // Empty, or one result per input.sampling entry: the runner sampled on its device.
+    std::span<const SampleResult> samples;
 };
 
 class ModelRunner {

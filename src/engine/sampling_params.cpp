@@ -1,8 +1,10 @@
 // Defaults merging and range checks of SamplingParams.
 #include "engine/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 namespace pagoda::engine {
 
@@ -46,6 +48,13 @@ Status validate(const SamplingParams& p, int32_t vocab_size) {
         if (!finite(bias) || bias < -100.0f || bias > 100.0f)
             return range_error("logit_bias value", "in [-100, 100]", bias);
     }
+    // One bias per token ("24" and "024" name the same one): the samplers add a token's bias once.
+    std::vector<int32_t> biased;
+    for (const auto& entry : p.logit_bias)
+        biased.push_back(entry.first);
+    std::sort(biased.begin(), biased.end());
+    if (auto dup = std::adjacent_find(biased.begin(), biased.end()); dup != biased.end())
+        return Status::error("logit_bias lists token id " + std::to_string(*dup) + " more than once");
     for (int32_t token : p.stop_token_ids) {
         if (token < 0 || token >= vocab_size)
             return Status::error("stop_token_ids entry " + std::to_string(token) + " is outside the vocabulary [0, " +

@@ -157,6 +157,11 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opt
     return std::unique_ptr<Backend>(new CudaBackend(options.device, props, stream));
 }
 
+cudaStream_t cuda_stream_of(Backend& backend) {
+    auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+    return cuda ? cuda->stream() : nullptr;
+}
+
 Result<QueuedTiming> cuda_time_queued(Backend& backend, const std::function<void()>& enqueue, double hold_ms) {
     auto* cuda = dynamic_cast<CudaBackend*>(&backend);
     if (cuda == nullptr) return Status::error("cuda_time_queued needs a CUDA backend");

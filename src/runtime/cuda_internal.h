@@ -37,6 +37,9 @@ class CudaOpsBase : public Ops {
     virtual void invalidate_caches() = 0;
 };
 std::unique_ptr<CudaOpsBase> make_cuda_ops(const CudaOpsConfig& config);
+class Backend;
+// The stream of a CUDA backend; nullptr for any other backend.
+cudaStream_t cuda_stream_of(Backend& backend);
 
 // Grow-only device memory for per-step scratch; growing waits for `stream` first (the old memory may be in use).
 class DeviceScratch {

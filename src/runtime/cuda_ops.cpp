@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda_internal.h"
+#include "runtime/cuda_op_profiler.h"
 #include "runtime/forward_batch.h"
 #include "runtime/ops_checks.h"
 
@@ -88,7 +89,8 @@ constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
 class CudaOps final : public CudaOpsBase {
   public:
-    explicit CudaOps(const CudaOpsConfig& c) : device_(c.device), sm_count_(c.sm_count), stream_(c.stream) {
+    explicit CudaOps(const CudaOpsConfig& c)
+        : device_(c.device), sm_count_(c.sm_count), stream_(c.stream), profiler_(c.stream) {
         PAGODA_CUBLAS_OK(cublasLtCreate(&lt_));
         gemm_workspace_ = gemm_workspace_scratch_.get(kGemmWorkspaceBytes, stream_);
         PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
@@ -110,6 +112,7 @@ class CudaOps final : public CudaOpsBase {
     void invalidate_caches() override { invalidate_converted(); }
 
     void begin_step(const ForwardBatch& b) override {
+        profiler_.begin_step();
         step_.clear();
         checked_.clear();
         invalidate_converted();
@@ -141,6 +144,7 @@ class CudaOps final : public CudaOpsBase {
         PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
     }
     void end_step() override {
+        profiler_.end_step();
         step_.clear();
         checked_.clear();
         invalidate_converted();
@@ -148,6 +152,7 @@ class CudaOps final : public CudaOpsBase {
 
     // --- ops -----------------------------------------------------------------------------------------------------
     void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
+        const auto profile = profiler_.scope("embedding");
         ops_checks::expect_mat(out, kHere, "embedding", "out");
         expect(on_gpu(table) && table.rank() == 2 && table.stride(1) == 1, "embedding",
                "table must be a CUDA [V, H] tensor, got " + table.to_string());
@@ -176,6 +181,7 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override {
+        const auto profile = profiler_.scope("head_rms_norm");
         ops_checks::expect_heads(x, kHere, "head_rms_norm", "x");
         ops_checks::expect_vec(weight, x.dim(2), kHere, "head_rms_norm", "weight");
         kcu::RmsNormArgs a{};
@@ -202,6 +208,7 @@ class CudaOps final : public CudaOpsBase {
         if (overlaps(y, converted_src_)) invalidate_converted();
         if (T == 0 || N == 0) return;
         if (T <= kcu::kGemvMaxTokens) {
+            const auto profile = profiler_.scope("linear (gemv)");
             kcu::launch_gemv({x.data_as<float>(), x.stride(0), weight.data(), wt, weight.stride(0),
                               bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), y.stride(0), T, N, K},
                              stream_);
@@ -210,14 +217,17 @@ class CudaOps final : public CudaOpsBase {
         const void* b = x.data();
         int64_t ldb = x.stride(0);
         if (wt != kcu::ElemType::F32) {
+            const auto profile = profiler_.scope("convert to bf16");
             b = converted_input(x, wt);
             ldb = K;
         }
+        const auto profile = profiler_.scope("linear (gemm)");
         gemm(wt, weight.data(), weight.stride(0), b, ldb, y.data_as<float>(), y.stride(0), N, T, K);
         if (bias.defined()) kcu::launch_add_bias(y.data_as<float>(), y.stride(0), bias.data(), bt, T, N, stream_);
     }
 
     void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override {
+        const auto profile = profiler_.scope("rope");
         ops_checks::expect_heads(x, kHere, "rope", "x");
         expect(static_cast<int64_t>(positions.size()) == x.dim(0), "rope", "one position per row of x");
         expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf,
@@ -227,20 +237,44 @@ class CudaOps final : public CudaOpsBase {
         kcu::RopeArgs a{};
         a.x = rows3(x), a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
         a.positions = static_cast<const int32_t*>(d_pos), a.rotary_dim = rotary_dim;
-        // Exactly the CPU reference's inverse frequencies (fp32, as transformers computes them); computed once per
-        // (theta, rotary_dim), not on every call.
-        if (theta != rope_theta_ || rotary_dim != rope_dim_) {
-            for (int j = 0; j < rotary_dim / 2; ++j)
-                rope_inv_freq_[j] = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
-            rope_theta_ = theta, rope_dim_ = rotary_dim;
-        }
-        std::memcpy(a.inv_freq, rope_inv_freq_, sizeof(float) * static_cast<size_t>(rotary_dim / 2));
+        fill_inv_freq(theta, rotary_dim, a.inv_freq);
         kcu::launch_rope(a, stream_);
+        invalidate_converted();
+    }
+
+    void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                      NormKind kind, std::span<const int32_t> positions, int rotary_dim, float theta) override {
+        const char* op = "qk_norm_rope";
+        const auto profile = profiler_.scope(op);
+        ops_checks::expect_heads(q, kHere, op, "q");
+        ops_checks::expect_heads(k, kHere, op, "k");
+        expect(q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2), op, "q and k differ in tokens or head_dim");
+        expect(static_cast<int64_t>(positions.size()) == q.dim(0), op, "one position per token");
+        expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= q.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf,
+               op, "bad rotary_dim " + std::to_string(rotary_dim));
+        kcu::QkNormRopeArgs a{};
+        a.norm = q_norm.defined();
+        if (a.norm) {
+            ops_checks::expect_vec(q_norm, q.dim(2), kHere, op, "q_norm");
+            ops_checks::expect_vec(k_norm, q.dim(2), kHere, op, "k_norm");
+            expect(q_norm.dtype() == k_norm.dtype(), op, "q_norm and k_norm differ in dtype");
+            a.q_weight = q_norm.data(), a.k_weight = k_norm.data();
+            a.weight_type = elem_type(q_norm.dtype(), op);
+        }
+        const void* d_pos = nullptr;
+        resolve({{positions.data(), positions.size_bytes()}}, &d_pos);
+        a.q = rows3(q), a.k = rows3(k), a.T = q.dim(0);
+        a.Hq = static_cast<int>(q.dim(1)), a.Hk = static_cast<int>(k.dim(1)), a.D = static_cast<int>(q.dim(2));
+        a.eps = eps, a.zero_centred = kind == NormKind::ZeroCentred;
+        a.positions = static_cast<const int32_t*>(d_pos), a.rotary_dim = rotary_dim;
+        fill_inv_freq(theta, rotary_dim, a.inv_freq);
+        kcu::launch_qk_norm_rope(a, stream_);
         invalidate_converted();
     }
 
     void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
                   const Tensor& value_cache) override {
+        const auto profile = profiler_.scope("write_kv");
         ops_checks::expect_heads(k, kHere, "write_kv", "k");
         ops_checks::expect_heads(v, kHere, "write_kv", "v");
         check_cache(key_cache, value_cache, k.dim(1), k.dim(2), batch, "write_kv");
@@ -262,6 +296,7 @@ class CudaOps final : public CudaOpsBase {
 
     void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache, const ForwardBatch& batch,
                          float scale, const Tensor& out) override {
+        const auto profile = profiler_.scope("paged_attention");
         const char* op = "paged_attention";
         ops_checks::expect_heads(q, kHere, op, "q");
         ops_checks::expect_heads(out, kHere, op, "out");
@@ -295,6 +330,8 @@ class CudaOps final : public CudaOpsBase {
         a.block_tables = static_cast<const int32_t*>(d[2]);
         a.scale = scale;
         a.max_query_len = batch.max_query_len();
+        for (int32_t i = 0; i < batch.num_seqs && !a.has_decode_seqs; ++i)
+            a.has_decode_seqs = batch.query_len(i) == 1;
         a.max_seq_len = batch.max_seq_len();
         a.num_splits = kcu::plan_paged_attention_splits(a, sm_count_);
         const size_t ws = kcu::paged_attention_workspace_floats(a.T, a.H_q, a.D, a.num_splits);
@@ -312,6 +349,7 @@ class CudaOps final : public CudaOpsBase {
     void add(const Tensor& y, const Tensor& x) override { binary("add", kcu::BinaryOp::Add, y, x, y); }
 
     void copy(const Tensor& dst, const Tensor& src) override {
+        const auto profile = profiler_.scope("copy");
         expect(dst.shape() == src.shape(), "copy", "shapes differ: " + dst.to_string() + " vs " + src.to_string());
         expect(on_gpu(dst) && on_gpu(src), "copy", "CUDA tensors only (use Backend::copy across devices)");
         expect(dst.rank() >= 1 && dst.rank() <= 2 && dst.stride(-1) == 1 && src.stride(-1) == 1, "copy",
@@ -326,6 +364,7 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void gather_rows(const Tensor& x, std::span<const int32_t> rows, const Tensor& out) override {
+        const auto profile = profiler_.scope("gather_rows");
         ops_checks::expect_mat(x, kHere, "gather_rows", "x");
         ops_checks::expect_mat(out, kHere, "gather_rows", "out");
         expect(out.dim(0) == static_cast<int64_t>(rows.size()) && out.dim(1) == x.dim(1), "gather_rows",
@@ -343,6 +382,7 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void argmax(const Tensor& logits, std::span<int32_t> out) override {
+        const auto profile = profiler_.scope("argmax");
         ops_checks::expect_mat(logits, kHere, "argmax", "logits");
         expect(static_cast<int64_t>(out.size()) == logits.dim(0), "argmax", "one output per row");
         if (out.empty()) return;
@@ -439,8 +479,20 @@ class CudaOps final : public CudaOpsBase {
         return nullptr;
     }
 
+    // Exactly the CPU reference's inverse frequencies (fp32, as transformers computes them); computed once per
+    // (theta, rotary_dim), not on every call.
+    void fill_inv_freq(float theta, int rotary_dim, float* out) {
+        if (theta != rope_theta_ || rotary_dim != rope_dim_) {
+            for (int j = 0; j < rotary_dim / 2; ++j)
+                rope_inv_freq_[j] = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
+            rope_theta_ = theta, rope_dim_ = rotary_dim;
+        }
+        std::memcpy(out, rope_inv_freq_, sizeof(float) * static_cast<size_t>(rotary_dim / 2));
+    }
+
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                    NormKind kind, const Tensor& out) {
+        const auto profile = profiler_.scope("rms_norm");
         ops_checks::expect_mat(x, kHere, op, "x");
         ops_checks::expect_mat(out, kHere, op, "out");
         expect(x.shape() == out.shape(), op, "x " + x.to_string() + " and out " + out.to_string() + " differ");
@@ -456,6 +508,7 @@ class CudaOps final : public CudaOpsBase {
     }
 
     void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out) {
+        const auto profile = profiler_.scope("elementwise");
         ops_checks::expect_mat(a_in, kHere, op, "a");
         ops_checks::expect_mat(b, kHere, op, "b");
         ops_checks::expect_mat(out, kHere, op, "out");
@@ -585,6 +638,8 @@ class CudaOps final : public CudaOpsBase {
     DeviceScratch attention_workspace_;
     DeviceScratch argmax_device_;
     PinnedScratch argmax_host_;
+
+    CudaOpProfiler profiler_;
 };
 
 }  // namespace

@@ -1,5 +1,6 @@
 // The CUDA entry points of a build without CUDA: every GPU query answers "none".
 #include "runtime/cuda_backend.h"
+#include "runtime/device_sampler.h"
 
 namespace pagoda {
 
@@ -18,6 +19,10 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions&) {
 
 Result<QueuedTiming> cuda_time_queued(Backend&, const std::function<void()>&, double) {
     return Status::error("this pagoda was built without CUDA");
+}
+
+std::unique_ptr<DeviceSampler> make_device_sampler(Backend&) {
+    return nullptr;
 }
 
 }  // namespace pagoda

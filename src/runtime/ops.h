@@ -64,6 +64,19 @@ class Ops {
     // inv_freq[j] = theta^(-2j/rotary_dim), angle = positions[t] * inv_freq[j]. Dims >= rotary_dim pass through.
     virtual void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) = 0;
 
+    // The attention prologue on q [T, Hq, D] and k [T, Hk, D] in place: per-head RMSNorm with q_norm / k_norm (when
+    // q_norm is defined: QK-norm models), then RoPE as rope() does. A device backend runs it as one kernel (four
+    // small launches per layer otherwise, a visible share of a decode step); this default calls the four ops.
+    virtual void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                              NormKind kind, std::span<const int32_t> positions, int rotary_dim, float theta) {
+        if (q_norm.defined()) {
+            head_rms_norm(q, q_norm, eps, kind);
+            head_rms_norm(k, k_norm, eps, kind);
+        }
+        rope(q, positions, rotary_dim, theta);
+        rope(k, positions, rotary_dim, theta);
+    }
+
     // Paged KV. Caches are [num_blocks, block_size, H_kv, D] (see cache_pools.h). k, v [T, H_kv, D] are stored at
     // batch.slot_mapping (negative slots skipped).
     virtual void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,

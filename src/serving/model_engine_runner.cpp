@@ -25,6 +25,8 @@ Result<std::unique_ptr<ModelEngineRunner>> ModelEngineRunner::create(model::Mode
                                 StateCachePool::create(allocator, model.state_cache_config(config.num_state_slots)));
         runner->states_ = std::move(states);
     }
+    runner->device_sampler_ = make_device_sampler(model.backend());
+    if (runner->device_sampler_) runner->sampling_batch_.emplace(static_cast<int32_t>(model.vocab_size()));
     return runner;
 }
 
@@ -96,6 +98,7 @@ Status ModelEngineRunner::run(const engine::StepInput& input) {
     PAGODA_RETURN_IF_ERROR(check_batch(batch));
     PAGODA_RETURN_IF_ERROR(check_copies(input.state_restores));
     PAGODA_RETURN_IF_ERROR(check_copies(input.state_saves));
+    if (device_sampler_ && !input.sampling.empty()) return sample_on_device(input);
     for (const engine::StateCopy& c : input.state_restores)
         copy_state(c);
     const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
@@ -110,6 +113,51 @@ Status ModelEngineRunner::run(const engine::StepInput& input) {
     return ok_status();
 }
 
+// The forward writes the logits into a device buffer; the prompt-logprobs rows (if any) are copied to the host, and
+// the sampled rows never leave the device.
+Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
+    const ForwardBatch& batch = input.batch;
+    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+    const int64_t vocab = model_.vocab_size();
+    if (input.sample_rows.size() != input.sampling.size())
+        return Status::error("sample_rows and sampling differ in length");
+    is_sample_row_.assign(static_cast<size_t>(rows), 0);
+    for (int32_t r : input.sample_rows) {
+        if (r < 0 || r >= rows || is_sample_row_[r]) return Status::error("bad or repeated sample row");
+        is_sample_row_[r] = 1;
+    }
+    const size_t bytes = static_cast<size_t>(rows * vocab) * sizeof(float);
+    if (device_logits_.size() < bytes) {
+        device_logits_ = Buffer();  // free the old buffer first: it may be most of the headroom
+        PAGODA_ASSIGN_OR_RETURN(device_logits_, Buffer::allocate(model_.backend().allocator(), bytes + bytes / 4, 256));
+    }
+    const Tensor logits = device_logits_.view(DType::F32, Shape{rows, vocab});
+
+    for (const engine::StateCopy& c : input.state_restores)
+        copy_state(c);
+    PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
+    for (const engine::StateCopy& c : input.state_saves)
+        copy_state(c);
+
+    const int64_t host_rows = rows - static_cast<int64_t>(input.sample_rows.size());
+    logits_.resize(static_cast<size_t>(host_rows * vocab));
+    for (int64_t r = 0, h = 0; r < rows; ++r) {
+        if (is_sample_row_[r]) continue;
+        model_.backend().copy(Tensor(logits_.data() + h++ * vocab, DType::F32, Shape{vocab}), logits.select(r));
+    }
+
+    sampling_batch_->clear();
+    for (size_t i = 0; i < input.sampling.size(); ++i)
+        sampling_batch_->add(input.sampling[i], input.sample_rows[i]);
+    sampled_.resize(input.sampling.size());
+    PAGODA_RETURN_IF_ERROR(
+        device_sampler_->sample(logits, sampling_batch_->rows(), sampling_batch_->edits(), sampled_));
+    results_.resize(sampled_.size());
+    for (size_t i = 0; i < sampled_.size(); ++i)
+        results_[i] = engine::to_sample_result(sampled_[i]);
+    return ok_status();
+}
+
 engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
     engine::StepOutput out;
     model_.backend().bind_thread();  // the engine thread, not the one that made the backend, runs the ops
@@ -118,7 +166,10 @@ engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
     } catch (const std::exception& e) {  // allocation failure in the forward's scratch, most likely
         out.status = Status::error(std::string("model forward failed: ") + e.what());
     }
-    if (out.status.ok()) out.logits = logits_;
+    if (out.status.ok()) {
+        out.logits = logits_;
+        if (device_sampler_ && !input.sampling.empty()) out.samples = results_;
+    }
     return out;
 }
 

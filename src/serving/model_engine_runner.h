@@ -1,7 +1,9 @@
 // ModelEngineRunner: the engine's ModelRunner over a loaded Model. It owns the KV block pool and the
 // linear-attention state-slot pool (sized from the EngineConfig, so block and slot ids the engine hands out index
-// them directly), applies the engine's state copies around the forward, and keeps the step's logits in a host
-// buffer. Every failure comes back as StepOutput::status; nothing here aborts the process.
+// them directly), and applies the engine's state copies around the forward. On a backend with a device sampler
+// (CUDA) the logits stay on the device and only the sampled tokens (and any prompt-logprobs rows) come back;
+// otherwise the logits are copied to a host buffer and the engine samples them. Every failure comes back as
+// StepOutput::status; nothing here aborts the process.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +12,12 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/device_sampling.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "model/model.h"
 #include "runtime/cache_pools.h"
+#include "runtime/device_sampler.h"
 
 namespace pagoda::serving {
 
@@ -21,7 +25,7 @@ class ModelEngineRunner final : public engine::ModelRunner {
   public:
     // Pools: config.num_kv_blocks blocks of config.block_size tokens (when the model has full-attention layers),
     // config.num_state_slots slots (when it has linear-attention layers; must then be > 0). `model` must outlive
-    // the runner. Logits always arrive in host memory (the engine samples on the CPU).
+    // the runner.
     static Result<std::unique_ptr<ModelEngineRunner>> create(model::Model& model, const engine::EngineConfig& config);
 
     int32_t vocab_size() const override { return static_cast<int32_t>(model_.vocab_size()); }
@@ -33,12 +37,21 @@ class ModelEngineRunner final : public engine::ModelRunner {
     Status check_copies(std::span<const engine::StateCopy> copies) const;
     void copy_state(const engine::StateCopy& copy);
     Status run(const engine::StepInput& input);
+    Status sample_on_device(const engine::StepInput& input);
 
     model::Model& model_;
     int32_t block_size_ = 16;
     std::optional<KvCachePool> kv_;
     std::optional<StateCachePool> states_;
-    std::vector<float> logits_;  // [rows, vocab], reused across steps
+    std::vector<float> logits_;  // host rows, [rows, vocab], reused across steps
+
+    // Device sampling (null on the CPU backend): the logits buffer on the device, grown when a step needs more rows.
+    std::unique_ptr<DeviceSampler> device_sampler_;
+    Buffer device_logits_;
+    std::optional<engine::DeviceSamplingBatch> sampling_batch_;
+    std::vector<kernels::SampledToken> sampled_;
+    std::vector<engine::SampleResult> results_;
+    std::vector<uint8_t> is_sample_row_;
 };
 
 }  // namespace pagoda::serving

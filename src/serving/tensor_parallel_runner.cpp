@@ -49,12 +49,12 @@ Status TensorParallelRunner::start(const engine::EngineConfig& config) {
 }
 
 engine::StepOutput TensorParallelRunner::execute(const engine::StepInput& input) {
-    if (!ranks_[0].runner) return {Status::error("TensorParallelRunner::start was not called"), {}};
+    if (!ranks_[0].runner) return {Status::error("TensorParallelRunner::start was not called"), {}, {}};
     threads_->run(
         [&](int r) { outputs_[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)].runner->execute(input); });
     for (size_t r = 0; r < outputs_.size(); ++r) {
         if (!outputs_[r].status.ok()) {
-            return {outputs_[r].status.with_context("tensor-parallel rank " + std::to_string(r)), {}};
+            return {outputs_[r].status.with_context("tensor-parallel rank " + std::to_string(r)), {}, {}};
         }
     }
     return outputs_[0];

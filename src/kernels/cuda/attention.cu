@@ -3,11 +3,13 @@
 // group), so each K/V tile read from the paged cache serves the whole group. Scores and the online softmax are fp32
 // (flash-attention style, K/V tiles of 32 keys staged in shared memory). When the batch has too few tiles to fill
 // the GPU (decode), the KV range is split over blocks and a second kernel combines the partial results
-// (flash-decoding). CUDA cores only for now: tensor-core MMA is the next step for long prefills.
+// (flash-decoding). This CUDA-core kernel is the fallback: launch_paged_attention sends sequences with one query
+// token to decode_attention.cu (which does not pad the GQA group to 64 rows) and longer ones with BF16 caches to the
+// tensor-core prefill_attention.cu.
 #include <algorithm>
 #include <cfloat>
 
-#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/attention_internal.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -28,7 +30,7 @@ constexpr size_t smem_floats() {
 }
 
 template <int D, typename C>
-__global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionArgs a) {
+__global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
     extern __shared__ float smem[];
     constexpr int QS = D + 1;                     // padded: the 4 rows a warp reads at once fall in different banks
     constexpr int DC = D / 8;                     // output dims per thread
@@ -53,7 +55,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     const int q_begin = a.query_start_loc[s];
     const int qlen = a.query_start_loc[s + 1] - q_begin;
     const int tile_q0 = blockIdx.x * qt;
-    if (tile_q0 >= qlen) return;
+    if (tile_q0 >= qlen || !serves(filter, qlen)) return;
     const int ctx = a.seq_lens[s] - qlen;
     const int tile_tokens = min(qt, qlen - tile_q0);
     const int kv_end = ctx + tile_q0 + tile_tokens;  // keys visible to the tile's last token
@@ -257,7 +259,7 @@ __global__ void combine_splits_kernel(PagedAttentionArgs a) {
 }
 
 template <int D, typename C>
-void launch_typed(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
+void launch_typed(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
     constexpr size_t bytes = smem_floats<D>() * sizeof(float);
     static const bool configured = [] {
         PAGODA_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<D, C>,
@@ -265,20 +267,40 @@ void launch_typed(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
         return true;
     }();
     (void)configured;
-    paged_attention_kernel<D, C><<<grid, kThreads, bytes, stream>>>(a);
+    paged_attention_kernel<D, C><<<grid, kThreads, bytes, stream>>>(a, filter);
 }
 
 template <int D>
-void launch_dim(const PagedAttentionArgs& a, dim3 grid, cudaStream_t stream) {
+void launch_dim(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
     switch (a.cache_type) {
         case ElemType::BF16:
-            launch_typed<D, __nv_bfloat16>(a, grid, stream);
+            launch_typed<D, __nv_bfloat16>(a, grid, filter, stream);
             break;
         case ElemType::F16:
-            launch_typed<D, __half>(a, grid, stream);
+            launch_typed<D, __half>(a, grid, filter, stream);
             break;
         default:
-            launch_typed<D, float>(a, grid, stream);
+            launch_typed<D, float>(a, grid, filter, stream);
+            break;
+    }
+}
+
+void launch_general(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
+    switch (a.D) {
+        case 16:
+            launch_dim<16>(a, grid, filter, stream);
+            break;
+        case 32:
+            launch_dim<32>(a, grid, filter, stream);
+            break;
+        case 64:
+            launch_dim<64>(a, grid, filter, stream);
+            break;
+        case 128:
+            launch_dim<128>(a, grid, filter, stream);
+            break;
+        default:
+            launch_dim<256>(a, grid, filter, stream);
             break;
     }
 }
@@ -290,6 +312,7 @@ bool paged_attention_supports_head_dim(int D) {
 }
 
 int plan_paged_attention_splits(const PagedAttentionArgs& a, int sm_count) {
+    if (a.max_query_len > 1 && prefill_attention_applies(a)) return 1;  // the tensor-core kernel does not split
     const int qt = tokens_per_tile(a.H_q / a.H_kv);
     const int64_t tiles = (int64_t(a.max_query_len) + qt - 1) / qt;
     const int64_t base = tiles * a.num_seqs * a.H_kv;
@@ -315,24 +338,22 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     const int qt = tokens_per_tile(a.H_q / a.H_kv);
     const dim3 grid(static_cast<unsigned>((a.max_query_len + qt - 1) / qt), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_kv * a.num_splits));
-    switch (a.D) {
-        case 16:
-            launch_dim<16>(a, grid, stream);
-            break;
-        case 32:
-            launch_dim<32>(a, grid, stream);
-            break;
-        case 64:
-            launch_dim<64>(a, grid, stream);
-            break;
-        case 128:
-            launch_dim<128>(a, grid, stream);
-            break;
-        default:
-            launch_dim<256>(a, grid, stream);
-            break;
+    // Sequences with one query token go to the decode kernel, the others to the tensor-core kernel; what neither
+    // covers (head dims 16/32, F16/F32 caches, split prefill) to the general one.
+    SeqFilter rest = SeqFilter::All;
+    if (decode_attention_applies(a) && (a.has_decode_seqs || a.max_query_len == 1)) {
+        const bool all = a.max_query_len == 1;
+        launch_decode_attention(a, all ? SeqFilter::All : SeqFilter::SingleToken, stream);
+        PAGODA_CUDA_CHECK_LAUNCH();
+        rest = all ? SeqFilter::None : SeqFilter::MultiToken;
     }
-    PAGODA_CUDA_CHECK_LAUNCH();
+    if (rest != SeqFilter::None) {
+        if (prefill_attention_applies(a) && a.num_splits == 1)
+            launch_prefill_attention(a, rest, stream);
+        else
+            launch_general(a, grid, rest, stream);
+        PAGODA_CUDA_CHECK_LAUNCH();
+    }
     if (a.num_splits > 1) {
         combine_splits_kernel<<<static_cast<unsigned>(a.T * a.H_q), std::min(a.D, 256), 0, stream>>>(a);
         PAGODA_CUDA_CHECK_LAUNCH();

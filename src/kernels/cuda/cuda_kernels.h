@@ -9,6 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/sampling_rows.h"
+
 namespace pagoda::kernels::cuda {
 
 enum class ElemType : uint8_t { F32, F16, BF16 };
@@ -89,6 +91,23 @@ struct RopeArgs {
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
 
+// Per-head RMSNorm (when norm is set) then RoPE, in place on q [T, Hq, D] and k [T, Hk, D]: one block per head row.
+struct QkNormRopeArgs {
+    Rows q, k;
+    int64_t T;
+    int Hq, Hk, D;
+    bool norm;
+    const void* q_weight;  // [D] each
+    const void* k_weight;
+    ElemType weight_type;
+    float eps;
+    bool zero_centred;
+    const int32_t* positions;  // device, [T]
+    int rotary_dim;
+    float inv_freq[kMaxRotaryHalf];
+};
+void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
+
 struct KvWriteArgs {
     Rows k, v;
     int64_t T, H_kv, D;
@@ -123,8 +142,10 @@ void launch_convert_rows(const float* src, int64_t src_stride, void* dst, ElemTy
 
 // --- Paged attention -------------------------------------------------------------------------------------------------
 // Causal attention of each new token over its sequence's context (cached prefix + new tokens) read from paged caches
-// [num_blocks, block_size, H_kv, D]. Rows of a tile are (query token, query head of one KV group), so K/V tiles are
-// read once per group; long contexts with few tiles are split over the KV range (flash-decoding) and combined.
+// [num_blocks, block_size, H_kv, D]. Sequences with one query token take a decode kernel (CUDA cores, memory-bound),
+// longer ones a tensor-core flash-attention kernel (BF16 caches, head dims 64/128/256; Q and P rounded to bf16 as in
+// FlashAttention), anything else the general CUDA-core kernel; long contexts with few blocks are split over the KV
+// range (flash-decoding) and combined.
 struct PagedAttentionArgs {
     Rows q, out;
     int64_t T;
@@ -139,8 +160,9 @@ struct PagedAttentionArgs {
     float scale;
     int max_query_len;  // host-known bounds of the batch (grid size)
     int max_seq_len;
-    int num_splits = 1;          // from plan_paged_attention
-    float* workspace = nullptr;  // paged_attention_workspace_floats(...) floats when num_splits > 1
+    bool has_decode_seqs = false;  // some sequence has exactly one query token (they get the decode kernel)
+    int num_splits = 1;            // from plan_paged_attention
+    float* workspace = nullptr;    // paged_attention_workspace_floats(...) floats when num_splits > 1
 };
 // Head dims with a kernel: 16, 32, 64, 128, 256.
 bool paged_attention_supports_head_dim(int D);
@@ -148,5 +170,19 @@ bool paged_attention_supports_head_dim(int D);
 int plan_paged_attention_splits(const PagedAttentionArgs& a, int sm_count);
 size_t paged_attention_workspace_floats(int64_t T, int H_q, int D, int num_splits);
 void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+
+// --- Sampling --------------------------------------------------------------------------------------------------------
+// One SampledToken per SampleRow (kernels/sampling_rows.h), the CPU sampler's algorithm (engine/sampler.cpp). The
+// sampled rows of `logits` are overwritten; edit_raw gets the raw value under each edit (same length as edits).
+struct SampleArgs {
+    float* logits;  // device, [R, V] with row stride
+    int64_t stride, V;
+    const SampleRow* rows;  // device, [num_rows]
+    int32_t num_rows;
+    const LogitEdit* edits;  // device
+    float* edit_raw;         // device, one per edit
+    SampledToken* out;       // device, [num_rows]
+};
+void launch_sample(const SampleArgs& a, cudaStream_t stream);
 
 }  // namespace pagoda::kernels::cuda

@@ -1,4 +1,5 @@
-// NeoX RoPE in place (partial rotary dims) and the paged KV write (F32 K/V rows into BF16/F16/F32 caches).
+// NeoX RoPE in place (partial rotary dims), alone or after the per-head QK-norm in one kernel, and the paged KV write
+// (F32 K/V rows into BF16/F16/F32 caches).
 #include "kernels/cuda/common.cuh"
 
 namespace pagoda::kernels::cuda {
@@ -20,6 +21,47 @@ __global__ void rope_kernel(RopeArgs a) {
         const float x0 = x[j], x1 = x[j + half];
         x[j] = x0 * c - x1 * s;
         x[j + half] = x1 * c + x0 * s;
+    }
+}
+
+constexpr int kMaxHeadDim = 2 * kMaxRotaryHalf;
+
+// One block per (token, head row of q or k): the row is normalised into shared memory (the same expressions as
+// rms_norm_kernel), then rotated from there back into place, so no thread reads what another one wrote.
+__global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
+    __shared__ float row[kMaxHeadDim];
+    const bool is_q = blockIdx.y < unsigned(a.Hq);
+    const int64_t h = is_q ? blockIdx.y : blockIdx.y - a.Hq, t = blockIdx.x;
+    const Rows& r = is_q ? a.q : a.k;
+    float* x = r.data + t * r.stride_t + h * r.stride_h;
+    float ss = 0.0f;
+    for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+        const float v = x[d];
+        row[d] = v;
+        ss += v * v;
+    }
+    if (a.norm) {
+        ss = block_sum(ss);  // also orders the row writes before the reads below
+        const float scale = rsqrtf(ss / static_cast<float>(a.D) + a.eps);
+        const void* w = is_q ? a.q_weight : a.k_weight;
+        for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+            float wv = load_as_f32(w, a.weight_type, d);
+            if (a.zero_centred) wv += 1.0f;
+            row[d] = row[d] * scale * wv;
+        }
+    }
+    __syncthreads();
+    const int half = a.rotary_dim / 2;
+    const float pos = static_cast<float>(a.positions[t]);
+    for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+        if (d >= a.rotary_dim) {
+            x[d] = row[d];
+            continue;
+        }
+        const int j = d < half ? d : d - half;
+        float s, c;
+        sincosf(pos * a.inv_freq[j], &s, &c);
+        x[d] = d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
     }
 }
 
@@ -45,6 +87,17 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
     const int64_t n = a.T * a.H * (a.rotary_dim / 2);
     if (n == 0) return;
     rope_kernel<<<grid_for(n, 256), 256, 0, stream>>>(a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
+    PAGODA_KERNEL_REQUIRE(a.rotary_dim > 0 && a.rotary_dim % 2 == 0 && a.rotary_dim <= a.D && a.D <= kMaxHeadDim,
+                          "qk_norm_rope: rotary_dim must be even and at most head_dim (at most 512)");
+    if (a.T == 0) return;
+    PAGODA_KERNEL_REQUIRE(a.Hq + a.Hk <= 65535, "qk_norm_rope: too many heads");
+    const int threads = a.D >= 128 ? 128 : 64;
+    qk_norm_rope_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(a.Hq + a.Hk)), threads, 0, stream>>>(
+        a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -102,14 +102,8 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
     Tensor v = v_out.reshape(Shape{T, nkv, hd});
     const NormKind kind = norm_kind(spec);
     const float eps = static_cast<float>(spec.rms_norm_eps);
-    if (w.q_norm.defined()) {
-        ops.head_rms_norm(q, w.q_norm, eps, kind);
-        ops.head_rms_norm(k, w.k_norm, eps, kind);
-    }
-    const int rot = static_cast<int>(rotary_dim_of(spec));
-    const float theta = static_cast<float>(spec.rope.theta);
-    ops.rope(q, batch.positions, rot, theta);
-    ops.rope(k, batch.positions, rot, theta);
+    ops.qk_norm_rope(q, k, w.q_norm, w.k_norm, eps, kind, batch.positions, static_cast<int>(rotary_dim_of(spec)),
+                     static_cast<float>(spec.rope.theta));
 
     ops.write_kv(k, v, batch, key_cache, value_cache);
     Tensor attn = arena.f32(T, nq * hd);

@@ -239,11 +239,12 @@ struct Tracked {
     bool checkable = false;  // greedy or seeded: the reference knows its tokens
 };
 
-void property_test(bool hybrid, bool priority, uint32_t seed, int num_requests) {
+void property_test(bool hybrid, bool priority, uint32_t seed, int num_requests, bool samples_on_runner = false) {
     EngineConfig config = small_config(hybrid);
     config.priority_scheduling = priority;
     config.max_waiting_requests = 40;  // below what the producer keeps in flight: some requests meet a full queue
     FakeModelRunner runner(kVocab, config.num_kv_blocks, config.block_size, config.num_state_slots);
+    runner.samples_on_runner = samples_on_runner;
     BudgetObserver observer(config);
     auto created = Engine::create(config, runner, &observer);
     ASSERT_TRUE(created.ok()) << created.message();
@@ -447,6 +448,10 @@ TEST(EngineProperty, DenseFcfs) {
 }
 TEST(EngineProperty, HybridPriority) {
     property_test(true, true, 4321, 2500);
+}
+// The same checks when the runner samples (the device-sampler contract: only prompt-logprobs rows come back).
+TEST(EngineProperty, DenseRunnerSamples) {
+    property_test(false, false, 1234, 1000, true);
 }
 
 // ---- focused behaviour -------------------------------------------------------------------------------------------

@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "engine/model_runner.h"
+#include "engine/sampler.h"
 
 namespace pagoda::engine::testing {
 
@@ -111,8 +113,13 @@ class FakeModelRunner : public ModelRunner {
             state_.at(c.dst_slot) = state_.at(c.src_slot);
         StepOutput out;
         out.logits = logits_;
+        if (samples_on_runner) sample_here(in, out);
         return out;
     }
+
+    // Test switch: sample the rows in input.sample_rows here and return only the other rows, as a runner with a
+    // device sampler does (ModelEngineRunner on CUDA), so the engine's handling of that contract is tested on the CPU.
+    bool samples_on_runner = false;
 
     // Test hook, run on the engine thread at the start of each step (1-based step number).
     std::function<void(int64_t)> before_step;
@@ -123,6 +130,23 @@ class FakeModelRunner : public ModelRunner {
     const std::string& error() const { return error_; }
 
   private:
+    void sample_here(const StepInput& in, StepOutput& out) {
+        if (!sampler_) sampler_.emplace(vocab_);
+        if (in.sample_rows.size() != in.sampling.size()) fail("sample_rows and sampling differ");
+        samples_.clear();
+        host_rows_.clear();
+        size_t next = 0;
+        for (size_t row = 0; row * vocab_ < logits_.size(); ++row) {
+            const std::span<const float> lg = std::span<const float>(logits_).subspan(row * vocab_, vocab_);
+            if (next < in.sample_rows.size() && static_cast<size_t>(in.sample_rows[next]) == row)
+                samples_.push_back(sampler_->sample(lg, in.sampling[next++]));
+            else
+                host_rows_.insert(host_rows_.end(), lg.begin(), lg.end());
+        }
+        if (next != in.sample_rows.size()) fail("sample_rows out of order");
+        out.logits = host_rows_;
+        out.samples = samples_;
+    }
     void fail(const char* what) {
         if (error_.empty()) error_ = what;
     }
@@ -131,6 +155,9 @@ class FakeModelRunner : public ModelRunner {
     std::vector<int32_t> kv_;
     std::vector<uint64_t> state_;
     std::vector<float> logits_;
+    std::optional<Sampler> sampler_;
+    std::vector<SampleResult> samples_;
+    std::vector<float> host_rows_;
     int64_t steps_ = 0;
     int64_t state_mismatches_ = 0;
     std::string error_;

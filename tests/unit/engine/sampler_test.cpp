@@ -98,6 +98,7 @@ TEST(SamplingParams, ValidateNamesTheField) {
     bad([](SamplingParams& p) { p.repetition_penalty = 0; }, "repetition_penalty");
     bad([](SamplingParams& p) { p.presence_penalty = 3; }, "presence_penalty");
     bad([](SamplingParams& p) { p.logit_bias = {{kVocab, 1.0f}}; }, "logit_bias");
+    bad([](SamplingParams& p) { p.logit_bias = {{3, 1.0f}, {4, 1.0f}, {3, 2.0f}}; }, "more than once");
     bad([](SamplingParams& p) { p.stop_token_ids = {-1}; }, "stop_token_ids");
     bad([](SamplingParams& p) { p.max_tokens = 0; }, "max_tokens");
     bad([](SamplingParams& p) { p.min_tokens = 5, p.max_tokens = 4; }, "min_tokens");
