@@ -16,6 +16,9 @@ namespace {
 
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
+// When at most this many tokens are still live after top_k (Qwen's defaults keep 20), they are gathered into shared
+// memory in id order, and top_p and the draw walk that list instead of the whole vocabulary 35 times.
+constexpr int kCompact = 1024;
 constexpr unsigned kFull = 0xffffffffu;
 
 // Order-preserving key of a float: a larger float has a larger key (-inf < finite < +inf). -0 and +0 share a key,
@@ -46,6 +49,8 @@ struct Scratch {
     uint32_t digit;
     int32_t chosen;
     float chosen_raw;
+    float live_values[kCompact];
+    int32_t live_ids[kCompact];
 };
 
 // Block-wide reductions; every thread gets the result. Warp partials are combined in warp order (deterministic).
@@ -215,6 +220,71 @@ __device__ void apply_top_p(float* w, int64_t V, float inv_t, float m, float top
     __syncthreads();
 }
 
+__device__ int32_t count_live(const float* w, int64_t V, float inv_t, Scratch& s) {
+    int32_t n = 0;
+    for (int64_t v = threadIdx.x; v < V; v += kThreads)
+        n += live(scaled(w[v], inv_t));
+    return block_reduce(n, s.i, SumOp{});
+}
+
+// Copies the live tokens (raw values and ids, in id order) into s.live_*; returns how many. The caller made sure
+// they fit.
+__device__ int64_t gather_live(const float* w, int64_t V, float inv_t, Scratch& s) {
+    const int64_t chunk = (V + kThreads - 1) / kThreads;
+    const int64_t lo = threadIdx.x * chunk, hi = lo + chunk < V ? lo + chunk : V;
+    int32_t mine = 0;
+    for (int64_t v = lo; v < hi; ++v)
+        mine += live(scaled(w[v], inv_t));
+    int32_t total = 0;
+    int32_t at = block_exclusive_scan(mine, s.i, total);
+    for (int64_t v = lo; v < hi; ++v) {
+        if (!live(scaled(w[v], inv_t))) continue;
+        s.live_values[at] = w[v];
+        s.live_ids[at++] = static_cast<int32_t>(v);
+    }
+    __syncthreads();
+    return total;
+}
+
+// The inverse-CDF draw over w[0, n) in index order: each thread owns a contiguous chunk; the first chunk whose
+// running mass passes u * total walks its tokens in order, exactly like the CPU's loop. Returns the index.
+__device__ int64_t draw(const float* w, int64_t n, float inv_t, float m, double uniform, Scratch& s) {
+    const int64_t chunk = (n + kThreads - 1) / kThreads;
+    const int64_t lo = threadIdx.x * chunk, hi = lo + chunk < n ? lo + chunk : n;
+    double own = 0;
+    int32_t last = -1;
+    for (int64_t v = lo; v < hi; ++v) {
+        const float x = scaled(w[v], inv_t);
+        if (!live(x)) continue;
+        own += mass(x, m);
+        last = static_cast<int32_t>(v);
+    }
+    double total = 0;
+    const double base = block_exclusive_scan(own, s.d, total);
+    const double target = uniform * total;
+    const int32_t last_live = block_reduce(last, s.j, MaxIntOp{});
+    const int32_t owner =
+        block_reduce(own > 0 && base + own > target ? static_cast<int32_t>(threadIdx.x) : INT_MAX, s.i, MinIntOp{});
+    if (threadIdx.x == 0) s.chosen = last_live;
+    __syncthreads();
+    if (static_cast<int32_t>(threadIdx.x) == owner) {
+        double acc = base;
+        int32_t pick = last;  // rounding left the crossing at the chunk's end
+        for (int64_t v = lo; v < hi; ++v) {
+            const float x = scaled(w[v], inv_t);
+            if (!live(x)) continue;
+            acc += mass(x, m);
+            if (acc > target) {
+                pick = static_cast<int32_t>(v);
+                break;
+            }
+        }
+        s.chosen = pick;
+    }
+    __syncthreads();
+    return s.chosen;
+}
+
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     __shared__ Scratch s;
     const SampleRow r = a.rows[blockIdx.x];
@@ -295,55 +365,25 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
             __syncthreads();
         }
         if (r.top_k > 0) {
-            int32_t num_live = 0;
-            for (int64_t v = threadIdx.x; v < V; v += kThreads)
-                num_live += live(scaled(w[v], inv_t));
-            num_live = block_reduce(num_live, s.i, SumOp{});
-            if (r.top_k < num_live) {
+            if (r.top_k < count_live(w, V, inv_t, s)) {
                 const float kth = value_of(kth_largest_key(w, V, inv_t, r.top_k, s));
                 for (int64_t v = threadIdx.x; v < V; v += kThreads)
                     if (scaled(w[v], inv_t) < kth) w[v] = -INFINITY;
                 __syncthreads();
             }
         }
-        if (r.top_p < 1.0f) apply_top_p(w, V, inv_t, m, r.top_p, s);
 
-        // The draw: each thread owns a contiguous chunk of ids; the first chunk whose running mass passes u * total
-        // walks its tokens in order, exactly like the CPU's loop.
-        const int64_t chunk = (V + kThreads - 1) / kThreads;
-        const int64_t lo = threadIdx.x * chunk, hi = lo + chunk < V ? lo + chunk : V;
-        double own = 0;
-        int32_t last = -1;
-        for (int64_t v = lo; v < hi; ++v) {
-            const float x = scaled(w[v], inv_t);
-            if (!live(x)) continue;
-            own += mass(x, m);
-            last = static_cast<int32_t>(v);
+        // Few live tokens: gather them (in id order, so ties and the draw see the same order).
+        float* dw = w;
+        int64_t dn = V;
+        const int32_t* ids = nullptr;
+        if (count_live(w, V, inv_t, s) <= kCompact) {
+            dn = gather_live(w, V, inv_t, s);
+            dw = s.live_values, ids = s.live_ids;
         }
-        double total = 0;
-        const double base = block_exclusive_scan(own, s.d, total);
-        const double target = r.uniform * total;
-        const int32_t last_live = block_reduce(last, s.j, MaxIntOp{});
-        const int32_t owner =
-            block_reduce(own > 0 && base + own > target ? static_cast<int32_t>(threadIdx.x) : INT_MAX, s.i, MinIntOp{});
-        if (threadIdx.x == 0) s.chosen = last_live;
-        __syncthreads();
-        if (static_cast<int32_t>(threadIdx.x) == owner) {
-            double acc = base;
-            int32_t pick = last;  // rounding left the crossing at the chunk's end
-            for (int64_t v = lo; v < hi; ++v) {
-                const float x = scaled(w[v], inv_t);
-                if (!live(x)) continue;
-                acc += mass(x, m);
-                if (acc > target) {
-                    pick = static_cast<int32_t>(v);
-                    break;
-                }
-            }
-            s.chosen = pick;
-        }
-        __syncthreads();
-        chosen = s.chosen;
+        if (r.top_p < 1.0f) apply_top_p(dw, dn, inv_t, m, r.top_p, s);
+        const int64_t pick = draw(dw, dn, inv_t, m, r.uniform, s);
+        chosen = ids ? ids[pick] : static_cast<int32_t>(pick);
     }
 
     // 4. The sampled token's logprob from its raw logit (its edit kept the raw value if it had one).
