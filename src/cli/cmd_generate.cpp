@@ -84,7 +84,8 @@ int run_generate(std::span<const std::string_view> args) {
     parser.add_switch("ignore-eos", "do not stop at end-of-sequence tokens");
     parser.add_switch("json", "print one JSON object {\"ids\": [...], \"text\": ...} at the end instead of streaming");
     parser.add_option("threads", "N", "CPU threads (default: all cores)");
-    parser.add_option("tensor-parallel-size", "N", "split the model over N ranks, one thread each (-tp; CPU so far)");
+    parser.add_option("tensor-parallel-size", "N",
+                      "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
     parser.add_option("device", "DEV", "auto | cpu | cuda (auto: cuda when a GPU is present and the model is dense)");
     // The shared parser knows long flags only; accept the conventional -n too.
     std::vector<std::string_view> fixed(args.begin(), args.end());

@@ -298,7 +298,8 @@ int run_serve(std::span<const std::string_view> cli_args) {
     p.add_option("metrics-prefix", "PREFIX", "prefix of the /metrics names: pagoda (default) | vllm (vLLM dashboards)");
     p.add_option("scheduling-policy", "POLICY", "fcfs | priority");
     p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
-    p.add_option("tensor-parallel-size", "N", "split the model over N ranks, one thread each (-tp; CPU so far)");
+    p.add_option("tensor-parallel-size", "N",
+                 "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
     p.add_option("http-threads", "N", "HTTP I/O threads (default 2)");
     p.add_option("max-body-bytes", "N", "largest accepted request body (default 33554432)");
     p.add_option("http-read-timeout", "SECONDS", "time a client has to send one whole request (default 60)");

@@ -94,6 +94,10 @@ class CudaBackend final : public Backend {
         if (!dst.is_host()) ops_->invalidate_caches();
     }
     void synchronize() override { PAGODA_CUDA_OK(cudaStreamSynchronize(stream_)); }
+    // CUDA's current device is a per-thread setting, and a kernel, a cuBLASLt call or a scratch cudaMalloc goes to
+    // the current device: every thread that runs this backend's ops (the engine thread, a tensor-parallel rank's
+    // thread) must select this GPU first, or it would launch onto another GPU's stream.
+    void bind_thread() override { PAGODA_CUDA_OK(cudaSetDevice(device_)); }
     cudaStream_t stream() const { return stream_; }
 
   private:
@@ -160,6 +164,10 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opt
 cudaStream_t cuda_stream_of(Backend& backend) {
     auto* cuda = dynamic_cast<CudaBackend*>(&backend);
     return cuda ? cuda->stream() : nullptr;
+}
+
+void* cuda_stream_handle(Backend& backend) {
+    return cuda_stream_of(backend);
 }
 
 Result<QueuedTiming> cuda_time_queued(Backend& backend, const std::function<void()>& enqueue, double hold_ms) {

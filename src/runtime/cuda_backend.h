@@ -32,6 +32,10 @@ Result<CudaDeviceInfo> cuda_device_info(int device = 0);
 // An error (never an abort) when CUDA is unavailable, the device does not exist, or its start fails.
 Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& options = {});
 
+// The cudaStream_t a CUDA backend queues all its work on, as void* so that callers need no CUDA header: NCCL's
+// collectives must go on the same stream to be ordered with the forward's kernels. nullptr for any other backend.
+void* cuda_stream_handle(Backend& backend);
+
 // Profiling aid for benchmarks: holds the backend's stream for `hold_ms` (a host callback), calls `enqueue` (which
 // must queue work without waiting for the GPU), and reports the host time `enqueue` took and the GPU time of the
 // work it queued, run back to back with no launch gaps. Together they say whether a step is CPU- or GPU-bound.

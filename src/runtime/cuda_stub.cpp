@@ -17,6 +17,10 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions&) {
     return Status::error("this pagoda was built without CUDA (configure on a machine with nvcc)");
 }
 
+void* cuda_stream_handle(Backend&) {
+    return nullptr;
+}
+
 Result<QueuedTiming> cuda_time_queued(Backend&, const std::function<void()>&, double) {
     return Status::error("this pagoda was built without CUDA");
 }

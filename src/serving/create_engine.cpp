@@ -79,12 +79,16 @@ bool dense_family(model::ModelFamily f) {
     return f == model::ModelFamily::kQwen2 || f == model::ModelFamily::kQwen3;
 }
 
-Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& o, const model::ModelSpec& spec) {
-    const bool cuda =
-        o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0 && dense_family(spec.family));
-    if (cuda) return make_cuda_backend();
-    if (o.device != "cpu" && o.device != "auto")
+// Whether the model goes to the GPU: --device cuda, or auto with a GPU present and a model the CUDA backend runs.
+Result<bool> on_cuda(const EngineOptions& o, const model::ModelSpec& spec) {
+    if (o.device != "cpu" && o.device != "cuda" && o.device != "auto")
         return Status::error("device '" + o.device + "' is not cpu, cuda or auto");
+    return o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0 && dense_family(spec.family));
+}
+
+Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& o, const model::ModelSpec& spec) {
+    PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, spec));
+    if (cuda) return make_cuda_backend();
     CpuBackendOptions backend_options;
     backend_options.num_threads = o.num_threads;
     return make_cpu_backend(backend_options);
@@ -112,20 +116,36 @@ Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o) 
     return info.free_bytes - keep_free - reserve;
 }
 
+// The engine's sizes for a loaded model. On a GPU the KV pool, unless given, takes what the weights left of
+// --gpu-memory-utilization. For tensor parallelism `model` is rank 0's: every rank holds shards of the same sizes
+// and a pool of the same number of blocks, so rank 0's GPU speaks for all of them.
+Result<engine::EngineConfig> sized_engine_config(const model::Model& model, const EngineOptions& options) {
+    EngineOptions sized = options;
+    if (model.backend().device().kind == DeviceKind::Cuda && options.num_kv_blocks <= 0 &&
+        options.kv_cache_bytes == 0) {
+        PAGODA_ASSIGN_OR_RETURN(sized.kv_cache_bytes, gpu_kv_budget(model, options));
+    }
+    return engine_config_for(model, sized);
+}
+
+// The ranks of a split model: one GPU each when the model goes to the GPU (the same rule as one device), else CPU
+// threads. What cannot work (more ranks than GPUs, a build without NCCL) is an error that says so.
+Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::string& model_dir,
+                                                                   const EngineOptions& o) {
+    PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
+    PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
+    if (cuda) return TensorParallelRunner::load_cuda(model_dir, o.tensor_parallel_size);
+    return TensorParallelRunner::load_cpu(model_dir, o.tensor_parallel_size, o.num_threads);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options) {
     std::unique_ptr<ServingEngine> s(new ServingEngine());
     if (options.tensor_parallel_size > 1) {
-        // The ranks are threads of this process, on CPU backends so far (docs/architecture.md, Tensor parallelism).
-        if (options.device != "cpu" && !(options.device == "auto" && cuda_device_count() == 0)) {
-            return Status::error(
-                "tensor parallelism runs its ranks as CPU threads only so far (across GPUs it is "
-                "not wired yet); use --device cpu");
-        }
-        PAGODA_ASSIGN_OR_RETURN(s->tp_runner_, TensorParallelRunner::load_cpu(model_dir, options.tensor_parallel_size,
-                                                                              options.num_threads));
-        PAGODA_ASSIGN_OR_RETURN(s->config_, engine_config_for(s->tp_runner_->model(), options));
+        // The ranks are threads of this process (docs/architecture.md, Tensor parallelism).
+        PAGODA_ASSIGN_OR_RETURN(s->tp_runner_, load_tensor_parallel(model_dir, options));
+        PAGODA_ASSIGN_OR_RETURN(s->config_, sized_engine_config(s->tp_runner_->model(), options));
         PAGODA_RETURN_IF_ERROR(s->tp_runner_->start(s->config_).with_context(model_dir));
         auto engine = engine::Engine::create(s->config_, *s->tp_runner_, options.observer);
         if (!engine.ok()) return engine.status().with_context(model_dir);
@@ -137,11 +157,7 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     if (!backend.ok()) return backend.status().with_context(model_dir);
     s->backend_ = std::move(backend).value();
     PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_));
-    EngineOptions sized = options;
-    if (s->backend_->device().kind == DeviceKind::Cuda && options.num_kv_blocks <= 0 && options.kv_cache_bytes == 0) {
-        PAGODA_ASSIGN_OR_RETURN(sized.kv_cache_bytes, gpu_kv_budget(*s->model_, options));
-    }
-    PAGODA_ASSIGN_OR_RETURN(s->config_, engine_config_for(*s->model_, sized));
+    PAGODA_ASSIGN_OR_RETURN(s->config_, sized_engine_config(*s->model_, options));
     auto runner = ModelEngineRunner::create(*s->model_, s->config_);
     if (!runner.ok()) return runner.status().with_context(model_dir);
     s->runner_ = std::move(runner).value();

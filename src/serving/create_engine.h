@@ -35,7 +35,8 @@ struct EngineOptions {
     int32_t max_unread_tokens = 8192;
     uint64_t seed = 0;    // seeds of requests that bring none are drawn from this
     int num_threads = 0;  // CPU backend threads (0: OpenMP's default)
-    // Tensor-parallel ranks of the model, one thread each in this process (tensor_parallel_runner.h); CPU only yet.
+    // Tensor-parallel ranks of the model, one thread each in this process (tensor_parallel_runner.h): CPU backends,
+    // or GPUs 0..N-1 with NCCL when `device` puts the model on the GPU.
     int32_t tensor_parallel_size = 1;
     // "cpu", "cuda", or "auto" (cuda when a GPU is present and the model is dense qwen2/qwen3, else cpu).
     std::string device = "cpu";

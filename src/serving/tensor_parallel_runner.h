@@ -3,7 +3,8 @@
 // execute() hands that step's StepInput to every rank — the ranks share the process's memory, so handing them the
 // pointer is the broadcast of the schedule — and each rank runs its ModelEngineRunner (its shard of the weights,
 // its KV pool holding its KV heads) while the ranks meet in the model's collectives. Every rank ends the step with
-// the same logits; rank 0's go back to the engine.
+// the same logits; rank 0's go back to the engine. The ranks are CPU backends with an in-process communicator
+// (load_cpu) or one GPU each with NCCL (load_cuda).
 #pragma once
 
 #include <memory>
@@ -28,6 +29,10 @@ class TensorParallelRunner final : public engine::ModelRunner {
     // the model cannot be split this way (e.g. heads not divisible by size).
     static Result<std::unique_ptr<TensorParallelRunner>> load_cpu(const std::string& model_dir, int size,
                                                                   int num_threads);
+    // Loads `size` ranks on GPUs 0..size-1, rank r on GPU r, with NCCL communicators on the backends' streams. An
+    // error (not an abort) when the binary lacks CUDA or NCCL or fewer than `size` GPUs are visible; model errors
+    // name the rank as load_cpu's do.
+    static Result<std::unique_ptr<TensorParallelRunner>> load_cuda(const std::string& model_dir, int size);
     ~TensorParallelRunner() override;
 
     // Creates each rank's pools for `config` (the same number of blocks on every rank); once, before execute().
@@ -50,6 +55,11 @@ class TensorParallelRunner final : public engine::ModelRunner {
         std::unique_ptr<ModelEngineRunner> runner;
     };
     TensorParallelRunner() = default;
+    // What load_cpu and load_cuda share: one backend and one communicator per rank in, the ranks' models loaded.
+    static Result<std::unique_ptr<TensorParallelRunner>> load_ranks(const std::string& model_dir,
+                                                                    std::vector<std::unique_ptr<Backend>> backends,
+                                                                    std::vector<std::unique_ptr<Communicator>> comms,
+                                                                    const RankThreadsOptions& threads);
 
     std::vector<Rank> ranks_;
     std::unique_ptr<RankThreads> threads_;

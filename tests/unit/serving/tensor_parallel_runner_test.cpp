@@ -1,8 +1,9 @@
 // The engine over a tensor-parallel model (serving/tensor_parallel_runner.h through create_engine): the engine
 // schedules once, the ranks (CPU threads) run each step together, and the greedy tokens of a batch of requests are
-// those of the unsplit model. Sizes that cannot split the model are load errors.
+// those of the unsplit model. Sizes that cannot split the model, or more ranks than GPUs, are load errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "common/file.h"
 #include "engine/engine.h"
 #include "golden/golden_reference.h"
+#include "runtime/cuda_backend.h"
 #include "serving/create_engine.h"
 
 namespace pagoda::serving {
@@ -89,11 +91,14 @@ TEST(TensorParallelEngine, SizesThatCannotWorkAreErrors) {
     EXPECT_NE(four.message().find("num_attention_heads (6) is not divisible by the tensor-parallel size 4"),
               std::string::npos)
         << four.message();
-    EngineOptions gpu = options_with(2);
+    // More ranks than there are GPUs (at least 2 ranks: -tp 1 is the plain path) is refused before any GPU is used.
+    EngineOptions gpu = options_with(std::max(2, cuda_device_count() + 1));
     gpu.device = "cuda";
     auto on_gpu = create_engine(dir, gpu);
     ASSERT_FALSE(on_gpu.ok());
     EXPECT_NE(on_gpu.message().find("use --device cpu"), std::string::npos) << on_gpu.message();
+    EXPECT_NE(on_gpu.message().find(cuda_compiled() ? "GPUs (one per rank)" : "built without CUDA"), std::string::npos)
+        << on_gpu.message();
 }
 
 }  // namespace
