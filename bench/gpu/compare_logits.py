@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Compares `pagoda logits --json --last 8` with transformers' fp32 logits (bench/gpu/hf_qwen3_8b.py) at a real
-model shape. Prints one JSON line; exits 1 when a row's max|diff| exceeds 2e-2 of its largest |logit| (the golden
-tests' bf16 tolerance) or when more than one of the 8 rows disagrees on the top token.
+model shape, next to transformers' own bf16 run of the same model. Prints one JSON line; exits 1 when pagoda's
+worst row error (max|diff| / max|logit|) exceeds both 2e-2 (the golden tests' tolerance, for 2-layer models) and
+1.5x transformers-bf16's error (36 layers of bf16 rounding move logits further), or when more than one of the rows
+disagrees with fp32 on the top token.
 
-  python3 bench/gpu/compare_logits.py REFERENCE.npy PAGODA.json
+  python3 bench/gpu/compare_logits.py REFERENCE.npy PAGODA.json [REFERENCE_BF16.npy]
 """
 import json
 import sys
@@ -18,11 +20,17 @@ def main():
     if got.shape != ref.shape:
         print(json.dumps({"error": f"shape {got.shape} differs from the reference {ref.shape}"}))
         return 1
-    rel = np.abs(got - ref).max(axis=1) / np.abs(ref).max(axis=1)
+    def rel(x):
+        return np.abs(x - ref).max(axis=1) / np.abs(ref).max(axis=1)
+
+    ours = rel(got)
+    hf_bf16 = rel(np.load(sys.argv[3])) if len(sys.argv) > 3 else None
     top_same = int((got.argmax(axis=1) == ref.argmax(axis=1)).sum())
-    ok = bool(rel.max() <= 2e-2 and top_same >= len(ref) - 1)
-    print(json.dumps({"rows": len(ref), "max_rel_err": float(rel.max()), "mean_rel_err": float(rel.mean()),
-                      "top1_agree": top_same, "ok": ok}))
+    limit = max(2e-2, 1.5 * float(hf_bf16.max())) if hf_bf16 is not None else 2e-2
+    ok = bool(ours.max() <= limit and top_same >= len(ref) - 1)
+    print(json.dumps({"rows": len(ref), "max_rel_err": float(ours.max()), "mean_rel_err": float(ours.mean()),
+                      "hf_bf16_max_rel_err": None if hf_bf16 is None else float(hf_bf16.max()),
+                      "limit": limit, "top1_agree": top_same, "ok": ok}))
     return 0 if ok else 1
 
 

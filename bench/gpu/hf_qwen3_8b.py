@@ -6,7 +6,8 @@
 
 Prints one JSON line: hf_decode_tok_s, hf_prefill_ms. Then, for the correctness check at this real shape
 (bench/gpu/compare_logits.py), the model in fp32 (its bf16 weights widened exactly) gives the logits of the last 8
-positions of a 300-token prompt: OUT_DIR/reference_ids.txt and OUT_DIR/reference_logits.npy.
+positions of a 300-token prompt: OUT_DIR/reference_ids.txt and OUT_DIR/reference_logits.npy; the same from the
+bf16 model (OUT_DIR/reference_logits_bf16.npy) says how much bf16 arithmetic alone moves them.
 """
 import argparse
 import json
@@ -70,6 +71,10 @@ def main():
                       "torch": torch.__version__}), flush=True)
 
     ref_ids = torch.randint(0, cfg.vocab_size, (1, 300), generator=g)
+    # transformers' own bf16 run of the same prompt: how far bf16 arithmetic alone moves the logits at this depth.
+    with torch.no_grad():
+        bf16 = model(ref_ids.cuda(), use_cache=False, logits_to_keep=8).logits[0].float().cpu().numpy()
+    np.save(f"{a.out}/reference_logits_bf16.npy", bf16)
     model.float()
     with torch.no_grad():
         ref = model(ref_ids.cuda(), use_cache=False, logits_to_keep=8).logits[0].float().cpu().numpy()

@@ -2,11 +2,12 @@
 # The CUDA backend on the GPU machine, in one visit: correctness tests (ops vs CPU, golden models), then the
 # benchmark table on a random Qwen3-8B-shaped bf16 model (pagoda vs transformers eager, with the machine's measured
 # copy bandwidth and cuBLASLt peak). Binaries are built on the development machine and carried in $BIN.
-#   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh [tests|bench|throughput|all]
+#   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh [tests|bench|throughput|all|check]
 # `bench` also times `pagoda serve` from process start to /health 200 on the 8B model (when $BIN has pagoda and a
 # Qwen tokenizer in $BIN/tok), and lists the GPU time per op of prefill and of decode steps (PAGODA_CUDA_PROFILE=1).
 # `throughput` runs bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out), then a
-# shorter profiled run whose per-op table shows where a large-batch step's time goes.
+# shorter profiled run whose per-op table shows where a large-batch step's time goes. `check` (a short visit) makes
+# the model, compares its logits with transformers' and does only the profiled run.
 # Files may travel xz-compressed as $BIN/NAME.xz (the carry limit is 64 MiB): binaries, and the libraries the GPU
 # machine lacks (ICU). They are unpacked first.
 set -uo pipefail
@@ -51,7 +52,7 @@ if [[ $WHAT == tests || $WHAT == all ]]; then
     fi
 fi
 
-if [[ $WHAT == bench || $WHAT == all ]]; then
+if [[ $WHAT == bench || $WHAT == all || $WHAT == check ]]; then
     PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" > "$OUT/hf.log" 2>&1
     summary+=("transformers: $(grep hf_prefill_ms "$OUT/hf.log" | tail -1)")
     # Correctness at the real shape: our logits on the GPU against transformers' fp32 logits.
@@ -59,9 +60,11 @@ if [[ $WHAT == bench || $WHAT == all ]]; then
         LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda" logits --model "$MODEL" --device cuda --json --last 8 \
             --ids "$(cat "$MODEL/reference_ids.txt")" > "$OUT/pagoda_logits.json" 2> "$OUT/pagoda_logits.log"
         summary+=("logits vs transformers fp32 (Qwen3-8B shape): $(python3 bench/gpu/compare_logits.py \
-            "$MODEL/reference_logits.npy" "$OUT/pagoda_logits.json" 2>&1 | tail -1)")
+            "$MODEL/reference_logits.npy" "$OUT/pagoda_logits.json" "$MODEL/reference_logits_bf16.npy" 2>&1 | tail -1)")
         rm -f "$OUT/pagoda_logits.json"
     fi
+fi
+if [[ $WHAT == bench || $WHAT == all ]]; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
@@ -70,7 +73,7 @@ if [[ $WHAT == bench || $WHAT == all ]]; then
         set -- $what
         PAGODA_CUDA_PROFILE=1 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
             --prefill "${@:2}" > "$OUT/profile_$1.log" 2>&1
-        summary+=("profile ($1): $(grep -E 'cuda profile\] [0-9]+ steps' "$OUT/profile_$1.log")")
+        summary+=("profile ($1): $(grep -E 'steps: GPU' "$OUT/profile_$1.log" | tr '\n' ' ')")
     done
     if command -v nsys > /dev/null; then
         LD_LIBRARY_PATH=$LIBS timeout 120 nsys profile -t cuda -o "$OUT/decode" --force-overwrite true --stats=true \
@@ -135,11 +138,13 @@ if [[ $WHAT == throughput || $WHAT == all ]]; then
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8012 --model "$MODEL" \
         -n 256 --input 1000 --output 1000 --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput.log" 2>&1
     summary+=("offline throughput 256 x (1000 in, 1000 out): $(tail -1 "$OUT/throughput.log")")
+fi
+if [[ $WHAT == throughput || $WHAT == all || $WHAT == check ]]; then
     serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8013 --model "$MODEL" \
-        -n 256 --input 1000 --output 100 --deadline 90 > "$OUT/throughput_profiled.log" 2>&1
-    summary+=("profiled (256 x 1000 in, 100 out): $(tail -1 "$OUT/throughput_profiled.log")")
-    summary+=("  $(grep -E 'cuda profile\] [0-9]+ steps' "$OUT/serve_profile.log")")
+        -n 256 --input 1000 --output 300 --deadline 90 > "$OUT/throughput_profiled.log" 2>&1
+    summary+=("profiled (256 x 1000 in, 300 out): $(tail -1 "$OUT/throughput_profiled.log")")
+    summary+=("  $(grep -E 'steps: GPU' "$OUT/serve_profile.log" | tr '\n' ' ')")
 fi
 
 # The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns

@@ -39,7 +39,8 @@ class CudaOpProfiler {
     // Brackets the op that runs until the returned Scope is destroyed; `name` must be a string literal.
     Scope scope(const char* name) { return Scope(enabled_ && in_step_ ? this : nullptr, name); }
 
-    void begin_step();
+    // `kind` (a string literal) groups the steps in the table, e.g. decode-only steps apart from prefill ones.
+    void begin_step(const char* kind);
     void end_step();
 
   private:
@@ -52,6 +53,12 @@ class CudaOpProfiler {
         double ms = 0;
         long long calls = 0;
     };
+    struct Kind {
+        std::string name;
+        std::vector<Stat> stats;
+        double step_ms = 0;
+        long long steps = 0;
+    };
     size_t open(const char* name);
     void close(size_t index);
     cudaEvent_t event();
@@ -62,10 +69,9 @@ class CudaOpProfiler {
     std::vector<cudaEvent_t> pool_;
     size_t used_ = 0;
     std::vector<Mark> marks_;
-    std::vector<Stat> stats_;
+    std::vector<Kind> kinds_;
+    const char* kind_ = "";
     cudaEvent_t step_begin_ = nullptr, step_end_ = nullptr;
-    double step_ms_ = 0;
-    long long steps_ = 0;
 };
 
 }  // namespace pagoda

@@ -112,7 +112,7 @@ class CudaOps final : public CudaOpsBase {
     void invalidate_caches() override { invalidate_converted(); }
 
     void begin_step(const ForwardBatch& b) override {
-        profiler_.begin_step();
+        profiler_.begin_step(b.max_query_len() == 1 ? "decode steps" : "prefill and mixed steps");
         step_.clear();
         checked_.clear();
         invalidate_converted();
