@@ -68,13 +68,19 @@ if [[ $WHAT == bench || $WHAT == all ]]; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
+fi
+if [[ $WHAT == bench || $WHAT == all || $WHAT == check ]]; then
     # Per-op GPU time: prefill steps (2,048 tokens), then decode steps at batch 1 (512-token context).
-    for what in "prefill 2048 --context 16 --decode 2" "decode 16 --context 512 --decode 64"; do
+    profiles=("prefill 2048 --context 16 --decode 2" "decode 16 --context 512 --decode 64")
+    [[ $WHAT == check ]] && profiles=("${profiles[0]}")
+    for what in "${profiles[@]}"; do
         set -- $what
         PAGODA_CUDA_PROFILE=1 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
             --prefill "${@:2}" > "$OUT/profile_$1.log" 2>&1
         summary+=("profile ($1): $(grep -E 'steps: GPU' "$OUT/profile_$1.log" | tr '\n' ' ')")
     done
+fi
+if [[ $WHAT == bench || $WHAT == all ]]; then
     if command -v nsys > /dev/null; then
         LD_LIBRARY_PATH=$LIBS timeout 120 nsys profile -t cuda -o "$OUT/decode" --force-overwrite true --stats=true \
             "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 16 --context 512 --decode 32 > "$OUT/nsys.log" 2>&1
