@@ -11,6 +11,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "common/json.h"
 #include "engine/engine.h"
 #include "model/model_dir.h"
 #include "serving/create_engine.h"
@@ -28,38 +29,6 @@ Result<double> parse_number(const std::string& flag, const std::string& text, do
                              std::to_string(hi) + "]");
     }
     return v;
-}
-
-void append_json_string(std::string& out, std::string_view s) {
-    out += '"';
-    for (unsigned char c : s) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof(buf), "\\u%04x", c);
-                    out += buf;
-                } else {
-                    out += static_cast<char>(c);
-                }
-        }
-    }
-    out += '"';
 }
 
 int run_generate(std::span<const std::string_view> args) {
@@ -238,7 +207,7 @@ int run_generate(std::span<const std::string_view> args) {
         for (size_t i = 0; i < generated.size(); ++i)
             out += (i ? "," : "") + std::to_string(generated[i]);
         out += "],\"text\":";
-        append_json_string(out, text);
+        json_escape_to(out, text);
         out += "}\n";
         std::fwrite(out.data(), 1, out.size(), stdout);
     } else {

@@ -25,10 +25,9 @@ CudaOpProfiler::~CudaOpProfiler() {
         for (const Stat& st : k.stats)
             ops_ms += st.ms;
         const double n = static_cast<double>(k.steps);
-        std::fprintf(stderr,
-                     "[cuda profile] %s: %lld steps: GPU %.3f ms/step, ops %.3f ms/step, idle inside steps %.1f%%\n",
-                     k.name.c_str(), k.steps, k.step_ms / n, ops_ms / n,
-                     100.0 * (1.0 - ops_ms / std::max(k.step_ms, 1e-9)));
+        std::fprintf(
+            stderr, "[cuda profile] %s: %lld steps: GPU %.3f ms/step, ops %.3f ms/step, idle inside steps %.1f%%\n",
+            k.name.c_str(), k.steps, k.step_ms / n, ops_ms / n, 100.0 * (1.0 - ops_ms / std::max(k.step_ms, 1e-9)));
         std::fprintf(stderr, "[cuda profile] %-22s %10s %10s %7s\n", "op", "calls/step", "ms/step", "share");
         for (const Stat& st : k.stats)
             std::fprintf(stderr, "[cuda profile] %-22s %10.1f %10.4f %6.1f%%\n", st.name.c_str(),
@@ -82,7 +81,8 @@ void CudaOpProfiler::end_step() {
     ++kind->steps;
     for (const Mark& m : marks_) {
         PAGODA_CUDA_OK(cudaEventElapsedTime(&ms, m.start, m.stop));
-        auto it = std::find_if(kind->stats.begin(), kind->stats.end(), [&](const Stat& st) { return st.name == m.name; });
+        auto it =
+            std::find_if(kind->stats.begin(), kind->stats.end(), [&](const Stat& st) { return st.name == m.name; });
         if (it == kind->stats.end()) it = kind->stats.insert(kind->stats.end(), Stat{m.name});
         it->ms += ms;
         ++it->calls;

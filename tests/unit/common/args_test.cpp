@@ -60,8 +60,10 @@ TEST(ParseTokenIds, AcceptsTheWaysPeopleTypeIds) {
 }
 
 TEST(ParseTokenIds, NamesTheBadIdAndWhereItIs) {
-    for (auto [text, bad] : {std::pair{"1 x2 3", "'x2' (at character 2)"}, {"1 -5", "'-5' (at character 2)"},
-                             {"7 99999999999", "'99999999999'"}, {"4 5a", "'5a'"}}) {
+    for (auto [text, bad] : {std::pair{"1 x2 3", "'x2' (at character 2)"},
+                             {"1 -5", "'-5' (at character 2)"},
+                             {"7 99999999999", "'99999999999'"},
+                             {"4 5a", "'5a'"}}) {
         auto ids = parse_token_ids(text);
         ASSERT_FALSE(ids.ok()) << text;
         EXPECT_NE(ids.message().find(bad), std::string::npos) << ids.message();
