@@ -1,5 +1,6 @@
-// pagoda_cuda_bench: batch-1 decode and long-prefill speed of one model on the CUDA backend, with the machine's
-// ceilings measured in the same run (device copy bandwidth, cuBLASLt bf16 GEMM peak). Prints one JSON line.
+// pagoda_cuda_bench: batch-1 decode (eager and replayed from a CUDA graph; decode_* fields are the graph's) and
+// long-prefill speed of one model on the CUDA backend, with the machine's ceilings measured in the same run (device
+// copy bandwidth, cuBLASLt bf16 GEMM peak). Prints one JSON line.
 //   pagoda_cuda_bench --model DIR [--prefill 2048] [--context 512] [--decode 128]
 #include <algorithm>
 #include <chrono>
@@ -10,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "model/decode_graphs.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/forward_batch.h"
+#include "runtime/ops.h"
 #include "tools/doctor/measure.h"
 
 namespace {
@@ -90,27 +93,71 @@ int main(int argc, char** argv) {
         if (rep > 0) prefill_s = std::min(prefill_s, seconds_since(t));
     }
 
-    // Decode at batch 1 after a `context`-token prompt, greedy; per-step wall time (forward + logits to host +
-    // argmax on the host, as SequenceRunner does it).
-    r.reset(1);
-    auto first = r.feed(1, random_ids(context), false);
-    if (!first.ok()) return fail(first.message());
-    int32_t next = static_cast<int32_t>(std::max_element(first->begin(), first->end()) - first->begin());
-    std::vector<double> steps;
-    for (int i = 0; i < decode; ++i) {
-        const auto t = Clock::now();
-        auto out = r.feed(1, std::span<const int32_t>(&next, 1), false);
-        if (!out.ok()) return fail(out.message());
-        next = static_cast<int32_t>(std::max_element(out->begin(), out->end()) - out->begin());
-        steps.push_back(seconds_since(t));
+    // Decode at batch 1 after a `context`-token prompt, greedy, as the server runs it: the logits stay on the
+    // device and only the argmax comes back. The same steps twice: eager, then replayed from a recorded CUDA graph
+    // (model/decode_graphs.h). The first two steps of each are warm-up (the graph is recorded in the first).
+    const int32_t bs = 16, seq_blocks = (context + decode + bs) / bs;
+    auto decode_kv = KvCachePool::create((*backend)->allocator(), m.kv_cache_config(seq_blocks, bs));
+    if (!decode_kv.ok()) return fail(decode_kv.message());
+    std::vector<int32_t> decode_table(static_cast<size_t>(seq_blocks));
+    for (int32_t i = 0; i < seq_blocks; ++i)
+        decode_table[static_cast<size_t>(i)] = i;
+    auto logits_mem = Buffer::allocate((*backend)->allocator(), static_cast<size_t>(spec.vocab_size) * 4, 256);
+    if (!logits_mem.ok()) return fail(logits_mem.message());
+    const Tensor step_logits = logits_mem->view(DType::F32, Shape{1, spec.vocab_size});
+    Ops& ops = (*backend)->ops();
+    int32_t first_token = 0;
+    {
+        ForwardBatchBuilder prompt(bs);
+        const std::vector<int32_t> ids = random_ids(context);
+        prompt.add_sequence(ids, 0, decode_table, 0);
+        const Status st = m.forward(prompt.view(), &*decode_kv, nullptr, step_logits);
+        if (!st.ok()) return fail(st.message());
+        ops.argmax(step_logits, std::span<int32_t>(&first_token, 1));
     }
-    std::vector<double> sorted = steps;
-    std::sort(sorted.begin(), sorted.end());
-    const double median_step = sorted[sorted.size() / 2];
-    double mean_step = 0;
-    for (double s : steps)
-        mean_step += s;
-    mean_step /= static_cast<double>(steps.size());
+    auto graphs = model::DecodeGraphs::create(m, {1, max_len, bs});
+    if (!graphs.ok()) return fail(graphs.message());
+    if (!*graphs) return fail("this backend records no CUDA graphs");
+    auto decode_steps = [&](bool use_graphs) -> Result<std::vector<double>> {
+        std::vector<double> steps;
+        int32_t next = first_token;
+        ForwardBatchBuilder step(bs);
+        for (int i = 0; i < decode; ++i) {
+            const auto t = Clock::now();
+            step.clear();
+            step.add_sequence(std::span<const int32_t>(&next, 1), context + i, decode_table, 0);
+            const ForwardBatch batch = step.view();
+            Tensor logits = step_logits;
+            if (use_graphs) {
+                PAGODA_ASSIGN_OR_RETURN(logits, (*graphs)->forward(batch, &*decode_kv));
+            } else {
+                PAGODA_RETURN_IF_ERROR(m.forward(batch, &*decode_kv, nullptr, step_logits));
+            }
+            ops.argmax(logits, std::span<int32_t>(&next, 1));
+            if (i >= 2) steps.push_back(seconds_since(t));
+        }
+        return steps;
+    };
+    struct StepStats {
+        double median = 0, mean = 0;
+    };
+    auto stats_of = [](std::vector<double> v) {
+        StepStats st;
+        std::sort(v.begin(), v.end());
+        st.median = v[v.size() / 2];
+        for (double x : v)
+            st.mean += x;
+        st.mean /= static_cast<double>(v.size());
+        return st;
+    };
+    if (decode < 4) return fail("--decode must be at least 4 (two warm-up steps)");
+    auto eager_steps = decode_steps(false);
+    if (!eager_steps.ok()) return fail("eager decode: " + eager_steps.message());
+    auto graph_steps = decode_steps(true);
+    if (!graph_steps.ok()) return fail("graph decode: " + graph_steps.message());
+    const StepStats eager = stats_of(*eager_steps), graph = stats_of(*graph_steps);
+    const double median_step = graph.median, mean_step = graph.mean;
+    if ((*graphs)->recordings() == 0) return fail("the decode graph was not recorded");
 
     // Profile: one forward queued behind a held stream; the host time to queue it (CPU cost of a step's launches
     // and checks) and its GPU time with no launch gaps. Logits stay on the device (no copy, no sync).
@@ -134,8 +181,18 @@ int main(int argc, char** argv) {
         PAGODA_RETURN_IF_ERROR(st);
         return t;
     };
-    auto dq = queued(context + decode / 2, std::span<const int32_t>(&next, 1));
+    auto dq = queued(context + decode / 2, std::span<const int32_t>(&first_token, 1));
     if (!dq.ok()) return fail("decode profile: " + dq.message());
+    // One replayed decode step queued the same way: its GPU time, against the measured step time above, is the
+    // GPU's idle share of a step (the host's part: building the batch, staging it, the argmax's round trip).
+    ForwardBatchBuilder graph_step(bs);
+    graph_step.add_sequence(std::span<const int32_t>(&first_token, 1), context + decode / 2, decode_table, 0);
+    const ForwardBatch graph_batch = graph_step.view();
+    Status graph_status = ok_status();
+    auto gq =
+        cuda_time_queued(**backend, [&] { graph_status = (*graphs)->forward(graph_batch, &*decode_kv).status(); });
+    if (!gq.ok() || !graph_status.ok())
+        return fail("graph profile: " + (gq.ok() ? graph_status : gq.status()).message());
     auto pq = queued(0, long_prompt);
     if (!pq.ok()) return fail("prefill profile: " + pq.message());
 
@@ -164,10 +221,12 @@ int main(int argc, char** argv) {
         "\"decode_tok_s\": %.1f, \"decode_roofline_tok_s\": %.1f, \"decode_roofline_frac\": %.3f, "
         "\"prefill_tokens\": %d, \"prefill_ms\": %.1f, \"prefill_tflops\": %.1f, \"prefill_mfu\": %.3f, "
         "\"decode_step_enqueue_ms\": %.3f, \"decode_step_gpu_ms\": %.3f, \"weights_at_copy_bw_ms\": %.3f, "
-        "\"prefill_enqueue_ms\": %.2f, \"prefill_gpu_ms\": %.2f}\n",
+        "\"prefill_enqueue_ms\": %.2f, \"prefill_gpu_ms\": %.2f, \"decode_eager_ms_mean\": %.3f, "
+        "\"decode_eager_tok_s\": %.1f, \"decode_graph_gpu_ms\": %.3f, \"decode_graph_idle_frac\": %.3f}\n",
         dir.c_str(), (*backend)->name().c_str(), load_s, copy_gbps, gemm_tflops, context, decode, median_step * 1e3,
         mean_step * 1e3, tok_s, roof_tok_s, roof_tok_s > 0 ? tok_s / roof_tok_s : 0.0, prefill, prefill_s * 1e3,
         flops / prefill_s / 1e12, mfu, dq->enqueue_ms, dq->gpu_ms, bytes_per_token / (copy_gbps * 1e9) * 1e3,
-        pq->enqueue_ms, pq->gpu_ms);
+        pq->enqueue_ms, pq->gpu_ms, eager.mean * 1e3, 1.0 / eager.mean, gq->gpu_ms,
+        1.0 - gq->gpu_ms / (mean_step * 1e3));
     return 0;
 }

@@ -2,18 +2,27 @@
 # The CUDA backend on the GPU machine, in one visit: correctness tests (ops vs CPU, golden models), then the
 # benchmark table on a random Qwen3-8B-shaped bf16 model (pagoda vs transformers eager, with the machine's measured
 # copy bandwidth and cuBLASLt peak). Binaries are built on the development machine and carried in $BIN.
-#   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh [tests|bench|throughput|all|check]
-# `bench` also times `pagoda serve` from process start to /health 200 on the 8B model (when $BIN has pagoda and a
-# Qwen tokenizer in $BIN/tok), and lists the GPU time per op of prefill and of decode steps (PAGODA_CUDA_PROFILE=1).
-# `throughput` runs bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out), then a
-# shorter profiled run whose per-op table shows where a large-batch step's time goes. `check` (a short visit) makes
-# the model, compares its logits with transformers' and does only the profiled run.
+#   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
+# PARTS is a comma-separated list of:
+#   tests       the CUDA unit tests, the engine's tests on the GPU, `pagoda generate` on both devices
+#   ops         pagoda_cuda_ops_bench (decode attention GB/s, projections at T = 1..256) and, with ncu, the decode
+#               attention kernel's memory throughput
+#   model       makes the model with transformers (and its baseline), compares our logits with transformers'
+#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048), per-op GPU time of prefill and
+#               decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200
+#   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
+#   profile     a shorter profiled serving run (256 x 1000 in / 300 out, eager steps) whose per-op table shows where
+#               a large-batch step's time goes
+# or `all` (every part) or `check` (model,profile). bench, throughput and profile need the model (model part, or an
+# earlier call on the same machine).
 # Files may travel xz-compressed as $BIN/NAME.xz (the carry limit is 64 MiB): binaries, and the libraries the GPU
 # machine lacks (ICU). They are unpacked first.
 set -uo pipefail
 BIN=${BIN:-build-cuda-carry}
 OUT=${OUT:-/tmp/pagoda-cuda-bench}
 WHAT=${1:-all}
+[[ $WHAT == check ]] && WHAT=model,profile
+want() { [[ $WHAT == all || ",$WHAT," == *",$1,"* ]]; }
 MODEL=${MODEL:-/tmp/qwen3-8b-random}
 mkdir -p "$OUT"
 export PAGODA_SOURCE_DIR=$PWD
@@ -27,11 +36,18 @@ done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 summary=()
 
-if [[ $WHAT == tests || $WHAT == all ]]; then
+if want tests; then
     for t in cuda_ops_test cuda_golden_test cuda_sampler_test cuda_tensor_parallel_test; do
         LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/$t.log" 2>&1
         rc=$?
         summary+=("$t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) |sampling 256' "$OUT/$t.log" | tr '\n' ' ')")
+    done
+    # The decode attention kernel's other block shapes against the CPU too (pagoda_cuda_ops_bench compares speeds).
+    for shape in 4x3 2x4 8x2; do
+        PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/cuda_ops_test" \
+            --gtest_filter='*Attention*' > "$OUT/cuda_ops_test_attention_$shape.log" 2>&1
+        summary+=("cuda_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
+            "$OUT/cuda_ops_test_attention_$shape.log" | tr '\n' ' ')")
     done
     # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, dense models only.
     if [[ -x $BIN/serving_test ]]; then
@@ -52,7 +68,26 @@ if [[ $WHAT == tests || $WHAT == all ]]; then
     fi
 fi
 
-if [[ $WHAT == bench || $WHAT == all || $WHAT == check ]]; then
+if want ops; then
+    LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_cuda_ops_bench" > "$OUT/ops_bench.log" 2>&1
+    summary+=("ops bench rc=$?:")
+    while read -r line; do summary+=("  $line"); done < <(grep '^{' "$OUT/ops_bench.log")
+    # The decode attention kernel's other block shapes (warps x pipeline stages; the default is in the table above).
+    for shape in 4x3 2x4 8x2; do
+        PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_cuda_ops_bench" --attention-only \
+            > "$OUT/ops_attention_$shape.log" 2>&1
+        while read -r line; do summary+=("  $shape: $line"); done < <(grep '^{' "$OUT/ops_attention_$shape.log")
+    done
+    if command -v ncu > /dev/null; then
+        # The decode attention kernel at batch 256: DRAM throughput as a share of the peak, and what bounds it.
+        LD_LIBRARY_PATH=$LIBS timeout 200 ncu --kernel-name regex:decode_attention --launch-count 1 \
+            --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+            "$BIN/pagoda_cuda_ops_bench" --attention-only > "$OUT/ncu_decode_attention.log" 2>&1
+        summary+=("ncu decode attention rc=$?: $(grep -E 'DRAM Throughput|Memory Throughput|Achieved Occupancy|Duration|Stall' \
+            "$OUT/ncu_decode_attention.log" | tr -s ' ' | tr '\n' ';')")
+    fi
+fi
+if want model; then
     PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" > "$OUT/hf.log" 2>&1
     summary+=("transformers: $(grep hf_prefill_ms "$OUT/hf.log" | tail -1)")
     # Correctness at the real shape: our logits on the GPU against transformers' fp32 logits.
@@ -64,15 +99,14 @@ if [[ $WHAT == bench || $WHAT == all || $WHAT == check ]]; then
         rm -f "$OUT/pagoda_logits.json"
     fi
 fi
-if [[ $WHAT == bench || $WHAT == all ]]; then
+if want bench; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
 fi
-if [[ $WHAT == bench || $WHAT == all || $WHAT == check ]]; then
+if want bench; then
     # Per-op GPU time: prefill steps (2,048 tokens), then decode steps at batch 1 (512-token context).
     profiles=("prefill 2048 --context 16 --decode 2" "decode 16 --context 512 --decode 64")
-    [[ $WHAT == check ]] && profiles=("${profiles[0]}")
     for what in "${profiles[@]}"; do
         set -- $what
         PAGODA_CUDA_PROFILE=1 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
@@ -80,7 +114,7 @@ if [[ $WHAT == bench || $WHAT == all || $WHAT == check ]]; then
         summary+=("profile ($1): $(grep -E 'steps: GPU' "$OUT/profile_$1.log" | tr '\n' ' ')")
     done
 fi
-if [[ $WHAT == bench || $WHAT == all ]]; then
+if want bench; then
     if command -v nsys > /dev/null; then
         LD_LIBRARY_PATH=$LIBS timeout 120 nsys profile -t cuda -o "$OUT/decode" --force-overwrite true --stats=true \
             "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 16 --context 512 --decode 32 > "$OUT/nsys.log" 2>&1
@@ -121,12 +155,14 @@ PY
 fi
 
 # Offline throughput through the server; its KV pool and every step's per-op time are in serve_*.log.
-serve_and() {  # serve_and LOG PORT EXTRA_ENV COMMAND...: starts pagoda serve, waits for /health, runs COMMAND, stops it
+# serve_and LOG PORT EXTRA_ENV COMMAND...: starts pagoda serve (with $SERVE_EXTRA's flags), waits for /health, runs
+# COMMAND, stops it.
+serve_and() {
     local log=$1 port=$2 env=$3
     shift 3
     cp "$BIN"/tok/* "$MODEL"/
     env $env LD_LIBRARY_PATH=$LIBS "$BIN/pagoda" serve "$MODEL" --device cuda --port "$port" --max-model-len 4096 \
-        --max-num-seqs 256 --shutdown-timeout 5 > "$log" 2>&1 &
+        --max-num-seqs 256 --shutdown-timeout 5 ${SERVE_EXTRA:-} > "$log" 2>&1 &
     local pid=$!
     for _ in $(seq 600); do
         python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" \
@@ -139,14 +175,15 @@ serve_and() {  # serve_and LOG PORT EXTRA_ENV COMMAND...: starts pagoda serve, w
     kill -TERM $pid
     wait $pid
 }
-if [[ $WHAT == throughput || $WHAT == all ]]; then
+if want throughput; then
     serve_and "$OUT/serve_throughput.log" 8012 PAGODA_QUIET=1 \
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8012 --model "$MODEL" \
         -n 256 --input 1000 --output 1000 --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput.log" 2>&1
     summary+=("offline throughput 256 x (1000 in, 1000 out): $(tail -1 "$OUT/throughput.log")")
 fi
-if [[ $WHAT == throughput || $WHAT == all || $WHAT == check ]]; then
-    serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
+if want profile; then
+    # Eager steps: a replayed CUDA graph would show as one op.
+    SERVE_EXTRA=--enforce-eager serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8013 --model "$MODEL" \
         -n 256 --input 1000 --output 300 --deadline 90 > "$OUT/throughput_profiled.log" 2>&1
     summary+=("profiled (256 x 1000 in, 300 out): $(tail -1 "$OUT/throughput_profiled.log")")

@@ -41,7 +41,6 @@ struct ForeignFlag {
 };
 const ForeignFlag kHarmless[] = {
     {"trust-remote-code", false, "Qwen architectures are built in"},
-    {"enforce-eager", false, "no CUDA graphs on this backend"},
     {"disable-log-requests", false, "requests are not logged by default"},
     {"enable-log-requests", false, "request logging is not implemented yet"},
     {"disable-log-stats", false, "no periodic stats log yet"},
@@ -277,6 +276,7 @@ int run_serve(std::span<const std::string_view> cli_args) {
     p.add_option("block-size", "N", "tokens per KV-cache block (default 16)");
     p.add_switch("enable-prefix-caching", "reuse KV blocks of shared prompt prefixes (default on)");
     p.add_switch("no-enable-prefix-caching", "turn prefix caching off");
+    p.add_switch("enforce-eager", "CUDA: run decode steps eagerly instead of replaying recorded CUDA graphs");
     p.add_option("dtype", "DTYPE", "auto | float32 | float (CPU computes in float32)");
     p.add_option("seed", "S", "seed for requests that bring none (default 0)");
     p.add_option("device", "DEV", "auto | cpu | cuda");
@@ -493,6 +493,7 @@ int run_serve(std::span<const std::string_view> cli_args) {
         eo.device = device;
         eo.gpu_memory_utilization = gpu_memory_utilization;
         eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
+        eo.enforce_eager = p.has("enforce-eager");
         if (auto v = p.get("scheduling-policy")) {
             if (*v != "fcfs" && *v != "priority") return cli::fail(kCmd, "--scheduling-policy: fcfs or priority");
             eo.priority_scheduling = *v == "priority";

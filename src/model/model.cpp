@@ -28,11 +28,17 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     if (status.ok()) status = shard_weights(model->plan_, model->weights_);  // nothing to do unless split
     if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
+    // One launch for q/k/v and one for gate/up where the weights lie back to back (upload_weights places them so).
+    for (LayerWeights& layer : model->weights_.layers) {
+        fuse_projections(layer.attn);
+        fuse_projections(layer.dense);
+    }
     return model;
 }
 
 namespace {
-// Every tensor of the model's weights, for placing them on a device.
+// Every tensor of the model's weights, for placing them on a device. The order puts q, k, v (and their biases) and
+// gate, up next to each other, so that fuse_projections can view each group as one tensor.
 template <typename F>
 void for_each_weight(ModelWeights& w, F&& f) {
     f(w.embed), f(w.final_norm), f(w.lm_head);

@@ -50,6 +50,10 @@ class Model {
     Status forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states, const Tensor& logits,
                    const HiddenObserver& observer = {});
 
+    // Changes whenever scratch memory a forward pass uses was reallocated (the model's and the ops'): a recorded
+    // forward pass (DecodeGraphs) is valid only while this stays the same.
+    uint64_t memory_generation() const { return arena_.reallocations() + backend_.ops().memory_generation(); }
+
   private:
     Model(ModelDir dir, Backend& backend, Communicator& comm, const ShardPlan& plan)
         : dir_(std::move(dir)), backend_(backend), comm_(comm), plan_(plan) {}

@@ -60,13 +60,17 @@ class DeviceScratch {
             const size_t want = bytes + bytes / 4 + 256;
             PAGODA_CUDA_OK(cudaMalloc(&ptr_, want));
             size_ = want;
+            ++reallocations_;
         }
         return ptr_;
     }
+    // How often the memory moved: a recorded CUDA graph that points into it is stale once this changes.
+    uint64_t reallocations() const { return reallocations_; }
 
   private:
     void* ptr_ = nullptr;
     size_t size_ = 0;
+    uint64_t reallocations_ = 0;
 };
 
 // Grow-only page-locked host memory (staging for uploads and downloads).
@@ -85,13 +89,16 @@ class PinnedScratch {
             const size_t want = bytes + bytes / 4 + 256;
             PAGODA_CUDA_OK(cudaMallocHost(&ptr_, want));
             size_ = want;
+            ++reallocations_;
         }
         return ptr_;
     }
+    uint64_t reallocations() const { return reallocations_; }
 
   private:
     void* ptr_ = nullptr;
     size_t size_ = 0;
+    uint64_t reallocations_ = 0;
 };
 
 }  // namespace pagoda

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda_gemm.h"
 #include "runtime/cuda_internal.h"
 #include "runtime/cuda_op_profiler.h"
 #include "runtime/forward_batch.h"
@@ -25,6 +25,7 @@ namespace {
 // The shared contract checks (ops_checks.h), for CUDA tensors.
 #define expect(cond, op, what) PAGODA_OP_EXPECT(cond, op, what)
 constexpr DeviceKind kHere = DeviceKind::Cuda;
+constexpr int64_t kGemvTokens = 1;  // linear() with at most this many tokens uses the GEMV kernel
 
 bool on_gpu(const Tensor& t) {
     return t.defined() && t.device().kind == DeviceKind::Cuda;
@@ -54,57 +55,23 @@ size_t align256(size_t n) {
     return (n + 255) / 256 * 256;
 }
 
-// Largest power of two (≤ 256) dividing the address: what cuBLASLt may assume about a pointer.
-uint32_t alignment_of(const void* p) {
-    const auto a = reinterpret_cast<uintptr_t>(p);
-    uint32_t al = 256;
-    while (al > 1 && a % al != 0)
-        al /= 2;
-    return al;
-}
-
-// One cuBLASLt problem: its descriptors and the algorithm chosen for it, created on first use.
-struct GemmKey {
-    int type;  // kcu::ElemType of A and B
-    int64_t m, n, k, lda, ldb, ldd;
-    uint32_t align_a, align_b, align_d;
-    bool operator==(const GemmKey&) const = default;
+struct CudaStepGraph final : StepGraph {
+    explicit CudaStepGraph(cudaGraphExec_t e) : exec(e) {}
+    ~CudaStepGraph() override { cudaGraphExecDestroy(exec); }
+    CudaStepGraph(const CudaStepGraph&) = delete;
+    CudaStepGraph& operator=(const CudaStepGraph&) = delete;
+    cudaGraphExec_t exec;
 };
-struct GemmKeyHash {
-    size_t operator()(const GemmKey& k) const {
-        size_t h = static_cast<size_t>(k.type);
-        for (int64_t v :
-             {k.m, k.n, k.k, k.lda, k.ldb, k.ldd, int64_t(k.align_a), int64_t(k.align_b), int64_t(k.align_d)})
-            h = h * 1000003u ^ static_cast<size_t>(v);
-        return h;
-    }
-};
-struct GemmPlan {
-    cublasLtMatmulDesc_t desc = nullptr;
-    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-    cublasLtMatmulAlgo_t algo{};
-};
-
-constexpr size_t kGemmWorkspaceBytes = size_t{32} << 20;
 
 class CudaOps final : public CudaOpsBase {
   public:
     explicit CudaOps(const CudaOpsConfig& c)
-        : device_(c.device), sm_count_(c.sm_count), stream_(c.stream), profiler_(c.stream) {
-        PAGODA_CUBLAS_OK(cublasLtCreate(&lt_));
-        gemm_workspace_ = gemm_workspace_scratch_.get(kGemmWorkspaceBytes, stream_);
+        : device_(c.device), sm_count_(c.sm_count), stream_(c.stream), gemm_(c.stream), profiler_(c.stream) {
         PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
         PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
     }
     ~CudaOps() override {
         cudaStreamSynchronize(stream_);
-        for (auto& [key, plan] : gemm_plans_) {
-            cublasLtMatrixLayoutDestroy(plan.a);
-            cublasLtMatrixLayoutDestroy(plan.b);
-            cublasLtMatrixLayoutDestroy(plan.d);
-            cublasLtMatmulDescDestroy(plan.desc);
-        }
-        cublasLtDestroy(lt_);
         cudaEventDestroy(staging_free_);
     }
 
@@ -112,42 +79,64 @@ class CudaOps final : public CudaOpsBase {
     void invalidate_caches() override { invalidate_converted(); }
 
     void begin_step(const ForwardBatch& b) override {
-        profiler_.begin_step(b.max_query_len() == 1 ? "decode steps" : "prefill and mixed steps");
+        if (!capturing_) profiler_.begin_step(b.max_query_len() == 1 ? "decode steps" : "prefill and mixed steps");
+        const size_t bytes = stage(b);
+        // Recorded into a graph, this copy reads the staging memory again at every replay (replay restages it).
+        if (bytes > 0)
+            PAGODA_CUDA_OK(cudaMemcpyAsync(step_device_.get(bytes, stream_), step_staging_.get(bytes), bytes,
+                                           cudaMemcpyHostToDevice, stream_));
+        if (bytes > 0 && !capturing_) PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
+    }
+    void end_step() override {
+        if (!capturing_) profiler_.end_step();
         step_.clear();
         checked_.clear();
         invalidate_converted();
-        const std::initializer_list<std::pair<const void*, size_t>> arrays = {
-            {b.token_ids.data(), b.token_ids.size_bytes()},
-            {b.positions.data(), b.positions.size_bytes()},
-            {b.query_start_loc.data(), b.query_start_loc.size_bytes()},
-            {b.seq_lens.data(), b.seq_lens.size_bytes()},
-            {b.block_tables.data(), b.block_tables.size_bytes()},
-            {b.slot_mapping.data(), b.slot_mapping.size_bytes()},
-            {b.state_slots.data(), b.state_slots.size_bytes()},
-            {b.logits_indices.data(), b.logits_indices.size_bytes()}};
-        size_t total = 0;
-        for (const auto& [ptr, bytes] : arrays)
-            total += align256(bytes);
-        if (total == 0) return;
-        // The previous step's upload must have left the staging memory before it is rewritten.
-        PAGODA_CUDA_OK(cudaEventSynchronize(staging_free_));
-        auto* host = static_cast<char*>(step_staging_.get(total));
-        auto* dev = static_cast<char*>(step_device_.get(total, stream_));
-        size_t off = 0;
-        for (const auto& [ptr, bytes] : arrays) {
-            if (bytes == 0 || ptr == nullptr) continue;
-            std::memcpy(host + off, ptr, bytes);
-            step_.push_back({ptr, bytes, dev + off});
-            off += align256(bytes);
-        }
-        PAGODA_CUDA_OK(cudaMemcpyAsync(dev, host, off, cudaMemcpyHostToDevice, stream_));
-        PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
     }
-    void end_step() override {
+
+    // --- CUDA graphs -----------------------------------------------------------------------------------------------
+    bool supports_graphs() const override { return true; }
+
+    void begin_capture() override {
+        PAGODA_CUDA_OK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+        capturing_ = true;
+        capture_failed_ = false;
+        gemm_.set_capturing(true);
+    }
+
+    std::unique_ptr<StepGraph> end_capture() override {
+        cudaGraph_t graph = nullptr;
+        const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+        capturing_ = false;
+        gemm_.set_capturing(false);
+        cudaGetLastError();  // a failed capture leaves its error behind; it must not surface at the next check
+        cudaGraphExec_t exec = nullptr;
+        const bool ok = ended == cudaSuccess && !capture_failed_ && graph != nullptr &&
+                        cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+        if (graph) cudaGraphDestroy(graph);
+        if (!ok) {
+            cudaGetLastError();
+            return nullptr;
+        }
+        return std::make_unique<CudaStepGraph>(exec);
+    }
+
+    void replay(const StepGraph& graph, const ForwardBatch& b) override {
+        profiler_.begin_step("decode steps (CUDA graph)");
+        stage(b);
+        {
+            const auto profile = profiler_.scope("graph replay");
+            PAGODA_CUDA_OK(cudaGraphLaunch(static_cast<const CudaStepGraph&>(graph).exec, stream_));
+        }
+        PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
         profiler_.end_step();
         step_.clear();
         checked_.clear();
-        invalidate_converted();
+    }
+
+    uint64_t memory_generation() const override {
+        return step_staging_.reallocations() + step_device_.reallocations() + op_uploads_.reallocations() +
+               convert_scratch_.reallocations() + attention_workspace_.reallocations();
     }
 
     // --- ops -----------------------------------------------------------------------------------------------------
@@ -207,7 +196,10 @@ class CudaOps final : public CudaOpsBase {
         // y may overwrite memory an earlier conversion came from.
         if (overlaps(y, converted_src_)) invalidate_converted();
         if (T == 0 || N == 0) return;
-        if (T <= kcu::kGemvMaxTokens) {
+        // The GEMV kernel streams the weights once for all tokens, but its per-token work grows with T: measured on an
+        // H200 with Qwen3-8B's projections, it matches cuBLASLt at T = 1 only (qkv: 16.8 us; at T = 2 21.2 us and at
+        // T = 8 64 us, where cuBLASLt takes 16-17 us).
+        if (T <= kGemvTokens) {
             const auto profile = profiler_.scope("linear (gemv)");
             kcu::launch_gemv({x.data_as<float>(), x.stride(0), weight.data(), wt, weight.stride(0),
                               bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), y.stride(0), T, N, K},
@@ -222,7 +214,7 @@ class CudaOps final : public CudaOpsBase {
             ldb = K;
         }
         const auto profile = profiler_.scope("linear (gemm)");
-        gemm(wt, weight.data(), weight.stride(0), b, ldb, y.data_as<float>(), y.stride(0), N, T, K);
+        gemm_.run(wt, weight.data(), weight.stride(0), b, ldb, y.data_as<float>(), y.stride(0), N, T, K);
         if (bias.defined()) kcu::launch_add_bias(y.data_as<float>(), y.stride(0), bias.data(), bt, T, N, stream_);
     }
 
@@ -332,7 +324,7 @@ class CudaOps final : public CudaOpsBase {
         a.max_query_len = batch.max_query_len();
         for (int32_t i = 0; i < batch.num_seqs && !a.has_decode_seqs; ++i)
             a.has_decode_seqs = batch.query_len(i) == 1;
-        a.max_seq_len = batch.max_seq_len();
+        a.max_seq_len = std::max(batch.max_seq_len(), batch.seq_len_bound);  // a recorded step plans for the bound
         a.num_splits = kcu::plan_paged_attention_splits(a, sm_count_);
         const size_t ws = kcu::paged_attention_workspace_floats(a.T, a.H_q, a.D, a.num_splits);
         if (ws > 0) a.workspace = static_cast<float*>(attention_workspace_.get(ws * sizeof(float), stream_));
@@ -425,6 +417,41 @@ class CudaOps final : public CudaOpsBase {
         size_t bytes;
     };
 
+    // Copies the batch's host arrays into the pinned staging memory, one after another at 256-byte offsets (the same
+    // offsets for every batch of the same shape: a recorded upload finds a replayed batch's arrays where it expects
+    // them), and remembers where each will be on the device. Returns the bytes to upload.
+    size_t stage(const ForwardBatch& b) {
+        step_.clear();
+        checked_.clear();
+        invalidate_converted();
+        const std::initializer_list<std::pair<const void*, size_t>> arrays = {
+            {b.token_ids.data(), b.token_ids.size_bytes()},
+            {b.positions.data(), b.positions.size_bytes()},
+            {b.query_start_loc.data(), b.query_start_loc.size_bytes()},
+            {b.seq_lens.data(), b.seq_lens.size_bytes()},
+            {b.block_tables.data(), b.block_tables.size_bytes()},
+            {b.slot_mapping.data(), b.slot_mapping.size_bytes()},
+            {b.state_slots.data(), b.state_slots.size_bytes()},
+            {b.logits_indices.data(), b.logits_indices.size_bytes()}};
+        size_t total = 0;
+        for (const auto& [ptr, bytes] : arrays)
+            total += align256(bytes);
+        if (total == 0) return 0;
+        // The previous step's upload must have left the staging memory before it is rewritten (while recording,
+        // nothing runs, and the event must not be recorded into the graph).
+        if (!capturing_) PAGODA_CUDA_OK(cudaEventSynchronize(staging_free_));
+        auto* host = static_cast<char*>(step_staging_.get(total));
+        auto* dev = static_cast<char*>(step_device_.get(total, stream_));
+        size_t off = 0;
+        for (const auto& [ptr, bytes] : arrays) {
+            if (bytes == 0 || ptr == nullptr) continue;
+            std::memcpy(host + off, ptr, bytes);
+            step_.push_back({ptr, bytes, dev + off});
+            off += align256(bytes);
+        }
+        return off;
+    }
+
     static void check_tables(const ForwardBatch& batch, int64_t num_blocks) {
         const char* op = "paged_attention";
         for (int32_t s = 0; s < batch.num_seqs; ++s) {
@@ -468,9 +495,14 @@ class CudaOps final : public CudaOpsBase {
                 out[i++] = d;
                 continue;
             }
-            PAGODA_CUDA_OK(cudaMemcpyAsync(scratch + off, a.data, a.bytes, cudaMemcpyHostToDevice, stream_));
-            out[i++] = scratch + off;
+            char* dst = scratch + off;
+            out[i++] = dst;
             off += align256(a.bytes);
+            if (capturing_) {  // a copy from pageable memory cannot be recorded, and would not be redone at replay
+                capture_failed_ = true;
+                continue;
+            }
+            PAGODA_CUDA_OK(cudaMemcpyAsync(dst, a.data, a.bytes, cudaMemcpyHostToDevice, stream_));
         }
     }
     const void* find_step(const HostArray& a) const {
@@ -559,66 +591,10 @@ class CudaOps final : public CudaOpsBase {
         return y0 < c1 && c0 < y1;
     }
 
-    // D[m=N, n=T] (column-major, ld ldd) = op(A)ᵀ... i.e. y[T, N] = x[T, K] · W[N, K]ᵀ in row-major terms.
-    void gemm(kcu::ElemType type, const void* w, int64_t lda, const void* x, int64_t ldb, float* y, int64_t ldd,
-              int64_t N, int64_t T, int64_t K) {
-        const GemmKey key{static_cast<int>(type), N, T, K, lda, ldb, ldd, alignment_of(w), alignment_of(x),
-                          alignment_of(y)};
-        auto it = gemm_plans_.find(key);
-        if (it == gemm_plans_.end()) it = gemm_plans_.emplace(key, make_plan(key)).first;
-        const GemmPlan& p = it->second;
-        const float alpha = 1.0f, beta = 0.0f;
-        PAGODA_CUBLAS_OK(cublasLtMatmul(lt_, p.desc, &alpha, w, p.a, x, p.b, &beta, y, p.d, y, p.d, &p.algo,
-                                        gemm_workspace_, kGemmWorkspaceBytes, stream_));
-    }
-
-    GemmPlan make_plan(const GemmKey& k) {
-        const cudaDataType_t ab = k.type == static_cast<int>(kcu::ElemType::BF16)  ? CUDA_R_16BF
-                                  : k.type == static_cast<int>(kcu::ElemType::F16) ? CUDA_R_16F
-                                                                                   : CUDA_R_32F;
-        GemmPlan p;
-        PAGODA_CUBLAS_OK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-        PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-        PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-        // A: W as column-major [K, N] (ld lda), transposed; B: x as column-major [K, T]; D: y as column-major [N, T].
-        PAGODA_CUBLAS_OK(
-            cublasLtMatrixLayoutCreate(&p.a, ab, static_cast<uint64_t>(k.k), static_cast<uint64_t>(k.m), k.lda));
-        PAGODA_CUBLAS_OK(
-            cublasLtMatrixLayoutCreate(&p.b, ab, static_cast<uint64_t>(k.k), static_cast<uint64_t>(k.n), k.ldb));
-        PAGODA_CUBLAS_OK(cublasLtMatrixLayoutCreate(&p.d, CUDA_R_32F, static_cast<uint64_t>(k.m),
-                                                    static_cast<uint64_t>(k.n), k.ldd));
-        cublasLtMatmulPreference_t pref = nullptr;
-        PAGODA_CUBLAS_OK(cublasLtMatmulPreferenceCreate(&pref));
-        const size_t ws = kGemmWorkspaceBytes;
-        PAGODA_CUBLAS_OK(
-            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
-        for (auto [attr, value] : {std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, k.align_a},
-                                   std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, k.align_b},
-                                   std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, k.align_d},
-                                   std::pair{CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, k.align_d}})
-            PAGODA_CUBLAS_OK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
-        cublasLtMatmulHeuristicResult_t result{};
-        int found = 0;
-        const cublasStatus_t st =
-            cublasLtMatmulAlgoGetHeuristic(lt_, p.desc, p.a, p.b, p.d, p.d, pref, 1, &result, &found);
-        cublasLtMatmulPreferenceDestroy(pref);
-        if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-            ops_checks::fail("linear", "cuBLASLt has no algorithm for N=" + std::to_string(k.m) +
-                                           " T=" + std::to_string(k.n) + " K=" + std::to_string(k.k) + " (" +
-                                           cublasLtGetStatusString(st) + ")");
-        }
-        p.algo = result.algo;
-        return p;
-    }
-
     int device_;
     int sm_count_;
     cudaStream_t stream_;
-    cublasLtHandle_t lt_ = nullptr;
-    DeviceScratch gemm_workspace_scratch_;
-    void* gemm_workspace_ = nullptr;
-    std::unordered_map<GemmKey, GemmPlan, GemmKeyHash> gemm_plans_;
+    CudaGemm gemm_;
 
     std::vector<StepArray> step_;
     std::vector<std::pair<const void*, int64_t>> checked_;
@@ -640,6 +616,8 @@ class CudaOps final : public CudaOpsBase {
     PinnedScratch argmax_host_;
 
     CudaOpProfiler profiler_;
+    bool capturing_ = false;
+    bool capture_failed_ = false;
 };
 
 }  // namespace

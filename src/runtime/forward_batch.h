@@ -31,6 +31,10 @@ struct ForwardBatch {
     // Rows (indices into the T tokens) whose hidden state produces logits, in output order.
     std::span<const int32_t> logits_indices;
 
+    // When > 0, kernels that size their work by the longest sequence (split-KV attention) plan for sequences of up
+    // to this many tokens instead: a recorded step (CUDA graph) is replayed for longer sequences than it saw.
+    int32_t seq_len_bound = 0;
+
     int32_t query_len(int32_t s) const { return query_start_loc[s + 1] - query_start_loc[s]; }
     int32_t context_len(int32_t s) const { return seq_lens[s] - query_len(s); }  // tokens cached before this step
     int32_t max_query_len() const;

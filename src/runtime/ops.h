@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 #include "tensor/tensor.h"
@@ -16,6 +17,12 @@
 namespace pagoda {
 
 struct ForwardBatch;
+
+// A recorded forward pass (Ops::end_capture); what it holds is the backend's business.
+class StepGraph {
+  public:
+    virtual ~StepGraph() = default;
+};
 
 enum class NormKind : uint8_t {
     Plain,        // y = x̂ · w            (Qwen2.5, Qwen3, Qwen3-MoE, and linear_attn.norm)
@@ -133,6 +140,20 @@ class Ops {
     virtual void gather_rows(const Tensor& x, std::span<const int32_t> rows, const Tensor& out) = 0;
     // out[i] = index of the max of logits[i, :] (first one on ties); logits [R, V].
     virtual void argmax(const Tensor& logits, std::span<int32_t> out) = 0;
+
+    // --- Step graphs (CUDA graphs) --------------------------------------------------------------------------------
+    // A backend that supports them records one forward pass and replays it later for new contents of the same batch
+    // shape, with one launch instead of hundreds. Between begin_capture and end_capture the ops only record: nothing
+    // runs, nothing is timed, and begin_step's upload of the batch arrays is recorded from its staging memory;
+    // replay stages the new batch's arrays there and launches the recorded work. A graph points into the ops'
+    // scratch memory, so it is valid only while memory_generation() (a count of scratch reallocations) is unchanged;
+    // its owner checks that before each replay. Ops that would upload a host array of their own (one that is not
+    // the batch's) cannot be recorded: end_capture returns null then.
+    virtual bool supports_graphs() const { return false; }
+    virtual void begin_capture() {}
+    virtual std::unique_ptr<StepGraph> end_capture() { return nullptr; }
+    virtual void replay(const StepGraph& graph, const ForwardBatch& batch) {}
+    virtual uint64_t memory_generation() const { return 0; }
 };
 
 }  // namespace pagoda

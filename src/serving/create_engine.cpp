@@ -105,8 +105,9 @@ Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o) 
     const size_t per_token =
         4 * (8 * static_cast<size_t>(spec.hidden_size) + 4 * static_cast<size_t>(spec.intermediate_size) +
              4 * static_cast<size_t>(spec.num_attention_heads * spec.head_dim));
+    // Logits rows three times over: the forward's, the sampler's, and the decode CUDA graphs' own buffer.
     const size_t reserve =
-        tokens * per_token + 2 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 + (size_t{512} << 20);
+        tokens * per_token + 3 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 + (size_t{512} << 20);
     const auto keep_free =
         static_cast<size_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(info.total_bytes));
     if (info.free_bytes <= keep_free + reserve)
@@ -158,7 +159,7 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     s->backend_ = std::move(backend).value();
     PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_));
     PAGODA_ASSIGN_OR_RETURN(s->config_, sized_engine_config(*s->model_, options));
-    auto runner = ModelEngineRunner::create(*s->model_, s->config_);
+    auto runner = ModelEngineRunner::create(*s->model_, s->config_, !options.enforce_eager);
     if (!runner.ok()) return runner.status().with_context(model_dir);
     s->runner_ = std::move(runner).value();
     auto engine = engine::Engine::create(s->config_, *s->runner_, options.observer);

@@ -43,6 +43,8 @@ struct EngineOptions {
     // CUDA: the fraction of the GPU's memory pagoda may fill; the KV pool gets what the weights and the activation
     // reserve leave of it (unless num_kv_blocks or kv_cache_bytes is given).
     double gpu_memory_utilization = 0.9;
+    // CUDA: run every step eagerly instead of replaying decode steps as recorded CUDA graphs (vLLM's flag).
+    bool enforce_eager = false;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
 };
 
@@ -57,6 +59,8 @@ class ServingEngine {
     const Backend& backend() const { return tp_runner_ ? tp_runner_->backend() : *backend_; }
     // What the engine runs with (sizes, EOS ids, generation_config.json defaults).
     const engine::EngineConfig& config() const { return config_; }
+    // CUDA graphs recorded for decode steps so far (0 on the CPU, with enforce_eager, or with several ranks).
+    size_t recorded_cuda_graphs() const { return runner_ ? runner_->recorded_cuda_graphs() : 0; }
 
   private:
     friend Result<std::unique_ptr<ServingEngine>> create_engine(const std::string&, const EngineOptions&);

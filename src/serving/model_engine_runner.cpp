@@ -6,7 +6,8 @@
 namespace pagoda::serving {
 
 Result<std::unique_ptr<ModelEngineRunner>> ModelEngineRunner::create(model::Model& model,
-                                                                     const engine::EngineConfig& config) {
+                                                                     const engine::EngineConfig& config,
+                                                                     bool cuda_graphs) {
     if (config.block_size <= 0) return Status::error("block_size must be positive");
     std::unique_ptr<ModelEngineRunner> runner(new ModelEngineRunner(model));
     runner->block_size_ = config.block_size;
@@ -27,6 +28,11 @@ Result<std::unique_ptr<ModelEngineRunner>> ModelEngineRunner::create(model::Mode
     }
     runner->device_sampler_ = make_device_sampler(model.backend());
     if (runner->device_sampler_) runner->sampling_batch_.emplace(static_cast<int32_t>(model.vocab_size()));
+    if (runner->device_sampler_ && cuda_graphs) {
+        PAGODA_ASSIGN_OR_RETURN(
+            runner->graphs_,
+            model::DecodeGraphs::create(model, {config.max_num_seqs, config.max_model_len, config.block_size}));
+    }
     return runner;
 }
 
@@ -126,18 +132,23 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
         if (r < 0 || r >= rows || is_sample_row_[r]) return Status::error("bad or repeated sample row");
         is_sample_row_[r] = 1;
     }
-    const size_t bytes = static_cast<size_t>(rows * vocab) * sizeof(float);
-    if (device_logits_.size() < bytes) {
-        device_logits_ = Buffer();  // free the old buffer first: it may be most of the headroom
-        PAGODA_ASSIGN_OR_RETURN(device_logits_, Buffer::allocate(model_.backend().allocator(), bytes + bytes / 4, 256));
+    Tensor logits;
+    if (graphs_ && graphs_->accepts(batch)) {  // dense models only: no state copies
+        PAGODA_ASSIGN_OR_RETURN(logits, graphs_->forward(batch, kv_ ? &*kv_ : nullptr));
+    } else {
+        const size_t bytes = static_cast<size_t>(rows * vocab) * sizeof(float);
+        if (device_logits_.size() < bytes) {
+            device_logits_ = Buffer();  // free the old buffer first: it may be most of the headroom
+            PAGODA_ASSIGN_OR_RETURN(device_logits_,
+                                    Buffer::allocate(model_.backend().allocator(), bytes + bytes / 4, 256));
+        }
+        logits = device_logits_.view(DType::F32, Shape{rows, vocab});
+        for (const engine::StateCopy& c : input.state_restores)
+            copy_state(c);
+        PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
+        for (const engine::StateCopy& c : input.state_saves)
+            copy_state(c);
     }
-    const Tensor logits = device_logits_.view(DType::F32, Shape{rows, vocab});
-
-    for (const engine::StateCopy& c : input.state_restores)
-        copy_state(c);
-    PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
-    for (const engine::StateCopy& c : input.state_saves)
-        copy_state(c);
 
     const int64_t host_rows = rows - static_cast<int64_t>(input.sample_rows.size());
     logits_.resize(static_cast<size_t>(host_rows * vocab));

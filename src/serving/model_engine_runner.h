@@ -15,6 +15,7 @@
 #include "engine/device_sampling.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "model/decode_graphs.h"
 #include "model/model.h"
 #include "runtime/cache_pools.h"
 #include "runtime/device_sampler.h"
@@ -26,10 +27,15 @@ class ModelEngineRunner final : public engine::ModelRunner {
     // Pools: config.num_kv_blocks blocks of config.block_size tokens (when the model has full-attention layers),
     // config.num_state_slots slots (when it has linear-attention layers; must then be > 0). `model` must outlive
     // the runner.
-    static Result<std::unique_ptr<ModelEngineRunner>> create(model::Model& model, const engine::EngineConfig& config);
+    // With `cuda_graphs` (and a backend that records steps), decode steps replay recorded CUDA graphs
+    // (model/decode_graphs.h); off, every step runs eagerly (vLLM's --enforce-eager).
+    static Result<std::unique_ptr<ModelEngineRunner>> create(model::Model& model, const engine::EngineConfig& config,
+                                                             bool cuda_graphs = true);
 
     int32_t vocab_size() const override { return static_cast<int32_t>(model_.vocab_size()); }
     engine::StepOutput execute(const engine::StepInput& input) override;
+    // CUDA graphs recorded for decode steps so far (0 without them); safe from any thread.
+    size_t recorded_cuda_graphs() const { return graphs_ ? graphs_->recordings() : 0; }
 
   private:
     explicit ModelEngineRunner(model::Model& model) : model_(model) {}
@@ -47,6 +53,7 @@ class ModelEngineRunner final : public engine::ModelRunner {
 
     // Device sampling (null on the CPU backend): the logits buffer on the device, grown when a step needs more rows.
     std::unique_ptr<DeviceSampler> device_sampler_;
+    std::unique_ptr<model::DecodeGraphs> graphs_;  // decode steps as CUDA graphs (device sampling only)
     Buffer device_logits_;
     std::optional<engine::DeviceSamplingBatch> sampling_batch_;
     std::vector<kernels::SampledToken> sampled_;

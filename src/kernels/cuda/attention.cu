@@ -3,9 +3,9 @@
 // group), so each K/V tile read from the paged cache serves the whole group. Scores and the online softmax are fp32
 // (flash-attention style, K/V tiles of 32 keys staged in shared memory). When the batch has too few tiles to fill
 // the GPU (decode), the KV range is split over blocks and a second kernel combines the partial results
-// (flash-decoding). This CUDA-core kernel is the fallback: launch_paged_attention sends sequences with one query
-// token to decode_attention.cu (which does not pad the GQA group to 64 rows) and longer ones with BF16 caches to the
-// tensor-core prefill_attention.cu.
+// (flash-decoding). This CUDA-core kernel is the fallback: with BF16 caches (what the engine uses on a GPU),
+// launch_paged_attention sends sequences with one query token to the tensor-core decode_attention.cu and longer ones
+// to the tensor-core prefill_attention.cu.
 #include <algorithm>
 #include <cfloat>
 
@@ -338,8 +338,8 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     const int qt = tokens_per_tile(a.H_q / a.H_kv);
     const dim3 grid(static_cast<unsigned>((a.max_query_len + qt - 1) / qt), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_kv * a.num_splits));
-    // Sequences with one query token go to the decode kernel, the others to the tensor-core kernel; what neither
-    // covers (head dims 16/32, F16/F32 caches, split prefill) to the general one.
+    // Sequences with one query token go to the decode kernel, the others to the prefill kernel; what neither covers
+    // (head dims 16/32, F16/F32 caches, G > 16, split prefill) to the general one.
     SeqFilter rest = SeqFilter::All;
     if (decode_attention_applies(a) && (a.has_decode_seqs || a.max_query_len == 1)) {
         const bool all = a.max_query_len == 1;

@@ -142,9 +142,10 @@ void launch_convert_rows(const float* src, int64_t src_stride, void* dst, ElemTy
 
 // --- Paged attention -------------------------------------------------------------------------------------------------
 // Causal attention of each new token over its sequence's context (cached prefix + new tokens) read from paged caches
-// [num_blocks, block_size, H_kv, D]. Sequences with one query token take a decode kernel (CUDA cores, memory-bound),
-// longer ones a tensor-core flash-attention kernel (BF16 caches, head dims 64/128/256; Q and P rounded to bf16 as in
-// FlashAttention), anything else the general CUDA-core kernel; long contexts with few blocks are split over the KV
+// [num_blocks, block_size, H_kv, D]. With BF16 caches and head dims 64/128/256, sequences with one query token take
+// a decode kernel (tensor cores, the GQA group as the rows of one tile, memory-bound) and longer ones a
+// flash-attention kernel (tensor cores); both round Q and P to bf16 as FlashAttention does. Anything else takes the
+// general CUDA-core kernel (fp32); long contexts with few blocks are split over the KV
 // range (flash-decoding) and combined.
 struct PagedAttentionArgs {
     Rows q, out;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 
 #include "common/check.h"
@@ -23,6 +24,7 @@ void Arena::reserve(Allocator& allocator, size_t bytes) {
     auto buffer = Buffer::allocate(allocator, bytes, kArenaAlign);
     PAGODA_CHECK_MSG(buffer.ok(), buffer.message().c_str());
     buffer_ = std::move(buffer).value();
+    ++reallocations_;
 }
 
 Tensor Arena::take(DType dtype, const Shape& shape) {
@@ -89,17 +91,26 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
     const bool gated = w.q.dim(0) == 2 * nq * hd;
     const int64_t q_width = w.q.dim(0);
 
-    Tensor q_out = arena.f32(T, q_width);
-    Tensor k_out = arena.f32(T, nkv * hd);
-    Tensor v_out = arena.f32(T, nkv * hd);
-    ops.linear(x, w.q, w.q_bias, q_out);
-    ops.linear(x, w.k, w.k_bias, k_out);
-    ops.linear(x, w.v, w.v_bias, v_out);
+    Tensor q_out, k_out, v_out;
+    if (w.qkv.defined()) {  // one projection; q, k and v are column slices of its output
+        Tensor qkv_out = arena.f32(T, w.qkv.dim(0));
+        ops.linear(x, w.qkv, w.qkv_bias, qkv_out);
+        q_out = qkv_out.narrow(1, 0, q_width);
+        k_out = qkv_out.narrow(1, q_width, nkv * hd);
+        v_out = qkv_out.narrow(1, q_width + nkv * hd, nkv * hd);
+    } else {
+        q_out = arena.f32(T, q_width);
+        k_out = arena.f32(T, nkv * hd);
+        v_out = arena.f32(T, nkv * hd);
+        ops.linear(x, w.q, w.q_bias, q_out);
+        ops.linear(x, w.k, w.k_bias, k_out);
+        ops.linear(x, w.v, w.v_bias, v_out);
+    }
 
     // Gated attention: each head's slice of q_proj is [query(hd) | gate(hd)] (per-head interleave).
-    Tensor q = gated ? heads_view(q_out, 0, nq, hd, 2 * hd) : q_out.reshape(Shape{T, nq, hd});
-    Tensor k = k_out.reshape(Shape{T, nkv, hd});
-    Tensor v = v_out.reshape(Shape{T, nkv, hd});
+    Tensor q = heads_view(q_out, 0, nq, hd, gated ? 2 * hd : hd);
+    Tensor k = heads_view(k_out, 0, nkv, hd, hd);
+    Tensor v = heads_view(v_out, 0, nkv, hd, hd);
     const NormKind kind = norm_kind(spec);
     const float eps = static_cast<float>(spec.rms_norm_eps);
     ops.qk_norm_rope(q, k, w.q_norm, w.k_norm, eps, kind, batch.positions, static_cast<int>(rotary_dim_of(spec)),
@@ -129,13 +140,54 @@ Status load_mlp(WeightLoader& loader, const std::string& p, int64_t hidden, int6
 
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out) {
     const int64_t T = x.dim(0), I = w.gate.dim(0);
-    Tensor g = arena.f32(T, I);
-    Tensor u = arena.f32(T, I);
+    Tensor g, u;
+    if (w.gate_up.defined()) {  // one projection; gate and up are the halves of its output
+        Tensor gu = arena.f32(T, 2 * I);
+        ops.linear(x, w.gate_up, Tensor(), gu);
+        g = gu.narrow(1, 0, I);
+        u = gu.narrow(1, I, I);
+    } else {
+        g = arena.f32(T, I);
+        u = arena.f32(T, I);
+        ops.linear(x, w.gate, Tensor(), g);
+        ops.linear(x, w.up, Tensor(), u);
+    }
     Tensor h = arena.f32(T, I);
-    ops.linear(x, w.gate, Tensor(), g);
-    ops.linear(x, w.up, Tensor(), u);
     ops.silu_mul(g, u, h);
     ops.linear(h, w.down, Tensor(), out);
+}
+
+Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts) {
+    const Tensor& first = **parts.begin();
+    int64_t rows = 0;
+    const std::byte* next = static_cast<const std::byte*>(first.data());
+    for (const Tensor* t : parts) {
+        if (!t->defined() || !t->is_contiguous() || t->dtype() != first.dtype() || t->rank() != first.rank() ||
+            t->device() != first.device() || t->data() != next)
+            return Tensor();
+        for (int d = 1; d < t->rank(); ++d)
+            if (t->dim(d) != first.dim(d)) return Tensor();
+        rows += t->dim(0);
+        next = static_cast<const std::byte*>(t->data()) + t->nbytes();
+    }
+    Shape shape = first.shape();
+    shape[0] = rows;
+    return Tensor(first.data(), first.dtype(), shape, first.device());
+}
+
+void fuse_projections(AttentionWeights& w) {
+    Tensor qkv = rows_back_to_back({&w.q, &w.k, &w.v});
+    Tensor bias;
+    if (w.q_bias.defined()) {
+        bias = rows_back_to_back({&w.q_bias, &w.k_bias, &w.v_bias});
+        if (!bias.defined()) return;
+    }
+    w.qkv = qkv;
+    w.qkv_bias = qkv.defined() ? bias : Tensor();
+}
+
+void fuse_projections(MlpWeights& w) {
+    w.gate_up = rows_back_to_back({&w.gate, &w.up});
 }
 
 // --- MoE -------------------------------------------------------------------------------------------------------------

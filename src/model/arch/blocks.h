@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -27,10 +28,13 @@ class Arena {
     size_t mark() const { return used_; }
     void rewind(size_t mark) { used_ = mark; }
     size_t capacity() const { return buffer_.size(); }
+    // How often reserve() moved the buffer (a recorded CUDA graph that points into it is stale once this changes).
+    uint64_t reallocations() const { return reallocations_; }
 
   private:
     Buffer buffer_;
     size_t used_ = 0;
+    uint64_t reallocations_ = 0;
 };
 
 // --- Attention ------------------------------------------------------------------------------------------------------
@@ -38,6 +42,9 @@ struct AttentionWeights {
     Tensor q, k, v, o;              // q: [nq*hd*(gated ? 2 : 1), H]
     Tensor q_bias, k_bias, v_bias;  // qwen2 (F32), else undefined
     Tensor q_norm, k_norm;          // [hd] F32 (QK-norm), else undefined
+    // q, k and v as one [q rows + 2 kv rows, H] view (and their biases as one), when they lie back to back in
+    // memory: one projection launch instead of three. Set by fuse_projections; undefined otherwise.
+    Tensor qkv, qkv_bias;
 };
 
 struct AttentionOptions {
@@ -57,9 +64,18 @@ size_t attention_scratch_floats(const ModelSpec& spec);  // per token
 // --- SwiGLU MLP -----------------------------------------------------------------------------------------------------
 struct MlpWeights {
     Tensor gate, up, down;  // [I, H], [I, H], [H, I]
+    Tensor gate_up;         // gate and up as one [2I, H] view when back to back in memory (fuse_projections)
 };
 Status load_mlp(WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t intermediate, MlpWeights& out);
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out);
+
+// The tensors as one view concatenated along dimension 0, when each starts where the previous one ends and all
+// agree in dtype, device and trailing shape (contiguous); an undefined Tensor otherwise. Model::upload_weights
+// places q/k/v and gate/up back to back on the device, so these views cost no copy.
+Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts);
+// Sets qkv/qkv_bias and gate_up where rows_back_to_back allows (all of q/k/v and their biases, if any, must be).
+void fuse_projections(AttentionWeights& w);
+void fuse_projections(MlpWeights& w);
 
 // --- Mixture of experts ---------------------------------------------------------------------------------------------
 struct MoeWeights {
