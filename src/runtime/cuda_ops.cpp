@@ -236,30 +236,28 @@ class CudaOps final : public CudaOpsBase {
 
     void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
                       NormKind kind, std::span<const int32_t> positions, int rotary_dim, float theta) override {
-        const char* op = "qk_norm_rope";
-        const auto profile = profiler_.scope(op);
-        ops_checks::expect_heads(q, kHere, op, "q");
-        ops_checks::expect_heads(k, kHere, op, "k");
-        expect(q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2), op, "q and k differ in tokens or head_dim");
-        expect(static_cast<int64_t>(positions.size()) == q.dim(0), op, "one position per token");
-        expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= q.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf,
-               op, "bad rotary_dim " + std::to_string(rotary_dim));
-        kcu::QkNormRopeArgs a{};
-        a.norm = q_norm.defined();
-        if (a.norm) {
-            ops_checks::expect_vec(q_norm, q.dim(2), kHere, op, "q_norm");
-            ops_checks::expect_vec(k_norm, q.dim(2), kHere, op, "k_norm");
-            expect(q_norm.dtype() == k_norm.dtype(), op, "q_norm and k_norm differ in dtype");
-            a.q_weight = q_norm.data(), a.k_weight = k_norm.data();
-            a.weight_type = elem_type(q_norm.dtype(), op);
-        }
+        const auto profile = profiler_.scope("qk_norm_rope");
         const void* d_pos = nullptr;
         resolve({{positions.data(), positions.size_bytes()}}, &d_pos);
-        a.q = rows3(q), a.k = rows3(k), a.T = q.dim(0);
-        a.Hq = static_cast<int>(q.dim(1)), a.Hk = static_cast<int>(k.dim(1)), a.D = static_cast<int>(q.dim(2));
-        a.eps = eps, a.zero_centred = kind == NormKind::ZeroCentred;
-        a.positions = static_cast<const int32_t*>(d_pos), a.rotary_dim = rotary_dim;
-        fill_inv_freq(theta, rotary_dim, a.inv_freq);
+        kcu::launch_qk_norm_rope(prologue_args(q, k, q_norm, k_norm, eps, kind, positions, d_pos, rotary_dim, theta),
+                                 stream_);
+        invalidate_converted();
+    }
+
+    void qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                               const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
+                               int rotary_dim, float theta, const Tensor& key_cache,
+                               const Tensor& value_cache) override {
+        const auto profile = profiler_.scope("qk_norm_rope + write_kv");
+        const void* d[2] = {};  // one resolve: per-op uploads of one call share a scratch buffer
+        resolve({{batch.positions.data(), batch.positions.size_bytes()},
+                 {batch.slot_mapping.data(), batch.slot_mapping.size_bytes()}},
+                d);
+        kcu::QkNormRopeArgs a =
+            prologue_args(q, k, q_norm, k_norm, eps, kind, batch.positions, d[0], rotary_dim, theta);
+        const KvTarget target = kv_target(k, v, batch, key_cache, value_cache, d[1], "qk_norm_rope_write_kv");
+        a.v = rows3(v), a.slot_mapping = target.slots, a.key_cache = key_cache.data();
+        a.value_cache = value_cache.data(), a.cache_type = target.type, a.num_slots = target.num_slots;
         kcu::launch_qk_norm_rope(a, stream_);
         invalidate_converted();
     }
@@ -267,22 +265,12 @@ class CudaOps final : public CudaOpsBase {
     void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
                   const Tensor& value_cache) override {
         const auto profile = profiler_.scope("write_kv");
-        ops_checks::expect_heads(k, kHere, "write_kv", "k");
-        ops_checks::expect_heads(v, kHere, "write_kv", "v");
-        check_cache(key_cache, value_cache, k.dim(1), k.dim(2), batch, "write_kv");
-        expect(k.shape() == v.shape() && k.dim(0) == batch.num_tokens &&
-                   static_cast<int64_t>(batch.slot_mapping.size()) == k.dim(0),
-               "write_kv", "k/v/slot_mapping do not match the batch's tokens");
-        const int64_t num_slots = key_cache.dim(0) * key_cache.dim(1);
-        if (!already_checked(batch.slot_mapping.data(), num_slots))
-            for (int64_t s : batch.slot_mapping)
-                expect(s < num_slots, "write_kv", "slot beyond the cache");
         const void* d_slots = nullptr;
         resolve({{batch.slot_mapping.data(), batch.slot_mapping.size_bytes()}}, &d_slots);
-        kcu::launch_kv_write(
-            {rows3(k), rows3(v), k.dim(0), k.dim(1), k.dim(2), static_cast<const int64_t*>(d_slots), key_cache.data(),
-             value_cache.data(), elem_type(key_cache.dtype(), "write_kv"), num_slots},
-            stream_);
+        const KvTarget target = kv_target(k, v, batch, key_cache, value_cache, d_slots, "write_kv");
+        kcu::launch_kv_write({rows3(k), rows3(v), k.dim(0), k.dim(1), k.dim(2), target.slots, key_cache.data(),
+                              value_cache.data(), target.type, target.num_slots},
+                             stream_);
         invalidate_converted();
     }
 
@@ -450,6 +438,56 @@ class CudaOps final : public CudaOpsBase {
             off += align256(bytes);
         }
         return off;
+    }
+
+    // The checked arguments of the attention prologue kernel (q/k norm and RoPE; the caller adds the cache store).
+    // `d_positions`: the device copy of `positions` (resolve()).
+    kcu::QkNormRopeArgs prologue_args(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm,
+                                      float eps, NormKind kind, std::span<const int32_t> positions,
+                                      const void* d_positions, int rotary_dim, float theta) {
+        const char* op = "qk_norm_rope";
+        ops_checks::expect_heads(q, kHere, op, "q");
+        ops_checks::expect_heads(k, kHere, op, "k");
+        expect(q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2), op, "q and k differ in tokens or head_dim");
+        expect(static_cast<int64_t>(positions.size()) == q.dim(0), op, "one position per token");
+        expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= q.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf,
+               op, "bad rotary_dim " + std::to_string(rotary_dim));
+        kcu::QkNormRopeArgs a{};
+        a.norm = q_norm.defined();
+        if (a.norm) {
+            ops_checks::expect_vec(q_norm, q.dim(2), kHere, op, "q_norm");
+            ops_checks::expect_vec(k_norm, q.dim(2), kHere, op, "k_norm");
+            expect(q_norm.dtype() == k_norm.dtype(), op, "q_norm and k_norm differ in dtype");
+            a.q_weight = q_norm.data(), a.k_weight = k_norm.data();
+            a.weight_type = elem_type(q_norm.dtype(), op);
+        }
+        a.q = rows3(q), a.k = rows3(k), a.T = q.dim(0);
+        a.Hq = static_cast<int>(q.dim(1)), a.Hk = static_cast<int>(k.dim(1)), a.D = static_cast<int>(q.dim(2));
+        a.eps = eps, a.zero_centred = kind == NormKind::ZeroCentred;
+        a.positions = static_cast<const int32_t*>(d_positions), a.rotary_dim = rotary_dim;
+        fill_inv_freq(theta, rotary_dim, a.inv_freq);
+        return a;
+    }
+
+    // Where write_kv stores k and v: the checked caches, and the batch's slots on the device (`d_slots`, resolve()).
+    struct KvTarget {
+        const int64_t* slots;
+        kcu::ElemType type;
+        int64_t num_slots;
+    };
+    KvTarget kv_target(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
+                       const Tensor& value_cache, const void* d_slots, const char* op) {
+        ops_checks::expect_heads(k, kHere, op, "k");
+        ops_checks::expect_heads(v, kHere, op, "v");
+        check_cache(key_cache, value_cache, k.dim(1), k.dim(2), batch, op);
+        expect(k.shape() == v.shape() && k.dim(0) == batch.num_tokens &&
+                   static_cast<int64_t>(batch.slot_mapping.size()) == k.dim(0),
+               op, "k/v/slot_mapping do not match the batch's tokens");
+        const int64_t num_slots = key_cache.dim(0) * key_cache.dim(1);
+        if (!already_checked(batch.slot_mapping.data(), num_slots))
+            for (int64_t s : batch.slot_mapping)
+                expect(s < num_slots, op, "slot beyond the cache");
+        return {static_cast<const int64_t*>(d_slots), elem_type(key_cache.dtype(), op), num_slots};
     }
 
     static void check_tables(const ForwardBatch& batch, int64_t num_blocks) {

@@ -12,11 +12,10 @@
 #include <memory>
 #include <span>
 
+#include "runtime/forward_batch.h"
 #include "tensor/tensor.h"
 
 namespace pagoda {
-
-struct ForwardBatch;
 
 // A recorded forward pass (Ops::end_capture); what it holds is the backend's business.
 class StepGraph {
@@ -88,6 +87,16 @@ class Ops {
     // batch.slot_mapping (negative slots skipped).
     virtual void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
                           const Tensor& value_cache) = 0;
+
+    // The whole attention prologue: qk_norm_rope on q and k (positions from the batch), then write_kv of the finished
+    // k and of v. A device backend runs it as one kernel; this default calls the two ops.
+    virtual void qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                                       const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
+                                       int rotary_dim, float theta, const Tensor& key_cache,
+                                       const Tensor& value_cache) {
+        qk_norm_rope(q, k, q_norm, k_norm, eps, kind, batch.positions, rotary_dim, theta);
+        write_kv(k, v, batch, key_cache, value_cache);
+    }
     // Causal attention of the new tokens over each sequence's whole context (cached prefix + new tokens, read from
     // the caches through the block tables, so call write_kv first). q, out [T, H_q, D]; GQA: q head h uses kv head
     // h / (H_q / H_kv). scale is usually 1/sqrt(D).

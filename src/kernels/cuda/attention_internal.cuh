@@ -14,7 +14,7 @@ __device__ __forceinline__ bool serves(SeqFilter f, int qlen) {
 
 // True when the decode kernel applies (BF16 caches, D 64/128/256, G <= 16).
 bool decode_attention_applies(const PagedAttentionArgs& a);
-// Grid (1, num_seqs, H_kv * num_splits); same workspace layout as the general kernel.
+// Grid (H_kv * num_splits, num_seqs); same workspace layout as the general kernel.
 void launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
 
 // --- Tensor-core pieces of the decode and prefill kernels ------------------------------------------------------------

@@ -105,6 +105,14 @@ struct QkNormRopeArgs {
     const int32_t* positions;  // device, [T]
     int rotary_dim;
     float inv_freq[kMaxRotaryHalf];
+    // With key_cache set, the finished k rows and the v rows [T, Hk, D] are also stored in the paged caches at
+    // slot_mapping, exactly as launch_kv_write stores them (the whole attention prologue in one launch).
+    Rows v;
+    const int64_t* slot_mapping;  // device, [T]; negative = skip
+    void* key_cache;
+    void* value_cache;
+    ElemType cache_type;
+    int64_t num_slots;
 };
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
 

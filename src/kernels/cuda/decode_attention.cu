@@ -47,8 +47,10 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
     extern __shared__ __align__(16) unsigned char smem_raw[];
     auto* kv_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [S][K rows | V rows][LD]
 
+    // The KV heads of a sequence are neighbouring blocks: they read the same cache rows (a token's heads lie side by
+    // side) at about the same time, which keeps DRAM pages open.
     const int s = blockIdx.y;
-    const int kvh = blockIdx.z % a.H_kv, split = blockIdx.z / a.H_kv;
+    const int kvh = blockIdx.x % a.H_kv, split = blockIdx.x / a.H_kv;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
     const int64_t t = a.query_start_loc[s];
     if (!serves(filter, a.query_start_loc[s + 1] - int(t))) return;
@@ -66,24 +68,25 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
     const int bs = a.block_size;
     const bool bs_pow2 = (bs & (bs - 1)) == 0;  // the usual 16: shifts instead of divisions
     const int bs_shift = __ffs(bs) - 1;
-    // Thread tid copies chunk tid % kChunks of rows tid / kChunks + kRowsPerPass * p: first every row's table
-    // lookup (independent loads, all in flight together), then the copies.
-    auto load_tile = [&](int tile, int stage) {
-        __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kTileKeys * LD;
-        __nv_bfloat16* v_dst = k_dst + kTileKeys * LD;
-        const int ch = tid % Sh::kChunks, r0 = tid / Sh::kChunks;
-        const int base = kv_lo + tile * kTileKeys;
-        int64_t off[Sh::kPasses];
+    // Thread tid copies chunk tid % kChunks of rows tid / kChunks + kRowsPerPass * p. The rows' cache offsets of a
+    // tile are looked up one tile ahead of its copies (table reads are loads too; this way they arrive during a
+    // tile's compute instead of stalling the copies).
+    const int ch = tid % Sh::kChunks, r0 = tid / Sh::kChunks;
+    auto offsets = [&](int tile, int64_t(&off)[Sh::kPasses]) {
 #pragma unroll
         for (int p = 0; p < Sh::kPasses; ++p) {
-            const int key = base + r0 + p * Sh::kRowsPerPass;
+            const int key = kv_lo + tile * kTileKeys + r0 + p * Sh::kRowsPerPass;
             off[p] = -1;
-            if (key < kv_hi) {
+            if (tile < num_tiles && key < kv_hi) {
                 const int blk = bs_pow2 ? key >> bs_shift : key / bs;
                 const int in_blk = key - blk * bs;
                 off[p] = ((int64_t(table[blk]) * bs + in_blk) * a.H_kv + kvh) * D + ch * 8;
             }
         }
+    };
+    auto copy_tile = [&](int stage, const int64_t(&off)[Sh::kPasses]) {
+        __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kTileKeys * LD;
+        __nv_bfloat16* v_dst = k_dst + kTileKeys * LD;
 #pragma unroll
         for (int p = 0; p < Sh::kPasses; ++p) {
             const int j = r0 + p * Sh::kRowsPerPass;
@@ -92,11 +95,14 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
             cp_async16(v_dst + j * LD + ch * 8, vc + (valid ? off[p] : 0), valid);
         }
     };
+    int64_t next_off[Sh::kPasses];  // of tile S - 1, then of each tile the loop copies next
 #pragma unroll
     for (int st = 0; st < S - 1; ++st) {
-        if (st < num_tiles) load_tile(st, st);
+        offsets(st, next_off);
+        if (st < num_tiles) copy_tile(st, next_off);
         cp_async_commit();
     }
+    offsets(S - 1, next_off);
 
     // Q as mma A fragments: rows g and g + 8 (query heads of the group; zero past G), dims kd + 2c (+1, +8, +9).
     const float q_scale = a.scale * 1.4426950408889634f;
@@ -127,8 +133,9 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
     for (int tile = 0; tile < num_tiles; ++tile) {
         cp_async_wait<S - 2>();  // this thread's copies of `tile` have landed
         __syncthreads();         // everyone's have, and everyone is done with the stage about to be refilled
-        if (tile + S - 1 < num_tiles) load_tile(tile + S - 1, (tile + S - 1) % S);
+        if (tile + S - 1 < num_tiles) copy_tile((tile + S - 1) % S, next_off);
         cp_async_commit();
+        offsets(tile + S, next_off);
 
         const int key0 = kv_lo + tile * kTileKeys + warp * 16;  // this warp's 16 keys
         if (key0 >= kv_hi) continue;
@@ -298,7 +305,7 @@ bool decode_attention_applies(const PagedAttentionArgs& a) {
 }
 
 void launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
-    const dim3 grid(1, static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.H_kv * a.num_splits));
+    const dim3 grid(static_cast<unsigned>(a.H_kv * a.num_splits), static_cast<unsigned>(a.num_seqs));
     switch (a.D) {
         case 64:
             launch_d<64>(a, grid, filter, stream);

@@ -1,5 +1,5 @@
-// NeoX RoPE in place (partial rotary dims), alone or after the per-head QK-norm in one kernel, and the paged KV write
-// (F32 K/V rows into BF16/F16/F32 caches).
+// NeoX RoPE in place (partial rotary dims), alone or after the per-head QK-norm in one kernel (which can also store
+// the K/V rows in the paged caches), and the paged KV write (F32 K/V rows into BF16/F16/F32 caches).
 #include "kernels/cuda/common.cuh"
 
 namespace pagoda::kernels::cuda {
@@ -25,43 +25,71 @@ __global__ void rope_kernel(RopeArgs a) {
 }
 
 constexpr int kMaxHeadDim = 2 * kMaxRotaryHalf;
+constexpr int kRowsPerBlock = 8;  // one warp per (token, head) row
 
-// One block per (token, head row of q or k): the row is normalised into shared memory (the same expressions as
-// rms_norm_kernel), then rotated from there back into place, so no thread reads what another one wrote.
-__global__ void qk_norm_rope_kernel(QkNormRopeArgs a) {
-    __shared__ float row[kMaxHeadDim];
-    const bool is_q = blockIdx.y < unsigned(a.Hq);
-    const int64_t h = is_q ? blockIdx.y : blockIdx.y - a.Hq, t = blockIdx.x;
+// One warp per row of q, k or (when storing to the caches) v: the row is normalised into the warp's shared row (the
+// same expressions as rms_norm_kernel), then rotated from there back into place, so no lane reads what another one
+// wrote; finished k rows and v rows also go to the caches. Rows of one token's heads are neighbouring warps.
+template <typename C>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNormRopeArgs a) {
+    __shared__ float rows[kRowsPerBlock][kMaxHeadDim];
+    __shared__ float inv_freq[kMaxRotaryHalf];  // the launch parameter, read by every lane at its own index
+    const int half = a.rotary_dim / 2;
+    for (int j = threadIdx.x; j < half; j += blockDim.x)
+        inv_freq[j] = a.inv_freq[j];
+    __syncthreads();
+
+    const bool store = a.key_cache != nullptr;
+    const int heads = a.Hq + a.Hk + (store ? a.Hk : 0);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t index = blockIdx.x * int64_t(kRowsPerBlock) + warp;
+    if (index >= a.T * heads) return;  // nothing block-wide follows
+    const int64_t t = index / heads;
+    const int h = static_cast<int>(index % heads);
+    const int64_t slot = store ? a.slot_mapping[t] : -1;
+    const bool stored = slot >= 0 && slot < a.num_slots;  // the runtime checked the range on the host
+    if (h >= a.Hq + a.Hk) {                               // a v row: only stored
+        if (!stored) return;
+        const int hv = h - a.Hq - a.Hk;
+        const float* x = a.v.data + t * a.v.stride_t + hv * a.v.stride_h;
+        C* dst = static_cast<C*>(a.value_cache) + (slot * a.Hk + hv) * a.D;
+        for (int d = lane; d < a.D; d += 32)
+            dst[d] = from_f32<C>(x[d]);
+        return;
+    }
+    const bool is_q = h < a.Hq;
+    const int hh = is_q ? h : h - a.Hq;
     const Rows& r = is_q ? a.q : a.k;
-    float* x = r.data + t * r.stride_t + h * r.stride_h;
+    float* x = r.data + t * r.stride_t + hh * r.stride_h;
+    float* row = rows[warp];
     float ss = 0.0f;
-    for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+    for (int d = lane; d < a.D; d += 32) {
         const float v = x[d];
         row[d] = v;
         ss += v * v;
     }
     if (a.norm) {
-        ss = block_sum(ss);  // also orders the row writes before the reads below
-        const float scale = rsqrtf(ss / static_cast<float>(a.D) + a.eps);
+        const float scale = rsqrtf(warp_sum(ss) / static_cast<float>(a.D) + a.eps);
         const void* w = is_q ? a.q_weight : a.k_weight;
-        for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+        for (int d = lane; d < a.D; d += 32) {
             float wv = load_as_f32(w, a.weight_type, d);
             if (a.zero_centred) wv += 1.0f;
             row[d] = row[d] * scale * wv;
         }
     }
-    __syncthreads();
-    const int half = a.rotary_dim / 2;
+    __syncwarp();
     const float pos = static_cast<float>(a.positions[t]);
-    for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
-        if (d >= a.rotary_dim) {
-            x[d] = row[d];
-            continue;
+    C* cached = !is_q && stored ? static_cast<C*>(a.key_cache) + (slot * a.Hk + hh) * a.D : nullptr;
+    for (int d = lane; d < a.D; d += 32) {
+        float out = row[d];
+        if (d < a.rotary_dim) {
+            const int j = d < half ? d : d - half;
+            float s, c;
+            sincosf(pos * inv_freq[j], &s, &c);
+            out = d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
         }
-        const int j = d < half ? d : d - half;
-        float s, c;
-        sincosf(pos * a.inv_freq[j], &s, &c);
-        x[d] = d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
+        x[d] = out;
+        if (cached) cached[d] = from_f32<C>(out);
     }
 }
 
@@ -94,10 +122,19 @@ void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(a.rotary_dim > 0 && a.rotary_dim % 2 == 0 && a.rotary_dim <= a.D && a.D <= kMaxHeadDim,
                           "qk_norm_rope: rotary_dim must be even and at most head_dim (at most 512)");
     if (a.T == 0) return;
-    PAGODA_KERNEL_REQUIRE(a.Hq + a.Hk <= 65535, "qk_norm_rope: too many heads");
-    const int threads = a.D >= 128 ? 128 : 64;
-    qk_norm_rope_kernel<<<dim3(static_cast<unsigned>(a.T), static_cast<unsigned>(a.Hq + a.Hk)), threads, 0, stream>>>(
-        a);
+    const int64_t rows = a.T * (a.Hq + a.Hk + (a.key_cache ? a.Hk : 0));
+    const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    switch (a.key_cache ? a.cache_type : ElemType::F32) {
+        case ElemType::BF16:
+            qk_norm_rope_kernel<__nv_bfloat16><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            break;
+        case ElemType::F16:
+            qk_norm_rope_kernel<__half><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            break;
+        default:
+            qk_norm_rope_kernel<float><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            break;
+    }
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -113,10 +113,8 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
     Tensor v = heads_view(v_out, 0, nkv, hd, hd);
     const NormKind kind = norm_kind(spec);
     const float eps = static_cast<float>(spec.rms_norm_eps);
-    ops.qk_norm_rope(q, k, w.q_norm, w.k_norm, eps, kind, batch.positions, static_cast<int>(rotary_dim_of(spec)),
-                     static_cast<float>(spec.rope.theta));
-
-    ops.write_kv(k, v, batch, key_cache, value_cache);
+    ops.qk_norm_rope_write_kv(q, k, v, w.q_norm, w.k_norm, eps, kind, batch, static_cast<int>(rotary_dim_of(spec)),
+                              static_cast<float>(spec.rope.theta), key_cache, value_cache);
     Tensor attn = arena.f32(T, nq * hd);
     ops.paged_attention(q, key_cache, value_cache, batch, 1.0f / std::sqrt(static_cast<float>(hd)),
                         attn.reshape(Shape{T, nq, hd}));

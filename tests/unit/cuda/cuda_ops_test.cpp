@@ -208,6 +208,49 @@ TEST_F(CudaOpsTest, QkNormRopeMatchesSeparateOps) {
     }
 }
 
+// The whole attention prologue in one kernel (QK-norm, RoPE, K/V into BF16 caches) against the CPU's qk_norm_rope
+// then write_kv: head dims with and without partial rotary, a skipped slot, GQA with one KV head.
+TEST_F(CudaOpsTest, QkNormRopeWriteKvMatchesSeparateOps) {
+    for (auto [T, Hq, Hk, D, rot] :
+         {std::tuple{7, 8, 2, 128, 128}, std::tuple{3, 4, 4, 64, 32}, std::tuple{9, 4, 1, 32, 32}}) {
+        const int32_t bs = 16, num_blocks = 4, ctx = 5;
+        ForwardBatchBuilder builder(bs);
+        const std::vector<int32_t> tokens(T, 1), table = {3, 1};
+        builder.add_sequence(tokens, ctx, table, 0);
+        ForwardBatch batch = builder.view();
+        std::vector<int64_t> slots(batch.slot_mapping.begin(), batch.slot_mapping.end());
+        slots[1] = -1;  // skipped
+        batch.slot_mapping = slots;
+        Pair q = input(Shape{T, Hq, D}, 2.0f), k = input(Shape{T, Hk, D}, 2.0f), v = input(Shape{T, Hk, D}, 2.0f);
+        Pair qw = input(Shape{D}), kw = input(Shape{D});
+        const Shape cache_shape{num_blocks, bs, Hk, D};
+        HostTensor kc = HostTensor::empty(DType::F32, cache_shape), vc = HostTensor::empty(DType::F32, cache_shape);
+        std::fill_n(kc.tensor.data_as<float>(), kc.tensor.numel(), 0.0f);
+        std::fill_n(vc.tensor.data_as<float>(), vc.tensor.numel(), 0.0f);
+        DeviceTensor d_kc = to_device(*gpu_, to_dtype(kc.tensor, DType::BF16).tensor);
+        DeviceTensor d_vc = to_device(*gpu_, to_dtype(vc.tensor, DType::BF16).tensor);
+        cpu_->ops().qk_norm_rope_write_kv(q.host.tensor, k.host.tensor, v.host.tensor, qw.host.tensor, kw.host.tensor,
+                                          1e-6f, NormKind::Plain, batch, rot, 1e6f, kc.tensor, vc.tensor);
+        gpu_->ops().qk_norm_rope_write_kv(q.dev.tensor, k.dev.tensor, v.dev.tensor, qw.dev.tensor, kw.dev.tensor, 1e-6f,
+                                          NormKind::Plain, batch, rot, 1e6f, d_kc.tensor, d_vc.tensor);
+        EXPECT_LE(compare(q, kWhole, "qk_norm_rope_write_kv q"), 1e-5f);
+        EXPECT_LE(compare(k, kWhole, "qk_norm_rope_write_kv k"), 1e-5f);
+        EXPECT_LE(compare(v, kWhole, "qk_norm_rope_write_kv v (unchanged)"), 0.0f);
+        // The caches, widened back to f32: within one bf16 rounding of the CPU's f32 values; zero where nothing
+        // was stored (the skipped slot included).
+        for (const auto& [cpu_cache, gpu_cache, what] :
+             {std::tuple{&kc, &d_kc, "key cache"}, std::tuple{&vc, &d_vc, "value cache"}}) {
+            HostTensor got = to_host(*gpu_, gpu_cache->tensor);
+            HostTensor widened = HostTensor::empty(DType::F32, cache_shape);
+            for (int64_t i = 0; i < widened.tensor.numel(); ++i)
+                widened.tensor.data_as<float>()[i] = bf16_to_f32(got.tensor.data_as<uint16_t>()[i]);
+            const float e = rel_error(cpu_cache->tensor, widened.tensor);
+            std::printf("  %-44s max rel err %.3g\n", what, e);
+            EXPECT_LE(e, 8e-3f) << what;
+        }
+    }
+}
+
 TEST_F(CudaOpsTest, Elementwise) {
     for (auto [T, N] : {std::pair{1, 17}, std::pair{33, 4096}}) {
         Pair a = input(Shape{T, N}, 4.0f), b = input(Shape{T, N}, 4.0f), g1 = input(Shape{T, 1}, 4.0f);
