@@ -72,13 +72,15 @@ if want ops; then
     LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_cuda_ops_bench" > "$OUT/ops_bench.log" 2>&1
     summary+=("ops bench rc=$?:")
     while read -r line; do summary+=("  $line"); done < <(grep '^{' "$OUT/ops_bench.log")
-    # The decode attention kernel's other block shapes (warps x pipeline stages; the default is in the table above).
-    for shape in 4x3 2x4 8x2; do
+    # The decode attention kernel's other block shapes (warps x pipeline stages; the default is in the table above),
+    # and ncu's view of the default; OPS_VARIANTS=0 skips both.
+    [[ ${OPS_VARIANTS:-1} == 0 ]] && shapes=() || shapes=(4x3 2x4 8x2)
+    for shape in "${shapes[@]}"; do
         PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_cuda_ops_bench" --attention-only \
             > "$OUT/ops_attention_$shape.log" 2>&1
         while read -r line; do summary+=("  $shape: $line"); done < <(grep '^{' "$OUT/ops_attention_$shape.log")
     done
-    if command -v ncu > /dev/null; then
+    if [[ ${OPS_VARIANTS:-1} != 0 ]] && command -v ncu > /dev/null; then
         # The decode attention kernel at batch 256: DRAM throughput as a share of the peak, and what bounds it.
         LD_LIBRARY_PATH=$LIBS timeout 200 ncu --kernel-name regex:decode_attention --launch-count 1 \
             --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \

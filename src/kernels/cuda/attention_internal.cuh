@@ -40,6 +40,39 @@ __device__ __forceinline__ uint32_t word(const __nv_bfloat16* p) {
     return *reinterpret_cast<const uint32_t*>(p);
 }
 
+// One online-softmax step for the two rows (g and g + 8) a lane holds of a warp's m16 x 8N score tile, scores in base
+// 2 with masked entries at -inf. The rows' maxima are shared by the lane's quad; sc becomes exp2(sc - max) (a row that
+// has seen no key yet keeps base 0, so no -inf - -inf appears); l takes this thread's share of the rows' sums. Returns
+// the factors by which what was accumulated before must be rescaled (exactly 1 where a row's max did not change).
+template <int N>
+__device__ __forceinline__ float2 online_softmax(float (&sc)[N][4], float& m_a, float& m_b, float& l_a, float& l_b) {
+    float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        mx_a = fmaxf(mx_a, fmaxf(sc[n][0], sc[n][1]));
+        mx_b = fmaxf(mx_b, fmaxf(sc[n][2], sc[n][3]));
+    }
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+    mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+    mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+    const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);
+    const float base_a = new_a == -INFINITY ? 0.0f : new_a, base_b = new_b == -INFINITY ? 0.0f : new_b;
+    const float2 alpha = make_float2(exp2f(m_a - base_a), exp2f(m_b - base_b));
+    m_a = new_a, m_b = new_b;
+    float sum_a = 0.0f, sum_b = 0.0f;
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        sc[n][0] = exp2f(sc[n][0] - base_a), sc[n][1] = exp2f(sc[n][1] - base_a);
+        sc[n][2] = exp2f(sc[n][2] - base_b), sc[n][3] = exp2f(sc[n][3] - base_b);
+        sum_a += sc[n][0] + sc[n][1];
+        sum_b += sc[n][2] + sc[n][3];
+    }
+    l_a = l_a * alpha.x + sum_a;
+    l_b = l_b * alpha.y + sum_b;
+    return alpha;
+}
+
 // Four 8x8 bf16 matrices from shared memory, one instruction: lane l gives the address of row l % 8 of matrix l / 8
 // (16 contiguous bytes); register k of lane (g = l / 4, c = l % 4) receives matrix k's elements (g, 2c) and (g, 2c+1),
 // or with the transpose (2c, g) and (2c+1, g): mma fragments without one shared-memory load per element pair.

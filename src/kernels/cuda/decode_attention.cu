@@ -151,33 +151,15 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
             mma_bf16(sc[0], qa[kd / 16], b0);
             mma_bf16(sc[1], qa[kd / 16], b1);
         }
-        // Keys past the end of the split; then the online softmax (a row's four threads share its max).
-        float mx_a = -INFINITY, mx_b = -INFINITY;
+        // Keys past the end of the split; then the online softmax.
 #pragma unroll
         for (int n = 0; n < 2; ++n) {
             const int key = key0 + n * 8 + 2 * c;
             if (key >= kv_hi) sc[n][0] = sc[n][2] = -INFINITY;
             if (key + 1 >= kv_hi) sc[n][1] = sc[n][3] = -INFINITY;
-            mx_a = fmaxf(mx_a, fmaxf(sc[n][0], sc[n][1]));
-            mx_b = fmaxf(mx_b, fmaxf(sc[n][2], sc[n][3]));
         }
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-        const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);  // finite: key0 < kv_hi
-        const float alpha_a = exp2f(m_a - new_a), alpha_b = exp2f(m_b - new_b);
-        m_a = new_a, m_b = new_b;
-        float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-        for (int n = 0; n < 2; ++n) {
-            sc[n][0] = exp2f(sc[n][0] - new_a), sc[n][1] = exp2f(sc[n][1] - new_a);
-            sc[n][2] = exp2f(sc[n][2] - new_b), sc[n][3] = exp2f(sc[n][3] - new_b);
-            sum_a += sc[n][0] + sc[n][1];
-            sum_b += sc[n][2] + sc[n][3];
-        }
-        l_a = l_a * alpha_a + sum_a;  // this thread's share of the row sum; the quad adds them up at the end
-        l_b = l_b * alpha_b + sum_b;
+        const float2 alpha = online_softmax(sc, m_a, m_b, l_a, l_b);
+        const float alpha_a = alpha.x, alpha_b = alpha.y;
         // Once the maxima settle (most tiles), alpha is exactly 1 and the output needs no rescaling.
         if (!__all_sync(0xffffffffu, alpha_a == 1.0f && alpha_b == 1.0f)) {
 #pragma unroll

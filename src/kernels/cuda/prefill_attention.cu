@@ -130,8 +130,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
             }
         }
 
-        // Causal mask and the online softmax; a row's four threads (one quad) share its max and rescale.
-        float mx_a = -INFINITY, mx_b = -INFINITY;
+        // Causal mask and the online softmax.
 #pragma unroll
         for (int n = 0; n < kBlockK / 8; ++n) {
             const int key = k0 + n * 8 + 2 * c;
@@ -139,28 +138,9 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
             if (key + 1 >= lim_a) sc[n][1] = -INFINITY;
             if (key >= lim_b) sc[n][2] = -INFINITY;
             if (key + 1 >= lim_b) sc[n][3] = -INFINITY;
-            mx_a = fmaxf(mx_a, fmaxf(sc[n][0], sc[n][1]));
-            mx_b = fmaxf(mx_b, fmaxf(sc[n][2], sc[n][3]));
         }
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-        mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-        mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-        const float new_a = fmaxf(m_a, mx_a), new_b = fmaxf(m_b, mx_b);
-        // A row with no visible key yet (only padding rows) keeps base 0 so that no -inf - -inf appears.
-        const float base_a = new_a == -INFINITY ? 0.0f : new_a, base_b = new_b == -INFINITY ? 0.0f : new_b;
-        const float alpha_a = exp2f(m_a - base_a), alpha_b = exp2f(m_b - base_b);
-        m_a = new_a, m_b = new_b;
-        float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-        for (int n = 0; n < kBlockK / 8; ++n) {
-            sc[n][0] = exp2f(sc[n][0] - base_a), sc[n][1] = exp2f(sc[n][1] - base_a);
-            sc[n][2] = exp2f(sc[n][2] - base_b), sc[n][3] = exp2f(sc[n][3] - base_b);
-            sum_a += sc[n][0] + sc[n][1];
-            sum_b += sc[n][2] + sc[n][3];
-        }
-        l_a = l_a * alpha_a + sum_a;  // this thread's share of the row sum; the quad adds them up at the end
-        l_b = l_b * alpha_b + sum_b;
+        const float2 alpha = online_softmax(sc, m_a, m_b, l_a, l_b);
+        const float alpha_a = alpha.x, alpha_b = alpha.y;
 #pragma unroll
         for (int i = 0; i < D / 8; ++i) {
             o[i][0] *= alpha_a, o[i][1] *= alpha_a;
