@@ -2,7 +2,11 @@
 """Random-weight Qwen3-8B-shaped bf16 checkpoint, made by transformers on the GPU, and the transformers baseline
 (eager attention, batch 1) measured on it in the same process.
 
-  python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers 36]
+  python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers N]
+      [--shape qwen3-8b | qwen2.5-7b] [--reference-only]
+
+--shape qwen2.5-7b makes a Qwen2.5-7B-shaped checkpoint instead (q/k/v biases, 28 query heads over 4 KV heads);
+--reference-only skips the speed baseline and only saves the reference logits below.
 
 Prints one JSON line: hf_decode_tok_s, hf_prefill_ms. Then, for the correctness check at this real shape
 (bench/gpu/compare_logits.py), the model in fp32 (its bf16 weights widened exactly) gives the logits of the last 8
@@ -15,7 +19,7 @@ import time
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, Qwen3Config
+from transformers import AutoModelForCausalLM, Qwen2Config, Qwen3Config
 
 
 def main():
@@ -24,12 +28,21 @@ def main():
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--decode", type=int, default=128)
     ap.add_argument("--prefill", type=int, default=2048)
-    ap.add_argument("--layers", type=int, default=36)
+    ap.add_argument("--layers", type=int, default=None, help="default: the shape's own (36 or 28)")
+    ap.add_argument("--shape", choices=["qwen3-8b", "qwen2.5-7b"], default="qwen3-8b")
+    ap.add_argument("--reference-only", action="store_true")
     a = ap.parse_args()
 
-    cfg = Qwen3Config(hidden_size=4096, intermediate_size=12288, num_hidden_layers=a.layers, num_attention_heads=32,
-                      num_key_value_heads=8, head_dim=128, vocab_size=151936, max_position_embeddings=40960,
-                      rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False, attention_bias=False)
+    if a.shape == "qwen3-8b":
+        cfg = Qwen3Config(hidden_size=4096, intermediate_size=12288, num_hidden_layers=a.layers or 36,
+                          num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                          max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                          tie_word_embeddings=False, attention_bias=False)
+    else:  # Qwen2.5-7B: Qwen2 always has q/k/v biases
+        cfg = Qwen2Config(hidden_size=3584, intermediate_size=18944, num_hidden_layers=a.layers or 28,
+                          num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                          max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                          tie_word_embeddings=False)
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     t0 = time.time()
@@ -42,6 +55,9 @@ def main():
     t_save = time.time() - t0
 
     g = torch.Generator(device="cpu").manual_seed(1)
+    if a.reference_only:
+        save_references(model, cfg, a.out, g)
+        return
     with torch.no_grad():
         # Prefill latency (last-position logits only), best of three after a warm-up.
         ids = torch.randint(0, cfg.vocab_size, (1, a.prefill), generator=g).cuda()
@@ -70,16 +86,21 @@ def main():
                       "hf_prefill_ms": round(best * 1e3, 1), "hf_decode_tok_s": round(a.decode / dt, 1),
                       "torch": torch.__version__}), flush=True)
 
+    save_references(model, cfg, a.out, g)
+
+
+def save_references(model, cfg, out, g):
+    """The logits of the last 8 positions of a 300-token prompt: the bf16 model's, then the same model's in fp32."""
     ref_ids = torch.randint(0, cfg.vocab_size, (1, 300), generator=g)
     # transformers' own bf16 run of the same prompt: how far bf16 arithmetic alone moves the logits at this depth.
     with torch.no_grad():
         bf16 = model(ref_ids.cuda(), use_cache=False, logits_to_keep=8).logits[0].float().cpu().numpy()
-    np.save(f"{a.out}/reference_logits_bf16.npy", bf16)
+    np.save(f"{out}/reference_logits_bf16.npy", bf16)
     model.float()
     with torch.no_grad():
         ref = model(ref_ids.cuda(), use_cache=False, logits_to_keep=8).logits[0].float().cpu().numpy()
-    np.save(f"{a.out}/reference_logits.npy", ref)
-    with open(f"{a.out}/reference_ids.txt", "w") as f:
+    np.save(f"{out}/reference_logits.npy", ref)
+    with open(f"{out}/reference_ids.txt", "w") as f:
         f.write(" ".join(str(int(i)) for i in ref_ids[0]))
 
 

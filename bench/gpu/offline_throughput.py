@@ -4,9 +4,11 @@
 the GPU machine as it is.
 
   python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8011 --model NAME [-n 256 --input 1000 --output 1000]
-      [--deadline SECONDS]
+      [--deadline SECONDS] [--shared-prefix N] [--save FILE]
 
 With --deadline it reports what finished by then (marked "partial") instead of waiting for every request.
+--shared-prefix N starts every prompt with the same N tokens (prefix-cache hits); --save FILE writes the completions'
+texts, in request order, as a JSON list (to compare two runs of the same prompts).
 """
 import argparse
 import json
@@ -22,7 +24,8 @@ def one(url, model, prompt, output):
                        "ignore_eos": True}).encode()
     req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=3600) as r:
-        return json.loads(r.read())["usage"]["completion_tokens"]
+        reply = json.loads(r.read())
+        return reply["usage"]["completion_tokens"], reply["choices"][0]["text"]
 
 
 def main():
@@ -34,19 +37,25 @@ def main():
     ap.add_argument("--output", type=int, default=1000)
     ap.add_argument("--vocab", type=int, default=151643)
     ap.add_argument("--deadline", type=float, default=None)
+    ap.add_argument("--shared-prefix", type=int, default=0)
+    ap.add_argument("--save", default=None)
     a = ap.parse_args()
     rng = random.Random(0)
-    prompts = [[rng.randrange(a.vocab) for _ in range(a.input)] for _ in range(a.n)]
+    prefix = [rng.randrange(a.vocab) for _ in range(min(a.shared_prefix, a.input))]
+    prompts = [prefix + [rng.randrange(a.vocab) for _ in range(a.input - len(prefix))] for _ in range(a.n)]
     t = time.time()
     pool = ThreadPoolExecutor(a.n)
     futures = [pool.submit(one, a.url, a.model, p, a.output) for p in prompts]
     tokens, done, partial = 0, 0, False
     try:
         for f in as_completed(futures, timeout=a.deadline):
-            tokens += f.result()
+            tokens += f.result()[0]
             done += 1
     except FuturesTimeout:
         partial = True
+    if a.save and not partial:
+        with open(a.save, "w") as out:
+            json.dump([f.result()[1] for f in futures], out)
     dt = time.time() - t
     print(json.dumps({"requests": a.n, "finished": done, "partial": partial, "input": a.input, "output": a.output,
                       "output_tokens": tokens, "seconds": round(dt, 1), "output_tok_s": round(tokens / dt, 1),

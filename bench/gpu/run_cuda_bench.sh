@@ -13,8 +13,12 @@
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
 #   profile     a shorter profiled serving run (256 x 1000 in / 300 out, eager steps) whose per-op table shows where
 #               a large-batch step's time goes
-# or `all` (every part) or `check` (model,profile). bench, throughput and profile need the model (model part, or an
-# earlier call on the same machine).
+#   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
+#   sanitize    compute-sanitizer memcheck, racecheck and synccheck over cuda_ops_test
+#   prefix      a real-shape serving run with prefix-cache hits, its completions compared with a cache-off run
+# or `all` (every part) or `check` (model,profile). bench, throughput, profile and prefix need the model (model part,
+# or an earlier call on the same machine). model2, sanitize and prefix have not run yet (written after the session's
+# GPU time was spent).
 # Files may travel xz-compressed as $BIN/NAME.xz (the carry limit is 64 MiB): binaries, and the libraries the GPU
 # machine lacks (ICU). They are unpacked first.
 set -uo pipefail
@@ -89,17 +93,40 @@ if want ops; then
             "$OUT/ncu_decode_attention.log" | tr -s ' ' | tr '\n' ';')")
     fi
 fi
+# Correctness at a real shape: our logits on the GPU against transformers' fp32 logits of the checkpoint in $1
+# (bench/gpu/hf_qwen3_8b.py saved them beside it), next to transformers' own bf16 deviation.
+compare_logits_at() {
+    local dir=$1 label=$2 json="$OUT/pagoda_logits_$2.json"
+    [[ -f $dir/reference_ids.txt ]] || { summary+=("logits ($label): no reference, see $OUT/hf*.log"); return; }
+    LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda" logits --model "$dir" --device cuda --json --last 8 \
+        --ids "$(cat "$dir/reference_ids.txt")" > "$json" 2> "$OUT/pagoda_logits_$label.log"
+    summary+=("logits vs transformers fp32 ($label shape): $(python3 bench/gpu/compare_logits.py \
+        "$dir/reference_logits.npy" "$json" "$dir/reference_logits_bf16.npy" 2>&1 | tail -1)")
+    rm -f "$json"
+}
 if want model; then
     PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" > "$OUT/hf.log" 2>&1
     summary+=("transformers: $(grep hf_prefill_ms "$OUT/hf.log" | tail -1)")
-    # Correctness at the real shape: our logits on the GPU against transformers' fp32 logits.
-    if [[ -f $MODEL/reference_ids.txt ]]; then
-        LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda" logits --model "$MODEL" --device cuda --json --last 8 \
-            --ids "$(cat "$MODEL/reference_ids.txt")" > "$OUT/pagoda_logits.json" 2> "$OUT/pagoda_logits.log"
-        summary+=("logits vs transformers fp32 (Qwen3-8B shape): $(python3 bench/gpu/compare_logits.py \
-            "$MODEL/reference_logits.npy" "$OUT/pagoda_logits.json" "$MODEL/reference_logits_bf16.npy" 2>&1 | tail -1)")
-        rm -f "$OUT/pagoda_logits.json"
-    fi
+    compare_logits_at "$MODEL" Qwen3-8B
+fi
+if want model2; then
+    # The Qwen2.5-7B shape (q/k/v biases, 7 query heads per KV head), logits only.
+    MODEL2=${MODEL2:-/tmp/qwen2.5-7b-random}
+    PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL2" --shape qwen2.5-7b --reference-only \
+        > "$OUT/hf_qwen2.log" 2>&1
+    compare_logits_at "$MODEL2" Qwen2.5-7B
+fi
+if want sanitize; then
+    # compute-sanitizer: memcheck over every op test, racecheck (shared memory) over the attention and prologue
+    # kernels, synccheck over the same.
+    for tool in memcheck racecheck synccheck; do
+        filter='*'
+        [[ $tool != memcheck ]] && filter='*Attention*:*QkNorm*'
+        LD_LIBRARY_PATH=$LIBS timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/cuda_ops_test" \
+            --gtest_filter="$filter" > "$OUT/sanitize_$tool.log" 2>&1
+        summary+=("compute-sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' \
+            "$OUT/sanitize_$tool.log" | tr '\n' ' ')")
+    done
 fi
 if want bench; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
@@ -190,6 +217,23 @@ if want profile; then
         -n 256 --input 1000 --output 300 --deadline 90 > "$OUT/throughput_profiled.log" 2>&1
     summary+=("profiled (256 x 1000 in, 300 out): $(tail -1 "$OUT/throughput_profiled.log")")
     summary+=("  $(grep -E 'steps: GPU' "$OUT/serve_profile.log" | tr '\n' ' ')")
+fi
+
+if want prefix; then
+    # A real-shape engine run with prefix-cache hits (64 requests sharing a 512-token prefix, 1,000 in, 200 out,
+    # greedy), then the same prompts with the cache off. A hit's short prefill and a miss's long one round
+    # differently in bf16, so completions may part at near-ties: the report is how many are identical.
+    for cache in on off; do
+        extra=""
+        [[ $cache == off ]] && extra=--no-enable-prefix-caching
+        SERVE_EXTRA=$extra serve_and "$OUT/serve_prefix_$cache.log" 8014 PAGODA_QUIET=1 \
+            python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8014 --model "$MODEL" -n 64 --input 1000 \
+            --output 200 --shared-prefix 512 --save "$OUT/prefix_$cache.json" > "$OUT/prefix_$cache.log" 2>&1
+    done
+    summary+=("prefix-cache run: $(tail -1 "$OUT/prefix_on.log") $(grep -E 'prefix_cache_hits' "$OUT/serve_prefix_on.log")")
+    summary+=("identical completions, cache on vs off: $(python3 -c 'import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+print(sum(x == y for x, y in zip(a, b)), "of", len(a))' "$OUT/prefix_on.json" "$OUT/prefix_off.json" 2>&1)")
 fi
 
 # The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns
