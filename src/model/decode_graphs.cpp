@@ -83,6 +83,11 @@ bool DecodeGraphs::accepts(const ForwardBatch& b) const {
 
 Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePool* kv) {
     if (!accepts(batch)) return Status::error("decode graphs: batch is not a decode step this can run");
+    // A replay skips Model::forward and its checks; this is the one that matters for memory safety.
+    for (int32_t id : batch.token_ids)
+        if (id < 0 || id >= model_.spec().vocab_size)
+            return Status::error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                 std::to_string(model_.spec().vocab_size) + ")");
     const int32_t bucket = decode_graph_bucket(batch.num_seqs, options_.max_seqs);
     pad_decode_batch(batch, bucket, max_blocks_, options_.max_seq_len, padded_);
     const ForwardBatch& padded = padded_.view;
@@ -92,10 +97,12 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
     Ops& ops = model_.backend().ops();
     if (model_.memory_generation() != generation_) {  // some graph points into memory that moved
         graphs_.clear();
+        failed_.clear();  // a failure may have come from the old memory's sizes: try again
         generation_ = model_.memory_generation();
     }
     if (auto it = graphs_.find(bucket); it != graphs_.end()) {
         ops.replay(*it->second, padded);
+        replays_.fetch_add(1, std::memory_order_relaxed);
         return rows;
     }
     // First step of this bucket (or first since memory moved): run it, then record it.
@@ -103,6 +110,7 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
     if (failed_.count(bucket) > 0) return rows;
     if (model_.memory_generation() != generation_) {
         graphs_.clear();
+        failed_.clear();
         generation_ = model_.memory_generation();
     }
     ops.begin_capture();

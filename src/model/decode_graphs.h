@@ -56,8 +56,9 @@ class DecodeGraphs {
     // Runs the step; the logits [num_seqs, vocab] are rows of device memory owned here, valid until the next call.
     Result<Tensor> forward(const ForwardBatch& batch, const KvCachePool* kv);
 
-    // Graphs recorded so far (re-recordings included); safe to read from any thread.
+    // Graphs recorded and steps replayed so far (re-recordings included); safe to read from any thread.
     size_t recordings() const { return recordings_.load(std::memory_order_relaxed); }
+    size_t replays() const { return replays_.load(std::memory_order_relaxed); }
 
   private:
     DecodeGraphs(Model& model, const Options& options) : model_(model), options_(options) {}
@@ -67,9 +68,9 @@ class DecodeGraphs {
     int32_t max_blocks_ = 0;
     Buffer logits_;  // [max_seqs, vocab] on the device
     std::map<int32_t, std::unique_ptr<StepGraph>> graphs_;
-    std::set<int32_t> failed_;  // buckets whose recording failed: they run eagerly
+    std::set<int32_t> failed_;  // buckets whose recording failed: they run eagerly until memory moves
     uint64_t generation_ = 0;
-    std::atomic<size_t> recordings_{0};
+    std::atomic<size_t> recordings_{0}, replays_{0};
     PaddedDecodeBatch padded_;  // reused across steps
 };
 

@@ -28,7 +28,8 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     if (status.ok()) status = shard_weights(model->plan_, model->weights_);  // nothing to do unless split
     if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
-    // One launch for q/k/v and one for gate/up where the weights lie back to back (upload_weights places them so).
+    // One launch for q/k/v and one for gate/up where the weights lie back to back (upload_weights places them so
+    // when their sizes allow).
     for (LayerWeights& layer : model->weights_.layers) {
         fuse_projections(layer.attn);
         fuse_projections(layer.dense);
@@ -38,7 +39,8 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
 
 namespace {
 // Every tensor of the model's weights, for placing them on a device. The order puts q, k, v (and their biases) and
-// gate, up next to each other, so that fuse_projections can view each group as one tensor.
+// gate, up one after another, so that fuse_projections can view each group as one tensor (where their sizes are
+// multiples of upload_weights' 256-byte alignment, as at every real Qwen shape; otherwise they stay separate).
 template <typename F>
 void for_each_weight(ModelWeights& w, F&& f) {
     f(w.embed), f(w.final_norm), f(w.lm_head);

@@ -59,8 +59,10 @@ class ServingEngine {
     const Backend& backend() const { return tp_runner_ ? tp_runner_->backend() : *backend_; }
     // What the engine runs with (sizes, EOS ids, generation_config.json defaults).
     const engine::EngineConfig& config() const { return config_; }
-    // CUDA graphs recorded for decode steps so far (0 on the CPU, with enforce_eager, or with several ranks).
+    // CUDA graphs recorded for decode steps and steps replayed from them so far (0 on the CPU, with enforce_eager,
+    // or with several ranks).
     size_t recorded_cuda_graphs() const { return runner_ ? runner_->recorded_cuda_graphs() : 0; }
+    size_t replayed_cuda_graphs() const { return runner_ ? runner_->replayed_cuda_graphs() : 0; }
 
   private:
     friend Result<std::unique_ptr<ServingEngine>> create_engine(const std::string&, const EngineOptions&);

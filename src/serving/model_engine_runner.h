@@ -34,8 +34,10 @@ class ModelEngineRunner final : public engine::ModelRunner {
 
     int32_t vocab_size() const override { return static_cast<int32_t>(model_.vocab_size()); }
     engine::StepOutput execute(const engine::StepInput& input) override;
-    // CUDA graphs recorded for decode steps so far (0 without them); safe from any thread.
+    // CUDA graphs recorded for decode steps, and decode steps replayed from them, so far (0 without graphs); safe
+    // from any thread.
     size_t recorded_cuda_graphs() const { return graphs_ ? graphs_->recordings() : 0; }
+    size_t replayed_cuda_graphs() const { return graphs_ ? graphs_->replays() : 0; }
 
   private:
     explicit ModelEngineRunner(model::Model& model) : model_(model) {}

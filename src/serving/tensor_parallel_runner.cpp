@@ -127,7 +127,8 @@ TensorParallelRunner::~TensorParallelRunner() {
 Status TensorParallelRunner::start(const engine::EngineConfig& config) {
     for (size_t r = 0; r < ranks_.size(); ++r) {
         ranks_[r].backend->bind_thread();  // the pools and the device sampler are made on the rank's device
-        auto runner = ModelEngineRunner::create(*ranks_[r].model, config);
+        // No CUDA graphs for ranks yet: a recorded step would hold the NCCL collectives, not validated across ranks.
+        auto runner = ModelEngineRunner::create(*ranks_[r].model, config, /*cuda_graphs=*/false);
         if (!runner.ok()) return runner.status().with_context("tensor-parallel rank " + std::to_string(r));
         ranks_[r].runner = std::move(runner).value();
     }

@@ -176,12 +176,10 @@ Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts) {
 void fuse_projections(AttentionWeights& w) {
     Tensor qkv = rows_back_to_back({&w.q, &w.k, &w.v});
     Tensor bias;
-    if (w.q_bias.defined()) {
-        bias = rows_back_to_back({&w.q_bias, &w.k_bias, &w.v_bias});
-        if (!bias.defined()) return;
-    }
-    w.qkv = qkv;
-    w.qkv_bias = qkv.defined() ? bias : Tensor();
+    if (w.q_bias.defined()) bias = rows_back_to_back({&w.q_bias, &w.k_bias, &w.v_bias});
+    const bool fused = qkv.defined() && (!w.q_bias.defined() || bias.defined());  // one linear takes one bias
+    w.qkv = fused ? qkv : Tensor();
+    w.qkv_bias = fused ? bias : Tensor();
 }
 
 void fuse_projections(MlpWeights& w) {

@@ -209,10 +209,14 @@ TEST_F(CudaOpsTest, QkNormRopeMatchesSeparateOps) {
 }
 
 // The whole attention prologue in one kernel (QK-norm, RoPE, K/V into BF16 caches) against the CPU's qk_norm_rope
-// then write_kv: head dims with and without partial rotary, a skipped slot, GQA with one KV head.
+// then write_kv: head dims with and without partial rotary, a skipped slot, GQA with one KV head; without QK-norm
+// (qwen2), with it, and zero-centred (the first shape).
 TEST_F(CudaOpsTest, QkNormRopeWriteKvMatchesSeparateOps) {
-    for (auto [T, Hq, Hk, D, rot] :
-         {std::tuple{7, 8, 2, 128, 128}, std::tuple{3, 4, 4, 64, 32}, std::tuple{9, 4, 1, 32, 32}}) {
+    for (auto [T, Hq, Hk, D, rot, variant] :
+         {std::tuple{7, 8, 2, 128, 128, 1}, std::tuple{7, 8, 2, 128, 128, 0}, std::tuple{7, 8, 2, 128, 128, 2},
+          std::tuple{3, 4, 4, 64, 32, 1}, std::tuple{9, 4, 1, 32, 32, 1}}) {
+        const bool norm = variant > 0;
+        const NormKind kind = variant == 2 ? NormKind::ZeroCentred : NormKind::Plain;
         const int32_t bs = 16, num_blocks = 4, ctx = 5;
         ForwardBatchBuilder builder(bs);
         const std::vector<int32_t> tokens(T, 1), table = {3, 1};
@@ -229,10 +233,12 @@ TEST_F(CudaOpsTest, QkNormRopeWriteKvMatchesSeparateOps) {
         std::fill_n(vc.tensor.data_as<float>(), vc.tensor.numel(), 0.0f);
         DeviceTensor d_kc = to_device(*gpu_, to_dtype(kc.tensor, DType::BF16).tensor);
         DeviceTensor d_vc = to_device(*gpu_, to_dtype(vc.tensor, DType::BF16).tensor);
-        cpu_->ops().qk_norm_rope_write_kv(q.host.tensor, k.host.tensor, v.host.tensor, qw.host.tensor, kw.host.tensor,
-                                          1e-6f, NormKind::Plain, batch, rot, 1e6f, kc.tensor, vc.tensor);
-        gpu_->ops().qk_norm_rope_write_kv(q.dev.tensor, k.dev.tensor, v.dev.tensor, qw.dev.tensor, kw.dev.tensor, 1e-6f,
-                                          NormKind::Plain, batch, rot, 1e6f, d_kc.tensor, d_vc.tensor);
+        cpu_->ops().qk_norm_rope_write_kv(q.host.tensor, k.host.tensor, v.host.tensor, norm ? qw.host.tensor : Tensor(),
+                                          norm ? kw.host.tensor : Tensor(), 1e-6f, kind, batch, rot, 1e6f, kc.tensor,
+                                          vc.tensor);
+        gpu_->ops().qk_norm_rope_write_kv(q.dev.tensor, k.dev.tensor, v.dev.tensor, norm ? qw.dev.tensor : Tensor(),
+                                          norm ? kw.dev.tensor : Tensor(), 1e-6f, kind, batch, rot, 1e6f, d_kc.tensor,
+                                          d_vc.tensor);
         EXPECT_LE(compare(q, kWhole, "qk_norm_rope_write_kv q"), 1e-5f);
         EXPECT_LE(compare(k, kWhole, "qk_norm_rope_write_kv k"), 1e-5f);
         EXPECT_LE(compare(v, kWhole, "qk_norm_rope_write_kv v (unchanged)"), 0.0f);

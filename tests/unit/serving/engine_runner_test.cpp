@@ -268,6 +268,7 @@ TEST_P(EngineRunnerTest, CudaGraphsGiveTheTokensOfEagerSteps) {
     const std::vector<Outcome> graph_out = run_all(*g, batch);
     const Outcome graph_alone = run_one(*g, batch.back());
     EXPECT_GE(g->recorded_cuda_graphs(), 2u);  // the batch's bucket and the single sequence's at least
+    EXPECT_GT(g->replayed_cuda_graphs(), g->recorded_cuda_graphs());  // most steps replayed, not recorded again
     ASSERT_EQ(graph_out.size(), eager_out.size());
     for (size_t i = 0; i < batch.size(); ++i)
         expect_same_run(graph_out[i], eager_out[i], !batch[i].params.seed.has_value(), "request " + std::to_string(i));
