@@ -190,8 +190,10 @@ serve_and() {
     local log=$1 port=$2 env=$3
     shift 3
     cp "$BIN"/tok/* "$MODEL"/
+    # The server appends too (>>): the metrics appended below must not be overwritten by its last messages.
+    : > "$log"
     env $env LD_LIBRARY_PATH=$LIBS "$BIN/pagoda" serve "$MODEL" --device cuda --port "$port" --max-model-len 4096 \
-        --max-num-seqs 256 --shutdown-timeout 5 ${SERVE_EXTRA:-} > "$log" 2>&1 &
+        --max-num-seqs 256 --shutdown-timeout 5 ${SERVE_EXTRA:-} >> "$log" 2>&1 &
     local pid=$!
     for _ in $(seq 600); do
         python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" \
