@@ -1,6 +1,6 @@
-// Ops: the operations a model forward pass is written against. One CPU implementation (cpu_ops.cpp) now, CUDA later.
-// Conventions (every op):
-// - Activations are F32 on the CPU backend. Weights may be BF16, F16 or F32; accumulation is always fp32.
+// Ops: the operations a model forward pass is written against, implemented for the CPU (cpu_ops.cpp) and CUDA
+// (cuda_ops.cpp). Conventions (every op):
+// - Activations are F32 on both backends. Weights may be BF16, F16 or F32; accumulation is always fp32.
 // - "[T, N]" tensors are rank 2 with a contiguous last dimension and any row stride, so a column slice of a fused
 //   projection output is passed as a view, without a copy. "[T, H, D]" tensors are rank 3, last dimension contiguous,
 //   any stride for T and H (e.g. the query half of Qwen3-Next's per-head interleaved q/gate output).
