@@ -33,7 +33,8 @@ class CudaGemm {
     void run(kernels::cuda::ElemType type, const void* w, int64_t ldw, const void* x, int64_t ldx, float* y,
              int64_t ldd, int64_t N, int64_t T, int64_t K);
 
-    // While a CUDA graph is being captured nothing may be timed: new problems take the heuristic's first choice.
+    // While a CUDA graph is being captured nothing may be timed: new problems take the heuristic's first choice
+    // until their first call outside a capture.
     void set_capturing(bool capturing) { capturing_ = capturing; }
 
     struct Key {
@@ -47,14 +48,17 @@ class CudaGemm {
     };
 
   private:
+    static constexpr int kCandidates = 8;
     struct Plan {
         cublasLtMatmulDesc_t desc = nullptr;
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
         cublasLtMatmulAlgo_t algo{};
+        cublasLtMatmulHeuristicResult_t candidates[kCandidates] = {};  // the heuristic's ranking
+        int found = 0;
+        bool chosen = false;  // algo is final: timed, taken from the bucket, or tuning is off
     };
-    static constexpr int kCandidates = 8;
-
-    Plan make_plan(const Key& key, const void* w, const void* x, float* y);
+    Plan make_plan(const Key& key);  // descriptors and the heuristic's candidates
+    void choose_algo(const Key& key, Plan& plan, const void* w, const void* x, float* y);
     bool launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* w, const void* x, float* y);
 
     cudaStream_t stream_;

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <stdexcept>
 
 #include "common/check.h"
 #include "runtime/ops.h"
@@ -50,8 +51,14 @@ class DeviceScratch {
     ~DeviceScratch() {
         if (ptr_) cudaFree(ptr_);
     }
+    // Growing while `stream` is captured into a CUDA graph throws std::runtime_error instead: the graph would keep
+    // the old address, and the capture's caller drops the recording and runs eagerly.
     void* get(size_t bytes, cudaStream_t stream) {
         if (bytes > size_) {
+            cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+            PAGODA_CUDA_OK(cudaStreamIsCapturing(stream, &capture));
+            if (capture != cudaStreamCaptureStatusNone)
+                throw std::runtime_error("scratch memory would grow while a CUDA graph is recorded");
             if (ptr_) {
                 PAGODA_CUDA_OK(cudaStreamSynchronize(stream));
                 PAGODA_CUDA_OK(cudaFree(ptr_));

@@ -56,11 +56,12 @@ size_t align256(size_t n) {
 }
 
 struct CudaStepGraph final : StepGraph {
-    explicit CudaStepGraph(cudaGraphExec_t e) : exec(e) {}
+    CudaStepGraph(cudaGraphExec_t e, size_t staged) : exec(e), staged_bytes(staged) {}
     ~CudaStepGraph() override { cudaGraphExecDestroy(exec); }
     CudaStepGraph(const CudaStepGraph&) = delete;
     CudaStepGraph& operator=(const CudaStepGraph&) = delete;
     cudaGraphExec_t exec;
+    size_t staged_bytes;  // the recorded step's batch arrays: a replay must stage the same layout
 };
 
 class CudaOps final : public CudaOpsBase {
@@ -81,6 +82,7 @@ class CudaOps final : public CudaOpsBase {
     void begin_step(const ForwardBatch& b) override {
         if (!capturing_) profiler_.begin_step(b.max_query_len() == 1 ? "decode steps" : "prefill and mixed steps");
         const size_t bytes = stage(b);
+        if (capturing_) captured_bytes_ = bytes;
         // Recorded into a graph, this copy reads the staging memory again at every replay (replay restages it).
         if (bytes > 0)
             PAGODA_CUDA_OK(cudaMemcpyAsync(step_device_.get(bytes, stream_), step_staging_.get(bytes), bytes,
@@ -118,15 +120,19 @@ class CudaOps final : public CudaOpsBase {
             cudaGetLastError();
             return nullptr;
         }
-        return std::make_unique<CudaStepGraph>(exec);
+        return std::make_unique<CudaStepGraph>(exec, captured_bytes_);
     }
 
     void replay(const StepGraph& graph, const ForwardBatch& b) override {
+        const auto& recorded = static_cast<const CudaStepGraph&>(graph);
         profiler_.begin_step("decode steps (CUDA graph)");
-        stage(b);
+        const size_t bytes = stage(b);
+        PAGODA_OP_EXPECT(bytes == recorded.staged_bytes, "replay",
+                         "the batch's arrays take " + std::to_string(bytes) + " bytes, the recorded step's " +
+                             std::to_string(recorded.staged_bytes) + ": not the recorded batch shape");
         {
             const auto profile = profiler_.scope("graph replay");
-            PAGODA_CUDA_OK(cudaGraphLaunch(static_cast<const CudaStepGraph&>(graph).exec, stream_));
+            PAGODA_CUDA_OK(cudaGraphLaunch(recorded.exec, stream_));
         }
         PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
         profiler_.end_step();
@@ -135,8 +141,9 @@ class CudaOps final : public CudaOpsBase {
     }
 
     uint64_t memory_generation() const override {
-        return step_staging_.reallocations() + step_device_.reallocations() + op_uploads_.reallocations() +
-               convert_scratch_.reallocations() + attention_workspace_.reallocations();
+        // op_uploads_ is left out: an op that uploads its own array cannot be recorded (end_capture).
+        return step_staging_.reallocations() + step_device_.reallocations() + convert_scratch_.reallocations() +
+               attention_workspace_.reallocations();
     }
 
     // --- ops -----------------------------------------------------------------------------------------------------
@@ -315,7 +322,10 @@ class CudaOps final : public CudaOpsBase {
         a.max_seq_len = std::max(batch.max_seq_len(), batch.seq_len_bound);  // a recorded step plans for the bound
         a.num_splits = kcu::plan_paged_attention_splits(a, sm_count_);
         const size_t ws = kcu::paged_attention_workspace_floats(a.T, a.H_q, a.D, a.num_splits);
-        if (ws > 0) a.workspace = static_cast<float*>(attention_workspace_.get(ws * sizeof(float), stream_));
+        // Reserved at the bound on first use, so no later step grows it (and moves memory a CUDA graph points into).
+        const size_t bound = kcu::paged_attention_workspace_bound_floats(a.H_q, a.H_kv, a.D, sm_count_);
+        if (ws > 0)
+            a.workspace = static_cast<float*>(attention_workspace_.get(std::max(ws, bound) * sizeof(float), stream_));
         kcu::launch_paged_attention(a, stream_);
         invalidate_converted();
     }
@@ -656,6 +666,7 @@ class CudaOps final : public CudaOpsBase {
     CudaOpProfiler profiler_;
     bool capturing_ = false;
     bool capture_failed_ = false;
+    size_t captured_bytes_ = 0;  // staged by the step being recorded
 };
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/log.h"
 #include "runtime/cache_pools.h"
 #include "runtime/cuda_backend.h"
 
@@ -94,39 +95,90 @@ Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& o, const mode
     return make_cpu_backend(backend_options);
 }
 
-// What the KV pool may take on a GPU: the memory left after the weights (already loaded) within the
-// --gpu-memory-utilization share, less a reserve for one step's activations, logits and cuBLASLt workspaces.
-Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o) {
+// What the KV pool may take on a GPU: the memory left (after the weights, and after the warm-up step when
+// `reserve` is only headroom) within the --gpu-memory-utilization share, less `reserve`.
+Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o, size_t reserve) {
     if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
         return Status::error("gpu_memory_utilization must be in (0, 1]");
     PAGODA_ASSIGN_OR_RETURN(CudaDeviceInfo info, cuda_device_info(model.backend().device().index));
+    const auto keep_free =
+        static_cast<size_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(info.total_bytes));
+    if (info.free_bytes <= keep_free + reserve)
+        return Status::error("no GPU memory left for the KV cache: " + std::to_string(info.free_bytes >> 20) +
+                             " MiB free after the weights and activations, " +
+                             std::to_string((keep_free + reserve) >> 20) +
+                             " MiB needed for headroom (raise --gpu-memory-utilization)");
+    return info.free_bytes - keep_free - reserve;
+}
+
+// Ranks are not warmed up (tensor_parallel_runner.h), so their activations are estimated: one step's fp32
+// activations per token, logits rows three times over (the forward's, the sampler's, the decode graphs' buffer),
+// and 512 MiB for cuBLASLt workspaces, NCCL and the attention workspace.
+size_t estimated_activation_bytes(const model::Model& model, const EngineOptions& o) {
     const model::ModelSpec& spec = model.spec();
     const size_t tokens = static_cast<size_t>(std::max(o.max_num_batched_tokens, 1));
     const size_t per_token =
         4 * (8 * static_cast<size_t>(spec.hidden_size) + 4 * static_cast<size_t>(spec.intermediate_size) +
              4 * static_cast<size_t>(spec.num_attention_heads * spec.head_dim));
-    // Logits rows three times over: the forward's, the sampler's, and the decode CUDA graphs' own buffer.
-    const size_t reserve =
-        tokens * per_token + 3 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 + (size_t{512} << 20);
-    const auto keep_free =
-        static_cast<size_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(info.total_bytes));
-    if (info.free_bytes <= keep_free + reserve)
-        return Status::error("no GPU memory left for the KV cache: " + std::to_string(info.free_bytes >> 20) +
-                             " MiB free after the weights, " + std::to_string((keep_free + reserve) >> 20) +
-                             " MiB needed for headroom and activations (raise --gpu-memory-utilization)");
-    return info.free_bytes - keep_free - reserve;
+    return tokens * per_token + 3 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 + (size_t{512} << 20);
 }
 
-// The engine's sizes for a loaded model. On a GPU the KV pool, unless given, takes what the weights left of
-// --gpu-memory-utilization. For tensor parallelism `model` is rank 0's: every rank holds shards of the same sizes
-// and a pool of the same number of blocks, so rank 0's GPU speaks for all of them.
+// After the warm-up step, what is not measured: the decode CUDA graphs' own memory and the driver's.
+constexpr size_t kWarmHeadroomBytes = size_t{256} << 20;
+
+// The KV pool's blocks for a budget of `bytes`: as many as fit, but no more than max_num_seqs full-length sequences
+// need (engine_config_for's rule, with the budget given).
+Result<int32_t> kv_blocks_for_budget(const model::Model& model, const EngineOptions& options, size_t bytes) {
+    EngineOptions sized = options;
+    sized.kv_cache_bytes = bytes;
+    PAGODA_ASSIGN_OR_RETURN(engine::EngineConfig c, engine_config_for(model, sized));
+    return c.num_kv_blocks;
+}
+
+// The engine's sizes for a loaded model on the CPU, or with the KV pool's size given. For tensor parallelism
+// `model` is rank 0's: every rank holds shards of the same sizes and a pool of the same number of blocks, so rank
+// 0's GPU speaks for all of them.
 Result<engine::EngineConfig> sized_engine_config(const model::Model& model, const EngineOptions& options) {
     EngineOptions sized = options;
     if (model.backend().device().kind == DeviceKind::Cuda && options.num_kv_blocks <= 0 &&
         options.kv_cache_bytes == 0) {
-        PAGODA_ASSIGN_OR_RETURN(sized.kv_cache_bytes, gpu_kv_budget(model, options));
+        PAGODA_ASSIGN_OR_RETURN(sized.kv_cache_bytes,
+                                gpu_kv_budget(model, options, estimated_activation_bytes(model, options)));
     }
     return engine_config_for(model, sized);
+}
+
+// One GPU (or the CPU): the runner, warmed up on a device so that no step allocates. On a GPU with the KV pool's
+// size not given, the pool starts with one block (the warm-up's) and is then replaced by one sized from the memory
+// free after the warm-up step: weights + measured activation peak + KV pool (vLLM's profiling run).
+Result<std::unique_ptr<ModelEngineRunner>> start_runner(model::Model& model, const EngineOptions& options,
+                                                        engine::EngineConfig& config) {
+    const bool device = model.backend().device().kind != DeviceKind::Host;
+    const bool size_kv = device && options.num_kv_blocks <= 0 && options.kv_cache_bytes == 0 &&
+                         model.spec().num_full_attention_layers() > 0;
+    EngineOptions first = options;
+    if (size_kv) first.num_kv_blocks = 1;
+    PAGODA_ASSIGN_OR_RETURN(config, engine_config_for(model, first));
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<ModelEngineRunner> runner,
+                            ModelEngineRunner::create(model, config, !options.enforce_eager));
+    if (!device) return runner;
+    PAGODA_ASSIGN_OR_RETURN(const CudaDeviceInfo before, cuda_device_info(model.backend().device().index));
+    PAGODA_RETURN_IF_ERROR(runner->warm_up(config));
+    PAGODA_ASSIGN_OR_RETURN(const CudaDeviceInfo after, cuda_device_info(model.backend().device().index));
+    if (size_kv) {
+        PAGODA_ASSIGN_OR_RETURN(const size_t budget, gpu_kv_budget(model, options, kWarmHeadroomBytes));
+        PAGODA_ASSIGN_OR_RETURN(config.num_kv_blocks, kv_blocks_for_budget(model, options, budget));
+        PAGODA_RETURN_IF_ERROR(runner->resize_kv_pool(config.num_kv_blocks));
+    }
+    const size_t kv_bytes = static_cast<size_t>(config.num_kv_blocks) *
+                            KvCachePool::bytes_per_block(model.kv_cache_config(1, config.block_size));
+    PAGODA_LOG_INFO("GPU memory: the warm-up step (" + std::to_string(config.max_num_batched_tokens) + " tokens, " +
+                    std::to_string(config.max_num_seqs) + " sequences) took " +
+                    std::to_string((before.free_bytes - std::min(before.free_bytes, after.free_bytes)) >> 20) +
+                    " MiB; KV pool " + std::to_string(kv_bytes >> 20) + " MiB (" +
+                    std::to_string(config.num_kv_blocks) + " blocks of " + std::to_string(config.block_size) +
+                    " tokens)");
+    return runner;
 }
 
 // The ranks of a split model: one GPU each when the model goes to the GPU (the same rule as one device), else CPU
@@ -158,8 +210,7 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     if (!backend.ok()) return backend.status().with_context(model_dir);
     s->backend_ = std::move(backend).value();
     PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_));
-    PAGODA_ASSIGN_OR_RETURN(s->config_, sized_engine_config(*s->model_, options));
-    auto runner = ModelEngineRunner::create(*s->model_, s->config_, !options.enforce_eager);
+    auto runner = start_runner(*s->model_, options, s->config_);
     if (!runner.ok()) return runner.status().with_context(model_dir);
     s->runner_ = std::move(runner).value();
     auto engine = engine::Engine::create(s->config_, *s->runner_, options.observer);

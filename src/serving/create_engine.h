@@ -1,5 +1,5 @@
-// create_engine: a running Engine over a model directory on the CPU backend. The returned ServingEngine owns the
-// backend, the loaded model, the runner and the engine, and destroys them in the right order (the engine thread is
+// create_engine: a running Engine over a model directory on the CPU or CUDA backend. The returned ServingEngine owns
+// the backend, the loaded model, the runner and the engine, and destroys them in the right order (the engine thread is
 // shut down and joined before the model goes away).
 #pragma once
 
@@ -40,8 +40,9 @@ struct EngineOptions {
     int32_t tensor_parallel_size = 1;
     // "cpu", "cuda", or "auto" (cuda when a GPU is present and the model is dense qwen2/qwen3, else cpu).
     std::string device = "cpu";
-    // CUDA: the fraction of the GPU's memory pagoda may fill; the KV pool gets what the weights and the activation
-    // reserve leave of it (unless num_kv_blocks or kv_cache_bytes is given).
+    // CUDA: the fraction of the GPU's memory pagoda may fill; the KV pool gets what the weights and the activations
+    // of a warm-up step of the largest shape leave of it, less 256 MiB for CUDA graphs (unless num_kv_blocks or
+    // kv_cache_bytes is given). Tensor-parallel ranks estimate the activations instead.
     double gpu_memory_utilization = 0.9;
     // CUDA: run every step eagerly instead of replaying decode steps as recorded CUDA graphs (vLLM's flag).
     bool enforce_eager = false;
@@ -63,6 +64,8 @@ class ServingEngine {
     // or with several ranks).
     size_t recorded_cuda_graphs() const { return runner_ ? runner_->recorded_cuda_graphs() : 0; }
     size_t replayed_cuda_graphs() const { return runner_ ? runner_->replayed_cuda_graphs() : 0; }
+    // Steps that reallocated scratch memory after the warm-up step (ModelEngineRunner::warm_up; GPU only, one rank).
+    uint64_t scratch_growths_after_warm_up() const { return runner_ ? runner_->scratch_growths_after_warm_up() : 0; }
 
   private:
     friend Result<std::unique_ptr<ServingEngine>> create_engine(const std::string&, const EngineOptions&);

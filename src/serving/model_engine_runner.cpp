@@ -1,7 +1,10 @@
 #include "serving/model_engine_runner.h"
 
+#include <algorithm>
 #include <exception>
 #include <string>
+
+#include "common/log.h"
 
 namespace pagoda::serving {
 
@@ -169,6 +172,84 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
     return ok_status();
 }
 
+Status ModelEngineRunner::warm_up(const engine::EngineConfig& config) {
+    if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0 || config.max_model_len <= 0)
+        return Status::error("warm-up: max_num_seqs, max_num_batched_tokens and max_model_len must be positive");
+    const int32_t seqs = std::min(config.max_num_seqs, config.max_num_batched_tokens);
+    // Every sequence gets one token; what is left of the budget goes to the last ones, max_model_len at most each.
+    std::vector<int32_t> lens(static_cast<size_t>(seqs), 1);
+    int64_t extra = int64_t(config.max_num_batched_tokens) - seqs;
+    for (int32_t s = seqs - 1; s >= 0 && extra > 0; --s) {
+        const int64_t add = std::min<int64_t>(extra, config.max_model_len - 1);
+        lens[s] += static_cast<int32_t>(add);
+        extra -= add;
+    }
+    const int32_t max_blocks = (config.max_model_len + block_size_ - 1) / block_size_;
+    std::vector<int32_t> token_ids, positions, query_start_loc{0}, seq_lens, state_slots, logits_indices;
+    const int32_t slots = states_ ? states_->config().num_slots : 0;
+    for (int32_t s = 0; s < seqs; ++s) {
+        for (int32_t i = 0; i < lens[s]; ++i) {
+            token_ids.push_back(0);
+            positions.push_back(i);
+        }
+        query_start_loc.push_back(static_cast<int32_t>(token_ids.size()));
+        seq_lens.push_back(lens[s]);
+        logits_indices.push_back(query_start_loc.back() - 1);
+        state_slots.push_back(slots > 0 ? s % slots : 0);  // every batch has one per sequence
+    }
+    const std::vector<int32_t> block_tables(static_cast<size_t>(seqs) * max_blocks, 0);
+    const std::vector<int64_t> slot_mapping(token_ids.size(), -1);
+    ForwardBatch b;
+    b.num_tokens = static_cast<int32_t>(token_ids.size());
+    b.num_seqs = seqs;
+    b.token_ids = token_ids;
+    b.positions = positions;
+    b.query_start_loc = query_start_loc;
+    b.seq_lens = seq_lens;
+    b.block_size = block_size_;
+    b.max_blocks_per_seq = max_blocks;
+    b.block_tables = block_tables;
+    b.slot_mapping = slot_mapping;
+    b.state_slots = state_slots;
+    b.logits_indices = logits_indices;
+    b.seq_len_bound = config.max_model_len;
+
+    model_.backend().bind_thread();
+    try {
+        PAGODA_RETURN_IF_ERROR(check_batch(b));
+        const int64_t vocab = model_.vocab_size();
+        Tensor logits;
+        if (device_sampler_) {  // the device logits buffer at its largest (the decode graphs hold their own)
+            const size_t bytes = static_cast<size_t>(seqs * vocab) * sizeof(float);
+            if (device_logits_.size() < bytes) {
+                device_logits_ = Buffer();
+                PAGODA_ASSIGN_OR_RETURN(device_logits_,
+                                        Buffer::allocate(model_.backend().allocator(), bytes + bytes / 4, 256));
+            }
+            logits = device_logits_.view(DType::F32, Shape{seqs, vocab});
+        } else {
+            logits_.resize(static_cast<size_t>(seqs * vocab));
+            logits = Tensor(logits_.data(), DType::F32, Shape{seqs, vocab});
+        }
+        PAGODA_RETURN_IF_ERROR(model_.forward(b, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
+        model_.backend().synchronize();
+    } catch (const std::exception& e) {
+        return Status::error(std::string("warm-up step failed: ") + e.what());
+    }
+    warm_generation_ = model_.memory_generation();
+    return ok_status();
+}
+
+Status ModelEngineRunner::resize_kv_pool(int32_t num_blocks) {
+    if (!kv_) return Status::error("the model has no KV cache");
+    if (num_blocks <= 0) return Status::error("a KV pool needs at least one block");
+    const KvCacheConfig c = model_.kv_cache_config(num_blocks, block_size_);
+    kv_.reset();  // the old pool's memory goes first: the new one may need it
+    PAGODA_ASSIGN_OR_RETURN(KvCachePool kv, KvCachePool::create(model_.backend().allocator(), c));
+    kv_ = std::move(kv);
+    return ok_status();
+}
+
 engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
     engine::StepOutput out;
     model_.backend().bind_thread();  // the engine thread, not the one that made the backend, runs the ops
@@ -176,6 +257,12 @@ engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
         out.status = run(input);
     } catch (const std::exception& e) {  // allocation failure in the forward's scratch, most likely
         out.status = Status::error(std::string("model forward failed: ") + e.what());
+    }
+    if (warm_generation_ && model_.memory_generation() != *warm_generation_) {
+        if (growths_after_warm_up_.load(std::memory_order_relaxed) == 0)
+            PAGODA_LOG_WARNING("a step grew scratch memory after the warm-up step (its shape was not covered)");
+        growths_after_warm_up_.fetch_add(1, std::memory_order_relaxed);
+        warm_generation_ = model_.memory_generation();
     }
     if (out.status.ok()) {
         out.logits = logits_;

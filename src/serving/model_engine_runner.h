@@ -6,6 +6,7 @@
 // StepOutput::status; nothing here aborts the process.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -32,6 +33,18 @@ class ModelEngineRunner final : public engine::ModelRunner {
     static Result<std::unique_ptr<ModelEngineRunner>> create(model::Model& model, const engine::EngineConfig& config,
                                                              bool cuda_graphs = true);
 
+    // Runs the largest step the engine can schedule under `config`, so that every scratch buffer of the forward
+    // reaches its peak before serving: after it, steps allocate no device memory (prompt-logprobs rows beyond
+    // max_num_seqs aside), and what the device has left can go to the KV pool (resize_kv_pool). The step has
+    // max_num_batched_tokens tokens over max_num_seqs sequences (one prefill chunk, the rest one-token decodes),
+    // block tables max_model_len wide, split-KV planned for max_model_len and logits for every sequence. It stores
+    // no K/V (slot -1) and its attention reads block 0, so any pool will do; its outputs are garbage, unused.
+    Status warm_up(const engine::EngineConfig& config);
+    // Replaces the KV pool (nothing may be cached in it yet) by one of `num_blocks` blocks.
+    Status resize_kv_pool(int32_t num_blocks);
+    // Times a step reallocated scratch memory after warm_up (0 when the warm-up covered every step); any thread.
+    uint64_t scratch_growths_after_warm_up() const { return growths_after_warm_up_.load(std::memory_order_relaxed); }
+
     int32_t vocab_size() const override { return static_cast<int32_t>(model_.vocab_size()); }
     engine::StepOutput execute(const engine::StepInput& input) override;
     // CUDA graphs recorded for decode steps, and decode steps replayed from them, so far (0 without graphs); safe
@@ -49,6 +62,8 @@ class ModelEngineRunner final : public engine::ModelRunner {
 
     model::Model& model_;
     int32_t block_size_ = 16;
+    std::optional<uint64_t> warm_generation_;  // Model::memory_generation() after warm_up
+    std::atomic<uint64_t> growths_after_warm_up_{0};
     std::optional<KvCachePool> kv_;
     std::optional<StateCachePool> states_;
     std::vector<float> logits_;  // host rows, [rows, vocab], reused across steps

@@ -261,12 +261,7 @@ __global__ void combine_splits_kernel(PagedAttentionArgs a) {
 template <int D, typename C>
 void launch_typed(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
     constexpr size_t bytes = smem_floats<D>() * sizeof(float);
-    static const bool configured = [] {
-        PAGODA_CUDA_CHECK(cudaFuncSetAttribute(paged_attention_kernel<D, C>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
-        return true;
-    }();
-    (void)configured;
+    allow_dynamic_smem<paged_attention_kernel<D, C>>(int(bytes));
     paged_attention_kernel<D, C><<<grid, kThreads, bytes, stream>>>(a, filter);
 }
 
@@ -324,6 +319,13 @@ int plan_paged_attention_splits(const PagedAttentionArgs& a, int sm_count) {
 
 size_t paged_attention_workspace_floats(int64_t T, int H_q, int D, int num_splits) {
     return num_splits <= 1 ? 0 : size_t(num_splits) * size_t(T) * size_t(H_q) * size_t(D + 2);
+}
+
+// Splits > 1 need base = tiles·S·H_kv < sm_count, and give at most ⌈2·sm_count / base⌉ splits. T ≤ S·tiles·qt =
+// base·qt / H_kv, so splits·T ≤ (2·sm_count + base)·qt / H_kv < 3·sm_count·qt / H_kv.
+size_t paged_attention_workspace_bound_floats(int H_q, int H_kv, int D, int sm_count) {
+    const size_t split_rows = 3 * size_t(sm_count) * size_t(tokens_per_tile(H_q / H_kv)) / size_t(H_kv);
+    return split_rows * size_t(H_q) * size_t(D + 2);
 }
 
 void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {

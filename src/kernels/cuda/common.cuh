@@ -5,6 +5,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
 
 #include "kernels/cuda/cuda_kernels.h"
@@ -104,6 +105,20 @@ __device__ __forceinline__ float block_sum(float v) {
     __syncthreads();
     v = lane < warps ? partial[lane] : 0.0f;
     return warp_sum(v);
+}
+
+// Lets `Kernel` take `bytes` (> 48 KB) of dynamic shared memory. The attribute belongs to a device, so it is set on
+// each device's first launch: tensor-parallel ranks launch the same kernels on several GPUs. Devices past 63 set it
+// at every launch (correct, only slower).
+template <auto Kernel>
+void allow_dynamic_smem(int bytes) {
+    static std::atomic<uint64_t> devices_done{0};
+    int device = 0;
+    PAGODA_CUDA_CHECK(cudaGetDevice(&device));
+    const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+    if (devices_done.load(std::memory_order_acquire) & bit) return;
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    devices_done.fetch_or(bit, std::memory_order_release);
 }
 
 inline unsigned grid_for(int64_t n, int threads) {

@@ -178,6 +178,9 @@ bool paged_attention_supports_head_dim(int D);
 // Picks num_splits for the batch (enough blocks to fill `sm_count` SMs) and returns it.
 int plan_paged_attention_splits(const PagedAttentionArgs& a, int sm_count);
 size_t paged_attention_workspace_floats(int64_t T, int H_q, int D, int num_splits);
+// The most paged_attention_workspace_floats can be for any batch of these heads with splits planned for `sm_count`
+// SMs: reserving it once means no step ever grows the workspace.
+size_t paged_attention_workspace_bound_floats(int H_q, int H_kv, int D, int sm_count);
 void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
 
 // --- Sampling --------------------------------------------------------------------------------------------------------

@@ -239,12 +239,7 @@ void launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cuda
     if constexpr (!Sh::kFits) {
         launch_shape<D, 4, 2>(a, grid, filter, stream);  // fits every head dim
     } else {
-        static const bool configured = [] {
-            PAGODA_CUDA_CHECK(cudaFuncSetAttribute(decode_attention_kernel<D, W, S>,
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::kSmemBytes)));
-            return true;
-        }();
-        (void)configured;
+        allow_dynamic_smem<decode_attention_kernel<D, W, S>>(int(Sh::kSmemBytes));
         decode_attention_kernel<D, W, S><<<grid, Sh::kThreads, Sh::kSmemBytes, stream>>>(a, filter);
     }
 }

@@ -179,12 +179,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
 
 template <int D>
 void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
-    static const bool configured = [] {
-        PAGODA_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               int(smem_bytes<D>())));
-        return true;
-    }();
-    (void)configured;
+    allow_dynamic_smem<prefill_attention_kernel<D>>(int(smem_bytes<D>()));
     const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_q));
     prefill_attention_kernel<D><<<grid, kThreads, smem_bytes<D>(), stream>>>(a, filter);

@@ -259,6 +259,7 @@ TEST_P(EngineRunnerTest, CudaGraphsGiveTheTokensOfEagerSteps) {
     const std::vector<Outcome> eager_out = run_all(*e, batch);
     const Outcome eager_alone = run_one(*e, batch.back());
     EXPECT_EQ(e->recorded_cuda_graphs(), 0u);
+    EXPECT_EQ(e->scratch_growths_after_warm_up(), 0u);
     e.reset();
 
     EngineOptions graphs = eager;
@@ -269,6 +270,7 @@ TEST_P(EngineRunnerTest, CudaGraphsGiveTheTokensOfEagerSteps) {
     const Outcome graph_alone = run_one(*g, batch.back());
     EXPECT_GE(g->recorded_cuda_graphs(), 2u);  // the batch's bucket and the single sequence's at least
     EXPECT_GT(g->replayed_cuda_graphs(), g->recorded_cuda_graphs());  // most steps replayed, not recorded again
+    EXPECT_EQ(g->scratch_growths_after_warm_up(), 0u);                // the warm-up step covered every step's scratch
     ASSERT_EQ(graph_out.size(), eager_out.size());
     for (size_t i = 0; i < batch.size(); ++i)
         expect_same_run(graph_out[i], eager_out[i], !batch[i].params.seed.has_value(), "request " + std::to_string(i));
@@ -352,6 +354,50 @@ TEST(ModelEngineRunnerTest, BadIdsAreStepErrors) {
     builder.add_sequence(bad_tokens, 0, table, 0);
     input.batch = builder.view();
     EXPECT_FALSE((*runner)->execute(input).status.ok());
+}
+
+// The warm-up step reaches the scratch peak of every step the engine schedules under its config, so a mixed
+// workload (chunked prefills next to decodes) reallocates nothing afterwards; a warm-up of smaller steps does not,
+// and the same counter shows it.
+TEST(ModelEngineRunnerTest, WarmUpCoversEveryStep) {
+    const std::string dir = golden::dir("qwen3");
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    auto growths_with_warm_up_tokens = [&](int32_t warm_tokens) -> uint64_t {
+        std::unique_ptr<Backend> backend = make_cpu_backend({1});
+        auto model = model::Model::load(dir, *backend);
+        EXPECT_TRUE(model.ok()) << model.message();
+        if (!model.ok()) return 0;
+        EngineOptions options;
+        options.max_model_len = 160;
+        options.max_num_seqs = 4;
+        options.max_num_batched_tokens = 64;
+        auto config = engine_config_for(**model, options);
+        EXPECT_TRUE(config.ok()) << config.message();
+        auto runner = ModelEngineRunner::create(**model, *config);
+        EXPECT_TRUE(runner.ok()) << runner.message();
+        engine::EngineConfig warm = *config;
+        warm.max_num_batched_tokens = warm_tokens;
+        const Status warmed = (*runner)->warm_up(warm);
+        EXPECT_TRUE(warmed.ok()) << warmed.message();
+        auto engine = engine::Engine::create(*config, **runner);
+        EXPECT_TRUE(engine.ok()) << engine.message();
+        std::vector<std::shared_ptr<RequestStream>> streams;
+        for (int32_t len : {100, 30, 7, 1}) {
+            std::vector<int32_t> prompt(static_cast<size_t>(len));
+            for (int32_t i = 0; i < len; ++i)
+                prompt[i] = 1 + (i * 37 + len) % 500;
+            auto stream = (*engine)->submit(make_request(prompt, 6));
+            EXPECT_TRUE(stream.ok()) << stream.message();
+            if (stream.ok()) streams.push_back(std::move(stream).value());
+        }
+        for (auto& stream : streams)
+            EXPECT_EQ(collect(*stream).reason, FinishReason::kLength);
+        EXPECT_EQ((*engine)->stats().max_step_tokens, options.max_num_batched_tokens);  // full steps ran
+        (*engine)->shutdown();
+        return (*runner)->scratch_growths_after_warm_up();
+    };
+    EXPECT_EQ(growths_with_warm_up_tokens(64), 0u);
+    EXPECT_GT(growths_with_warm_up_tokens(8), 0u);
 }
 
 }  // namespace
