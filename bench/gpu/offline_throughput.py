@@ -7,8 +7,9 @@ the GPU machine as it is.
       [--deadline SECONDS] [--shared-prefix N] [--save FILE]
 
 With --deadline it reports what finished by then (marked "partial") instead of waiting for every request.
---shared-prefix N starts every prompt with the same N tokens (prefix-cache hits); --save FILE writes the completions'
-texts, in request order, as a JSON list (to compare two runs of the same prompts).
+--shared-prefix N starts every prompt with the same N tokens (prefix-cache hits); --save FILE asks for logprobs and
+writes each completion's tokens, their logprobs and the top-2 logprobs of each position, in request order, as a JSON
+list (compare_completions.py compares two runs of the same prompts).
 """
 import argparse
 import json
@@ -19,13 +20,15 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor, as_completed, TimeoutError as FuturesTimeout
 
 
-def one(url, model, prompt, output):
-    body = json.dumps({"model": model, "prompt": prompt, "max_tokens": output, "temperature": 0,
-                       "ignore_eos": True}).encode()
-    req = urllib.request.Request(url + "/v1/completions", body, {"Content-Type": "application/json"})
+def one(url, model, prompt, output, logprobs):
+    request = {"model": model, "prompt": prompt, "max_tokens": output, "temperature": 0, "ignore_eos": True}
+    if logprobs:
+        request["logprobs"] = 2  # the chosen token's logprob and the runner-up's: the margin of each greedy choice
+    req = urllib.request.Request(url + "/v1/completions", json.dumps(request).encode(),
+                                 {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=3600) as r:
         reply = json.loads(r.read())
-        return reply["usage"]["completion_tokens"], reply["choices"][0]["text"]
+        return reply["usage"]["completion_tokens"], reply["choices"][0]
 
 
 def main():
@@ -45,7 +48,7 @@ def main():
     prompts = [prefix + [rng.randrange(a.vocab) for _ in range(a.input - len(prefix))] for _ in range(a.n)]
     t = time.time()
     pool = ThreadPoolExecutor(a.n)
-    futures = [pool.submit(one, a.url, a.model, p, a.output) for p in prompts]
+    futures = [pool.submit(one, a.url, a.model, p, a.output, a.save is not None) for p in prompts]
     tokens, done, partial = 0, 0, False
     try:
         for f in as_completed(futures, timeout=a.deadline):
@@ -55,7 +58,9 @@ def main():
         partial = True
     if a.save and not partial:
         with open(a.save, "w") as out:
-            json.dump([f.result()[1] for f in futures], out)
+            json.dump([{"tokens": c["logprobs"]["tokens"], "logprobs": c["logprobs"]["token_logprobs"],
+                        "top": [sorted(t.values(), reverse=True) for t in c["logprobs"]["top_logprobs"]]}
+                       for c in (f.result()[1] for f in futures)], out)
     dt = time.time() - t
     print(json.dumps({"requests": a.n, "finished": done, "partial": partial, "input": a.input, "output": a.output,
                       "output_tokens": tokens, "seconds": round(dt, 1), "output_tok_s": round(tokens / dt, 1),

@@ -122,7 +122,7 @@ if want sanitize; then
     for tool in memcheck racecheck synccheck; do
         filter='*'
         [[ $tool != memcheck ]] && filter='*Attention*:*QkNorm*'
-        LD_LIBRARY_PATH=$LIBS timeout 400 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/cuda_ops_test" \
+        LD_LIBRARY_PATH=$LIBS timeout "${SANITIZE_TIMEOUT:-400}" compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/cuda_ops_test" \
             --gtest_filter="$filter" > "$OUT/sanitize_$tool.log" 2>&1
         summary+=("compute-sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' \
             "$OUT/sanitize_$tool.log" | tr '\n' ' ')")
@@ -224,7 +224,8 @@ fi
 if want prefix; then
     # A real-shape engine run with prefix-cache hits (64 requests sharing a 512-token prefix, 1,000 in, 200 out,
     # greedy), then the same prompts with the cache off. A hit's short prefill and a miss's long one round
-    # differently in bf16, so completions may part at near-ties: the report is how many are identical.
+    # differently in bf16, so completions may part at near-ties: compare_completions.py reports where they part
+    # and at what margin.
     for cache in on off; do
         extra=""
         [[ $cache == off ]] && extra=--no-enable-prefix-caching
@@ -233,9 +234,8 @@ if want prefix; then
             --output 200 --shared-prefix 512 --save "$OUT/prefix_$cache.json" > "$OUT/prefix_$cache.log" 2>&1
     done
     summary+=("prefix-cache run: $(tail -1 "$OUT/prefix_on.log") $(grep -E 'prefix_cache_hits' "$OUT/serve_prefix_on.log")")
-    summary+=("identical completions, cache on vs off: $(python3 -c 'import json, sys
-a, b = (json.load(open(f)) for f in sys.argv[1:])
-print(sum(x == y for x, y in zip(a, b)), "of", len(a))' "$OUT/prefix_on.json" "$OUT/prefix_off.json" 2>&1)")
+    summary+=("cache on vs off: $(python3 bench/gpu/compare_completions.py "$OUT/prefix_on.json" \
+        "$OUT/prefix_off.json" 2>&1 | tail -1)")
 fi
 
 # The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns

@@ -322,10 +322,11 @@ class CudaOps final : public CudaOpsBase {
         a.max_seq_len = std::max(batch.max_seq_len(), batch.seq_len_bound);  // a recorded step plans for the bound
         a.num_splits = kcu::plan_paged_attention_splits(a, sm_count_);
         const size_t ws = kcu::paged_attention_workspace_floats(a.T, a.H_q, a.D, a.num_splits);
-        // Reserved at the bound on first use, so no later step grows it (and moves memory a CUDA graph points into).
+        // Reserved at the bound by the first attention op (the warm-up step's, even where it needs none), so no
+        // later step grows it and moves memory a CUDA graph points into.
         const size_t bound = kcu::paged_attention_workspace_bound_floats(a.H_q, a.H_kv, a.D, sm_count_);
-        if (ws > 0)
-            a.workspace = static_cast<float*>(attention_workspace_.get(std::max(ws, bound) * sizeof(float), stream_));
+        void* workspace = attention_workspace_.get(std::max(ws, bound) * sizeof(float), stream_);
+        if (ws > 0) a.workspace = static_cast<float*>(workspace);
         kcu::launch_paged_attention(a, stream_);
         invalidate_converted();
     }

@@ -170,8 +170,11 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
                 p[j] = e;
                 sum += e;
             }
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);  // also orders both lanes' m_old reads before the write
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
             const float alpha = m_old == -INFINITY ? 0.0f : __expf(m_old - m_new);
+            // Both lanes of the row read m_s[r] above; only __syncwarp (not the shuffle) orders those reads before
+            // lane 0's write in the memory model (compute-sanitizer racecheck flagged it).
+            __syncwarp();
             if (half == 0) {
                 m_s[r] = m_new;
                 l_s[r] = l_s[r] * alpha + sum;
