@@ -2,10 +2,12 @@
 // the same; vLLM flags that do not apply are accepted with a warning when harmless and refused with a reason when
 // ignoring them would change what the user gets.
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -20,10 +22,12 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "runtime/cuda_backend.h"
+#include "runtime/tcp_channel.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
 #include "server/openai/service.h"
 #include "serving/create_engine.h"
+#include "serving/tensor_parallel_worker.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -57,7 +61,7 @@ const ForeignFlag kHarmless[] = {
     {"swap-space", true, "no CPU swap space"},
     {"cpu-offload-gb", true, "no offloading"},
     {"disable-custom-all-reduce", false, "single device"},
-    {"distributed-executor-backend", true, "single process"},
+    {"distributed-executor-backend", true, "one process per node, its ranks as threads"},
     {"otlp-traces-endpoint", true, "no tracing yet"},
     {"collect-detailed-traces", true, "no tracing yet"},
     {"speculative-config", true, "no speculative decoding yet (output is the same, only slower)"},
@@ -226,6 +230,96 @@ Status expand_config_file(std::span<const std::string_view> args, std::vector<st
     return ok_status();
 }
 
+// --nnodes, --node-rank (or the launcher's variable), --dist-init-addr, --dist-timeout, checked.
+struct NodeFlags {
+    int32_t nnodes = 1;
+    int32_t node_rank = 0;
+    std::string dist_init_addr;
+    int32_t dist_timeout_s = 300;
+};
+
+Result<NodeFlags> parse_node_flags(const cli::ArgParser& p) {
+    NodeFlags f;
+    if (auto v = p.get("nnodes")) {
+        PAGODA_ASSIGN_OR_RETURN(const int64_t n, parse_int("nnodes", *v, 1, 4096));
+        f.nnodes = static_cast<int32_t>(n);
+    }
+    if (auto v = p.get("node-rank")) {
+        PAGODA_ASSIGN_OR_RETURN(const int64_t r, parse_int("node-rank", *v, 0, 4095));
+        f.node_rank = static_cast<int32_t>(r);
+    } else if (f.nnodes > 1) {
+        // The launchers' own numbering: mpirun's process rank, or the LeaderWorkerSet pod's index.
+        for (const char* env : {"OMPI_COMM_WORLD_RANK", "LWS_WORKER_INDEX"}) {
+            const char* value = std::getenv(env);
+            if (value == nullptr || *value == '\0') continue;
+            auto r = parse_int("node-rank", value, 0, 4095);
+            if (!r.ok()) return Status::error("$" + std::string(env) + "='" + value + "' is not a node rank");
+            f.node_rank = static_cast<int32_t>(*r);
+            break;
+        }
+    }
+    if (f.node_rank >= f.nnodes) {
+        return Status::error("--node-rank " + std::to_string(f.node_rank) + " is outside 0.." +
+                             std::to_string(f.nnodes - 1) + " (--nnodes " + std::to_string(f.nnodes) + ")");
+    }
+    if (auto v = p.get("dist-init-addr")) {
+        if (Status s = parse_host_port(*v).status(); !s.ok()) return s.with_context("--dist-init-addr");
+        f.dist_init_addr = *v;
+    } else if (f.nnodes > 1) {
+        return Status::error("--nnodes " + std::to_string(f.nnodes) +
+                             " needs --dist-init-addr HOST:PORT (node 0's address and a port it can listen on)");
+    }
+    if (auto v = p.get("dist-timeout")) {
+        PAGODA_ASSIGN_OR_RETURN(const int64_t t, parse_int("dist-timeout", *v, 1, 86400));
+        f.dist_timeout_s = static_cast<int32_t>(t);
+    }
+    return f;
+}
+
+// The engine's options from the flags (node 0 and a single process load with them; other nodes use the device,
+// thread and parallelism ones, and node 0's sizes).
+Result<serving::EngineOptions> engine_options(const cli::ArgParser& p, const std::string& device,
+                                              double gpu_memory_utilization, const NodeFlags& nodes) {
+    serving::EngineOptions eo;
+    auto int_flag = [&](const char* flag, int64_t lo, int64_t hi, int32_t& out) -> Status {
+        if (auto v = p.get(flag)) {
+            PAGODA_ASSIGN_OR_RETURN(int64_t n, parse_int(flag, *v, lo, hi));
+            out = static_cast<int32_t>(n);
+        }
+        return ok_status();
+    };
+    int32_t threads = 0;
+    for (Status s :
+         {int_flag("max-model-len", 2, 1 << 24, eo.max_model_len), int_flag("max-num-seqs", 1, 65536, eo.max_num_seqs),
+          int_flag("max-num-batched-tokens", 1, 1 << 24, eo.max_num_batched_tokens),
+          int_flag("num-gpu-blocks-override", 1, 1 << 24, eo.num_kv_blocks),
+          int_flag("block-size", 1, 1024, eo.block_size), int_flag("threads", 0, 4096, threads),
+          int_flag("tensor-parallel-size", 1, 1024, eo.tensor_parallel_size)}) {
+        PAGODA_RETURN_IF_ERROR(s);
+    }
+    eo.num_threads = threads;
+    eo.device = device;
+    eo.gpu_memory_utilization = gpu_memory_utilization;
+    eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
+    eo.enforce_eager = p.has("enforce-eager");
+    if (auto v = p.get("scheduling-policy")) {
+        if (*v != "fcfs" && *v != "priority") return Status::error("--scheduling-policy: fcfs or priority");
+        eo.priority_scheduling = *v == "priority";
+    }
+    if (auto v = p.get("seed")) {
+        PAGODA_ASSIGN_OR_RETURN(const int64_t seed, parse_int("seed", *v, INT64_MIN, INT64_MAX));
+        eo.seed = static_cast<uint64_t>(seed);
+    }
+    if (auto v = p.get("generation-config"); v && *v != "auto") {
+        return Status::error("--generation-config " + *v + ": only 'auto' (the model's file) is supported yet");
+    }
+    eo.nnodes = nodes.nnodes;
+    eo.node_rank = nodes.node_rank;
+    eo.dist_init_addr = nodes.dist_init_addr;
+    eo.dist_timeout_s = nodes.dist_timeout_s;
+    return eo;
+}
+
 int run_serve(std::span<const std::string_view> cli_args) {
     std::vector<std::string> expanded;
     if (Status s = expand_config_file(cli_args, expanded); !s.ok()) return cli::fail(kCmd, s.message());
@@ -300,6 +394,16 @@ int run_serve(std::span<const std::string_view> cli_args) {
     p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
     p.add_option("tensor-parallel-size", "N",
                  "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
+    p.add_option("nnodes", "M",
+                 "spread the N ranks over M processes, one per server, N / M each (default 1; on the CPU one rank "
+                 "per node; docs/deployment-multinode.md)");
+    p.add_option("node-rank", "R",
+                 "this process's node, 0..M-1: node 0 serves HTTP and schedules, the others run its steps (default: "
+                 "$OMPI_COMM_WORLD_RANK, else $LWS_WORKER_INDEX, else 0)");
+    p.add_option("dist-init-addr", "HOST:PORT",
+                 "where the nodes meet: node 0's address and a free port it listens on (needed with --nnodes > 1)");
+    p.add_option("dist-timeout", "SECONDS",
+                 "how long to wait for the other nodes to connect and for each node's answer to a step (default 300)");
     p.add_option("http-threads", "N", "HTTP I/O threads (default 2)");
     p.add_option("max-body-bytes", "N", "largest accepted request body (default 33554432)");
     p.add_option("http-read-timeout", "SECONDS", "time a client has to send one whole request (default 60)");
@@ -406,6 +510,20 @@ int run_serve(std::span<const std::string_view> cli_args) {
             std::fprintf(stderr, "pagoda serve: warning: --gpu-memory-utilization has no effect on the CPU backend\n");
     }
 
+    // --- nodes: a node other than node 0 runs node 0's steps and serves nothing ------------------------------
+    auto nodes = parse_node_flags(p);
+    if (!nodes.ok()) return cli::fail(kCmd, nodes.message());
+    if (nodes->nnodes > 1 && test_generator) return cli::fail(kCmd, "--nnodes does not apply to the test generator");
+    if (nodes->node_rank > 0) {
+        auto eo = engine_options(p, device, gpu_memory_utilization, *nodes);
+        if (!eo.ok()) return cli::fail(kCmd, eo.message());
+        // The worker logs what it is (node R of M, a worker of node 0 at HOST:PORT) and each stage it reaches.
+        if (Status s = serving::run_tensor_parallel_worker(*model_dir, *eo); !s.ok())
+            return cli::fail(kCmd, *model_dir + ": " + s.message());
+        std::fprintf(stderr, "pagoda serve: stopped\n");
+        return 0;
+    }
+
     // --- tokenizer and chat template ---------------------------------------------------------------------
     auto tokenizer = Tokenizer::load_from_dir(*model_dir);
     if (!tokenizer.ok()) return cli::fail(kCmd, *model_dir + ": " + tokenizer.message());
@@ -472,41 +590,9 @@ int run_serve(std::span<const std::string_view> cli_args) {
         std::fprintf(stderr, "pagoda serve: TEST GENERATOR: no model runs; every request gets the scripted text\n");
         generator = std::make_unique<server::openai::ScriptedGenerator>(std::move(go));
     } else {
-        serving::EngineOptions eo;
-        auto int_flag = [&](const char* flag, int64_t lo, int64_t hi, int32_t& out) -> Status {
-            if (auto v = p.get(flag)) {
-                PAGODA_ASSIGN_OR_RETURN(int64_t n, parse_int(flag, *v, lo, hi));
-                out = static_cast<int32_t>(n);
-            }
-            return ok_status();
-        };
-        int32_t threads = 0;
-        for (Status s : {int_flag("max-model-len", 2, 1 << 24, eo.max_model_len),
-                         int_flag("max-num-seqs", 1, 65536, eo.max_num_seqs),
-                         int_flag("max-num-batched-tokens", 1, 1 << 24, eo.max_num_batched_tokens),
-                         int_flag("num-gpu-blocks-override", 1, 1 << 24, eo.num_kv_blocks),
-                         int_flag("block-size", 1, 1024, eo.block_size), int_flag("threads", 0, 4096, threads),
-                         int_flag("tensor-parallel-size", 1, 1024, eo.tensor_parallel_size)}) {
-            if (!s.ok()) return cli::fail(kCmd, s.message());
-        }
-        eo.num_threads = threads;
-        eo.device = device;
-        eo.gpu_memory_utilization = gpu_memory_utilization;
-        eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
-        eo.enforce_eager = p.has("enforce-eager");
-        if (auto v = p.get("scheduling-policy")) {
-            if (*v != "fcfs" && *v != "priority") return cli::fail(kCmd, "--scheduling-policy: fcfs or priority");
-            eo.priority_scheduling = *v == "priority";
-        }
-        if (auto v = p.get("seed")) {
-            auto s = parse_int("seed", *v, INT64_MIN, INT64_MAX);
-            if (!s.ok()) return cli::fail(kCmd, s.message());
-            eo.seed = static_cast<uint64_t>(*s);
-        }
-        if (auto v = p.get("generation-config"); v && *v != "auto") {
-            return cli::fail(kCmd, "--generation-config " + *v + ": only 'auto' (the model's file) is supported yet");
-        }
-        load_options = eo;
+        auto eo = engine_options(p, device, gpu_memory_utilization, *nodes);
+        if (!eo.ok()) return cli::fail(kCmd, eo.message());
+        load_options = std::move(eo).value();
     }
 
     // --- serve: listen at once (/health answers 503 until the model is loaded), load in the background ---------
@@ -517,7 +603,11 @@ int run_serve(std::span<const std::string_view> cli_args) {
         service.handle(std::move(req), std::move(r));
     });
     if (!srv.ok()) return cli::fail(kCmd, srv.message());
-    (*srv)->on_shutdown([&service] { service.set_draining(); });
+    std::atomic<bool> stopping{false};  // node 0 of several stops waiting for the other nodes
+    (*srv)->on_shutdown([&service, &stopping] {
+        service.set_draining();
+        stopping.store(true);
+    });
     const std::string url = "http://" + http_options.host + ":" + std::to_string((*srv)->port());
     std::fprintf(stderr,
                  "pagoda serve: serving %s as \"%s\" on %s\n"
@@ -528,11 +618,23 @@ int run_serve(std::span<const std::string_view> cli_args) {
     std::fflush(stderr);
 
     std::string load_error;
+    std::mutex group_error_mutex;
+    std::string group_error;  // set on the engine thread when a group of several nodes breaks
     std::thread loader;
     if (generator) {
         service.set_ready(true);
     } else {
         std::fprintf(stderr, "pagoda serve: loading %s ...\n", model_dir->c_str());
+        // Several nodes: a broken group fails every later step, so node 0 stops serving (and exits 1 below) for the
+        // launcher to restart the whole group.
+        load_options->cancel_node_wait = &stopping;
+        load_options->on_node_group_failure = [&](const Status& s) {
+            {
+                std::lock_guard<std::mutex> lock(group_error_mutex);
+                group_error = s.message();
+            }
+            (*srv)->shutdown();
+        };
         loader = std::thread([&] {
             auto g = serving::create_engine(*model_dir, *load_options);
             if (!g.ok()) {
@@ -561,6 +663,8 @@ int run_serve(std::span<const std::string_view> cli_args) {
     // In-flight requests have finished or timed out; stop the engine before the service and server go away.
     deferred.set(nullptr);
     if (model_generator) model_generator->engine().shutdown();
+    std::lock_guard<std::mutex> lock(group_error_mutex);
+    if (!group_error.empty()) return cli::fail(kCmd, group_error);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 // Communicator: the collectives tensor parallelism needs between the ranks that hold the shards of one model.
 // Implementations: the size-1 one (a model that is not split; every collective is a no-op), an in-process CPU group
-// (one thread per rank, host tensors; for the CPU backend and tests) and NCCL (nccl_communicator.h; device tensors).
+// (one thread per rank, host tensors; for the CPU backend and tests), one rank per process over TCP across nodes
+// (tcp_communicator.h; host tensors) and NCCL (nccl_communicator.h; device tensors, in one process or across nodes).
 // Contract for every implementation: all ranks call the same collectives with the same shapes in the same order
 // (a rank that skips one blocks the others); tensors are contiguous and on the rank's device.
 #pragma once

@@ -158,4 +158,59 @@ Result<std::unique_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId&
         std::make_unique<NcclCommunicator>(comm, rank, size, device, static_cast<cudaStream_t>(stream)));
 }
 
+Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const NcclUniqueId& id, int world_size,
+                                                                           int first_rank, std::span<const int> devices,
+                                                                           std::span<void* const> streams) {
+    const int n = static_cast<int>(devices.size());
+    if (n < 1 || streams.size() != devices.size()) {
+        return Status::error("make_nccl_communicators: one stream per device, at least one device");
+    }
+    if (first_rank < 0 || first_rank + n > world_size) {
+        return Status::error("NCCL ranks " + std::to_string(first_rank) + ".." + std::to_string(first_rank + n - 1) +
+                             " outside a group of " + std::to_string(world_size));
+    }
+    disable_nvls();
+    int previous = 0;  // the caller's device, selected again at the end
+    const bool known = cudaGetDevice(&previous) == cudaSuccess;
+    ncclUniqueId nccl_id;
+    std::memcpy(nccl_id.internal, id.data(), id.size());
+    std::vector<ncclComm_t> raw(static_cast<size_t>(n), nullptr);
+    Status failed;
+    // NCCL's pattern for several devices of one process joining a group that spans processes: select each device
+    // and join, all inside one group call; ncclGroupEnd returns once every rank of every process has joined.
+    ncclResult_t r = ncclGroupStart();
+    if (r != ncclSuccess) return nccl_error("ncclGroupStart", r);
+    for (int i = 0; i < n && failed.ok(); ++i) {
+        const int device = devices[static_cast<size_t>(i)];
+        if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+            failed = Status::error("GPU " + std::to_string(device) + ": " + cudaGetErrorString(e));
+        } else if (r = ncclCommInitRank(&raw[static_cast<size_t>(i)], world_size, nccl_id, first_rank + i);
+                   r != ncclSuccess) {
+            failed = nccl_error("joining the NCCL group as rank " + std::to_string(first_rank + i) + " of " +
+                                    std::to_string(world_size),
+                                r);
+        }
+    }
+    // Always closed, even after a failure above: the group call must end before anything else uses NCCL.
+    if (r = ncclGroupEnd(); r != ncclSuccess && failed.ok()) {
+        failed = nccl_error("joining the NCCL group of " + std::to_string(world_size) + " ranks as ranks " +
+                                std::to_string(first_rank) + ".." + std::to_string(first_rank + n - 1),
+                            r);
+    }
+    if (!failed.ok()) {
+        for (ncclComm_t comm : raw)
+            if (comm != nullptr) ncclCommAbort(comm);  // a half-made group: abort, do not wait for the others
+        if (known) cudaSetDevice(previous);
+        return failed;
+    }
+    std::vector<std::unique_ptr<Communicator>> comms;
+    for (int i = 0; i < n; ++i) {
+        comms.push_back(std::make_unique<NcclCommunicator>(raw[static_cast<size_t>(i)], first_rank + i, world_size,
+                                                           devices[static_cast<size_t>(i)],
+                                                           static_cast<cudaStream_t>(streams[static_cast<size_t>(i)])));
+    }
+    if (known) cudaSetDevice(previous);
+    return comms;
+}
+
 }  // namespace pagoda

@@ -23,11 +23,22 @@ bool nccl_compiled();
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::span<const int> devices,
                                                                            std::span<void* const> streams);
 
-// Several processes (one per node, launched by mpirun or a LeaderWorkerSet): rank 0 creates the id, the launcher's
-// channel (MPI_Bcast, a shared file) hands it to every rank, and each rank then calls make_nccl_communicator.
+// Several processes (one per node, launched by mpirun or a LeaderWorkerSet): rank 0 creates the id, the node group
+// (node_group.h) hands it to every process, and each joins with make_nccl_communicator (one rank) or with the
+// group-joining make_nccl_communicators below (all of its GPUs).
 using NcclUniqueId = std::array<char, 128>;  // NCCL_UNIQUE_ID_BYTES
 Result<NcclUniqueId> make_nccl_unique_id();
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId& id, int size, int rank, int device,
                                                              void* stream);
+
+// One process of a group that spans several processes (a node of a multi-node group, docs/deployment-multinode.md):
+// this process's devices.size() ranks, global ranks first_rank .. first_rank + devices.size() - 1 of world_size,
+// joined to the group of `id` together. ncclCommInitRank blocks until every rank of the group has joined, so the local
+// ranks are initialised inside one ncclGroupStart/ncclGroupEnd (one after another they would wait for each other);
+// the call returns when every process of the group has joined. Element i is global rank first_rank + i, on
+// devices[i], ordered with streams[i]; each to be used from that rank's thread only.
+Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const NcclUniqueId& id, int world_size,
+                                                                           int first_rank, std::span<const int> devices,
+                                                                           std::span<void* const> streams);
 
 }  // namespace pagoda

@@ -23,5 +23,10 @@ Result<NcclUniqueId> make_nccl_unique_id() {
 Result<std::unique_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId&, int, int, int, void*) {
     return not_built();
 }
+Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const NcclUniqueId&, int, int,
+                                                                           std::span<const int>,
+                                                                           std::span<void* const>) {
+    return not_built();
+}
 
 }  // namespace pagoda

@@ -181,10 +181,29 @@ Result<std::unique_ptr<ModelEngineRunner>> start_runner(model::Model& model, con
     return runner;
 }
 
+// Node 0 of several: listens, waits for every other node, then loads its ranks as they load theirs.
+Result<std::unique_ptr<TensorParallelRunner>> load_node_zero(const std::string& model_dir, const EngineOptions& o) {
+    PAGODA_ASSIGN_OR_RETURN(const NodeGroupOptions group_options, node_group_options(model_dir, o));
+    if (o.node_rank != 0) {
+        return Status::error("node " + std::to_string(o.node_rank) +
+                             " does not serve: it runs the worker loop (run_tensor_parallel_worker)");
+    }
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<NodeGroup> group, NodeGroup::listen(group_options));
+    PAGODA_LOG_INFO("node 0 of " + std::to_string(o.nnodes) + ": waiting on port " + std::to_string(group->port()) +
+                    " for the other nodes (up to " + std::to_string(o.dist_timeout_s) + " s)");
+    PAGODA_RETURN_IF_ERROR(group->accept_all());
+    PAGODA_LOG_INFO("node 0: all " + std::to_string(o.nnodes) + " nodes joined; loading the model");
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelRunner> runner,
+                            TensorParallelRunner::load_node(model_dir, std::move(group), o.num_threads));
+    if (o.on_node_group_failure) runner->on_group_failure(o.on_node_group_failure);
+    return runner;
+}
+
 // The ranks of a split model: one GPU each when the model goes to the GPU (the same rule as one device), else CPU
 // threads. What cannot work (more ranks than GPUs, a build without NCCL) is an error that says so.
 Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::string& model_dir,
                                                                    const EngineOptions& o) {
+    if (o.nnodes > 1) return load_node_zero(model_dir, o);
     PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
     PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
     if (cuda) return TensorParallelRunner::load_cuda(model_dir, o.tensor_parallel_size);
@@ -193,10 +212,42 @@ Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::st
 
 }  // namespace
 
+Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const EngineOptions& o) {
+    if (o.nnodes < 2)
+        return Status::error("a group of nodes needs --nnodes 2 or more, got " + std::to_string(o.nnodes));
+    if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+        return Status::error("--node-rank " + std::to_string(o.node_rank) + " is outside 0.." +
+                             std::to_string(o.nnodes - 1) + " (--nnodes " + std::to_string(o.nnodes) + ")");
+    }
+    if (o.dist_timeout_s < 1) return Status::error("--dist-timeout must be at least 1 second");
+    if (o.dist_init_addr.empty()) {
+        return Status::error("--nnodes " + std::to_string(o.nnodes) +
+                             " needs --dist-init-addr HOST:PORT (node 0's address and a free port)");
+    }
+    NodeGroupOptions g;
+    // Node 0 may ask for port 0 (any free port; tests); the others must be told a real one.
+    auto address = parse_host_port(o.dist_init_addr, /*allow_port_zero=*/o.node_rank == 0);
+    if (!address.ok()) return address.status().with_context("--dist-init-addr");
+    g.address = std::move(address).value();
+    g.nnodes = o.nnodes;
+    g.node_rank = o.node_rank;
+    g.tensor_parallel_size = o.tensor_parallel_size;
+    g.timeout = Timeout(int64_t{o.dist_timeout_s} * 1000);
+    g.cancel = o.cancel_node_wait;
+    PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
+    PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
+    g.device = cuda ? "cuda" : "cpu";
+    // Checked before any node listens or connects (load_node checks again, for callers that form groups directly).
+    PAGODA_RETURN_IF_ERROR(TensorParallelRunner::check_node_layout(o.tensor_parallel_size, o.nnodes, g.device));
+    PAGODA_ASSIGN_OR_RETURN(g.model_fingerprint, model_fingerprint(model_dir));
+    return g;
+}
+
 Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options) {
     std::unique_ptr<ServingEngine> s(new ServingEngine());
-    if (options.tensor_parallel_size > 1) {
-        // The ranks are threads of this process (docs/architecture.md, Tensor parallelism).
+    if (options.tensor_parallel_size > 1 || options.nnodes > 1) {
+        // The ranks are threads of this process (docs/architecture.md, Tensor parallelism), and with several nodes
+        // the threads of the other nodes' processes too.
         PAGODA_ASSIGN_OR_RETURN(s->tp_runner_, load_tensor_parallel(model_dir, options));
         PAGODA_ASSIGN_OR_RETURN(s->config_, sized_engine_config(s->tp_runner_->model(), options));
         PAGODA_RETURN_IF_ERROR(s->tp_runner_->start(s->config_).with_context(model_dir));

@@ -3,8 +3,10 @@
 // shut down and joined before the model goes away).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -12,6 +14,7 @@
 #include "engine/engine.h"
 #include "model/model.h"
 #include "runtime/backend.h"
+#include "runtime/node_group.h"
 #include "serving/model_engine_runner.h"
 #include "serving/tensor_parallel_runner.h"
 
@@ -47,6 +50,19 @@ struct EngineOptions {
     // CUDA: run every step eagerly instead of replaying decode steps as recorded CUDA graphs (vLLM's flag).
     bool enforce_eager = false;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
+
+    // Tensor parallelism across nodes (docs/deployment-multinode.md): one process per node, tensor_parallel_size /
+    // nnodes ranks each. create_engine runs node 0 (it listens on dist_init_addr's port and schedules); the other
+    // nodes run run_tensor_parallel_worker (tensor_parallel_worker.h). Sizes (KV blocks, max_model_len, ...) are
+    // node 0's; the other nodes' are ignored.
+    int32_t nnodes = 1;
+    int32_t node_rank = 0;
+    std::string dist_init_addr;    // node 0's HOST:PORT as the other nodes reach it
+    int32_t dist_timeout_s = 300;  // to connect, for every node to arrive, and for each node's answer to a step
+    // Called (on the engine thread) when a group of several nodes breaks: every later step fails.
+    std::function<void(const Status&)> on_node_group_failure;
+    // Node 0: set to true to stop waiting for the other nodes to connect (create_engine then fails); may be null.
+    const std::atomic<bool>* cancel_node_wait = nullptr;
 };
 
 class ServingEngine {
@@ -82,9 +98,14 @@ class ServingEngine {
 // The EngineConfig create_engine would use for `model` (exposed for tests and `pagoda inspect`-like reports).
 Result<engine::EngineConfig> engine_config_for(const model::Model& model, const EngineOptions& options);
 
+// The node group of a multi-node engine (options.nnodes > 1), checked: node rank, tensor-parallel size a multiple
+// of nnodes, HOST:PORT, the device every node must use, the model's fingerprint. Errors name the flag.
+Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const EngineOptions& options);
+
 // Loads `model_dir` (config.json, generation_config.json, safetensors) on the chosen backend and starts the engine
-// thread. EOS ids: those of generation_config.json and config.json. Sampling defaults: generation_config.json's
-// temperature, top_p, top_k, min_p, repetition_penalty (as vLLM; do_sample is ignored).
+// thread. With options.nnodes > 1 this is node 0: it waits for the other nodes, which load their ranks too. EOS ids:
+// those of generation_config.json and config.json. Sampling defaults: generation_config.json's temperature, top_p,
+// top_k, min_p, repetition_penalty (as vLLM; do_sample is ignored).
 Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options);
 
 }  // namespace pagoda::serving

@@ -111,10 +111,8 @@ Status ModelEngineRunner::run(const engine::StepInput& input) {
     for (const engine::StateCopy& c : input.state_restores)
         copy_state(c);
     const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
-    const int64_t vocab = model_.vocab_size();
-    logits_.resize(static_cast<size_t>(rows * vocab));
     // Host memory on every backend: the engine samples on the CPU (a device backend copies the rows over).
-    const Tensor logits(logits_.data(), DType::F32, Shape{rows, vocab});
+    PAGODA_ASSIGN_OR_RETURN(const Tensor logits, logits_rows(rows, /*on_device=*/false));
     PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
     for (const engine::StateCopy& c : input.state_saves)
         copy_state(c);
@@ -139,13 +137,7 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
     if (graphs_ && graphs_->accepts(batch)) {  // dense models only: no state copies
         PAGODA_ASSIGN_OR_RETURN(logits, graphs_->forward(batch, kv_ ? &*kv_ : nullptr));
     } else {
-        const size_t bytes = static_cast<size_t>(rows * vocab) * sizeof(float);
-        if (device_logits_.size() < bytes) {
-            device_logits_ = Buffer();  // free the old buffer first: it may be most of the headroom
-            PAGODA_ASSIGN_OR_RETURN(device_logits_,
-                                    Buffer::allocate(model_.backend().allocator(), bytes + bytes / 4, 256));
-        }
-        logits = device_logits_.view(DType::F32, Shape{rows, vocab});
+        PAGODA_ASSIGN_OR_RETURN(logits, logits_rows(rows, /*on_device=*/true));
         for (const engine::StateCopy& c : input.state_restores)
             copy_state(c);
         PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
@@ -170,6 +162,20 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
     for (size_t i = 0; i < sampled_.size(); ++i)
         results_[i] = engine::to_sample_result(sampled_[i]);
     return ok_status();
+}
+
+Result<Tensor> ModelEngineRunner::logits_rows(int64_t rows, bool on_device) {
+    const int64_t vocab = model_.vocab_size();
+    if (!on_device) {
+        logits_.resize(static_cast<size_t>(rows * vocab));
+        return Tensor(logits_.data(), DType::F32, Shape{rows, vocab});
+    }
+    const size_t bytes = static_cast<size_t>(rows * vocab) * sizeof(float);
+    if (device_logits_.size() < bytes) {
+        device_logits_ = Buffer();  // free the old buffer first: it may be most of the headroom
+        PAGODA_ASSIGN_OR_RETURN(device_logits_, Buffer::allocate(model_.backend().allocator(), bytes + bytes / 4, 256));
+    }
+    return device_logits_.view(DType::F32, Shape{rows, vocab});
 }
 
 Status ModelEngineRunner::warm_up(const engine::EngineConfig& config) {
@@ -217,20 +223,8 @@ Status ModelEngineRunner::warm_up(const engine::EngineConfig& config) {
     model_.backend().bind_thread();
     try {
         PAGODA_RETURN_IF_ERROR(check_batch(b));
-        const int64_t vocab = model_.vocab_size();
-        Tensor logits;
-        if (device_sampler_) {  // the device logits buffer at its largest (the decode graphs hold their own)
-            const size_t bytes = static_cast<size_t>(seqs * vocab) * sizeof(float);
-            if (device_logits_.size() < bytes) {
-                device_logits_ = Buffer();
-                PAGODA_ASSIGN_OR_RETURN(device_logits_,
-                                        Buffer::allocate(model_.backend().allocator(), bytes + bytes / 4, 256));
-            }
-            logits = device_logits_.view(DType::F32, Shape{seqs, vocab});
-        } else {
-            logits_.resize(static_cast<size_t>(seqs * vocab));
-            logits = Tensor(logits_.data(), DType::F32, Shape{seqs, vocab});
-        }
+        // The device logits buffer at its largest (the decode graphs hold their own).
+        PAGODA_ASSIGN_OR_RETURN(const Tensor logits, logits_rows(seqs, device_sampler_ != nullptr));
         PAGODA_RETURN_IF_ERROR(model_.forward(b, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
         model_.backend().synchronize();
     } catch (const std::exception& e) {
@@ -269,6 +263,35 @@ engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
         if (device_sampler_ && !input.sampling.empty()) out.samples = results_;
     }
     return out;
+}
+
+Status ModelEngineRunner::run_forward_only(const engine::StepInput& input) {
+    const ForwardBatch& batch = input.batch;
+    PAGODA_RETURN_IF_ERROR(check_batch(batch));
+    PAGODA_RETURN_IF_ERROR(check_copies(input.state_restores));
+    PAGODA_RETURN_IF_ERROR(check_copies(input.state_saves));
+    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
+    // The logits stay where the forward writes them: device memory on a GPU, the host buffer on the CPU.
+    Tensor logits;  // stays empty when no row asks for logits (the forward then skips the LM head)
+    if (rows > 0) {
+        PAGODA_ASSIGN_OR_RETURN(logits, logits_rows(rows, model_.backend().device().kind != DeviceKind::Host));
+    }
+    for (const engine::StateCopy& c : input.state_restores)
+        copy_state(c);
+    PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
+    for (const engine::StateCopy& c : input.state_saves)
+        copy_state(c);
+    model_.backend().synchronize();
+    return ok_status();
+}
+
+Status ModelEngineRunner::forward_only(const engine::StepInput& input) {
+    model_.backend().bind_thread();
+    try {
+        return run_forward_only(input);
+    } catch (const std::exception& e) {  // as in execute: allocation failure in the forward's scratch, most likely
+        return Status::error(std::string("model forward failed: ") + e.what());
+    }
 }
 
 }  // namespace pagoda::serving

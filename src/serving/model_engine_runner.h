@@ -47,6 +47,11 @@ class ModelEngineRunner final : public engine::ModelRunner {
 
     int32_t vocab_size() const override { return static_cast<int32_t>(model_.vocab_size()); }
     engine::StepOutput execute(const engine::StepInput& input) override;
+    // The step's forward pass with its state copies, and nothing after it: no sampling, no copy of the logits to the
+    // host (they are written to a scratch buffer and dropped). What a tensor-parallel rank on a node other than
+    // node 0 runs: its collectives are those of execute(), since the vocabulary-parallel logits all-gather happens
+    // inside Model::forward whether or not the rank samples. input.sample_rows / sampling are ignored.
+    Status forward_only(const engine::StepInput& input);
     // CUDA graphs recorded for decode steps, and decode steps replayed from them, so far (0 without graphs); safe
     // from any thread.
     size_t recorded_cuda_graphs() const { return graphs_ ? graphs_->recordings() : 0; }
@@ -59,6 +64,9 @@ class ModelEngineRunner final : public engine::ModelRunner {
     void copy_state(const engine::StateCopy& copy);
     Status run(const engine::StepInput& input);
     Status sample_on_device(const engine::StepInput& input);
+    Status run_forward_only(const engine::StepInput& input);
+    // `rows` logits rows for a forward: the device buffer (grown when a step needs more rows) or the host one.
+    Result<Tensor> logits_rows(int64_t rows, bool on_device);
 
     model::Model& model_;
     int32_t block_size_ = 16;

@@ -5,8 +5,12 @@
 // its KV pool holding its KV heads) while the ranks meet in the model's collectives. Every rank ends the step with
 // the same logits; rank 0's go back to the engine. The ranks are CPU backends with an in-process communicator
 // (load_cpu) or one GPU each with NCCL (load_cuda).
+// Across nodes (load_node, docs/deployment-multinode.md) each process holds its node's ranks; on node 0, execute()
+// also sends the step to the other nodes (step_codec.h) and waits for their status, and the other nodes run their
+// ranks' forward passes from those messages (tensor_parallel_worker.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,7 +21,9 @@
 #include "model/model.h"
 #include "runtime/backend.h"
 #include "runtime/communicator.h"
+#include "runtime/node_group.h"
 #include "runtime/rank_threads.h"
+#include "runtime/tcp_communicator.h"
 #include "serving/model_engine_runner.h"
 
 namespace pagoda::serving {
@@ -33,9 +39,21 @@ class TensorParallelRunner final : public engine::ModelRunner {
     // error (not an abort) when the binary lacks CUDA or NCCL or fewer than `size` GPUs are visible; model errors
     // name the rank as load_cpu's do.
     static Result<std::unique_ptr<TensorParallelRunner>> load_cuda(const std::string& model_dir, int size);
-    ~TensorParallelRunner() override;
+    // This node's ranks of a group over group->nnodes() nodes (formed: accept_all or connect done): G =
+    // tensor_parallel_size / nnodes ranks, global ranks node_rank * G .. + G - 1. On the CPU one rank per node
+    // (G = 1) with a TcpCommunicator over the group's collective channels and `num_threads` OpenMP threads; on GPUs
+    // G GPUs (0..G-1 of this host) with NCCL, node 0 handing its unique id to the others. Returns once every node has
+    // loaded (node 0 waits for the others' status; the others report theirs), so that a node that cannot load makes
+    // node 0's load fail with its reason.
+    static Result<std::unique_ptr<TensorParallelRunner>> load_node(const std::string& model_dir,
+                                                                   std::unique_ptr<NodeGroup> group, int num_threads);
+    // Why `tensor_parallel_size` ranks cannot spread over `nnodes` (>= 2) nodes on `device` ("cpu" or "cuda"), or
+    // ok: the size must be a multiple of nnodes, and on the CPU equal to it.
+    static Status check_node_layout(int tensor_parallel_size, int nnodes, const std::string& device);
+    ~TensorParallelRunner() override;  // node 0 tells the other nodes to shut down
 
-    // Creates each rank's pools for `config` (the same number of blocks on every rank); once, before execute().
+    // Creates each rank's pools for `config` (the same number of blocks on every rank); once, before execute(). On
+    // node 0 of several nodes it sends the pool sizes to the other nodes first and returns their first error.
     Status start(const engine::EngineConfig& config);
 
     int size() const { return static_cast<int>(ranks_.size()); }
@@ -44,8 +62,18 @@ class TensorParallelRunner final : public engine::ModelRunner {
     const Backend& backend() const { return *ranks_[0].backend; }
 
     int32_t vocab_size() const override { return static_cast<int32_t>(model().vocab_size()); }
-    // Runs the step on every rank at once; the first rank's error, if any, is the step's.
+    // Runs the step on every rank at once; the first rank's error, if any, is the step's. Node 0 of several nodes:
+    // the step also goes to the other nodes, and their first error (or a lost connection) is the step's. After such
+    // an error the ranks may be out of step, so the group is closed (the other nodes exit) and every later step
+    // fails with the first error: restart all nodes.
     engine::StepOutput execute(const engine::StepInput& input) override;
+
+    // Nodes other than node 0: the step's forward pass on this node's ranks, without sampling.
+    Status forward_only(const engine::StepInput& input);
+    // The node group (null within one process); its step channels carry this runner's messages.
+    NodeGroup* node_group() { return group_.get(); }
+    // Called once, on the engine thread, when the group breaks (e.g. to report the server unhealthy).
+    void on_group_failure(std::function<void(const Status&)> callback) { on_failure_ = std::move(callback); }
 
   private:
     struct Rank {
@@ -61,9 +89,25 @@ class TensorParallelRunner final : public engine::ModelRunner {
                                                                     std::vector<std::unique_ptr<Communicator>> comms,
                                                                     const RankThreadsOptions& threads);
 
+    // Node 0 of several nodes: sends the step to every other node, runs the local ranks, collects the statuses.
+    Status execute_with_nodes(const engine::StepInput& input);
+    // The first error in outputs_, named by its global rank.
+    Status first_rank_error() const;
+    // The first error of the local ranks' collectives over TCP (ok elsewhere).
+    Status collective_status() const { return tcp_ ? tcp_->status() : ok_status(); }
+    // Records the group's first failure, closes every channel and tells on_failure_.
+    void break_group(const Status& error);
+
     std::vector<Rank> ranks_;
     std::unique_ptr<RankThreads> threads_;
     std::vector<engine::StepOutput> outputs_;  // per rank, reused across steps
+
+    std::unique_ptr<NodeGroup> group_;  // several nodes only
+    TcpCommunicator* tcp_ = nullptr;    // the CPU rank's communicator across nodes, owned by ranks_[0]
+    Status group_failure_;              // ok until the group breaks
+    std::function<void(const Status&)> on_failure_;
+    std::vector<std::byte> step_bytes_;   // node 0: the encoded step, reused
+    std::vector<std::byte> reply_bytes_;  // node 0: the other nodes' status messages, reused
 };
 
 }  // namespace pagoda::serving

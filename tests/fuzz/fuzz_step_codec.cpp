@@ -1,0 +1,42 @@
+// libFuzzer target: the decoders of the messages node 0 sends to the other nodes of a multi-node group
+// (serving/step_codec.h) on arbitrary bytes. They must return an error or a step whose arrays agree with its counts
+// (what the decoder promises the kernels), and an accepted step must encode back to the same bytes; never crash,
+// hang or read out of bounds.
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <span>
+#include <vector>
+
+#include "serving/step_codec.h"
+
+namespace {
+
+void check_step(std::span<const std::byte> bytes) {
+    pagoda::serving::DecodedStep step;
+    if (!pagoda::serving::decode_step(bytes, step).ok()) return;
+    const pagoda::ForwardBatch& b = step.input().batch;
+    const auto T = static_cast<size_t>(b.num_tokens), S = static_cast<size_t>(b.num_seqs);
+    if (b.token_ids.size() != T || b.positions.size() != T || b.slot_mapping.size() != T) std::abort();
+    if (b.query_start_loc.size() != S + 1 || b.seq_lens.size() != S) std::abort();
+    if (b.query_start_loc[0] != 0 || b.query_start_loc[S] != b.num_tokens) std::abort();
+    for (size_t s = 0; s < S; ++s)
+        if (b.query_start_loc[s + 1] < b.query_start_loc[s] || b.seq_lens[s] < b.query_len(static_cast<int32_t>(s)))
+            std::abort();
+    for (int32_t row : b.logits_indices)
+        if (row < 0 || row >= b.num_tokens) std::abort();
+    std::vector<std::byte> again;
+    pagoda::serving::encode_step(step.input(), again);
+    if (again.size() != bytes.size() || !std::equal(again.begin(), again.end(), bytes.begin())) std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    const auto bytes = std::as_bytes(std::span<const uint8_t>(data, size));
+    check_step(bytes);
+    auto sizes = pagoda::serving::decode_pool_sizes(bytes);
+    if (sizes.ok() && (sizes->block_size < 1 || sizes->num_kv_blocks < 0)) std::abort();
+    return 0;
+}
