@@ -16,9 +16,9 @@
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over cuda_ops_test
 #   prefix      a real-shape serving run with prefix-cache hits, its completions compared with a cache-off run
+#               (compare_completions.py: where they part, and whether at near-ties)
 # or `all` (every part) or `check` (model,profile). bench, throughput, profile and prefix need the model (model part,
-# or an earlier call on the same machine). model2, sanitize and prefix have not run yet (written after the session's
-# GPU time was spent).
+# or an earlier call on the same machine). `all` takes longer than one 600 s device call: split it (benchmarks.md).
 # Files may travel xz-compressed as $BIN/NAME.xz (the carry limit is 64 MiB): binaries, and the libraries the GPU
 # machine lacks (ICU). They are unpacked first.
 set -uo pipefail
