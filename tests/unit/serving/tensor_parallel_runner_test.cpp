@@ -11,6 +11,7 @@
 #include "common/file.h"
 #include "engine/engine.h"
 #include "golden/golden_reference.h"
+#include "greedy_batch.h"
 #include "runtime/cuda_backend.h"
 #include "serving/create_engine.h"
 
@@ -27,37 +28,6 @@ EngineOptions options_with(int tp) {
     return o;
 }
 
-// Greedy tokens of three requests submitted together (they share steps: prefills and decodes in one batch).
-std::vector<std::vector<int32_t>> greedy_batch(ServingEngine& s, const std::vector<int32_t>& ids) {
-    std::vector<std::shared_ptr<engine::RequestStream>> streams;
-    for (auto [begin, end] : {std::pair{0, 100}, std::pair{5, 40}, std::pair{60, 61}}) {
-        engine::Request r;
-        r.prompt_tokens.assign(ids.begin() + begin, ids.begin() + end);
-        r.params.max_tokens = 12;
-        r.params.ignore_eos = true;
-        r.params.temperature = 0.0f;
-        auto stream = s.engine().submit(r);
-        EXPECT_TRUE(stream.ok()) << stream.message();
-        if (!stream.ok()) return {};
-        streams.push_back(std::move(stream).value());
-    }
-    std::vector<std::vector<int32_t>> out;
-    for (auto& stream : streams) {
-        std::vector<int32_t> tokens;
-        engine::StreamChunk chunk;
-        while (stream->read(chunk)) {
-            for (const auto& d : chunk.choices) {
-                tokens.insert(tokens.end(), d.token_ids.begin(), d.token_ids.end());
-                if (d.finish_reason != engine::FinishReason::kNone) {
-                    EXPECT_EQ(d.finish_reason, engine::FinishReason::kLength) << d.finish_message;
-                }
-            }
-        }
-        out.push_back(std::move(tokens));
-    }
-    return out;
-}
-
 TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
     for (const auto& [model, sizes] : {std::pair{std::string("qwen3"), std::vector<int>{2, 4}},
                                        std::pair{std::string("qwen2"), std::vector<int>{2}}}) {
@@ -67,7 +37,7 @@ TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
         ASSERT_GE(ids.size(), 100u);
         auto plain = create_engine(dir, options_with(1));
         ASSERT_TRUE(plain.ok()) << plain.message();
-        const auto want = greedy_batch(**plain, ids);
+        const std::vector<std::vector<int32_t>> want = greedy_batch(**plain, ids).tokens;
         ASSERT_EQ(want.size(), 3u);
         for (const auto& tokens : want)
             ASSERT_EQ(tokens.size(), 12u);
@@ -78,7 +48,7 @@ TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
             EXPECT_EQ((*split)->model().vocab_size(), (*plain)->model().vocab_size());
             EXPECT_EQ((*split)->model().shard_plan().size, tp);
             EXPECT_EQ((*split)->config().num_kv_blocks, (*plain)->config().num_kv_blocks);
-            EXPECT_EQ(greedy_batch(**split, ids), want);
+            EXPECT_EQ(greedy_batch(**split, ids).tokens, want);
         }
     }
 }
