@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "runtime/nccl_communicator.h"
 
 namespace {
 
@@ -15,8 +16,8 @@ void print_usage() {
     auto commands = pagoda::cli::commands();
     std::sort(commands.begin(), commands.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     for (const auto& c : commands)
-        std::printf("  %-12.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(), static_cast<int>(c.summary.size()),
-                    c.summary.data());
+        std::printf("  %-12.*s %.*s\n", static_cast<int>(c.name.size()), c.name.data(),
+                    static_cast<int>(c.summary.size()), c.summary.data());
     std::printf("\n`pagoda <command> --help` describes each command.\n");
 }
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
         std::printf("pagoda %s\n", PAGODA_VERSION);
         return 0;
     }
+    pagoda::set_nccl_environment();  // before any thread starts: setenv races with getenv
     std::vector<std::string_view> args(argv + 2, argv + argc);
     for (const auto& c : pagoda::cli::commands())
         if (c.name == first) return c.run(args);

@@ -24,12 +24,6 @@ namespace pagoda {
 
 namespace {
 
-// NVLink multicast (NVLS) stays off: it reserves a large share of device memory per communicator and is not
-// available on every system; the ring/tree algorithms serve TP all-reduce sizes well.
-void disable_nvls() {
-    setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/1);
-}
-
 Status nccl_error(const std::string& what, ncclResult_t r) {
     return Status::error(what + ": " + ncclGetErrorString(r) + " (NCCL " + std::to_string(NCCL_MAJOR) + "." +
                          std::to_string(NCCL_MINOR) + "; NCCL_DEBUG=INFO says more)");
@@ -116,7 +110,7 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
     if (n < 1 || streams.size() != devices.size()) {
         return Status::error("make_nccl_communicators: one stream per device, at least one device");
     }
-    disable_nvls();
+    set_nccl_environment();
     std::vector<ncclComm_t> raw(static_cast<size_t>(n));
     if (ncclResult_t r = ncclCommInitAll(raw.data(), n, devices.data()); r != ncclSuccess) {
         return nccl_error("creating NCCL communicators for " + std::to_string(n) + " GPUs", r);
@@ -130,32 +124,20 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
     return comms;
 }
 
+// NVLink multicast (NVLS) stays off: it reserves a large share of device memory per communicator and is not
+// available on every system; the ring/tree algorithms serve TP all-reduce sizes well.
+void set_nccl_environment() {
+    const char* nvls = std::getenv("NCCL_NVLS_ENABLE");
+    if (nvls == nullptr || std::strcmp(nvls, "0") != 0) setenv("NCCL_NVLS_ENABLE", "0", /*overwrite=*/1);
+}
+
 Result<NcclUniqueId> make_nccl_unique_id() {
-    disable_nvls();
+    set_nccl_environment();
     ncclUniqueId id;
     if (ncclResult_t r = ncclGetUniqueId(&id); r != ncclSuccess) return nccl_error("ncclGetUniqueId", r);
     NcclUniqueId out;
     std::memcpy(out.data(), id.internal, out.size());
     return out;
-}
-
-Result<std::unique_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId& id, int size, int rank, int device,
-                                                             void* stream) {
-    if (size < 1 || rank < 0 || rank >= size) {
-        return Status::error("NCCL rank " + std::to_string(rank) + " outside a group of " + std::to_string(size));
-    }
-    disable_nvls();
-    if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
-        return Status::error("GPU " + std::to_string(device) + ": " + cudaGetErrorString(e));
-    }
-    ncclUniqueId nccl_id;
-    std::memcpy(nccl_id.internal, id.data(), id.size());
-    ncclComm_t comm = nullptr;
-    if (ncclResult_t r = ncclCommInitRank(&comm, size, nccl_id, rank); r != ncclSuccess) {
-        return nccl_error("joining the NCCL group as rank " + std::to_string(rank) + " of " + std::to_string(size), r);
-    }
-    return std::unique_ptr<Communicator>(
-        std::make_unique<NcclCommunicator>(comm, rank, size, device, static_cast<cudaStream_t>(stream)));
 }
 
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const NcclUniqueId& id, int world_size,
@@ -169,9 +151,17 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const
         return Status::error("NCCL ranks " + std::to_string(first_rank) + ".." + std::to_string(first_rank + n - 1) +
                              " outside a group of " + std::to_string(world_size));
     }
-    disable_nvls();
+    set_nccl_environment();
     int previous = 0;  // the caller's device, selected again at the end
     const bool known = cudaGetDevice(&previous) == cudaSuccess;
+    // Every device is checked before the group call: a failure inside it would leave the ranks already queued
+    // waiting in ncclGroupEnd for the ones never started.
+    for (int device : devices) {
+        if (cudaError_t e = cudaSetDevice(device); e != cudaSuccess) {
+            if (known) cudaSetDevice(previous);
+            return Status::error("GPU " + std::to_string(device) + ": " + cudaGetErrorString(e));
+        }
+    }
     ncclUniqueId nccl_id;
     std::memcpy(nccl_id.internal, id.data(), id.size());
     std::vector<ncclComm_t> raw(static_cast<size_t>(n), nullptr);

@@ -17,6 +17,11 @@ namespace pagoda {
 // True when this binary has the NCCL communicator.
 bool nccl_compiled();
 
+// Sets NCCL_NVLS_ENABLE=0 unless it already is 0. The communicator factories below call it too, but setenv races
+// with every other thread's getenv, so a program calls it first, before it starts threads (cli/main.cpp);
+// afterwards the factories only read the variable.
+void set_nccl_environment();
+
 // One process, one thread per GPU (what `--tensor-parallel-size N` uses): N communicators over devices[r], created
 // together (ncclCommInitAll). streams[r] is the cudaStream_t rank r's CUDA backend runs its kernels on, so that the
 // collectives are ordered with them; element r is rank r's communicator, to be used from rank r's thread only.
@@ -24,12 +29,9 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
                                                                            std::span<void* const> streams);
 
 // Several processes (one per node, launched by mpirun or a LeaderWorkerSet): rank 0 creates the id, the node group
-// (node_group.h) hands it to every process, and each joins with make_nccl_communicator (one rank) or with the
-// group-joining make_nccl_communicators below (all of its GPUs).
+// (node_group.h) hands it to every process, and each joins with its GPUs through make_nccl_communicators below.
 using NcclUniqueId = std::array<char, 128>;  // NCCL_UNIQUE_ID_BYTES
 Result<NcclUniqueId> make_nccl_unique_id();
-Result<std::unique_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId& id, int size, int rank, int device,
-                                                             void* stream);
 
 // One process of a group that spans several processes (a node of a multi-node group, docs/deployment-multinode.md):
 // this process's devices.size() ranks, global ranks first_rank .. first_rank + devices.size() - 1 of world_size,

@@ -9,6 +9,8 @@ Status not_built() {
 }
 }  // namespace
 
+void set_nccl_environment() {}  // nothing reads it without NCCL
+
 bool nccl_compiled() {
     return false;
 }
@@ -18,9 +20,6 @@ Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(std::
     return not_built();
 }
 Result<NcclUniqueId> make_nccl_unique_id() {
-    return not_built();
-}
-Result<std::unique_ptr<Communicator>> make_nccl_communicator(const NcclUniqueId&, int, int, int, void*) {
     return not_built();
 }
 Result<std::vector<std::unique_ptr<Communicator>>> make_nccl_communicators(const NcclUniqueId&, int, int,

@@ -111,7 +111,8 @@ Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o, 
     return info.free_bytes - keep_free - reserve;
 }
 
-// Ranks are not warmed up (tensor_parallel_runner.h), so their activations are estimated: one step's fp32
+// Tensor-parallel ranks warm up only after their pools are made (TensorParallelRunner::start), so their
+// activations are estimated: one step's fp32
 // activations per token, logits rows three times over (the forward's, the sampler's, the decode graphs' buffer),
 // and 512 MiB for cuBLASLt workspaces, NCCL and the attention workspace.
 size_t estimated_activation_bytes(const model::Model& model, const EngineOptions& o) {

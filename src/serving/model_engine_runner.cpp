@@ -60,7 +60,7 @@ Status ModelEngineRunner::check_batch(const ForwardBatch& b) const {
         for (int64_t s : b.slot_mapping)
             if (s >= slots) return Status::error("KV slot " + std::to_string(s) + " outside the pool");
         for (int32_t s = 0; s < b.num_seqs; ++s)
-            if (b.seq_lens[s] > b.max_blocks_per_seq * block_size_)
+            if (b.seq_lens[s] > int64_t{b.max_blocks_per_seq} * block_size_)
                 return Status::error("sequence longer than its block table");
     }
     if (states_) {

@@ -21,13 +21,29 @@ const char* node_message_name(uint32_t tag) {
     return "unknown message";
 }
 
+size_t max_message_bytes(NodeMessage type) {
+    switch (type) {
+        case NodeMessage::kNcclId:
+            return 128;  // NCCL_UNIQUE_ID_BYTES
+        case NodeMessage::kPoolSizes:
+            return 64;
+        case NodeMessage::kShutdown:
+            return 0;
+        case NodeMessage::kStatus:
+            return size_t{64} << 10;  // an error message
+        case NodeMessage::kStep:
+            break;
+    }
+    return size_t{1} << 20;
+}
+
 Status send_message(TcpChannel& channel, NodeMessage type, std::span<const std::byte> payload, Timeout timeout) {
     return channel.send(static_cast<uint32_t>(type), payload, timeout);
 }
 
 Status recv_message(TcpChannel& channel, NodeMessage expected, std::vector<std::byte>& payload, Timeout timeout) {
     uint32_t tag = 0;
-    PAGODA_RETURN_IF_ERROR(channel.recv(tag, payload, kMaxNodeMessageBytes, timeout));
+    PAGODA_RETURN_IF_ERROR(channel.recv(tag, payload, max_message_bytes(expected), timeout));
     if (tag != static_cast<uint32_t>(expected)) {
         return Status::error("out of step with " + channel.peer() + ": expected a " +
                              node_message_name(static_cast<uint32_t>(expected)) + " message, got a " +

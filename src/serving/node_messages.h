@@ -21,11 +21,14 @@ enum class NodeMessage : uint32_t {
 };
 const char* node_message_name(uint32_t tag);
 
-// The largest message a node accepts: a step of a few hundred thousand tokens fits many times over.
-inline constexpr size_t kMaxNodeMessageBytes = size_t{1} << 30;
+// The largest payload a node accepts for a message of `type`, so that a confused peer cannot make it reserve much
+// memory: the id, the sizes and a status are small; a step is bounded by max_step_bytes of the pool sizes
+// (step_codec.h), which the worker uses instead of this (1 MiB here: a step before the sizes is out of step anyway).
+size_t max_message_bytes(NodeMessage type);
 
 Status send_message(TcpChannel& channel, NodeMessage type, std::span<const std::byte> payload, Timeout timeout);
-// Receives one message that must be `expected` (another type is an error naming both) into `payload`.
+// Receives one message that must be `expected` (another type is an error naming both) into `payload`, of at most
+// max_message_bytes(expected).
 Status recv_message(TcpChannel& channel, NodeMessage expected, std::vector<std::byte>& payload, Timeout timeout);
 
 Status send_status(TcpChannel& channel, const Status& status, Timeout timeout);

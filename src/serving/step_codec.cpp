@@ -45,7 +45,37 @@ Status check_consistent(const ForwardBatch& b) {
     return ok_status();
 }
 
+int64_t max_blocks_per_seq(const PoolSizes& limits) {
+    return (int64_t{limits.max_model_len} + limits.block_size - 1) / limits.block_size;
+}
+
+// What the engine never schedules under `limits` (engine.h: steps stay within max_num_batched_tokens and
+// max_num_seqs, sequences within max_model_len).
+Status check_within(const ForwardBatch& b, size_t restores, size_t saves, const PoolSizes& limits) {
+    if (b.num_tokens > limits.max_num_batched_tokens || b.num_seqs > limits.max_num_seqs)
+        return malformed(std::to_string(b.num_tokens) + " tokens of " + std::to_string(b.num_seqs) +
+                         " sequences, more than the pools' " + std::to_string(limits.max_num_batched_tokens) +
+                         " tokens of " + std::to_string(limits.max_num_seqs) + " sequences");
+    if (b.block_size != limits.block_size || b.max_blocks_per_seq > max_blocks_per_seq(limits))
+        return malformed("block size " + std::to_string(b.block_size) + " or block-table width " +
+                         std::to_string(b.max_blocks_per_seq) + " beyond the pools'");
+    if (b.seq_len_bound > limits.max_model_len) return malformed("sequence-length bound beyond max_model_len");
+    for (int32_t len : b.seq_lens)
+        if (len > limits.max_model_len) return malformed("a sequence longer than max_model_len");
+    if (restores > size_t(limits.num_state_slots) || saves > size_t(limits.num_state_slots))
+        return malformed("more state copies than state slots");
+    return ok_status();
+}
+
 }  // namespace
+
+size_t max_step_bytes(const PoolSizes& s) {
+    const auto T = size_t(s.max_num_batched_tokens), S = size_t(s.max_num_seqs);
+    const size_t header = 5 * sizeof(int32_t) + 10 * sizeof(uint32_t);  // the scalars, then one count per array
+    const size_t per_token = 3 * sizeof(int32_t) + sizeof(int64_t);     // id, position, logits row; slot
+    const size_t per_seq = 3 * sizeof(int32_t) + size_t(max_blocks_per_seq(s)) * sizeof(int32_t);
+    return header + T * per_token + (S + 1) * per_seq + 2 * size_t(s.num_state_slots) * sizeof(engine::StateCopy);
+}
 
 void encode_step(const engine::StepInput& input, std::vector<std::byte>& out) {
     const ForwardBatch& b = input.batch;
@@ -67,7 +97,7 @@ void encode_step(const engine::StepInput& input, std::vector<std::byte>& out) {
     w.put_array(input.state_saves);
 }
 
-Status decode_step(std::span<const std::byte> bytes, DecodedStep& out) {
+Status decode_step(std::span<const std::byte> bytes, const PoolSizes& limits, DecodedStep& out) {
     out.input_ = engine::StepInput{};  // stays empty unless every check passes
     ForwardBatch b;
     WireReader r(bytes);
@@ -89,6 +119,7 @@ Status decode_step(std::span<const std::byte> bytes, DecodedStep& out) {
     b.state_slots = out.state_slots_;
     b.logits_indices = out.logits_indices_;
     PAGODA_RETURN_IF_ERROR(check_consistent(b));
+    PAGODA_RETURN_IF_ERROR(check_within(b, out.state_restores_.size(), out.state_saves_.size(), limits));
     out.input_.batch = b;
     out.input_.state_restores = out.state_restores_;
     out.input_.state_saves = out.state_saves_;

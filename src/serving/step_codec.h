@@ -19,14 +19,20 @@ namespace pagoda::serving {
 // Appends the step to `out` (cleared first; its capacity is reused, so steady-state steps do not allocate).
 void encode_step(const engine::StepInput& input, std::vector<std::byte>& out);
 
-// A decoded step: owns the arrays its StepInput views. Reused across steps (the vectors keep their capacity).
+struct PoolSizes;
+
+// A decoded step: owns the arrays its StepInput views. Reused across steps (the vectors keep their capacity). Not
+// copyable: a copy's StepInput would view the original's arrays.
 class DecodedStep {
   public:
+    DecodedStep() = default;
+    DecodedStep(const DecodedStep&) = delete;
+    DecodedStep& operator=(const DecodedStep&) = delete;
     // The step; valid until the next decode_step into this object. sample_rows and sampling are empty.
     const engine::StepInput& input() const { return input_; }
 
   private:
-    friend Status decode_step(std::span<const std::byte> bytes, DecodedStep& out);
+    friend Status decode_step(std::span<const std::byte> bytes, const PoolSizes& limits, DecodedStep& out);
     engine::StepInput input_;
     std::vector<int32_t> token_ids_, positions_, query_start_loc_, seq_lens_, block_tables_, state_slots_,
         logits_indices_;
@@ -36,8 +42,10 @@ class DecodedStep {
 
 // Decodes what encode_step wrote. Errors: truncated or trailing bytes, array sizes that disagree with num_tokens /
 // num_seqs, query starts that do not partition the tokens, a context shorter than its new tokens, logits rows
-// outside the tokens. (Block, slot and state ids are checked against the pools by the runner.)
-Status decode_step(std::span<const std::byte> bytes, DecodedStep& out);
+// outside the tokens, and a step larger than the engine under `limits` schedules (more tokens, sequences, state
+// copies, table columns or context than the pools were made for: a confused peer must not make a node reserve
+// scratch for it). Block, slot and state ids are checked against the pools by the runner.
+Status decode_step(std::span<const std::byte> bytes, const PoolSizes& limits, DecodedStep& out);
 
 // The EngineConfig fields that size a rank's pools and scratch (the rest is node 0's scheduling business).
 struct PoolSizes {
@@ -53,6 +61,8 @@ struct PoolSizes {
     bool operator==(const PoolSizes&) const = default;
 };
 void encode_pool_sizes(const PoolSizes& sizes, std::vector<std::byte>& out);
+// The largest step message encode_step writes for a step within `sizes` (a receive limit).
+size_t max_step_bytes(const PoolSizes& sizes);
 // Errors for the wrong length and for sizes that are negative or zero where a pool needs them.
 Result<PoolSizes> decode_pool_sizes(std::span<const std::byte> bytes);
 

@@ -94,11 +94,9 @@ Result<NcclUniqueId> share_nccl_id(NodeGroup& group) {
 Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_cpu(const std::string& model_dir, int size,
                                                                              int num_threads) {
     PAGODA_RETURN_IF_ERROR(check_size(size));
-    const int total =
-        num_threads > 0 ? num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     RankThreadsOptions threads;
     threads.size = size;
-    threads.cpu_threads_per_rank = std::max(1, total / size);
+    threads.cpu_threads_per_rank = std::max(1, cpu_threads(num_threads) / size);
 
     std::vector<std::unique_ptr<Backend>> backends;
     for (int r = 0; r < size; ++r) {
@@ -215,10 +213,14 @@ Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_ranks(
 
 TensorParallelRunner::~TensorParallelRunner() {
     threads_.reset();  // join the rank threads before the ranks they run go away
-    if (group_ && group_->node_rank() == 0 && group_failure_.ok()) {
-        // The engine has stopped: the other nodes exit 0. One that is gone already changes nothing here.
-        for (int n = 1; n < group_->nnodes(); ++n)
-            (void)send_message(group_->steps(n), NodeMessage::kShutdown, {}, Timeout(5'000));
+    if (group_ && group_->node_rank() == 0) {
+        if (started_ && group_failure_.ok()) {
+            // The engine has stopped: the other nodes exit 0. One that is gone already changes nothing here.
+            for (int n = 1; n < group_->nnodes(); ++n)
+                (void)send_message(group_->steps(n), NodeMessage::kShutdown, {}, Timeout(5'000));
+        } else {
+            group_->close();  // never served (or broke): the other nodes see the group end and exit with an error
+        }
     }
     // Pools, scratch, cuBLASLt handles and streams are freed on their own GPU: select it for each rank in turn, and
     // free what depends on the backend (runner, model, communicator) before the backend itself.
@@ -255,12 +257,25 @@ Status TensorParallelRunner::start(const engine::EngineConfig& config) {
             ranks_[r].runner = std::move(runner).value();
         }
     }
+    // GPU ranks of one process run the warm-up step together (its forward has every step's collectives), so that no
+    // later step allocates device memory (ModelEngineRunner::warm_up). Their pools were sized before, from an
+    // estimate of the activations; a warm-up that does not fit fails here. Not across nodes yet: a node whose pools
+    // failed would leave the others waiting in the warm-up's NCCL collectives, so that needs a second exchange of
+    // statuses first.
+    if (status.ok() && !group_ && ranks_[0].backend->device().kind != DeviceKind::Host) {
+        threads_->run([&](int r) {
+            outputs_[static_cast<size_t>(r)].status = ranks_[static_cast<size_t>(r)].runner->warm_up(config);
+        });
+        status = collective_status();
+        if (status.ok()) status = first_rank_error();
+    }
     if (leads_nodes) {
         for (int n = 1; n < group_->nnodes() && status.ok(); ++n)
             status = recv_status(group_->steps(n), reply_bytes_, group_->options().timeout)
                          .with_context("making the pools on node " + std::to_string(n));
         if (!status.ok()) break_group(status);
     }
+    started_ = status.ok();
     return status;
 }
 

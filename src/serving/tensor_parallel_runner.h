@@ -72,7 +72,8 @@ class TensorParallelRunner final : public engine::ModelRunner {
     Status forward_only(const engine::StepInput& input);
     // The node group (null within one process); its step channels carry this runner's messages.
     NodeGroup* node_group() { return group_.get(); }
-    // Called once, on the engine thread, when the group breaks (e.g. to report the server unhealthy).
+    // Called once when the group breaks (e.g. to report the server unhealthy): on the engine thread, or on the
+    // loading thread when it breaks in start().
     void on_group_failure(std::function<void(const Status&)> callback) { on_failure_ = std::move(callback); }
 
   private:
@@ -105,6 +106,7 @@ class TensorParallelRunner final : public engine::ModelRunner {
     std::unique_ptr<NodeGroup> group_;  // several nodes only
     TcpCommunicator* tcp_ = nullptr;    // the CPU rank's communicator across nodes, owned by ranks_[0]
     Status group_failure_;              // ok until the group breaks
+    bool started_ = false;              // start() succeeded: the other nodes wait for steps, then a shutdown
     std::function<void(const Status&)> on_failure_;
     std::vector<std::byte> step_bytes_;   // node 0: the encoded step, reused
     std::vector<std::byte> reply_bytes_;  // node 0: the other nodes' status messages, reused

@@ -13,9 +13,12 @@
 
 namespace {
 
+// Generous pools, so that what the limits refuse does not hide what the array checks would.
+const pagoda::serving::PoolSizes kLimits{1 << 20, 16, 1 << 10, 1 << 12, 1 << 20, 1 << 20};
+
 void check_step(std::span<const std::byte> bytes) {
     pagoda::serving::DecodedStep step;
-    if (!pagoda::serving::decode_step(bytes, step).ok()) return;
+    if (!pagoda::serving::decode_step(bytes, kLimits, step).ok()) return;
     const pagoda::ForwardBatch& b = step.input().batch;
     const auto T = static_cast<size_t>(b.num_tokens), S = static_cast<size_t>(b.num_seqs);
     if (b.token_ids.size() != T || b.positions.size() != T || b.slot_mapping.size() != T) std::abort();

@@ -14,6 +14,11 @@
 namespace pagoda::serving {
 namespace {
 
+// The pools the steps below were scheduled for.
+const PoolSizes kLimits{/*num_kv_blocks=*/64,   /*block_size=*/16,
+                        /*num_state_slots=*/16, /*max_num_seqs=*/8,
+                        /*max_model_len=*/4096, /*max_num_batched_tokens=*/64};
+
 // A mixed step: a prefill chunk with cached context, two decodes, one prompt with every row's logits.
 struct Step {
     ForwardBatchBuilder builder{16};
@@ -73,7 +78,7 @@ TEST(StepCodec, RoundTrip) {
     std::vector<std::byte> bytes;
     encode_step(step.input, bytes);
     DecodedStep decoded;
-    Status s = decode_step(bytes, decoded);
+    Status s = decode_step(bytes, kLimits, decoded);
     ASSERT_TRUE(s.ok()) << s.message();
     expect_same(decoded.input(), step.input);
 
@@ -82,9 +87,58 @@ TEST(StepCodec, RoundTrip) {
     step.input.batch = step.batch;
     step.input.state_restores = {};
     encode_step(step.input, bytes);
-    s = decode_step(bytes, decoded);
+    s = decode_step(bytes, kLimits, decoded);
     ASSERT_TRUE(s.ok()) << s.message();
     expect_same(decoded.input(), step.input);
+}
+
+// A step the engine would not schedule under the pools' sizes is refused before anything is sized for it, and
+// max_step_bytes bounds the message of the largest step that fits.
+TEST(StepCodec, StepsBeyondThePoolSizesAreErrors) {
+    Step step;
+    std::vector<std::byte> bytes;
+    DecodedStep decoded;
+    auto refused = [&](PoolSizes limits, const char* what) {
+        encode_step(step.input, bytes);
+        Status s = decode_step(bytes, limits, decoded);
+        EXPECT_FALSE(s.ok()) << what;
+        EXPECT_NE(s.message().find("malformed step message"), std::string::npos) << s.message();
+    };
+    PoolSizes limits = kLimits;
+    limits.max_num_batched_tokens = 9;  // the step has 10 tokens
+    refused(limits, "tokens");
+    limits = kLimits;
+    limits.max_num_seqs = 3;  // 4 sequences
+    refused(limits, "sequences");
+    limits = kLimits;
+    limits.max_model_len = 40;  // a 41-token sequence, three-block tables of 16, a bound of 4096
+    refused(limits, "context");
+    limits = kLimits;
+    limits.block_size = 8;
+    refused(limits, "block size");
+    limits = kLimits;
+    limits.num_state_slots = 1;  // two saves
+    refused(limits, "state copies");
+
+    // The largest step that fits: max_num_seqs sequences sharing the token budget, each with a full-width table,
+    // every token a logits row, every slot restored and saved.
+    ForwardBatchBuilder builder(kLimits.block_size);
+    const int32_t width = kLimits.max_model_len / kLimits.block_size;
+    const std::vector<int32_t> table(static_cast<size_t>(width), 0);
+    const int32_t per_seq = kLimits.max_num_batched_tokens / kLimits.max_num_seqs;
+    for (int32_t s = 0; s < kLimits.max_num_seqs; ++s)
+        builder.add_sequence(std::vector<int32_t>(static_cast<size_t>(per_seq), 1), 0, table, s,
+                             ForwardBatchBuilder::Logits::All);
+    const std::vector<engine::StateCopy> copies(static_cast<size_t>(kLimits.num_state_slots), {0, 1});
+    engine::StepInput full;
+    full.batch = builder.view();
+    full.state_restores = copies;
+    full.state_saves = copies;
+    encode_step(full, bytes);
+    Status s = decode_step(bytes, kLimits, decoded);
+    ASSERT_TRUE(s.ok()) << s.message();
+    EXPECT_LE(bytes.size(), max_step_bytes(kLimits));
+    EXPECT_LT(max_step_bytes(kLimits), 2 * bytes.size());  // a bound, not a blank cheque
 }
 
 TEST(StepCodec, EveryTruncationAndTrailingBytesAreErrors) {
@@ -93,13 +147,13 @@ TEST(StepCodec, EveryTruncationAndTrailingBytesAreErrors) {
     encode_step(step.input, bytes);
     DecodedStep decoded;
     for (size_t n = 0; n < bytes.size(); ++n) {
-        Status s = decode_step(std::span(bytes).first(n), decoded);
+        Status s = decode_step(std::span(bytes).first(n), kLimits, decoded);
         ASSERT_FALSE(s.ok()) << "cut at " << n;
         EXPECT_NE(s.message().find("malformed step message"), std::string::npos) << s.message();
         EXPECT_EQ(decoded.input().batch.num_tokens, 0);  // a failed decode hands out no step
     }
     bytes.push_back(std::byte{0});
-    Status s = decode_step(bytes, decoded);
+    Status s = decode_step(bytes, kLimits, decoded);
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find("bytes after the last array"), std::string::npos) << s.message();
 }
@@ -114,7 +168,7 @@ TEST(StepCodec, AnyChangedByteDecodesToAConsistentStepOrAnError) {
         for (int value : {0x00, 0x01, 0x80, 0xff}) {
             std::vector<std::byte> changed = bytes;
             changed[i] = static_cast<std::byte>(value);
-            if (!decode_step(changed, decoded).ok()) {
+            if (!decode_step(changed, kLimits, decoded).ok()) {
                 ++rejected;
                 continue;
             }
@@ -178,7 +232,7 @@ TEST(StepCodec, ArraysThatDisagreeAreErrors) {
         std::vector<std::byte> bytes;
         encode_step(step.input, bytes);
         DecodedStep decoded;
-        Status s = decode_step(bytes, decoded);
+        Status s = decode_step(bytes, kLimits, decoded);
         ASSERT_FALSE(s.ok()) << c.says;
         EXPECT_NE(s.message().find(c.says), std::string::npos) << s.message();
     }
