@@ -27,11 +27,13 @@ constexpr uint32_t kRefuseTag = 0x46455252;   // "RREF"
 
 enum class Channel : uint32_t { kSteps = 0, kCollectives = 1 };
 
-// A peer that connected must say hello within this time (or options.timeout when shorter); one that does not is
-// not a pagoda node and is dropped without holding up the others.
+// A peer that connected must say hello within this time (or the time left, when shorter); one that does not is
+// not a pagoda node and is dropped.
 constexpr Timeout kHelloTimeout{10'000};
+// A node writes its hello at once in one small frame: once its first bytes are here, the rest follows at once.
+constexpr Timeout kRestOfHello{500};
 constexpr size_t kMaxHandshakeBytes = 4096;
-// How often accept_all looks at options.cancel.
+// How often accept_all looks at options.cancel (with kRestOfHello, it stops within a second).
 constexpr Timeout kCancelPoll{250};
 
 struct Hello {
@@ -61,7 +63,8 @@ bool decode(std::span<const std::byte> in, Hello& h) {
     WireReader r(in);
     if (!r.get(h.magic) || h.magic != kMagic) return false;
     if (!r.get(h.version)) return false;
-    if (h.version != kProtocolVersion) return true;  // the rest may differ; the caller reports the version
+    // The rest (node_rank too) may differ in another version: the caller reports the version, naming no rank.
+    if (h.version != kProtocolVersion) return true;
     return r.get(h.nnodes) && r.get(h.node_rank) && r.get(h.tensor_parallel_size) && r.get(h.channel) &&
            r.get(h.fingerprint) && r.get_string(h.device, 64) && r.at_end();
 }
@@ -99,6 +102,27 @@ std::string node_name(int rank) {
     return "node " + std::to_string(rank);
 }
 
+// Who sent `h` from `peer`, for a refusal: a hello of another protocol version says no more than its version.
+std::string sender_name(const Hello& h, const std::string& peer) {
+    return h.version == kProtocolVersion ? node_name(h.node_rank) : "the node at " + peer;
+}
+
+// Reads the hello of a new connection: its first bytes within kHelloTimeout (or the time `deadline` leaves, when
+// shorter; looking at `cancel` every kCancelPoll), then the rest. An error when there was no valid hello.
+Status read_hello(TcpChannel& c, const Deadline& deadline, const std::atomic<bool>* cancel, Hello& hello) {
+    const Deadline hello_deadline(deadline.left(kHelloTimeout));
+    while (!c.readable(hello_deadline.left(kCancelPoll))) {
+        if (cancel != nullptr && cancel->load()) return Status::error("node 0 is shutting down");
+        if (hello_deadline.passed())
+            return Status::error("no hello within " + std::to_string(hello_deadline.timeout().count()) + " ms");
+    }
+    uint32_t tag = 0;
+    std::vector<std::byte> payload;
+    PAGODA_RETURN_IF_ERROR(c.recv(tag, payload, kMaxHandshakeBytes, kRestOfHello));
+    if (tag != kHelloTag || !decode(payload, hello)) return Status::error("not a hello of this version");
+    return ok_status();
+}
+
 }  // namespace
 
 Result<uint64_t> model_fingerprint(const std::string& model_dir) {
@@ -124,16 +148,20 @@ Result<std::unique_ptr<NodeGroup>> NodeGroup::listen(const NodeGroupOptions& opt
     return g;
 }
 
+std::vector<int> NodeGroup::missing_nodes() const {
+    std::vector<int> missing;
+    for (int n = 1; n < options_.nnodes; ++n)
+        if (!steps_[static_cast<size_t>(n - 1)].is_open() || !collectives_[static_cast<size_t>(n - 1)].is_open())
+            missing.push_back(n);
+    return missing;
+}
+
 Status NodeGroup::accept_all() {
-    const auto deadline = std::chrono::steady_clock::now() + options_.timeout;
+    const Deadline deadline(options_.timeout);
     for (;;) {
-        std::vector<int> missing;
-        for (int n = 1; n < options_.nnodes; ++n)
-            if (!steps_[static_cast<size_t>(n - 1)].is_open() || !collectives_[static_cast<size_t>(n - 1)].is_open())
-                missing.push_back(n);
+        const std::vector<int> missing = missing_nodes();
         if (missing.empty()) return ok_status();
-        const auto left = std::chrono::duration_cast<Timeout>(deadline - std::chrono::steady_clock::now());
-        if (left.count() <= 0) {
+        if (deadline.passed()) {
             std::string names;
             for (int n : missing)
                 names += (names.empty() ? "" : ", ") + std::to_string(n);
@@ -142,38 +170,54 @@ Status NodeGroup::accept_all() {
                                  " did not connect (are they started with --dist-init-addr " +
                                  options_.address.to_string() + " and a reachable address?)");
         }
-        if (options_.cancel != nullptr && options_.cancel->load()) {
+        if (cancelled()) {
             close();
             return Status::error("node 0 stopped waiting for the other nodes (shutting down)");
         }
-        auto channel = listener_.accept(std::min(left, kCancelPoll));
-        if (!channel.ok()) continue;  // the deadline check above words the error
-        TcpChannel c = std::move(channel).value();
-        uint32_t tag = 0;
-        std::vector<std::byte> payload;
-        Hello hello;
-        if (!c.recv(tag, payload, kMaxHandshakeBytes, std::min(kHelloTimeout, options_.timeout)).ok() ||
-            tag != kHelloTag || !decode(payload, hello)) {
-            PAGODA_LOG_WARNING("node 0: dropped a connection from " + c.peer() +
-                               " that is not a pagoda node of this version (no valid hello)");
-            continue;
+        auto accepted = listener_.try_accept(deadline.left(kCancelPoll));
+        if (!accepted.ok()) {
+            close();
+            return accepted.status().with_context("node 0 waiting for the other nodes");
         }
-        std::string refuse = differences(hello, options_);
-        auto& slot = hello.channel == static_cast<uint32_t>(Channel::kSteps) ? steps_ : collectives_;
-        if (refuse.empty() && slot[static_cast<size_t>(hello.node_rank - 1)].is_open()) {
+        if (accepted->has_value()) PAGODA_RETURN_IF_ERROR(admit(std::move(**accepted), deadline));
+    }
+}
+
+Status NodeGroup::admit(TcpChannel c, const Deadline& deadline) {
+    Hello hello;
+    if (Status s = read_hello(c, deadline, options_.cancel, hello); !s.ok()) {
+        if (!cancelled()) {
+            PAGODA_LOG_WARNING("node 0: dropped a connection from " + c.peer() +
+                               " that is not a pagoda node of this version (" + s.message() + ")");
+        }
+        return ok_status();  // accept_all looks at the deadline and the cancel flag next
+    }
+    std::string refuse = differences(hello, options_);
+    TcpChannel* slot = nullptr;
+    if (refuse.empty()) {
+        auto& slots = hello.channel == static_cast<uint32_t>(Channel::kSteps) ? steps_ : collectives_;
+        slot = &slots[static_cast<size_t>(hello.node_rank - 1)];
+        // A connection whose node has gone (crashed, and its launcher restarts it) gives way to the new one.
+        if (slot->is_open() && !slot->peer_closed()) {
             refuse = "node rank " + std::to_string(hello.node_rank) +
                      " connected twice (were two nodes given the same --node-rank?)";
         }
-        if (!refuse.empty()) {
-            const std::string message = node_name(hello.node_rank) + " does not match node 0: " + refuse;
-            (void)c.send(kRefuseTag, bytes_of(message), std::min(kHelloTimeout, options_.timeout));
-            close();
-            return Status::error(message);
-        }
-        PAGODA_RETURN_IF_ERROR(c.send(kWelcomeTag, {}, options_.timeout));
-        c.set_peer(node_name(hello.node_rank) + " (" + c.peer() + ")");
-        slot[static_cast<size_t>(hello.node_rank - 1)] = std::move(c);
     }
+    if (!refuse.empty()) {
+        const std::string message = sender_name(hello, c.peer()) + " does not match node 0: " + refuse;
+        (void)c.send(kRefuseTag, bytes_of(message), deadline.left(kHelloTimeout));
+        close();
+        return Status::error(message);
+    }
+    if (Status s = c.send(kWelcomeTag, {}, deadline.left(kHelloTimeout)); !s.ok()) {
+        PAGODA_LOG_WARNING("node 0: " + node_name(hello.node_rank) + " went away during its handshake (" + s.message() +
+                           ")");
+        return ok_status();  // it may connect again
+    }
+    if (slot->is_open()) PAGODA_LOG_INFO("node 0: " + node_name(hello.node_rank) + " connected again (restarted)");
+    c.set_peer(node_name(hello.node_rank) + " (" + c.peer() + ")");
+    *slot = std::move(c);
+    return ok_status();
 }
 
 Result<std::unique_ptr<NodeGroup>> NodeGroup::connect(const NodeGroupOptions& options) {
@@ -182,11 +226,9 @@ Result<std::unique_ptr<NodeGroup>> NodeGroup::connect(const NodeGroupOptions& op
                              std::to_string(options.nnodes - 1) + " for a node that connects to node 0");
     }
     std::unique_ptr<NodeGroup> g(new NodeGroup(options));
-    const auto deadline = std::chrono::steady_clock::now() + options.timeout;
+    const Deadline deadline(options.timeout);  // for both channels, their connects and their handshakes
     for (Channel channel : {Channel::kSteps, Channel::kCollectives}) {
-        const auto left =
-            std::max(Timeout(0), std::chrono::duration_cast<Timeout>(deadline - std::chrono::steady_clock::now()));
-        auto connected = connect_with_retry(options.address, left);
+        auto connected = connect_with_retry(options.address, deadline.left());
         if (!connected.ok()) {
             return connected.status().with_context(node_name(options.node_rank) + " of " +
                                                    std::to_string(options.nnodes) + " reaching node 0");
@@ -202,9 +244,9 @@ Result<std::unique_ptr<NodeGroup>> NodeGroup::connect(const NodeGroupOptions& op
         hello.device = options.device;
         std::vector<std::byte> payload;
         encode(hello, payload);
-        PAGODA_RETURN_IF_ERROR(c.send(kHelloTag, payload, options.timeout));
+        PAGODA_RETURN_IF_ERROR(c.send(kHelloTag, payload, deadline.left()));
         uint32_t tag = 0;
-        PAGODA_RETURN_IF_ERROR(c.recv(tag, payload, kMaxHandshakeBytes, options.timeout));
+        PAGODA_RETURN_IF_ERROR(c.recv(tag, payload, kMaxHandshakeBytes, deadline.left()));
         if (tag == kRefuseTag) {
             return Status::error("node 0 at " + options.address.to_string() + " refused this node: " +
                                  std::string(reinterpret_cast<const char*>(payload.data()), payload.size()));

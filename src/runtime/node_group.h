@@ -26,7 +26,8 @@ struct NodeGroupOptions {
     std::string device = "cpu";      // "cpu" or "cuda": every node must run the same
     uint64_t model_fingerprint = 0;  // of the model's config.json (model_fingerprint below)
     Timeout timeout{300'000};        // for connecting, for all nodes to arrive, and for each answer of a node
-    // Node 0: when set and it turns true (e.g. SIGTERM while waiting), accept_all stops waiting within a second.
+    // Node 0: when set and it turns true (e.g. SIGTERM while waiting), accept_all stops waiting within a second
+    // (it looks between connections, and while it waits for a connection's hello).
     const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -39,7 +40,8 @@ class NodeGroup {
     // Node 0, first half: listens (options.address.port; 0 picks a free port, which port() tells).
     static Result<std::unique_ptr<NodeGroup>> listen(const NodeGroupOptions& options);
     // Node 0, second half: waits (up to options.timeout) until every other node has connected both channels and
-    // passed the handshake. Connections that are not pagoda nodes (a port scanner, a health check) are dropped.
+    // passed the handshake. Connections that are not pagoda nodes (a port scanner, a health check) are dropped. A
+    // node that connects again after its earlier connection closed (it was restarted) takes that connection's place.
     Status accept_all();
     // Nodes 1..M-1: connects both channels to node 0 (retrying until options.timeout) and passes the handshake.
     static Result<std::unique_ptr<NodeGroup>> connect(const NodeGroupOptions& options);
@@ -47,7 +49,9 @@ class NodeGroup {
     const NodeGroupOptions& options() const { return options_; }
     int nnodes() const { return options_.nnodes; }
     int node_rank() const { return options_.node_rank; }
-    uint16_t port() const { return listener_.port(); }  // node 0
+    // Node 0's port (on node 0 the one it listens on). Set once by listen or connect, so that another thread may
+    // read it while accept_all runs.
+    uint16_t port() const { return options_.address.port; }
 
     // The step channel to node `node`: on node 0 nodes 1..M-1, on the other nodes only 0.
     TcpChannel& steps(int node);
@@ -59,7 +63,10 @@ class NodeGroup {
 
   private:
     explicit NodeGroup(const NodeGroupOptions& options) : options_(options) {}
-    Status accept_one(std::vector<int>& missing);
+    std::vector<int> missing_nodes() const;
+    bool cancelled() const { return options_.cancel != nullptr && options_.cancel->load(); }
+    // The handshake of one new connection; an error when the group cannot form (a node differs).
+    Status admit(TcpChannel c, const Deadline& deadline);
 
     NodeGroupOptions options_;
     TcpListener listener_;

@@ -50,25 +50,52 @@ std::string seconds_text(Timeout t) {
     return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
 }
 
-Clock::time_point deadline_after(Timeout timeout) {
-    return timeout.count() < 0 ? Clock::time_point::max() : Clock::now() + timeout;
+// poll()'s timeout argument: -1 waits without end.
+int poll_ms(Timeout wait) {
+    return wait.count() < 0 ? -1 : static_cast<int>(std::min<int64_t>(wait.count(), 1 << 30));
 }
 
 // Keep-alive probes notice a peer whose host vanished without closing the connection (power loss, a cut link):
-// the first probe after 10 s idle, then every 5 s, given up after 3 unanswered. TCP_NODELAY: the frames are
-// request/response, and Nagle's algorithm would hold back the second of two small writes.
+// the first probe after 10 s idle, then every 5 s, given up after 3 unanswered. They only probe an idle
+// connection, though: while data we sent waits for its acknowledgement, TCP retransmits for a quarter of an hour
+// before it gives up. TCP_USER_TIMEOUT bounds that wait by 2 minutes. It also ends a connection whose peer reads
+// nothing for that long while our data fills its buffers: in the CPU all-reduce node 0 reads the ranks in order, so a
+// rank may wait while an earlier one is late; 2 minutes of skew in one collective means a broken group anyway.
+// TCP_NODELAY: the frames are request/response, and Nagle's algorithm would hold back the second of two small writes.
 void tune_socket(int fd) {
     const int one = 1, idle = 10, interval = 5, count = 3;
+    const int unacknowledged_ms = 120'000;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &unacknowledged_ms, sizeof(unacknowledged_ms));
 }
 
 bool set_nonblocking(int fd) {
     const int flags = fcntl(fd, F_GETFL, 0);
     return flags >= 0 && fcntl(fd, F_SETFL, flags | O_NONBLOCK) == 0;
+}
+
+// An accept() error that only means the connection it would have returned is gone (reset before we took it, or its
+// route went down: accept(2) says to retry these), not that accepting is broken.
+bool pending_connection_failed(int error) {
+    switch (error) {
+        case EINTR:
+        case ECONNABORTED:
+        case EPROTO:
+        case ENETDOWN:
+        case ENOPROTOOPT:
+        case EHOSTDOWN:
+        case ENONET:
+        case EHOSTUNREACH:
+        case EOPNOTSUPP:
+        case ENETUNREACH:
+            return true;
+        default:
+            return false;
+    }
 }
 
 std::string address_text(const sockaddr* addr) {
@@ -84,6 +111,19 @@ std::string address_text(const sockaddr* addr) {
 }
 
 }  // namespace
+
+Deadline::Deadline(Timeout timeout)
+    : timeout_(timeout), at_(timeout.count() < 0 ? Clock::time_point::max() : Clock::now() + timeout) {}
+
+bool Deadline::passed() const {
+    return timeout_.count() >= 0 && Clock::now() >= at_;
+}
+
+Timeout Deadline::left(Timeout cap) const {
+    if (timeout_.count() < 0) return cap;
+    const Timeout left = std::max(Timeout(0), std::chrono::ceil<Timeout>(at_ - Clock::now()));
+    return cap.count() < 0 ? left : std::min(left, cap);
+}
 
 TcpChannel::TcpChannel(int fd, std::string peer) : fd_(fd), peer_(std::move(peer)) {}
 
@@ -116,26 +156,38 @@ Status TcpChannel::broken(std::string_view what, int error) const {
     return Status::error("connection to " + peer_ + ": " + std::string(what) + ": " + std::strerror(error));
 }
 
-Status TcpChannel::wait(short events, Clock::time_point deadline, Timeout timeout, const char* doing) {
+int TcpChannel::poll_once(short events, Timeout wait) const {
+    if (fd_ < 0) return POLLNVAL;
+    pollfd p{fd_, events, 0};
+    int n = 0;
+    do {
+        n = ::poll(&p, 1, poll_ms(wait));
+    } while (n < 0 && errno == EINTR);
+    return n < 0 ? -1 : p.revents;
+}
+
+Status TcpChannel::wait(short events, const Deadline& deadline, const char* doing) {
     for (;;) {
-        int wait_ms = -1;
-        if (timeout.count() >= 0) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-            if (left <= 0) return Status::error("timed out after " + seconds_text(timeout) + " " + doing + " " + peer_);
-            wait_ms = static_cast<int>(std::min<int64_t>(left, 1 << 30));
-        }
-        pollfd p{fd_, events, 0};
-        const int n = ::poll(&p, 1, wait_ms);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return broken("poll", errno);
-        if (n == 0) continue;  // the deadline check above reports the timeout
-        return ok_status();    // readable, writable, or an error/hang-up that the next read or write reports
+        if (deadline.passed())
+            return Status::error("timed out after " + seconds_text(deadline.timeout()) + " " + doing + " " + peer_);
+        const int ready = poll_once(events, deadline.left());
+        if (ready < 0) return broken("poll", errno);
+        // Readable, writable, or an error/hang-up that the next read or write reports; 0: the check above words it.
+        if (ready != 0) return ok_status();
     }
 }
 
-Status TcpChannel::send_iov(std::span<iovec> iov, Timeout timeout) {
+bool TcpChannel::readable(Timeout wait) const {
+    return poll_once(POLLIN, wait) != 0;  // a failed poll too: the read that follows reports it
+}
+
+bool TcpChannel::peer_closed() const {
+    const int ready = poll_once(POLLRDHUP, Timeout(0));  // RDHUP: the peer's FIN, even behind unread data
+    return ready < 0 || (ready & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+}
+
+Status TcpChannel::send_iov(std::span<iovec> iov, const Deadline& deadline) {
     if (fd_ < 0) return Status::error("connection to " + peer_ + " is closed");
-    const Clock::time_point deadline = deadline_after(timeout);
     size_t first = 0;
     while (first < iov.size()) {
         msghdr msg{};
@@ -146,7 +198,7 @@ Status TcpChannel::send_iov(std::span<iovec> iov, Timeout timeout) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK)
                 return broken(errno == EPIPE ? "the peer closed the connection" : "send", errno);
-            PAGODA_RETURN_IF_ERROR(wait(POLLOUT, deadline, timeout, "sending to"));
+            PAGODA_RETURN_IF_ERROR(wait(POLLOUT, deadline, "sending to"));
             continue;
         }
         auto left = static_cast<size_t>(n);
@@ -160,9 +212,8 @@ Status TcpChannel::send_iov(std::span<iovec> iov, Timeout timeout) {
     return ok_status();
 }
 
-Status TcpChannel::recv_bytes(std::byte* data, size_t size, Timeout timeout) {
+Status TcpChannel::recv_bytes(std::byte* data, size_t size, const Deadline& deadline) {
     if (fd_ < 0) return Status::error("connection to " + peer_ + " is closed");
-    const Clock::time_point deadline = deadline_after(timeout);
     size_t got = 0;
     while (got < size) {
         const ssize_t n = ::recv(fd_, data + got, size - got, 0);
@@ -170,7 +221,7 @@ Status TcpChannel::recv_bytes(std::byte* data, size_t size, Timeout timeout) {
         if (n < 0) {
             if (errno == EINTR) continue;
             if (errno != EAGAIN && errno != EWOULDBLOCK) return broken("receive", errno);
-            PAGODA_RETURN_IF_ERROR(wait(POLLIN, deadline, timeout, "waiting for"));
+            PAGODA_RETURN_IF_ERROR(wait(POLLIN, deadline, "waiting for"));
             continue;
         }
         got += static_cast<size_t>(n);
@@ -189,12 +240,13 @@ Status TcpChannel::send(uint32_t tag, std::initializer_list<std::span<const std:
     iov[count++] = iovec{header.data(), header.size()};
     for (const auto& p : parts)
         if (!p.empty()) iov[count++] = iovec{const_cast<std::byte*>(p.data()), p.size()};
-    return send_iov(std::span(iov.data(), count), timeout);
+    return send_iov(std::span(iov.data(), count), Deadline(timeout));
 }
 
 Status TcpChannel::recv(uint32_t& tag, std::vector<std::byte>& payload, size_t max_bytes, Timeout timeout) {
+    const Deadline deadline(timeout);  // for the header and the payload together
     std::array<std::byte, kHeaderBytes> header{};
-    PAGODA_RETURN_IF_ERROR(recv_bytes(header.data(), header.size(), timeout));
+    PAGODA_RETURN_IF_ERROR(recv_bytes(header.data(), header.size(), deadline));
     uint64_t length = 0;
     parse_header(header, tag, length);
     if (length > max_bytes) {
@@ -202,12 +254,13 @@ Status TcpChannel::recv(uint32_t& tag, std::vector<std::byte>& payload, size_t m
                              std::to_string(max_bytes) + " expected (a different program or version on that port?)");
     }
     payload.resize(static_cast<size_t>(length));
-    return recv_bytes(payload.data(), payload.size(), timeout);
+    return recv_bytes(payload.data(), payload.size(), deadline);
 }
 
 Status TcpChannel::recv_into(uint32_t tag, std::span<std::byte> out, Timeout timeout) {
+    const Deadline deadline(timeout);  // for the header and the payload together
     std::array<std::byte, kHeaderBytes> header{};
-    PAGODA_RETURN_IF_ERROR(recv_bytes(header.data(), header.size(), timeout));
+    PAGODA_RETURN_IF_ERROR(recv_bytes(header.data(), header.size(), deadline));
     uint32_t got_tag = 0;
     uint64_t length = 0;
     parse_header(header, got_tag, length);
@@ -216,7 +269,7 @@ Status TcpChannel::recv_into(uint32_t tag, std::span<std::byte> out, Timeout tim
                              std::to_string(out.size()) + " bytes, got message " + std::to_string(got_tag) + " of " +
                              std::to_string(length) + " bytes");
     }
-    return recv_bytes(out.data(), out.size(), timeout);
+    return recv_bytes(out.data(), out.size(), deadline);
 }
 
 std::string HostPort::to_string() const {
@@ -307,72 +360,85 @@ Result<TcpListener> TcpListener::listen(uint16_t port) {
     return l;
 }
 
-Result<TcpChannel> TcpListener::accept(Timeout timeout) {
-    const Clock::time_point deadline = deadline_after(timeout);
+Result<std::optional<TcpChannel>> TcpListener::try_accept(Timeout wait) {
+    const Deadline deadline(wait);
     for (;;) {
         sockaddr_storage peer{};
         socklen_t len = sizeof(peer);
         const int fd = ::accept4(fd_, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd >= 0) {
             tune_socket(fd);
-            return TcpChannel(fd, address_text(reinterpret_cast<sockaddr*>(&peer)));
+            return std::optional<TcpChannel>(TcpChannel(fd, address_text(reinterpret_cast<sockaddr*>(&peer))));
         }
-        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (pending_connection_failed(errno)) continue;
+        // EMFILE and the like: the connection stays queued and keeps the socket readable, so waiting would spin.
         if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return Status::error(std::string("accept: ") + std::strerror(errno));
-        int wait_ms = -1;
-        if (timeout.count() >= 0) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-            if (left <= 0)
-                return Status::error("no connection on port " + std::to_string(port_) + " within " +
-                                     seconds_text(timeout));
-            wait_ms = static_cast<int>(std::min<int64_t>(left, 1 << 30));
-        }
+            return Status::error("accepting a connection on port " + std::to_string(port_) + ": " +
+                                 std::strerror(errno));
+        if (deadline.passed()) return std::optional<TcpChannel>();
         pollfd p{fd_, POLLIN, 0};
-        if (::poll(&p, 1, wait_ms) < 0 && errno != EINTR)
+        if (::poll(&p, 1, poll_ms(deadline.left())) < 0 && errno != EINTR)
             return Status::error(std::string("poll: ") + std::strerror(errno));
     }
 }
 
+Result<TcpChannel> TcpListener::accept(Timeout timeout) {
+    PAGODA_ASSIGN_OR_RETURN(std::optional<TcpChannel> channel, try_accept(timeout));
+    if (!channel)
+        return Status::error("no connection on port " + std::to_string(port_) + " within " + seconds_text(timeout));
+    return std::move(*channel);
+}
+
 namespace {
 
-// One non-blocking connect to one resolved address, waiting at most `wait`.
-int connect_once(const addrinfo& ai, Timeout wait, int& error) {
-    const int fd = ::socket(ai.ai_family, ai.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai.ai_protocol);
-    if (fd < 0) {
-        error = errno;
-        return -1;
-    }
-    if (::connect(fd, ai.ai_addr, ai.ai_addrlen) == 0) return fd;
-    if (errno != EINPROGRESS) {
-        error = errno;
-        ::close(fd);
-        return -1;
-    }
+constexpr Timeout kConnectAttempt{2'000};  // per address: an address that does not answer leaves time for the next
+constexpr Timeout kRetryPause{250};
+
+// Connects the non-blocking socket `fd`, waiting at most `wait`: 0, or the errno of the failure.
+int connect_within(int fd, const addrinfo& ai, Timeout wait) {
+    if (::connect(fd, ai.ai_addr, ai.ai_addrlen) == 0) return 0;
+    if (errno != EINPROGRESS) return errno;
     pollfd p{fd, POLLOUT, 0};
     int n = 0;
     do {
-        n = ::poll(&p, 1, static_cast<int>(wait.count()));
+        n = ::poll(&p, 1, poll_ms(wait));
     } while (n < 0 && errno == EINTR);
+    if (n <= 0) return n == 0 ? ETIMEDOUT : errno;
     int so_error = 0;
     socklen_t len = sizeof(so_error);
-    if (n <= 0) {
-        so_error = n == 0 ? ETIMEDOUT : errno;
-    } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) != 0) {
-        so_error = errno;
-    }
-    if (so_error != 0) {
-        error = so_error;
-        ::close(fd);
+    return getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &len) != 0 ? errno : so_error;
+}
+
+// A connect to a port where nobody listens yet can connect the socket to itself, when the kernel happens to pick
+// that port as the local one (TCP's simultaneous open): the node would then read its own hello as node 0's answer.
+bool connected_to_itself(int fd) {
+    sockaddr_storage local{}, peer{};
+    socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0 ||
+        getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &peer_len) != 0)
+        return false;  // not connected after all: the first read or write says so
+    const std::string me = address_text(reinterpret_cast<sockaddr*>(&local));
+    return me != "?" && me == address_text(reinterpret_cast<sockaddr*>(&peer));
+}
+
+// One non-blocking connect to one resolved address, waiting at most `wait`; -1 with `error` set when it failed.
+int connect_once(const addrinfo& ai, Timeout wait, std::string& error) {
+    const int fd = ::socket(ai.ai_family, ai.ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, ai.ai_protocol);
+    if (fd < 0) {
+        error = std::strerror(errno);
         return -1;
     }
-    return fd;
+    const int failed = connect_within(fd, ai, wait);
+    if (failed == 0 && !connected_to_itself(fd)) return fd;
+    error = failed != 0 ? std::strerror(failed) : "the socket connected to itself (nobody listens there yet)";
+    ::close(fd);
+    return -1;
 }
 
 }  // namespace
 
 Result<TcpChannel> connect_with_retry(const HostPort& address, Timeout timeout) {
-    const Clock::time_point deadline = deadline_after(timeout);
+    const Deadline deadline(timeout);
     std::string last_error = "no attempt";
     for (;;) {
         addrinfo hints{};
@@ -384,22 +450,21 @@ Result<TcpChannel> connect_with_retry(const HostPort& address, Timeout timeout) 
             last_error = std::string("cannot resolve the host: ") + gai_strerror(rc);  // DNS may not be ready yet
         } else {
             for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
-                int error = 0;
-                const int fd = connect_once(*ai, Timeout(2000), error);
+                const int fd = connect_once(*ai, deadline.left(kConnectAttempt), last_error);
                 if (fd >= 0) {
                     freeaddrinfo(list);
                     tune_socket(fd);
                     return TcpChannel(fd, address.to_string());
                 }
-                last_error = std::strerror(error);
             }
             freeaddrinfo(list);
         }
-        if (timeout.count() >= 0 && Clock::now() + std::chrono::milliseconds(250) >= deadline) {
+        const Timeout pause = deadline.left(kRetryPause);
+        if (pause < kRetryPause) {  // no time left for another attempt after the pause
             return Status::error("could not connect to " + address.to_string() + " within " + seconds_text(timeout) +
                                  " (last error: " + last_error + ")");
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(250));
+        std::this_thread::sleep_for(pause);
     }
 }
 

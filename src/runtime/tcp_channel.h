@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,6 +24,22 @@ namespace pagoda {
 // peer host that vanished within about half a minute).
 using Timeout = std::chrono::milliseconds;
 inline constexpr Timeout kForever{-1};
+
+// One deadline for a whole call: its parts (a frame's header and payload, a connection's attempts, a handshake's
+// hello and answer) each wait for the time left, so that the call as a whole ends within its timeout.
+class Deadline {
+  public:
+    explicit Deadline(Timeout timeout);           // kForever: never passes
+    Timeout timeout() const { return timeout_; }  // as given, for error messages
+    bool passed() const;
+    // The time left (rounded up, never negative), at most `cap`; `cap` itself (kForever unless given) when the
+    // deadline never passes.
+    Timeout left(Timeout cap = kForever) const;
+
+  private:
+    Timeout timeout_;
+    std::chrono::steady_clock::time_point at_;
+};
 
 class TcpChannel {
   public:
@@ -51,14 +68,21 @@ class TcpChannel {
     Status recv(uint32_t& tag, std::vector<std::byte>& payload, size_t max_bytes, Timeout timeout);
     // Receives one frame that must carry `tag` and exactly out.size() bytes, straight into `out`.
     Status recv_into(uint32_t tag, std::span<std::byte> out, Timeout timeout);
+    // Whether something (a frame's first bytes, or the end of the connection) waits to be read, waiting up to `wait`.
+    bool readable(Timeout wait) const;
+    // Whether the peer closed the connection or it broke, without reading or waiting: unread frames that the peer
+    // sent before it closed do not hide the close.
+    bool peer_closed() const;
     // Closes the connection; the peer's next receive sees it closed. Idempotent.
     void close();
 
   private:
-    Status send_iov(std::span<struct iovec> iov, Timeout timeout);
-    Status recv_bytes(std::byte* data, size_t size, Timeout timeout);
+    Status send_iov(std::span<struct iovec> iov, const Deadline& deadline);
+    Status recv_bytes(std::byte* data, size_t size, const Deadline& deadline);
     // Waits until the socket is ready for `events` or the deadline passes; `doing` words the timeout's error.
-    Status wait(short events, std::chrono::steady_clock::time_point deadline, Timeout timeout, const char* doing);
+    Status wait(short events, const Deadline& deadline, const char* doing);
+    // One poll() of this socket: its revents (0 when `wait` passed first), or -1 with errno set.
+    int poll_once(short events, Timeout wait) const;
     Status broken(std::string_view what, int error) const;
 
     int fd_ = -1;
@@ -87,6 +111,9 @@ class TcpListener {
     TcpListener& operator=(const TcpListener&) = delete;
 
     uint16_t port() const { return port_; }
+    // The next connection; none when none came within `wait`; an error when accepting fails in a way that waiting
+    // does not cure (out of file descriptors, ...).
+    Result<std::optional<TcpChannel>> try_accept(Timeout wait);
     // The next connection, or an error when none came within `timeout`.
     Result<TcpChannel> accept(Timeout timeout);
 

@@ -50,6 +50,10 @@ def model_dir(tmp_path_factory):
 
 
 def free_port():
+    """A port that was free a moment ago. Node 0 must be told its port on the command line, and the worker starts
+    connecting before node 0 listens, to a port in the ephemeral range: that can connect the worker's socket to
+    itself, which pagoda refuses (and retries). What is left is another process taking the port meanwhile, which
+    makes node 0 fail to listen, loudly."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -135,14 +139,12 @@ def test_killing_the_worker_fails_the_next_request_and_stops_node0(model_dir, tm
         assert complete(nodes.node0).choices[0].finish_reason == "length"
         nodes.worker.send_signal(signal.SIGKILL)
         nodes.worker.wait(timeout=30)
-        started = time.time()
         try:
             r = complete(nodes.node0)
             # The step fails on node 0 (its collective finds node 1's connection closed): the request is aborted.
             assert r.choices[0].finish_reason == "abort" and r.usage.completion_tokens == 0
         except (openai.APIConnectionError, openai.APIStatusError):
             pass  # or node 0 was already stopping
-        assert time.time() - started < 30
         # Node 0 stops serving and exits 1, saying why (a launcher then restarts the whole group).
         assert nodes.node0.proc.wait(timeout=60) == 1
         err = nodes.node0.proc.stderr.read()

@@ -57,11 +57,24 @@ engine::EngineConfig pool_config() {
     return c;
 }
 
-// A port that was free a moment ago (the engine-level test needs it before node 0 listens).
+// A port that was free a moment ago, for node 0 run by create_engine, which listens itself (so the port cannot come
+// from listening first). Node 1 starts connecting before anyone listens there, to a port in the ephemeral range,
+// which can connect its socket to itself; connect_with_retry refuses such a connection. The race left is another
+// process taking the port meanwhile, which fails node 0 loudly ("cannot listen on port ...").
 uint16_t free_port() {
     auto l = TcpListener::listen(0);
     EXPECT_TRUE(l.ok()) << l.message();
     return l.ok() ? l->port() : 0;
+}
+
+// Node 0's group, listening on a port of its own choosing (port 0) before node 1 starts, which then reaches it at
+// address_of(group): no port is chosen before it is listened on.
+Result<std::unique_ptr<NodeGroup>> listening_node0(const std::string& dir) {
+    PAGODA_ASSIGN_OR_RETURN(const NodeGroupOptions options, node_group_options(dir, node_options(2, 0, "127.0.0.1:0")));
+    return NodeGroup::listen(options);
+}
+std::string address_of(const NodeGroup& group) {
+    return "127.0.0.1:" + std::to_string(group.port());
 }
 
 // Node 0 as a TensorParallelRunner (its group formed with node 1), node 1 as a worker on a thread of its own.
@@ -79,12 +92,9 @@ struct TwoNodes {
 // Forms the group; `worker_body` runs as node 1 with the options it should use.
 template <typename WorkerBody>
 void start_two_nodes(const std::string& dir, TwoNodes& nodes, WorkerBody worker_body) {
-    const EngineOptions zero = node_options(2, 0, "127.0.0.1:0");
-    auto group_options = node_group_options(dir, zero);
-    ASSERT_TRUE(group_options.ok()) << group_options.message();
-    auto group = NodeGroup::listen(*group_options);
+    auto group = listening_node0(dir);
     ASSERT_TRUE(group.ok()) << group.message();
-    const EngineOptions one = node_options(2, 1, "127.0.0.1:" + std::to_string((*group)->port()));
+    const EngineOptions one = node_options(2, 1, address_of(**group));
     nodes.worker = std::thread([&nodes, dir, one, worker_body] { nodes.worker_status = worker_body(dir, one); });
     ASSERT_TRUE((*group)->accept_all().ok());
     auto runner = TensorParallelRunner::load_node(dir, std::move(group).value(), 1);
@@ -208,17 +218,18 @@ TEST(MultiNode, EngineOnNode0GivesTheGreedyTokensOfOneProcess) {
 TEST(MultiNode, ANodeWithAnotherTensorParallelSizeIsRefused) {
     const std::string dir = golden::dir("qwen3");
     if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data in " << dir;
-    const std::string address = "127.0.0.1:" + std::to_string(free_port());
+    auto node0 = listening_node0(dir);
+    ASSERT_TRUE(node0.ok()) << node0.message();
     // Node 1 believes in a group of three nodes, one rank each (valid on its own, so it gets to the handshake).
-    EngineOptions three = node_options(3, 1, address);
+    EngineOptions three = node_options(3, 1, address_of(**node0));
     three.nnodes = 3;
     Status worker_status;
     std::thread worker([&] { worker_status = run_tensor_parallel_worker(dir, three); });
-    auto node0 = create_engine(dir, node_options(2, 0, address));
+    const Status refused = (*node0)->accept_all();
     worker.join();
-    ASSERT_FALSE(node0.ok());
-    EXPECT_TRUE(contains(node0.message(), "--tensor-parallel-size 3 (node 0: 2)")) << node0.message();
-    EXPECT_TRUE(contains(node0.message(), "--nnodes 3 (node 0: 2)")) << node0.message();
+    ASSERT_FALSE(refused.ok());
+    EXPECT_TRUE(contains(refused.message(), "--tensor-parallel-size 3 (node 0: 2)")) << refused.message();
+    EXPECT_TRUE(contains(refused.message(), "--nnodes 3 (node 0: 2)")) << refused.message();
     ASSERT_FALSE(worker_status.ok());
     EXPECT_TRUE(contains(worker_status.message(), "refused this node")) << worker_status.message();
 }
