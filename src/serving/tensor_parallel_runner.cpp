@@ -69,23 +69,43 @@ int cpu_threads(int num_threads) {
     return num_threads > 0 ? num_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// Node 0 makes the NCCL id and hands it to every other node over the step channels; the others receive it.
-Result<NcclUniqueId> share_nccl_id(NodeGroup& group) {
+// The NCCL id, agreed so that either every node joins the NCCL group or none does: ncclCommInitRank has no timeout,
+// and a node that never joins (too few GPUs, a bad device) would leave the others waiting in it. Node 0 makes the
+// id and sends it to every node; each answers whether its GPUs are `ready`; node 0 then sends all of them one
+// verdict — go (ok), or the first failure, its own included — and only on go does anyone join.
+Result<NcclUniqueId> agree_on_nccl_id(NodeGroup& group, const Status& ready) {
     const Timeout timeout = group.options().timeout;
     NcclUniqueId id{};
-    if (group.node_rank() == 0) {
-        PAGODA_ASSIGN_OR_RETURN(id, make_nccl_unique_id());
-        for (int n = 1; n < group.nnodes(); ++n)
-            PAGODA_RETURN_IF_ERROR(
-                send_message(group.steps(n), NodeMessage::kNcclId, std::as_bytes(std::span(id)), timeout));
+    std::vector<std::byte> payload;
+    if (group.node_rank() != 0) {
+        PAGODA_RETURN_IF_ERROR(recv_message(group.steps(0), NodeMessage::kNcclId, payload, timeout));
+        if (payload.size() != id.size())
+            return Status::error("the NCCL id from node 0 has " + std::to_string(payload.size()) + " bytes, not " +
+                                 std::to_string(id.size()));
+        std::memcpy(id.data(), payload.data(), id.size());
+        PAGODA_RETURN_IF_ERROR(send_status(group.steps(0), ready, timeout));
+        PAGODA_RETURN_IF_ERROR(ready);
+        PAGODA_RETURN_IF_ERROR(recv_status(group.steps(0), payload, timeout).with_context("node 0's verdict"));
         return id;
     }
-    std::vector<std::byte> payload;
-    PAGODA_RETURN_IF_ERROR(recv_message(group.steps(0), NodeMessage::kNcclId, payload, timeout));
-    if (payload.size() != id.size())
-        return Status::error("the NCCL id from node 0 has " + std::to_string(payload.size()) + " bytes, not " +
-                             std::to_string(id.size()));
-    std::memcpy(id.data(), payload.data(), id.size());
+    Status verdict = ready;
+    if (verdict.ok()) {
+        auto made = make_nccl_unique_id();
+        if (made.ok()) id = *made;
+        verdict = made.status();
+    }
+    // The id goes out even after a failure here, so that every node reaches the verdict instead of a timeout.
+    for (int n = 1; n < group.nnodes(); ++n)
+        PAGODA_RETURN_IF_ERROR(
+            send_message(group.steps(n), NodeMessage::kNcclId, std::as_bytes(std::span(id)), timeout));
+    for (int n = 1; n < group.nnodes(); ++n) {
+        const Status answer =
+            recv_status(group.steps(n), payload, timeout).with_context("node " + std::to_string(n) + "'s GPUs");
+        if (verdict.ok()) verdict = answer;
+    }
+    for (int n = 1; n < group.nnodes(); ++n)
+        PAGODA_RETURN_IF_ERROR(send_status(group.steps(n), verdict, timeout));
+    PAGODA_RETURN_IF_ERROR(verdict);
     return id;
 }
 
@@ -155,13 +175,13 @@ Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_node(co
         tcp = comm.get();
         comms.push_back(std::move(comm));
     } else {
-        PAGODA_RETURN_IF_ERROR(check_gpus_for(local));
-        PAGODA_ASSIGN_OR_RETURN(GpuRanks gpus, make_gpu_ranks(local, first, world));
-        auto id = share_nccl_id(*group);
-        if (!id.ok()) return id.status().with_context("node " + std::to_string(node) + " sharing the NCCL id");
-        auto joined = make_nccl_communicators(*id, world, first, gpus.devices, gpus.streams);
+        const Status usable = check_gpus_for(local);
+        Result<GpuRanks> gpus = usable.ok() ? make_gpu_ranks(local, first, world) : Result<GpuRanks>(usable);
+        auto id = agree_on_nccl_id(*group, gpus.status());
+        if (!id.ok()) return id.status().with_context("node " + std::to_string(node) + " before joining NCCL");
+        auto joined = make_nccl_communicators(*id, world, first, gpus->devices, gpus->streams);
         if (!joined.ok()) return joined.status().with_context("node " + std::to_string(node));
-        backends = std::move(gpus.backends);
+        backends = std::move(gpus->backends);
         comms = std::move(joined).value();
     }
     auto loaded = load_ranks(model_dir, std::move(backends), std::move(comms), threads);
