@@ -112,9 +112,8 @@ Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o, 
 }
 
 // Tensor-parallel ranks warm up only after their pools are made (TensorParallelRunner::start), so their
-// activations are estimated: one step's fp32
-// activations per token, logits rows three times over (the forward's, the sampler's, the decode graphs' buffer),
-// and 512 MiB for cuBLASLt workspaces, NCCL and the attention workspace.
+// activations are estimated: one step's fp32 activations per token, logits rows three times over (the forward's, the
+// sampler's, the decode graphs' buffer), and 512 MiB for cuBLASLt workspaces, NCCL and the attention workspace.
 size_t estimated_activation_bytes(const model::Model& model, const EngineOptions& o) {
     const model::ModelSpec& spec = model.spec();
     const size_t tokens = static_cast<size_t>(std::max(o.max_num_batched_tokens, 1));

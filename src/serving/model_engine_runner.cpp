@@ -8,6 +8,22 @@
 
 namespace pagoda::serving {
 
+namespace {
+
+// Runs `step` with the backend bound to the calling thread (the engine's or a rank's, not the one that made the
+// backend); an exception, most likely an allocation failure in the forward's scratch, becomes an error.
+template <typename Step>
+Status guarded(Backend& backend, const char* what, Step&& step) {
+    backend.bind_thread();
+    try {
+        return step();
+    } catch (const std::exception& e) {
+        return Status::error(std::string(what) + ": " + e.what());
+    }
+}
+
+}  // namespace
+
 Result<std::unique_ptr<ModelEngineRunner>> ModelEngineRunner::create(model::Model& model,
                                                                      const engine::EngineConfig& config,
                                                                      bool cuda_graphs) {
@@ -102,22 +118,37 @@ void ModelEngineRunner::copy_state(const engine::StateCopy& copy) {
     }
 }
 
-Status ModelEngineRunner::run(const engine::StepInput& input) {
-    const ForwardBatch& batch = input.batch;
-    PAGODA_RETURN_IF_ERROR(check_batch(batch));
+Status ModelEngineRunner::check_input(const engine::StepInput& input) const {
+    PAGODA_RETURN_IF_ERROR(check_batch(input.batch));
     PAGODA_RETURN_IF_ERROR(check_copies(input.state_restores));
-    PAGODA_RETURN_IF_ERROR(check_copies(input.state_saves));
-    if (device_sampler_ && !input.sampling.empty()) return sample_on_device(input);
+    return check_copies(input.state_saves);
+}
+
+Status ModelEngineRunner::forward_with_copies(const engine::StepInput& input, const Tensor& logits) {
     for (const engine::StateCopy& c : input.state_restores)
         copy_state(c);
-    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
-    // Host memory on every backend: the engine samples on the CPU (a device backend copies the rows over).
-    PAGODA_ASSIGN_OR_RETURN(const Tensor logits, logits_rows(rows, /*on_device=*/false));
-    PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
+    PAGODA_RETURN_IF_ERROR(model_.forward(input.batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
     for (const engine::StateCopy& c : input.state_saves)
         copy_state(c);
+    return ok_status();
+}
+
+Status ModelEngineRunner::run_forward(const engine::StepInput& input, bool device_logits) {
+    const int64_t rows = static_cast<int64_t>(input.batch.logits_indices.size());
+    Tensor logits;  // no device rows when no row asks for logits (the forward then skips the LM head)
+    if (!device_logits || rows > 0) {
+        PAGODA_ASSIGN_OR_RETURN(logits, logits_rows(rows, device_logits));
+    }
+    PAGODA_RETURN_IF_ERROR(forward_with_copies(input, logits));
     model_.backend().synchronize();
     return ok_status();
+}
+
+Status ModelEngineRunner::run(const engine::StepInput& input) {
+    PAGODA_RETURN_IF_ERROR(check_input(input));
+    if (device_sampler_ && !input.sampling.empty()) return sample_on_device(input);
+    // Host memory on every backend: the engine samples on the CPU (a device backend copies the rows over).
+    return run_forward(input, /*device_logits=*/false);
 }
 
 // The forward writes the logits into a device buffer; the prompt-logprobs rows (if any) are copied to the host, and
@@ -138,11 +169,7 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
         PAGODA_ASSIGN_OR_RETURN(logits, graphs_->forward(batch, kv_ ? &*kv_ : nullptr));
     } else {
         PAGODA_ASSIGN_OR_RETURN(logits, logits_rows(rows, /*on_device=*/true));
-        for (const engine::StateCopy& c : input.state_restores)
-            copy_state(c);
-        PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
-        for (const engine::StateCopy& c : input.state_saves)
-            copy_state(c);
+        PAGODA_RETURN_IF_ERROR(forward_with_copies(input, logits));
     }
 
     const int64_t host_rows = rows - static_cast<int64_t>(input.sample_rows.size());
@@ -219,17 +246,14 @@ Status ModelEngineRunner::warm_up(const engine::EngineConfig& config) {
     b.state_slots = state_slots;
     b.logits_indices = logits_indices;
     b.seq_len_bound = config.max_model_len;
+    engine::StepInput input;
+    input.batch = b;
 
-    model_.backend().bind_thread();
-    try {
-        PAGODA_RETURN_IF_ERROR(check_batch(b));
-        // The device logits buffer at its largest (the decode graphs hold their own).
-        PAGODA_ASSIGN_OR_RETURN(const Tensor logits, logits_rows(seqs, device_sampler_ != nullptr));
-        PAGODA_RETURN_IF_ERROR(model_.forward(b, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
-        model_.backend().synchronize();
-    } catch (const std::exception& e) {
-        return Status::error(std::string("warm-up step failed: ") + e.what());
-    }
+    // The device logits buffer at its largest (the decode graphs hold their own).
+    PAGODA_RETURN_IF_ERROR(guarded(model_.backend(), "warm-up step failed", [&] {
+        PAGODA_RETURN_IF_ERROR(check_input(input));
+        return run_forward(input, /*device_logits=*/device_sampler_ != nullptr);
+    }));
     warm_generation_ = model_.memory_generation();
     return ok_status();
 }
@@ -246,12 +270,7 @@ Status ModelEngineRunner::resize_kv_pool(int32_t num_blocks) {
 
 engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
     engine::StepOutput out;
-    model_.backend().bind_thread();  // the engine thread, not the one that made the backend, runs the ops
-    try {
-        out.status = run(input);
-    } catch (const std::exception& e) {  // allocation failure in the forward's scratch, most likely
-        out.status = Status::error(std::string("model forward failed: ") + e.what());
-    }
+    out.status = guarded(model_.backend(), "model forward failed", [&] { return run(input); });
     if (warm_generation_ && model_.memory_generation() != *warm_generation_) {
         if (growths_after_warm_up_.load(std::memory_order_relaxed) == 0)
             PAGODA_LOG_WARNING("a step grew scratch memory after the warm-up step (its shape was not covered)");
@@ -265,33 +284,12 @@ engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
     return out;
 }
 
-Status ModelEngineRunner::run_forward_only(const engine::StepInput& input) {
-    const ForwardBatch& batch = input.batch;
-    PAGODA_RETURN_IF_ERROR(check_batch(batch));
-    PAGODA_RETURN_IF_ERROR(check_copies(input.state_restores));
-    PAGODA_RETURN_IF_ERROR(check_copies(input.state_saves));
-    const int64_t rows = static_cast<int64_t>(batch.logits_indices.size());
-    // The logits stay where the forward writes them: device memory on a GPU, the host buffer on the CPU.
-    Tensor logits;  // stays empty when no row asks for logits (the forward then skips the LM head)
-    if (rows > 0) {
-        PAGODA_ASSIGN_OR_RETURN(logits, logits_rows(rows, model_.backend().device().kind != DeviceKind::Host));
-    }
-    for (const engine::StateCopy& c : input.state_restores)
-        copy_state(c);
-    PAGODA_RETURN_IF_ERROR(model_.forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
-    for (const engine::StateCopy& c : input.state_saves)
-        copy_state(c);
-    model_.backend().synchronize();
-    return ok_status();
-}
-
 Status ModelEngineRunner::forward_only(const engine::StepInput& input) {
-    model_.backend().bind_thread();
-    try {
-        return run_forward_only(input);
-    } catch (const std::exception& e) {  // as in execute: allocation failure in the forward's scratch, most likely
-        return Status::error(std::string("model forward failed: ") + e.what());
-    }
+    return guarded(model_.backend(), "model forward failed", [&] {
+        PAGODA_RETURN_IF_ERROR(check_input(input));
+        // The logits stay where the forward writes them: device memory on a GPU, the host buffer on the CPU.
+        return run_forward(input, /*device_logits=*/model_.backend().device().kind != DeviceKind::Host);
+    });
 }
 
 }  // namespace pagoda::serving

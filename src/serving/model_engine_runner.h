@@ -64,7 +64,12 @@ class ModelEngineRunner final : public engine::ModelRunner {
     void copy_state(const engine::StateCopy& copy);
     Status run(const engine::StepInput& input);
     Status sample_on_device(const engine::StepInput& input);
-    Status run_forward_only(const engine::StepInput& input);
+    // check_batch and check_copies of a step's input.
+    Status check_input(const engine::StepInput& input) const;
+    // The state restores, the forward into `logits`, the state saves.
+    Status forward_with_copies(const engine::StepInput& input, const Tensor& logits);
+    // forward_with_copies into the device logits buffer or the host one, then waits for the device.
+    Status run_forward(const engine::StepInput& input, bool device_logits);
     // `rows` logits rows for a forward: the device buffer (grown when a step needs more rows) or the host one.
     Result<Tensor> logits_rows(int64_t rows, bool on_device);
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <thread>
+#include <type_traits>
 
 #include "common/check.h"
 #include "common/log.h"
@@ -253,6 +254,21 @@ TensorParallelRunner::~TensorParallelRunner() {
     }
 }
 
+template <typename Step>
+Status TensorParallelRunner::on_every_rank(Step&& step) {
+    threads_->run([&](int r) {
+        const auto i = static_cast<size_t>(r);
+        if constexpr (std::is_same_v<decltype(step(*ranks_[i].runner)), engine::StepOutput>) {
+            outputs_[i] = step(*ranks_[i].runner);
+        } else {
+            outputs_[i].status = step(*ranks_[i].runner);
+        }
+    });
+    // A lost peer first: the local ranks' errors may only follow from it.
+    PAGODA_RETURN_IF_ERROR(collective_status());
+    return first_rank_error();
+}
+
 Status TensorParallelRunner::start(const engine::EngineConfig& config) {
     const bool leads_nodes = group_ && group_->node_rank() == 0;
     if (leads_nodes) {  // the other nodes make their pools while this one makes its own
@@ -283,11 +299,7 @@ Status TensorParallelRunner::start(const engine::EngineConfig& config) {
     // failed would leave the others waiting in the warm-up's NCCL collectives, so that needs a second exchange of
     // statuses first.
     if (status.ok() && !group_ && ranks_[0].backend->device().kind != DeviceKind::Host) {
-        threads_->run([&](int r) {
-            outputs_[static_cast<size_t>(r)].status = ranks_[static_cast<size_t>(r)].runner->warm_up(config);
-        });
-        status = collective_status();
-        if (status.ok()) status = first_rank_error();
+        status = on_every_rank([&](ModelEngineRunner& rank) { return rank.warm_up(config); });
     }
     if (leads_nodes) {
         for (int n = 1; n < group_->nnodes() && status.ok(); ++n)
@@ -314,12 +326,9 @@ Status TensorParallelRunner::execute_with_nodes(const engine::StepInput& input) 
     encode_step(input, step_bytes_);
     for (int n = 1; n < group_->nnodes(); ++n)
         PAGODA_RETURN_IF_ERROR(send_message(group_->steps(n), NodeMessage::kStep, step_bytes_, timeout));
-    threads_->run(
-        [&](int r) { outputs_[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)].runner->execute(input); });
-    // A lost peer first: the local ranks' errors may only follow from it. A local error alone means the other
-    // nodes may wait in a collective this node will not join: the caller closes the group.
-    PAGODA_RETURN_IF_ERROR(collective_status());
-    PAGODA_RETURN_IF_ERROR(first_rank_error());
+    // A local error means the other nodes may wait in a collective this node will not join: the caller closes the
+    // group.
+    PAGODA_RETURN_IF_ERROR(on_every_rank([&](ModelEngineRunner& rank) { return rank.execute(input); }));
     for (int n = 1; n < group_->nnodes(); ++n)
         PAGODA_RETURN_IF_ERROR(recv_status(group_->steps(n), reply_bytes_, timeout));
     return ok_status();
@@ -336,19 +345,14 @@ engine::StepOutput TensorParallelRunner::execute(const engine::StepInput& input)
         return outputs_[0];
     }
     // Each rank's ModelEngineRunner::execute binds its backend to the thread that runs it (the GPU's current device).
-    threads_->run(
-        [&](int r) { outputs_[static_cast<size_t>(r)] = ranks_[static_cast<size_t>(r)].runner->execute(input); });
-    if (Status s = first_rank_error(); !s.ok()) return {s, {}, {}};
+    if (Status s = on_every_rank([&](ModelEngineRunner& rank) { return rank.execute(input); }); !s.ok())
+        return {s, {}, {}};
     return outputs_[0];
 }
 
 Status TensorParallelRunner::forward_only(const engine::StepInput& input) {
     if (!ranks_[0].runner) return Status::error("TensorParallelRunner::start was not called");
-    threads_->run([&](int r) {
-        outputs_[static_cast<size_t>(r)].status = ranks_[static_cast<size_t>(r)].runner->forward_only(input);
-    });
-    PAGODA_RETURN_IF_ERROR(collective_status());
-    return first_rank_error();
+    return on_every_rank([&](ModelEngineRunner& rank) { return rank.forward_only(input); });
 }
 
 Status TensorParallelRunner::first_rank_error() const {

@@ -92,6 +92,10 @@ class TensorParallelRunner final : public engine::ModelRunner {
 
     // Node 0 of several nodes: sends the step to every other node, runs the local ranks, collects the statuses.
     Status execute_with_nodes(const engine::StepInput& input);
+    // Runs step(rank's runner) on every rank at once, its StepOutput (or Status) into outputs_; then the first
+    // error: the collectives' (a lost peer), else the first rank's.
+    template <typename Step>
+    Status on_every_rank(Step&& step);
     // The first error in outputs_, named by its global rank.
     Status first_rank_error() const;
     // The first error of the local ranks' collectives over TCP (ok elsewhere).
