@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/decode_graphs.h"
+#include "executor/decode_graphs.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/cuda_backend.h"
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
 
     // Decode at batch 1 after a `context`-token prompt, greedy, as the server runs it: the logits stay on the
     // device and only the argmax comes back. The same steps twice: eager, then replayed from a recorded CUDA graph
-    // (model/decode_graphs.h). The first two steps of each are warm-up (the graph is recorded in the first).
+    // (executor/decode_graphs.h). The first two steps of each are warm-up (the graph is recorded in the first).
     const int32_t bs = 16, seq_blocks = (context + decode + bs) / bs;
     auto decode_kv = KvCachePool::create((*backend)->allocator(), m.kv_cache_config(seq_blocks, bs));
     if (!decode_kv.ok()) return fail(decode_kv.message());
@@ -115,7 +115,7 @@ int main(int argc, char** argv) {
         if (!st.ok()) return fail(st.message());
         ops.argmax(step_logits, std::span<int32_t>(&first_token, 1));
     }
-    auto graphs = model::DecodeGraphs::create(m, {1, max_len, bs});
+    auto graphs = executor::DecodeGraphs::create(m, {1, max_len, bs});
     if (!graphs.ok()) return fail(graphs.message());
     if (!*graphs) return fail("this backend records no CUDA graphs");
     auto decode_steps = [&](bool use_graphs) -> Result<std::vector<double>> {

@@ -54,12 +54,12 @@ if want tests; then
             "$OUT/cuda_ops_test_attention_$shape.log" | tr '\n' ' ')")
     done
     # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, dense models only.
-    if [[ -x $BIN/serving_test ]]; then
-        PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/serving_test" \
+    if [[ -x $BIN/executor_test ]]; then
+        PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/executor_test" \
             --gtest_filter='Golden/EngineRunnerTest.*/qwen3:Golden/EngineRunnerTest.*/qwen2:Golden/EngineRunnerTest.*/qwen2_tied' \
-            > "$OUT/serving_test.log" 2>&1
+            > "$OUT/executor_test.log" 2>&1
         rc=$?
-        summary+=("serving_test (cuda) rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/serving_test.log" | tr '\n' ' ')")
+        summary+=("executor_test (cuda) rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/executor_test.log" | tr '\n' ' ')")
     fi
     # The CLI on the GPU: greedy ids from --device cuda and --device cpu (tiny golden model; equal unless a near-tie).
     if [[ -x $BIN/pagoda ]]; then

@@ -14,7 +14,7 @@
 #include "common/json.h"
 #include "engine/engine.h"
 #include "model/model_dir.h"
-#include "serving/create_engine.h"
+#include "executor/create_engine.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -132,7 +132,7 @@ int run_generate(std::span<const std::string_view> args) {
     if (max_new > 0) params.max_tokens = static_cast<int32_t>(max_new);
 
     // One request: a KV pool of exactly one sequence, no prefix cache.
-    serving::EngineOptions options;
+    executor::EngineOptions options;
     options.max_model_len = static_cast<int32_t>(
         std::min<int64_t>(static_cast<int64_t>(prompt.size()) + std::max<int64_t>(max_new, 1), INT32_MAX));
     options.max_num_seqs = 1;
@@ -151,7 +151,7 @@ int run_generate(std::span<const std::string_view> args) {
     options.device = parser.get("device").value_or("auto");
     if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
         return cli::fail("generate", "--device: '" + options.device + "' is not auto, cpu or cuda");
-    auto served = serving::create_engine(*dir, options);
+    auto served = executor::create_engine(*dir, options);
     if (!served.ok()) return cli::fail("generate", served.message());
     engine::Engine& engine = (*served)->engine();
 

@@ -22,12 +22,12 @@
 #include "common/log.h"
 #include "engine/engine.h"
 #include "runtime/cuda_backend.h"
-#include "runtime/tcp_channel.h"
+#include "dist/tcp_channel.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
 #include "server/openai/service.h"
-#include "serving/create_engine.h"
-#include "serving/tensor_parallel_worker.h"
+#include "executor/create_engine.h"
+#include "executor/tensor_parallel_worker.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -278,9 +278,9 @@ Result<NodeFlags> parse_node_flags(const cli::ArgParser& p) {
 
 // The engine's options from the flags (node 0 and a single process load with them; other nodes use the device,
 // thread and parallelism ones, and node 0's sizes).
-Result<serving::EngineOptions> engine_options(const cli::ArgParser& p, const std::string& device,
+Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const std::string& device,
                                               double gpu_memory_utilization, const NodeFlags& nodes) {
-    serving::EngineOptions eo;
+    executor::EngineOptions eo;
     auto int_flag = [&](const char* flag, int64_t lo, int64_t hi, int32_t& out) -> Status {
         if (auto v = p.get(flag)) {
             PAGODA_ASSIGN_OR_RETURN(int64_t n, parse_int(flag, *v, lo, hi));
@@ -518,7 +518,7 @@ int run_serve(std::span<const std::string_view> cli_args) {
         auto eo = engine_options(p, device, gpu_memory_utilization, *nodes);
         if (!eo.ok()) return cli::fail(kCmd, eo.message());
         // The worker logs what it is (node R of M, a worker of node 0 at HOST:PORT) and each stage it reaches.
-        if (Status s = serving::run_tensor_parallel_worker(*model_dir, *eo); !s.ok())
+        if (Status s = executor::run_tensor_parallel_worker(*model_dir, *eo); !s.ok())
             return cli::fail(kCmd, *model_dir + ": " + s.message());
         std::fprintf(stderr, "pagoda serve: stopped\n");
         return 0;
@@ -571,8 +571,8 @@ int run_serve(std::span<const std::string_view> cli_args) {
 
     // --- generator: the engine over the model, or the hidden test double -----------------------------------
     std::unique_ptr<server::openai::Generator> generator;
-    std::unique_ptr<serving::ServingEngine> model_generator;
-    std::optional<serving::EngineOptions> load_options;
+    std::unique_ptr<executor::ServingEngine> model_generator;
+    std::optional<executor::EngineOptions> load_options;
     if (test_generator) {
         server::openai::ScriptedGenerator::Options go;
         go.script = tokenizer->encode(hidden["x-test-generator-text"]);
@@ -636,7 +636,7 @@ int run_serve(std::span<const std::string_view> cli_args) {
             (*srv)->shutdown();
         };
         loader = std::thread([&] {
-            auto g = serving::create_engine(*model_dir, *load_options);
+            auto g = executor::create_engine(*model_dir, *load_options);
             if (!g.ok()) {
                 load_error = *model_dir + ": " + g.message();
                 (*srv)->shutdown();

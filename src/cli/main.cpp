@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "runtime/nccl_communicator.h"
+#include "dist/nccl_communicator.h"
 
 namespace {
 

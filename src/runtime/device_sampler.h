@@ -1,6 +1,6 @@
 // DeviceSampler: samples logits rows where they were computed, so a device backend copies a token per row to the
 // host instead of the whole vocabulary (152k floats a row for Qwen). The rows and their edits come from the engine
-// (engine/device_sampling.h), which defines what they mean; this layer only moves them and runs the kernel.
+// (executor/device_sampling.h), which defines what they mean; this layer only moves them and runs the kernel.
 #pragma once
 
 #include <memory>

@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cuda/types.h"
 
 namespace pagoda::detail {
 [[noreturn]] void check_failed(const char* file, int line, const char* condition, const char* message);

@@ -8,7 +8,7 @@
 #include <random>
 
 #include "cuda_test_util.h"
-#include "engine/device_sampling.h"
+#include "executor/device_sampling.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "runtime/device_sampler.h"
@@ -91,7 +91,7 @@ class CudaSamplerTest : public ::testing::Test {
         HostTensor logits = HostTensor::empty(DType::F32, Shape{R, V});
         fill_logits(std::span<float>(logits.tensor.data_as<float>(), static_cast<size_t>(R * V)));
         DeviceTensor dev = to_device(*gpu_, logits.tensor);
-        engine::DeviceSamplingBatch batch(V);
+        executor::DeviceSamplingBatch batch(V);
         for (size_t i = 0; i < rows.size(); ++i)
             batch.add(rows[i].context(), static_cast<int32_t>(i) + 1);  // row 0 and the last are not sampled
         std::vector<kernels::SampledToken> got(rows.size());
@@ -176,7 +176,7 @@ TEST_F(CudaSamplerTest, EveryTokenMaskedIsAnError) {
     Row r = random_row(V);
     r.params = SamplingParams{};
     engine::apply_generation_config(r.params, {});
-    engine::DeviceSamplingBatch batch(V);
+    executor::DeviceSamplingBatch batch(V);
     batch.add(r.context(), 0);
     std::vector<kernels::SampledToken> got(1);
     const Status st = sampler_->sample(dev.tensor, batch.rows(), batch.edits(), got);
@@ -207,7 +207,7 @@ TEST_F(CudaSamplerTest, TimeOf256QwenRows) {
     DeviceTensor dev = to_device(*gpu_, logits.tensor);
     for (const char* mode : {"greedy", "qwen3 defaults", "temperature 1"}) {
         std::vector<Row> rows(R);
-        engine::DeviceSamplingBatch batch(V);
+        executor::DeviceSamplingBatch batch(V);
         for (int64_t i = 0; i < R; ++i) {
             SamplingParams& p = rows[i].params;
             if (mode[0] == 'g') p.temperature = 0.0f;

@@ -1,4 +1,4 @@
-// Tensor parallelism on the CUDA backend (serving/tensor_parallel_runner.h, load_cuda), on the golden tiny models:
+// Tensor parallelism on the CUDA backend (executor/tensor_parallel_runner.h, load_cuda), on the golden tiny models:
 //  - TP = 1 through the tensor-parallel path (TensorParallelRunner on a rank thread, a one-rank NCCL group) returns
 //    exactly what a ModelEngineRunner over the plainly loaded model returns, step for step: the same logits bit for
 //    bit, the same greedy tokens, the same device-sampled tokens. Exact, not a tolerance: both run the same kernels
@@ -23,11 +23,11 @@
 #include "golden/golden_reference.h"
 #include "model/model.h"
 #include "runtime/forward_batch.h"
-#include "runtime/nccl_communicator.h"
-#include "serving/model_engine_runner.h"
-#include "serving/tensor_parallel_runner.h"
+#include "dist/nccl_communicator.h"
+#include "executor/model_engine_runner.h"
+#include "executor/tensor_parallel_runner.h"
 
-namespace pagoda::serving {
+namespace pagoda::executor {
 namespace {
 
 constexpr int32_t kBlockSize = 16;
@@ -259,4 +259,4 @@ TEST(CudaTensorParallelErrors, MoreRanksThanGpusIsAClearError) {
 }
 
 }  // namespace
-}  // namespace pagoda::serving
+}  // namespace pagoda::executor

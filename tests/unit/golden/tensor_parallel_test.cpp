@@ -27,7 +27,7 @@
 #include "model/safetensors.h"
 #include "runtime/backend.h"
 #include "runtime/communicator.h"
-#include "runtime/rank_threads.h"
+#include "dist/rank_threads.h"
 
 namespace pagoda::model {
 namespace {

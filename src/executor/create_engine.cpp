@@ -1,0 +1,273 @@
+#include "executor/create_engine.h"
+
+#include <algorithm>
+#include <string>
+
+#include "common/log.h"
+#include "runtime/cache_pools.h"
+#include "runtime/cuda_backend.h"
+
+namespace pagoda::executor {
+
+ServingEngine::~ServingEngine() {
+    if (engine_) engine_->shutdown();
+    engine_.reset();
+}
+
+namespace {
+
+int32_t clamp_i32(int64_t v) {
+    return static_cast<int32_t>(std::clamp<int64_t>(v, 0, INT32_MAX));
+}
+
+}  // namespace
+
+Result<engine::EngineConfig> engine_config_for(const model::Model& model, const EngineOptions& o) {
+    const model::ModelSpec& spec = model.spec();
+    engine::EngineConfig c;
+    if (o.block_size <= 0) return Status::error("block_size must be positive");
+    if (o.max_num_seqs <= 0) return Status::error("max_num_seqs must be positive");
+    c.max_model_len = o.max_model_len > 0
+                          ? o.max_model_len
+                          : clamp_i32(std::min<int64_t>(
+                                spec.max_position_embeddings > 0 ? spec.max_position_embeddings : 8192, 8192));
+    c.max_num_seqs = o.max_num_seqs;
+    c.max_num_batched_tokens = o.max_num_batched_tokens;
+    c.block_size = o.block_size;
+    c.enable_prefix_caching = o.enable_prefix_caching;
+    c.priority_scheduling = o.priority_scheduling;
+    c.max_waiting_requests = o.max_waiting_requests;
+    c.max_unread_tokens = o.max_unread_tokens;
+    c.seed = o.seed;
+
+    const int64_t blocks_per_seq = (static_cast<int64_t>(c.max_model_len) + c.block_size - 1) / c.block_size;
+    if (o.num_kv_blocks > 0) {
+        c.num_kv_blocks = o.num_kv_blocks;
+    } else if (spec.num_full_attention_layers() > 0) {
+        const size_t per_block = KvCachePool::bytes_per_block(model.kv_cache_config(1, c.block_size));
+        const size_t budget = o.kv_cache_bytes > 0 ? o.kv_cache_bytes : size_t{4} << 30;
+        int64_t fit = static_cast<int64_t>(budget / std::max<size_t>(per_block, 1));
+        if (o.kv_cache_bytes == 0) fit = std::max(fit, blocks_per_seq);
+        c.num_kv_blocks = clamp_i32(std::min(fit, blocks_per_seq * c.max_num_seqs));
+    } else {
+        // No full-attention layer: blocks are bookkeeping only (the prefix cache still keys on them).
+        c.num_kv_blocks = clamp_i32(blocks_per_seq * c.max_num_seqs);
+    }
+
+    if (spec.num_linear_attention_layers() > 0) {
+        c.max_state_snapshots = o.max_state_snapshots >= 0 ? o.max_state_snapshots : o.max_num_seqs;
+        c.num_state_slots = 2 * c.max_num_seqs + c.max_state_snapshots;
+    }
+
+    const model::GenerationDefaults& g = model.dir().generation;
+    // Both files' EOS ids stop a request (Qwen instruct models list <|im_end|> and <|endoftext|> across the two).
+    for (const std::vector<int64_t>* list : {&g.eos_token_ids, &spec.eos_token_ids})
+        for (int64_t id : *list)
+            if (id >= 0 && id < model.vocab_size() &&
+                std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
+                c.eos_token_ids.push_back(static_cast<int32_t>(id));
+    if (g.temperature) c.generation_config.temperature = static_cast<float>(*g.temperature);
+    if (g.top_p) c.generation_config.top_p = static_cast<float>(*g.top_p);
+    if (g.top_k) c.generation_config.top_k = static_cast<int32_t>(*g.top_k);
+    if (g.min_p) c.generation_config.min_p = static_cast<float>(*g.min_p);
+    if (g.repetition_penalty) c.generation_config.repetition_penalty = static_cast<float>(*g.repetition_penalty);
+    return c;
+}
+
+namespace {
+
+bool dense_family(model::ModelFamily f) {
+    return f == model::ModelFamily::kQwen2 || f == model::ModelFamily::kQwen3;
+}
+
+// Whether the model goes to the GPU: --device cuda, or auto with a GPU present and a model the CUDA backend runs.
+Result<bool> on_cuda(const EngineOptions& o, const model::ModelSpec& spec) {
+    if (o.device != "cpu" && o.device != "cuda" && o.device != "auto")
+        return Status::error("device '" + o.device + "' is not cpu, cuda or auto");
+    return o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0 && dense_family(spec.family));
+}
+
+Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& o, const model::ModelSpec& spec) {
+    PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, spec));
+    if (cuda) return make_cuda_backend();
+    CpuBackendOptions backend_options;
+    backend_options.num_threads = o.num_threads;
+    return make_cpu_backend(backend_options);
+}
+
+// What the KV pool may take on a GPU: the memory left (after the weights, and after the warm-up step when
+// `reserve` is only headroom) within the --gpu-memory-utilization share, less `reserve`.
+Result<size_t> gpu_kv_budget(const model::Model& model, const EngineOptions& o, size_t reserve) {
+    if (!(o.gpu_memory_utilization > 0.0 && o.gpu_memory_utilization <= 1.0))
+        return Status::error("gpu_memory_utilization must be in (0, 1]");
+    PAGODA_ASSIGN_OR_RETURN(CudaDeviceInfo info, cuda_device_info(model.backend().device().index));
+    const auto keep_free =
+        static_cast<size_t>((1.0 - o.gpu_memory_utilization) * static_cast<double>(info.total_bytes));
+    if (info.free_bytes <= keep_free + reserve)
+        return Status::error("no GPU memory left for the KV cache: " + std::to_string(info.free_bytes >> 20) +
+                             " MiB free after the weights and activations, " +
+                             std::to_string((keep_free + reserve) >> 20) +
+                             " MiB needed for headroom (raise --gpu-memory-utilization)");
+    return info.free_bytes - keep_free - reserve;
+}
+
+// Tensor-parallel ranks warm up only after their pools are made (TensorParallelRunner::start), so their
+// activations are estimated: one step's fp32 activations per token, logits rows three times over (the forward's, the
+// sampler's, the decode graphs' buffer), and 512 MiB for cuBLASLt workspaces, NCCL and the attention workspace.
+size_t estimated_activation_bytes(const model::Model& model, const EngineOptions& o) {
+    const model::ModelSpec& spec = model.spec();
+    const size_t tokens = static_cast<size_t>(std::max(o.max_num_batched_tokens, 1));
+    const size_t per_token =
+        4 * (8 * static_cast<size_t>(spec.hidden_size) + 4 * static_cast<size_t>(spec.intermediate_size) +
+             4 * static_cast<size_t>(spec.num_attention_heads * spec.head_dim));
+    return tokens * per_token + 3 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 + (size_t{512} << 20);
+}
+
+// After the warm-up step, what is not measured: the decode CUDA graphs' own memory and the driver's.
+constexpr size_t kWarmHeadroomBytes = size_t{256} << 20;
+
+// The KV pool's blocks for a budget of `bytes`: as many as fit, but no more than max_num_seqs full-length sequences
+// need (engine_config_for's rule, with the budget given).
+Result<int32_t> kv_blocks_for_budget(const model::Model& model, const EngineOptions& options, size_t bytes) {
+    EngineOptions sized = options;
+    sized.kv_cache_bytes = bytes;
+    PAGODA_ASSIGN_OR_RETURN(engine::EngineConfig c, engine_config_for(model, sized));
+    return c.num_kv_blocks;
+}
+
+// The engine's sizes for a loaded model on the CPU, or with the KV pool's size given. For tensor parallelism
+// `model` is rank 0's: every rank holds shards of the same sizes and a pool of the same number of blocks, so rank
+// 0's GPU speaks for all of them.
+Result<engine::EngineConfig> sized_engine_config(const model::Model& model, const EngineOptions& options) {
+    EngineOptions sized = options;
+    if (model.backend().device().kind == DeviceKind::Cuda && options.num_kv_blocks <= 0 &&
+        options.kv_cache_bytes == 0) {
+        PAGODA_ASSIGN_OR_RETURN(sized.kv_cache_bytes,
+                                gpu_kv_budget(model, options, estimated_activation_bytes(model, options)));
+    }
+    return engine_config_for(model, sized);
+}
+
+// One GPU (or the CPU): the runner, warmed up on a device so that no step allocates. On a GPU with the KV pool's
+// size not given, the pool starts with one block (the warm-up's) and is then replaced by one sized from the memory
+// free after the warm-up step: weights + measured activation peak + KV pool (vLLM's profiling run).
+Result<std::unique_ptr<ModelEngineRunner>> start_runner(model::Model& model, const EngineOptions& options,
+                                                        engine::EngineConfig& config) {
+    const bool device = model.backend().device().kind != DeviceKind::Host;
+    const bool size_kv = device && options.num_kv_blocks <= 0 && options.kv_cache_bytes == 0 &&
+                         model.spec().num_full_attention_layers() > 0;
+    EngineOptions first = options;
+    if (size_kv) first.num_kv_blocks = 1;
+    PAGODA_ASSIGN_OR_RETURN(config, engine_config_for(model, first));
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<ModelEngineRunner> runner,
+                            ModelEngineRunner::create(model, config, !options.enforce_eager));
+    if (!device) return runner;
+    PAGODA_ASSIGN_OR_RETURN(const CudaDeviceInfo before, cuda_device_info(model.backend().device().index));
+    PAGODA_RETURN_IF_ERROR(runner->warm_up(config));
+    PAGODA_ASSIGN_OR_RETURN(const CudaDeviceInfo after, cuda_device_info(model.backend().device().index));
+    if (size_kv) {
+        PAGODA_ASSIGN_OR_RETURN(const size_t budget, gpu_kv_budget(model, options, kWarmHeadroomBytes));
+        PAGODA_ASSIGN_OR_RETURN(config.num_kv_blocks, kv_blocks_for_budget(model, options, budget));
+        PAGODA_RETURN_IF_ERROR(runner->resize_kv_pool(config.num_kv_blocks));
+    }
+    const size_t kv_bytes = static_cast<size_t>(config.num_kv_blocks) *
+                            KvCachePool::bytes_per_block(model.kv_cache_config(1, config.block_size));
+    PAGODA_LOG_INFO("GPU memory: the warm-up step (" + std::to_string(config.max_num_batched_tokens) + " tokens, " +
+                    std::to_string(config.max_num_seqs) + " sequences) took " +
+                    std::to_string((before.free_bytes - std::min(before.free_bytes, after.free_bytes)) >> 20) +
+                    " MiB; KV pool " + std::to_string(kv_bytes >> 20) + " MiB (" +
+                    std::to_string(config.num_kv_blocks) + " blocks of " + std::to_string(config.block_size) +
+                    " tokens)");
+    return runner;
+}
+
+// Node 0 of several: listens, waits for every other node, then loads its ranks as they load theirs.
+Result<std::unique_ptr<TensorParallelRunner>> load_node_zero(const std::string& model_dir, const EngineOptions& o) {
+    PAGODA_ASSIGN_OR_RETURN(const NodeGroupOptions group_options, node_group_options(model_dir, o));
+    if (o.node_rank != 0) {
+        return Status::error("node " + std::to_string(o.node_rank) +
+                             " does not serve: it runs the worker loop (run_tensor_parallel_worker)");
+    }
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<NodeGroup> group, NodeGroup::listen(group_options));
+    PAGODA_LOG_INFO("node 0 of " + std::to_string(o.nnodes) + ": waiting on port " + std::to_string(group->port()) +
+                    " for the other nodes (up to " + std::to_string(o.dist_timeout_s) + " s)");
+    PAGODA_RETURN_IF_ERROR(group->accept_all());
+    PAGODA_LOG_INFO("node 0: all " + std::to_string(o.nnodes) + " nodes joined; loading the model");
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelRunner> runner,
+                            TensorParallelRunner::load_node(model_dir, std::move(group), o.num_threads));
+    if (o.on_node_group_failure) runner->on_group_failure(o.on_node_group_failure);
+    return runner;
+}
+
+// The ranks of a split model: one GPU each when the model goes to the GPU (the same rule as one device), else CPU
+// threads. What cannot work (more ranks than GPUs, a build without NCCL) is an error that says so.
+Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::string& model_dir,
+                                                                   const EngineOptions& o) {
+    if (o.nnodes > 1) return load_node_zero(model_dir, o);
+    PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
+    PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
+    if (cuda) return TensorParallelRunner::load_cuda(model_dir, o.tensor_parallel_size);
+    return TensorParallelRunner::load_cpu(model_dir, o.tensor_parallel_size, o.num_threads);
+}
+
+}  // namespace
+
+Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const EngineOptions& o) {
+    if (o.nnodes < 2)
+        return Status::error("a group of nodes needs --nnodes 2 or more, got " + std::to_string(o.nnodes));
+    if (o.node_rank < 0 || o.node_rank >= o.nnodes) {
+        return Status::error("--node-rank " + std::to_string(o.node_rank) + " is outside 0.." +
+                             std::to_string(o.nnodes - 1) + " (--nnodes " + std::to_string(o.nnodes) + ")");
+    }
+    if (o.dist_timeout_s < 1) return Status::error("--dist-timeout must be at least 1 second");
+    if (o.dist_init_addr.empty()) {
+        return Status::error("--nnodes " + std::to_string(o.nnodes) +
+                             " needs --dist-init-addr HOST:PORT (node 0's address and a free port)");
+    }
+    NodeGroupOptions g;
+    // Node 0 may ask for port 0 (any free port; tests); the others must be told a real one.
+    auto address = parse_host_port(o.dist_init_addr, /*allow_port_zero=*/o.node_rank == 0);
+    if (!address.ok()) return address.status().with_context("--dist-init-addr");
+    g.address = std::move(address).value();
+    g.nnodes = o.nnodes;
+    g.node_rank = o.node_rank;
+    g.tensor_parallel_size = o.tensor_parallel_size;
+    g.timeout = Timeout(int64_t{o.dist_timeout_s} * 1000);
+    g.cancel = o.cancel_node_wait;
+    PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
+    PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
+    g.device = cuda ? "cuda" : "cpu";
+    // Checked before any node listens or connects (load_node checks again, for callers that form groups directly).
+    PAGODA_RETURN_IF_ERROR(TensorParallelRunner::check_node_layout(o.tensor_parallel_size, o.nnodes, g.device));
+    PAGODA_ASSIGN_OR_RETURN(g.model_fingerprint, model_fingerprint(model_dir));
+    return g;
+}
+
+Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options) {
+    std::unique_ptr<ServingEngine> s(new ServingEngine());
+    if (options.tensor_parallel_size > 1 || options.nnodes > 1) {
+        // The ranks are threads of this process (docs/architecture.md, Tensor parallelism), and with several nodes
+        // the threads of the other nodes' processes too.
+        PAGODA_ASSIGN_OR_RETURN(s->tp_runner_, load_tensor_parallel(model_dir, options));
+        PAGODA_ASSIGN_OR_RETURN(s->config_, sized_engine_config(s->tp_runner_->model(), options));
+        PAGODA_RETURN_IF_ERROR(s->tp_runner_->start(s->config_).with_context(model_dir));
+        auto engine = engine::Engine::create(s->config_, *s->tp_runner_, options.observer);
+        if (!engine.ok()) return engine.status().with_context(model_dir);
+        s->engine_ = std::move(engine).value();
+        return s;
+    }
+    PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/true));
+    auto backend = make_backend(options, dir.spec);
+    if (!backend.ok()) return backend.status().with_context(model_dir);
+    s->backend_ = std::move(backend).value();
+    PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_));
+    auto runner = start_runner(*s->model_, options, s->config_);
+    if (!runner.ok()) return runner.status().with_context(model_dir);
+    s->runner_ = std::move(runner).value();
+    auto engine = engine::Engine::create(s->config_, *s->runner_, options.observer);
+    if (!engine.ok()) return engine.status().with_context(model_dir);
+    s->engine_ = std::move(engine).value();
+    return s;
+}
+
+}  // namespace pagoda::executor

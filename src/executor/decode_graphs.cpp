@@ -1,0 +1,138 @@
+#include "executor/decode_graphs.h"
+
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include "common/log.h"
+
+namespace pagoda::executor {
+
+using model::Model;
+
+Result<std::unique_ptr<DecodeGraphs>> DecodeGraphs::create(Model& model, const Options& options) {
+    if (!model.backend().ops().supports_graphs() || model.shard_plan().size > 1 ||
+        model.spec().num_linear_attention_layers() > 0)
+        return std::unique_ptr<DecodeGraphs>();
+    if (options.max_seqs <= 0 || options.max_seq_len <= 0 || options.block_size <= 0)
+        return Status::error("decode graphs: max_seqs, max_seq_len and block_size must be positive");
+    std::unique_ptr<DecodeGraphs> g(new DecodeGraphs(model, options));
+    g->max_blocks_ = (options.max_seq_len + options.block_size - 1) / options.block_size;
+    const size_t bytes = static_cast<size_t>(options.max_seqs) * static_cast<size_t>(model.vocab_size()) * 4;
+    PAGODA_ASSIGN_OR_RETURN(g->logits_, Buffer::allocate(model.backend().allocator(), bytes, 256));
+    return g;
+}
+
+int32_t decode_graph_bucket(int32_t n, int32_t max_seqs) {
+    int32_t b = 1;
+    while (b < n && b < 16)  // 1, 2, 4, 8, 16
+        b *= 2;
+    while (b < n)  // then multiples of 16
+        b += 16;
+    return std::min(b, max_seqs);
+}
+
+void pad_decode_batch(const ForwardBatch& b, int32_t bucket, int32_t max_blocks, int32_t seq_len_bound,
+                      PaddedDecodeBatch& out) {
+    const auto n = static_cast<size_t>(b.num_seqs), B = static_cast<size_t>(bucket);
+    const auto M = static_cast<size_t>(max_blocks);
+    out.token_ids.assign(b.token_ids.begin(), b.token_ids.end());
+    out.token_ids.resize(B, 0);
+    out.positions.assign(b.positions.begin(), b.positions.end());
+    out.positions.resize(B, 0);
+    out.seq_lens.assign(b.seq_lens.begin(), b.seq_lens.end());
+    out.seq_lens.resize(B, 1);
+    out.state_slots.assign(b.state_slots.begin(), b.state_slots.end());  // unused by dense models; kept in shape
+    if (!out.state_slots.empty()) out.state_slots.resize(B, 0);
+    out.slot_mapping.assign(b.slot_mapping.begin(), b.slot_mapping.end());
+    out.slot_mapping.resize(B, -1);  // padding rows store no K/V
+    out.query_start_loc.resize(B + 1);
+    out.logits_indices.resize(B);
+    for (size_t i = 0; i < B; ++i)
+        out.query_start_loc[i] = out.logits_indices[i] = static_cast<int32_t>(i);
+    out.query_start_loc[B] = bucket;
+    out.block_tables.assign(B * M, 0);  // padding rows (and the tails of real ones) point at block 0, never written
+    const auto w = static_cast<size_t>(b.max_blocks_per_seq);
+    for (size_t s = 0; s < n; ++s)
+        std::copy_n(b.block_tables.begin() + static_cast<ptrdiff_t>(s * w), w,
+                    out.block_tables.begin() + static_cast<ptrdiff_t>(s * M));
+
+    ForwardBatch& p = out.view;
+    p = ForwardBatch{};
+    p.num_tokens = p.num_seqs = bucket;
+    p.token_ids = out.token_ids;
+    p.positions = out.positions;
+    p.query_start_loc = out.query_start_loc;
+    p.seq_lens = out.seq_lens;
+    p.block_size = b.block_size;
+    p.max_blocks_per_seq = max_blocks;
+    p.block_tables = out.block_tables;
+    p.slot_mapping = out.slot_mapping;
+    p.state_slots = out.state_slots;
+    p.logits_indices = out.logits_indices;
+    p.seq_len_bound = seq_len_bound;
+}
+
+bool DecodeGraphs::accepts(const ForwardBatch& b) const {
+    if (b.num_seqs <= 0 || b.num_seqs > options_.max_seqs || b.num_tokens != b.num_seqs ||
+        b.block_size != options_.block_size || b.max_blocks_per_seq > max_blocks_ ||
+        static_cast<int32_t>(b.logits_indices.size()) != b.num_seqs)
+        return false;
+    for (int32_t s = 0; s < b.num_seqs; ++s)
+        if (b.query_start_loc[s] != s || b.logits_indices[s] != s || b.seq_lens[s] > options_.max_seq_len) return false;
+    return true;
+}
+
+Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePool* kv) {
+    if (!accepts(batch)) return Status::error("decode graphs: batch is not a decode step this can run");
+    // A replay skips Model::forward and its checks; this is the one that matters for memory safety.
+    for (int32_t id : batch.token_ids)
+        if (id < 0 || id >= model_.spec().vocab_size)
+            return Status::error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                                 std::to_string(model_.spec().vocab_size) + ")");
+    const int32_t bucket = decode_graph_bucket(batch.num_seqs, options_.max_seqs);
+    pad_decode_batch(batch, bucket, max_blocks_, options_.max_seq_len, padded_);
+    const ForwardBatch& padded = padded_.view;
+    const int64_t V = model_.vocab_size();
+    const Tensor logits = logits_.view(DType::F32, Shape{bucket, V});
+    const Tensor rows = logits.narrow(0, 0, batch.num_seqs);
+    Ops& ops = model_.backend().ops();
+    if (model_.memory_generation() != generation_) {  // some graph points into memory that moved
+        graphs_.clear();
+        failed_.clear();  // a failure may have come from the old memory's sizes: try again
+        generation_ = model_.memory_generation();
+    }
+    if (auto it = graphs_.find(bucket); it != graphs_.end()) {
+        ops.replay(*it->second, padded);
+        replays_.fetch_add(1, std::memory_order_relaxed);
+        return rows;
+    }
+    // First step of this bucket (or first since memory moved): run it, then record it.
+    PAGODA_RETURN_IF_ERROR(model_.forward(padded, kv, nullptr, logits));
+    if (failed_.count(bucket) > 0) return rows;
+    if (model_.memory_generation() != generation_) {
+        graphs_.clear();
+        failed_.clear();
+        generation_ = model_.memory_generation();
+    }
+    ops.begin_capture();
+    Status recorded = ok_status();
+    try {
+        recorded = model_.forward(padded, kv, nullptr, logits);
+    } catch (const std::exception& e) {
+        recorded = Status::error(e.what());
+    }
+    std::unique_ptr<StepGraph> graph = ops.end_capture();
+    if (!recorded.ok() || !graph || model_.memory_generation() != generation_) {
+        failed_.insert(bucket);
+        PAGODA_LOG_WARNING("CUDA graph of decode bucket " + std::to_string(bucket) +
+                           " could not be recorded; its steps run eagerly" +
+                           (recorded.ok() ? std::string() : ": " + recorded.message()));
+        return rows;
+    }
+    graphs_[bucket] = std::move(graph);
+    recordings_.fetch_add(1, std::memory_order_relaxed);
+    return rows;
+}
+
+}  // namespace pagoda::executor

@@ -1,0 +1,77 @@
+// DecodeGraphs: decode steps as recorded CUDA graphs. A decode step of a few sequences is hundreds of small kernel
+// launches whose CPU cost leaves the GPU idle between them; a recorded step replays with one launch.
+//
+// A graph holds a fixed batch shape, so batches are padded to buckets of sequence counts (1, 2, 4, 8, then multiples
+// of 16 up to max_seqs). Padding sequences have one token (id 0, position 0) whose K/V are not stored (slot -1) and
+// whose attention reads one key of block 0: their rows compute garbage that no real row reads (every op is row-wise
+// or per sequence) and nobody samples. Block tables are padded to max_seq_len's blocks, and split-KV attention plans
+// for max_seq_len (ForwardBatch::seq_len_bound), so one graph serves every context length.
+//
+// A bucket's graph is recorded at its first step: that step runs eagerly (which also tunes its GEMMs and grows any
+// scratch to the shape's needs), then is recorded. Graphs point into scratch memory; when any of it is reallocated
+// (Model::memory_generation, e.g. a longer prefill grew the arena) all graphs are dropped and re-recorded on use.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <vector>
+
+#include "common/status.h"
+#include "model/model.h"
+#include "tensor/buffer.h"
+
+namespace pagoda::executor {
+
+// The bucket of a decode step of n sequences: 1, 2, 4, 8, 16, then multiples of 16, at most max_seqs.
+int32_t decode_graph_bucket(int32_t n, int32_t max_seqs);
+
+// A decode batch padded to `bucket` sequences (see above); owns its arrays, which view() spans.
+struct PaddedDecodeBatch {
+    std::vector<int32_t> token_ids, positions, query_start_loc, seq_lens, block_tables, state_slots, logits_indices;
+    std::vector<int64_t> slot_mapping;
+    ForwardBatch view;
+};
+// `batch`: one token per sequence, num_seqs <= bucket, max_blocks_per_seq <= max_blocks. The padded batch's block
+// tables have max_blocks columns and its seq_len_bound is `seq_len_bound`.
+void pad_decode_batch(const ForwardBatch& batch, int32_t bucket, int32_t max_blocks, int32_t seq_len_bound,
+                      PaddedDecodeBatch& out);
+
+class DecodeGraphs {
+  public:
+    struct Options {
+        int32_t max_seqs = 256;      // the largest bucket
+        int32_t max_seq_len = 4096;  // tokens per sequence (block tables and split-KV plans are sized for it)
+        int32_t block_size = 16;
+    };
+    // Null when the backend cannot record steps (the CPU), or the model is split over ranks or has linear-attention
+    // layers (not recorded yet).
+    static Result<std::unique_ptr<DecodeGraphs>> create(model::Model& model, const Options& options);
+
+    // True for a batch this runs: one new token per sequence, logits for every row in order, at most max_seqs
+    // sequences, each within max_seq_len and the batch's block size equal to the options'.
+    bool accepts(const ForwardBatch& batch) const;
+    // Runs the step; the logits [num_seqs, vocab] are rows of device memory owned here, valid until the next call.
+    Result<Tensor> forward(const ForwardBatch& batch, const KvCachePool* kv);
+
+    // Graphs recorded and steps replayed so far (re-recordings included); safe to read from any thread.
+    size_t recordings() const { return recordings_.load(std::memory_order_relaxed); }
+    size_t replays() const { return replays_.load(std::memory_order_relaxed); }
+
+  private:
+    DecodeGraphs(model::Model& model, const Options& options) : model_(model), options_(options) {}
+
+    model::Model& model_;
+    Options options_;
+    int32_t max_blocks_ = 0;
+    Buffer logits_;  // [max_seqs, vocab] on the device
+    std::map<int32_t, std::unique_ptr<StepGraph>> graphs_;
+    std::set<int32_t> failed_;  // buckets whose recording failed: they run eagerly until memory moves
+    uint64_t generation_ = 0;
+    std::atomic<size_t> recordings_{0}, replays_{0};
+    PaddedDecodeBatch padded_;  // reused across steps
+};
+
+}  // namespace pagoda::executor

@@ -1,0 +1,89 @@
+// CUDA launchers for the attention family: RoPE, the attention prologue (QK-norm + RoPE + K/V store), the paged
+// K/V write and paged attention (decode and prefill kernels, split-KV).
+#pragma once
+
+#include "kernels/cuda/types.h"
+
+namespace pagoda::kernels::cuda {
+
+inline constexpr int kMaxRotaryHalf = 256;
+struct RopeArgs {
+    Rows x;
+    int64_t T, H, D;
+    const int32_t* positions;  // device, [T]
+    int rotary_dim;
+    float inv_freq[kMaxRotaryHalf];  // computed on the host exactly as the CPU reference does
+};
+void launch_rope(const RopeArgs& a, cudaStream_t stream);
+
+// Per-head RMSNorm (when norm is set) then RoPE, in place on q [T, Hq, D] and k [T, Hk, D]: one block per head row.
+struct QkNormRopeArgs {
+    Rows q, k;
+    int64_t T;
+    int Hq, Hk, D;
+    bool norm;
+    const void* q_weight;  // [D] each
+    const void* k_weight;
+    ElemType weight_type;
+    float eps;
+    bool zero_centred;
+    const int32_t* positions;  // device, [T]
+    int rotary_dim;
+    float inv_freq[kMaxRotaryHalf];
+    // With key_cache set, the finished k rows and the v rows [T, Hk, D] are also stored in the paged caches at
+    // slot_mapping, exactly as launch_kv_write stores them (the whole attention prologue in one launch).
+    Rows v;
+    const int64_t* slot_mapping;  // device, [T]; negative = skip
+    void* key_cache;
+    void* value_cache;
+    ElemType cache_type;
+    int64_t num_slots;
+};
+void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
+
+struct KvWriteArgs {
+    Rows k, v;
+    int64_t T, H_kv, D;
+    const int64_t* slot_mapping;  // device, [T]; negative = skip
+    void* key_cache;
+    void* value_cache;
+    ElemType cache_type;
+    int64_t num_slots;
+};
+void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream);
+
+// Causal attention of each new token over its sequence's context (cached prefix + new tokens) read from paged caches
+// [num_blocks, block_size, H_kv, D]. With BF16 caches and head dims 64/128/256, sequences with one query token take
+// a decode kernel (tensor cores, the GQA group as the rows of one tile, memory-bound) and longer ones a
+// flash-attention kernel (tensor cores); both round Q and P to bf16 as FlashAttention does. Anything else takes the
+// general CUDA-core kernel (fp32); long contexts with few blocks are split over the KV
+// range (flash-decoding) and combined.
+struct PagedAttentionArgs {
+    Rows q, out;
+    int64_t T;
+    int H_q, H_kv, D;
+    const void* key_cache;
+    const void* value_cache;
+    ElemType cache_type;
+    int block_size, num_seqs, max_blocks_per_seq;
+    const int32_t* query_start_loc;  // device, [S+1]
+    const int32_t* seq_lens;         // device, [S]
+    const int32_t* block_tables;     // device, [S * max_blocks_per_seq]
+    float scale;
+    int max_query_len;  // host-known bounds of the batch (grid size)
+    int max_seq_len;
+    bool has_decode_seqs = false;  // some sequence has exactly one query token (they get the decode kernel)
+    int num_splits = 1;            // from plan_paged_attention
+    float* workspace = nullptr;    // paged_attention_workspace_floats(...) floats when num_splits > 1
+};
+// Head dims with a kernel: 16, 32, 64, 128, 256.
+bool paged_attention_supports_head_dim(int D);
+// Picks num_splits for the batch (enough blocks to fill `sm_count` SMs) and returns it.
+int plan_paged_attention_splits(const PagedAttentionArgs& a, int sm_count);
+size_t paged_attention_workspace_floats(int64_t T, int H_q, int D, int num_splits);
+// The most paged_attention_workspace_floats can be for any batch of these heads with splits planned for `sm_count`
+// SMs: reserving it once means no step ever grows the workspace.
+size_t paged_attention_workspace_bound_floats(int H_q, int H_kv, int D, int sm_count);
+void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream);
+
+}  // namespace pagoda::kernels::cuda

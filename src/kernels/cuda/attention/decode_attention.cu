@@ -1,0 +1,299 @@
+// Paged attention for sequences with one query token (decode), BF16 caches, on tensor cores. A block owns one
+// sequence, one KV head and one KV split. The G query heads of the group are the rows of one m16 tile (rows past G
+// are zero), so each K/V byte read from the cache serves the whole group, and the scores and the weighted sum are
+// mma.sync m16n8k16 (bf16 in, fp32 accumulate) as in the prefill kernel: Q rounded to bf16 once with the softmax
+// scale and log2 e folded in, an online softmax in base 2, P rounded to bf16.
+//
+// The kernel is memory-bound by design: the block streams its keys in tiles through shared memory with cp.async,
+// several tiles in flight, every 16-byte chunk of a K/V row copied by one thread (rows are read whole, in full
+// sectors); the mma fragments come out of shared memory with ldmatrix. Each warp scores its own 16 keys of a tile
+// and keeps its own softmax state; the warps' states are merged at the end. With several splits the partial results
+// go to the general kernel's workspace (maxima in natural-log units) and its combine kernel finishes them.
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cuda/attention/attention_internal.cuh"
+
+namespace pagoda::kernels::cuda {
+
+constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one mma tile
+
+// W warps per block, each scoring 16 keys of every tile (tiles of 16 W keys); S tiles in the cp.async pipeline.
+// Shared memory per block is S stages of K and V tiles, which bounds the blocks per SM: (4, 2) holds one tile in
+// flight per block and 3 blocks per SM at D = 128, (4, 3) two tiles and 2 blocks. PAGODA_DECODE_ATTENTION=WxS picks
+// one of the instantiated shapes (a tuning knob for pagoda_cuda_ops_bench). The default, 4x2, was the fastest on an
+// H200 (Qwen3-8B heads, 256 sequences of 1,536 tokens: 3.45 TB/s; 4x3 the same, 2x4 3.10, 8x2 2.47; 16 sequences of
+// 4,096: 3.16 TB/s against 2.47, 2.90 and 2.17).
+template <int D, int W, int S>
+struct DecodeShape {
+    static constexpr int kThreads = 32 * W;
+    static constexpr int kTileKeys = 16 * W;
+    static constexpr int LD = D + 8;       // shared row stride in bf16: 16 bytes of padding keep ldmatrix conflict-free
+    static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+    static constexpr int kRowsPerPass = kThreads / kChunks;  // rows the block copies at once
+    static constexpr int kPasses = kTileKeys / kRowsPerPass;
+    static constexpr size_t kPipelineBytes = size_t(S) * 2 * kTileKeys * LD * sizeof(__nv_bfloat16);
+    static constexpr size_t kMergeBytes = size_t(W) * kMaxGroup * (D + 2) * sizeof(float);
+    static constexpr size_t kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
+    static constexpr bool kFits = kSmemBytes <= 227 * 1024;
+};
+
+namespace {
+
+template <int D, int W, int S>
+__global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
+    using Sh = DecodeShape<D, W, S>;
+    constexpr int LD = Sh::LD, kTileKeys = Sh::kTileKeys, kThreads = Sh::kThreads;
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    auto* kv_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [S][K rows | V rows][LD]
+
+    // The KV heads of a sequence are neighbouring blocks: they read the same cache rows (a token's heads lie side by
+    // side) at about the same time, which keeps DRAM pages open.
+    const int s = blockIdx.y;
+    const int kvh = blockIdx.x % a.H_kv, split = blockIdx.x / a.H_kv;
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+    const int64_t t = a.query_start_loc[s];
+    if (!serves(filter, a.query_start_loc[s + 1] - int(t))) return;
+    const int G = a.H_q / a.H_kv;
+    const int seq_len = a.seq_lens[s];
+    int chunk = (seq_len + a.num_splits - 1) / a.num_splits;
+    chunk = (chunk + kTileKeys - 1) / kTileKeys * kTileKeys;
+    const int kv_lo = split * chunk;
+    const int kv_hi = min(seq_len, kv_lo + chunk);
+    const int num_tiles = kv_hi > kv_lo ? (kv_hi - kv_lo + kTileKeys - 1) / kTileKeys : 0;
+
+    const auto* kc = static_cast<const __nv_bfloat16*>(a.key_cache);
+    const auto* vc = static_cast<const __nv_bfloat16*>(a.value_cache);
+    const int32_t* table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;
+    const int bs = a.block_size;
+    const bool bs_pow2 = (bs & (bs - 1)) == 0;  // the usual 16: shifts instead of divisions
+    const int bs_shift = __ffs(bs) - 1;
+    // Thread tid copies chunk tid % kChunks of rows tid / kChunks + kRowsPerPass * p. The rows' cache offsets of a
+    // tile are looked up one tile ahead of its copies (table reads are loads too; this way they arrive during a
+    // tile's compute instead of stalling the copies).
+    const int ch = tid % Sh::kChunks, r0 = tid / Sh::kChunks;
+    auto offsets = [&](int tile, int64_t(&off)[Sh::kPasses]) {
+#pragma unroll
+        for (int p = 0; p < Sh::kPasses; ++p) {
+            const int key = kv_lo + tile * kTileKeys + r0 + p * Sh::kRowsPerPass;
+            off[p] = -1;
+            if (tile < num_tiles && key < kv_hi) {
+                const int blk = bs_pow2 ? key >> bs_shift : key / bs;
+                const int in_blk = key - blk * bs;
+                off[p] = ((int64_t(table[blk]) * bs + in_blk) * a.H_kv + kvh) * D + ch * 8;
+            }
+        }
+    };
+    auto copy_tile = [&](int stage, const int64_t(&off)[Sh::kPasses]) {
+        __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kTileKeys * LD;
+        __nv_bfloat16* v_dst = k_dst + kTileKeys * LD;
+#pragma unroll
+        for (int p = 0; p < Sh::kPasses; ++p) {
+            const int j = r0 + p * Sh::kRowsPerPass;
+            const bool valid = off[p] >= 0;
+            cp_async16(k_dst + j * LD + ch * 8, kc + (valid ? off[p] : 0), valid);
+            cp_async16(v_dst + j * LD + ch * 8, vc + (valid ? off[p] : 0), valid);
+        }
+    };
+    int64_t next_off[Sh::kPasses];  // of tile S - 1, then of each tile the loop copies next
+#pragma unroll
+    for (int st = 0; st < S - 1; ++st) {
+        offsets(st, next_off);
+        if (st < num_tiles) copy_tile(st, next_off);
+        cp_async_commit();
+    }
+    offsets(S - 1, next_off);
+
+    // Q as mma A fragments: rows g and g + 8 (query heads of the group; zero past G), dims kd + 2c (+1, +8, +9).
+    const float q_scale = a.scale * 1.4426950408889634f;
+    const float* q_row = a.q.data + t * a.q.stride_t + int64_t(kvh * G) * a.q.stride_h;
+    auto q_at = [&](int r, int d) { return r < G ? q_row[int64_t(r) * a.q.stride_h + d] * q_scale : 0.0f; };
+    uint32_t qa[D / 16][4];
+#pragma unroll
+    for (int kd = 0; kd < D; kd += 16) {
+        const int d = kd + 2 * c;
+        qa[kd / 16][0] = pack(q_at(g, d), q_at(g, d + 1));
+        qa[kd / 16][1] = pack(q_at(g + 8, d), q_at(g + 8, d + 1));
+        qa[kd / 16][2] = pack(q_at(g, d + 8), q_at(g, d + 9));
+        qa[kd / 16][3] = pack(q_at(g + 8, d + 8), q_at(g + 8, d + 9));
+    }
+
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;  // rows g and g + 8, base 2
+    // ldmatrix addressing: lane l gives row l % 8 of matrix l / 8. For K, matrix m is keys 8 (m / 2) .. +7 by dims
+    // 8 (m % 2) .. +7 of a k-step (the B fragments of both 8-key n-tiles); for V (transposed), keys 8 (m % 2) .. +7
+    // by dims 8 (m / 2) .. +7 of two 8-dim n-tiles.
+    const int lr = lane & 7, lm = lane >> 3;
+    const int k_off = ((lm >> 1) * 8 + lr) * LD + (lm & 1) * 8;
+    const int v_off = ((lm & 1) * 8 + lr) * LD + (lm >> 1) * 8;
+
+    for (int tile = 0; tile < num_tiles; ++tile) {
+        cp_async_wait<S - 2>();  // this thread's copies of `tile` have landed
+        __syncthreads();         // everyone's have, and everyone is done with the stage about to be refilled
+        if (tile + S - 1 < num_tiles) copy_tile((tile + S - 1) % S, next_off);
+        cp_async_commit();
+        offsets(tile + S, next_off);
+
+        const int key0 = kv_lo + tile * kTileKeys + warp * 16;  // this warp's 16 keys
+        if (key0 >= kv_hi) continue;
+        const __nv_bfloat16* k_s = kv_s + size_t(tile % S) * 2 * kTileKeys * LD + warp * 16 * LD;
+        const __nv_bfloat16* v_s = k_s + kTileKeys * LD;
+
+        float sc[2][4] = {};
+#pragma unroll
+        for (int kd = 0; kd < D; kd += 16) {
+            uint32_t kb[4];
+            ldmatrix_x4(kb, k_s + k_off + kd);
+            const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+            mma_bf16(sc[0], qa[kd / 16], b0);
+            mma_bf16(sc[1], qa[kd / 16], b1);
+        }
+        // Keys past the end of the split; then the online softmax.
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+            const int key = key0 + n * 8 + 2 * c;
+            if (key >= kv_hi) sc[n][0] = sc[n][2] = -INFINITY;
+            if (key + 1 >= kv_hi) sc[n][1] = sc[n][3] = -INFINITY;
+        }
+        const float2 alpha = online_softmax(sc, m_a, m_b, l_a, l_b);
+        const float alpha_a = alpha.x, alpha_b = alpha.y;
+        // Once the maxima settle (most tiles), alpha is exactly 1 and the output needs no rescaling.
+        if (!__all_sync(0xffffffffu, alpha_a == 1.0f && alpha_b == 1.0f)) {
+#pragma unroll
+            for (int i = 0; i < D / 8; ++i) {
+                o[i][0] *= alpha_a, o[i][1] *= alpha_a;
+                o[i][2] *= alpha_b, o[i][3] *= alpha_b;
+            }
+        }
+        // P (the scores' accumulator layout is the A fragment of the 16 keys) times V.
+        const uint32_t pa[4] = {pack(sc[0][0], sc[0][1]), pack(sc[0][2], sc[0][3]), pack(sc[1][0], sc[1][1]),
+                                pack(sc[1][2], sc[1][3])};
+#pragma unroll
+        for (int i = 0; i < D / 8; i += 2) {
+            uint32_t vb[4];
+            ldmatrix_x4_trans(vb, v_s + v_off + i * 8);
+            const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+            mma_bf16(o[i], pa, b0);
+            mma_bf16(o[i + 1], pa, b1);
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the pipeline's shared memory becomes the merge area
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    auto* part = reinterpret_cast<float*>(smem_raw);  // [W][16][D]
+    float* stat = part + size_t(W) * kMaxGroup * D;   // [W][16][2]: max (base 2), sum
+    float* my = part + size_t(warp) * kMaxGroup * D;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        const int d = i * 8 + 2 * c;
+        my[g * D + d] = o[i][0], my[g * D + d + 1] = o[i][1];
+        my[(g + 8) * D + d] = o[i][2], my[(g + 8) * D + d + 1] = o[i][3];
+    }
+    if (c == 0) {
+        float* st = stat + (warp * kMaxGroup) * 2;
+        st[g * 2] = m_a, st[g * 2 + 1] = l_a;
+        st[(g + 8) * 2] = m_b, st[(g + 8) * 2 + 1] = l_b;
+    }
+    __syncthreads();
+
+    for (int i = tid; i < G * D; i += kThreads) {
+        const int r = i / D, d = i % D;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < W; ++w)
+            M = fmaxf(M, stat[(w * kMaxGroup + r) * 2]);
+        float L = 0.0f, O = 0.0f;
+#pragma unroll
+        for (int w = 0; w < W; ++w) {
+            const float mw = stat[(w * kMaxGroup + r) * 2];
+            if (mw == -INFINITY) continue;  // a warp that saw no key (or an empty split: M stays -inf)
+            const float f = exp2f(mw - M);
+            L += stat[(w * kMaxGroup + r) * 2 + 1] * f;
+            O += part[(w * kMaxGroup + r) * D + d] * f;
+        }
+        const int h = kvh * G + r;
+        if (a.num_splits == 1) {
+            a.out.data[t * a.out.stride_t + int64_t(h) * a.out.stride_h + d] = O / L;
+        } else {
+            const int64_t row = (int64_t(split) * a.T + t) * a.H_q + h;
+            a.workspace[row * D + d] = O;
+            if (d == 0) {
+                const int64_t stats = int64_t(a.num_splits) * a.T * a.H_q * D;
+                a.workspace[stats + row] = M * 0.6931471805599453f;  // ln 2: the combine kernel works in base e
+                a.workspace[stats + int64_t(a.num_splits) * a.T * a.H_q + row] = L;
+            }
+        }
+    }
+}
+
+template <int D, int W, int S>
+void launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
+    using Sh = DecodeShape<D, W, S>;
+    if constexpr (!Sh::kFits) {
+        launch_shape<D, 4, 2>(a, grid, filter, stream);  // fits every head dim
+    } else {
+        allow_dynamic_smem<decode_attention_kernel<D, W, S>>(int(Sh::kSmemBytes));
+        decode_attention_kernel<D, W, S><<<grid, Sh::kThreads, Sh::kSmemBytes, stream>>>(a, filter);
+    }
+}
+
+// The block shape: PAGODA_DECODE_ATTENTION ("4x2", "4x3", "2x4" or "8x2"), read once; else the default 4x2.
+int shape_choice() {
+    static const int choice = [] {
+        const char* env = std::getenv("PAGODA_DECODE_ATTENTION");
+        const std::string v = env ? env : "";
+        if (v == "4x3") return 1;
+        if (v == "2x4") return 2;
+        if (v == "8x2") return 3;
+        return 0;  // 4x2
+    }();
+    return choice;
+}
+
+template <int D>
+void launch_d(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
+    switch (shape_choice()) {
+        case 1:
+            launch_shape<D, 4, 3>(a, grid, filter, stream);
+            break;
+        case 2:
+            launch_shape<D, 2, 4>(a, grid, filter, stream);
+            break;
+        case 3:
+            launch_shape<D, 8, 2>(a, grid, filter, stream);
+            break;
+        default:
+            launch_shape<D, 4, 2>(a, grid, filter, stream);
+            break;
+    }
+}
+
+}  // namespace
+
+bool decode_attention_applies(const PagedAttentionArgs& a) {
+    return a.cache_type == ElemType::BF16 && (a.D == 64 || a.D == 128 || a.D == 256) && a.H_q / a.H_kv <= kMaxGroup;
+}
+
+void launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>(a.H_kv * a.num_splits), static_cast<unsigned>(a.num_seqs));
+    switch (a.D) {
+        case 64:
+            launch_d<64>(a, grid, filter, stream);
+            break;
+        case 128:
+            launch_d<128>(a, grid, filter, stream);
+            break;
+        default:
+            launch_d<256>(a, grid, filter, stream);
+            break;
+    }
+}
+
+}  // namespace pagoda::kernels::cuda

@@ -1,0 +1,208 @@
+// Tensor-core paged attention for sequences with several query tokens (prefill chunks, with or without a cached
+// prefix), FlashAttention-2 style: a block owns 64 query tokens of one query head; each of its 4 warps owns 16 of
+// them and keeps their Q fragments and output in registers. K/V tiles of 64 keys are gathered from the paged cache
+// into shared memory with cp.async, the next tile loading while the current one is computed. Per tile: S = Q·Kᵀ
+// with mma.sync m16n8k16 (bf16 in, fp32 accumulate; fragments via ldmatrix), the causal mask, an online softmax in
+// base 2, then O += P·V with P rounded to bf16, reusing S's accumulator layout as the A operand. Q is rounded to bf16
+// once (with the softmax scale and log2 e folded in). Rows of shared memory are padded by 16 bytes so the fragment
+// loads of a warp fall in distinct banks.
+#include "kernels/cuda/attention/attention_internal.cuh"
+
+namespace pagoda::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+constexpr int kBlockQ = 64;
+constexpr int kBlockK = 64;
+constexpr int kStages = 2;  // K/V tiles in shared memory: one computed while the next one loads
+
+template <int D>
+constexpr size_t smem_bytes() {
+    return size_t(kBlockQ + kStages * 2 * kBlockK) * (D + 8) * sizeof(__nv_bfloat16);
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
+    constexpr int LD = D + 8;                         // row stride in bf16 elements
+    constexpr int kChunks = D / 8;                    // 16-byte pieces per row
+    constexpr int kRowsPerPass = kThreads / kChunks;  // rows the block copies at once
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    auto* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+    __nv_bfloat16* kv_s = q_s + kBlockQ * LD;  // [kStages][K rows | V rows][LD]
+
+    const int s = blockIdx.y, h = blockIdx.z;
+    const int q_begin = a.query_start_loc[s];
+    const int qlen = a.query_start_loc[s + 1] - q_begin;
+    const int q0 = blockIdx.x * kBlockQ;
+    if (!serves(filter, qlen) || q0 >= qlen) return;
+    const int seq_len = a.seq_lens[s];
+    const int ctx = seq_len - qlen;
+    const int kvh = h / (a.H_q / a.H_kv);
+    const int rows = min(kBlockQ, qlen - q0);
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
+
+    const auto* kc = static_cast<const __nv_bfloat16*>(a.key_cache);
+    const auto* vc = static_cast<const __nv_bfloat16*>(a.value_cache);
+    const int32_t* table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;
+    const int kv_end = ctx + q0 + rows;  // keys the block's last row sees
+    const int num_tiles = (kv_end + kBlockK - 1) / kBlockK;
+    // Thread tid copies chunk tid % kChunks of rows tid / kChunks + kRowsPerPass * p; zeros past the end.
+    auto load_tile = [&](int tile, int stage) {
+        __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kBlockK * LD;
+        __nv_bfloat16* v_dst = k_dst + kBlockK * LD;
+        const int ch = tid % kChunks, r0 = tid / kChunks;
+        int64_t off[kBlockK / kRowsPerPass];
+#pragma unroll
+        for (int p = 0; p < kBlockK / kRowsPerPass; ++p) {
+            const int key = tile * kBlockK + r0 + p * kRowsPerPass;
+            off[p] =
+                key < kv_end
+                    ? ((int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size) * a.H_kv + kvh) * D +
+                          ch * 8
+                    : -1;
+        }
+#pragma unroll
+        for (int p = 0; p < kBlockK / kRowsPerPass; ++p) {
+            const int j = r0 + p * kRowsPerPass;
+            const bool valid = off[p] >= 0;
+            cp_async16(k_dst + j * LD + ch * 8, kc + (valid ? off[p] : 0), valid);
+            cp_async16(v_dst + j * LD + ch * 8, vc + (valid ? off[p] : 0), valid);
+        }
+    };
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+        if (st < num_tiles) load_tile(st, st);
+        cp_async_commit();
+    }
+
+    const float q_scale = a.scale * 1.4426950408889634f;  // softmax in base 2
+    for (int i = tid; i < kBlockQ * D; i += kThreads) {
+        const int r = i / D, d = i % D;
+        float v = 0.0f;
+        if (r < rows) v = a.q.data[int64_t(q_begin + q0 + r) * a.q.stride_t + int64_t(h) * a.q.stride_h + d] * q_scale;
+        q_s[r * LD + d] = __float2bfloat16_rn(v);
+    }
+    __syncthreads();
+    // This warp's 16 query rows as A fragments, once: matrices (rows 0-7 | 8-15) x (dims kd | kd + 8).
+    const int lr = lane & 7, lm = lane >> 3;
+    uint32_t qa[D / 16][4];
+#pragma unroll
+    for (int kd = 0; kd < D; kd += 16)
+        ldmatrix_x4(qa[kd / 16], q_s + (warp * 16 + (lm & 1) * 8 + lr) * LD + (lm >> 1) * 8 + kd);
+    // K: matrices (keys 0-7 | 8-15 of an n-tile pair) x (dims kd | kd + 8); V (transposed): keys (0-7 | 8-15) of a
+    // 16-key step x dims (n | n + 8).
+    const int k_off = ((lm >> 1) * 8 + lr) * LD + (lm & 1) * 8;
+    const int v_off = ((lm & 1) * 8 + lr) * LD + (lm >> 1) * 8;
+
+    // This thread's two rows (of its warp's 16) and the keys each may see.
+    const int r_a = warp * 16 + g, r_b = r_a + 8;
+    const int lim_a = ctx + q0 + r_a + 1, lim_b = ctx + q0 + r_b + 1;
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+
+    for (int tile = 0; tile < num_tiles; ++tile) {
+        cp_async_wait<kStages - 2>();  // this thread's copies of `tile` have landed
+        __syncthreads();               // everyone's have, and the stage about to be refilled is consumed
+        if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
+        cp_async_commit();
+        const int k0 = tile * kBlockK;
+        if (k0 >= ctx + q0 + warp * 16 + 16) continue;  // the whole tile is in this warp's future
+        const __nv_bfloat16* k_s = kv_s + size_t(tile % kStages) * 2 * kBlockK * LD;
+        const __nv_bfloat16* v_s = k_s + kBlockK * LD;
+
+        float sc[kBlockK / 8][4];
+#pragma unroll
+        for (int n = 0; n < kBlockK / 8; ++n)
+            sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+#pragma unroll
+        for (int kd = 0; kd < D; kd += 16) {
+#pragma unroll
+            for (int n = 0; n < kBlockK / 8; n += 2) {
+                uint32_t kb[4];
+                ldmatrix_x4(kb, k_s + n * 8 * LD + k_off + kd);
+                const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+                mma_bf16(sc[n], qa[kd / 16], b0);
+                mma_bf16(sc[n + 1], qa[kd / 16], b1);
+            }
+        }
+
+        // Causal mask and the online softmax.
+#pragma unroll
+        for (int n = 0; n < kBlockK / 8; ++n) {
+            const int key = k0 + n * 8 + 2 * c;
+            if (key >= lim_a) sc[n][0] = -INFINITY;
+            if (key + 1 >= lim_a) sc[n][1] = -INFINITY;
+            if (key >= lim_b) sc[n][2] = -INFINITY;
+            if (key + 1 >= lim_b) sc[n][3] = -INFINITY;
+        }
+        const float2 alpha = online_softmax(sc, m_a, m_b, l_a, l_b);
+        const float alpha_a = alpha.x, alpha_b = alpha.y;
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+            o[i][0] *= alpha_a, o[i][1] *= alpha_a;
+            o[i][2] *= alpha_b, o[i][3] *= alpha_b;
+        }
+
+#pragma unroll
+        for (int j = 0; j < kBlockK / 16; ++j) {
+            const uint32_t pa[4] = {pack(sc[2 * j][0], sc[2 * j][1]), pack(sc[2 * j][2], sc[2 * j][3]),
+                                    pack(sc[2 * j + 1][0], sc[2 * j + 1][1]), pack(sc[2 * j + 1][2], sc[2 * j + 1][3])};
+#pragma unroll
+            for (int i = 0; i < D / 8; i += 2) {
+                uint32_t vb[4];
+                ldmatrix_x4_trans(vb, v_s + 16 * j * LD + v_off + i * 8);
+                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+                mma_bf16(o[i], pa, b0);
+                mma_bf16(o[i + 1], pa, b1);
+            }
+        }
+    }
+    cp_async_wait<0>();
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
+    float* out_a = a.out.data + int64_t(q_begin + q0 + r_a) * a.out.stride_t + int64_t(h) * a.out.stride_h;
+    float* out_b = a.out.data + int64_t(q_begin + q0 + r_b) * a.out.stride_t + int64_t(h) * a.out.stride_h;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        if (r_a < rows) out_a[i * 8 + 2 * c] = o[i][0] * inv_a, out_a[i * 8 + 2 * c + 1] = o[i][1] * inv_a;
+        if (r_b < rows) out_b[i * 8 + 2 * c] = o[i][2] * inv_b, out_b[i * 8 + 2 * c + 1] = o[i][3] * inv_b;
+    }
+}
+
+template <int D>
+void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    allow_dynamic_smem<prefill_attention_kernel<D>>(int(smem_bytes<D>()));
+    const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
+                    static_cast<unsigned>(a.H_q));
+    prefill_attention_kernel<D><<<grid, kThreads, smem_bytes<D>(), stream>>>(a, filter);
+}
+
+}  // namespace
+
+bool prefill_attention_applies(const PagedAttentionArgs& a) {
+    return a.cache_type == ElemType::BF16 && (a.D == 64 || a.D == 128 || a.D == 256);
+}
+
+void launch_prefill_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    switch (a.D) {
+        case 64:
+            launch_d<64>(a, filter, stream);
+            break;
+        case 128:
+            launch_d<128>(a, filter, stream);
+            break;
+        default:
+            launch_d<256>(a, filter, stream);
+            break;
+    }
+}
+
+}  // namespace pagoda::kernels::cuda

@@ -1,0 +1,160 @@
+// NeoX RoPE in place (partial rotary dims), alone or after the per-head QK-norm in one kernel (which can also store
+// the K/V rows in the paged caches), and the paged KV write (F32 K/V rows into BF16/F16/F32 caches).
+include "kernels/cuda/common.cuh"
+#include "kernels/cuda/attention/attention.h"
+
+namespace pagoda::kernels::cuda {
+
+namespace {
+
+// One thread per (t, h, j < rotary_dim/2). Angles in fp32 as the reference: float(pos) * inv_freq[j]; full-range
+// sincosf (not the fast intrinsic: positions reach 1e5+ radians).
+__global__ void rope_kernel(RopeArgs a) {
+    const int half = a.rotary_dim / 2;
+    const int64_t n = a.T * a.H * half;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int j = static_cast<int>(i % half);
+        const int64_t th = i / half, t = th / a.H, h = th % a.H;
+        float* x = a.x.data + t * a.x.stride_t + h * a.x.stride_h;
+        const float angle = static_cast<float>(a.positions[t]) * a.inv_freq[j];
+        float s, c;
+        sincosf(angle, &s, &c);
+        const float x0 = x[j], x1 = x[j + half];
+        x[j] = x0 * c - x1 * s;
+        x[j + half] = x1 * c + x0 * s;
+    }
+}
+
+constexpr int kMaxHeadDim = 2 * kMaxRotaryHalf;
+constexpr int kRowsPerBlock = 8;  // one warp per (token, head) row
+
+// One warp per row of q, k or (when storing to the caches) v: the row is normalised into the warp's shared row (the
+// same expressions as rms_norm_kernel), then rotated from there back into place, so no lane reads what another one
+// wrote; finished k rows and v rows also go to the caches. Rows of one token's heads are neighbouring warps.
+template <typename C>
+__global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNormRopeArgs a) {
+    __shared__ float rows[kRowsPerBlock][kMaxHeadDim];
+    __shared__ float inv_freq[kMaxRotaryHalf];  // the launch parameter, read by every lane at its own index
+    const int half = a.rotary_dim / 2;
+    for (int j = threadIdx.x; j < half; j += blockDim.x)
+        inv_freq[j] = a.inv_freq[j];
+    __syncthreads();
+
+    const bool store = a.key_cache != nullptr;
+    const int heads = a.Hq + a.Hk + (store ? a.Hk : 0);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t index = blockIdx.x * int64_t(kRowsPerBlock) + warp;
+    if (index >= a.T * heads) return;  // nothing block-wide follows
+    const int64_t t = index / heads;
+    const int h = static_cast<int>(index % heads);
+    const int64_t slot = store ? a.slot_mapping[t] : -1;
+    const bool stored = slot >= 0 && slot < a.num_slots;  // the runtime checked the range on the host
+    if (h >= a.Hq + a.Hk) {                               // a v row: only stored
+        if (!stored) return;
+        const int hv = h - a.Hq - a.Hk;
+        const float* x = a.v.data + t * a.v.stride_t + hv * a.v.stride_h;
+        C* dst = static_cast<C*>(a.value_cache) + (slot * a.Hk + hv) * a.D;
+        for (int d = lane; d < a.D; d += 32)
+            dst[d] = from_f32<C>(x[d]);
+        return;
+    }
+    const bool is_q = h < a.Hq;
+    const int hh = is_q ? h : h - a.Hq;
+    const Rows& r = is_q ? a.q : a.k;
+    float* x = r.data + t * r.stride_t + hh * r.stride_h;
+    float* row = rows[warp];
+    float ss = 0.0f;
+    for (int d = lane; d < a.D; d += 32) {
+        const float v = x[d];
+        row[d] = v;
+        ss += v * v;
+    }
+    if (a.norm) {
+        const float scale = rsqrtf(warp_sum(ss) / static_cast<float>(a.D) + a.eps);
+        const void* w = is_q ? a.q_weight : a.k_weight;
+        for (int d = lane; d < a.D; d += 32) {
+            float wv = load_as_f32(w, a.weight_type, d);
+            if (a.zero_centred) wv += 1.0f;
+            row[d] = row[d] * scale * wv;
+        }
+    }
+    __syncwarp();
+    const float pos = static_cast<float>(a.positions[t]);
+    C* cached = !is_q && stored ? static_cast<C*>(a.key_cache) + (slot * a.Hk + hh) * a.D : nullptr;
+    for (int d = lane; d < a.D; d += 32) {
+        float out = row[d];
+        if (d < a.rotary_dim) {
+            const int j = d < half ? d : d - half;
+            float s, c;
+            sincosf(pos * inv_freq[j], &s, &c);
+            out = d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
+        }
+        x[d] = out;
+        if (cached) cached[d] = from_f32<C>(out);
+    }
+}
+
+template <typename C>
+__global__ void kv_write_kernel(KvWriteArgs a) {
+    const int64_t row = a.H_kv * a.D, n = a.T * row;
+    C* kc = static_cast<C*>(a.key_cache);
+    C* vc = static_cast<C*>(a.value_cache);
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / row, hd = i % row, h = hd / a.D, d = hd % a.D;
+        const int64_t slot = a.slot_mapping[t];
+        if (slot < 0 || slot >= a.num_slots) continue;  // the runtime checked the range on the host
+        kc[slot * row + hd] = from_f32<C>(a.k.data[t * a.k.stride_t + h * a.k.stride_h + d]);
+        vc[slot * row + hd] = from_f32<C>(a.v.data[t * a.v.stride_t + h * a.v.stride_h + d]);
+    }
+}
+
+}  // namespace
+
+void launch_rope(const RopeArgs& a, cudaStream_t stream) {
+    PAGODA_KERNEL_REQUIRE(a.rotary_dim > 0 && a.rotary_dim % 2 == 0 && a.rotary_dim / 2 <= kMaxRotaryHalf,
+                          "rope: rotary_dim must be even and at most 512");
+    const int64_t n = a.T * a.H * (a.rotary_dim / 2);
+    if (n == 0) return;
+    rope_kernel<<<grid_for(n, 256), 256, 0, stream>>>(a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
+    PAGODA_KERNEL_REQUIRE(a.rotary_dim > 0 && a.rotary_dim % 2 == 0 && a.rotary_dim <= a.D && a.D <= kMaxHeadDim,
+                          "qk_norm_rope: rotary_dim must be even and at most head_dim (at most 512)");
+    if (a.T == 0) return;
+    const int64_t rows = a.T * (a.Hq + a.Hk + (a.key_cache ? a.Hk : 0));
+    const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
+    switch (a.key_cache ? a.cache_type : ElemType::F32) {
+        case ElemType::BF16:
+            qk_norm_rope_kernel<__nv_bfloat16><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            break;
+        case ElemType::F16:
+            qk_norm_rope_kernel<__half><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            break;
+        default:
+            qk_norm_rope_kernel<float><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            break;
+    }
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream) {
+    const int64_t n = a.T * a.H_kv * a.D;
+    if (n == 0) return;
+    const unsigned blocks = grid_for(n, 256);
+    switch (a.cache_type) {
+        case ElemType::BF16:
+            kv_write_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(a);
+            break;
+        case ElemType::F16:
+            kv_write_kernel<__half><<<blocks, 256, 0, stream>>>(a);
+            break;
+        default:
+            kv_write_kernel<float><<<blocks, 256, 0, stream>>>(a);
+            break;
+    }
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pagoda::kernels::cuda

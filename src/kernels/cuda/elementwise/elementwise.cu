@@ -1,0 +1,180 @@
+// Embedding gather, SiLU·mul / sigmoid·mul / add, dtype-converting row copies and gathers, bias add, argmax,
+// and the F32 -> BF16/F16 conversion of GEMM inputs.
+#include <cfloat>
+
+include "kernels/cuda/common.cuh"
+#include "kernels/cuda/elementwise/elementwise.h"
+
+namespace pagoda::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+__global__ void embedding_kernel(EmbeddingArgs a) {
+    const int64_t n = a.T * a.H;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / a.H, h = i % a.H;
+        const int64_t id = a.ids[t];
+        a.out[t * a.out_stride + h] = load_as_f32(a.table, a.table_type, id * a.table_stride + h);
+    }
+}
+
+__device__ __forceinline__ float silu(float x) {
+    return x / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
+__global__ void binary_kernel(BinaryArgs a) {
+    const int64_t n = a.T * a.N;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / a.N, c = i % a.N;
+        const float x = a.a[t * a.a_stride + c];
+        const float y = a.b[t * a.b_stride + (a.b_cols == 1 ? 0 : c)];
+        float r;
+        switch (a.op) {
+            case BinaryOp::SiluMul:
+                r = silu(x) * y;
+                break;
+            case BinaryOp::SigmoidMul:
+                r = x * sigmoid(y);
+                break;
+            default:
+                r = x + y;
+                break;
+        }
+        a.out[t * a.out_stride + c] = r;
+    }
+}
+
+__global__ void copy_kernel(CopyArgs a) {
+    const int64_t n = a.T * a.N;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / a.N, c = i % a.N;
+        const int64_t src_row = a.rows ? a.rows[t] : t;
+        store_from_f32(a.dst, a.dst_type, t * a.dst_stride + c,
+                       load_as_f32(a.src, a.src_type, src_row * a.src_stride + c));
+    }
+}
+
+__global__ void add_bias_kernel(float* y, int64_t y_stride, const void* bias, ElemType bias_type, int64_t T,
+                                int64_t N) {
+    const int64_t n = T * N;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / N, c = i % N;
+        y[t * y_stride + c] += load_as_f32(bias, bias_type, c);
+    }
+}
+
+// One block per row; (value, index) reduced with the lower index winning ties. NaN compares false and loses.
+__global__ void argmax_kernel(const float* logits, int64_t stride, int64_t V, int32_t* out) {
+    const float* row = logits + blockIdx.x * stride;
+    float best = -INFINITY;
+    int64_t best_i = V;  // "none yet": loses every tie
+    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+        const float v = row[i];
+        if (v > best || (best_i == V && !(v != v))) best = v, best_i = i;
+    }
+    __shared__ float vals[kThreads];
+    __shared__ int64_t idxs[kThreads];
+    vals[threadIdx.x] = best;
+    idxs[threadIdx.x] = best_i;
+    __syncthreads();
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) {
+            const float ov = vals[threadIdx.x + s];
+            const int64_t oi = idxs[threadIdx.x + s];
+            const float mv = vals[threadIdx.x];
+            const int64_t mi = idxs[threadIdx.x];
+            if (oi != V && (mi == V || ov > mv || (ov == mv && oi < mi)))
+                vals[threadIdx.x] = ov, idxs[threadIdx.x] = oi;
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[blockIdx.x] = static_cast<int32_t>(idxs[0] == V ? 0 : idxs[0]);
+}
+
+template <typename T>
+__global__ void convert_rows_kernel(const float* src, int64_t src_stride, T* dst, int64_t rows, int64_t K) {
+    const int64_t n = rows * K;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / K, c = i % K;
+        dst[i] = from_f32<T>(src[t * src_stride + c]);
+    }
+}
+
+// Four elements per thread when rows are 16-byte aligned (the usual case: contiguous activations, K % 4 == 0).
+template <typename T>
+__global__ void convert_rows_vec4_kernel(const float* src, int64_t src_stride, T* dst, int64_t rows, int64_t K) {
+    const int64_t k4 = K / 4, n = rows * k4;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / k4, c = (i % k4) * 4;
+        const float4 v = *reinterpret_cast<const float4*>(src + t * src_stride + c);
+        T* d = dst + t * K + c;
+        d[0] = from_f32<T>(v.x), d[1] = from_f32<T>(v.y), d[2] = from_f32<T>(v.z), d[3] = from_f32<T>(v.w);
+    }
+}
+
+unsigned blocks_for(int64_t n) {
+    const unsigned b = grid_for(n, kThreads);
+    return b > 65535u * 16 ? 65535u * 16 : b;
+}
+
+}  // namespace
+
+void launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
+    if (a.T == 0) return;
+    embedding_kernel<<<blocks_for(a.T * a.H), kThreads, 0, stream>>>(a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_binary(const BinaryArgs& a, cudaStream_t stream) {
+    if (a.T == 0 || a.N == 0) return;
+    binary_kernel<<<blocks_for(a.T * a.N), kThreads, 0, stream>>>(a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_copy(const CopyArgs& a, cudaStream_t stream) {
+    if (a.T == 0 || a.N == 0) return;
+    copy_kernel<<<blocks_for(a.T * a.N), kThreads, 0, stream>>>(a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add_bias(float* y, int64_t y_stride, const void* bias, ElemType bias_type, int64_t T, int64_t N,
+                     cudaStream_t stream) {
+    if (T == 0 || N == 0) return;
+    add_bias_kernel<<<blocks_for(T * N), kThreads, 0, stream>>>(y, y_stride, bias, bias_type, T, N);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_argmax(const float* logits, int64_t stride, int64_t R, int64_t V, int32_t* out, cudaStream_t stream) {
+    if (R == 0) return;
+    argmax_kernel<<<static_cast<unsigned>(R), kThreads, 0, stream>>>(logits, stride, V, out);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_convert_rows(const float* src, int64_t src_stride, void* dst, ElemType dst_type, int64_t T, int64_t K,
+                         cudaStream_t stream) {
+    if (T == 0 || K == 0) return;
+    PAGODA_KERNEL_REQUIRE(dst_type != ElemType::F32, "convert_rows: destination must be BF16 or F16");
+    const bool vec4 = K % 4 == 0 && src_stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+    const unsigned blocks = blocks_for(vec4 ? T * K / 4 : T * K);
+    if (dst_type == ElemType::BF16) {
+        auto* d = static_cast<__nv_bfloat16*>(dst);
+        if (vec4)
+            convert_rows_vec4_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
+        else
+            convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
+    } else {
+        auto* d = static_cast<__half*>(dst);
+        if (vec4)
+            convert_rows_vec4_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
+        else
+            convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
+    }
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace pagoda::kernels::cuda

@@ -1,0 +1,243 @@
+// CudaOps, the CUDA implementation of Ops, as one class whose members are defined by op family: the step's host
+// arrays, graphs and the class's plumbing (cuda_ops.cpp), linear (linear.cpp), attention and RoPE (attention.cpp),
+// norms (norm.cpp), element-wise ops, embedding and logits (elementwise.cpp), MoE (moe.cpp), Gated DeltaNet
+// (delta_net.cpp). Private to runtime/cuda/.
+//
+// CudaOps checks the Tensor views (device, dtype, shape), resolves the batch's host arrays to their device copies,
+// and calls the kernels/cuda launchers or cuBLASLt. Activations are F32 on the GPU, as on the CPU: the model code
+// is the same for both, the residual stream keeps fp32 precision, and the extra bytes are small next to the weights
+// (decode) or the GEMMs (prefill). GEMM inputs are rounded to the weights' 16-bit type right before cuBLASLt.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/cuda_kernels.h"
+#include "runtime/cuda/gemm.h"
+#include "runtime/cuda/internal.h"
+#include "runtime/cuda/op_profiler.h"
+#include "runtime/forward_batch.h"
+#include "runtime/ops_checks.h"
+
+namespace pagoda {
+
+namespace kcu = kernels::cuda;
+
+// The shared contract checks (ops_checks.h), for CUDA tensors. (A short macro name, in a header that only the
+// runtime/cuda/ op files include.)
+#define expect(cond, op, what) PAGODA_OP_EXPECT(cond, op, what)
+inline constexpr DeviceKind kHere = DeviceKind::Cuda;
+inline constexpr int64_t kGemvTokens = 1;  // linear() with at most this many tokens uses the GEMV kernel
+
+inline bool on_gpu(const Tensor& t) {
+    return t.defined() && t.device().kind == DeviceKind::Cuda;
+}
+
+inline kcu::ElemType elem_type(DType d, const char* op) {
+    switch (d) {
+        case DType::F32:
+            return kcu::ElemType::F32;
+        case DType::BF16:
+            return kcu::ElemType::BF16;
+        case DType::F16:
+            return kcu::ElemType::F16;
+        default:
+            ops_checks::fail(op, "only F32, BF16 and F16 tensors on CUDA, got " + std::string(dtype_name(d)));
+    }
+}
+
+inline kcu::Rows rows2(const Tensor& t) {
+    return {t.data_as<float>(), t.stride(0), 0};
+}
+inline kcu::Rows rows3(const Tensor& t) {
+    return {t.data_as<float>(), t.stride(0), t.stride(1)};
+}
+
+inline size_t align256(size_t n) {
+    return (n + 255) / 256 * 256;
+}
+
+struct CudaStepGraph final : StepGraph {
+    CudaStepGraph(cudaGraphExec_t e, size_t staged) : exec(e), staged_bytes(staged) {}
+    ~CudaStepGraph() override { cudaGraphExecDestroy(exec); }
+    CudaStepGraph(const CudaStepGraph&) = delete;
+    CudaStepGraph& operator=(const CudaStepGraph&) = delete;
+    cudaGraphExec_t exec;
+    size_t staged_bytes;  // the recorded step's batch arrays: a replay must stage the same layout
+};
+
+class CudaOps final : public CudaOpsBase {
+  public:
+    explicit CudaOps(const CudaOpsConfig& c);
+    ~CudaOps() override;
+
+    // --- the step's host arrays ----------------------------------------------------------------------------------
+    void invalidate_caches() override { invalidate_converted(); }
+
+    void begin_step(const ForwardBatch& b) override;
+    void end_step() override;
+
+    // --- CUDA graphs -----------------------------------------------------------------------------------------------
+    bool supports_graphs() const override { return true; }
+
+    void begin_capture() override;
+
+    std::unique_ptr<StepGraph> end_capture() override;
+
+    void replay(const StepGraph& graph, const ForwardBatch& b) override;
+
+    uint64_t memory_generation() const override;
+
+    // --- ops -----------------------------------------------------------------------------------------------------
+    void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override;
+
+    void rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind, const Tensor& out) override;
+
+    void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps, NormKind kind,
+                      const Tensor& out) override;
+
+    void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override;
+
+    void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) override;
+
+    void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override;
+
+    void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
+                      NormKind kind, std::span<const int32_t> positions, int rotary_dim, float theta) override;
+
+    void qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
+                               const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
+                               int rotary_dim, float theta, const Tensor& key_cache,
+                               const Tensor& value_cache) override;
+
+    void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
+                  const Tensor& value_cache) override;
+
+    void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache, const ForwardBatch& batch,
+                         float scale, const Tensor& out) override;
+
+    void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
+    void sigmoid_mul(const Tensor& x, const Tensor& gate) override;
+    void add(const Tensor& y, const Tensor& x) override { binary("add", kcu::BinaryOp::Add, y, x, y); }
+
+    void copy(const Tensor& dst, const Tensor& src) override;
+
+    void gather_rows(const Tensor& x, std::span<const int32_t> rows, const Tensor& out) override;
+
+    void argmax(const Tensor& logits, std::span<int32_t> out) override;
+
+    // --- not on CUDA yet: MoE and Gated DeltaNet (dense models only; Model::load refuses the others) ----------
+    void moe_topk_softmax(const Tensor&, bool, const Tensor&, const Tensor&) override;
+    void moe_experts(const Tensor&, const Tensor&, const Tensor&, const MoeExpertWeights&, const Tensor&) override;
+    void causal_conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const ForwardBatch&, const Tensor&) override;
+    void gdn_gating(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override;
+    void l2_norm(const Tensor&, float) override;
+    void gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                          const ForwardBatch&, float, const Tensor&, DeltaRuleMode) override;
+    void gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&) override;
+
+  private:
+    struct StepArray {
+        const void* host;
+        size_t bytes;
+        void* device;
+    };
+    struct HostArray {
+        const void* data;
+        size_t bytes;
+    };
+
+    // Copies the batch's host arrays into the pinned staging memory, one after another at 256-byte offsets (the same
+    // offsets for every batch of the same shape: a recorded upload finds a replayed batch's arrays where it expects
+    // them), and remembers where each will be on the device. Returns the bytes to upload.
+    size_t stage(const ForwardBatch& b);
+
+    // The checked arguments of the attention prologue kernel (q/k norm and RoPE; the caller adds the cache store).
+    // `d_positions`: the device copy of `positions` (resolve()).
+    kcu::QkNormRopeArgs prologue_args(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm,
+                                      float eps, NormKind kind, std::span<const int32_t> positions,
+                                      const void* d_positions, int rotary_dim, float theta);
+
+    // Where write_kv stores k and v: the checked caches, and the batch's slots on the device (`d_slots`, resolve()).
+    struct KvTarget {
+        const int64_t* slots;
+        kcu::ElemType type;
+        int64_t num_slots;
+    };
+    KvTarget kv_target(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
+                       const Tensor& value_cache, const void* d_slots, const char* op);
+
+    static void check_tables(const ForwardBatch& batch, int64_t num_blocks);
+
+    // True when `array` (of the current step's batch) was already checked against a cache of `size` this step;
+    // otherwise remembers it. Arrays from outside a step are always checked.
+    bool already_checked(const void* array, int64_t size);
+
+    [[noreturn]] static void not_yet(const char* op) {
+        ops_checks::fail(op, "not on CUDA yet (this backend runs dense qwen2/qwen3 models)");
+    }
+
+    // Device copies of host arrays: those of the current step come from its upload; any other array is copied now
+    // into per-op scratch (stream order keeps the previous op's reads before this copy).
+    void resolve(std::initializer_list<HostArray> arrays, const void** out);
+    const void* find_step(const HostArray& a) const;
+
+    // Exactly the CPU reference's inverse frequencies (fp32, as transformers computes them); computed once per
+    // (theta, rotary_dim), not on every call.
+    void fill_inv_freq(float theta, int rotary_dim, float* out);
+
+    void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
+                   NormKind kind, const Tensor& out);
+
+    void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out);
+
+    void check_cache(const Tensor& kc, const Tensor& vc, int64_t H_kv, int64_t D, const ForwardBatch& batch,
+                     const char* op);
+
+    // --- GEMM input conversion, reused by consecutive linears of the same input (q/k/v, gate/up) -------------
+    // Valid only while nothing but linear() has run since the conversion, and no linear wrote over its source.
+    struct Converted {
+        const void* data = nullptr;
+        int64_t rows = 0, cols = 0, stride = 0;
+        kcu::ElemType type = kcu::ElemType::F32;
+    };
+    const void* converted_input(const Tensor& x, kcu::ElemType type);
+    void invalidate_converted() { converted_src_ = Converted{}; }
+    static bool overlaps(const Tensor& y, const Converted& c);
+
+    int device_;
+    int sm_count_;
+    cudaStream_t stream_;
+    CudaGemm gemm_;
+
+    std::vector<StepArray> step_;
+    std::vector<std::pair<const void*, int64_t>> checked_;
+    PinnedScratch step_staging_;
+    DeviceScratch step_device_;
+    cudaEvent_t staging_free_ = nullptr;
+    DeviceScratch op_uploads_;
+
+    DeviceScratch convert_scratch_;
+    void* converted_buffer_ = nullptr;
+    Converted converted_src_;
+
+    float rope_inv_freq_[kcu::kMaxRotaryHalf] = {};
+    float rope_theta_ = 0;
+    int rope_dim_ = 0;
+
+    DeviceScratch attention_workspace_;
+    DeviceScratch argmax_device_;
+    PinnedScratch argmax_host_;
+
+    CudaOpProfiler profiler_;
+    bool capturing_ = false;
+    bool capture_failed_ = false;
+    size_t captured_bytes_ = 0;  // staged by the step being recorded
+};
+
+}  // namespace pagoda

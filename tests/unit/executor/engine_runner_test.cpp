@@ -1,0 +1,404 @@
+// The engine over real (tiny, random) checkpoints: tests/golden/<name>/ from transformers. Greedy output must follow
+// transformers' greedy continuation; the tokens of a request must not depend on what else runs in its batch, on a
+// prefix-cache hit (including the linear-attention state snapshots of hybrid models), or on preemption.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "engine/engine.h"
+#include "golden/golden_reference.h"
+#include "executor/create_engine.h"
+#include "executor/model_engine_runner.h"
+
+namespace pagoda::executor {
+namespace {
+
+using engine::FinishReason;
+using engine::Request;
+using engine::RequestStream;
+using engine::StreamChunk;
+
+using golden::Reference;
+
+struct Outcome {
+    std::vector<int32_t> tokens;
+    std::vector<engine::TokenLogprobs> logprobs;  // of each token, with the two most likely ones
+    FinishReason reason = FinishReason::kNone;
+    std::string message;
+    int32_t cached_tokens = 0;
+};
+
+Outcome collect(RequestStream& stream) {
+    Outcome o;
+    StreamChunk chunk;
+    while (stream.read(chunk)) {
+        if (chunk.choices.empty()) continue;
+        const auto& d = chunk.choices[0];
+        o.tokens.insert(o.tokens.end(), d.token_ids.begin(), d.token_ids.end());
+        o.logprobs.insert(o.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+        if (d.finish_reason != FinishReason::kNone) {
+            o.reason = d.finish_reason;
+            o.message = d.finish_message;
+        }
+        o.cached_tokens = chunk.usage.cached_tokens;
+    }
+    return o;
+}
+
+// Greedy, or seeded sampling at temperature 0.8 when `seed` is given.
+Request make_request(std::vector<int32_t> prompt, int32_t max_tokens, std::optional<uint64_t> seed = std::nullopt) {
+    Request r;
+    r.prompt_tokens = std::move(prompt);
+    r.params.max_tokens = max_tokens;
+    r.params.ignore_eos = true;
+    r.params.temperature = seed ? 0.8f : 0.0f;
+    r.params.seed = seed;
+    r.params.logprobs = true;
+    r.params.top_logprobs = 2;
+    return r;
+}
+
+bool on_gpu() {
+    const char* device = std::getenv("PAGODA_TEST_DEVICE");
+    return device != nullptr && std::string(device) == "cuda";
+}
+
+// The same request run twice, in different company (batch, CUDA graph or not). On the CPU the tokens are equal. On
+// a GPU the matmuls' algorithms, and so their rounding, change with the number of rows, so two runs may part where
+// the choice was close: they must agree up to the first step where a greedy request's two best tokens were within
+// kNearTie of each other (or, for a sampled request, anywhere after its first kSampledPrefix tokens), and up to there
+// their logprobs must agree within kLogprobNoise (bf16 rounding).
+constexpr float kNearTie = 0.02f, kLogprobNoise = 0.02f;
+constexpr size_t kSampledPrefix = 4;
+void expect_same_run(const Outcome& got, const Outcome& want, bool greedy, const std::string& what) {
+    ASSERT_EQ(got.tokens.size(), want.tokens.size()) << what;
+    if (!on_gpu()) {
+        EXPECT_EQ(got.tokens, want.tokens) << what;
+        return;
+    }
+    ASSERT_EQ(got.logprobs.size(), got.tokens.size()) << what;
+    ASSERT_EQ(want.logprobs.size(), want.tokens.size()) << what;
+    for (size_t i = 0; i < want.tokens.size(); ++i) {
+        if (got.tokens[i] != want.tokens[i]) {
+            const engine::TokenLogprobs& w = want.logprobs[i];
+            if (greedy) {
+                ASSERT_GE(w.num_top, 2) << what;
+                EXPECT_LT(w.top[0].logprob - w.top[1].logprob, kNearTie)
+                    << what << ": step " << i << " differs but its choice was clear";
+            } else {
+                EXPECT_GE(i, kSampledPrefix) << what << ": sampled tokens differ from step " << i;
+            }
+            return;
+        }
+        EXPECT_NEAR(got.logprobs[i].logprob, want.logprobs[i].logprob, kLogprobNoise) << what << ": step " << i;
+    }
+}
+
+class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override {
+        dir_ = golden::dir(GetParam());
+        if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
+        ref_ = golden::load(dir_, /*with_tensors=*/false);
+        ASSERT_GT(ref_.prompt_len, 0);
+    }
+
+    std::unique_ptr<ServingEngine> start(EngineOptions options = {}) {
+        if (options.max_model_len == 0) options.max_model_len = 160;
+        if (options.max_num_seqs == 16) options.max_num_seqs = 8;
+        if (options.num_threads == 0) options.num_threads = 1;
+        // PAGODA_TEST_DEVICE=cuda runs these on the GPU (dense models; the GPU machine's script sets it).
+        if (const char* device = std::getenv("PAGODA_TEST_DEVICE")) options.device = device;
+        auto s = create_engine(dir_, options);
+        EXPECT_TRUE(s.ok()) << s.message();
+        return s.ok() ? std::move(s).value() : nullptr;
+    }
+
+    // Submits every request before reading any, so that they share steps.
+    static std::vector<Outcome> run_all(ServingEngine& s, const std::vector<Request>& requests) {
+        std::vector<std::shared_ptr<RequestStream>> streams;
+        for (const Request& r : requests) {
+            auto stream = s.engine().submit(r);
+            EXPECT_TRUE(stream.ok()) << stream.message();
+            if (!stream.ok()) return {};
+            streams.push_back(std::move(stream).value());
+        }
+        std::vector<Outcome> out;
+        for (auto& stream : streams) {
+            out.push_back(collect(*stream));
+            EXPECT_EQ(out.back().reason, FinishReason::kLength) << out.back().message;
+        }
+        return out;
+    }
+    static Outcome run_one(ServingEngine& s, const Request& r) { return run_all(s, {r}).at(0); }
+
+    std::vector<int32_t> prompt(int64_t begin, int64_t end) const {
+        return std::vector<int32_t>(ref_.ids.begin() + begin, ref_.ids.begin() + end);
+    }
+    // Other prompts of several lengths cut from the reference sequence (a different start each).
+    std::vector<Request> others(int32_t max_tokens) const {
+        return {make_request(prompt(3, 60), max_tokens), make_request(prompt(17, 40), max_tokens, 7),
+                make_request(prompt(50, 116), max_tokens), make_request(prompt(1, 2), max_tokens, 11)};
+    }
+
+    std::string dir_;
+    Reference ref_;
+};
+
+TEST_P(EngineRunnerTest, GreedyMatchesTransformersWhereTheMarginAllows) {
+    auto s = start();
+    ASSERT_TRUE(s);
+    const Outcome o = run_one(*s, make_request(prompt(0, ref_.prompt_len), static_cast<int32_t>(ref_.greedy.size())));
+    ASSERT_EQ(o.tokens.size(), ref_.greedy.size());
+    // Our tokens follow our own choices, so compare up to the first near-tie only (as golden_test's tolerance).
+    const double tol = 2e-3 * ref_.logits_max_abs;
+    size_t checked = 0;
+    for (; checked < ref_.greedy.size() && ref_.margins[checked] > tol; ++checked)
+        EXPECT_EQ(o.tokens[checked], ref_.greedy[checked]) << "step " << checked;
+    EXPECT_GE(checked, 4u) << "too few steps with a clear margin to test anything";
+}
+
+TEST_P(EngineRunnerTest, TokensDoNotDependOnTheBatch) {
+    EngineOptions options;
+    options.enable_prefix_caching = false;  // the repeats below must be computed, not served from the cache
+    auto s = start(options);
+    ASSERT_TRUE(s);
+    const Request golden = make_request(prompt(0, ref_.prompt_len), 16);
+    const Request sampled = make_request(prompt(5, 90), 16, 1234);
+    const Outcome golden_alone = run_one(*s, golden);
+    const Outcome sampled_alone = run_one(*s, sampled);
+    std::vector<Request> batch = others(16);
+    batch.insert(batch.begin() + 1, golden);
+    batch.push_back(sampled);
+    const std::vector<Outcome> together = run_all(*s, batch);
+    ASSERT_EQ(together.size(), batch.size());
+    expect_same_run(together[1], golden_alone, true, "greedy request in the batch");
+    expect_same_run(together.back(), sampled_alone, false, "seeded request in the batch");
+    // And the others alone give what they gave in the batch.
+    for (size_t i = 0; i < batch.size(); ++i)
+        expect_same_run(run_one(*s, batch[i]), together[i], !batch[i].params.seed.has_value(),
+                        "request " + std::to_string(i) + " alone");
+    EXPECT_EQ(s->engine().stats().prefix_hit_tokens, 0);
+}
+
+TEST_P(EngineRunnerTest, PrefixHitGivesTheSameTokensAsAMiss) {
+    EngineOptions no_cache;
+    no_cache.enable_prefix_caching = false;
+    auto cold = start(no_cache);
+    ASSERT_TRUE(cold);
+    const Request base = make_request(prompt(0, ref_.prompt_len), 12);
+    const Request extended = make_request(prompt(0, ref_.prompt_len + 10), 12);
+    const Request sampled = make_request(prompt(0, ref_.prompt_len + 3), 12, 99);
+    const Outcome base_miss = run_one(*cold, base);
+    const Outcome extended_miss = run_one(*cold, extended);
+    const Outcome sampled_miss = run_one(*cold, sampled);
+    cold.reset();
+
+    auto s = start();
+    ASSERT_TRUE(s);
+    const Outcome first = run_one(*s, base);
+    EXPECT_EQ(first.cached_tokens, 0);
+    expect_same_run(first, base_miss, true, "first run");
+    const Outcome again = run_one(*s, base);
+    EXPECT_GT(again.cached_tokens, 0);
+    expect_same_run(again, base_miss, true, "prefix hit");
+    const Outcome longer = run_one(*s, extended);
+    EXPECT_GT(longer.cached_tokens, 0);
+    expect_same_run(longer, extended_miss, true, "longer prompt, prefix hit");
+    const Outcome seeded = run_one(*s, sampled);
+    EXPECT_GT(seeded.cached_tokens, 0);
+    expect_same_run(seeded, sampled_miss, false, "seeded request, prefix hit");
+    const engine::EngineStats stats = s->engine().stats();
+    EXPECT_GT(stats.prefix_hit_tokens, 0);
+    if (s->config().num_state_slots > 0) {
+        EXPECT_GT(stats.state_snapshot_hits, 0);
+    }
+}
+
+TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokens) {
+    std::vector<Request> requests;
+    for (int i = 0; i < 4; ++i)
+        requests.push_back(
+            make_request(prompt(10 * i, 10 * i + 40), 40, i % 2 ? std::optional<uint64_t>(5 + i) : std::nullopt));
+    auto roomy = start();
+    ASSERT_TRUE(roomy);
+    std::vector<Outcome> alone;
+    for (const Request& r : requests)
+        alone.push_back(run_one(*roomy, r));
+    roomy.reset();
+
+    EngineOptions tight;
+    tight.max_model_len = 128;
+    tight.num_kv_blocks = 8;  // one max_model_len sequence; four 80-token sequences cannot run together
+    auto s = start(tight);
+    ASSERT_TRUE(s);
+    const std::vector<Outcome> together = run_all(*s, requests);
+    ASSERT_EQ(together.size(), requests.size());
+    for (size_t i = 0; i < requests.size(); ++i)
+        expect_same_run(together[i], alone[i], !requests[i].params.seed.has_value(), "request " + std::to_string(i));
+    EXPECT_GT(s->engine().stats().num_preemptions, 0);
+}
+
+// Decode steps replayed from recorded CUDA graphs (padded to a bucket, split-KV planned for max_model_len) give the
+// tokens of eager steps (up to near-ties: expect_same_run). GPU only: the CPU backend records nothing.
+TEST_P(EngineRunnerTest, CudaGraphsGiveTheTokensOfEagerSteps) {
+    if (!on_gpu()) GTEST_SKIP() << "CUDA graphs need PAGODA_TEST_DEVICE=cuda";
+    std::vector<Request> batch = others(24);
+    batch.push_back(make_request(prompt(0, ref_.prompt_len), 24));
+    EngineOptions eager;
+    eager.enforce_eager = true;
+    eager.enable_prefix_caching = false;
+    auto e = start(eager);
+    ASSERT_TRUE(e);
+    const std::vector<Outcome> eager_out = run_all(*e, batch);
+    const Outcome eager_alone = run_one(*e, batch.back());
+    EXPECT_EQ(e->recorded_cuda_graphs(), 0u);
+    EXPECT_EQ(e->scratch_growths_after_warm_up(), 0u);
+    e.reset();
+
+    EngineOptions graphs = eager;
+    graphs.enforce_eager = false;
+    auto g = start(graphs);
+    ASSERT_TRUE(g);
+    const std::vector<Outcome> graph_out = run_all(*g, batch);
+    const Outcome graph_alone = run_one(*g, batch.back());
+    EXPECT_GE(g->recorded_cuda_graphs(), 2u);  // the batch's bucket and the single sequence's at least
+    EXPECT_GT(g->replayed_cuda_graphs(), g->recorded_cuda_graphs());  // most steps replayed, not recorded again
+    EXPECT_EQ(g->scratch_growths_after_warm_up(), 0u);                // the warm-up step covered every step's scratch
+    ASSERT_EQ(graph_out.size(), eager_out.size());
+    for (size_t i = 0; i < batch.size(); ++i)
+        expect_same_run(graph_out[i], eager_out[i], !batch[i].params.seed.has_value(), "request " + std::to_string(i));
+    expect_same_run(graph_alone, eager_alone, true, "greedy request alone");
+}
+
+INSTANTIATE_TEST_SUITE_P(Golden, EngineRunnerTest,
+                         ::testing::Values("qwen3", "qwen3_5", "qwen2", "qwen2_tied", "qwen3_moe", "qwen3_next",
+                                           "qwen3_5_moe"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// create_engine sizes the pools from the model and reports what cannot work as an error.
+TEST(CreateEngineTest, SizesPoolsAndRejectsWhatCannotWork) {
+    const std::string hybrid = golden::dir("qwen3_5"), dense = golden::dir("qwen3");
+    if (!file_exists(hybrid + "/config.json") || !file_exists(dense + "/config.json")) GTEST_SKIP() << "no golden data";
+    EngineOptions options;
+    options.max_model_len = 64;
+    options.max_num_seqs = 3;
+    options.num_threads = 1;
+    auto h = create_engine(hybrid, options);
+    ASSERT_TRUE(h.ok()) << h.message();
+    EXPECT_EQ((*h)->config().max_state_snapshots, 3);
+    EXPECT_EQ((*h)->config().num_state_slots, 2 * 3 + 3);
+    EXPECT_EQ((*h)->config().num_kv_blocks, 3 * 4);  // three 64-token sequences fit in the default budget
+    auto d = create_engine(dense, options);
+    ASSERT_TRUE(d.ok()) << d.message();
+    EXPECT_EQ((*d)->config().num_state_slots, 0);
+
+    options.num_kv_blocks = 2;  // 32 tokens cannot hold one 64-token sequence
+    auto small = create_engine(dense, options);
+    ASSERT_FALSE(small.ok());
+    EXPECT_NE(small.message().find("max_model_len"), std::string::npos) << small.message();
+    auto missing = create_engine(golden::dir("no_such_model"), EngineOptions{});
+    EXPECT_FALSE(missing.ok());
+}
+
+// The runner turns a bad batch into a step error instead of touching memory outside its pools.
+TEST(ModelEngineRunnerTest, BadIdsAreStepErrors) {
+    const std::string dir = golden::dir("qwen3_5");
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    std::unique_ptr<Backend> backend = make_cpu_backend({1});
+    auto model = model::Model::load(dir, *backend);
+    ASSERT_TRUE(model.ok()) << model.message();
+    engine::EngineConfig config;
+    config.num_kv_blocks = 4;
+    config.num_state_slots = 2;
+    auto runner = ModelEngineRunner::create(**model, config);
+    ASSERT_TRUE(runner.ok()) << runner.message();
+
+    const std::vector<int32_t> tokens = {1, 2, 3};
+    const std::vector<int32_t> table = {0};
+    ForwardBatchBuilder builder(16);
+    builder.add_sequence(tokens, 0, table, 0);
+    engine::StepInput input;
+    input.batch = builder.view();
+    engine::StepOutput ok = (*runner)->execute(input);
+    ASSERT_TRUE(ok.status.ok()) << ok.status.message();
+    EXPECT_EQ(ok.logits.size(), static_cast<size_t>((*model)->vocab_size()));
+
+    const std::vector<int32_t> bad_table = {9};
+    builder.clear();
+    builder.add_sequence(tokens, 0, bad_table, 0);
+    input.batch = builder.view();
+    EXPECT_FALSE((*runner)->execute(input).status.ok());
+
+    builder.clear();
+    builder.add_sequence(tokens, 0, table, 5);  // state slot outside the pool
+    input.batch = builder.view();
+    EXPECT_FALSE((*runner)->execute(input).status.ok());
+
+    builder.clear();
+    builder.add_sequence(tokens, 0, table, 0);
+    input.batch = builder.view();
+    const std::vector<engine::StateCopy> copies = {{0, 7}};
+    input.state_saves = copies;
+    EXPECT_FALSE((*runner)->execute(input).status.ok());
+
+    const std::vector<int32_t> bad_tokens = {1, 1 << 20};
+    input.state_saves = {};
+    builder.clear();
+    builder.add_sequence(bad_tokens, 0, table, 0);
+    input.batch = builder.view();
+    EXPECT_FALSE((*runner)->execute(input).status.ok());
+}
+
+// The warm-up step reaches the scratch peak of every step the engine schedules under its config, so a mixed
+// workload (chunked prefills next to decodes) reallocates nothing afterwards; a warm-up of smaller steps does not,
+// and the same counter shows it.
+TEST(ModelEngineRunnerTest, WarmUpCoversEveryStep) {
+    const std::string dir = golden::dir("qwen3");
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    auto growths_with_warm_up_tokens = [&](int32_t warm_tokens) -> uint64_t {
+        std::unique_ptr<Backend> backend = make_cpu_backend({1});
+        auto model = model::Model::load(dir, *backend);
+        EXPECT_TRUE(model.ok()) << model.message();
+        if (!model.ok()) return 0;
+        EngineOptions options;
+        options.max_model_len = 160;
+        options.max_num_seqs = 4;
+        options.max_num_batched_tokens = 64;
+        auto config = engine_config_for(**model, options);
+        EXPECT_TRUE(config.ok()) << config.message();
+        auto runner = ModelEngineRunner::create(**model, *config);
+        EXPECT_TRUE(runner.ok()) << runner.message();
+        engine::EngineConfig warm = *config;
+        warm.max_num_batched_tokens = warm_tokens;
+        const Status warmed = (*runner)->warm_up(warm);
+        EXPECT_TRUE(warmed.ok()) << warmed.message();
+        auto engine = engine::Engine::create(*config, **runner);
+        EXPECT_TRUE(engine.ok()) << engine.message();
+        std::vector<std::shared_ptr<RequestStream>> streams;
+        for (int32_t len : {100, 30, 7, 1}) {
+            std::vector<int32_t> prompt(static_cast<size_t>(len));
+            for (int32_t i = 0; i < len; ++i)
+                prompt[i] = 1 + (i * 37 + len) % 500;
+            auto stream = (*engine)->submit(make_request(prompt, 6));
+            EXPECT_TRUE(stream.ok()) << stream.message();
+            if (stream.ok()) streams.push_back(std::move(stream).value());
+        }
+        for (auto& stream : streams)
+            EXPECT_EQ(collect(*stream).reason, FinishReason::kLength);
+        EXPECT_EQ((*engine)->stats().max_step_tokens, options.max_num_batched_tokens);  // full steps ran
+        (*engine)->shutdown();
+        return (*runner)->scratch_growths_after_warm_up();
+    };
+    EXPECT_EQ(growths_with_warm_up_tokens(64), 0u);
+    EXPECT_GT(growths_with_warm_up_tokens(8), 0u);
+}
+
+}  // namespace
+}  // namespace pagoda::executor
