@@ -2,7 +2,7 @@
 // (attention.cu) picks for batches of one query token per sequence.
 #pragma once
 
-include "kernels/cuda/common.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/attention/attention.h"
 
 namespace pagoda::kernels::cuda {

@@ -2,7 +2,7 @@
 // and the F32 -> BF16/F16 conversion of GEMM inputs.
 #include <cfloat>
 
-include "kernels/cuda/common.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/elementwise/elementwise.h"
 
 namespace pagoda::kernels::cuda {

@@ -4,7 +4,7 @@
 // its input, so a row's result does not depend on how many tokens share the step (batch-invariant greedy output).
 #include <type_traits>
 
-include "kernels/cuda/common.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemv.h"
 
 namespace pagoda::kernels::cuda {

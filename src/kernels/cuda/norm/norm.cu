@@ -1,6 +1,6 @@
 // RMSNorm over rows of [T, H, D] (H = 1 for the hidden-state norms, H = heads for QK-norm), optionally fused with
 // the residual add of the previous sub-layer. One block per row; statistics in fp32.
-include "kernels/cuda/common.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/norm/norm.h"
 
 namespace pagoda::kernels::cuda {

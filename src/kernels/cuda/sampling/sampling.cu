@@ -8,7 +8,7 @@
 #include <cfloat>
 #include <climits>
 
-include "kernels/cuda/common.cuh"
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/sampling/sampling.h"
 
 namespace pagoda::kernels::cuda {
