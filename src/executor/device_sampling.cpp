@@ -10,6 +10,8 @@ namespace pagoda::executor {
 
 using engine::SampleResult;
 using engine::SamplingContext;
+using engine::SamplingParams;
+using engine::uniform_for;
 
 DeviceSamplingBatch::DeviceSamplingBatch(int32_t vocab_size) : edit_of_(vocab_size, -1), counts_(vocab_size, 0) {}
 
@@ -76,7 +78,7 @@ SampleResult to_sample_result(const kernels::SampledToken& t) {
     SampleResult r;
     r.token = t.token;
     r.logprob = t.logprob;
-    r.num_top = std::clamp(t.num_top, 0, kMaxTopLogprobs);
+    r.num_top = std::clamp(t.num_top, 0, engine::kMaxTopLogprobs);
     for (int32_t i = 0; i < r.num_top; ++i)
         r.top[i] = {t.top_ids[i], t.top_logprobs[i]};
     return r;

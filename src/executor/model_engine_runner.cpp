@@ -187,7 +187,7 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
         device_sampler_->sample(logits, sampling_batch_->rows(), sampling_batch_->edits(), sampled_));
     results_.resize(sampled_.size());
     for (size_t i = 0; i < sampled_.size(); ++i)
-        results_[i] = engine::to_sample_result(sampled_[i]);
+        results_[i] = to_sample_result(sampled_[i]);
     return ok_status();
 }
 

@@ -14,6 +14,15 @@
 
 namespace pagoda::executor {
 
+using dist::NodeMessage;
+using dist::PoolSizes;
+using dist::encode_pool_sizes;
+using dist::encode_step;
+using dist::recv_message;
+using dist::recv_status;
+using dist::send_message;
+using dist::send_status;
+
 namespace {
 
 Status check_size(int size) {

@@ -11,6 +11,16 @@
 
 namespace pagoda::executor {
 
+using dist::DecodedStep;
+using dist::NodeMessage;
+using dist::PoolSizes;
+using dist::decode_pool_sizes;
+using dist::decode_step;
+using dist::max_step_bytes;
+using dist::node_message_name;
+using dist::recv_message;
+using dist::send_status;
+
 namespace {
 
 // Pool sizes from node 0, the pools made, the status sent back; the sizes bound the steps that follow.

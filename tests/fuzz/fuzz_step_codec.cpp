@@ -14,11 +14,11 @@
 namespace {
 
 // Generous pools, so that what the limits refuse does not hide what the array checks would.
-const pagoda::executor::PoolSizes kLimits{1 << 20, 16, 1 << 10, 1 << 12, 1 << 20, 1 << 20};
+const pagoda::dist::PoolSizes kLimits{1 << 20, 16, 1 << 10, 1 << 12, 1 << 20, 1 << 20};
 
 void check_step(std::span<const std::byte> bytes) {
-    pagoda::executor::DecodedStep step;
-    if (!pagoda::executor::decode_step(bytes, kLimits, step).ok()) return;
+    pagoda::dist::DecodedStep step;
+    if (!pagoda::dist::decode_step(bytes, kLimits, step).ok()) return;
     const pagoda::ForwardBatch& b = step.input().batch;
     const auto T = static_cast<size_t>(b.num_tokens), S = static_cast<size_t>(b.num_seqs);
     if (b.token_ids.size() != T || b.positions.size() != T || b.slot_mapping.size() != T) std::abort();
@@ -30,7 +30,7 @@ void check_step(std::span<const std::byte> bytes) {
     for (int32_t row : b.logits_indices)
         if (row < 0 || row >= b.num_tokens) std::abort();
     std::vector<std::byte> again;
-    pagoda::executor::encode_step(step.input(), again);
+    pagoda::dist::encode_step(step.input(), again);
     if (again.size() != bytes.size() || !std::equal(again.begin(), again.end(), bytes.begin())) std::abort();
 }
 
@@ -39,7 +39,7 @@ void check_step(std::span<const std::byte> bytes) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto bytes = std::as_bytes(std::span<const uint8_t>(data, size));
     check_step(bytes);
-    auto sizes = pagoda::executor::decode_pool_sizes(bytes);
+    auto sizes = pagoda::dist::decode_pool_sizes(bytes);
     if (sizes.ok() && (sizes->block_size < 1 || sizes->num_kv_blocks < 0)) std::abort();
     return 0;
 }

@@ -27,6 +27,11 @@
 #include "executor/tensor_parallel_worker.h"
 
 namespace pagoda::executor {
+
+using dist::decode_pool_sizes;
+using dist::NodeMessage;
+using dist::PoolSizes;
+using dist::recv_message;
 namespace {
 
 bool contains(const std::string& text, std::string_view part) {

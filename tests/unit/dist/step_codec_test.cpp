@@ -11,7 +11,7 @@
 #include "runtime/forward_batch.h"
 #include "dist/step_codec.h"
 
-namespace pagoda::executor {
+namespace pagoda::dist {
 namespace {
 
 // The pools the steps below were scheduled for.
@@ -266,4 +266,4 @@ TEST(PoolSizes, RoundTripAndBadInput) {
 }
 
 }  // namespace
-}  // namespace pagoda::executor
+}  // namespace pagoda::dist
