@@ -27,6 +27,13 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
     engine::EngineConfig c;
     if (o.block_size <= 0) return Status::error("block_size must be positive");
     if (o.max_num_seqs <= 0) return Status::error("max_num_seqs must be positive");
+    // Positions beyond the trained context give garbage without a rope scaling that extends it; vLLM refuses too.
+    if (o.max_model_len > 0 && spec.max_position_embeddings > 0 && o.max_model_len > spec.max_position_embeddings) {
+        return Status::error("--max-model-len " + std::to_string(o.max_model_len) +
+                             " is longer than the model's context length (max_position_embeddings " +
+                             std::to_string(spec.max_position_embeddings) + " in config.json); use at most " +
+                             std::to_string(spec.max_position_embeddings));
+    }
     c.max_model_len = o.max_model_len > 0
                           ? o.max_model_len
                           : clamp_i32(std::min<int64_t>(

@@ -15,7 +15,7 @@
 
 #include "common/file.h"
 #include "golden/golden_reference.h"
-#include "greedy_batch.h"
+#include "executor/greedy_batch.h"
 #include "model/model.h"
 #include "runtime/backend.h"
 #include "runtime/forward_batch.h"
@@ -32,6 +32,7 @@ using dist::decode_pool_sizes;
 using dist::NodeMessage;
 using dist::PoolSizes;
 using dist::recv_message;
+using dist::send_status;
 namespace {
 
 bool contains(const std::string& text, std::string_view part) {

@@ -13,6 +13,8 @@
 #include "model/model.h"
 
 namespace pagoda::executor {
+
+using model::Model;
 namespace {
 
 TEST(DecodeGraphBucket, PowersOfTwoThenMultiplesOfSixteen) {

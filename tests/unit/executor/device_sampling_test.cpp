@@ -12,6 +12,13 @@
 #include "engine/sampling_params.h"
 
 namespace pagoda::executor {
+
+using engine::SamplingParams;
+using engine::SamplingContext;
+using engine::Sampler;
+using engine::SampleResult;
+using engine::uniform_for;
+using engine::kMaxTopLogprobs;
 namespace {
 
 constexpr int32_t kVocab = 300;

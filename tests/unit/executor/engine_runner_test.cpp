@@ -305,6 +305,14 @@ TEST(CreateEngineTest, SizesPoolsAndRejectsWhatCannotWork) {
     EXPECT_NE(small.message().find("max_model_len"), std::string::npos) << small.message();
     auto missing = create_engine(golden::dir("no_such_model"), EngineOptions{});
     EXPECT_FALSE(missing.ok());
+
+    options.num_kv_blocks = 0;
+    options.max_model_len = 513;  // the golden models' max_position_embeddings is 512
+    auto too_long = create_engine(dense, options);
+    ASSERT_FALSE(too_long.ok());
+    EXPECT_NE(too_long.message().find("max_position_embeddings 512"), std::string::npos) << too_long.message();
+    options.max_model_len = 512;
+    EXPECT_TRUE(create_engine(dense, options).ok());
 }
 
 // The runner turns a bad batch into a step error instead of touching memory outside its pools.
