@@ -73,7 +73,7 @@ TEST_P(BackendOpsTest, MatchesCpu) {
     if (!skipped_.empty()) GTEST_SKIP() << skipped_;
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, BackendOpsTest, ::testing::Range<size_t>(0, op_cases().size()),
+INSTANTIATE_TEST_SUITE_P(backend_ops, BackendOpsTest, ::testing::Range<size_t>(0, op_cases().size()),
                          [](const auto& info) { return test_name(op_cases()[info.param].name); });
 
 TEST(OpCasesTest, NamesAreUniqueAndEveryOpIsCovered) {
