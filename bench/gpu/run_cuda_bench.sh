@@ -5,8 +5,8 @@
 #   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
 # PARTS is a comma-separated list of:
 #   tests       the CUDA unit tests, the engine's tests on the GPU, `pagoda generate` on both devices
-#   ops         pagoda_cuda_ops_bench (decode attention GB/s, projections at T = 1..256) and, with ncu, the decode
-#               attention kernel's memory throughput
+#   ops         pagoda_op_bench (the op harness's perf mode: Qwen3-8B shapes, then the whole case table, µs and GB/s
+#               or TFLOP/s per case) and, with ncu, the decode attention kernel's memory throughput
 #   model       makes the model with transformers (and its baseline), compares our logits with transformers'
 #   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048), per-op GPU time of prefill and
 #               decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200
@@ -14,7 +14,7 @@
 #   profile     a shorter profiled serving run (256 x 1000 in / 300 out, eager steps) whose per-op table shows where
 #               a large-batch step's time goes
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
-#   sanitize    compute-sanitizer memcheck, racecheck and synccheck over cuda_ops_test
+#   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
 #   prefix      a real-shape serving run with prefix-cache hits, its completions compared with a cache-off run
 #               (compare_completions.py: where they part, and whether at near-ties)
 # or `all` (every part) or `check` (model,profile). bench, throughput, profile and prefix need the model (model part,
@@ -41,17 +41,17 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 summary=()
 
 if want tests; then
-    for t in cuda_ops_test cuda_golden_test cuda_sampler_test cuda_tensor_parallel_test; do
+    for t in backend_ops_test cuda_golden_test cuda_sampler_test cuda_tensor_parallel_test; do
         LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/$t.log" 2>&1
         rc=$?
         summary+=("$t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) |sampling 256' "$OUT/$t.log" | tr '\n' ' ')")
     done
-    # The decode attention kernel's other block shapes against the CPU too (pagoda_cuda_ops_bench compares speeds).
+    # The decode attention kernel's other block shapes against the CPU too (pagoda_op_bench compares speeds).
     for shape in 4x3 2x4 8x2; do
-        PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/cuda_ops_test" \
-            --gtest_filter='*Attention*' > "$OUT/cuda_ops_test_attention_$shape.log" 2>&1
-        summary+=("cuda_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
-            "$OUT/cuda_ops_test_attention_$shape.log" | tr '\n' ' ')")
+        PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/backend_ops_test" \
+            --gtest_filter='*paged_attention*' > "$OUT/backend_ops_test_attention_$shape.log" 2>&1
+        summary+=("backend_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
+            "$OUT/backend_ops_test_attention_$shape.log" | tr '\n' ' ')")
     done
     # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, dense models only.
     if [[ -x $BIN/executor_test ]]; then
@@ -73,22 +73,25 @@ if want tests; then
 fi
 
 if want ops; then
-    LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_cuda_ops_bench" > "$OUT/ops_bench.log" 2>&1
-    summary+=("ops bench rc=$?:")
-    while read -r line; do summary+=("  $line"); done < <(grep '^{' "$OUT/ops_bench.log")
+    # The Qwen3-8B shapes go into the summary; the whole table's times are in op_bench_all.log.
+    LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_op_bench" --table qwen3-8b > "$OUT/op_bench.log" 2>&1
+    summary+=("op bench rc=$?:")
+    while read -r line; do summary+=("  $line"); done < "$OUT/op_bench.log"
+    LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_op_bench" --table ops > "$OUT/op_bench_all.log" 2>&1
     # The decode attention kernel's other block shapes (warps x pipeline stages; the default is in the table above),
     # and ncu's view of the default; OPS_VARIANTS=0 skips both.
     [[ ${OPS_VARIANTS:-1} == 0 ]] && shapes=() || shapes=(4x3 2x4 8x2)
     for shape in "${shapes[@]}"; do
-        PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_cuda_ops_bench" --attention-only \
-            > "$OUT/ops_attention_$shape.log" 2>&1
-        while read -r line; do summary+=("  $shape: $line"); done < <(grep '^{' "$OUT/ops_attention_$shape.log")
+        PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
+            --filter 'paged_attention decode' > "$OUT/ops_attention_$shape.log" 2>&1
+        while read -r line; do summary+=("  $shape: $line"); done < <(grep '^paged_attention' "$OUT/ops_attention_$shape.log")
     done
     if [[ ${OPS_VARIANTS:-1} != 0 ]] && command -v ncu > /dev/null; then
         # The decode attention kernel at batch 256: DRAM throughput as a share of the peak, and what bounds it.
         LD_LIBRARY_PATH=$LIBS timeout 200 ncu --kernel-name regex:decode_attention --launch-count 1 \
             --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-            "$BIN/pagoda_cuda_ops_bench" --attention-only > "$OUT/ncu_decode_attention.log" 2>&1
+            "$BIN/pagoda_op_bench" --table qwen3-8b --filter 'paged_attention decode 256 seqs' \
+            > "$OUT/ncu_decode_attention.log" 2>&1
         summary+=("ncu decode attention rc=$?: $(grep -E 'DRAM Throughput|Memory Throughput|Achieved Occupancy|Duration|Stall' \
             "$OUT/ncu_decode_attention.log" | tr -s ' ' | tr '\n' ';')")
     fi
@@ -121,8 +124,8 @@ if want sanitize; then
     # kernels, synccheck over the same.
     for tool in memcheck racecheck synccheck; do
         filter='*'
-        [[ $tool != memcheck ]] && filter='*Attention*:*QkNorm*'
-        LD_LIBRARY_PATH=$LIBS timeout "${SANITIZE_TIMEOUT:-400}" compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/cuda_ops_test" \
+        [[ $tool != memcheck ]] && filter='*paged_attention*:*qk_norm*'
+        LD_LIBRARY_PATH=$LIBS timeout "${SANITIZE_TIMEOUT:-400}" compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/backend_ops_test" \
             --gtest_filter="$filter" > "$OUT/sanitize_$tool.log" 2>&1
         summary+=("compute-sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' \
             "$OUT/sanitize_$tool.log" | tr '\n' ' ')")

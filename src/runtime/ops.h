@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string_view>
 
 #include "runtime/forward_batch.h"
 #include "tensor/tensor.h"
@@ -51,6 +52,10 @@ class Ops {
     // the uploaded copies; spans from elsewhere are uploaded by the op itself. The CPU backend does nothing.
     virtual void begin_step(const ForwardBatch& batch) {}
     virtual void end_step() {}
+
+    // Whether this backend runs the op named `op` (a member's name: "moe_experts"); calling one it does not run stops
+    // the process with "not on <backend> yet". The op harness (tests/unit/ops) asks, and skips what is missing.
+    virtual bool supports(std::string_view op) const { return true; }
 
     // out[t, :] = table[ids[t], :]. table [V, H] (any float dtype), out [T, H].
     virtual void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) = 0;

@@ -1,9 +1,14 @@
 // CudaOps' plumbing: construction, the step's host arrays (staging, upload, resolve), CUDA graphs, and the factory.
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
+
+bool CudaOps::supports(std::string_view op) const {
+    return std::find(std::begin(kNotOnCudaYet), std::end(kNotOnCudaYet), op) == std::end(kNotOnCudaYet);
+}
 
 CudaOps::CudaOps(const CudaOpsConfig& c)
     : device_(c.device), sm_count_(c.sm_count), stream_(c.stream), gemm_(c.stream), profiler_(c.stream) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -32,7 +33,6 @@ namespace kcu = kernels::cuda;
 // runtime/cuda/ op files include.)
 #define expect(cond, op, what) PAGODA_OP_EXPECT(cond, op, what)
 inline constexpr DeviceKind kHere = DeviceKind::Cuda;
-inline constexpr int64_t kGemvTokens = 1;  // linear() with at most this many tokens uses the GEMV kernel
 
 inline bool on_gpu(const Tensor& t) {
     return t.defined() && t.device().kind == DeviceKind::Cuda;
@@ -132,6 +132,7 @@ class CudaOps final : public CudaOpsBase {
     void argmax(const Tensor& logits, std::span<int32_t> out) override;
 
     // --- not on CUDA yet: MoE and Gated DeltaNet (dense models only; Model::load refuses the others) ----------
+    bool supports(std::string_view op) const override;
     void moe_topk_softmax(const Tensor&, bool, const Tensor&, const Tensor&) override;
     void moe_experts(const Tensor&, const Tensor&, const Tensor&, const MoeExpertWeights&, const Tensor&) override;
     void causal_conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const ForwardBatch&, const Tensor&) override;
@@ -178,6 +179,10 @@ class CudaOps final : public CudaOpsBase {
     // otherwise remembers it. Arrays from outside a step are always checked.
     bool already_checked(const void* array, int64_t size);
 
+    // The ops below that stop with not_yet(); supports() answers from this list.
+    static constexpr std::string_view kNotOnCudaYet[] = {"moe_topk_softmax", "moe_experts", "causal_conv1d_silu",
+                                                         "gdn_gating",       "l2_norm",     "gated_delta_rule",
+                                                         "gated_rms_norm"};
     [[noreturn]] static void not_yet(const char* op) {
         ops_checks::fail(op, "not on CUDA yet (this backend runs dense qwen2/qwen3 models)");
     }

@@ -1,4 +1,4 @@
-// CudaOps::linear: the GEMV kernel for single tokens, cuBLASLt otherwise, and the input conversion they share.
+// CudaOps::linear: the GEMV kernel for one token, cuBLASLt otherwise, and the input conversion they share.
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -17,13 +17,12 @@ void CudaOps::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
     // y may overwrite memory an earlier conversion came from.
     if (overlaps(y, converted_src_)) invalidate_converted();
     if (T == 0 || N == 0) return;
-    // The GEMV kernel streams the weights once for all tokens, but its per-token work grows with T: measured on an
-    // H200 with Qwen3-8B's projections, it matches cuBLASLt at T = 1 only (qkv: 16.8 us; at T = 2 21.2 us and at
-    // T = 8 64 us, where cuBLASLt takes 16-17 us).
-    if (T <= kGemvTokens) {
+    // One token: the GEMV kernel (gemv.h says why only one).
+    static_assert(kcu::kGemvTokens == 1);
+    if (T == kcu::kGemvTokens) {
         const auto profile = profiler_.scope("linear (gemv)");
-        kcu::launch_gemv({x.data_as<float>(), x.stride(0), weight.data(), wt, weight.stride(0),
-                          bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), y.stride(0), T, N, K},
+        kcu::launch_gemv({x.data_as<float>(), weight.data(), wt, weight.stride(0),
+                          bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K},
                          stream_);
         return;
     }

@@ -21,7 +21,7 @@ constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one mma t
 // W warps per block, each scoring 16 keys of every tile (tiles of 16 W keys); S tiles in the cp.async pipeline.
 // Shared memory per block is S stages of K and V tiles, which bounds the blocks per SM: (4, 2) holds one tile in
 // flight per block and 3 blocks per SM at D = 128, (4, 3) two tiles and 2 blocks. PAGODA_DECODE_ATTENTION=WxS picks
-// one of the instantiated shapes (a tuning knob for pagoda_cuda_ops_bench). The default, 4x2, was the fastest on an
+// one of the instantiated shapes (a tuning knob for pagoda_op_bench). The default, 4x2, was the fastest on an
 // H200 (Qwen3-8B heads, 256 sequences of 1,536 tokens: 3.45 TB/s; 4x3 the same, 2x4 3.10, 8x2 2.47; 16 sequences of
 // 4,096: 3.16 TB/s against 2.47, 2.90 and 2.17).
 template <int D, int W, int S>

@@ -1,5 +1,5 @@
-// y = x · Wᵀ for a few tokens (decode): one warp per output row streams the weight row once with 16-byte loads
-// and multiplies it with every token's x (read through the read-only cache). Weight bandwidth bound.
+// y = x · Wᵀ for one token (decode at batch 1): one warp per output row streams the weight row once with 16-byte
+// loads and multiplies it with x (read through the read-only cache). Weight bandwidth bound.
 // With 16-bit weights x is rounded to the weights' type first, exactly as the cuBLASLt path (more tokens) rounds
 // its input, so a row's result does not depend on how many tokens share the step (batch-invariant greedy output).
 #include <type_traits>
@@ -63,7 +63,7 @@ __device__ __forceinline__ float4 round_like(float4 v) {
 
 // WPR warps share one output row (each takes every WPR-th 16-byte column group), so a small N still puts enough
 // loads in flight to reach the memory bandwidth; their sums meet in shared memory.
-template <typename W, int TT, int WPR>
+template <typename W, int WPR>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
     constexpr int kUnroll = 4;                         // 16-byte loads in flight per lane
@@ -72,10 +72,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
     const bool active = n < a.N;
     const W* w = static_cast<const W*>(a.w) + (active ? n : 0) * a.w_stride;
-    float acc[TT];
-#pragma unroll
-    for (int t = 0; t < TT; ++t)
-        acc[t] = 0.0f;
+    float acc = 0.0f;
     int64_t k = (int64_t(warp % WPR) * 32 + lane) * kN;
     if (!active) k = a.K;
     for (; k + int64_t(kUnroll - 1) * kStep < a.K; k += int64_t(kUnroll) * kStep) {
@@ -85,52 +82,36 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
             Vec16<W>::load(w + k + u * kStep, wv[u]);
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
+            const float* x = a.x + k + u * kStep;
 #pragma unroll
-            for (int t = 0; t < TT; ++t) {
-                const float* x = a.x + t * a.x_stride + k + u * kStep;
-#pragma unroll
-                for (int i = 0; i < kN; i += 4) {
-                    const float4 xv = round_like<W>(__ldg(reinterpret_cast<const float4*>(x + i)));
-                    acc[t] += wv[u][i] * xv.x + wv[u][i + 1] * xv.y + wv[u][i + 2] * xv.z + wv[u][i + 3] * xv.w;
-                }
+            for (int i = 0; i < kN; i += 4) {
+                const float4 xv = round_like<W>(__ldg(reinterpret_cast<const float4*>(x + i)));
+                acc += wv[u][i] * xv.x + wv[u][i + 1] * xv.y + wv[u][i + 2] * xv.z + wv[u][i + 3] * xv.w;
             }
         }
     }
     for (; k < a.K; k += kStep) {
         float wv[kN];
         Vec16<W>::load(w + k, wv);
+        const float* x = a.x + k;
 #pragma unroll
-        for (int t = 0; t < TT; ++t) {
-            const float* x = a.x + t * a.x_stride + k;
-#pragma unroll
-            for (int i = 0; i < kN; i += 4) {
-                const float4 xv = round_like<W>(__ldg(reinterpret_cast<const float4*>(x + i)));
-                acc[t] += wv[i] * xv.x + wv[i + 1] * xv.y + wv[i + 2] * xv.z + wv[i + 3] * xv.w;
-            }
+        for (int i = 0; i < kN; i += 4) {
+            const float4 xv = round_like<W>(__ldg(reinterpret_cast<const float4*>(x + i)));
+            acc += wv[i] * xv.x + wv[i + 1] * xv.y + wv[i + 2] * xv.z + wv[i + 3] * xv.w;
         }
     }
-#pragma unroll
-    for (int t = 0; t < TT; ++t)
-        acc[t] = warp_sum(acc[t]);
+    acc = warp_sum(acc);
     if constexpr (WPR > 1) {
-        __shared__ float partial[kWarpsPerBlock][TT];
-        if (lane == 0)
-#pragma unroll
-            for (int t = 0; t < TT; ++t)
-                partial[warp][t] = acc[t];
+        __shared__ float partial[kWarpsPerBlock];
+        if (lane == 0) partial[warp] = acc;
         __syncthreads();
         if (warp % WPR != 0) return;
 #pragma unroll
-        for (int t = 0; t < TT; ++t)
-#pragma unroll
-            for (int j = 1; j < WPR; ++j)
-                acc[t] += partial[warp + j][t];
+        for (int j = 1; j < WPR; ++j)
+            acc += partial[warp + j];
     }
     if (!active || lane != 0) return;
-    const float b = a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f;
-#pragma unroll
-    for (int t = 0; t < TT; ++t)
-        a.y[t * a.y_stride + n] = acc[t] + b;
+    a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
 }
 
 // Any alignment, any float weight type: element by element (odd shapes in tests and tiny models).
@@ -138,50 +119,22 @@ __global__ void gemv_scalar_kernel(GemvArgs a) {
     const int lane = threadIdx.x & 31;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
     if (n >= a.N) return;
-    for (int64_t t = 0; t < a.T; ++t) {
-        float acc = 0.0f;
-        for (int64_t k = lane; k < a.K; k += 32) {
-            float x = a.x[t * a.x_stride + k];
-            if (a.w_type == ElemType::BF16) x = __bfloat162float(__float2bfloat16_rn(x));
-            if (a.w_type == ElemType::F16) x = __half2float(__float2half_rn(x));
-            acc += load_as_f32(a.w, a.w_type, n * a.w_stride + k) * x;
-        }
-        acc = warp_sum(acc);
-        if (lane == 0) a.y[t * a.y_stride + n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
+    float acc = 0.0f;
+    for (int64_t k = lane; k < a.K; k += 32) {
+        float x = a.x[k];
+        if (a.w_type == ElemType::BF16) x = __bfloat162float(__float2bfloat16_rn(x));
+        if (a.w_type == ElemType::F16) x = __half2float(__float2half_rn(x));
+        acc += load_as_f32(a.w, a.w_type, n * a.w_stride + k) * x;
     }
+    acc = warp_sum(acc);
+    if (lane == 0) a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
 }
 
 template <typename W, int WPR>
 void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
-    const dim3 threads(kWarpsPerBlock * 32);
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const unsigned blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
-    switch (a.T) {
-        case 1:
-            gemv_vec_kernel<W, 1, WPR><<<blocks, threads, 0, stream>>>(a);
-            break;
-        case 2:
-            gemv_vec_kernel<W, 2, WPR><<<blocks, threads, 0, stream>>>(a);
-            break;
-        case 3:
-            gemv_vec_kernel<W, 3, WPR><<<blocks, threads, 0, stream>>>(a);
-            break;
-        case 4:
-            gemv_vec_kernel<W, 4, WPR><<<blocks, threads, 0, stream>>>(a);
-            break;
-        case 5:
-            gemv_vec_kernel<W, 5, WPR><<<blocks, threads, 0, stream>>>(a);
-            break;
-        case 6:
-            gemv_vec_kernel<W, 6, WPR><<<blocks, threads, 0, stream>>>(a);
-            break;
-        case 7:
-            gemv_vec_kernel<W, 7, WPR><<<blocks, threads, 0, stream>>>(a);
-            break;
-        default:
-            gemv_vec_kernel<W, 8, WPR><<<blocks, threads, 0, stream>>>(a);
-            break;
-    }
+    gemv_vec_kernel<W, WPR><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a);
 }
 
 // Rows that fill the GPU with one warp each get one; fewer rows get four warps each.
@@ -202,12 +155,10 @@ bool aligned16(const void* p) {
 }  // namespace
 
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
-    PAGODA_KERNEL_REQUIRE(a.T >= 1 && a.T <= kGemvMaxTokens, "gemv: 1..8 tokens");
     if (a.N == 0) return;
     const unsigned blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
     const int64_t vec = a.w_type == ElemType::F32 ? 4 : 8;
-    const bool vec_ok =
-        a.K % vec == 0 && a.w_stride % vec == 0 && aligned16(a.w) && a.x_stride % 4 == 0 && aligned16(a.x);
+    const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned16(a.w) && aligned16(a.x);
     if (!vec_ok) {
         gemv_scalar_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a);
     } else if (a.w_type == ElemType::BF16) {

@@ -1,0 +1,158 @@
+// Every case of the op harness (op_cases.cpp) on every backend against the CPU backend, outputs poisoned with NaN
+// first. Without a GPU the CPU runs each case against itself with every activation row-padded (strided views) and
+// through begin_step, and the CUDA runs are skipped, saying so. Ops a backend does not run yet are skipped on it.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <set>
+
+#include "ops/op_harness.h"
+#include "runtime/cuda_backend.h"
+
+namespace pagoda::op_harness {
+namespace {
+
+class BackendOpsTest : public ::testing::TestWithParam<size_t> {
+  protected:
+    static void SetUpTestSuite() {
+        cpu_ = make_cpu_backend().release();
+        if (cuda_device_count() == 0) {
+            std::printf("%s: CUDA runs skipped, the CPU runs each case against itself (padded rows vs dense)\n",
+                        cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA");
+            return;
+        }
+        auto g = make_cuda_backend();
+        if (g.ok())
+            gpu_ = std::move(g).value().release();
+        else
+            std::printf("CUDA backend did not start (%s): CUDA runs skipped\n", g.message().c_str());
+    }
+    static void TearDownTestSuite() {
+        delete gpu_;
+        delete cpu_;
+        gpu_ = cpu_ = nullptr;
+    }
+
+    // Runs `c` on `backend` and compares it with the reference run; prints each output's error.
+    void expect_matches(const OpCase& c, const CaseRun& reference, Backend& backend, Layout layout, bool step) {
+        std::string why;
+        const auto run = run_case(c, backend, layout, step, &why);
+        if (!run) {
+            std::printf("  %-10s skipped: %s\n", backend.device().kind == DeviceKind::Cuda ? "cuda" : "cpu",
+                        why.c_str());
+            skipped_ = why;
+            return;
+        }
+        const char* label = layout == Layout::Padded ? "padded" : "dense";
+        for (const Comparison& cmp : compare(reference, *run)) {
+            std::printf("  %-4s %-6s %-28s max rel err %.3g (tol %.0e)\n",
+                        backend.device().kind == DeviceKind::Cuda ? "cuda" : "cpu", label, cmp.what.c_str(), cmp.error,
+                        cmp.tol);
+            EXPECT_TRUE(cmp.ok) << c.name << " on " << backend.name() << " (" << label << "): " << cmp.what
+                                << " max rel err " << cmp.error << " > " << cmp.tol;
+        }
+    }
+
+    static Backend* cpu_;
+    static Backend* gpu_;
+    std::string skipped_;
+};
+
+Backend* BackendOpsTest::cpu_ = nullptr;
+Backend* BackendOpsTest::gpu_ = nullptr;
+
+TEST_P(BackendOpsTest, MatchesCpu) {
+    const OpCase& c = op_cases()[GetParam()];
+    std::string why;
+    const auto reference = run_case(c, *cpu_, Layout::Contiguous, false, &why);
+    ASSERT_NE(reference, nullptr) << why;
+    expect_matches(c, *reference, *cpu_, Layout::Padded, true);
+    if (gpu_ == nullptr) return;
+    expect_matches(c, *reference, *gpu_, Layout::Contiguous, false);
+    expect_matches(c, *reference, *gpu_, Layout::Padded, true);
+    if (!skipped_.empty()) GTEST_SKIP() << skipped_;
+}
+
+INSTANTIATE_TEST_SUITE_P(backend_ops, BackendOpsTest, ::testing::Range<size_t>(0, op_cases().size()),
+                         [](const auto& info) { return test_name(op_cases()[info.param].name); });
+
+TEST(OpCasesTest, NamesAreUniqueAndEveryOpIsCovered) {
+    std::set<std::string> names, ops;
+    for (const auto* table : {&op_cases(), &qwen3_8b_cases()})
+        for (const OpCase& c : *table) {
+            EXPECT_TRUE(names.insert(test_name(c.name)).second) << "two cases named " << c.name;
+            ops.insert(c.op);
+        }
+    for (const char* op : {"embedding",
+                           "rms_norm",
+                           "add_rms_norm",
+                           "head_rms_norm",
+                           "linear",
+                           "rope",
+                           "qk_norm_rope",
+                           "qk_norm_rope_write_kv",
+                           "write_kv",
+                           "paged_attention",
+                           "silu_mul",
+                           "sigmoid_mul",
+                           "add",
+                           "copy",
+                           "gather_rows",
+                           "argmax",
+                           "moe_topk_softmax",
+                           "moe_experts",
+                           "causal_conv1d_silu",
+                           "gdn_gating",
+                           "l2_norm",
+                           "gated_delta_rule",
+                           "gated_rms_norm"})
+        EXPECT_TRUE(ops.count(op)) << op << " has no case";
+}
+
+// On every backend: a row's result is the same alone (T = 1: the GEMV kernel on CUDA) or in a batch of 40
+// (cuBLASLt), up to fp32 summation order: both round x alike, so greedy output does not depend on the batch.
+TEST(LinearTest, RowsDoNotDependOnTheTokenCount) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    backends.push_back(make_cpu_backend());
+    if (cuda_device_count() > 0) {
+        auto g = make_cuda_backend();
+        ASSERT_TRUE(g.ok()) << g.message();
+        backends.push_back(std::move(g).value());
+    }
+    const OpCase c{"rows alone and in a batch", "linear", [](CaseRun& r) {
+                       const int64_t N = 256, K = 512;
+                       const Tensor x = r.act(Shape{40, K}), w = r.dense(Shape{N, K}, DType::BF16, 0.1f);
+                       const Tensor alone = r.out(Shape{1, N}, "alone", kF32Tol);
+                       const Tensor batch = r.out(Shape{40, N}, "batch", kF32Tol);
+                       return [=, &r] {
+                           call_linear(r.ops(), x.narrow(0, 7, 1), w, Tensor(), alone);
+                           call_linear(r.ops(), x, w, Tensor(), batch);
+                       };
+                   }};
+    for (auto& b : backends) {
+        const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
+        ASSERT_NE(run, nullptr);
+        const float e = rel_error(run->checked()[0].host_view, run->checked()[1].host_view.narrow(0, 7, 1));
+        std::printf("  %-20s row alone vs in a batch: max rel err %.3g\n", b->name().c_str(), e);
+        EXPECT_LE(e, kF32Tol) << b->name();
+    }
+}
+
+// The ops CUDA does not run yet say so when asked, and stop the process with that message when called anyway.
+TEST(CudaNotYetTest, AnswersAndRefusesLoudly) {
+    if (cuda_device_count() == 0)
+        GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": CUDA test skipped";
+    auto g = make_cuda_backend();
+    ASSERT_TRUE(g.ok()) << g.message();
+    Backend& gpu = **g;
+    for (const char* op : {"moe_topk_softmax", "moe_experts", "causal_conv1d_silu", "gdn_gating", "l2_norm",
+                           "gated_delta_rule", "gated_rms_norm"})
+        EXPECT_FALSE(gpu.ops().supports(op)) << op;
+    EXPECT_TRUE(gpu.ops().supports("paged_attention"));
+    CaseRun r(gpu, Layout::Contiguous, 1);
+    const Tensor x = r.act(Shape{2, 1, 4});
+    EXPECT_DEATH(gpu.ops().l2_norm(x, 1e-6f), "not on CUDA yet");
+}
+
+}  // namespace
+}  // namespace pagoda::op_harness

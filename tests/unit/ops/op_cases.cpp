@@ -1,0 +1,609 @@
+// The op harness's cases: one builder per op (what tensors the op takes, which outputs are compared, what one call
+// moves and computes) and the tables that list its shapes. A new case is one line in a table; a new op is one
+// builder plus its lines.
+#include <algorithm>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <numeric>
+#include <random>
+
+#include "ops/op_harness.h"
+
+namespace pagoda::op_harness {
+
+namespace {
+
+std::string fmt(const char* f, ...) {
+    char buf[160];
+    va_list args;
+    va_start(args, f);
+    std::vsnprintf(buf, sizeof buf, f, args);
+    va_end(args);
+    return buf;
+}
+
+const char* kind_name(NormKind k) {
+    return k == NormKind::Plain ? "plain" : "zero_centred";
+}
+
+const char* dtype_str(DType d) {
+    return d == DType::BF16 ? "bf16" : d == DType::F16 ? "f16" : d == DType::I32 ? "i32" : "f32";
+}
+
+// q heads interleaved with gate heads, as Qwen3-Next's q/gate projection leaves them: a [T, 2·H·D] buffer seen as
+// [T, H, D] with head stride 2·D.
+Tensor gated_heads(const Tensor& buf, int64_t H, int64_t D) {
+    const int64_t strides[3] = {buf.stride(0), 2 * D, 1};
+    return Tensor(buf.data(), DType::F32, Shape{buf.dim(0), H, D}, strides, buf.device());
+}
+
+// --- sequences of a paged batch --------------------------------------------------------------------------------
+
+struct Seq {
+    int32_t ctx, n;  // cached tokens, new tokens
+};
+
+// A batch of `seqs` over a pool with its blocks shuffled (as a server's are after a while), plus a few spare blocks.
+struct PagedBatch {
+    ForwardBatch* batch;
+    int32_t num_blocks;
+    double kv_tokens;     // Σ seq_len: the cached and new keys attention reads
+    double causal_pairs;  // Σ over new tokens of the keys each one attends to
+};
+PagedBatch paged_batch(CaseRun& r, const std::vector<Seq>& seqs, int32_t bs, int32_t first_slot = 0) {
+    int32_t blocks = 0;
+    for (const Seq& s : seqs)
+        blocks += (s.ctx + s.n + bs - 1) / bs;
+    const int32_t num_blocks = blocks + 7;
+    std::vector<int32_t> pool(static_cast<size_t>(num_blocks));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), std::mt19937(7));  // the same on every backend
+    auto builder = std::make_unique<ForwardBatchBuilder>(bs);
+    size_t next = 0;
+    PagedBatch p{nullptr, num_blocks, 0, 0};
+    int32_t slot = first_slot;
+    for (const Seq& s : seqs) {
+        std::vector<int32_t> table(static_cast<size_t>((s.ctx + s.n + bs - 1) / bs));
+        for (auto& b : table)
+            b = pool[next++];
+        const std::vector<int32_t> tokens(static_cast<size_t>(s.n), 1);
+        builder->add_sequence(tokens, s.ctx, table, slot++);
+        p.kv_tokens += s.ctx + s.n;
+        p.causal_pairs += static_cast<double>(s.n) * s.ctx + 0.5 * s.n * (s.n + 1.0);
+    }
+    p.batch = &r.batch(std::move(builder));
+    return p;
+}
+
+std::vector<Seq> decode_seqs(int n, int32_t max_ctx) {
+    std::mt19937 rng(11);
+    std::vector<Seq> s;
+    for (int i = 0; i < n; ++i)
+        s.push_back({static_cast<int32_t>(rng() % static_cast<uint32_t>(max_ctx)), 1});
+    return s;
+}
+
+std::string seqs_name(const std::vector<Seq>& seqs) {
+    std::string s;
+    if (seqs.size() > 6) return fmt("%zu seqs", seqs.size());
+    for (const Seq& q : seqs)
+        s += fmt("%s%d+%d", s.empty() ? "" : ",", q.ctx, q.n);
+    return s;
+}
+
+// --- builders: one per op ---------------------------------------------------------------------------------------
+
+OpCase embedding(int64_t V, int64_t H, int64_t T, DType dt) {
+    return {fmt("embedding V=%lld H=%lld T=%lld %s", (long long)V, (long long)H, (long long)T, dtype_str(dt)),
+            "embedding", [=](CaseRun& r) {
+                const Tensor table = r.dense(Shape{V, H}, dt);
+                const auto ids = r.ints(static_cast<size_t>(T), 0, static_cast<int32_t>(V));
+                const Tensor out = r.out(Shape{T, H}, "out", kExact);
+                r.set_bytes(static_cast<double>(T * H) * (dtype_size(dt) + 4));
+                return [=, &r] { r.ops().embedding(table, ids, out); };
+            }};
+}
+
+OpCase rms_norm(int64_t T, int64_t H, NormKind kind, bool in_place) {
+    return {
+        fmt("rms_norm T=%lld H=%lld %s%s", (long long)T, (long long)H, kind_name(kind), in_place ? " in_place" : ""),
+        "rms_norm", [=](CaseRun& r) {
+            const Tensor x = r.act(Shape{T, H}, 3.0f), w = r.dense(Shape{H});
+            Tensor out = x;
+            if (in_place)
+                r.check(x, "x (in place)", kF32Tol);
+            else
+                out = r.out(Shape{T, H}, "out", kF32Tol);
+            return [=, &r] { r.ops().rms_norm(x, w, 1e-6f, kind, out); };
+        }};
+}
+
+OpCase add_rms_norm(int64_t T, int64_t H, NormKind kind) {
+    return {fmt("add_rms_norm T=%lld H=%lld %s", (long long)T, (long long)H, kind_name(kind)), "add_rms_norm",
+            [=](CaseRun& r) {
+                const Tensor res = r.act(Shape{T, H}, 2.0f), x = r.act(Shape{T, H}), w = r.dense(Shape{H});
+                const Tensor out = r.out(Shape{T, H}, "out", kF32Tol);
+                r.check(res, "residual", kF32Tol);
+                return [=, &r] { r.ops().add_rms_norm(res, x, w, 1e-6f, kind, out); };
+            }};
+}
+
+// Heads strided as in gated attention when `gated` (the gate heads between them must stay untouched).
+OpCase head_rms_norm(int64_t T, int64_t H, int64_t D, NormKind kind, bool gated) {
+    return {fmt("head_rms_norm T=%lld H=%lld D=%lld %s%s", (long long)T, (long long)H, (long long)D, kind_name(kind),
+                gated ? " gated_heads" : ""),
+            "head_rms_norm", [=](CaseRun& r) {
+                const Tensor buf = r.act(Shape{T, (gated ? 2 : 1) * H * D}, 2.0f), w = r.dense(Shape{D});
+                const Tensor x = gated ? gated_heads(buf, H, D) : buf.unflatten(1, H, D);
+                r.check(buf, gated ? "x (and untouched gates)" : "x", kF32Tol);
+                return [=, &r] { r.ops().head_rms_norm(x, w, 1e-6f, kind); };
+            }};
+}
+
+// x is a column slice of a wider buffer (as q/k/v slices of a fused output are). T = 1 takes the GEMV kernel on
+// CUDA, more tokens cuBLASLt; 16-bit weights round x to their type on CUDA (bf16 tolerance).
+OpCase linear(int64_t T, int64_t N, int64_t K, DType wt, bool bias, const char* label = "") {
+    return {fmt("linear%s%s T=%lld N=%lld K=%lld %s%s", *label ? " " : "", label, (long long)T, (long long)N,
+                (long long)K, dtype_str(wt), bias ? " bias" : ""),
+            "linear", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
+                const Tensor w = r.dense(Shape{N, K}, wt, 0.1f);
+                const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
+                const Tensor y = r.out(Shape{T, N}, "y", wt == DType::F32 ? kF32Tol : kBf16Tol);
+                r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + T * N) * 4));
+                r.set_flops(2.0 * T * N * K);
+                return [=, &r] { call_linear(r.ops(), x, w, b, y); };
+            }};
+}
+
+// q/k/v share one converted input on CUDA; a linear that overwrites that input must not reuse the stale conversion.
+OpCase linear_overwritten_input(int64_t T, int64_t K) {
+    return {fmt("linear after its input was overwritten T=%lld K=%lld", (long long)T, (long long)K), "linear",
+            [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K}), x2 = r.act(Shape{T, K});
+                const Tensor w1 = r.dense(Shape{K, K}, DType::BF16, 0.1f), w2 = r.dense(Shape{K, K}, DType::BF16, 0.1f);
+                const Tensor y = r.out(Shape{T, K}, "y", kBf16Tol);
+                return [=, &r] {
+                    call_linear(r.ops(), x, w1, Tensor(), y);
+                    call_linear(r.ops(), x2, w2, Tensor(), x);
+                    call_linear(r.ops(), x, w1, Tensor(), y);
+                };
+            }};
+}
+
+OpCase rope(int64_t T, int64_t H, int64_t D, int rot) {
+    return {fmt("rope T=%lld H=%lld D=%lld rot=%d", (long long)T, (long long)H, (long long)D, rot), "rope",
+            [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, H, D});
+                const auto pos = r.ints(static_cast<size_t>(T), 0, 100000);
+                r.check(x, "x", kF32Tol);
+                return [=, &r] { r.ops().rope(x, pos, rot, 1e6f); };
+            }};
+}
+
+// variant 0: RoPE only (qwen2), 1: QK-norm plain, 2: QK-norm zero-centred. q heads strided as in gated attention.
+OpCase qk_norm_rope(int64_t T, int64_t Hq, int64_t Hk, int64_t D, int rot, int variant) {
+    return {fmt("qk_norm_rope T=%lld Hq=%lld Hk=%lld D=%lld rot=%d v%d", (long long)T, (long long)Hq, (long long)Hk,
+                (long long)D, rot, variant),
+            "qk_norm_rope", [=](CaseRun& r) {
+                const Tensor qbuf = r.act(Shape{T, 2 * Hq * D}, 2.0f), k = r.act(Shape{T, Hk, D}, 2.0f);
+                const Tensor qw = variant ? r.dense(Shape{D}) : Tensor(), kw = variant ? r.dense(Shape{D}) : Tensor();
+                const NormKind kind = variant == 2 ? NormKind::ZeroCentred : NormKind::Plain;
+                const auto pos = r.ints(static_cast<size_t>(T), 0, 100000);
+                const Tensor q = gated_heads(qbuf, Hq, D);
+                r.check(qbuf, "q (and untouched gates)", kF32Tol);
+                r.check(k, "k", kF32Tol);
+                return [=, &r] { r.ops().qk_norm_rope(q, k, qw, kw, 1e-6f, kind, pos, rot, 1e6f); };
+            }};
+}
+
+// The whole prologue into the caches; one slot skipped (negative), GQA. Caches are BF16 on CUDA: within one bf16
+// rounding of the CPU's F32 values.
+OpCase qk_norm_rope_write_kv(std::vector<Seq> seqs, int64_t Hq, int64_t Hk, int64_t D, int rot, int variant,
+                             int32_t bs = 16) {
+    return {fmt("qk_norm_rope_write_kv %s Hq=%lld Hk=%lld D=%lld rot=%d v%d bs=%d", seqs_name(seqs).c_str(),
+                (long long)Hq, (long long)Hk, (long long)D, rot, variant, bs),
+            "qk_norm_rope_write_kv", [=](CaseRun& r) {
+                PagedBatch p = paged_batch(r, seqs, bs);
+                auto& slots = r.keep(std::vector<int64_t>(p.batch->slot_mapping.begin(), p.batch->slot_mapping.end()));
+                if (slots.size() > 1) slots[1] = -1;  // skipped
+                p.batch->slot_mapping = slots;
+                const int64_t T = p.batch->num_tokens;
+                const Tensor q = r.act(Shape{T, Hq, D}, 2.0f), k = r.act(Shape{T, Hk, D}, 2.0f),
+                             v = r.act(Shape{T, Hk, D}, 2.0f);
+                const Tensor qw = variant ? r.dense(Shape{D}) : Tensor(), kw = variant ? r.dense(Shape{D}) : Tensor();
+                const NormKind kind = variant == 2 ? NormKind::ZeroCentred : NormKind::Plain;
+                const Tensor kc = r.kv_cache(Shape{p.num_blocks, bs, Hk, D}),
+                             vc = r.kv_cache(Shape{p.num_blocks, bs, Hk, D});
+                r.check(q, "q", kF32Tol);
+                r.check(k, "k", kF32Tol);
+                r.check(v, "v (unchanged)", kExact);
+                r.check(kc, "key cache", 8e-3f);
+                r.check(vc, "value cache", 8e-3f);
+                r.set_bytes(static_cast<double>(T * (Hq + 2 * Hk) * D) * 4 * 2);
+                const ForwardBatch& batch = *p.batch;
+                return [=, &r, &batch] {
+                    r.ops().qk_norm_rope_write_kv(q, k, v, qw, kw, 1e-6f, kind, batch, rot, 1e6f, kc, vc);
+                };
+            }};
+}
+
+OpCase write_kv(std::vector<Seq> seqs, int64_t Hk, int64_t D, int32_t bs = 16) {
+    return {fmt("write_kv %s Hk=%lld D=%lld bs=%d", seqs_name(seqs).c_str(), (long long)Hk, (long long)D, bs),
+            "write_kv", [=](CaseRun& r) {
+                PagedBatch p = paged_batch(r, seqs, bs);
+                const int64_t T = p.batch->num_tokens;
+                const Tensor k = r.act(Shape{T, Hk, D}), v = r.act(Shape{T, Hk, D});
+                const Tensor kc = r.kv_cache(Shape{p.num_blocks, bs, Hk, D}),
+                             vc = r.kv_cache(Shape{p.num_blocks, bs, Hk, D});
+                r.check(kc, "key cache", kExact);  // k and v are bf16-exact
+                r.check(vc, "value cache", kExact);
+                r.set_bytes(static_cast<double>(T * Hk * D) * 2 * (4 + (r.on_cuda() ? 2 : 4)));
+                const ForwardBatch& batch = *p.batch;
+                return [=, &r, &batch] { r.ops().write_kv(k, v, batch, kc, vc); };
+            }};
+}
+
+// The new tokens' k/v are written first (setup), then attention over cached prefix + new tokens is the timed call.
+// Head dims 64/128/256 take the tensor-core kernels on CUDA (Q and softmax weights rounded to bf16, as
+// FlashAttention does); 16/32 the fp32 kernel.
+OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int64_t Hkv, int64_t D, int32_t bs = 16) {
+    return {fmt("paged_attention %s %s Hq=%lld Hkv=%lld D=%lld bs=%d", label, seqs_name(seqs).c_str(), (long long)Hq,
+                (long long)Hkv, (long long)D, bs),
+            "paged_attention", [=](CaseRun& r) {
+                PagedBatch p = paged_batch(r, seqs, bs);
+                const int64_t T = p.batch->num_tokens;
+                const Tensor kc = r.kv_cache(Shape{p.num_blocks, bs, Hkv, D}),
+                             vc = r.kv_cache(Shape{p.num_blocks, bs, Hkv, D});
+                const Tensor k = r.act(Shape{T, Hkv, D}), v = r.act(Shape{T, Hkv, D}), q = r.act(Shape{T, Hq, D});
+                r.ops().write_kv(k, v, *p.batch, kc, vc);
+                const Tensor out = r.out(Shape{T, Hq, D}, "out", D >= 64 ? 5e-3f : 2e-5f);
+                const double kv_bytes = 2.0 * p.kv_tokens * static_cast<double>(Hkv * D) * (r.on_cuda() ? 2 : 4);
+                r.set_bytes(kv_bytes + 2.0 * static_cast<double>(T * Hq * D) * 4);
+                r.set_flops(4.0 * p.causal_pairs * static_cast<double>(Hq * D));
+                const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+                const ForwardBatch& batch = *p.batch;
+                return [=, &r, &batch] { r.ops().paged_attention(q, kc, vc, batch, scale, out); };
+            }};
+}
+
+// gate and up are the halves of one fused [T, 2N] output.
+OpCase silu_mul(int64_t T, int64_t N) {
+    return {fmt("silu_mul T=%lld N=%lld", (long long)T, (long long)N), "silu_mul", [=](CaseRun& r) {
+                const Tensor gu = r.act(Shape{T, 2 * N}, 4.0f);
+                const Tensor out = r.out(Shape{T, N}, "out", kF32Tol);
+                return [=, &r] { r.ops().silu_mul(gu.narrow(1, 0, N), gu.narrow(1, N, N), out); };
+            }};
+}
+
+// gate_cols = N (a gate per element) or 1 (one per row: the shared-expert gate).
+OpCase sigmoid_mul(int64_t T, int64_t N, int64_t gate_cols) {
+    return {fmt("sigmoid_mul T=%lld N=%lld gate=[T,%lld]", (long long)T, (long long)N, (long long)gate_cols),
+            "sigmoid_mul", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, N}, 4.0f), g = r.act(Shape{T, gate_cols}, 4.0f);
+                r.check(x, "x", kF32Tol);
+                return [=, &r] { r.ops().sigmoid_mul(x, g); };
+            }};
+}
+
+OpCase add(int64_t T, int64_t N) {
+    return {fmt("add T=%lld N=%lld", (long long)T, (long long)N), "add", [=](CaseRun& r) {
+                const Tensor y = r.act(Shape{T, N}, 4.0f), x = r.act(Shape{T, N}, 4.0f);
+                r.check(y, "y", kF32Tol);
+                return [=, &r] { r.ops().add(y, x); };
+            }};
+}
+
+// f32 -> `mid` -> f32 (values are bf16-exact, so F16 rounds them alike on every backend).
+OpCase copy(int64_t T, int64_t N, DType mid) {
+    return {fmt("copy T=%lld N=%lld via %s", (long long)T, (long long)N, dtype_str(mid)), "copy", [=](CaseRun& r) {
+                const Tensor src = r.act(Shape{T, N}, 2.0f);
+                const Tensor m = r.dense_out(Shape{T, N}, mid, "intermediate", kExact);
+                const Tensor out = r.out(Shape{T, N}, "out", kExact);
+                return [=, &r] {
+                    r.ops().copy(m, src);
+                    r.ops().copy(out, m);
+                };
+            }};
+}
+
+OpCase gather_rows(int64_t T, int64_t N, int64_t R) {
+    return {fmt("gather_rows T=%lld N=%lld R=%lld", (long long)T, (long long)N, (long long)R), "gather_rows",
+            [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, N});
+                const auto rows = r.ints(static_cast<size_t>(R), 0, static_cast<int32_t>(T));
+                const Tensor out = r.out(Shape{R, N}, "out", kExact);
+                return [=, &r] { r.ops().gather_rows(x, rows, out); };
+            }};
+}
+
+// Row 1 holds a tie (the lower index wins), row 2 its max at index 0.
+OpCase argmax(int64_t R, int64_t V) {
+    return {fmt("argmax R=%lld V=%lld", (long long)R, (long long)V), "argmax", [=](CaseRun& r) {
+                HostTensor h = r.host_random(Shape{R, V});
+                float* p = h.tensor.data_as<float>();
+                if (R > 2) {
+                    p[1 * V + V / 2] = 7.0f, p[1 * V + V - 1] = 7.0f;
+                    p[2 * V + 0] = 9.0f;
+                }
+                const Tensor logits = r.upload_act(h);
+                const auto out = r.int_out(static_cast<size_t>(R), "argmax");
+                return [=, &r] { r.ops().argmax(logits, out); };
+            }};
+}
+
+OpCase moe_topk_softmax(int64_t T, int64_t E, int64_t k, bool normalize) {
+    return {fmt("moe_topk_softmax T=%lld E=%lld k=%lld%s", (long long)T, (long long)E, (long long)k,
+                normalize ? " normalize" : ""),
+            "moe_topk_softmax", [=](CaseRun& r) {
+                const Tensor logits = r.act(Shape{T, E}, 3.0f);
+                const Tensor w = r.dense_out(Shape{T, k}, DType::F32, "topk weights", kF32Tol);
+                const Tensor ids = r.dense_out(Shape{T, k}, DType::I32, "topk ids", kExact);
+                return [=, &r] { r.ops().moe_topk_softmax(logits, normalize, w, ids); };
+            }};
+}
+
+// Experts from one fused gate_up [E, 2I, H] and down [E, H, I] (Qwen3.5-MoE's layout), routed by k distinct
+// experts per token with weights summing to 1.
+OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
+    return {
+        fmt("moe_experts T=%lld H=%lld I=%lld E=%lld k=%lld", (long long)T, (long long)H, (long long)I, (long long)E,
+            (long long)k),
+        "moe_experts", [=](CaseRun& r) {
+            const Tensor x = r.act(Shape{T, H});
+            const Tensor gate_up = r.dense(Shape{E, 2 * I, H}, DType::BF16, 0.3f);
+            const Tensor down = r.dense(Shape{E, H, I}, DType::BF16, 0.3f);
+            HostTensor w = HostTensor::empty(DType::F32, Shape{T, k}), ids = HostTensor::empty(DType::I32, Shape{T, k});
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t j = 0; j < k; ++j) {
+                    ids.tensor.data_as<int32_t>()[t * k + j] = static_cast<int32_t>((t * 3 + j * 5) % E);
+                    w.tensor.data_as<float>()[t * k + j] = 1.0f / static_cast<float>(k);
+                }
+            const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
+            auto &g = r.keep(std::vector<Tensor>()), &u = r.keep(std::vector<Tensor>()),
+                 &d = r.keep(std::vector<Tensor>());
+            for (int64_t e = 0; e < E; ++e) {
+                g.push_back(gate_up.select(e).narrow(0, 0, I));
+                u.push_back(gate_up.select(e).narrow(0, I, I));
+                d.push_back(down.select(e));
+            }
+            const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
+            r.set_flops(6.0 * T * k * H * I);
+            return [=, &r, &g, &u, &d] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{g, u, d}, out); };
+        }};
+}
+
+// Fresh sequences and ones with cached context (history from their conv state slot).
+OpCase causal_conv1d_silu(std::vector<Seq> seqs, int64_t C, int64_t K) {
+    return {fmt("causal_conv1d_silu %s C=%lld K=%lld", seqs_name(seqs).c_str(), (long long)C, (long long)K),
+            "causal_conv1d_silu", [=](CaseRun& r) {
+                PagedBatch p = paged_batch(r, seqs, 16, 1);
+                const int64_t T = p.batch->num_tokens;
+                const int64_t slots = static_cast<int64_t>(seqs.size()) + 2;
+                const Tensor x = r.act(Shape{T, C}, 2.0f), w = r.dense(Shape{C, K}, DType::BF16);
+                const Tensor state = r.dense(Shape{slots, C, K - 1});
+                const Tensor out = r.out(Shape{T, C}, "out", kF32Tol);
+                r.check(state, "conv state", kF32Tol);
+                const ForwardBatch& batch = *p.batch;
+                return [=, &r, &batch] { r.ops().causal_conv1d_silu(x, w, state, batch, out); };
+            }};
+}
+
+OpCase gdn_gating(int64_t T, int64_t Hv) {
+    return {fmt("gdn_gating T=%lld Hv=%lld", (long long)T, (long long)Hv), "gdn_gating", [=](CaseRun& r) {
+                const Tensor a = r.act(Shape{T, Hv}, 4.0f), b = r.act(Shape{T, Hv}, 4.0f);
+                const Tensor a_log = r.dense(Shape{Hv}, DType::BF16), dt_bias = r.dense(Shape{Hv}, DType::BF16);
+                const Tensor g = r.out(Shape{T, Hv}, "g", kF32Tol), beta = r.out(Shape{T, Hv}, "beta", kF32Tol);
+                return [=, &r] { r.ops().gdn_gating(a, b, a_log, dt_bias, g, beta); };
+            }};
+}
+
+OpCase l2_norm(int64_t T, int64_t H, int64_t D) {
+    return {fmt("l2_norm T=%lld H=%lld D=%lld", (long long)T, (long long)H, (long long)D), "l2_norm", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, H, D}, 2.0f);
+                r.check(x, "x", kF32Tol);
+                return [=, &r] { r.ops().l2_norm(x, 1e-6f); };
+            }};
+}
+
+// q, k of unit-ish norm (the op expects them L2-normalised), decays g < 0, β in (0, 1); fresh sequences and ones
+// continuing from their state slot.
+OpCase gated_delta_rule(std::vector<Seq> seqs, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv, DeltaRuleMode mode) {
+    const char* mode_name = mode == DeltaRuleMode::Auto      ? "auto"
+                            : mode == DeltaRuleMode::Chunked ? "chunked"
+                                                             : "recurrent";
+    return {fmt("gated_delta_rule %s Hk=%lld Hv=%lld dk=%lld dv=%lld %s", seqs_name(seqs).c_str(), (long long)Hk,
+                (long long)Hv, (long long)dk, (long long)dv, mode_name),
+            "gated_delta_rule", [=](CaseRun& r) {
+                PagedBatch p = paged_batch(r, seqs, 16, 1);
+                const int64_t T = p.batch->num_tokens;
+                const int64_t slots = static_cast<int64_t>(seqs.size()) + 2;
+                const float unit = std::sqrt(3.0f / static_cast<float>(dk));
+                const Tensor q = r.act(Shape{T, Hk, dk}, unit), k = r.act(Shape{T, Hk, dk}, unit);
+                const Tensor v = r.act(Shape{T, Hv, dv});
+                HostTensor g = r.host_random(Shape{T, Hv}), beta = r.host_random(Shape{T, Hv});
+                for (int64_t i = 0; i < T * Hv; ++i) {
+                    g.tensor.data_as<float>()[i] = -0.5f * (1.0f + g.tensor.data_as<float>()[i]);
+                    beta.tensor.data_as<float>()[i] = 0.5f + 0.45f * beta.tensor.data_as<float>()[i];
+                }
+                const Tensor dg = r.upload_act(g), dbeta = r.upload_act(beta);
+                const Tensor state = r.dense(Shape{slots, Hv, dk, dv}, DType::F32, 0.1f);
+                const Tensor out = r.out(Shape{T, Hv, dv}, "out", 1e-4f);
+                r.check(state, "state", 1e-4f);
+                const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+                const ForwardBatch& batch = *p.batch;
+                return
+                    [=, &r, &batch] { r.ops().gated_delta_rule(q, k, v, dg, dbeta, state, batch, q_scale, out, mode); };
+            }};
+}
+
+OpCase gated_rms_norm(int64_t T, int64_t H, int64_t D) {
+    return {fmt("gated_rms_norm T=%lld H=%lld D=%lld", (long long)T, (long long)H, (long long)D), "gated_rms_norm",
+            [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, H, D}, 2.0f), z = r.act(Shape{T, H, D}, 2.0f), w = r.dense(Shape{D});
+                const Tensor out = r.out(Shape{T, H, D}, "out", kF32Tol);
+                return [=, &r] { r.ops().gated_rms_norm(x, z, w, 1e-6f, out); };
+            }};
+}
+
+constexpr DType BF16 = DType::BF16, F16 = DType::F16, F32 = DType::F32;
+constexpr NormKind kPlain = NormKind::Plain, kZc = NormKind::ZeroCentred;
+
+// Several sequences in one batch: a decode with a long cached context (split-KV), a prefill chunk with a cached
+// prefix, a fresh prefill, a short decode, a short chunk.
+const std::vector<Seq> kMixed = {{2000, 1}, {37, 50}, {0, 130}, {5, 1}, {300, 9}};
+const std::vector<Seq> kDecode = {{2000, 1}, {0, 1}, {300, 1}, {16, 1}, {47, 1}};
+const std::vector<Seq> kPrefill = {{0, 300}};
+const std::vector<Seq> kChunk = {{700, 200}, {0, 65}};
+const std::vector<Seq> kPrologue = {{5, 7}};
+
+}  // namespace
+
+const std::vector<OpCase>& op_cases() {
+    static const std::vector<OpCase> cases = [] {
+        const std::vector<Seq> decode160 = decode_seqs(160, 400);
+        std::vector<OpCase> c = {
+            embedding(50, 64, 7, BF16),
+            embedding(50, 64, 7, F32),
+            embedding(1000, 4096, 33, BF16),
+            embedding(1000, 4096, 33, F32),
+            rms_norm(1, 64, kPlain, false),
+            rms_norm(5, 4096, kZc, false),
+            rms_norm(130, 1000, kPlain, true),
+            rms_norm(130, 1000, kZc, true),
+            add_rms_norm(1, 64, kPlain),
+            add_rms_norm(5, 4096, kZc),
+            add_rms_norm(130, 1000, kPlain),
+            head_rms_norm(3, 4, 32, kPlain, true),
+            head_rms_norm(40, 32, 128, kPlain, true),
+            head_rms_norm(9, 8, 256, kZc, false),
+            // T = 1: the GEMV kernel on CUDA (aligned and odd shapes, N past its one-warp-per-row threshold);
+            // T > 1: cuBLASLt. Every weight dtype, with and without bias.
+            linear(1, 64, 128, BF16, false),
+            linear(1, 64, 128, F16, true),
+            linear(1, 77, 96, F32, true),
+            linear(1, 129, 100, BF16, false),
+            linear(1, 8200, 264, BF16, true),
+            linear(1, 1024, 4096, BF16, false),
+            linear(2, 77, 96, F32, true),
+            linear(3, 300, 264, BF16, true),
+            linear(5, 9000, 1024, BF16, false),
+            linear(8, 129, 100, F16, false),
+            linear(9, 64, 128, BF16, false),
+            linear(20, 50, 64, F32, false),
+            linear(37, 512, 256, BF16, true),
+            linear(64, 96, 72, F16, false),
+            linear(128, 256, 512, F16, true),
+            linear(300, 1000, 1024, BF16, false),
+            linear(512, 384, 256, BF16, true),
+            linear(512, 128, 128, F32, false),
+            linear_overwritten_input(24, 64),
+            rope(5, 4, 32, 32),
+            rope(70, 8, 128, 64),
+            rope(3, 2, 256, 128),
+            qk_norm_rope(5, 4, 2, 64, 64, 0),
+            qk_norm_rope(5, 4, 2, 64, 64, 1),
+            qk_norm_rope(5, 4, 2, 64, 64, 2),
+            qk_norm_rope(70, 32, 8, 128, 128, 1),
+            qk_norm_rope(70, 32, 8, 128, 128, 2),
+            qk_norm_rope(3, 8, 1, 256, 64, 1),
+            qk_norm_rope_write_kv(kPrologue, 8, 2, 128, 128, 1),
+            qk_norm_rope_write_kv(kPrologue, 8, 2, 128, 128, 0),
+            qk_norm_rope_write_kv(kPrologue, 8, 2, 128, 128, 2),
+            qk_norm_rope_write_kv({{5, 3}}, 4, 4, 64, 32, 1),
+            qk_norm_rope_write_kv({{5, 9}}, 4, 1, 32, 32, 1),
+            qk_norm_rope_write_kv(kMixed, 16, 4, 256, 128, 1, 32),
+            write_kv(kMixed, 2, 32),
+            write_kv(kMixed, 8, 128, 32),
+            write_kv(kDecode, 4, 256),
+        };
+        // Attention: every head-dim kernel, GQA group sizes 1 to 16, decode-only batches (split-KV and one split),
+        // prefills, mixed batches, block sizes 16 and 32.
+        struct Heads {
+            int64_t Hq, Hkv, D;
+        };
+        for (Heads h : {Heads{4, 2, 32}, Heads{32, 8, 128}, Heads{16, 16, 64}, Heads{8, 1, 256}, Heads{28, 4, 128},
+                        Heads{64, 4, 128}}) {
+            c.push_back(paged_attention("mixed", kMixed, h.Hq, h.Hkv, h.D));
+            c.push_back(paged_attention("decode", kDecode, h.Hq, h.Hkv, h.D));
+            c.push_back(paged_attention("decode", decode160, h.Hq, h.Hkv, h.D));
+        }
+        for (const OpCase& more : {
+                 paged_attention("prefill", kPrefill, 32, 8, 128),
+                 paged_attention("prefill", kPrefill, 16, 16, 64),
+                 paged_attention("prefill", kPrefill, 8, 2, 256),
+                 paged_attention("chunk", kChunk, 32, 8, 128),
+                 paged_attention("mixed", kMixed, 32, 8, 128, 32),
+                 paged_attention("decode", kDecode, 16, 2, 64, 32),
+                 paged_attention("mixed", kMixed, 8, 8, 16),
+                 silu_mul(1, 17),
+                 silu_mul(33, 4096),
+                 sigmoid_mul(1, 17, 17),
+                 sigmoid_mul(33, 4096, 4096),
+                 sigmoid_mul(1, 17, 1),
+                 sigmoid_mul(33, 4096, 1),
+                 add(1, 17),
+                 add(33, 4096),
+                 copy(9, 300, BF16),
+                 copy(9, 300, F16),
+                 copy(9, 300, F32),
+                 gather_rows(9, 300, 4),
+                 gather_rows(64, 4096, 64),
+                 argmax(4, 5),
+                 argmax(4, 1000),
+                 argmax(4, 151936),
+                 // Not on CUDA yet: run on the CPU (padded vs dense) and skipped, saying so, on CUDA until they land.
+                 moe_topk_softmax(9, 12, 3, false),
+                 moe_topk_softmax(9, 12, 3, true),
+                 moe_topk_softmax(33, 128, 8, true),
+                 moe_experts(7, 32, 20, 5, 2),
+                 moe_experts(33, 256, 96, 16, 4),
+                 causal_conv1d_silu({{0, 7}, {5, 1}, {3, 4}}, 64, 4),
+                 gdn_gating(9, 16),
+                 l2_norm(9, 4, 128),
+                 gated_delta_rule({{0, 70}, {4, 1}, {0, 3}}, 2, 4, 32, 48, DeltaRuleMode::Recurrent),
+                 gated_delta_rule({{0, 70}, {4, 1}, {0, 3}}, 2, 4, 32, 48, DeltaRuleMode::Chunked),
+                 gated_delta_rule({{9, 20}, {4, 1}}, 2, 2, 64, 64, DeltaRuleMode::Auto),
+                 gated_rms_norm(9, 4, 128),
+             })
+            c.push_back(more);
+        return c;
+    }();
+    return cases;
+}
+
+const std::vector<OpCase>& qwen3_8b_cases() {
+    static const std::vector<OpCase> cases = [] {
+        // Qwen3-8B: hidden 4096, 32 query heads and 8 KV heads of 128, intermediate 12288, vocabulary 151936.
+        const int64_t H = 4096, Hq = 32, Hkv = 8, D = 128, I = 12288, V = 151936;
+        std::vector<OpCase> c;
+        for (int64_t T : {1, 2, 8, 64, 256, 2048}) {
+            c.push_back(linear(T, (Hq + 2 * Hkv) * D, H, BF16, false, "qkv"));
+            c.push_back(linear(T, H, Hq * D, BF16, false, "o"));
+            c.push_back(linear(T, 2 * I, H, BF16, false, "gate_up"));
+            c.push_back(linear(T, H, I, BF16, false, "down"));
+        }
+        for (int64_t T : {1, 256})
+            c.push_back(linear(T, V, H, BF16, false, "lm_head"));
+        for (int64_t T : {1, 256, 2048}) {
+            c.push_back(rms_norm(T, H, kPlain, false));
+            c.push_back(add_rms_norm(T, H, kPlain));
+            c.push_back(silu_mul(T, I));
+        }
+        c.push_back(embedding(V, H, 256, BF16));
+        c.push_back(argmax(256, V));
+        const std::vector<Seq> decode256(256, Seq{1535, 1}), decode16(16, Seq{4095, 1});
+        c.push_back(qk_norm_rope_write_kv(decode256, Hq, Hkv, D, static_cast<int>(D), 1));
+        c.push_back(qk_norm_rope_write_kv({{0, 2048}}, Hq, Hkv, D, static_cast<int>(D), 1));
+        c.push_back(paged_attention("decode", decode256, Hq, Hkv, D));
+        c.push_back(paged_attention("decode", {{511, 1}}, Hq, Hkv, D));
+        c.push_back(paged_attention("decode", decode16, Hq, Hkv, D));
+        c.push_back(paged_attention("prefill", {{0, 2048}}, Hq, Hkv, D));
+        c.push_back(paged_attention("chunk", {{1536, 512}}, Hq, Hkv, D));
+        return c;
+    }();
+    return cases;
+}
+
+}  // namespace pagoda::op_harness
