@@ -103,7 +103,8 @@ void projections(Backend& backend, int64_t T, std::mt19937& rng) {
         Buffer y = random_device(backend, DType::F32, Shape{T, p.N}, rng);
         const Tensor wt = w.view(DType::BF16, Shape{p.N, p.K}), xt = x.view(DType::F32, Shape{T, p.K}),
                      yt = y.view(DType::F32, Shape{T, p.N});
-        const double s = time_op(backend, 20, [&] { ops.linear(xt, wt, Tensor(), yt); });
+        const LinearWeight lw = LinearWeight::dense(wt);
+        const double s = time_op(backend, 20, [&] { ops.linear(xt, lw, yt); });
         const double weight_bytes = 2.0 * p.N * p.K, flops = 2.0 * T * p.N * p.K;
         std::printf(
             "{\"op\": \"linear %s\", \"T\": %lld, \"N\": %lld, \"K\": %lld, \"ms\": %.4f, \"weight_gbps\": %.0f, "

@@ -130,8 +130,10 @@ TEST_F(CudaOpsTest, LinearGemvAndCublasLt) {
         Pair y = output(Shape{c.T, c.N});
         const ViewFn xs = [K = c.K](const Tensor& t) { return t.narrow(1, 4, K); };
         const Tensor no_bias;
-        cpu_->ops().linear(xs(x.host.tensor), w.host.tensor, c.bias ? bias.host.tensor : no_bias, y.host.tensor);
-        gpu_->ops().linear(xs(x.dev.tensor), w.dev.tensor, c.bias ? bias.dev.tensor : no_bias, y.dev.tensor);
+        cpu_->ops().linear(xs(x.host.tensor), LinearWeight::dense(w.host.tensor, c.bias ? bias.host.tensor : no_bias),
+                           y.host.tensor);
+        gpu_->ops().linear(xs(x.dev.tensor), LinearWeight::dense(w.dev.tensor, c.bias ? bias.dev.tensor : no_bias),
+                           y.dev.tensor);
         char what[96];
         std::snprintf(what, sizeof what, "linear T=%lld N=%lld K=%lld %s", static_cast<long long>(c.T),
                       static_cast<long long>(c.N), static_cast<long long>(c.K), dtype_name(c.w).data());
@@ -145,8 +147,8 @@ TEST_F(CudaOpsTest, LinearRowsDoNotDependOnTheTokenCount) {
     const int64_t N = 256, K = 512;
     Pair x = input(Shape{40, K}), w = input(Shape{N, K}, 0.1f, DType::BF16);
     Pair alone = output(Shape{1, N}), batch = output(Shape{40, N});
-    gpu_->ops().linear(x.dev.tensor.narrow(0, 7, 1), w.dev.tensor, Tensor(), alone.dev.tensor);
-    gpu_->ops().linear(x.dev.tensor, w.dev.tensor, Tensor(), batch.dev.tensor);
+    gpu_->ops().linear(x.dev.tensor.narrow(0, 7, 1), LinearWeight::dense(w.dev.tensor), alone.dev.tensor);
+    gpu_->ops().linear(x.dev.tensor, LinearWeight::dense(w.dev.tensor), batch.dev.tensor);
     HostTensor a = back(alone), b = back(batch);
     const float e = rel_error(a.tensor, b.tensor.narrow(0, 7, 1));
     std::printf("  %-44s max rel err %.3g\n", "linear row alone vs in a batch", e);
@@ -162,9 +164,11 @@ TEST_F(CudaOpsTest, ConsecutiveLinearsOfOneInputAndOverwrittenInput) {
     for (Backend* b : {cpu_.get(), gpu_.get()}) {
         const bool g = b == gpu_.get();
         const Tensor& xt = g ? x.dev.tensor : x.host.tensor;
-        b->ops().linear(xt, g ? w1.dev.tensor : w1.host.tensor, Tensor(), g ? y1.dev.tensor : y1.host.tensor);
-        b->ops().linear(g ? x2.dev.tensor : x2.host.tensor, g ? w2.dev.tensor : w2.host.tensor, Tensor(), xt);
-        b->ops().linear(xt, g ? w1.dev.tensor : w1.host.tensor, Tensor(), g ? y1.dev.tensor : y1.host.tensor);
+        const LinearWeight l1 = LinearWeight::dense(g ? w1.dev.tensor : w1.host.tensor);
+        const LinearWeight l2 = LinearWeight::dense(g ? w2.dev.tensor : w2.host.tensor);
+        b->ops().linear(xt, l1, g ? y1.dev.tensor : y1.host.tensor);
+        b->ops().linear(g ? x2.dev.tensor : x2.host.tensor, l2, xt);
+        b->ops().linear(xt, l1, g ? y1.dev.tensor : y1.host.tensor);
     }
     EXPECT_LE(compare(y1, kWhole, "linear after its input was overwritten"), 1e-2f);
 }
