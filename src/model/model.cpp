@@ -43,18 +43,42 @@ namespace {
 // multiples of upload_weights' 256-byte alignment, as at every real Qwen shape; otherwise they stay separate).
 template <typename F>
 void for_each_weight(ModelWeights& w, F&& f) {
-    f(w.embed), f(w.final_norm), f(w.lm_head);
+    f(w.embed), f(w.final_norm), f(w.lm_head.data);
     for (LayerWeights& l : w.layers) {
-        for (Tensor* t : {&l.input_norm,    &l.post_norm,       &l.attn.q,         &l.attn.k,      &l.attn.v,
-                          &l.attn.o,        &l.attn.q_bias,     &l.attn.k_bias,    &l.attn.v_bias, &l.attn.q_norm,
-                          &l.attn.k_norm,   &l.dense.gate,      &l.dense.up,       &l.dense.down,  &l.delta.qkv,
-                          &l.delta.z,       &l.delta.b,         &l.delta.a,        &l.delta.conv,  &l.delta.a_log,
-                          &l.delta.dt_bias, &l.delta.norm,      &l.delta.out,      &l.moe.router,  &l.moe.shared.gate,
-                          &l.moe.shared.up, &l.moe.shared.down, &l.moe.shared_gate})
+        AttentionWeights& a = l.attn;
+        DeltaNetWeights& d = l.delta;
+        MoeWeights& m = l.moe;
+        for (Tensor* t : {&l.input_norm,
+                          &l.post_norm,
+                          &a.q.data,
+                          &a.k.data,
+                          &a.v.data,
+                          &a.o.data,
+                          &a.q.bias,
+                          &a.k.bias,
+                          &a.v.bias,
+                          &a.q_norm,
+                          &a.k_norm,
+                          &l.dense.gate.data,
+                          &l.dense.up.data,
+                          &l.dense.down.data,
+                          &d.qkv.data,
+                          &d.z.data,
+                          &d.b.data,
+                          &d.a.data,
+                          &d.conv,
+                          &d.a_log,
+                          &d.dt_bias,
+                          &d.norm,
+                          &d.out.data,
+                          &m.router.data,
+                          &m.shared.gate.data,
+                          &m.shared.up.data,
+                          &m.shared.down.data,
+                          &m.shared_gate.data,
+                          &m.gate_up.data,
+                          &m.down.data})
             f(*t);
-        for (auto* list : {&l.moe.gate, &l.moe.up, &l.moe.down})
-            for (Tensor& t : *list)
-                f(t);
     }
 }
 }  // namespace
@@ -109,9 +133,9 @@ Status Model::load_weights() {
     PAGODA_ASSIGN_OR_RETURN(weights_.embed, loader.view(p + "embed_tokens.weight", Shape{V, H}));
     PAGODA_ASSIGN_OR_RETURN(weights_.final_norm, loader.f32(p + "norm.weight", Shape{H}));
     if (loader.has("lm_head.weight") || !spec.tie_word_embeddings) {
-        PAGODA_ASSIGN_OR_RETURN(weights_.lm_head, loader.view("lm_head.weight", Shape{V, H}));
+        PAGODA_ASSIGN_OR_RETURN(weights_.lm_head, loader.linear("lm_head.weight", Shape{V, H}));
     } else {
-        weights_.lm_head = weights_.embed;
+        weights_.lm_head = LinearWeight::dense(weights_.embed);
     }
     weights_.layers.resize(spec.layers.size());
     cache_layer_.resize(spec.layers.size());

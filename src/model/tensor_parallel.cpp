@@ -55,13 +55,13 @@ Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, i
 Status shard_weights(const ShardPlan& plan, ModelWeights& w) {
     if (plan.size == 1) return ok_status();
     OwnedWeights& owned = w.owned;
-    const bool tied = w.lm_head.data() == w.embed.data();
+    const bool tied = w.lm_head.data.data() == w.embed.data();
     // One zero row past the padded shard: the row every id outside this rank's range reads.
     PAGODA_ASSIGN_OR_RETURN(w.embed, cut(w.embed, plan.slice(WeightRole::kEmbedding), owned, /*extra_rows=*/1));
     if (tied) {
-        w.lm_head = w.embed.narrow(0, 0, plan.vocab_per_rank);
+        w.lm_head.data = w.embed.narrow(0, 0, plan.vocab_per_rank);
     } else {
-        PAGODA_ASSIGN_OR_RETURN(w.lm_head, cut(w.lm_head, plan.slice(WeightRole::kLmHead), owned));
+        PAGODA_ASSIGN_OR_RETURN(w.lm_head.data, cut(w.lm_head.data, plan.slice(WeightRole::kLmHead), owned));
     }
     for (size_t i = 0; i < w.layers.size(); ++i) {
         LayerWeights& layer = w.layers[i];
@@ -75,11 +75,17 @@ Status shard_weights(const ShardPlan& plan, ModelWeights& w) {
         };
         AttentionWeights& a = layer.attn;
         MlpWeights& m = layer.dense;
-        for (const Part& p :
-             {Part{&a.q, WeightRole::kQProj}, Part{&a.k, WeightRole::kKProj}, Part{&a.v, WeightRole::kVProj},
-              Part{&a.o, WeightRole::kOProj}, Part{&a.q_bias, WeightRole::kQBias}, Part{&a.k_bias, WeightRole::kKBias},
-              Part{&a.v_bias, WeightRole::kVBias}, Part{&m.gate, WeightRole::kGateProj},
-              Part{&m.up, WeightRole::kUpProj}, Part{&m.down, WeightRole::kDownProj}}) {
+        for (const LinearWeight* lw : {&a.q, &a.k, &a.v, &a.o, &m.gate, &m.up, &m.down}) {
+            if (!lw->is_dense()) {
+                return Status::error("layer " + std::to_string(i) + ": tensor parallelism of " + lw->describe() +
+                                     " weights is not supported");
+            }
+        }
+        for (const Part& p : {Part{&a.q.data, WeightRole::kQProj}, Part{&a.k.data, WeightRole::kKProj},
+                              Part{&a.v.data, WeightRole::kVProj}, Part{&a.o.data, WeightRole::kOProj},
+                              Part{&a.q.bias, WeightRole::kQBias}, Part{&a.k.bias, WeightRole::kKBias},
+                              Part{&a.v.bias, WeightRole::kVBias}, Part{&m.gate.data, WeightRole::kGateProj},
+                              Part{&m.up.data, WeightRole::kUpProj}, Part{&m.down.data, WeightRole::kDownProj}}) {
             auto shard = cut(*p.tensor, plan.slice(p.role), owned);
             if (!shard.ok()) {
                 return shard.status().with_context("layer " + std::to_string(i) + " " + std::string(role_name(p.role)));
@@ -111,12 +117,12 @@ size_t logits_scratch_bytes(const ShardPlan& plan, int64_t rows) {
     return static_cast<size_t>(rows * plan.vocab_per_rank) * (plan.size + 1) * sizeof(float) + 2 * 64;
 }
 
-void compute_logits(Ops& ops, Communicator& comm, const ShardPlan& plan, const Tensor& rows, const Tensor& lm_head,
-                    Arena& arena, const Tensor& logits) {
-    if (plan.size == 1) return ops.linear(rows, lm_head, Tensor(), logits);
+void compute_logits(Ops& ops, Communicator& comm, const ShardPlan& plan, const Tensor& rows,
+                    const LinearWeight& lm_head, Arena& arena, const Tensor& logits) {
+    if (plan.size == 1) return ops.linear(rows, lm_head, logits);
     const int64_t R = rows.dim(0), Vs = plan.vocab_per_rank, V = logits.dim(1);
     Tensor local = arena.f32(R, Vs);
-    ops.linear(rows, lm_head, Tensor(), local);
+    ops.linear(rows, lm_head, local);
     Tensor gathered = arena.take(DType::F32, Shape{plan.size, R, Vs});
     comm.all_gather(local, gathered);
     // gathered[r] holds columns [r*Vs, (r+1)*Vs) of the padded vocabulary; the padding columns are dropped.

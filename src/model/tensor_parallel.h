@@ -30,8 +30,8 @@ void embed_tokens(Ops& ops, Communicator& comm, const ShardPlan& plan, const Ten
 
 // logits [R, V] = rows [R, H] · lm_headᵀ. Split: each rank computes its vocabulary columns, an all-gather collects
 // them on every rank, and they are copied into place without the padding. Scratch from `arena`.
-void compute_logits(Ops& ops, Communicator& comm, const ShardPlan& plan, const Tensor& rows, const Tensor& lm_head,
-                    Arena& arena, const Tensor& logits);
+void compute_logits(Ops& ops, Communicator& comm, const ShardPlan& plan, const Tensor& rows,
+                    const LinearWeight& lm_head, Arena& arena, const Tensor& logits);
 // Arena bytes compute_logits needs for `rows` rows (0 for a size-1 plan).
 size_t logits_scratch_bytes(const ShardPlan& plan, int64_t rows);
 

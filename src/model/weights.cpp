@@ -64,6 +64,11 @@ Tensor WeightLoader::allocate(DType dtype, const Shape& shape) {
     return t;
 }
 
+Result<LinearWeight> WeightLoader::linear(const std::string& name, const Shape& shape) {
+    PAGODA_ASSIGN_OR_RETURN(Tensor data, view(name, shape));
+    return LinearWeight::dense(std::move(data));
+}
+
 Result<Tensor> WeightLoader::f32(const std::string& name, const Shape& shape, const Shape& as) {
     PAGODA_ASSIGN_OR_RETURN(const TensorView* t, lookup(name, shape));
     Tensor out = allocate(DType::F32, as.rank() > 0 ? as : shape);

@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "model/safetensors.h"
+#include "runtime/linear_weight.h"
 #include "tensor/buffer.h"
 #include "tensor/tensor.h"
 
@@ -33,6 +34,8 @@ class WeightLoader {
 
     // A zero-copy view of a floating-point tensor (F32, BF16 or F16) of exactly `shape`.
     Result<Tensor> view(const std::string& name, const Shape& shape);
+    // A dense linear weight: view() of `name` as LinearWeight data (its dtype gives the format).
+    Result<LinearWeight> linear(const std::string& name, const Shape& shape);
     // A contiguous F32 copy (norm weights, biases, gate parameters, conv kernels): any float dtype in the file.
     // `shape` is the expected stored shape; `as` (optional) the shape of the returned tensor (same element count).
     Result<Tensor> f32(const std::string& name, const Shape& shape, const Shape& as = Shape());

@@ -68,20 +68,16 @@ class CpuOps final : public Ops {
         kc::launch_rms_norm(a);
     }
 
-    void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) override {
-        ops_checks::expect_mat(x, kHere, "linear", "x");
-        ops_checks::expect_mat(y, kHere, "linear", "y");
-        expect(weight.defined() && weight.rank() == 2 && weight.stride(1) == 1, "linear",
-               "weight must be [N, K] with a contiguous last dim, got " + weight.to_string());
-        expect(weight.dim(1) == x.dim(1) && weight.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), "linear",
-               "x " + x.to_string() + " · weight " + weight.to_string() + "ᵀ does not give y " + y.to_string());
-        if (bias.defined()) ops_checks::expect_vec(bias, weight.dim(0), kHere, "linear", "bias");
+    void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override {
+        ops_checks::expect_linear(x, w, y, kHere, "linear");
+        if (!w.is_dense()) ops_checks::unsupported_format(w, "CPU", "linear");
+        expect_dense(w, "linear");
         kc::LinearArgs a;
         a.x = x.data_as<float>(), a.x_stride = x.stride(0);
-        a.w = weight.data(), a.w_dtype = weight.dtype(), a.w_stride = weight.stride(0);
-        a.bias = bias.defined() ? bias.data() : nullptr, a.bias_dtype = bias.dtype();
+        a.w = w.data.data(), a.w_dtype = w.data.dtype(), a.w_stride = w.data.stride(0);
+        a.bias = w.bias.defined() ? w.bias.data() : nullptr, a.bias_dtype = w.bias.dtype();
         a.y = y.data_as<float>(), a.y_stride = y.stride(0);
-        a.T = x.dim(0), a.N = weight.dim(0), a.K = weight.dim(1);
+        a.T = x.dim(0), a.N = w.out_features(), a.K = w.in_features();
         kc::launch_linear(a);
     }
 
@@ -171,34 +167,32 @@ class CpuOps final : public Ops {
         ops_checks::expect_mat(x, kHere, "moe_experts", "x");
         ops_checks::expect_mat(out, kHere, "moe_experts", "out");
         expect(x.shape() == out.shape(), "moe_experts", "x and out shapes differ");
-        const size_t E = experts.gate.size();
-        expect(E > 0 && experts.up.size() == E && experts.down.size() == E, "moe_experts",
-               "gate/up/down need one tensor per expert");
+        const LinearWeight& gu = experts.gate_up;
+        const LinearWeight& dn = experts.down;
+        for (const LinearWeight* w : {&gu, &dn}) {
+            if (!w->is_dense()) ops_checks::unsupported_format(*w, "CPU", "moe_experts");
+            expect_dense(*w, "moe_experts");
+        }
+        expect(gu.data.rank() == 3 && dn.data.rank() == 3 && gu.data.stride(2) == 1 && dn.data.stride(2) == 1,
+               "moe_experts",
+               "gate_up and down must be stacked [E, 2I, H] and [E, H, I] with a contiguous last dim, got " +
+                   gu.data.to_string() + " and " + dn.data.to_string());
+        const int64_t E = gu.data.dim(0), H = x.dim(1), I = gu.data.dim(1) / 2;
+        expect(E > 0 && gu.data.dim(1) == 2 * I && gu.data.dim(2) == H && dn.data.dim(0) == E && dn.data.dim(1) == H &&
+                   dn.data.dim(2) == I,
+               "moe_experts",
+               "gate_up " + gu.data.to_string() + " and down " + dn.data.to_string() +
+                   " do not fit [E, 2I, H] and [E, H, I] with H = " + std::to_string(H));
         expect(topk_weights.is_contiguous() && topk_ids.is_contiguous() && topk_ids.dtype() == DType::I32 &&
                    topk_weights.dtype() == DType::F32 && topk_weights.shape() == topk_ids.shape() &&
                    topk_ids.dim(0) == x.dim(0),
                "moe_experts", "topk_weights/topk_ids must be [T, k]");
-        const int64_t H = x.dim(1), I = experts.gate[0].dim(0);
-        gate_.resize(E), up_.resize(E), down_.resize(E);
-        for (size_t e = 0; e < E; ++e) {
-            const Tensor& g = experts.gate[e];
-            const Tensor& u = experts.up[e];
-            const Tensor& d = experts.down[e];
-            expect(g.rank() == 2 && u.rank() == 2 && d.rank() == 2 && g.stride(1) == 1 && u.stride(1) == 1 &&
-                       d.stride(1) == 1 && g.dim(0) == I && g.dim(1) == H && u.shape() == g.shape() && d.dim(0) == H &&
-                       d.dim(1) == I,
-                   "moe_experts",
-                   "expert " + std::to_string(e) + ": gate " + g.to_string() + ", up " + u.to_string() + ", down " +
-                       d.to_string() + " do not fit [I, H], [I, H], [H, I] with H = " + std::to_string(H));
-            gate_[e] = {g.data(), g.dtype(), g.stride(0)};
-            up_[e] = {u.data(), u.dtype(), u.stride(0)};
-            down_[e] = {d.data(), d.dtype(), d.stride(0)};
-        }
         kc::MoeExpertsArgs a;
         a.x = x.data_as<float>(), a.x_stride = x.stride(0);
-        a.T = x.dim(0), a.H = H, a.I = I, a.E = static_cast<int64_t>(E), a.k = topk_ids.dim(1);
+        a.T = x.dim(0), a.H = H, a.I = I, a.E = E, a.k = topk_ids.dim(1);
         a.topk_weights = topk_weights.data_as<float>(), a.topk_ids = topk_ids.data_as<int32_t>();
-        a.gate = gate_.data(), a.up = up_.data(), a.down = down_.data();
+        a.gate_up = {gu.data.data(), gu.data.dtype(), gu.data.stride(0), gu.data.stride(1)};
+        a.down = {dn.data.data(), dn.data.dtype(), dn.data.stride(0), dn.data.stride(1)};
         a.out = out.data_as<float>(), a.out_stride = out.stride(0);
         kc::launch_moe_experts(a);
     }
@@ -350,7 +344,14 @@ class CpuOps final : public Ops {
                    ", heads " + std::to_string(H_kv) + ", head_dim " + std::to_string(D));
     }
 
-    std::vector<kc::ExpertWeight> gate_, up_, down_;
+    // A dense weight's data must be of the format's dtype (LinearWeight::dense makes them agree).
+    static void expect_dense(const LinearWeight& w, const char* op) {
+        const DType want = w.format == WeightFormat::kBf16  ? DType::BF16
+                           : w.format == WeightFormat::kF16 ? DType::F16
+                                                            : DType::F32;
+        expect(w.data.dtype() == want, op,
+               "weight data " + w.data.to_string() + " does not match its format " + std::string(w.describe()));
+    }
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Ops: the operations a model forward pass is written against, implemented for the CPU (cpu_ops.cpp) and CUDA
 // (cuda_ops.cpp). Conventions (every op):
-// - Activations are F32 on both backends. Weights may be BF16, F16 or F32; accumulation is always fp32.
+// - Activations are F32 on both backends. Linear weights carry their format (linear_weight.h: BF16, F16 or F32 run
+//   today); other weights (norms, conv kernels) are BF16, F16 or F32 tensors. Accumulation is always fp32.
 // - "[T, N]" tensors are rank 2 with a contiguous last dimension and any row stride, so a column slice of a fused
 //   projection output is passed as a view, without a copy. "[T, H, D]" tensors are rank 3, last dimension contiguous,
 //   any stride for T and H (e.g. the query half of Qwen3-Next's per-head interleaved q/gate output).
@@ -14,6 +15,7 @@
 #include <string_view>
 
 #include "runtime/forward_batch.h"
+#include "runtime/linear_weight.h"
 #include "tensor/tensor.h"
 
 namespace pagoda {
@@ -29,12 +31,11 @@ enum class NormKind : uint8_t {
     ZeroCentred,  // y = x̂ · (1 + w)      (Qwen3-Next / Qwen3.5 norms, incl. q_norm/k_norm)
 };
 
-// Routed experts of one MoE layer as per-expert 2-D views. Fused checkpoint tensors (gate_up_proj [E, 2I, H],
-// down_proj [E, H, I]) are passed as narrow()/select() views of them, with no copy.
+// Routed experts of one MoE layer as two stacked weights, as Qwen3.5-MoE checkpoints store them: expert e's gate
+// projection is rows [0, I) of gate_up[e], its up projection rows [I, 2I); a grouped GEMM takes each in one call.
 struct MoeExpertWeights {
-    std::span<const Tensor> gate;  // E x [I, H]
-    std::span<const Tensor> up;    // E x [I, H]
-    std::span<const Tensor> down;  // E x [H, I]
+    const LinearWeight& gate_up;  // [E, 2I, H]
+    const LinearWeight& down;     // [E, H, I]
 };
 
 enum class DeltaRuleMode : uint8_t {
@@ -68,8 +69,9 @@ class Ops {
     // In place, per head: x [T, H, D], weight [D] (QK-norm).
     virtual void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) = 0;
 
-    // y = x · Wᵀ (+ bias). x [T, K], weight [N, K] (BF16/F16/F32), bias [N] or an undefined Tensor, y [T, N].
-    virtual void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) = 0;
+    // y = x · Wᵀ (+ w.bias). x [T, K], w.data [N, K], y [T, N]. The weight's format picks the kernel; a format the
+    // backend does not run stops the process with the format's name (the loader refuses such checkpoints first).
+    virtual void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) = 0;
 
     // In place NeoX (rotate-half) RoPE on the first rotary_dim dims of each head of x [T, H, D]; pairs (j, j+rot/2),
     // inv_freq[j] = theta^(-2j/rotary_dim), angle = positions[t] * inv_freq[j]. Dims >= rotary_dim pass through.

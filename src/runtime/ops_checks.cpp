@@ -42,4 +42,21 @@ void expect_vec(const Tensor& t, int64_t n, DeviceKind device, const char* op, c
         std::string(name) + " must have " + std::to_string(n) + " contiguous elements, got " + t.to_string());
 }
 
+void expect_linear(const Tensor& x, const LinearWeight& w, const Tensor& y, DeviceKind device, const char* op) {
+    expect_mat(x, device, op, "x");
+    expect_mat(y, device, op, "y");
+    const Tensor& d = w.data;
+    PAGODA_OP_EXPECT(d.defined() && d.device().kind == device && d.rank() == 2 && d.stride(1) == 1, op,
+                     std::string("weight must be a ") + device_name(device) +
+                         " [N, K] tensor with a contiguous last dim, got " + d.to_string());
+    PAGODA_OP_EXPECT(w.in_features() == x.dim(1) && w.out_features() == y.dim(1) && x.dim(0) == y.dim(0), op,
+                     "x " + x.to_string() + " · weight " + d.to_string() + "ᵀ (" + w.describe() + ") does not give y " +
+                         y.to_string());
+    if (w.bias.defined()) expect_vec(w.bias, w.out_features(), device, op, "bias");
+}
+
+void unsupported_format(const LinearWeight& w, const char* backend, const char* op) {
+    fail(op, "weight format " + w.describe() + " is not run by the " + backend + " backend yet");
+}
+
 }  // namespace pagoda::ops_checks

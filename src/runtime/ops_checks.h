@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/linear_weight.h"
 #include "tensor/tensor.h"
 
 namespace pagoda::ops_checks {
@@ -23,5 +24,10 @@ void expect_mat(const Tensor& t, DeviceKind device, const char* op, const char* 
 void expect_heads(const Tensor& t, DeviceKind device, const char* op, const char* name);
 // A float tensor on `device` of `n` contiguous elements (norm weights, biases, per-head parameters).
 void expect_vec(const Tensor& t, int64_t n, DeviceKind device, const char* op, const char* name);
+// linear()'s contract whatever the format: x [T, K] and y [T, N] F32 on `device`, w.data a rank-2 tensor on `device`
+// with a contiguous last dim giving N and K, the bias (if any) [N].
+void expect_linear(const Tensor& x, const LinearWeight& w, const Tensor& y, DeviceKind device, const char* op);
+// Refuses a weight format the backend does not run, naming the format and its variant.
+[[noreturn]] void unsupported_format(const LinearWeight& w, const char* backend, const char* op);
 
 }  // namespace pagoda::ops_checks

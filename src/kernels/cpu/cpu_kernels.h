@@ -139,10 +139,12 @@ struct TopkSoftmaxArgs {
 };
 void launch_topk_softmax(const TopkSoftmaxArgs& a);
 
-struct ExpertWeight {
+// The weights of all experts as one [E, rows, cols] tensor (strides in elements; the last dim contiguous).
+struct StackedWeight {
     const void* data = nullptr;
     DType dtype = DType::BF16;
-    int64_t stride = 0;  // row stride
+    int64_t expert_stride = 0;
+    int64_t row_stride = 0;
 };
 // out[T, H] = Σ_j w[t,j] · down_e(silu(gate_e x) ⊙ up_e x). Tokens are grouped per expert so each expert's
 // weights are read once per call.
@@ -152,9 +154,8 @@ struct MoeExpertsArgs {
     int64_t T = 0, H = 0, I = 0, E = 0, k = 0;
     const float* topk_weights = nullptr;  // [T, k]
     const int32_t* topk_ids = nullptr;    // [T, k]
-    const ExpertWeight* gate = nullptr;   // [E], each [I, H]
-    const ExpertWeight* up = nullptr;     // [E], each [I, H]
-    const ExpertWeight* down = nullptr;   // [E], each [H, I]
+    StackedWeight gate_up;                // [E, 2I, H]: rows [0, I) gate, [I, 2I) up
+    StackedWeight down;                   // [E, H, I]
     float* out = nullptr;
     int64_t out_stride = 0;
 };

@@ -1,6 +1,7 @@
 // Routed experts of a MoE layer, grouped by expert: each selected expert's weights are read once per call and
 // applied to all the tokens routed to it (GEMV for decode, the tiled GEMM for prefill).
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "common/check.h"
@@ -49,9 +50,12 @@ void launch_moe_experts(const MoeExpertsArgs& a) {
         l.K = H;
         l.N = I;
         l.y_stride = I;
-        l.w = a.gate[e].data, l.w_dtype = a.gate[e].dtype, l.w_stride = a.gate[e].stride, l.y = g;
+        const auto* gate_up = static_cast<const std::byte*>(a.gate_up.data) +
+                              static_cast<size_t>(e * a.gate_up.expert_stride) * dtype_size(a.gate_up.dtype);
+        l.w_dtype = a.gate_up.dtype, l.w_stride = a.gate_up.row_stride;
+        l.w = gate_up, l.y = g;
         launch_linear(l);
-        l.w = a.up[e].data, l.w_dtype = a.up[e].dtype, l.w_stride = a.up[e].stride, l.y = u;
+        l.w = gate_up + static_cast<size_t>(I * a.gate_up.row_stride) * dtype_size(a.gate_up.dtype), l.y = u;
         launch_linear(l);
         for (int64_t i = 0; i < n * I; ++i)
             g[i] = silu(g[i]) * u[i];
@@ -60,7 +64,9 @@ void launch_moe_experts(const MoeExpertsArgs& a) {
         l.K = I;
         l.N = H;
         l.y_stride = H;
-        l.w = a.down[e].data, l.w_dtype = a.down[e].dtype, l.w_stride = a.down[e].stride, l.y = d;
+        l.w = static_cast<const std::byte*>(a.down.data) +
+              static_cast<size_t>(e * a.down.expert_stride) * dtype_size(a.down.dtype);
+        l.w_dtype = a.down.dtype, l.w_stride = a.down.row_stride, l.y = d;
         launch_linear(l);
         for (int64_t r = 0; r < n; ++r) {
             const int64_t i = order[start[e] + r];

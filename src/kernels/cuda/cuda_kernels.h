@@ -6,9 +6,9 @@
 #pragma once
 
 #include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/delta_net/delta_net.h"
 #include "kernels/cuda/elementwise/elementwise.h"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/norm/norm.h"
-#include "kernels/cuda/delta_net/delta_net.h"
 #include "kernels/cuda/sampling/sampling.h"
 #include "kernels/cuda/types.h"

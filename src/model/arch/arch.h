@@ -26,9 +26,9 @@ struct LayerWeights {
 };
 
 struct ModelWeights {
-    Tensor embed;       // [V, H]
-    Tensor final_norm;  // [H] F32
-    Tensor lm_head;     // [V, H] (the embedding when tied)
+    Tensor embed;          // [V, H]
+    Tensor final_norm;     // [H] F32
+    LinearWeight lm_head;  // [V, H] (its data is the embedding when tied)
     std::vector<LayerWeights> layers;
     OwnedWeights owned;
 };

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "common/check.h"
 
@@ -62,14 +64,14 @@ Status load_attention(const ModelSpec& spec, WeightLoader& loader, const std::st
     const int64_t H = spec.hidden_size, nq = spec.num_attention_heads, nkv = spec.num_key_value_heads;
     const int64_t hd = spec.head_dim;
     const int64_t q_rows = nq * hd * (options.output_gate ? 2 : 1);
-    PAGODA_ASSIGN_OR_RETURN(out.q, loader.view(p + "q_proj.weight", Shape{q_rows, H}));
-    PAGODA_ASSIGN_OR_RETURN(out.k, loader.view(p + "k_proj.weight", Shape{nkv * hd, H}));
-    PAGODA_ASSIGN_OR_RETURN(out.v, loader.view(p + "v_proj.weight", Shape{nkv * hd, H}));
-    PAGODA_ASSIGN_OR_RETURN(out.o, loader.view(p + "o_proj.weight", Shape{H, nq * hd}));
+    PAGODA_ASSIGN_OR_RETURN(out.q, loader.linear(p + "q_proj.weight", Shape{q_rows, H}));
+    PAGODA_ASSIGN_OR_RETURN(out.k, loader.linear(p + "k_proj.weight", Shape{nkv * hd, H}));
+    PAGODA_ASSIGN_OR_RETURN(out.v, loader.linear(p + "v_proj.weight", Shape{nkv * hd, H}));
+    PAGODA_ASSIGN_OR_RETURN(out.o, loader.linear(p + "o_proj.weight", Shape{H, nq * hd}));
     if (options.bias) {
-        PAGODA_ASSIGN_OR_RETURN(out.q_bias, loader.f32(p + "q_proj.bias", Shape{q_rows}));
-        PAGODA_ASSIGN_OR_RETURN(out.k_bias, loader.f32(p + "k_proj.bias", Shape{nkv * hd}));
-        PAGODA_ASSIGN_OR_RETURN(out.v_bias, loader.f32(p + "v_proj.bias", Shape{nkv * hd}));
+        PAGODA_ASSIGN_OR_RETURN(out.q.bias, loader.f32(p + "q_proj.bias", Shape{q_rows}));
+        PAGODA_ASSIGN_OR_RETURN(out.k.bias, loader.f32(p + "k_proj.bias", Shape{nkv * hd}));
+        PAGODA_ASSIGN_OR_RETURN(out.v.bias, loader.f32(p + "v_proj.bias", Shape{nkv * hd}));
     }
     if (options.qk_norm) {
         PAGODA_ASSIGN_OR_RETURN(out.q_norm, loader.f32(p + "q_norm.weight", Shape{hd}));
@@ -87,14 +89,14 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
                        const ForwardBatch& batch, const Tensor& key_cache, const Tensor& value_cache, Arena& arena,
                        const Tensor& out) {
     // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
-    const int64_t T = x.dim(0), hd = spec.head_dim, nq = w.o.dim(1) / hd, nkv = w.k.dim(0) / hd;
-    const bool gated = w.q.dim(0) == 2 * nq * hd;
-    const int64_t q_width = w.q.dim(0);
+    const int64_t T = x.dim(0), hd = spec.head_dim, nq = w.o.in_features() / hd, nkv = w.k.out_features() / hd;
+    const bool gated = w.q.out_features() == 2 * nq * hd;
+    const int64_t q_width = w.q.out_features();
 
     Tensor q_out, k_out, v_out;
     if (w.qkv.defined()) {  // one projection; q, k and v are column slices of its output
-        Tensor qkv_out = arena.f32(T, w.qkv.dim(0));
-        ops.linear(x, w.qkv, w.qkv_bias, qkv_out);
+        Tensor qkv_out = arena.f32(T, w.qkv.out_features());
+        ops.linear(x, w.qkv, qkv_out);
         q_out = qkv_out.narrow(1, 0, q_width);
         k_out = qkv_out.narrow(1, q_width, nkv * hd);
         v_out = qkv_out.narrow(1, q_width + nkv * hd, nkv * hd);
@@ -102,9 +104,9 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
         q_out = arena.f32(T, q_width);
         k_out = arena.f32(T, nkv * hd);
         v_out = arena.f32(T, nkv * hd);
-        ops.linear(x, w.q, w.q_bias, q_out);
-        ops.linear(x, w.k, w.k_bias, k_out);
-        ops.linear(x, w.v, w.v_bias, v_out);
+        ops.linear(x, w.q, q_out);
+        ops.linear(x, w.k, k_out);
+        ops.linear(x, w.v, v_out);
     }
 
     // Gated attention: each head's slice of q_proj is [query(hd) | gate(hd)] (per-head interleave).
@@ -124,39 +126,43 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
             ops.sigmoid_mul(attn.narrow(1, h * hd, hd), q_out.narrow(1, h * 2 * hd + hd, hd));
         }
     }
-    ops.linear(attn, w.o, Tensor(), out);
+    ops.linear(attn, w.o, out);
 }
 
 // --- MLP -------------------------------------------------------------------------------------------------------------
 
 Status load_mlp(WeightLoader& loader, const std::string& p, int64_t hidden, int64_t intermediate, MlpWeights& out) {
-    PAGODA_ASSIGN_OR_RETURN(out.gate, loader.view(p + "gate_proj.weight", Shape{intermediate, hidden}));
-    PAGODA_ASSIGN_OR_RETURN(out.up, loader.view(p + "up_proj.weight", Shape{intermediate, hidden}));
-    PAGODA_ASSIGN_OR_RETURN(out.down, loader.view(p + "down_proj.weight", Shape{hidden, intermediate}));
+    PAGODA_ASSIGN_OR_RETURN(out.gate, loader.linear(p + "gate_proj.weight", Shape{intermediate, hidden}));
+    PAGODA_ASSIGN_OR_RETURN(out.up, loader.linear(p + "up_proj.weight", Shape{intermediate, hidden}));
+    PAGODA_ASSIGN_OR_RETURN(out.down, loader.linear(p + "down_proj.weight", Shape{hidden, intermediate}));
     return ok_status();
 }
 
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out) {
-    const int64_t T = x.dim(0), I = w.gate.dim(0);
+    const int64_t T = x.dim(0), I = w.gate.out_features();
     Tensor g, u;
     if (w.gate_up.defined()) {  // one projection; gate and up are the halves of its output
         Tensor gu = arena.f32(T, 2 * I);
-        ops.linear(x, w.gate_up, Tensor(), gu);
+        ops.linear(x, w.gate_up, gu);
         g = gu.narrow(1, 0, I);
         u = gu.narrow(1, I, I);
     } else {
         g = arena.f32(T, I);
         u = arena.f32(T, I);
-        ops.linear(x, w.gate, Tensor(), g);
-        ops.linear(x, w.up, Tensor(), u);
+        ops.linear(x, w.gate, g);
+        ops.linear(x, w.up, u);
     }
     Tensor h = arena.f32(T, I);
     ops.silu_mul(g, u, h);
-    ops.linear(h, w.down, Tensor(), out);
+    ops.linear(h, w.down, out);
 }
 
 Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts) {
-    const Tensor& first = **parts.begin();
+    return rows_back_to_back(std::span<const Tensor* const>(parts.begin(), parts.size()));
+}
+
+Tensor rows_back_to_back(std::span<const Tensor* const> parts) {
+    const Tensor& first = *parts.front();
     int64_t rows = 0;
     const std::byte* next = static_cast<const std::byte*>(first.data());
     for (const Tensor* t : parts) {
@@ -173,20 +179,66 @@ Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts) {
     return Tensor(first.data(), first.dtype(), shape, first.device());
 }
 
+namespace {
+// The weights as one, when they are of one dense format and their data (and biases) lie back to back.
+LinearWeight fuse_rows(std::initializer_list<const LinearWeight*> parts) {
+    const LinearWeight& first = **parts.begin();
+    for (const LinearWeight* p : parts) {
+        if (!p->defined() || !p->is_dense() || p->format != first.format || p->bias.defined() != first.bias.defined())
+            return LinearWeight();
+    }
+    std::vector<const Tensor*> data, bias;
+    for (const LinearWeight* p : parts)
+        data.push_back(&p->data), bias.push_back(&p->bias);
+    LinearWeight fused = LinearWeight::dense(rows_back_to_back(data));
+    if (!fused.data.defined()) return LinearWeight();
+    if (first.bias.defined()) {
+        fused.bias = rows_back_to_back(bias);
+        if (!fused.bias.defined()) return LinearWeight();  // one linear takes one bias
+    }
+    return fused;
+}
+}  // namespace
+
 void fuse_projections(AttentionWeights& w) {
-    Tensor qkv = rows_back_to_back({&w.q, &w.k, &w.v});
-    Tensor bias;
-    if (w.q_bias.defined()) bias = rows_back_to_back({&w.q_bias, &w.k_bias, &w.v_bias});
-    const bool fused = qkv.defined() && (!w.q_bias.defined() || bias.defined());  // one linear takes one bias
-    w.qkv = fused ? qkv : Tensor();
-    w.qkv_bias = fused ? bias : Tensor();
+    w.qkv = fuse_rows({&w.q, &w.k, &w.v});
 }
 
 void fuse_projections(MlpWeights& w) {
-    w.gate_up = rows_back_to_back({&w.gate, &w.up});
+    w.gate_up = fuse_rows({&w.gate, &w.up});
 }
 
 // --- MoE -------------------------------------------------------------------------------------------------------------
+
+namespace {
+// Qwen3-MoE's per-expert tensors (experts.{e}.gate_proj/up_proj/down_proj) stacked once into owned [E, 2I, H] and
+// [E, H, I] buffers, the layout Qwen3.5-MoE checkpoints store.
+Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
+    Tensor gate_up, down;
+    for (int64_t e = 0; e < E; ++e) {
+        const std::string ep = p + std::to_string(e) + ".";
+        PAGODA_ASSIGN_OR_RETURN(Tensor g, loader.view(ep + "gate_proj.weight", Shape{I, H}));
+        PAGODA_ASSIGN_OR_RETURN(Tensor u, loader.view(ep + "up_proj.weight", Shape{I, H}));
+        PAGODA_ASSIGN_OR_RETURN(Tensor d, loader.view(ep + "down_proj.weight", Shape{H, I}));
+        if (e == 0) {
+            gate_up = loader.allocate(g.dtype(), Shape{E, 2 * I, H});
+            down = loader.allocate(d.dtype(), Shape{E, H, I});
+        }
+        if (g.dtype() != gate_up.dtype() || u.dtype() != gate_up.dtype() || d.dtype() != down.dtype()) {
+            return Status::error(ep + ": experts of one layer must share one dtype (found " +
+                                 std::string(dtype_name(g.dtype())) + ", " + std::string(dtype_name(u.dtype())) + ", " +
+                                 std::string(dtype_name(d.dtype())) + ")");
+        }
+        Tensor ge = gate_up.select(e);
+        std::memcpy(ge.narrow(0, 0, I).data(), g.data(), g.nbytes());
+        std::memcpy(ge.narrow(0, I, I).data(), u.data(), u.nbytes());
+        std::memcpy(down.select(e).data(), d.data(), d.nbytes());
+    }
+    out.gate_up = LinearWeight::dense(gate_up);
+    out.down = LinearWeight::dense(down);
+    return ok_status();
+}
+}  // namespace
 
 Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& p, MoeWeights& out) {
     const int64_t E = spec.num_experts, I = spec.moe_intermediate_size, H = spec.hidden_size;
@@ -194,32 +246,18 @@ Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& 
         return Status::error("MoE layer " + p + ": the config's num_experts/num_experts_per_tok/moe_intermediate_size" +
                              " are missing or inconsistent");
     }
-    PAGODA_ASSIGN_OR_RETURN(out.router, loader.view(p + "gate.weight", Shape{E, H}));
-    out.gate.resize(E);
-    out.up.resize(E);
-    out.down.resize(E);
+    PAGODA_ASSIGN_OR_RETURN(out.router, loader.linear(p + "gate.weight", Shape{E, H}));
     if (loader.has(p + "experts.gate_up_proj")) {
-        PAGODA_ASSIGN_OR_RETURN(Tensor gate_up, loader.view(p + "experts.gate_up_proj", Shape{E, 2 * I, H}));
-        PAGODA_ASSIGN_OR_RETURN(Tensor down, loader.view(p + "experts.down_proj", Shape{E, H, I}));
-        for (int64_t e = 0; e < E; ++e) {
-            Tensor ge = gate_up.select(e);  // rows [0, I) gate, [I, 2I) up
-            out.gate[e] = ge.narrow(0, 0, I);
-            out.up[e] = ge.narrow(0, I, I);
-            out.down[e] = down.select(e);
-        }
+        PAGODA_ASSIGN_OR_RETURN(out.gate_up, loader.linear(p + "experts.gate_up_proj", Shape{E, 2 * I, H}));
+        PAGODA_ASSIGN_OR_RETURN(out.down, loader.linear(p + "experts.down_proj", Shape{E, H, I}));
     } else {
-        for (int64_t e = 0; e < E; ++e) {
-            const std::string ep = p + "experts." + std::to_string(e) + ".";
-            PAGODA_ASSIGN_OR_RETURN(out.gate[e], loader.view(ep + "gate_proj.weight", Shape{I, H}));
-            PAGODA_ASSIGN_OR_RETURN(out.up[e], loader.view(ep + "up_proj.weight", Shape{I, H}));
-            PAGODA_ASSIGN_OR_RETURN(out.down[e], loader.view(ep + "down_proj.weight", Shape{H, I}));
-        }
+        PAGODA_RETURN_IF_ERROR(stack_experts(loader, p + "experts.", E, I, H, out));
     }
     if (spec.shared_expert_intermediate_size > 0) {
         out.has_shared = true;
         PAGODA_RETURN_IF_ERROR(
             load_mlp(loader, p + "shared_expert.", H, spec.shared_expert_intermediate_size, out.shared));
-        PAGODA_ASSIGN_OR_RETURN(out.shared_gate, loader.view(p + "shared_expert_gate.weight", Shape{1, H}));
+        PAGODA_ASSIGN_OR_RETURN(out.shared_gate, loader.linear(p + "shared_expert_gate.weight", Shape{1, H}));
     }
     return ok_status();
 }
@@ -231,20 +269,20 @@ size_t moe_scratch_floats(const ModelSpec& spec) {
 
 void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena,
                  const Tensor& out) {
-    const int64_t T = x.dim(0), E = w.router.dim(0), k = spec.num_experts_per_tok;
+    const int64_t T = x.dim(0), E = w.router.out_features(), k = spec.num_experts_per_tok;
     Tensor router_logits = arena.f32(T, E);
-    ops.linear(x, w.router, Tensor(), router_logits);
+    ops.linear(x, w.router, router_logits);
     Tensor topk_w = arena.f32(T, k);
     Tensor topk_ids = arena.take(DType::I32, Shape{T, k});
     // Qwen3.5-MoE always renormalises the top-k weights (hard-coded in its router).
     const bool normalize = spec.norm_topk_prob || spec.family == ModelFamily::kQwen3_5Moe;
     ops.moe_topk_softmax(router_logits, normalize, topk_w, topk_ids);
-    ops.moe_experts(x, topk_w, topk_ids, MoeExpertWeights{w.gate, w.up, w.down}, out);
+    ops.moe_experts(x, topk_w, topk_ids, MoeExpertWeights{w.gate_up, w.down}, out);
     if (w.has_shared) {
         Tensor shared = arena.f32(T, x.dim(1));
         mlp_forward(ops, w.shared, x, arena, shared);
         Tensor gate = arena.f32(T, 1);
-        ops.linear(x, w.shared_gate, Tensor(), gate);
+        ops.linear(x, w.shared_gate, gate);
         ops.sigmoid_mul(shared, gate);
         ops.add(out, shared);
     }
@@ -282,7 +320,7 @@ Status load_delta_common(const DeltaDims& d, WeightLoader& loader, const std::st
     PAGODA_ASSIGN_OR_RETURN(out.a_log, loader.f32(p + "A_log", Shape{d.Hv}));
     PAGODA_ASSIGN_OR_RETURN(out.dt_bias, loader.f32(p + "dt_bias", Shape{d.Hv}));
     PAGODA_ASSIGN_OR_RETURN(out.norm, loader.f32(p + "norm.weight", Shape{d.dv}));
-    PAGODA_ASSIGN_OR_RETURN(out.out, loader.view(p + "out_proj.weight", Shape{d.H, d.Vd}));
+    PAGODA_ASSIGN_OR_RETURN(out.out, loader.linear(p + "out_proj.weight", Shape{d.H, d.Vd}));
     return ok_status();
 }
 
@@ -297,10 +335,10 @@ void copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t sr
 
 Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const std::string& p, DeltaNetWeights& out) {
     PAGODA_ASSIGN_OR_RETURN(DeltaDims d, delta_dims(spec));
-    PAGODA_ASSIGN_OR_RETURN(out.qkv, loader.view(p + "in_proj_qkv.weight", Shape{d.C, d.H}));
-    PAGODA_ASSIGN_OR_RETURN(out.z, loader.view(p + "in_proj_z.weight", Shape{d.Vd, d.H}));
-    PAGODA_ASSIGN_OR_RETURN(out.b, loader.view(p + "in_proj_b.weight", Shape{d.Hv, d.H}));
-    PAGODA_ASSIGN_OR_RETURN(out.a, loader.view(p + "in_proj_a.weight", Shape{d.Hv, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(out.qkv, loader.linear(p + "in_proj_qkv.weight", Shape{d.C, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(out.z, loader.linear(p + "in_proj_z.weight", Shape{d.Vd, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(out.b, loader.linear(p + "in_proj_b.weight", Shape{d.Hv, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(out.a, loader.linear(p + "in_proj_a.weight", Shape{d.Hv, d.H}));
     return load_delta_common(d, loader, p, out);
 }
 
@@ -322,10 +360,10 @@ Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const 
         copy_rows(split_ba, g * d.r, ba, g * 2 * d.r, d.r);
         copy_rows(split_ba, d.Hv + g * d.r, ba, g * 2 * d.r + d.r, d.r);
     }
-    out.qkv = split.narrow(0, 0, d.C);
-    out.z = split.narrow(0, d.C, d.Vd);
-    out.b = split_ba.narrow(0, 0, d.Hv);
-    out.a = split_ba.narrow(0, d.Hv, d.Hv);
+    out.qkv = LinearWeight::dense(split.narrow(0, 0, d.C));
+    out.z = LinearWeight::dense(split.narrow(0, d.C, d.Vd));
+    out.b = LinearWeight::dense(split_ba.narrow(0, 0, d.Hv));
+    out.a = LinearWeight::dense(split_ba.narrow(0, d.Hv, d.Hv));
     return load_delta_common(d, loader, p, out);
 }
 
@@ -348,10 +386,10 @@ void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w
     Tensor z = arena.f32(T, Vd);
     Tensor b = arena.f32(T, Hv);
     Tensor a = arena.f32(T, Hv);
-    ops.linear(x, w.qkv, Tensor(), mixed);
-    ops.linear(x, w.z, Tensor(), z);
-    ops.linear(x, w.b, Tensor(), b);
-    ops.linear(x, w.a, Tensor(), a);
+    ops.linear(x, w.qkv, mixed);
+    ops.linear(x, w.z, z);
+    ops.linear(x, w.b, b);
+    ops.linear(x, w.a, a);
 
     Tensor conv = arena.f32(T, C);
     ops.causal_conv1d_silu(mixed, w.conv, conv_state, batch, conv);
@@ -369,7 +407,7 @@ void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w
     Tensor o3 = o.reshape(Shape{T, Hv, dv});
     ops.gated_delta_rule(q, k, v, g, beta, recurrent_state, batch, 1.0f / std::sqrt(static_cast<float>(dk)), o3);
     ops.gated_rms_norm(o3, z.reshape(Shape{T, Hv, dv}), w.norm, static_cast<float>(spec.rms_norm_eps), o3);
-    ops.linear(o, w.out, Tensor(), out);
+    ops.linear(o, w.out, out);
 }
 
 }  // namespace pagoda::model

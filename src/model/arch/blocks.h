@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,7 @@
 #include "model/model_spec.h"
 #include "model/weights.h"
 #include "runtime/forward_batch.h"
+#include "runtime/linear_weight.h"
 #include "runtime/ops.h"
 #include "tensor/buffer.h"
 #include "tensor/tensor.h"
@@ -39,12 +41,11 @@ class Arena {
 
 // --- Attention ------------------------------------------------------------------------------------------------------
 struct AttentionWeights {
-    Tensor q, k, v, o;              // q: [nq*hd*(gated ? 2 : 1), H]
-    Tensor q_bias, k_bias, v_bias;  // qwen2 (F32), else undefined
-    Tensor q_norm, k_norm;          // [hd] F32 (QK-norm), else undefined
+    LinearWeight q, k, v, o;  // q: [nq*hd*(gated ? 2 : 1), H]; q/k/v carry an F32 bias on qwen2
+    Tensor q_norm, k_norm;    // [hd] F32 (QK-norm), else undefined
     // q, k and v as one [q rows + 2 kv rows, H] view (and their biases as one), when they lie back to back in
     // memory: one projection launch instead of three. Set by fuse_projections; undefined otherwise.
-    Tensor qkv, qkv_bias;
+    LinearWeight qkv;
 };
 
 struct AttentionOptions {
@@ -63,8 +64,8 @@ size_t attention_scratch_floats(const ModelSpec& spec);  // per token
 
 // --- SwiGLU MLP -----------------------------------------------------------------------------------------------------
 struct MlpWeights {
-    Tensor gate, up, down;  // [I, H], [I, H], [H, I]
-    Tensor gate_up;         // gate and up as one [2I, H] view when back to back in memory (fuse_projections)
+    LinearWeight gate, up, down;  // [I, H], [I, H], [H, I]
+    LinearWeight gate_up;         // gate and up as one [2I, H] view when back to back in memory (fuse_projections)
 };
 Status load_mlp(WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t intermediate, MlpWeights& out);
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out);
@@ -73,20 +74,25 @@ void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, c
 // agree in dtype, device and trailing shape (contiguous); an undefined Tensor otherwise. Model::upload_weights
 // places q/k/v and gate/up back to back on the device, so these views cost no copy.
 Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts);
-// Sets qkv/qkv_bias and gate_up where rows_back_to_back allows (all of q/k/v and their biases, if any, must be).
+Tensor rows_back_to_back(std::span<const Tensor* const> parts);
+// Sets qkv and gate_up where rows_back_to_back allows (all of q/k/v and their biases, if any, must be, and the
+// formats must be the same dense one).
 void fuse_projections(AttentionWeights& w);
 void fuse_projections(MlpWeights& w);
 
 // --- Mixture of experts ---------------------------------------------------------------------------------------------
 struct MoeWeights {
-    Tensor router;                       // [E, H]
-    std::vector<Tensor> gate, up, down;  // E x [I, H], [I, H], [H, I] (views of fused tensors when fused)
+    LinearWeight router;  // [E, H]
+    // The routed experts stacked: expert e's gate is rows [0, I) of gate_up[e], its up rows [I, 2I).
+    LinearWeight gate_up;  // [E, 2I, H]
+    LinearWeight down;     // [E, H, I]
     bool has_shared = false;
-    MlpWeights shared;   // shared expert
-    Tensor shared_gate;  // [1, H]
+    MlpWeights shared;         // shared expert
+    LinearWeight shared_gate;  // [1, H]
 };
-// Accepts both layouts: per expert (experts.{e}.gate_proj.weight ...) and fused (experts.gate_up_proj [E, 2I, H],
-// experts.down_proj [E, H, I]). A shared expert is loaded when spec.shared_expert_intermediate_size > 0.
+// Accepts both layouts: fused (experts.gate_up_proj [E, 2I, H], experts.down_proj [E, H, I]: views of the
+// checkpoint) and per expert (experts.{e}.gate_proj.weight ...: stacked once into an owned buffer). A shared expert
+// is loaded when spec.shared_expert_intermediate_size > 0.
 Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix, MoeWeights& out);
 void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena,
                  const Tensor& out);
@@ -94,14 +100,14 @@ size_t moe_scratch_floats(const ModelSpec& spec);
 
 // --- Gated DeltaNet -------------------------------------------------------------------------------------------------
 struct DeltaNetWeights {
-    Tensor qkv;      // [2*Kd + Vd, H]   rows: q (head-major) | k | v
-    Tensor z;        // [Vd, H]
-    Tensor b, a;     // [Hv, H]
-    Tensor conv;     // [2*Kd + Vd, K] F32
-    Tensor a_log;    // [Hv] F32
-    Tensor dt_bias;  // [Hv] F32
-    Tensor norm;     // [dv] F32 (plain gated RMSNorm)
-    Tensor out;      // [H, Vd]
+    LinearWeight qkv;   // [2*Kd + Vd, H]   rows: q (head-major) | k | v
+    LinearWeight z;     // [Vd, H]
+    LinearWeight b, a;  // [Hv, H]
+    Tensor conv;        // [2*Kd + Vd, K] F32
+    Tensor a_log;       // [Hv] F32
+    Tensor dt_bias;     // [Hv] F32
+    Tensor norm;        // [dv] F32 (plain gated RMSNorm)
+    LinearWeight out;   // [H, Vd]
 };
 // Qwen3.5: in_proj_qkv / in_proj_z / in_proj_b / in_proj_a.
 Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix,

@@ -103,7 +103,7 @@ class CudaOps final : public CudaOpsBase {
 
     void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override;
 
-    void linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) override;
+    void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override;
 
     void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override;
 
@@ -203,6 +203,9 @@ class CudaOps final : public CudaOpsBase {
 
     void check_cache(const Tensor& kc, const Tensor& vc, int64_t H_kv, int64_t D, const ForwardBatch& batch,
                      const char* op);
+
+    // linear() of a BF16/F16/F32 weight (the checks shared with other formats done).
+    void linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y);
 
     // --- GEMM input conversion, reused by consecutive linears of the same input (q/k/v, gate/up) -------------
     // Valid only while nothing but linear() has run since the conversion, and no linear wrote over its source.

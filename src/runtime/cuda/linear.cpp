@@ -1,18 +1,30 @@
-// CudaOps::linear: the GEMV kernel for one token, cuBLASLt otherwise, and the input conversion they share.
+// CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
+// otherwise, with the input conversion they share.
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
 
-void CudaOps::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
-    ops_checks::expect_mat(x, kHere, "linear", "x");
-    ops_checks::expect_mat(y, kHere, "linear", "y");
-    expect(on_gpu(weight) && weight.rank() == 2 && weight.stride(1) == 1, "linear",
-           "weight must be a CUDA [N, K] tensor with a contiguous last dim, got " + weight.to_string());
-    expect(weight.dim(1) == x.dim(1) && weight.dim(0) == y.dim(1) && x.dim(0) == y.dim(0), "linear",
-           "x " + x.to_string() + " · weight " + weight.to_string() + "ᵀ does not give y " + y.to_string());
-    if (bias.defined()) ops_checks::expect_vec(bias, weight.dim(0), kHere, "linear", "bias");
-    const int64_t T = x.dim(0), N = weight.dim(0), K = weight.dim(1);
+void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    ops_checks::expect_linear(x, w, y, kHere, "linear");
+    switch (w.format) {
+        case WeightFormat::kBf16:
+        case WeightFormat::kF16:
+        case WeightFormat::kF32:
+            return linear_dense(x, w, y);
+        case WeightFormat::kFp8E4M3:
+        case WeightFormat::kInt4:
+            break;
+    }
+    ops_checks::unsupported_format(w, "CUDA", "linear");
+}
+
+void CudaOps::linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    const Tensor& weight = w.data;
+    const Tensor& bias = w.bias;
+    const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
     const kcu::ElemType wt = elem_type(weight.dtype(), "linear");
+    expect(elem_type(w.input_dtype(), "linear") == wt, "linear",
+           "weight data " + weight.to_string() + " does not match its format " + w.describe());
     const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
     // y may overwrite memory an earlier conversion came from.
     if (overlaps(y, converted_src_)) invalidate_converted();
@@ -28,7 +40,7 @@ void CudaOps::linear(const Tensor& x, const Tensor& weight, const Tensor& bias, 
     }
     const void* b = x.data();
     int64_t ldb = x.stride(0);
-    if (wt != kcu::ElemType::F32) {
+    if (wt != kcu::ElemType::F32) {  // the GEMM takes its input in the weights' 16-bit type (w.input_dtype())
         const auto profile = profiler_.scope("convert to bf16");
         b = converted_input(x, wt);
         ldb = K;

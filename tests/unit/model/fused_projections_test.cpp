@@ -56,14 +56,15 @@ TEST(FusedProjections, BackToBackOnly) {
     // Biases that are not back to back leave q/k/v unfused (the fused linear takes one bias).
     Packed bias = packed({4, 2, 2}, 1, rng);
     AttentionWeights w;
-    w.q = p.parts[0], w.k = p.parts[1], w.v = p.parts[2];
-    w.q_bias = bias.parts[0], w.k_bias = bias.parts[2], w.v_bias = bias.parts[1];
+    w.q = LinearWeight::dense(p.parts[0], bias.parts[0]);
+    w.k = LinearWeight::dense(p.parts[1], bias.parts[2]);
+    w.v = LinearWeight::dense(p.parts[2], bias.parts[1]);
     fuse_projections(w);
     EXPECT_FALSE(w.qkv.defined());
-    w.k_bias = bias.parts[1], w.v_bias = bias.parts[2];
+    w.k.bias = bias.parts[1], w.v.bias = bias.parts[2];
     fuse_projections(w);
     EXPECT_TRUE(w.qkv.defined());
-    EXPECT_EQ(w.qkv_bias.shape(), (Shape{8}));
+    EXPECT_EQ(w.qkv.bias.shape(), (Shape{8}));
 }
 
 struct Case {
@@ -85,13 +86,14 @@ TEST_P(FusedAttention, SameOutputAsSeparateWeights) {
     Packed b = packed({q_rows, nkv * hd, nkv * hd}, 1, rng);
     Packed norms = packed({hd, hd}, 1, rng);
     AttentionWeights separate;
-    separate.q = w.parts[0], separate.k = w.parts[1], separate.v = w.parts[2], separate.o = o.parts[0];
-    if (c.bias) separate.q_bias = b.parts[0], separate.k_bias = b.parts[1], separate.v_bias = b.parts[2];
+    separate.q = LinearWeight::dense(w.parts[0]), separate.k = LinearWeight::dense(w.parts[1]);
+    separate.v = LinearWeight::dense(w.parts[2]), separate.o = LinearWeight::dense(o.parts[0]);
+    if (c.bias) separate.q.bias = b.parts[0], separate.k.bias = b.parts[1], separate.v.bias = b.parts[2];
     if (c.qk_norm) separate.q_norm = norms.parts[0], separate.k_norm = norms.parts[1];
     AttentionWeights fused = separate;
     fuse_projections(fused);
     ASSERT_TRUE(fused.qkv.defined());
-    ASSERT_EQ(fused.qkv_bias.defined(), c.bias);
+    ASSERT_EQ(fused.qkv.bias.defined(), c.bias);
 
     auto backend = make_cpu_backend();
     // Two sequences: 5 new tokens after a cached prefix of 0, and 3 after 0 (one step, so no prefix is needed).
@@ -131,11 +133,12 @@ TEST(FusedProjections, MlpSameOutputAsSeparateWeights) {
     Packed gu = packed({I, I}, H, rng);
     Packed down = packed({H}, I, rng);
     MlpWeights separate;
-    separate.gate = gu.parts[0], separate.up = gu.parts[1], separate.down = down.parts[0];
+    separate.gate = LinearWeight::dense(gu.parts[0]), separate.up = LinearWeight::dense(gu.parts[1]);
+    separate.down = LinearWeight::dense(down.parts[0]);
     MlpWeights fused = separate;
     fuse_projections(fused);
     ASSERT_TRUE(fused.gate_up.defined());
-    EXPECT_EQ(fused.gate_up.shape(), (Shape{2 * I, H}));
+    EXPECT_EQ(fused.gate_up.data.shape(), (Shape{2 * I, H}));
     Packed x = packed({T}, H, rng);
     auto backend = make_cpu_backend();
     std::vector<std::vector<float>> outputs;

@@ -273,21 +273,21 @@ struct TinyWeights {
         spec.layers.resize(1);
         const int64_t H = 4, Q = 8, KV = 4, I = 8;
         weights.embed = make(1, {vocab, H});
-        weights.lm_head = tied ? weights.embed : make(2, {vocab, H});
+        weights.lm_head = LinearWeight::dense(tied ? weights.embed : make(2, {vocab, H}));
         weights.final_norm = make(3, {H});
         LayerWeights l;
         l.input_norm = make(4, {H});
         l.post_norm = make(5, {H});
-        l.attn.q = make(6, {Q, H});
-        l.attn.k = make(7, {KV, H});
-        l.attn.v = make(8, {KV, H});
-        l.attn.o = make(9, {H, Q});
-        l.attn.q_bias = make(10, {Q});
-        l.attn.k_bias = make(11, {KV});
-        l.attn.v_bias = make(12, {KV});
-        l.dense.gate = make(13, {I, H});
-        l.dense.up = make(14, {I, H});
-        l.dense.down = make(15, {H, I});
+        l.attn.q = LinearWeight::dense(make(6, {Q, H}));
+        l.attn.k = LinearWeight::dense(make(7, {KV, H}));
+        l.attn.v = LinearWeight::dense(make(8, {KV, H}));
+        l.attn.o = LinearWeight::dense(make(9, {H, Q}));
+        l.attn.q.bias = make(10, {Q});
+        l.attn.k.bias = make(11, {KV});
+        l.attn.v.bias = make(12, {KV});
+        l.dense.gate = LinearWeight::dense(make(13, {I, H}));
+        l.dense.up = LinearWeight::dense(make(14, {I, H}));
+        l.dense.down = LinearWeight::dense(make(15, {H, I}));
         weights.layers.push_back(l);
     }
     Tensor make(int tag, Shape shape) {
@@ -339,25 +339,25 @@ TEST(ShardWeights, EachShardHoldsItsSliceAndTheVocabularyIsZeroPadded) {
                 // The embedding: the padded shard plus the zero row that other ranks' ids read.
                 EXPECT_EQ(c.embed.dim(0), plan->vocab_per_rank + 1);
                 expect_slice("embed", f.embed, c.embed, plan->slice(WeightRole::kEmbedding));
-                EXPECT_EQ(c.lm_head.shape(), (Shape{plan->vocab_per_rank, 4}));
-                expect_slice("lm_head", f.lm_head, c.lm_head, plan->slice(WeightRole::kLmHead));
+                EXPECT_EQ(c.lm_head.data.shape(), (Shape{plan->vocab_per_rank, 4}));
+                expect_slice("lm_head", f.lm_head.data, c.lm_head.data, plan->slice(WeightRole::kLmHead));
                 if (tied) {
-                    EXPECT_EQ(c.lm_head.data(), c.embed.data());
+                    EXPECT_EQ(c.lm_head.data.data(), c.embed.data());
                 }
-                expect_slice("q", fl.attn.q, cl.attn.q, plan->slice(WeightRole::kQProj));
-                expect_slice("k", fl.attn.k, cl.attn.k, plan->slice(WeightRole::kKProj));
-                expect_slice("v", fl.attn.v, cl.attn.v, plan->slice(WeightRole::kVProj));
-                expect_slice("o", fl.attn.o, cl.attn.o, plan->slice(WeightRole::kOProj));
-                expect_slice("q_bias", fl.attn.q_bias, cl.attn.q_bias, plan->slice(WeightRole::kQBias));
-                expect_slice("k_bias", fl.attn.k_bias, cl.attn.k_bias, plan->slice(WeightRole::kKBias));
-                expect_slice("v_bias", fl.attn.v_bias, cl.attn.v_bias, plan->slice(WeightRole::kVBias));
-                expect_slice("gate", fl.dense.gate, cl.dense.gate, plan->slice(WeightRole::kGateProj));
-                expect_slice("up", fl.dense.up, cl.dense.up, plan->slice(WeightRole::kUpProj));
-                expect_slice("down", fl.dense.down, cl.dense.down, plan->slice(WeightRole::kDownProj));
+                expect_slice("q", fl.attn.q.data, cl.attn.q.data, plan->slice(WeightRole::kQProj));
+                expect_slice("k", fl.attn.k.data, cl.attn.k.data, plan->slice(WeightRole::kKProj));
+                expect_slice("v", fl.attn.v.data, cl.attn.v.data, plan->slice(WeightRole::kVProj));
+                expect_slice("o", fl.attn.o.data, cl.attn.o.data, plan->slice(WeightRole::kOProj));
+                expect_slice("q_bias", fl.attn.q.bias, cl.attn.q.bias, plan->slice(WeightRole::kQBias));
+                expect_slice("k_bias", fl.attn.k.bias, cl.attn.k.bias, plan->slice(WeightRole::kKBias));
+                expect_slice("v_bias", fl.attn.v.bias, cl.attn.v.bias, plan->slice(WeightRole::kVBias));
+                expect_slice("gate", fl.dense.gate.data, cl.dense.gate.data, plan->slice(WeightRole::kGateProj));
+                expect_slice("up", fl.dense.up.data, cl.dense.up.data, plan->slice(WeightRole::kUpProj));
+                expect_slice("down", fl.dense.down.data, cl.dense.down.data, plan->slice(WeightRole::kDownProj));
                 // Row slices are views of the checkpoint (no copy); norms are untouched.
                 // (storage order: embed, [lm_head,] final_norm, input_norm, post_norm, q, ...)
                 const size_t after_head = tied ? 0 : 1;
-                EXPECT_EQ(cl.attn.q.data(),
+                EXPECT_EQ(cl.attn.q.data.data(),
                           cut.storage[4 + after_head].tensor.data_as<float>() + plan->first_q_head * 2 * 4);
                 EXPECT_EQ(cl.input_norm.data(), cut.storage[2 + after_head].tensor.data());
                 EXPECT_EQ(c.final_norm.data(), cut.storage[1 + after_head].tensor.data());
@@ -380,8 +380,8 @@ TEST(ShardWeights, SizeOneChangesNothing) {
     ASSERT_TRUE(shard_weights(*plan, w.weights).ok());
     EXPECT_EQ(w.weights.embed.data(), before.embed.data());
     EXPECT_EQ(w.weights.embed.shape(), before.embed.shape());
-    EXPECT_EQ(w.weights.layers[0].attn.o.data(), before.layers[0].attn.o.data());
-    EXPECT_EQ(w.weights.layers[0].dense.down.shape(), before.layers[0].dense.down.shape());
+    EXPECT_EQ(w.weights.layers[0].attn.o.data.data(), before.layers[0].attn.o.data.data());
+    EXPECT_EQ(w.weights.layers[0].dense.down.data.shape(), before.layers[0].dense.down.data.shape());
     EXPECT_TRUE(w.weights.owned.buffers.empty());
 }
 

@@ -361,16 +361,12 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
                     w.tensor.data_as<float>()[t * k + j] = 1.0f / static_cast<float>(k);
                 }
             const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
-            auto &g = r.keep(std::vector<Tensor>()), &u = r.keep(std::vector<Tensor>()),
-                 &d = r.keep(std::vector<Tensor>());
-            for (int64_t e = 0; e < E; ++e) {
-                g.push_back(gate_up.select(e).narrow(0, 0, I));
-                u.push_back(gate_up.select(e).narrow(0, I, I));
-                d.push_back(down.select(e));
-            }
+            // The stacked expert weights (runtime/ops.h), as Qwen3.5-MoE checkpoints store them.
+            auto& gu = r.keep(LinearWeight::dense(gate_up));
+            auto& dn = r.keep(LinearWeight::dense(down));
             const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
             r.set_flops(6.0 * T * k * H * I);
-            return [=, &r, &g, &u, &d] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{g, u, d}, out); };
+            return [=, &r, &gu, &dn] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{gu, dn}, out); };
         }};
 }
 

@@ -289,7 +289,7 @@ std::vector<Comparison> compare(const CaseRun& reference, const CaseRun& got) {
 }
 
 void call_linear(Ops& ops, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
-    ops.linear(x, weight, bias, y);
+    ops.linear(x, LinearWeight::dense(weight, bias), y);
 }
 
 std::string test_name(std::string_view case_name) {

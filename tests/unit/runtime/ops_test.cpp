@@ -107,7 +107,7 @@ TEST_F(OpsTest, LinearWithBiasOnColumnSlices) {
     auto b = random_weight(DType::BF16, {N}, rng_);
     HostTensor yb = HostTensor::zeros(DType::F32, {T, 2 * N});
     Tensor y = yb.tensor.narrow(1, N, N);
-    ops_.linear(x, w.stored.tensor, b.stored.tensor, y);
+    ops_.linear(x, LinearWeight::dense(w.stored.tensor, b.stored.tensor), y);
     for (int64_t t = 0; t < T; ++t) {
         std::vector<double> ref(N);
         for (int64_t n = 0; n < N; ++n) {
@@ -220,25 +220,20 @@ TEST_F(OpsTest, MoeTopkSoftmax) {
     }
 }
 
-TEST_F(OpsTest, MoeExpertsMatchPerTokenLoopIncludingFusedViews) {
+TEST_F(OpsTest, MoeExpertsOnStackedWeightsMatchPerTokenLoop) {
     const int64_t T = 7, H = 32, I = 20, E = 5, k = 2;
     auto x = random_f32({T, H}, rng_);
-    // Fused layout as in Qwen3.5-MoE: gate_up [E, 2I, H] (gate rows first), down [E, H, I].
+    // Stacked as in Qwen3.5-MoE: gate_up [E, 2I, H] (gate rows first), down [E, H, I].
     auto gate_up = random_weight(DType::BF16, {E, 2 * I, H}, rng_, -0.3f, 0.3f);
     auto down = random_weight(DType::BF16, {E, H, I}, rng_, -0.3f, 0.3f);
-    std::vector<Tensor> g, u, d;
-    for (int64_t e = 0; e < E; ++e) {
-        Tensor ge = gate_up.stored.tensor.select(e);
-        g.push_back(ge.narrow(0, 0, I));
-        u.push_back(ge.narrow(0, I, I));
-        d.push_back(down.stored.tensor.select(e));
-    }
+    const LinearWeight gu = LinearWeight::dense(gate_up.stored.tensor);
+    const LinearWeight dn = LinearWeight::dense(down.stored.tensor);
     HostTensor w = HostTensor::empty(DType::F32, {T, k});
     HostTensor ids = HostTensor::empty(DType::I32, {T, k});
     auto logits = random_f32({T, E}, rng_, -2, 2);
     ops_.moe_topk_softmax(logits.tensor, true, w.tensor, ids.tensor);
     HostTensor out = HostTensor::empty(DType::F32, {T, H});
-    ops_.moe_experts(x.tensor, w.tensor, ids.tensor, MoeExpertWeights{g, u, d}, out.tensor);
+    ops_.moe_experts(x.tensor, w.tensor, ids.tensor, MoeExpertWeights{gu, dn}, out.tensor);
     for (int64_t t = 0; t < T; ++t) {
         std::vector<double> ref(H, 0.0);
         const float* xt = x.tensor.data_as<float>() + t * H;
@@ -294,12 +289,75 @@ TEST(OpsDeathTest, ShapeMismatchNamesOpAndShapes) {
     HostTensor x = HostTensor::zeros(DType::F32, {2, 8});
     HostTensor w = HostTensor::zeros(DType::BF16, {4, 9});
     HostTensor y = HostTensor::zeros(DType::F32, {2, 4});
-    EXPECT_DEATH(backend->ops().linear(x.tensor, w.tensor, Tensor(), y.tensor),
+    EXPECT_DEATH(backend->ops().linear(x.tensor, LinearWeight::dense(w.tensor), y.tensor),
                  "linear: x f32\\[2, 8\\].*bf16\\[4, 9\\]");
     HostTensor xb = HostTensor::zeros(DType::BF16, {2, 8});
     HostTensor wn = HostTensor::zeros(DType::F32, {8});
     EXPECT_DEATH(backend->ops().rms_norm(xb.tensor, wn.tensor, 1e-6f, NormKind::Plain, xb.tensor),
                  "rms_norm: x must be F32");
+}
+
+}  // namespace
+}  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+TEST(LinearWeightTest, DenseFormatFollowsDtypeAndNamesItsInput) {
+    HostTensor bf = HostTensor::zeros(DType::BF16, {4, 8});
+    HostTensor f16 = HostTensor::zeros(DType::F16, {4, 8});
+    HostTensor f32 = HostTensor::zeros(DType::F32, {4, 8});
+    EXPECT_EQ(LinearWeight::dense(bf.tensor).format, WeightFormat::kBf16);
+    EXPECT_EQ(LinearWeight::dense(bf.tensor).input_dtype(), DType::BF16);
+    EXPECT_EQ(LinearWeight::dense(f16.tensor).input_dtype(), DType::F16);
+    EXPECT_EQ(LinearWeight::dense(f32.tensor).input_dtype(), DType::F32);
+    EXPECT_TRUE(LinearWeight::dense(f32.tensor).is_dense());
+    EXPECT_EQ(LinearWeight::dense(bf.tensor).describe(), "bf16");
+    EXPECT_EQ(LinearWeight::dense(bf.tensor).out_features(), 4);
+    EXPECT_EQ(LinearWeight::dense(bf.tensor).in_features(), 8);
+}
+
+TEST(LinearWeightTest, QuantizedFormatsDescribeTheirVariant) {
+    LinearWeight fp8;
+    fp8.format = WeightFormat::kFp8E4M3;
+    fp8.scale_layout = ScaleLayout::kBlock;
+    fp8.block_rows = fp8.block_cols = 128;
+    EXPECT_EQ(fp8.describe(), "fp8-e4m3 (128x128 block scales)");
+    fp8.scale_layout = ScaleLayout::kPerChannel;
+    EXPECT_EQ(fp8.describe(), "fp8-e4m3 (per-channel scales)");
+    LinearWeight int4;
+    int4.format = WeightFormat::kInt4;
+    int4.scale_layout = ScaleLayout::kGroup;
+    int4.group_size = 128;
+    HostTensor packed = HostTensor::zeros(DType::U8, {4, 64});
+    int4.data = packed.tensor;
+    EXPECT_EQ(int4.in_features(), 128);  // two values per byte
+    EXPECT_EQ(int4.describe(), "int4 (group 128, symmetric)");
+    HostTensor zeros = HostTensor::zeros(DType::F16, {4, 1});
+    int4.zeros = zeros.tensor;
+    EXPECT_EQ(int4.describe(), "int4 (group 128, zero points)");
+    EXPECT_FALSE(int4.is_dense());
+}
+
+// A format the backend does not run is refused by name, not run as if it were dense.
+TEST(OpsDeathTest, LinearRefusesFormatsTheCpuDoesNotRun) {
+    GTEST_FLAG_SET(death_test_style, "threadsafe");
+    auto backend = make_cpu_backend();
+    HostTensor x = HostTensor::zeros(DType::F32, {2, 256});
+    HostTensor y = HostTensor::zeros(DType::F32, {2, 128});
+    HostTensor w8 = HostTensor::zeros(DType::F8_E4M3, {128, 256});
+    HostTensor s8 = HostTensor::zeros(DType::F32, {1, 2});
+    LinearWeight fp8 = LinearWeight::dense(w8.tensor);
+    fp8.scale_layout = ScaleLayout::kBlock, fp8.block_rows = fp8.block_cols = 128, fp8.scales = s8.tensor;
+    EXPECT_DEATH(backend->ops().linear(x.tensor, fp8, y.tensor),
+                 "linear: weight format fp8-e4m3 \\(128x128 block scales\\) is not run by the CPU backend");
+    HostTensor w4 = HostTensor::zeros(DType::U8, {128, 128});
+    HostTensor s4 = HostTensor::zeros(DType::F16, {128, 2});
+    LinearWeight int4;
+    int4.data = w4.tensor, int4.format = WeightFormat::kInt4, int4.scale_layout = ScaleLayout::kGroup;
+    int4.group_size = 128, int4.scales = s4.tensor;
+    EXPECT_DEATH(backend->ops().linear(x.tensor, int4, y.tensor),
+                 "linear: weight format int4 \\(group 128, symmetric\\) is not run by the CPU backend");
 }
 
 }  // namespace

@@ -1,0 +1,69 @@
+// LinearWeight: the weight of one linear layer as Ops::linear takes it: the data, an optional bias, and the format
+// that decides which kernel runs it (per layer, as TurboMind's LinearWeight and vLLM's per-layer QuantizeMethod do).
+// Dense formats (bf16/f16/f32) run today; fp8-e4m3 and int4 are declared with their scale/zero tensors so that a
+// loader and a kernel can be added without changing the type or the model code. Knows nothing about models.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tensor/tensor.h"
+
+namespace pagoda {
+
+enum class WeightFormat : uint8_t {
+    kBf16,     // data BF16 [N, K]
+    kF16,      // data F16 [N, K]
+    kF32,      // data F32 [N, K]
+    kFp8E4M3,  // data F8_E4M3 [N, K]; scales F32 as `scale_layout` says
+    kInt4,     // data U8 [N, K/2], two values per byte, the element of even k in the low nibble; scales and
+               // (asymmetric) zeros per group of `group_size` inputs: scales [N, K/group_size] (F16/BF16/F32),
+               // zeros like scales (already unpacked); value = (q - zero) · scale, zero = 8 when `zeros` is undefined
+};
+
+// How the scales of a quantized weight cover it.
+enum class ScaleLayout : uint8_t {
+    kNone,        // dense formats
+    kPerTensor,   // scales [1]
+    kPerChannel,  // scales [N]: one per output feature
+    kBlock,       // scales [ceil(N / block_rows), ceil(K / block_cols)] (fp8 "weight_block_size": 128x128)
+    kGroup,       // scales [N, K / group_size]: one per output feature and group of inputs (int4)
+};
+
+std::string_view format_name(WeightFormat format);  // "bf16", "fp8-e4m3", "int4"
+std::string_view scale_layout_name(ScaleLayout layout);
+
+struct LinearWeight {
+    // [N, K] (out_features, in_features), last dim contiguous. Stacked experts: [E, N, K], one [N, K] per expert.
+    // For int4 the last dim holds K/2 bytes.
+    Tensor data;
+    Tensor bias;  // [N] (any float dtype), or undefined
+    WeightFormat format = WeightFormat::kBf16;
+
+    // Quantized formats only.
+    ScaleLayout scale_layout = ScaleLayout::kNone;
+    Tensor scales;
+    Tensor zeros;                            // int4 with zero points; undefined when symmetric
+    int64_t block_rows = 0, block_cols = 0;  // kBlock: the block of weights one scale covers (128 x 128)
+    int64_t group_size = 0;                  // kGroup: inputs per scale (128)
+
+    // A dense weight of data's dtype (BF16, F16 or F32; another dtype gives a weight no backend accepts).
+    static LinearWeight dense(Tensor data, Tensor bias = Tensor());
+
+    bool defined() const { return data.defined(); }
+    bool is_dense() const {
+        return format == WeightFormat::kBf16 || format == WeightFormat::kF16 || format == WeightFormat::kF32;
+    }
+    // Output and input features of one [N, K] matrix (of each expert, when stacked).
+    int64_t out_features() const { return data.dim(-2); }
+    int64_t in_features() const { return format == WeightFormat::kInt4 ? 2 * data.dim(-1) : data.dim(-1); }
+    // What the GEMM of this format wants as its input: the weights' own type for dense 16-bit weights (activations
+    // are rounded to it), F32 for F32 weights, BF16 for weight-only fp8 and int4 (upcast in the kernel).
+    DType input_dtype() const;
+    // The format with its variant, for messages: "bf16", "fp8-e4m3 (128x128 block scales)", "int4 (group 128,
+    // zero points)".
+    std::string describe() const;
+};
+
+}  // namespace pagoda
