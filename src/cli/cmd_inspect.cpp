@@ -116,6 +116,7 @@ Json spec_json(const ModelSpec& s) {
     j.set("linear_conv_kernel_dim", int_json(s.linear_conv_kernel_dim));
     j.set("full_attention_interval", int_json(s.full_attention_interval));
     j.set("mtp_num_hidden_layers", int_json(s.mtp_num_hidden_layers));
+    j.set("quantization", Json(s.quantization.describe()));
     Json layer_types = Json::array();
     Json mlp_types = Json::array();
     for (const LayerSpec& l : s.layers) {

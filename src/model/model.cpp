@@ -16,6 +16,10 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
 
 Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Communicator& comm) {
     if (!dir.checkpoint) return Status::error(dir.files.dir + ": no weights were opened");
+    if (dir.spec.quantization.quantized()) {
+        return Status::error(dir.files.dir + ": this checkpoint is quantized (" + dir.spec.quantization.describe() +
+                             "); quantized checkpoints are not served yet");
+    }
     const ModelFamily family = dir.spec.family;
     if (backend.device().kind != DeviceKind::Host && family != ModelFamily::kQwen2 && family != ModelFamily::kQwen3) {
         return Status::error(std::string(family_name(family)) + " models do not run on " + backend.name() +

@@ -494,6 +494,81 @@ std::string_view to_string(MlpKind kind) {
     return kind == MlpKind::kDense ? "dense" : "moe";
 }
 
+namespace {
+
+Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
+    const Json* qc = parent.find("quantization_config");
+    if (!qc) return ok_status();
+    if (!qc->is_object()) return parent.error("quantization_config", "an object", *qc);
+    const Fields f(*qc, parent.prefix() + "quantization_config.");
+    PAGODA_RETURN_IF_ERROR(f.get("quant_method", q.method));
+    if (q.method.empty()) return f.fail("quant_method", "is missing");
+    PAGODA_RETURN_IF_ERROR(f.get_int_list("weight_block_size", q.weight_block_size, false));
+    PAGODA_RETURN_IF_ERROR(f.get("activation_scheme", q.activation_scheme));
+    PAGODA_RETURN_IF_ERROR(f.get("bits", q.bits));
+    PAGODA_RETURN_IF_ERROR(f.get("w_bit", q.bits));  // AutoAWQ's spelling
+    PAGODA_RETURN_IF_ERROR(f.get("group_size", q.group_size));
+    PAGODA_RETURN_IF_ERROR(f.get("q_group_size", q.group_size));
+    PAGODA_RETURN_IF_ERROR(f.get("zero_point", q.zero_point));
+    PAGODA_RETURN_IF_ERROR(f.get("version", q.version));
+    PAGODA_RETURN_IF_ERROR(f.get("desc_act", q.desc_act));
+    PAGODA_RETURN_IF_ERROR(f.get("sym", q.sym));
+    PAGODA_RETURN_IF_ERROR(f.get("format", q.format));
+    PAGODA_RETURN_IF_ERROR(f.get_string_list("modules_to_not_convert", q.ignore));
+    if (f.has("ignore")) PAGODA_RETURN_IF_ERROR(f.get_string_list("ignore", q.ignore));
+    if (const Json* groups = f.find("config_groups")) {
+        if (!groups->is_object() || groups->size() == 0)
+            return f.error("config_groups", "an object of quantization groups", *groups);
+        const auto& [name, group] = groups->as_object().front();
+        if (!group.is_object()) return f.error("config_groups", "an object of quantization groups", group);
+        const Fields g(group, f.prefix() + "config_groups." + name + ".");
+        if (const Json* w = g.find("weights")) {
+            if (!w->is_object()) return g.error("weights", "an object", *w);
+            const Fields wf(*w, g.prefix() + "weights.");
+            PAGODA_RETURN_IF_ERROR(wf.get("num_bits", q.bits));
+            PAGODA_RETURN_IF_ERROR(wf.get("type", q.weight_type));
+            PAGODA_RETURN_IF_ERROR(wf.get("strategy", q.strategy));
+            PAGODA_RETURN_IF_ERROR(wf.get("group_size", q.group_size));
+            PAGODA_RETURN_IF_ERROR(wf.get("symmetric", q.sym));
+            PAGODA_RETURN_IF_ERROR(wf.get_int_list("block_structure", q.weight_block_size, false));
+        }
+        if (const Json* in = g.find("input_activations")) {
+            if (!in->is_object()) return g.error("input_activations", "an object or null", *in);
+            const Fields af(*in, g.prefix() + "input_activations.");
+            PAGODA_RETURN_IF_ERROR(af.get("num_bits", q.input_bits));
+            PAGODA_RETURN_IF_ERROR(af.get("type", q.input_type));
+        }
+    }
+    return ok_status();
+}
+
+}  // namespace
+
+std::string QuantizationSpec::describe() const {
+    if (method.empty()) return "none";
+    std::string s = method;
+    auto add = [&](const std::string& part) { s += ", " + part; };
+    auto group = [&] { return group_size > 0 ? "group " + std::to_string(group_size) : std::string("per-channel"); };
+    if (method == "fp8") {
+        if (weight_block_size.size() == 2)
+            add(std::to_string(weight_block_size[0]) + "x" + std::to_string(weight_block_size[1]) + " block scales");
+        else
+            add("per-tensor scales");
+        if (!activation_scheme.empty()) add(activation_scheme + " activation scales");
+    } else if (method == "awq") {
+        add("int" + std::to_string(bits)), add(group()), add(zero_point ? "zero points" : "symmetric");
+    } else if (method == "gptq") {
+        add("int" + std::to_string(bits)), add(group()), add(sym ? "symmetric" : "zero points");
+        if (desc_act) add("act-order");
+    } else if (method == "compressed-tensors") {
+        if (!format.empty()) add(format);
+        add((weight_type.empty() ? "int" : weight_type) + std::to_string(bits) + " weights");
+        if (!strategy.empty()) add(strategy == "group" ? group() : strategy + " scales");
+        if (input_bits > 0) add(input_type + std::to_string(input_bits) + " activations");
+    }
+    return s;
+}
+
 Result<ModelSpec> parse_model_spec(const Json& config) {
     if (!config.is_object()) return Status::error("config is not a JSON object");
     const Fields top(config, "");
@@ -532,9 +607,12 @@ Result<ModelSpec> parse_model_spec(const Json& config) {
         // Token ids: text_config's, overridden by the top level's (the chat end token sits there).
         PAGODA_RETURN_IF_ERROR(read_token_ids(tf, s));
         PAGODA_RETURN_IF_ERROR(read_token_ids(top, s));
+        PAGODA_RETURN_IF_ERROR(parse_quantization(tf, s.quantization));
+        PAGODA_RETURN_IF_ERROR(parse_quantization(top, s.quantization));  // the top level's wins
     } else {
         PAGODA_RETURN_IF_ERROR(parse_text(top, s));
         PAGODA_RETURN_IF_ERROR(read_token_ids(top, s));
+        PAGODA_RETURN_IF_ERROR(parse_quantization(top, s.quantization));
     }
     return s;
 }

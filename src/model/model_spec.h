@@ -42,6 +42,33 @@ struct RopeSpec {
     bool mrope_interleaved = false;
 };
 
+// config.json's quantization_config (top level, or under text_config for Qwen3.5), as Qwen publishes its quantized
+// checkpoints: fp8 (Qwen3-*-FP8), awq (Qwen*-AWQ), gptq (Qwen*-GPTQ-Int4/Int8), compressed-tensors (llm-compressor).
+struct QuantizationSpec {
+    std::string method;  // quant_method as written; empty: not quantized
+    // fp8
+    std::vector<int64_t> weight_block_size;  // [128, 128]: block scales; empty: per-tensor (or per-channel) scales
+    std::string activation_scheme;           // "dynamic" / "static"
+    // awq, gptq, and compressed-tensors' weights
+    int64_t bits = 0;
+    int64_t group_size = 0;   // -1 or 0: per output channel
+    bool zero_point = false;  // awq: asymmetric with zero points
+    std::string version;      // awq kernel layout: "gemm" / "gemv"
+    bool desc_act = false;    // gptq: act-order (columns permuted by g_idx)
+    bool sym = true;          // gptq / compressed-tensors: symmetric
+    // compressed-tensors (the first of config_groups)
+    std::string format;               // "float-quantized", "pack-quantized", "int-quantized", ...
+    std::string weight_type;          // "int" / "float"
+    std::string strategy;             // "tensor", "channel", "group", "block"
+    int64_t input_bits = 0;           // input_activations.num_bits; 0: weight-only
+    std::string input_type;           // input_activations.type
+    std::vector<std::string> ignore;  // modules_to_not_convert / ignore: layers left unquantized
+
+    bool quantized() const { return !method.empty(); }
+    // The format and its variant, e.g. "fp8, 128x128 block scales", "awq, int4, group 128, zero points".
+    std::string describe() const;
+};
+
 struct ModelSpec {
     ModelFamily family = ModelFamily::kQwen2;
     std::string model_type;       // top-level model_type ("qwen3_5")
@@ -95,6 +122,8 @@ struct ModelSpec {
     int64_t mtp_num_hidden_layers = 0;    // multi-token-prediction layers in the checkpoint
 
     std::vector<LayerSpec> layers;  // one per hidden layer
+
+    QuantizationSpec quantization;
 
     std::string dtype;  // torch_dtype / dtype as written ("bfloat16"); empty when absent
     std::optional<int64_t> bos_token_id;

@@ -401,5 +401,86 @@ TEST(GenerationDefaults, ParsesQwenGenerationConfig) {
     EXPECT_NE(bad.message().find("top_k"), std::string::npos);
 }
 
+// quantization_config as Qwen publishes it, spliced into the Qwen2.5 config.
+std::string with_quantization(const std::string& qc) {
+    std::string text = kQwen25;
+    return text.substr(0, text.size() - 1) + R"(, "quantization_config": )" + qc + "}";
+}
+
+TEST(ModelSpec, NotQuantizedByDefault) {
+    const ModelSpec s = parse_ok(kQwen25);
+    EXPECT_FALSE(s.quantization.quantized());
+    EXPECT_EQ(s.quantization.describe(), "none");
+}
+
+TEST(ModelSpec, QuantizationFp8BlockScales) {  // Qwen3-8B-FP8
+    const ModelSpec s = parse_ok(with_quantization(
+        R"({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8", "weight_block_size": [128, 128]})"));
+    EXPECT_EQ(s.quantization.method, "fp8");
+    EXPECT_EQ(s.quantization.weight_block_size, (std::vector<int64_t>{128, 128}));
+    EXPECT_EQ(s.quantization.activation_scheme, "dynamic");
+    EXPECT_EQ(s.quantization.describe(), "fp8, 128x128 block scales, dynamic activation scales");
+}
+
+TEST(ModelSpec, QuantizationAwq) {  // Qwen3-8B-AWQ
+    const ModelSpec s = parse_ok(with_quantization(R"({"bits": 4, "group_size": 128, "modules_to_not_convert": null,
+        "quant_method": "awq", "version": "gemm", "zero_point": true})"));
+    EXPECT_EQ(s.quantization.bits, 4);
+    EXPECT_EQ(s.quantization.group_size, 128);
+    EXPECT_TRUE(s.quantization.zero_point);
+    EXPECT_EQ(s.quantization.version, "gemm");
+    EXPECT_TRUE(s.quantization.ignore.empty());
+    EXPECT_EQ(s.quantization.describe(), "awq, int4, group 128, zero points");
+}
+
+TEST(ModelSpec, QuantizationGptq) {  // Qwen2.5-7B-Instruct-GPTQ-Int4
+    const ModelSpec s = parse_ok(with_quantization(R"({"batch_size": 1, "bits": 4, "block_name_to_quantize": null,
+        "cache_block_outputs": true, "damp_percent": 0.01, "dataset": null, "desc_act": false,
+        "exllama_config": {"version": 1}, "group_size": 128, "max_input_length": null, "model_seqlen": null,
+        "module_name_preceding_first_block": null, "modules_in_block_to_quantize": null, "pad_token_id": null,
+        "quant_method": "gptq", "sym": true, "tokenizer": null, "true_sequential": true, "use_cuda_fp16": false,
+        "use_exllama": true})"));
+    EXPECT_EQ(s.quantization.method, "gptq");
+    EXPECT_EQ(s.quantization.bits, 4);
+    EXPECT_FALSE(s.quantization.desc_act);
+    EXPECT_TRUE(s.quantization.sym);
+    EXPECT_EQ(s.quantization.describe(), "gptq, int4, group 128, symmetric");
+}
+
+TEST(ModelSpec, QuantizationCompressedTensors) {  // llm-compressor FP8 dynamic, lm_head left out
+    const ModelSpec s = parse_ok(with_quantization(R"({"config_groups": {"group_0": {
+        "input_activations": {"dynamic": true, "num_bits": 8, "strategy": "token", "symmetric": true, "type": "float"},
+        "targets": ["Linear"],
+        "weights": {"dynamic": false, "num_bits": 8, "strategy": "channel", "symmetric": true, "type": "float"}}},
+        "format": "float-quantized", "ignore": ["lm_head"], "quant_method": "compressed-tensors",
+        "quantization_status": "compressed"})"));
+    const QuantizationSpec& q = s.quantization;
+    EXPECT_EQ(q.method, "compressed-tensors");
+    EXPECT_EQ(q.format, "float-quantized");
+    EXPECT_EQ(q.bits, 8);
+    EXPECT_EQ(q.weight_type, "float");
+    EXPECT_EQ(q.strategy, "channel");
+    EXPECT_EQ(q.input_bits, 8);
+    EXPECT_EQ(q.ignore, (std::vector<std::string>{"lm_head"}));
+    EXPECT_EQ(q.describe(), "compressed-tensors, float-quantized, float8 weights, channel scales, float8 activations");
+}
+
+TEST(ModelSpec, QuantizationUnderTextConfig) {  // Qwen3.5: the language model's config holds it
+    const ModelSpec s = parse_ok(R"({"model_type": "qwen3_5", "text_config": {"hidden_size": 64,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+        "vocab_size": 256, "intermediate_size": 128, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+        "linear_key_head_dim": 16, "linear_value_head_dim": 16,
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128]}}})");
+    EXPECT_EQ(s.quantization.describe(), "fp8, 128x128 block scales");
+}
+
+TEST(ModelSpec, QuantizationConfigErrorsNameTheField) {
+    EXPECT_NE(parse_error(with_quantization(R"({"bits": 4})")).find("quantization_config.quant_method"),
+              std::string::npos);
+    EXPECT_NE(
+        parse_error(with_quantization(R"({"quant_method": "awq", "bits": "four"})")).find("quantization_config.bits"),
+        std::string::npos);
+}
+
 }  // namespace
 }  // namespace pagoda::model
