@@ -1,9 +1,10 @@
-// The OpenAI-compatible API over a Generator: routes, auth, CORS, and the completion handlers (chat template ->
-// tokens -> generator -> incremental detokenize -> stop strings -> reasoning/tool-call parsing -> SSE or JSON).
-// Handlers run on the HTTP I/O threads; engine events reach them through Responder::post.
+// The OpenAI-compatible API over a Generator: a route table (router.h: auth, CORS, refusals) over one file per
+// endpoint family (chat_completions.cpp, completions.cpp, models.cpp, tokenize.cpp, health.cpp); a completion runs
+// as a CompletionJob (chat template -> tokens -> generator -> incremental detokenize -> stop strings ->
+// reasoning/tool-call parsing -> SSE or JSON). Handlers run on the HTTP I/O threads; engine events reach them
+// through Responder::post.
 #pragma once
 
-#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -13,9 +14,7 @@
 #include "chat/output/tool_parser.h"
 #include "common/json.h"
 #include "server/http/http_server.h"
-#include "server/metrics/metrics.h"
 #include "server/openai/generator.h"
-#include "server/openai/protocol.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::server::openai {
@@ -31,13 +30,16 @@ struct ServiceConfig {
     bool allow_credentials = false;
     bool enable_auto_tool_choice = false;
     std::optional<chat::ToolParserKind> tool_parser;
-    bool reasoning_parser = false;               // qwen3: split <think>...</think>
-    Json default_chat_template_kwargs;           // object or null; request values win
-    Json tokenizer_config;                       // tokenizer_config.json (special tokens of request templates)
-    std::string metrics_prefix = "pagoda";       // /metrics names: "<prefix>:num_requests_running", ...
+    bool reasoning_parser = false;          // qwen3: split <think>...</think>
+    Json default_chat_template_kwargs;      // object or null; request values win
+    Json tokenizer_config;                  // tokenizer_config.json (special tokens of request templates)
+    std::string metrics_prefix = "pagoda";  // /metrics names: "<prefix>:num_requests_running", ...
     size_t max_unsent_bytes = 16 * 1024 * 1024;  // a streaming client this far behind is disconnected
     std::string version = PAGODA_VERSION;
 };
+
+struct ServiceContext;  // what the endpoint handlers share (service_context.h)
+class Router;
 
 class OpenAiService {
   public:
@@ -52,34 +54,16 @@ class OpenAiService {
 
     // /health and /ping answer 503 until ready and again once draining; while draining every new request but
     // /metrics is refused with 503 (requests in flight finish).
-    void set_ready(bool ready) { ready_.store(ready); }
-    void set_draining() { draining_.store(true); }
-    // The context length the engine settled on (known once the model is loaded).
-    void set_max_model_len(int32_t n) { max_model_len_.store(n); }
+    void set_ready(bool ready);
+    void set_draining();
+    // The context length the engine settled on (known once the model is loaded; before set_ready).
+    void set_max_model_len(int32_t n);
 
-    const ServiceConfig& config() const { return config_; }
-
-    struct Job;  // one generation request in flight (service.cpp)
+    const ServiceConfig& config() const;
 
   private:
-    void handle_chat(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
-    void handle_completion(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
-    void handle_tokenize(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
-    void handle_detokenize(const http::Request& req, std::shared_ptr<http::Responder> r, http::Headers extra);
-    void handle_models(std::shared_ptr<http::Responder> r, http::Headers extra);
-    void handle_metrics(std::shared_ptr<http::Responder> r, http::Headers extra);
-    std::shared_ptr<Job> new_job(bool chat, const TextOptions& text, const engine::SamplingParams& params,
-                                 const std::string& model, std::shared_ptr<http::Responder> r, http::Headers headers);
-
-    ServiceConfig config_;
-    Tokenizer tokenizer_;
-    std::unique_ptr<chat::ChatTemplate> chat_template_;
-    Generator& generator_;
-    metrics::ServingMetrics metrics_;
-    std::atomic<bool> ready_{false};
-    std::atomic<bool> draining_{false};
-    std::atomic<int32_t> max_model_len_{0};
-    int64_t created_ = 0;
+    std::unique_ptr<ServiceContext> ctx_;
+    std::unique_ptr<Router> router_;
 };
 
 }  // namespace pagoda::server::openai

@@ -556,6 +556,36 @@ int64_t prompt_tokens_of(const Json& response) {
     return response.find("usage")->find("prompt_tokens")->as_int();
 }
 
+TEST_F(ServiceTest, RouteTableRefusesOnceForEveryRoute) {
+    ServiceConfig config;
+    config.api_keys = {"k"};
+    make_service("x", config);
+    const http::Headers key = {{"Authorization", "Bearer k"}};
+    // A path with routes but not this method: 405 naming the methods there.
+    auto r = call("DELETE", "/v1/models", "", key);
+    EXPECT_EQ(r->status(), 405);
+    ASSERT_TRUE(r->header("Allow"));
+    EXPECT_EQ(*r->header("Allow"), "GET");
+    r = call("PUT", "/ping", "");
+    ASSERT_TRUE(r->header("Allow"));
+    EXPECT_EQ(*r->header("Allow"), "GET, POST");
+    EXPECT_EQ(call("POST", "/ping", "")->status(), 200);    // SageMaker
+    EXPECT_EQ(call("HEAD", "/health", "")->status(), 200);  // a GET route answers HEAD
+    // The key guards every /v1 path, routed or not; the rest stays open.
+    EXPECT_EQ(call("GET", "/v1/nothing", "")->status(), 401);
+    EXPECT_EQ(call("GET", "/v1/nothing", "", key)->status(), 404);
+    EXPECT_EQ(call("POST", "/tokenize", R"({"prompt":"a"})")->status(), 200);
+    // While the model loads, only the generating routes wait.
+    service_->set_ready(false);
+    EXPECT_EQ(call("POST", "/v1/completions", R"({"prompt":"a"})", key)->status(), 503);
+    EXPECT_EQ(call("POST", "/v1/chat/completions", kChat + "}", key)->status(), 503);
+    EXPECT_EQ(call("GET", "/v1/models", "", key)->status(), 200);
+    // An X-Request-Id comes back on every answer, refusals included.
+    r = call("GET", "/nothing", "", {{"X-Request-Id", "abc"}});
+    ASSERT_TRUE(r->header("X-Request-Id"));
+    EXPECT_EQ(*r->header("X-Request-Id"), "abc");
+}
+
 TEST_F(ServiceTest, ToolChoiceNoneRendersAndParsesNoTools) {
     ServiceConfig config;
     config.enable_auto_tool_choice = true;

@@ -1,0 +1,135 @@
+// POST /v1/chat/completions: validate, pick the tools and the output parsers tool_choice asks for, render the chat
+// template, tokenize, submit; a CompletionJob answers from then on.
+#include "chat/output/reasoning_parser.h"
+#include "server/openai/completion_job.h"
+#include "server/openai/service_context.h"
+
+namespace pagoda::server::openai {
+
+namespace {
+
+// Template kwargs: the server's defaults, overridden by the request's.
+Json template_kwargs(const ServiceConfig& config, const ChatRequest& cr) {
+    Json kwargs =
+        config.default_chat_template_kwargs.is_object() ? config.default_chat_template_kwargs : Json::object();
+    if (cr.chat_template_kwargs.is_object())
+        for (const auto& [k, v] : cr.chat_template_kwargs.as_object())
+            kwargs.set(k, v);
+    if (cr.continue_final_message) kwargs.set("continue_final_message", Json(true));
+    return kwargs;
+}
+
+// tool_choice: "none" renders no tools and parses none; "auto" uses the server's parser; "required" and a named
+// function render the tools (a named choice: that one only) and parse with the server's parser, or the one the
+// template's call format implies (vLLM needs no --tool-call-parser for them either).
+std::optional<chat::ToolParserKind> choose_tools(const ServiceConfig& config, const ChatRequest& cr,
+                                                 const chat::ChatTemplate& tmpl, CompletionJob& job) {
+    std::optional<chat::ToolParserKind> tool_parser;
+    if (cr.tools.is_array() && cr.tool_choice != "none") {
+        job.tools = cr.tools;
+        if (cr.tool_choice == "auto") {
+            tool_parser = config.tool_parser;
+        } else {
+            job.tool_policy.forced = true;
+            tool_parser = config.tool_parser ? *config.tool_parser : chat::detect_tool_parser(tmpl.source(true));
+            if (cr.tool_choice == "function") {
+                job.tool_policy.function_name = cr.tool_choice_name;
+                Json only = Json::array();
+                for (const Json& t : cr.tools.as_array())
+                    if (t.find("function")->find("name")->as_string() == cr.tool_choice_name) only.push_back(t);
+                job.tools = std::move(only);
+            }
+        }
+    }
+    job.tool_policy.parallel = cr.parallel_tool_calls;
+    return tool_parser;
+}
+
+// The last message's content, when it is a string (echo and continue_final_message use it).
+const std::string* last_content(const ChatRequest& cr) {
+    const Json* content = cr.messages.as_array().back().find("content");
+    return content && content->is_string() ? &content->as_string() : nullptr;
+}
+
+}  // namespace
+
+void handle_chat_completions(ServiceContext& ctx, Exchange x) {
+    auto body = parse_json_body(x);
+    if (!body) return;
+    ChatRequest cr;
+    if (auto err = parse_chat_request(*body, cr)) return send_error(x, *err);
+    if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    if (cr.tools.is_array() && cr.tool_choice == "auto" &&
+        (!ctx.config.enable_auto_tool_choice || !ctx.config.tool_parser)) {
+        return send_error(x, ApiError::bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and "
+                                                   "--tool-call-parser to be set",
+                                                   "tool_choice"));
+    }
+    const Json kwargs = template_kwargs(ctx.config, cr);
+
+    std::unique_ptr<chat::ChatTemplate> request_template;
+    const chat::ChatTemplate* tmpl = ctx.chat_template.get();
+    if (cr.chat_template) {
+        auto t = chat::ChatTemplate::from_string(*cr.chat_template, ctx.config.tokenizer_config);
+        if (!t.ok()) return send_error(x, ApiError::bad_request("chat_template: " + t.message(), "chat_template"));
+        request_template = std::make_unique<chat::ChatTemplate>(std::move(t).value());
+        tmpl = request_template.get();
+    }
+    if (!tmpl) {
+        return send_error(x, ApiError::bad_request("this model has no chat template; pass 'chat_template' or use "
+                                                   "/v1/completions",
+                                                   "messages"));
+    }
+
+    auto job = CompletionJob::create(ctx, true, cr.text, cr.params, cr.model, x);
+    const std::optional<chat::ToolParserKind> tool_parser = choose_tools(ctx.config, cr, *tmpl, *job);
+
+    auto prompt = tmpl->render(cr.messages, job->tools, cr.add_generation_prompt, kwargs);
+    if (!prompt.ok()) {
+        return send_error(x,
+                          ApiError::bad_request("rendering the chat template failed: " + prompt.message(), "messages"));
+    }
+    std::string prompt_text = std::move(prompt).value();
+    if (cr.continue_final_message) {
+        // The template closes the last message; continuing it means cutting the prompt right after its content.
+        if (const std::string* content = last_content(cr); content && !content->empty()) {
+            const size_t at = prompt_text.rfind(*content);
+            if (at != std::string::npos) prompt_text.resize(at + content->size());
+        }
+    }
+
+    engine::Request request;
+    request.prompt_tokens = ctx.tokenizer.encode(prompt_text, /*parse_special=*/true);
+    request.params = cr.params;
+    request.priority = cr.priority;
+    request.cache_salt = cr.cache_salt;
+
+    chat::OutputParserOptions& parser_options = job->parser_options;
+    if (ctx.config.reasoning_parser && cr.include_reasoning) {
+        chat::ReasoningOptions ro;
+        const Json* thinking = kwargs.find("enable_thinking");
+        ro.thinking_enabled =
+            !(thinking && thinking->is_bool() && !thinking->as_bool()) && !chat::prompt_closes_reasoning(prompt_text);
+        parser_options.reasoning = ro;
+    }
+    parser_options.tool_parser = tool_parser;
+    parser_options.tool_options.tools = job->tools.is_null() ? nullptr : &job->tools;  // outlives the parsers
+    const std::string* echo = cr.echo ? last_content(cr) : nullptr;
+    job->choices.resize(static_cast<size_t>(job->n));
+    for (auto& ch : job->choices) {
+        ch.decoder.emplace(ctx.tokenizer, cr.text.skip_special_tokens);
+        ch.stop.emplace(cr.text.stop, cr.text.include_stop_str_in_output);
+        if (job->stream && (parser_options.reasoning || parser_options.tool_parser)) {
+            ch.parser.emplace(parser_options);
+            ch.tool_filter.emplace(&job->tool_policy);
+        }
+        if (echo) ch.prefix = *echo;
+    }
+    job->prompt_ids.push_back(request.prompt_tokens);
+    auto submitted = ctx.generator.submit(std::move(request));
+    if (!submitted.ok()) return send_error(x, ApiError::bad_request(submitted.message()));
+    job->streams.push_back(std::move(submitted).value());
+    job->start();
+}
+
+}  // namespace pagoda::server::openai

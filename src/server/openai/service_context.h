@@ -1,0 +1,59 @@
+// What the endpoint handlers of OpenAiService share (internal to server/openai): the configuration, tokenizer, chat
+// template, generator and metrics, and one handler function per endpoint, each in its family's file.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "chat/chat_template.h"
+#include "server/metrics/metrics.h"
+#include "server/openai/generator.h"
+#include "server/openai/router.h"
+#include "server/openai/service.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda::server::openai {
+
+struct ServiceContext {
+    ServiceContext(ServiceConfig config_, Tokenizer tokenizer_, std::unique_ptr<chat::ChatTemplate> chat_template_,
+                   Generator& generator_);
+
+    ServiceConfig config;
+    Tokenizer tokenizer;
+    std::unique_ptr<chat::ChatTemplate> chat_template;  // may be null
+    Generator& generator;
+    metrics::ServingMetrics metrics;
+    std::atomic<bool> ready{false};
+    std::atomic<bool> draining{false};
+    std::atomic<int32_t> max_model_len{0};
+    int64_t created = 0;  // unix seconds, for /v1/models
+
+    bool serves_model(std::string_view name) const;  // empty: the default
+};
+
+// POST /v1/chat/completions (chat_completions.cpp)
+void handle_chat_completions(ServiceContext& ctx, Exchange x);
+// POST /v1/completions (completions.cpp)
+void handle_completions(ServiceContext& ctx, Exchange x);
+// GET /v1/models (models.cpp)
+void handle_models(ServiceContext& ctx, Exchange x);
+// POST /tokenize, POST /detokenize (tokenize.cpp)
+void handle_tokenize(ServiceContext& ctx, Exchange x);
+void handle_detokenize(ServiceContext& ctx, Exchange x);
+// GET /health, GET|POST /ping, GET /version, GET /metrics (health.cpp)
+void handle_health(ServiceContext& ctx, Exchange x);
+void handle_version(ServiceContext& ctx, Exchange x);
+void handle_metrics(ServiceContext& ctx, Exchange x);
+
+// Small helpers of the handlers (service.cpp).
+int64_t unix_seconds();
+std::string random_id(std::string_view prefix);
+// Text that is always valid UTF-8 (token pieces may split a character): invalid bytes become U+FFFD.
+std::string lossy_utf8(std::string_view s);
+// 404 for a model name that is not served.
+ApiError unknown_model(const std::string& name);
+
+}  // namespace pagoda::server::openai
