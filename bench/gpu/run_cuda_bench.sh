@@ -41,7 +41,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 summary=()
 
 if want tests; then
-    for t in backend_ops_test cuda_golden_test cuda_sampler_test cuda_tensor_parallel_test; do
+    for t in backend_ops_test delta_net_kernels_test cuda_golden_test cuda_sampler_test cuda_tensor_parallel_test; do
         LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/$t.log" 2>&1
         rc=$?
         summary+=("$t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) |sampling 256' "$OUT/$t.log" | tr '\n' ' ')")
@@ -72,6 +72,12 @@ if want tests; then
     fi
 fi
 
+if want ops && [[ -x $BIN/pagoda_delta_net_bench ]]; then
+    # The Gated DeltaNet kernels at Qwen3.5-9B sizes (not yet wired into CudaOps; kernels/cuda/delta_net).
+    LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda_delta_net_bench" > "$OUT/delta_net_bench.log" 2>&1
+    summary+=("delta_net bench rc=$?:")
+    while read -r line; do summary+=("  $line"); done < <(tail -12 "$OUT/delta_net_bench.log")
+fi
 if want ops; then
     # The Qwen3-8B shapes go into the summary; the whole table's times are in op_bench_all.log.
     LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_op_bench" --table qwen3-8b > "$OUT/op_bench.log" 2>&1
