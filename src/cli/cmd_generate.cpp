@@ -13,8 +13,8 @@
 #include "cli/command.h"
 #include "common/json.h"
 #include "engine/engine.h"
-#include "model/model_dir.h"
 #include "executor/create_engine.h"
+#include "model/model_dir.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {

@@ -20,14 +20,14 @@
 #include "cli/command.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "engine/engine.h"
-#include "runtime/cuda_backend.h"
 #include "dist/tcp_channel.h"
+#include "engine/engine.h"
+#include "executor/create_engine.h"
+#include "executor/tensor_parallel_worker.h"
+#include "runtime/cuda_backend.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
 #include "server/openai/service.h"
-#include "executor/create_engine.h"
-#include "executor/tensor_parallel_worker.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -279,7 +279,7 @@ Result<NodeFlags> parse_node_flags(const cli::ArgParser& p) {
 // The engine's options from the flags (node 0 and a single process load with them; other nodes use the device,
 // thread and parallelism ones, and node 0's sizes).
 Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const std::string& device,
-                                              double gpu_memory_utilization, const NodeFlags& nodes) {
+                                               double gpu_memory_utilization, const NodeFlags& nodes) {
     executor::EngineOptions eo;
     auto int_flag = [&](const char* flag, int64_t lo, int64_t hi, int32_t& out) -> Status {
         if (auto v = p.get(flag)) {

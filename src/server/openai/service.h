@@ -30,10 +30,10 @@ struct ServiceConfig {
     bool allow_credentials = false;
     bool enable_auto_tool_choice = false;
     std::optional<chat::ToolParserKind> tool_parser;
-    bool reasoning_parser = false;          // qwen3: split <think>...</think>
-    Json default_chat_template_kwargs;      // object or null; request values win
-    Json tokenizer_config;                  // tokenizer_config.json (special tokens of request templates)
-    std::string metrics_prefix = "pagoda";  // /metrics names: "<prefix>:num_requests_running", ...
+    bool reasoning_parser = false;               // qwen3: split <think>...</think>
+    Json default_chat_template_kwargs;           // object or null; request values win
+    Json tokenizer_config;                       // tokenizer_config.json (special tokens of request templates)
+    std::string metrics_prefix = "pagoda";       // /metrics names: "<prefix>:num_requests_running", ...
     size_t max_unsent_bytes = 16 * 1024 * 1024;  // a streaming client this far behind is disconnected
     std::string version = PAGODA_VERSION;
 };

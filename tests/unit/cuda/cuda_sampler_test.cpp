@@ -8,9 +8,9 @@
 #include <random>
 
 #include "cuda_test_util.h"
-#include "executor/device_sampling.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "executor/device_sampling.h"
 #include "runtime/device_sampler.h"
 
 namespace pagoda {

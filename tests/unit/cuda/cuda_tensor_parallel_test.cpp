@@ -17,15 +17,15 @@
 
 #include "common/file.h"
 #include "cuda_test_util.h"
+#include "dist/nccl_communicator.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "executor/model_engine_runner.h"
+#include "executor/tensor_parallel_runner.h"
 #include "golden/golden_reference.h"
 #include "model/model.h"
 #include "runtime/forward_batch.h"
-#include "dist/nccl_communicator.h"
-#include "executor/model_engine_runner.h"
-#include "executor/tensor_parallel_runner.h"
 
 namespace pagoda::executor {
 namespace {

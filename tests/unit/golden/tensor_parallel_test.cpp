@@ -21,13 +21,13 @@
 #include <vector>
 
 #include "common/file.h"
+#include "dist/rank_threads.h"
 #include "golden/golden_reference.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "model/safetensors.h"
 #include "runtime/backend.h"
 #include "runtime/communicator.h"
-#include "dist/rank_threads.h"
 
 namespace pagoda::model {
 namespace {
