@@ -697,6 +697,15 @@ TEST_F(ServiceTest, MetricsCountWhatWasServed) {
     // One inter-token gap per token after each request's first.
     EXPECT_EQ(metric_value(text, "vllm:inter_token_latency_seconds_count" + labels + "}"),
               static_cast<double>(generated - 3));
+    EXPECT_EQ(metric_value(text, "vllm:time_per_output_token_seconds_count" + labels + "}"),
+              static_cast<double>(generated - 3));
+    // vLLM's per-request histograms of its Grafana dashboard: one observation per choice.
+    EXPECT_EQ(metric_value(text, "vllm:request_prompt_tokens_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_prompt_tokens_sum" + labels + "}"), static_cast<double>(prompt));
+    EXPECT_EQ(metric_value(text, "vllm:request_generation_tokens_sum" + labels + "}"), static_cast<double>(generated));
+    EXPECT_EQ(metric_value(text, "vllm:request_params_max_tokens_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_params_n_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_time_per_output_token_seconds_count" + labels + "}"), 3.0);
     EXPECT_EQ(metric_value(text, "vllm:num_requests_running" + labels + "}"), 0.0);
     EXPECT_NE(text.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);
     EXPECT_NE(text.find(R"(vllm:time_to_first_token_seconds_bucket{engine="0",model_name="qwen-test",le="2560.0"})"),
