@@ -372,9 +372,14 @@ void parse_messages(Fields& f, const Json* messages, Json& out) {
         if (!normalize_content(f, m, where)) return;
         const Json* content = m.find("content");
         const Json* tool_calls = m.find("tool_calls");
-        if ((!content || content->is_null()) && r != "assistant") {
-            f.fail("'" + where + ".content' is required for role '" + r + "'", where + ".content");
-            return;
+        if (!content || content->is_null()) {
+            if (r != "assistant") {
+                f.fail("'" + where + ".content' is required for role '" + r + "'", where + ".content");
+                return;
+            }
+            // An assistant turn that only called tools comes back with "content": null (the openai SDK, LangChain,
+            // litellm); templates expect a string there, and vLLM gives them "".
+            m.set("content", Json(""));
         }
         if (tool_calls && !tool_calls->is_null() && !tool_calls->is_array()) {
             f.wrong_type((where + ".tool_calls").c_str(), "an array", *tool_calls);
