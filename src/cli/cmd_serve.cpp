@@ -22,6 +22,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "engine/engine.h"
+#include "model/model_spec.h"
 #include "runtime/cuda_backend.h"
 #include "runtime/tcp_channel.h"
 #include "server/http/http_server.h"
@@ -311,9 +312,6 @@ Result<serving::EngineOptions> engine_options(const cli::ArgParser& p, const std
         PAGODA_ASSIGN_OR_RETURN(const int64_t seed, parse_int("seed", *v, INT64_MIN, INT64_MAX));
         eo.seed = static_cast<uint64_t>(seed);
     }
-    if (auto v = p.get("generation-config"); v && *v != "auto") {
-        return Status::error("--generation-config " + *v + ": only 'auto' (the model's file) is supported yet");
-    }
     eo.nnodes = nodes.nnodes;
     eo.node_rank = nodes.node_rank;
     eo.dist_init_addr = nodes.dist_init_addr;
@@ -418,8 +416,9 @@ cli::ArgParser make_serve_parser() {
     p.add_option("tool-call-parser", "NAME", "hermes | qwen3_coder | auto (from the chat template)");
     p.add_option("reasoning-parser", "NAME", "qwen3: split <think>...</think> into reasoning_content");
     p.add_option("generation-config", "auto|vllm|DIR",
-                 "sampling defaults: the model's generation_config.json (auto), "
-                 "none (vllm), or the one in DIR");
+                 "defaults of the sampling fields a request leaves unset (temperature, top_p, top_k, min_p, "
+                 "repetition_penalty): the model's generation_config.json (auto), OpenAI's (vllm), or DIR's "
+                 "generation_config.json");
     p.add_option("metrics-prefix", "PREFIX", "prefix of the /metrics names: pagoda (default) | vllm (vLLM dashboards)");
     p.add_option("scheduling-policy", "POLICY", "fcfs | priority");
     p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
@@ -459,7 +458,28 @@ Status http_options_from(const cli::ArgParser& p, http::ServerOptions& o) {
     return ok_status();
 }
 
-// The service's flags: names, keys, CORS, template kwargs, parsers, metrics.
+// --generation-config vllm or DIR: the sampling defaults the server fills in, so the model's own never apply.
+Result<std::optional<engine::GenerationConfig>> sampling_defaults_from(const std::string& value) {
+    if (value == "auto") return std::optional<engine::GenerationConfig>();
+    engine::GenerationConfig c;  // vllm: every field unset, i.e. OpenAI's defaults
+    if (value != "vllm") {
+        const std::string path = value + "/generation_config.json";
+        if (!std::ifstream(path).good())
+            return Status::error("--generation-config " + value +
+                                 ": no generation_config.json there (auto, vllm, or "
+                                 "a directory holding one)");
+        auto g = model::load_generation_defaults(path);
+        if (!g.ok()) return g.status().with_context("--generation-config");
+        if (g->temperature) c.temperature = static_cast<float>(*g->temperature);
+        if (g->top_p) c.top_p = static_cast<float>(*g->top_p);
+        if (g->top_k) c.top_k = static_cast<int32_t>(*g->top_k);
+        if (g->min_p) c.min_p = static_cast<float>(*g->min_p);
+        if (g->repetition_penalty) c.repetition_penalty = static_cast<float>(*g->repetition_penalty);
+    }
+    return std::optional<engine::GenerationConfig>(c);
+}
+
+// The service's flags: names, keys, CORS, template kwargs, parsers, metrics, sampling defaults.
 Status service_config_from(const cli::ArgParser& p, const std::string& model_dir, server::openai::ServiceConfig& c) {
     c.served_model_names = p.get_all("served-model-name");
     if (c.served_model_names.empty()) c.served_model_names.push_back(model_dir);
@@ -498,6 +518,9 @@ Status service_config_from(const cli::ArgParser& p, const std::string& model_dir
         if (*v != "pagoda" && *v != "vllm")
             return Status::error("--metrics-prefix: '" + *v + "' is not pagoda or vllm");
         c.metrics_prefix = *v;
+    }
+    if (auto v = p.get("generation-config")) {
+        PAGODA_ASSIGN_OR_RETURN(c.sampling_defaults, sampling_defaults_from(*v));
     }
     return ok_status();
 }

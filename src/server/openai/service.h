@@ -13,6 +13,7 @@
 #include "chat/chat_template.h"
 #include "chat/output/tool_parser.h"
 #include "common/json.h"
+#include "engine/sampling_params.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
 #include "tokenizer/tokenizer.h"
@@ -34,6 +35,9 @@ struct ServiceConfig {
     Json default_chat_template_kwargs;      // object or null; request values win
     Json tokenizer_config;                  // tokenizer_config.json (special tokens of request templates)
     std::string metrics_prefix = "pagoda";  // /metrics names: "<prefix>:num_requests_running", ...
+    // --generation-config vllm or DIR: the defaults of the sampling fields a request leaves unset, filled in here so
+    // that the model's generation_config.json (which the engine applies) never does. Unset: the model's.
+    std::optional<engine::GenerationConfig> sampling_defaults;
     size_t max_unsent_bytes = 16 * 1024 * 1024;  // a streaming client this far behind is disconnected
     std::string version = PAGODA_VERSION;
 };
