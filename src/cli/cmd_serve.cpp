@@ -551,6 +551,17 @@ Result<double> gpu_memory_utilization_from(const cli::ArgParser& p, const std::s
     return gpu_memory_utilization;
 }
 
+// As vLLM: a context longer than the model's (config.json's max_position_embeddings) is refused; positions past it
+// were never trained. An unreadable config.json is left for the load to report.
+Status check_max_model_len(const std::string& model_dir, int32_t max_model_len) {
+    auto spec = model::load_model_spec(model_dir + "/config.json");
+    if (max_model_len <= 0 || !spec.ok() || spec->max_position_embeddings <= 0) return ok_status();
+    if (max_model_len <= spec->max_position_embeddings) return ok_status();
+    return Status::error("--max-model-len " + std::to_string(max_model_len) + " is longer than the model's context (" +
+                         std::to_string(spec->max_position_embeddings) + " tokens, max_position_embeddings in " +
+                         model_dir + "/config.json)");
+}
+
 Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<TestGeneratorFlags> test_generator) {
     ServeOptions o;
     auto model_dir = p.positional("MODEL_DIR");
@@ -576,6 +587,7 @@ Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<T
         o.service.max_model_len = o.test_max_model_len;
     } else {
         PAGODA_ASSIGN_OR_RETURN(o.engine, engine_options(p, device, gpu_memory_utilization, o.nodes));
+        PAGODA_RETURN_IF_ERROR(check_max_model_len(o.model_dir, o.engine->max_model_len));
     }
     return o;
 }

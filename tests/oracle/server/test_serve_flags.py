@@ -1,7 +1,10 @@
-"""`pagoda serve --generation-config auto|vllm|DIR` on the demo model: which defaults a request's unset sampling fields
-take. The demo model's generation_config.json says temperature 0.8, top_p 0.95. Seeded sampling gives the same tokens
-for the same parameters, so a request that leaves the fields unset must equal one that spells out the defaults the
-flag names."""
+"""Flags of `pagoda serve` that decide what a request gets, on the demo model.
+
+`--generation-config auto|vllm|DIR`: which defaults a request's unset sampling fields take. The demo model's
+generation_config.json says temperature 0.8, top_p 0.95. Seeded sampling gives the same tokens for the same
+parameters, so a request that leaves the fields unset must equal one that spells out the defaults the flag names.
+
+`--max-model-len`: refused above the model's context, as vLLM refuses it."""
 
 import json
 import subprocess
@@ -61,3 +64,11 @@ def test_a_directory_without_the_file_is_refused(demo_dir, tmp_path, pagoda_bin)
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert "--generation-config" in r.stderr and "generation_config.json" in r.stderr
+
+
+def test_max_model_len_beyond_the_models_context_is_refused(demo_dir, pagoda_bin):  # noqa: F811
+    # The demo model's config.json says max_position_embeddings 32768.
+    r = subprocess.run([str(pagoda_bin), "serve", str(demo_dir), "--max-model-len", "32769"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1
+    assert "--max-model-len 32769" in r.stderr and "32768" in r.stderr
