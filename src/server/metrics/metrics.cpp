@@ -182,8 +182,9 @@ struct ServingMetrics::TokenHistograms {
     explicit TokenHistograms(int64_t max_model_len)
         : prompt(one_two_five_buckets(max_model_len)),
           generation(one_two_five_buckets(max_model_len)),
-          max_tokens(one_two_five_buckets(max_model_len)) {}
-    Histogram prompt, generation, max_tokens;
+          max_tokens(one_two_five_buckets(max_model_len)),
+          max_generation(one_two_five_buckets(max_model_len)) {}
+    Histogram prompt, generation, max_tokens, max_generation;
 };
 
 ServingMetrics::ServingMetrics()
@@ -215,12 +216,14 @@ void ServingMetrics::observe_finished(const FinishedChoice& c) {
     }
 }
 
-void ServingMetrics::observe_request(const RequestLatencies& l, int32_t n) {
+void ServingMetrics::observe_request(const RequestLatencies& l, int32_t n, int64_t max_generation_tokens) {
     if (l.e2e >= 0.0) e2e_.observe(l.e2e);
     if (l.queue >= 0.0) queue_.observe(l.queue);
     if (l.prefill >= 0.0) prefill_.observe(l.prefill);
     if (l.decode >= 0.0) decode_.observe(l.decode);
     params_n_.observe(static_cast<double>(n));
+    if (TokenHistograms* t = tokens_.load(std::memory_order_acquire))
+        t->max_generation.observe(static_cast<double>(max_generation_tokens));
 }
 
 std::string ServingMetrics::render(const engine::EngineStats& e, std::string_view prefix,
@@ -231,6 +234,9 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
     // vLLM: 1 - free / total, where free counts unreferenced cached blocks (they can be evicted at once).
     const double usage = e.num_kv_blocks > 0 ? 1.0 - static_cast<double>(e.num_free_kv_blocks) / e.num_kv_blocks : 0.0;
     w.gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage);
+    // vLLM's older name, still emitted by vLLM 0.9 and charted by its Grafana dashboard's cache panel.
+    w.gauge("gpu_cache_usage_perc",
+            "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.", usage);
     w.counter("prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
               static_cast<double>(e.prefix_queried_tokens));
     w.counter("prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
@@ -260,6 +266,8 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
         w.histogram("request_prompt_tokens", "Number of prefill tokens processed.", t->prompt);
         w.histogram("request_generation_tokens", "Number of generation tokens processed.", t->generation);
         w.histogram("request_params_max_tokens", "Histogram of the max_tokens request parameter.", t->max_tokens);
+        w.histogram("request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
+                    t->max_generation);
     }
     w.histogram("request_params_n", "Histogram of the n request parameter.", params_n_);
     return w.take();

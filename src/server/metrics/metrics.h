@@ -79,8 +79,9 @@ class ServingMetrics {
         itl_.observe(s);
         tpot_.observe(s);
     }
-    // Once per engine request (a prompt with its n choices).
-    void observe_request(const RequestLatencies& l, int32_t n);
+    // Once per engine request (a prompt with its n choices; vLLM's parent request): its latencies, n, and the most
+    // tokens one of its choices generated.
+    void observe_request(const RequestLatencies& l, int32_t n, int64_t max_generation_tokens);
 
     // The whole exposition: engine gauges and counters from `engine` plus what was recorded here. `prefix` is
     // "pagoda" or "vllm" (without the colon); every series carries model_name and engine="0" labels as vLLM's do.

@@ -133,7 +133,7 @@ void CompletionJob::pump() {
                 process(s, c, chunk.choices[c]);
             if (chunk.done) {
                 stream_done[s] = true;
-                observe_request_end(chunk.times);
+                observe_request_end(s, chunk.times);
                 break;
             }
         }
@@ -290,7 +290,7 @@ void CompletionJob::count_finished(size_t s, const Choice& ch, metrics::Finished
     metrics->observe_finished(f);
 }
 
-void CompletionJob::observe_request_end(const engine::RequestTimes& t) {
+void CompletionJob::observe_request_end(size_t s, const engine::RequestTimes& t) {
     metrics::RequestLatencies l;
     l.e2e = engine::clock_seconds() - arrival;
     if (t.scheduled > 0.0) l.queue = t.scheduled - t.arrival;
@@ -298,7 +298,10 @@ void CompletionJob::observe_request_end(const engine::RequestTimes& t) {
         l.prefill = t.first_token - t.scheduled;
         l.decode = t.last_token - t.first_token;
     }
-    metrics->observe_request(l, n);
+    int64_t max_generated = 0;
+    for (int c = 0; c < n; ++c)
+        max_generated = std::max(max_generated, choices[s * static_cast<size_t>(n) + static_cast<size_t>(c)].tokens);
+    metrics->observe_request(l, n, max_generated);
 }
 
 // A forced tool_choice (required or named) whose output holds no call: nothing enforced the format, so the

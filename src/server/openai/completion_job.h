@@ -104,7 +104,7 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     void reject(const std::string& message);
     void finalize_stream_abort();
     void count_finished(size_t s, const Choice& ch, metrics::FinishedReason reason);
-    void observe_request_end(const engine::RequestTimes& t);
+    void observe_request_end(size_t s, const engine::RequestTimes& t);
     void finalize();
     void release();
     ApiError missing_tool_call_error() const;

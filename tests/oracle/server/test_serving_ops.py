@@ -35,7 +35,8 @@ HISTOGRAMS = {"time_to_first_token_seconds": TTFT_BUCKETS, "inter_token_latency_
               "e2e_request_latency_seconds": REQUEST_BUCKETS, "request_queue_time_seconds": REQUEST_BUCKETS,
               "request_prefill_time_seconds": REQUEST_BUCKETS, "request_decode_time_seconds": REQUEST_BUCKETS,
               "request_prompt_tokens": TOKEN_BUCKETS_512, "request_generation_tokens": TOKEN_BUCKETS_512,
-              "request_params_max_tokens": TOKEN_BUCKETS_512, "request_params_n": [1.0, 2.0, 5.0, 10.0, 20.0]}
+              "request_params_max_tokens": TOKEN_BUCKETS_512, "request_max_num_generation_tokens": TOKEN_BUCKETS_512,
+              "request_params_n": [1.0, 2.0, 5.0, 10.0, 20.0]}
 
 
 class Scrape:
@@ -153,6 +154,7 @@ def test_metrics_parse_and_counters_add_up(engine_server):
     assert delta("request_params_max_tokens_sum") == 3 * 5 + 3 * 4
     assert delta("request_params_n_count") == sent
     assert delta("request_params_n_sum") == sent
+    assert delta("request_max_num_generation_tokens_sum") == completion  # n = 1: the one choice's tokens
     assert delta("request_time_per_output_token_seconds_count") == several_tokens
     for name in ("request_prompt_tokens", "request_generation_tokens", "request_time_per_output_token_seconds"):
         assert after.value(name + "_bucket", le="+Inf") == after.value(name + "_count"), name
@@ -160,12 +162,22 @@ def test_metrics_parse_and_counters_add_up(engine_server):
     assert after.value("num_requests_running") == 0
     assert after.value("num_requests_waiting") == 0
     assert 0.0 <= after.value("kv_cache_usage_perc") <= 1.0
+    assert after.value("gpu_cache_usage_perc") == after.value("kv_cache_usage_perc")
     # The same prompt again: the prefix cache is queried and hit.
     for _ in range(2):
         c.completions.create(model="demo", prompt="a shared prefix " * 8, max_tokens=1)
     again = scrape(engine_server.url)
     assert again.value("prefix_cache_queries_total") > after.value("prefix_cache_queries_total")
     assert again.value("prefix_cache_hits_total") > after.value("prefix_cache_hits_total"), (again.samples, after.samples)
+
+
+# Every series a panel of vLLM's Grafana dashboard queries (examples/online_serving/prometheus_grafana/grafana.json).
+GRAFANA_SERIES = ["e2e_request_latency_seconds_bucket", "e2e_request_latency_seconds_sum", "prompt_tokens_total",
+                  "generation_tokens_total", "time_per_output_token_seconds_bucket", "num_requests_running",
+                  "num_requests_waiting", "time_to_first_token_seconds_bucket", "gpu_cache_usage_perc",
+                  "request_prompt_tokens_bucket", "request_generation_tokens_bucket", "request_success_total",
+                  "request_queue_time_seconds_sum", "request_prefill_time_seconds_sum",
+                  "request_decode_time_seconds_sum", "request_max_num_generation_tokens_sum"]
 
 
 def test_metrics_prefix_vllm(demo_dir):  # noqa: F811
@@ -181,6 +193,7 @@ def test_metrics_prefix_vllm(demo_dir):  # noqa: F811
         assert m.value("request_generation_tokens_sum") == m.value("generation_tokens_total")
         assert m.value("time_per_output_token_seconds_count") == m.value("generation_tokens_total") - 1
         assert m.value("request_time_per_output_token_seconds_count") == 1
+        assert [name for name in GRAFANA_SERIES if name not in m.samples] == []
     finally:
         assert s.stop() == 0
 

@@ -37,7 +37,7 @@ TEST(ServingMetrics, ExpositionHasVllmNamesBucketsAndLabels) {
     m.add_generation_tokens(3);
     m.observe_finished(FinishedChoice{FinishedReason::kLength, 7, 3, 16, 0.02});
     m.observe_time_to_first_token(0.03);
-    m.observe_request(RequestLatencies{2.0, 0.01, -1.0, -1.0}, 1);  // never produced a token: no prefill/decode
+    m.observe_request(RequestLatencies{2.0, 0.01, -1.0, -1.0}, 1, 3);  // never produced a token: no prefill/decode
     engine::EngineStats e;
     e.num_running = 2;
     e.num_waiting = 1;
@@ -97,7 +97,7 @@ TEST(ServingMetrics, PerRequestHistogramsOfVllmsDashboard) {
     m.set_max_model_len(8);  // the first call wins
     m.observe_finished(FinishedChoice{FinishedReason::kStop, 7, 30, 64, 0.02});
     m.observe_finished(FinishedChoice{FinishedReason::kAbort, 7, 1, 0, -1.0});  // one token: no time per token
-    m.observe_request(RequestLatencies{}, 2);
+    m.observe_request(RequestLatencies{}, 2, 30);
     m.observe_inter_token_latency(0.03);
     const std::string text = "\n" + m.render(engine::EngineStats{}, "vllm", "m");
     const std::string l = R"({engine="0",model_name="m")";
@@ -111,6 +111,9 @@ TEST(ServingMetrics, PerRequestHistogramsOfVllmsDashboard) {
              "vllm:request_generation_tokens_sum" + l + "} 31.0",
              "vllm:request_params_max_tokens_count" + l + "} 1.0",
              "vllm:request_params_max_tokens_bucket" + l + R"(,le="100.0"} 1.0)",
+             "vllm:request_max_num_generation_tokens_bucket" + l + R"(,le="20.0"} 0.0)",
+             "vllm:request_max_num_generation_tokens_bucket" + l + R"(,le="50.0"} 1.0)",
+             "vllm:gpu_cache_usage_perc" + l + "} 0.0",
              "vllm:request_params_n_bucket" + l + R"(,le="1.0"} 0.0)",
              "vllm:request_params_n_bucket" + l + R"(,le="2.0"} 1.0)",
              "vllm:request_time_per_output_token_seconds_count" + l + "} 1.0",

@@ -738,6 +738,8 @@ TEST_F(ServiceTest, MetricsCountWhatWasServed) {
     EXPECT_EQ(metric_value(text, "vllm:request_generation_tokens_sum" + labels + "}"), static_cast<double>(generated));
     EXPECT_EQ(metric_value(text, "vllm:request_params_max_tokens_count" + labels + "}"), 3.0);
     EXPECT_EQ(metric_value(text, "vllm:request_params_n_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_max_num_generation_tokens_sum" + labels + "}"),
+              static_cast<double>(generated));
     EXPECT_EQ(metric_value(text, "vllm:request_time_per_output_token_seconds_count" + labels + "}"), 3.0);
     EXPECT_EQ(metric_value(text, "vllm:num_requests_running" + labels + "}"), 0.0);
     EXPECT_NE(text.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);
