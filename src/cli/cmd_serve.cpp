@@ -391,7 +391,7 @@ cli::ArgParser make_serve_parser() {
     p.add_option("served-model-name", "NAME", "model name(s) clients use (default: MODEL_DIR)", true);
     p.add_option("max-model-len", "N", "context length: prompt + output tokens (default: min(config, 8192))");
     p.add_option("gpu-memory-utilization", "F", "fraction of device memory to use (GPU builds; ignored on CPU)");
-    p.add_option("max-num-seqs", "N", "sequences per step (default 16 on CPU)");
+    p.add_option("max-num-seqs", "N", "sequences per step (default 16)");
     p.add_option("max-num-batched-tokens", "N", "tokens per step (default 2048)");
     p.add_option("num-gpu-blocks-override", "N",
                  "number of KV-cache blocks (default: what 4 GiB holds on the CPU, what --gpu-memory-utilization "
