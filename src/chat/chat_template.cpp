@@ -165,36 +165,29 @@ Result<Json> prepare_messages(const Json& messages) {
         Json m = Json::object();
         for (const auto& [k, v] : message.as_object())
             if (!v.is_null()) m.set(k, v);
-        // vLLM (_postprocess_messages) gives templates tool-call arguments as objects: a JSON string is parsed, an
-        // empty or missing value becomes {}.
+        // vLLM (_postprocess_messages) gives templates tool-call arguments as objects: an object is kept, a JSON
+        // string is parsed; anything else (empty or missing, not JSON, JSON but not an object: a client's record of a
+        // model's malformed call) becomes {}, so that one bad call in the history does not fail every later turn.
+        // An empty tool_calls list is dropped, keeping the template on its plain-assistant path.
         const Json* role = m.find("role");
         Json* calls = m.find("tool_calls");
         if (role && role->is_string() && role->as_string() == "assistant" && calls && calls->is_array()) {
-            size_t call_index = 0;
-            for (auto& call : calls->as_array()) {
-                Json* fn = call.find("function");
-                if (!fn || !fn->is_object()) {
-                    ++call_index;
-                    continue;
+            if (calls->size() == 0) {
+                Json kept = Json::object();
+                for (auto& [k, v] : m.as_object())
+                    if (k != "tool_calls") kept.set(k, std::move(v));
+                m = std::move(kept);
+            } else {
+                for (auto& call : calls->as_array()) {
+                    Json* fn = call.find("function");
+                    if (!fn || !fn->is_object()) continue;
+                    Json* args = fn->find("arguments");
+                    if (args && args->is_string()) {
+                        auto parsed = Json::parse(args->as_string());
+                        if (parsed.ok()) *args = std::move(parsed).value();
+                    }
+                    if (!args || !args->is_object()) fn->set("arguments", Json::object());
                 }
-                const std::string where =
-                    "messages[" + std::to_string(index) + "].tool_calls[" + std::to_string(call_index) + "]";
-                Json* args = fn->find("arguments");
-                const bool empty = !args || args->is_null() || (args->is_string() && args->as_string().empty()) ||
-                                   ((args->is_object() || args->is_array()) && args->size() == 0) ||
-                                   (args->is_bool() && !args->as_bool()) ||
-                                   (args->is_number() && args->as_double() == 0);
-                if (empty) {
-                    fn->set("arguments", Json::object());
-                } else if (args->is_string()) {
-                    auto parsed = Json::parse(args->as_string());
-                    if (!parsed.ok())
-                        return Status::error(where + ".function.arguments is not valid JSON: " + parsed.message());
-                    *args = std::move(parsed).value();
-                } else if (!args->is_object() && !args->is_array()) {
-                    return Status::error(where + ".function.arguments must be a JSON string or object");
-                }
-                ++call_index;
             }
         }
         // transformers aliases reasoning fields: {"thinking": r, **message, "reasoning_content": r}.

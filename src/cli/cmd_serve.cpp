@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "chat/chat_template.h"
@@ -24,6 +25,7 @@
 #include "engine/engine.h"
 #include "executor/create_engine.h"
 #include "executor/tensor_parallel_worker.h"
+#include "model/model_spec.h"
 #include "runtime/cuda_backend.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
@@ -310,9 +312,6 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
         PAGODA_ASSIGN_OR_RETURN(const int64_t seed, parse_int("seed", *v, INT64_MIN, INT64_MAX));
         eo.seed = static_cast<uint64_t>(seed);
     }
-    if (auto v = p.get("generation-config"); v && *v != "auto") {
-        return Status::error("--generation-config " + *v + ": only 'auto' (the model's file) is supported yet");
-    }
     eo.nnodes = nodes.nnodes;
     eo.node_rank = nodes.node_rank;
     eo.dist_init_addr = nodes.dist_init_addr;
@@ -320,16 +319,38 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
     return eo;
 }
 
-int run_serve(std::span<const std::string_view> cli_args) {
+// --- flags -> ServeOptions ----------------------------------------------------------------------------------
+
+// The hidden test double, kept out of --help: --x-test-generator-text TEXT makes every request "generate" the tokens
+// of TEXT (no weights are loaded); --x-test-token-interval-us N paces them.
+struct TestGeneratorFlags {
+    std::string text;
+    int token_interval_us = 0;
+};
+
+// What `pagoda serve` was asked for, every flag parsed and checked before anything is loaded.
+struct ServeOptions {
+    std::string model_dir;
+    http::ServerOptions http;
+    // The service's configuration but for the tool parser, which "auto" takes from the chat template.
+    server::openai::ServiceConfig service;
+    std::optional<std::string> chat_template;     // --chat-template FILE|TEXT
+    std::optional<std::string> tool_call_parser;  // --tool-call-parser NAME
+    std::optional<TestGeneratorFlags> test_generator;
+    int32_t test_max_model_len = 4096;  // the test generator's context
+    NodeFlags nodes;
+    std::optional<executor::EngineOptions> engine;  // what loads the model (unset with the test generator)
+};
+
+// --config, vLLM's foreign flags and the hidden flags, resolved: what is left goes to the ArgParser.
+Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<std::string>& args,
+                       std::optional<TestGeneratorFlags>& test_generator) {
     std::vector<std::string> expanded;
-    if (Status s = expand_config_file(cli_args, expanded); !s.ok()) return cli::fail(kCmd, s.message());
+    PAGODA_RETURN_IF_ERROR(expand_config_file(cli_args, expanded));
     std::vector<std::string_view> raw_args(expanded.begin(), expanded.end());
     std::vector<std::string> kept;
-    if (Status s = filter_foreign_flags(raw_args, kept); !s.ok()) return cli::fail(kCmd, s.message());
-    // Hidden test double, kept out of --help: --x-test-generator-text TEXT makes every request "generate" the
-    // tokens of TEXT (no weights are loaded); --x-test-token-interval-us N paces them.
+    PAGODA_RETURN_IF_ERROR(filter_foreign_flags(raw_args, kept));
     std::map<std::string, std::string> hidden;
-    std::vector<std::string_view> args;
     for (size_t i = 0; i < kept.size(); ++i) {
         const std::string& a = kept[i];
         bool taken = false;
@@ -345,7 +366,15 @@ int run_serve(std::span<const std::string_view> cli_args) {
         }
         if (!taken) args.push_back(a);
     }
+    if (hidden.count("x-test-generator-text")) {
+        test_generator = TestGeneratorFlags{hidden["x-test-generator-text"], 0};
+        if (hidden.count("x-test-token-interval-us"))
+            test_generator->token_interval_us = std::atoi(hidden["x-test-token-interval-us"].c_str());
+    }
+    return ok_status();
+}
 
+cli::ArgParser make_serve_parser() {
     cli::ArgParser p(
         "pagoda serve MODEL_DIR [--host H] [--port P] [--served-model-name NAME ...] [flags]",
         "Serves the model in MODEL_DIR over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions,\n"
@@ -362,7 +391,7 @@ int run_serve(std::span<const std::string_view> cli_args) {
     p.add_option("served-model-name", "NAME", "model name(s) clients use (default: MODEL_DIR)", true);
     p.add_option("max-model-len", "N", "context length: prompt + output tokens (default: min(config, 8192))");
     p.add_option("gpu-memory-utilization", "F", "fraction of device memory to use (GPU builds; ignored on CPU)");
-    p.add_option("max-num-seqs", "N", "sequences per step (default 16 on CPU)");
+    p.add_option("max-num-seqs", "N", "sequences per step (default 16)");
     p.add_option("max-num-batched-tokens", "N", "tokens per step (default 2048)");
     p.add_option("num-gpu-blocks-override", "N",
                  "number of KV-cache blocks (default: what 4 GiB holds on the CPU, what --gpu-memory-utilization "
@@ -387,8 +416,9 @@ int run_serve(std::span<const std::string_view> cli_args) {
     p.add_option("tool-call-parser", "NAME", "hermes | qwen3_coder | auto (from the chat template)");
     p.add_option("reasoning-parser", "NAME", "qwen3: split <think>...</think> into reasoning_content");
     p.add_option("generation-config", "auto|vllm|DIR",
-                 "sampling defaults: the model's generation_config.json (auto), "
-                 "none (vllm), or the one in DIR");
+                 "defaults of the sampling fields a request leaves unset (temperature, top_p, top_k, min_p, "
+                 "repetition_penalty): the model's generation_config.json (auto), OpenAI's (vllm), or DIR's "
+                 "generation_config.json");
     p.add_option("metrics-prefix", "PREFIX", "prefix of the /metrics names: pagoda (default) | vllm (vLLM dashboards)");
     p.add_option("scheduling-policy", "POLICY", "fcfs | priority");
     p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
@@ -408,198 +438,290 @@ int run_serve(std::span<const std::string_view> cli_args) {
     p.add_option("max-body-bytes", "N", "largest accepted request body (default 33554432)");
     p.add_option("http-read-timeout", "SECONDS", "time a client has to send one whole request (default 60)");
     p.add_option("shutdown-timeout", "SECONDS", "how long in-flight requests may finish after SIGTERM (default 30)");
-    if (auto exit = cli::parse_or_exit(p, kCmd, args)) return *exit;
+    return p;
+}
 
-    auto model_dir = p.positional("MODEL_DIR");
-    if (!model_dir) model_dir = p.get("model");
-    if (!model_dir) return cli::fail(kCmd, "MODEL_DIR is required (see --help)");
-    const bool test_generator = hidden.count("x-test-generator-text") > 0;
+Status http_options_from(const cli::ArgParser& p, http::ServerOptions& o) {
+    auto int_flag = [&](const char* flag, int64_t lo, int64_t hi, auto& out) -> Status {
+        if (auto v = p.get(flag)) {
+            PAGODA_ASSIGN_OR_RETURN(const int64_t n, parse_int(flag, *v, lo, hi));
+            out = static_cast<std::remove_reference_t<decltype(out)>>(n);
+        }
+        return ok_status();
+    };
+    if (auto v = p.get("host")) o.host = *v;
+    for (Status s : {int_flag("port", 0, 65535, o.port), int_flag("http-threads", 1, 256, o.num_threads),
+                     int_flag("max-body-bytes", 1024, int64_t{1} << 34, o.max_body_bytes),
+                     int_flag("http-read-timeout", 1, 86400, o.read_timeout_s),
+                     int_flag("shutdown-timeout", 0, 86400, o.shutdown_timeout_s)})
+        PAGODA_RETURN_IF_ERROR(s);
+    return ok_status();
+}
 
-    // --- flags -------------------------------------------------------------------------------------------
-    http::ServerOptions http_options;
-    server::openai::ServiceConfig config;
-    if (auto v = p.get("host")) http_options.host = *v;
-    if (auto v = p.get("port")) {
-        auto port = parse_int("port", *v, 0, 65535);
-        if (!port.ok()) return cli::fail(kCmd, port.message());
-        http_options.port = static_cast<uint16_t>(*port);
+// --generation-config vllm or DIR: the sampling defaults the server fills in, so the model's own never apply.
+Result<std::optional<engine::GenerationConfig>> sampling_defaults_from(const std::string& value) {
+    if (value == "auto") return std::optional<engine::GenerationConfig>();
+    engine::GenerationConfig c;  // vllm: every field unset, i.e. OpenAI's defaults
+    if (value != "vllm") {
+        const std::string path = value + "/generation_config.json";
+        if (!std::ifstream(path).good())
+            return Status::error("--generation-config " + value +
+                                 ": no generation_config.json there (auto, vllm, or "
+                                 "a directory holding one)");
+        auto g = model::load_generation_defaults(path);
+        if (!g.ok()) return g.status().with_context("--generation-config");
+        if (g->temperature) c.temperature = static_cast<float>(*g->temperature);
+        if (g->top_p) c.top_p = static_cast<float>(*g->top_p);
+        if (g->top_k) c.top_k = static_cast<int32_t>(*g->top_k);
+        if (g->min_p) c.min_p = static_cast<float>(*g->min_p);
+        if (g->repetition_penalty) c.repetition_penalty = static_cast<float>(*g->repetition_penalty);
     }
-    if (auto v = p.get("http-threads")) {
-        auto n = parse_int("http-threads", *v, 1, 256);
-        if (!n.ok()) return cli::fail(kCmd, n.message());
-        http_options.num_threads = static_cast<int>(*n);
-    }
-    if (auto v = p.get("max-body-bytes")) {
-        auto n = parse_int("max-body-bytes", *v, 1024, int64_t{1} << 34);
-        if (!n.ok()) return cli::fail(kCmd, n.message());
-        http_options.max_body_bytes = static_cast<size_t>(*n);
-    }
-    if (auto v = p.get("http-read-timeout")) {
-        auto n = parse_int("http-read-timeout", *v, 1, 86400);
-        if (!n.ok()) return cli::fail(kCmd, n.message());
-        http_options.read_timeout_s = static_cast<int>(*n);
-    }
-    if (auto v = p.get("shutdown-timeout")) {
-        auto n = parse_int("shutdown-timeout", *v, 0, 86400);
-        if (!n.ok()) return cli::fail(kCmd, n.message());
-        http_options.shutdown_timeout_s = static_cast<int>(*n);
-    }
-    config.served_model_names = p.get_all("served-model-name");
-    if (config.served_model_names.empty()) config.served_model_names.push_back(*model_dir);
-    config.model_root = *model_dir;
+    return std::optional<engine::GenerationConfig>(c);
+}
 
-    config.api_keys = p.get_all("api-key");
-    if (config.api_keys.empty()) {
+// The service's flags: names, keys, CORS, template kwargs, parsers, metrics, sampling defaults.
+Status service_config_from(const cli::ArgParser& p, const std::string& model_dir, server::openai::ServiceConfig& c) {
+    c.served_model_names = p.get_all("served-model-name");
+    if (c.served_model_names.empty()) c.served_model_names.push_back(model_dir);
+    c.model_root = model_dir;
+    c.api_keys = p.get_all("api-key");
+    if (c.api_keys.empty()) {
         for (const char* env : {"PAGODA_API_KEY", "VLLM_API_KEY"}) {
             const char* key = std::getenv(env);
             if (key && *key) {
-                config.api_keys.push_back(key);
+                c.api_keys.push_back(key);
                 break;
             }
         }
     }
     for (auto [flag, list] :
-         {std::pair{"allowed-origins", &config.allowed_origins}, std::pair{"allowed-methods", &config.allowed_methods},
-          std::pair{"allowed-headers", &config.allowed_headers}}) {
+         {std::pair{"allowed-origins", &c.allowed_origins}, std::pair{"allowed-methods", &c.allowed_methods},
+          std::pair{"allowed-headers", &c.allowed_headers}}) {
         if (auto v = p.get(flag)) {
-            auto l = parse_list(flag, *v);
-            if (!l.ok()) return cli::fail(kCmd, l.message());
-            *list = std::move(l).value();
+            PAGODA_ASSIGN_OR_RETURN(*list, parse_list(flag, *v));
         }
     }
-    config.allow_credentials = p.has("allow-credentials");
+    c.allow_credentials = p.has("allow-credentials");
     if (auto v = p.get("default-chat-template-kwargs")) {
         auto j = Json::parse(*v);
-        if (!j.ok() || !j->is_object()) {
-            return cli::fail(kCmd, "--default-chat-template-kwargs: not a JSON object: " + *v);
-        }
-        config.default_chat_template_kwargs = std::move(j).value();
+        if (!j.ok() || !j->is_object())
+            return Status::error("--default-chat-template-kwargs: not a JSON object: " + *v);
+        c.default_chat_template_kwargs = std::move(j).value();
     }
-    config.enable_auto_tool_choice = p.has("enable-auto-tool-choice");
+    c.enable_auto_tool_choice = p.has("enable-auto-tool-choice");
     if (auto v = p.get("reasoning-parser")) {
-        if (*v != "qwen3" && *v != "deepseek_r1") {
-            return cli::fail(kCmd,
-                             "--reasoning-parser " + *v + ": only qwen3 (and its alias deepseek_r1) is supported");
-        }
-        config.reasoning_parser = true;
+        if (*v != "qwen3" && *v != "deepseek_r1")
+            return Status::error("--reasoning-parser " + *v + ": only qwen3 (and its alias deepseek_r1) is supported");
+        c.reasoning_parser = true;
     }
-    if (auto v = p.get("dtype"); v && *v != "auto" && *v != "float32" && *v != "float") {
-        std::fprintf(stderr, "pagoda serve: warning: --dtype %s: the CPU backend computes in float32\n", v->c_str());
+    if (auto v = p.get("metrics-prefix")) {
+        if (*v != "pagoda" && *v != "vllm")
+            return Status::error("--metrics-prefix: '" + *v + "' is not pagoda or vllm");
+        c.metrics_prefix = *v;
     }
+    if (auto v = p.get("generation-config")) {
+        PAGODA_ASSIGN_OR_RETURN(c.sampling_defaults, sampling_defaults_from(*v));
+    }
+    return ok_status();
+}
+
+Result<std::string> device_from(const cli::ArgParser& p) {
     std::string device = "auto";
     if (auto v = p.get("device")) {
         if (*v != "auto" && *v != "cpu" && *v != "cuda")
-            return cli::fail(kCmd, "--device: '" + *v + "' is not auto, cpu or cuda");
+            return Status::error("--device: '" + *v + "' is not auto, cpu or cuda");
         device = *v;
     }
     if (device == "cuda" && cuda_device_count() == 0)
-        return cli::fail(kCmd, std::string("--device cuda: ") +
-                                   (cuda_compiled() ? "no CUDA GPU is visible" : "this pagoda was built without CUDA"));
-    if (auto v = p.get("metrics-prefix")) {
-        if (*v != "pagoda" && *v != "vllm")
-            return cli::fail(kCmd, "--metrics-prefix: '" + *v + "' is not pagoda or vllm");
-        config.metrics_prefix = *v;
-    }
+        return Status::error(std::string("--device cuda: ") +
+                             (cuda_compiled() ? "no CUDA GPU is visible" : "this pagoda was built without CUDA"));
+    return device;
+}
+
+Result<double> gpu_memory_utilization_from(const cli::ArgParser& p, const std::string& device) {
     double gpu_memory_utilization = 0.9;
     if (auto v = p.get("gpu-memory-utilization")) {
         char* end = nullptr;
         gpu_memory_utilization = std::strtod(v->c_str(), &end);
         if (end == v->c_str() || *end != '\0' || !(gpu_memory_utilization > 0.0 && gpu_memory_utilization <= 1.0))
-            return cli::fail(kCmd, "--gpu-memory-utilization: '" + *v + "' is not a number in (0, 1]");
+            return Status::error("--gpu-memory-utilization: '" + *v + "' is not a number in (0, 1]");
         if (device == "cpu" || cuda_device_count() == 0)
             std::fprintf(stderr, "pagoda serve: warning: --gpu-memory-utilization has no effect on the CPU backend\n");
     }
+    return gpu_memory_utilization;
+}
 
-    // --- nodes: a node other than node 0 runs node 0's steps and serves nothing ------------------------------
-    auto nodes = parse_node_flags(p);
-    if (!nodes.ok()) return cli::fail(kCmd, nodes.message());
-    if (nodes->nnodes > 1 && test_generator) return cli::fail(kCmd, "--nnodes does not apply to the test generator");
-    if (nodes->node_rank > 0) {
-        auto eo = engine_options(p, device, gpu_memory_utilization, *nodes);
-        if (!eo.ok()) return cli::fail(kCmd, eo.message());
-        // The worker logs what it is (node R of M, a worker of node 0 at HOST:PORT) and each stage it reaches.
-        if (Status s = executor::run_tensor_parallel_worker(*model_dir, *eo); !s.ok())
-            return cli::fail(kCmd, *model_dir + ": " + s.message());
-        std::fprintf(stderr, "pagoda serve: stopped\n");
-        return 0;
+Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<TestGeneratorFlags> test_generator) {
+    ServeOptions o;
+    auto model_dir = p.positional("MODEL_DIR");
+    if (!model_dir) model_dir = p.get("model");
+    if (!model_dir) return Status::error("MODEL_DIR is required (see --help)");
+    o.model_dir = *model_dir;
+    o.test_generator = std::move(test_generator);
+    o.chat_template = p.get("chat-template");
+    o.tool_call_parser = p.get("tool-call-parser");
+    PAGODA_RETURN_IF_ERROR(http_options_from(p, o.http));
+    PAGODA_RETURN_IF_ERROR(service_config_from(p, o.model_dir, o.service));
+    if (auto v = p.get("dtype"); v && *v != "auto" && *v != "float32" && *v != "float")
+        std::fprintf(stderr, "pagoda serve: warning: --dtype %s: the CPU backend computes in float32\n", v->c_str());
+    PAGODA_ASSIGN_OR_RETURN(const std::string device, device_from(p));
+    PAGODA_ASSIGN_OR_RETURN(const double gpu_memory_utilization, gpu_memory_utilization_from(p, device));
+    PAGODA_ASSIGN_OR_RETURN(o.nodes, parse_node_flags(p));
+    if (o.test_generator) {
+        if (o.nodes.nnodes > 1) return Status::error("--nnodes does not apply to the test generator");
+        if (auto v = p.get("max-model-len")) {
+            PAGODA_ASSIGN_OR_RETURN(const int64_t n, parse_int("max-model-len", *v, 2, 1 << 24));
+            o.test_max_model_len = static_cast<int32_t>(n);
+        }
+        o.service.max_model_len = o.test_max_model_len;
+    } else {
+        PAGODA_ASSIGN_OR_RETURN(o.engine, engine_options(p, device, gpu_memory_utilization, o.nodes));
     }
+    return o;
+}
 
-    // --- tokenizer and chat template ---------------------------------------------------------------------
-    auto tokenizer = Tokenizer::load_from_dir(*model_dir);
-    if (!tokenizer.ok()) return cli::fail(kCmd, *model_dir + ": " + tokenizer.message());
-    // tokenizer_config.json gives the special tokens (bos_token, eos_token, ...) templates may use; the model's own
-    // template reads it itself, a --chat-template or a request's template gets it from here.
-    if (const std::string path = *model_dir + "/tokenizer_config.json"; std::ifstream(path).good()) {
-        auto text = read_text_file(path);
-        auto j = text.ok() ? Json::parse(*text) : Result<Json>(text.status());
-        if (!j.ok()) return cli::fail(kCmd, path + ": " + j.message());
-        config.tokenizer_config = std::move(j).value();
-    }
-    std::unique_ptr<chat::ChatTemplate> chat_template;
-    if (auto v = p.get("chat-template")) {
-        std::string text = *v;
+// --- build: tokenizer, chat template, tool parser, generator ------------------------------------------------
+
+struct ServiceParts {
+    Tokenizer tokenizer;
+    std::unique_ptr<chat::ChatTemplate> chat_template;  // may be null
+    server::openai::ServiceConfig config;
+    std::unique_ptr<server::openai::Generator> test_generator;  // the test double, when asked for
+};
+
+// --chat-template (a file, or the template's text), else the model's own (none: a warning).
+Result<std::unique_ptr<chat::ChatTemplate>> load_chat_template(const ServeOptions& o, const Json& tokenizer_config) {
+    if (o.chat_template) {
+        std::string text = *o.chat_template;
         if (text.find("{%") == std::string::npos && text.find("{{") == std::string::npos) {
-            auto file = read_text_file(*v);
-            if (!file.ok()) return cli::fail(kCmd, "--chat-template: " + file.message());
+            auto file = read_text_file(text);
+            if (!file.ok()) return file.status().with_context("--chat-template");
             text = std::move(file).value();
         }
-        auto t = chat::ChatTemplate::from_string(text, config.tokenizer_config);
-        if (!t.ok()) return cli::fail(kCmd, "--chat-template: " + t.message());
-        chat_template = std::make_unique<chat::ChatTemplate>(std::move(t).value());
-    } else {
-        auto t = chat::ChatTemplate::from_model_dir(*model_dir);
-        if (t.ok()) {
-            chat_template = std::make_unique<chat::ChatTemplate>(std::move(t).value());
-        } else {
-            std::fprintf(stderr, "pagoda serve: warning: no chat template (%s); /v1/chat/completions needs one\n",
-                         t.message().c_str());
-        }
+        auto t = chat::ChatTemplate::from_string(text, tokenizer_config);
+        if (!t.ok()) return t.status().with_context("--chat-template");
+        return std::make_unique<chat::ChatTemplate>(std::move(t).value());
     }
-    if (auto v = p.get("tool-call-parser")) {
-        if (*v == "auto") {
-            config.tool_parser = chat::detect_tool_parser(chat_template ? chat_template->source(true) : "");
-        } else {
-            config.tool_parser = chat::tool_parser_from_name(*v);
-            if (!config.tool_parser) {
-                return cli::fail(kCmd, "--tool-call-parser " + *v + ": supported are hermes, qwen3_coder and auto");
-            }
-        }
-    }
-    if (config.enable_auto_tool_choice && !config.tool_parser) {
-        return cli::fail(kCmd, "--enable-auto-tool-choice needs --tool-call-parser (hermes, qwen3_coder or auto)");
-    }
+    auto t = chat::ChatTemplate::from_model_dir(o.model_dir);
+    if (t.ok()) return std::make_unique<chat::ChatTemplate>(std::move(t).value());
+    std::fprintf(stderr, "pagoda serve: warning: no chat template (%s); /v1/chat/completions needs one\n",
+                 t.message().c_str());
+    return std::unique_ptr<chat::ChatTemplate>();
+}
 
-    // --- generator: the engine over the model, or the hidden test double -----------------------------------
-    std::unique_ptr<server::openai::Generator> generator;
-    std::unique_ptr<executor::ServingEngine> model_generator;
-    std::optional<executor::EngineOptions> load_options;
-    if (test_generator) {
+Result<ServiceParts> build_service_parts(const ServeOptions& o) {
+    auto tokenizer = Tokenizer::load_from_dir(o.model_dir);
+    if (!tokenizer.ok()) return tokenizer.status().with_context(o.model_dir);
+    ServiceParts parts{std::move(tokenizer).value(), nullptr, o.service, nullptr};
+    // tokenizer_config.json gives the special tokens (bos_token, eos_token, ...) templates may use; the model's own
+    // template reads it itself, a --chat-template or a request's template gets it from here.
+    if (const std::string path = o.model_dir + "/tokenizer_config.json"; std::ifstream(path).good()) {
+        auto text = read_text_file(path);
+        auto j = text.ok() ? Json::parse(*text) : Result<Json>(text.status());
+        if (!j.ok()) return j.status().with_context(path);
+        parts.config.tokenizer_config = std::move(j).value();
+    }
+    PAGODA_ASSIGN_OR_RETURN(parts.chat_template, load_chat_template(o, parts.config.tokenizer_config));
+    if (o.tool_call_parser) {
+        if (*o.tool_call_parser == "auto") {
+            parts.config.tool_parser =
+                chat::detect_tool_parser(parts.chat_template ? parts.chat_template->source(true) : "");
+        } else {
+            parts.config.tool_parser = chat::tool_parser_from_name(*o.tool_call_parser);
+            if (!parts.config.tool_parser)
+                return Status::error("--tool-call-parser " + *o.tool_call_parser +
+                                     ": supported are hermes, qwen3_coder and auto");
+        }
+    }
+    if (parts.config.enable_auto_tool_choice && !parts.config.tool_parser)
+        return Status::error("--enable-auto-tool-choice needs --tool-call-parser (hermes, qwen3_coder or auto)");
+    if (o.test_generator) {
         server::openai::ScriptedGenerator::Options go;
-        go.script = tokenizer->encode(hidden["x-test-generator-text"]);
-        if (auto eos = tokenizer->token_to_id("<|im_end|>")) go.eos_token_ids.push_back(*eos);
-        go.max_model_len = 4096;
-        if (auto v = p.get("max-model-len")) {
-            auto n = parse_int("max-model-len", *v, 2, 1 << 24);
-            if (!n.ok()) return cli::fail(kCmd, n.message());
-            go.max_model_len = static_cast<int32_t>(*n);
-        }
-        if (hidden.count("x-test-token-interval-us")) {
-            go.token_interval_us = std::atoi(hidden["x-test-token-interval-us"].c_str());
-        }
-        config.max_model_len = go.max_model_len;
+        go.script = parts.tokenizer.encode(o.test_generator->text);
+        if (auto eos = parts.tokenizer.token_to_id("<|im_end|>")) go.eos_token_ids.push_back(*eos);
+        go.max_model_len = o.test_max_model_len;
+        go.token_interval_us = o.test_generator->token_interval_us;
         std::fprintf(stderr, "pagoda serve: TEST GENERATOR: no model runs; every request gets the scripted text\n");
-        generator = std::make_unique<server::openai::ScriptedGenerator>(std::move(go));
-    } else {
-        auto eo = engine_options(p, device, gpu_memory_utilization, *nodes);
-        if (!eo.ok()) return cli::fail(kCmd, eo.message());
-        load_options = std::move(eo).value();
+        parts.test_generator = std::make_unique<server::openai::ScriptedGenerator>(std::move(go));
     }
+    return parts;
+}
 
-    // --- serve: listen at once (/health answers 503 until the model is loaded), load in the background ---------
+// --- run ---------------------------------------------------------------------------------------------------
+
+// A node other than node 0 runs node 0's steps and serves nothing.
+int run_worker_node(const ServeOptions& o) {
+    // The worker logs what it is (node R of M, a worker of node 0 at HOST:PORT) and each stage it reaches.
+    if (Status s = executor::run_tensor_parallel_worker(o.model_dir, *o.engine); !s.ok())
+        return cli::fail(kCmd, o.model_dir + ": " + s.message());
+    std::fprintf(stderr, "pagoda serve: stopped\n");
+    return 0;
+}
+
+void print_banner(const ServeOptions& o, const std::string& served_name, uint16_t port) {
+    const std::string url = "http://" + o.http.host + ":" + std::to_string(port);
+    std::fprintf(stderr,
+                 "pagoda serve: serving %s as \"%s\" on %s\n"
+                 "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json' -d "
+                 "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+                 o.model_dir.c_str(), served_name.c_str(), url.c_str(), url.c_str(), served_name.c_str());
+    std::fflush(stderr);
+}
+
+// The model loaded in the background while the server already answers (/health: 503 until it is ready).
+struct ModelLoad {
+    std::thread thread;
+    std::unique_ptr<executor::ServingEngine> engine;
+    std::unique_ptr<server::openai::Generator> generator;
+    std::string error;
+    std::mutex group_error_mutex;
+    std::string group_error;  // set on the engine thread when a group of several nodes breaks
+};
+
+void start_model_load(const ServeOptions& o, executor::EngineOptions options, http::Server& srv,
+                      server::openai::OpenAiService& service, server::openai::DeferredGenerator& deferred,
+                      const std::atomic<bool>& stopping, ModelLoad& load) {
+    std::fprintf(stderr, "pagoda serve: loading %s ...\n", o.model_dir.c_str());
+    // Several nodes: a broken group fails every later step, so node 0 stops serving (and exits 1) for the launcher
+    // to restart the whole group.
+    options.cancel_node_wait = &stopping;
+    options.on_node_group_failure = [&load, &srv](const Status& s) {
+        {
+            std::lock_guard<std::mutex> lock(load.group_error_mutex);
+            load.group_error = s.message();
+        }
+        srv.shutdown();
+    };
+    load.thread = std::thread([&o, options = std::move(options), &srv, &service, &deferred, &load] {
+        auto g = executor::create_engine(o.model_dir, options);
+        if (!g.ok()) {
+            load.error = o.model_dir + ": " + g.message();
+            srv.shutdown();
+            return;
+        }
+        load.engine = std::move(g).value();
+        load.generator = std::make_unique<server::openai::EngineGenerator>(load.engine->engine());
+        service.set_max_model_len(load.engine->config().max_model_len);
+        deferred.set(load.generator.get());
+        service.set_ready(true);
+        // As vLLM logs its GPU blocks: how many tokens the KV cache holds tells an operator what concurrency fits.
+        const engine::EngineConfig& c = load.engine->config();
+        std::fprintf(stderr,
+                     "pagoda serve: model loaded; ready (KV cache: %d blocks of %d tokens = %lld tokens; "
+                     "max_model_len %d, max_num_seqs %d)\n",
+                     c.num_kv_blocks, c.block_size, static_cast<long long>(c.num_kv_blocks) * c.block_size,
+                     c.max_model_len, c.max_num_seqs);
+    });
+}
+
+// Listens at once, loads the model in the background (or serves the test double), serves until SIGTERM/SIGINT.
+int serve(const ServeOptions& o, ServiceParts parts) {
     server::openai::DeferredGenerator deferred;
-    if (generator) deferred.set(generator.get());
-    server::openai::OpenAiService service(config, std::move(tokenizer).value(), std::move(chat_template), deferred);
-    auto srv = http::Server::create(http_options, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
+    if (parts.test_generator) deferred.set(parts.test_generator.get());
+    const std::string served_name = parts.config.served_model_names.front();
+    server::openai::OpenAiService service(std::move(parts.config), std::move(parts.tokenizer),
+                                          std::move(parts.chat_template), deferred);
+    auto srv = http::Server::create(o.http, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
         service.handle(std::move(req), std::move(r));
     });
     if (!srv.ok()) return cli::fail(kCmd, srv.message());
@@ -608,64 +730,39 @@ int run_serve(std::span<const std::string_view> cli_args) {
         service.set_draining();
         stopping.store(true);
     });
-    const std::string url = "http://" + http_options.host + ":" + std::to_string((*srv)->port());
-    std::fprintf(stderr,
-                 "pagoda serve: serving %s as \"%s\" on %s\n"
-                 "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json' -d "
-                 "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
-                 model_dir->c_str(), config.served_model_names.front().c_str(), url.c_str(), url.c_str(),
-                 config.served_model_names.front().c_str());
-    std::fflush(stderr);
+    print_banner(o, served_name, (*srv)->port());
 
-    std::string load_error;
-    std::mutex group_error_mutex;
-    std::string group_error;  // set on the engine thread when a group of several nodes breaks
-    std::thread loader;
-    if (generator) {
+    ModelLoad load;
+    if (parts.test_generator) {
         service.set_ready(true);
     } else {
-        std::fprintf(stderr, "pagoda serve: loading %s ...\n", model_dir->c_str());
-        // Several nodes: a broken group fails every later step, so node 0 stops serving (and exits 1 below) for the
-        // launcher to restart the whole group.
-        load_options->cancel_node_wait = &stopping;
-        load_options->on_node_group_failure = [&](const Status& s) {
-            {
-                std::lock_guard<std::mutex> lock(group_error_mutex);
-                group_error = s.message();
-            }
-            (*srv)->shutdown();
-        };
-        loader = std::thread([&] {
-            auto g = executor::create_engine(*model_dir, *load_options);
-            if (!g.ok()) {
-                load_error = *model_dir + ": " + g.message();
-                (*srv)->shutdown();
-                return;
-            }
-            model_generator = std::move(g).value();
-            generator = std::make_unique<server::openai::EngineGenerator>(model_generator->engine());
-            service.set_max_model_len(model_generator->config().max_model_len);
-            deferred.set(generator.get());
-            service.set_ready(true);
-            // As vLLM logs its GPU blocks: how many tokens the KV cache holds tells an operator what concurrency fits.
-            const engine::EngineConfig& c = model_generator->config();
-            std::fprintf(stderr,
-                         "pagoda serve: model loaded; ready (KV cache: %d blocks of %d tokens = %lld tokens; "
-                         "max_model_len %d, max_num_seqs %d)\n",
-                         c.num_kv_blocks, c.block_size, static_cast<long long>(c.num_kv_blocks) * c.block_size,
-                         c.max_model_len, c.max_num_seqs);
-        });
+        start_model_load(o, *o.engine, **srv, service, deferred, stopping, load);
     }
     (*srv)->run();
-    if (loader.joinable()) loader.join();
-    if (!load_error.empty()) return cli::fail(kCmd, load_error);
+    if (load.thread.joinable()) load.thread.join();
+    if (!load.error.empty()) return cli::fail(kCmd, load.error);
     std::fprintf(stderr, "pagoda serve: stopped\n");
     // In-flight requests have finished or timed out; stop the engine before the service and server go away.
     deferred.set(nullptr);
-    if (model_generator) model_generator->engine().shutdown();
-    std::lock_guard<std::mutex> lock(group_error_mutex);
-    if (!group_error.empty()) return cli::fail(kCmd, group_error);
+    if (load.engine) load.engine->engine().shutdown();
+    std::lock_guard<std::mutex> lock(load.group_error_mutex);
+    if (!load.group_error.empty()) return cli::fail(kCmd, load.group_error);
     return 0;
+}
+
+int run_serve(std::span<const std::string_view> cli_args) {
+    std::vector<std::string> kept;
+    std::optional<TestGeneratorFlags> test_generator;
+    if (Status s = preprocess_args(cli_args, kept, test_generator); !s.ok()) return cli::fail(kCmd, s.message());
+    const std::vector<std::string_view> args(kept.begin(), kept.end());
+    cli::ArgParser p = make_serve_parser();
+    if (auto exit = cli::parse_or_exit(p, kCmd, args)) return *exit;
+    auto options = options_from_flags(p, std::move(test_generator));
+    if (!options.ok()) return cli::fail(kCmd, options.message());
+    if (options->nodes.node_rank > 0) return run_worker_node(*options);
+    auto parts = build_service_parts(*options);
+    if (!parts.ok()) return cli::fail(kCmd, parts.message());
+    return serve(*options, std::move(parts).value());
 }
 
 }  // namespace

@@ -478,28 +478,20 @@ class Parser {
     std::string message_;
 };
 
-void append_double(std::string& out, double v) {
-    if (std::isnan(v)) {
-        out += "NaN";
-        return;
-    }
-    if (std::isinf(v)) {
-        out += v < 0 ? "-Infinity" : "Infinity";
-        return;
-    }
+// A finite double in the shortest form that reads back the same; kept recognisable as a float ("2.0").
+void append_shortest_double(std::string& out, double v) {
     char buf[32];
     auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
     std::string_view s(buf, end - buf);
     out += s;
-    // Keep floats recognisable as floats when read back.
     if (s.find_first_of(".eE") == std::string_view::npos) out += ".0";
 }
 
-void dump_to(std::string& out, const Json& j, int indent, int level) {
+void dump_to(std::string& out, const Json& j, const JsonFormat& f, int level) {
     auto newline = [&](int lvl) {
-        if (indent < 0) return;
+        if (f.indent < 0) return;
         out.push_back('\n');
-        out.append(static_cast<size_t>(indent * lvl), ' ');
+        out.append(static_cast<size_t>(f.indent * lvl), ' ');
     };
     switch (j.type()) {
         case Json::Type::kNull:
@@ -511,19 +503,29 @@ void dump_to(std::string& out, const Json& j, int indent, int level) {
         case Json::Type::kInt:
             out += std::to_string(j.as_int());
             break;
-        case Json::Type::kFloat:
-            append_double(out, j.as_double());
+        case Json::Type::kFloat: {
+            const double v = j.as_double();
+            if (std::isnan(v)) {
+                out += "NaN";  // as Python writes them (not RFC 8259, which has no such values)
+            } else if (std::isinf(v)) {
+                out += v < 0 ? "-Infinity" : "Infinity";
+            } else if (f.python_floats) {
+                append_python_float(out, v);
+            } else {
+                append_shortest_double(out, v);
+            }
             break;
+        }
         case Json::Type::kString:
-            json_escape_to(out, j.as_string());
+            json_escape_to(out, j.as_string(), f.ensure_ascii);
             break;
         case Json::Type::kArray: {
             const auto& a = j.as_array();
             out.push_back('[');
             for (size_t i = 0; i < a.size(); ++i) {
-                if (i) out.push_back(',');
+                if (i) out += f.item_separator;
                 newline(level + 1);
-                dump_to(out, a[i], indent, level + 1);
+                dump_to(out, a[i], f, level + 1);
             }
             if (!a.empty()) newline(level);
             out.push_back(']');
@@ -533,17 +535,24 @@ void dump_to(std::string& out, const Json& j, int indent, int level) {
             const auto& o = j.as_object();
             out.push_back('{');
             for (size_t i = 0; i < o.size(); ++i) {
-                if (i) out.push_back(',');
+                if (i) out += f.item_separator;
                 newline(level + 1);
-                json_escape_to(out, o[i].first);
-                out += indent < 0 ? ":" : ": ";
-                dump_to(out, o[i].second, indent, level + 1);
+                json_escape_to(out, o[i].first, f.ensure_ascii);
+                out += f.key_separator;
+                dump_to(out, o[i].second, f, level + 1);
             }
             if (!o.empty()) newline(level);
             out.push_back('}');
             break;
         }
     }
+}
+
+void append_hex4(std::string& out, uint32_t v) {
+    static const char kHex[] = "0123456789abcdef";
+    out += "\\u";
+    for (int shift = 12; shift >= 0; shift -= 4)
+        out.push_back(kHex[(v >> shift) & 0xF]);
 }
 
 }  // namespace
@@ -554,21 +563,28 @@ Result<Json> Json::parse(std::string_view text, int max_depth) {
 
 std::string Json::dump() const {
     std::string out;
-    dump_to(out, *this, -1, 0);
+    dump_to(out, *this, JsonFormat{}, 0);
     return out;
 }
 
 std::string Json::dump_pretty(int indent) const {
     std::string out;
-    dump_to(out, *this, indent, 0);
+    JsonFormat f;
+    f.indent = indent;
+    f.key_separator = ": ";
+    dump_to(out, *this, f, 0);
     return out;
 }
 
-void json_escape_to(std::string& out, std::string_view s) {
-    static const char kHex[] = "0123456789abcdef";
+void json_dump_to(std::string& out, const Json& value, const JsonFormat& format) {
+    dump_to(out, value, format, 0);
+}
+
+void json_escape_to(std::string& out, std::string_view s, bool ensure_ascii) {
     out.push_back('"');
-    for (const char ch : s) {
-        const auto c = static_cast<unsigned char>(ch);
+    size_t pos = 0;
+    while (pos < s.size()) {
+        const auto c = static_cast<unsigned char>(s[pos]);
         switch (c) {
             case '"':
                 out += "\\\"";
@@ -593,15 +609,75 @@ void json_escape_to(std::string& out, std::string_view s) {
                 break;
             default:
                 if (c < 0x20) {
-                    out += "\\u00";
-                    out.push_back(kHex[c >> 4]);
-                    out.push_back(kHex[c & 0xF]);
+                    append_hex4(out, c);
+                } else if (c >= 0x80 && ensure_ascii) {
+                    const char32_t cp = utf8_decode(s, pos);  // an invalid byte: U+FFFD
+                    if (cp >= 0x10000) {
+                        append_hex4(out, 0xD800 + ((cp - 0x10000) >> 10));
+                        append_hex4(out, 0xDC00 + ((cp - 0x10000) & 0x3FF));
+                    } else {
+                        append_hex4(out, cp);
+                    }
+                    continue;  // utf8_decode advanced pos
                 } else {
-                    out.push_back(ch);
+                    out.push_back(static_cast<char>(c));
                 }
         }
+        ++pos;
     }
     out.push_back('"');
+}
+
+void append_python_float(std::string& out, double v) {
+    if (std::isnan(v)) {
+        out += "nan";
+        return;
+    }
+    if (std::isinf(v)) {
+        out += v < 0 ? "-inf" : "inf";
+        return;
+    }
+    // Shortest round-trip digits in scientific form, then laid out by Python's repr rule: fixed notation when the
+    // decimal exponent is in [-4, 16), else d.ddde+XX.
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+    std::string_view s(buf, static_cast<size_t>(res.ptr - buf));
+    if (!s.empty() && s[0] == '-') {
+        out.push_back('-');
+        s.remove_prefix(1);
+    }
+    const size_t e_pos = s.find('e');
+    std::string digits;
+    for (char c : s.substr(0, e_pos))
+        if (c != '.') digits.push_back(c);
+    int exponent = 0;
+    std::from_chars(s.data() + e_pos + 1 + (s[e_pos + 1] == '+' ? 1 : 0), s.data() + s.size(), exponent);
+    if (exponent >= -4 && exponent < 16) {
+        if (exponent < 0) {
+            out += "0.";
+            out.append(static_cast<size_t>(-exponent - 1), '0');
+            out += digits;
+        } else if (const size_t int_len = static_cast<size_t>(exponent) + 1; digits.size() <= int_len) {
+            out += digits;
+            out.append(int_len - digits.size(), '0');
+            out += ".0";
+        } else {
+            out.append(digits, 0, int_len);
+            out.push_back('.');
+            out.append(digits, int_len, std::string::npos);
+        }
+        return;
+    }
+    out.push_back(digits[0]);
+    if (digits.size() > 1) {
+        out.push_back('.');
+        out.append(digits, 1, std::string::npos);
+    }
+    out.push_back('e');
+    out.push_back(exponent < 0 ? '-' : '+');
+    const int mag = exponent < 0 ? -exponent : exponent;
+    if (mag < 10) out.push_back('0');
+    out += std::to_string(mag);
 }
 
 namespace {

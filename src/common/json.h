@@ -14,7 +14,7 @@
 namespace pagoda {
 
 class Json {
-public:
+  public:
     enum class Type { kNull, kBool, kInt, kFloat, kString, kArray, kObject };
     using Array = std::vector<Json>;
     using Member = std::pair<std::string, Json>;
@@ -75,7 +75,7 @@ public:
 
     static const char* type_name(Type t);
 
-private:
+  private:
     Type type_ = Type::kNull;
     bool bool_ = false;
     int64_t int_ = 0;
@@ -84,7 +84,7 @@ private:
     std::shared_ptr<Array> array_;    // shared_ptr keeps Json copyable and the header small;
     std::shared_ptr<Object> object_;  // copies are deep (see copy constructor).
 
-public:
+  public:
     Json(const Json& other);
     Json& operator=(const Json& other);
     Json(Json&&) noexcept = default;
@@ -98,7 +98,24 @@ Result<double> json_get_double(const Json& obj, std::string_view key, double fal
 Result<bool> json_get_bool(const Json& obj, std::string_view key, bool fallback);
 Result<std::string> json_get_string(const Json& obj, std::string_view key, std::string fallback);
 
-// Appends `s` as a JSON string literal (quoted, escaped; non-ASCII kept as UTF-8).
-void json_escape_to(std::string& out, std::string_view s);
+// Appends `s` as a JSON string literal, escaped as Python's json module escapes (\" \\ \n \r \t \b \f, other controls
+// \u00XX): the one escaper of the code base. Non-ASCII is kept as UTF-8, or with `ensure_ascii` written as \uXXXX
+// (surrogate pairs above U+FFFF, an invalid byte as \ufffd).
+void json_escape_to(std::string& out, std::string_view s, bool ensure_ascii = false);
+
+// Appends a double as Python's repr(float) writes it: "1.0", "0.1", "1e+16", "1e-05", "-0.0", "nan", "inf".
+void append_python_float(std::string& out, double v);
+
+// How json_dump_to writes a value. The defaults are Json::dump's compact form; Python's json.dumps is
+// {.item_separator = ", ", .key_separator = ": ", .python_floats = true}. NaN and infinities are written as Python
+// writes them (NaN, Infinity, -Infinity).
+struct JsonFormat {
+    int indent = -1;  // >= 0: one member per line, indented this much per level
+    std::string_view item_separator = ",";
+    std::string_view key_separator = ":";
+    bool python_floats = false;  // floats as Python's repr(), else the shortest form that reads back the same
+    bool ensure_ascii = false;   // see json_escape_to
+};
+void json_dump_to(std::string& out, const Json& value, const JsonFormat& format);
 
 }  // namespace pagoda

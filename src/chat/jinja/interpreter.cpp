@@ -146,42 +146,15 @@ Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, std
             case Stmt::Kind::kSet:
                 exec_set(s, scope, eval(*s.expr, scope));
                 break;
-            case Stmt::Kind::kSetBlock: {
-                std::string text;
-                auto inner = std::make_shared<Scope>(scope);
-                exec(s.body, inner, text);
-                Value v(std::move(text));
-                if (s.filter) {
-                    // The filter chain was parsed with a null innermost input: feed it the body text.
-                    std::vector<const Expr*> chain;
-                    for (const Expr* f = s.filter.get(); f; f = f->children.empty() ? nullptr : f->children[0].get())
-                        chain.push_back(f);
-                    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-                        CallArgs args = eval_args(**it, scope);
-                        v = apply_filter((*it)->name, v, args, scope);
-                    }
-                }
-                exec_set(s, scope, v);
+            case Stmt::Kind::kSetBlock:
+                exec_set(s, scope, render_filtered_body(s, scope));
                 break;
-            }
             case Stmt::Kind::kMacro:
                 scope->set(s.macro->name, define_macro(s.macro, scope));
                 break;
-            case Stmt::Kind::kFilterBlock: {
-                std::string text;
-                auto inner = std::make_shared<Scope>(scope);
-                exec(s.body, inner, text);
-                Value v(std::move(text));
-                std::vector<const Expr*> chain;
-                for (const Expr* f = s.filter.get(); f; f = f->children.empty() ? nullptr : f->children[0].get())
-                    chain.push_back(f);
-                for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
-                    CallArgs args = eval_args(**it, scope);
-                    v = apply_filter((*it)->name, v, args, scope);
-                }
-                append_output(out, v.to_str());
+            case Stmt::Kind::kFilterBlock:
+                append_output(out, render_filtered_body(s, scope).to_str());
                 break;
-            }
             case Stmt::Kind::kWith: {
                 auto inner = std::make_shared<Scope>(scope);
                 for (const auto& [name, expr] : s.with_targets)
@@ -202,6 +175,42 @@ Interpreter::Flow Interpreter::exec(const Body& body, const ScopePtr& scope, std
     return Flow::kNormal;
 }
 
+namespace {
+
+// `{% set a, b = pair %}` and `{% for k, v in items %}`: one name takes the value, several unpack it.
+void assign_targets(Scope& scope, const std::vector<std::string>& names, const Value& value, const char* what,
+                    int line) {
+    if (names.size() == 1) {
+        scope.set(names[0], value);
+        return;
+    }
+    std::vector<Value> parts = iterate(value);
+    if (parts.size() != names.size())
+        throw TemplateError("cannot unpack " + std::to_string(parts.size()) + " values into " +
+                                std::to_string(names.size()) + " " + what,
+                            line);
+    for (size_t i = 0; i < parts.size(); ++i)
+        scope.set(names[i], parts[i]);
+}
+
+}  // namespace
+
+// The body of a set block or filter block, rendered in a scope of its own, then passed through the block's filter
+// chain (parsed with a null innermost input, which the body text takes), if it has one.
+Value Interpreter::render_filtered_body(const Stmt& s, const ScopePtr& scope) {
+    std::string text;
+    exec(s.body, std::make_shared<Scope>(scope), text);
+    Value v(std::move(text));
+    std::vector<const Expr*> chain;
+    for (const Expr* f = s.filter.get(); f; f = f->children.empty() ? nullptr : f->children[0].get())
+        chain.push_back(f);
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+        CallArgs args = eval_args(**it, scope);
+        v = apply_filter((*it)->name, v, args, scope);
+    }
+    return v;
+}
+
 void Interpreter::exec_set(const Stmt& s, const ScopePtr& scope, const Value& value) {
     if (!s.attr.empty()) {
         const Value* target = scope->lookup(s.targets[0]);
@@ -213,17 +222,7 @@ void Interpreter::exec_set(const Stmt& s, const ScopePtr& scope, const Value& va
         target->ns_attrs().set(Value(s.attr), value);
         return;
     }
-    if (s.targets.size() == 1) {
-        scope->set(s.targets[0], value);
-        return;
-    }
-    std::vector<Value> parts = iterate(value);
-    if (parts.size() != s.targets.size())
-        throw TemplateError("cannot unpack " + std::to_string(parts.size()) + " values into " +
-                                std::to_string(s.targets.size()) + " names",
-                            s.line);
-    for (size_t i = 0; i < parts.size(); ++i)
-        scope->set(s.targets[i], parts[i]);
+    assign_targets(*scope, s.targets, value, "names", s.line);
 }
 
 Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, std::string& out) {
@@ -231,17 +230,7 @@ Interpreter::Flow Interpreter::exec_for(const Stmt& s, const ScopePtr& scope, st
     std::shared_ptr<const ValueList> items =
         iterable.is_list() ? iterable.shared_items() : std::make_shared<const ValueList>(iterate(iterable));
     auto bind = [&](Scope& target, const Value& item) {
-        if (s.targets.size() == 1) {
-            target.set(s.targets[0], item);
-            return;
-        }
-        std::vector<Value> parts = iterate(item);
-        if (parts.size() != s.targets.size())
-            throw TemplateError("cannot unpack " + std::to_string(parts.size()) + " values into " +
-                                    std::to_string(s.targets.size()) + " loop variables",
-                                s.line);
-        for (size_t i = 0; i < parts.size(); ++i)
-            target.set(s.targets[i], parts[i]);
+        assign_targets(target, s.targets, item, "loop variables", s.line);
     };
     if (s.filter) {
         ValueList kept;

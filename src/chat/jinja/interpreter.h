@@ -62,6 +62,7 @@ class Interpreter {
     Flow exec(const Body& body, const ScopePtr& scope, std::string& out);
     Flow exec_for(const Stmt& s, const ScopePtr& scope, std::string& out);
     void exec_set(const Stmt& s, const ScopePtr& scope, const Value& value);
+    Value render_filtered_body(const Stmt& s, const ScopePtr& scope);
     Value define_macro(const std::shared_ptr<MacroDef>& macro, const ScopePtr& scope);
     Value eval_binary(const Expr& e, const ScopePtr& scope);
     Value eval_compare(const Expr& e, const ScopePtr& scope);

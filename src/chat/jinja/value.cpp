@@ -209,36 +209,8 @@ const char* Value::type_name() const {
 }
 
 std::string python_float_repr(double d) {
-    if (std::isnan(d)) return "nan";
-    if (std::isinf(d)) return d < 0 ? "-inf" : "inf";
-    if (d == 0.0) return std::signbit(d) ? "-0.0" : "0.0";
-    char buf[64];
-    auto res = std::to_chars(buf, buf + sizeof(buf), d, std::chars_format::scientific);
-    std::string sci(buf, res.ptr);  // e.g. "-1.2345e+17"
-    bool negative = sci[0] == '-';
-    if (negative) sci.erase(0, 1);
-    size_t epos = sci.find('e');
-    int exponent = std::stoi(sci.substr(epos + 1));
-    std::string digits;
-    for (size_t i = 0; i < epos; ++i)
-        if (sci[i] != '.') digits += sci[i];
-    std::string out = negative ? "-" : "";
-    if (exponent < -4 || exponent >= 16) {
-        out += digits[0];
-        if (digits.size() > 1) out += "." + digits.substr(1);
-        char eb[16];
-        std::snprintf(eb, sizeof(eb), "e%c%02d", exponent < 0 ? '-' : '+', std::abs(exponent));
-        out += eb;
-    } else if (exponent < 0) {
-        out += "0." + std::string(static_cast<size_t>(-exponent - 1), '0') + digits;
-    } else {
-        size_t int_len = static_cast<size_t>(exponent) + 1;
-        if (digits.size() <= int_len) {
-            out += digits + std::string(int_len - digits.size(), '0') + ".0";
-        } else {
-            out += digits.substr(0, int_len) + "." + digits.substr(int_len);
-        }
-    }
+    std::string out;
+    append_python_float(out, d);
     return out;
 }
 
@@ -452,53 +424,6 @@ int compare_values(const Value& a, const Value& b) {
 
 namespace {
 
-void dump_string(std::string& out, const std::string& s, bool ensure_ascii) {
-    out += '"';
-    size_t pos = 0;
-    while (pos < s.size()) {
-        size_t start = pos;
-        char32_t c = utf8_decode(s, pos);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            case '\b':
-                out += "\\b";
-                break;
-            case '\f':
-                out += "\\f";
-                break;
-            default:
-                if (c < 0x20) {
-                    append_hex(out, "\\u", c, 4);
-                } else if (c >= 0x80 && ensure_ascii) {
-                    if (c >= 0x10000) {
-                        char32_t v = c - 0x10000;
-                        append_hex(out, "\\u", 0xD800 + (v >> 10), 4);
-                        append_hex(out, "\\u", 0xDC00 + (v & 0x3FF), 4);
-                    } else {
-                        append_hex(out, "\\u", c, 4);
-                    }
-                } else {
-                    out.append(s, start, pos - start);
-                }
-        }
-    }
-    out += '"';
-}
-
 std::string json_key(const Value& k) {
     if (k.is_string()) return k.str();
     if (k.is_bool()) return k.as_bool() ? "true" : "false";
@@ -536,7 +461,7 @@ void dump_value(std::string& out, const Value& v, const JsonDumpOptions& o, int 
             return;
         }
         case Value::Kind::kString:
-            dump_string(out, v.str(), o.ensure_ascii);
+            json_escape_to(out, v.str(), o.ensure_ascii);
             return;
         case Value::Kind::kList: {
             const auto& items = v.items();
@@ -571,7 +496,7 @@ void dump_value(std::string& out, const Value& v, const JsonDumpOptions& o, int 
             for (size_t i = 0; i < members.size(); ++i) {
                 if (i) out += o.item_separator;
                 if (o.pretty) newline(level + 1);
-                dump_string(out, members[i].first, o.ensure_ascii);
+                json_escape_to(out, members[i].first, o.ensure_ascii);
                 out += o.key_separator;
                 dump_value(out, *members[i].second, o, level + 1);
             }

@@ -19,14 +19,6 @@ constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 constexpr size_t kMaxNameBytes = 1024;
 
-// Where `text` at `pos` stands against `tag`: the whole tag, a possible start of it, or not it.
-enum class TagMatch { kNo, kPartial, kFull };
-TagMatch match_at(std::string_view text, size_t pos, std::string_view tag) {
-    const std::string_view rest = text.substr(pos);
-    if (rest.size() >= tag.size()) return rest.substr(0, tag.size()) == tag ? TagMatch::kFull : TagMatch::kNo;
-    return tag.substr(0, rest.size()) == rest ? TagMatch::kPartial : TagMatch::kNo;
-}
-
 // A call body (between the tags) vLLM would accept: a JSON object with "name" and "arguments".
 const Json* valid_call(const Result<Json>& parsed) {
     if (!parsed.ok() || !parsed->is_object()) return nullptr;
@@ -53,8 +45,7 @@ class HermesToolParser final : public ToolParser {
         run(out, true);
         switch (state_) {
             case State::kText:
-                if (!(after_call_ && is_blank(text_))) out.content += text_;
-                text_.clear();
+                flush_text(text_, after_call_, out.content);
                 break;
             case State::kPreName:
             case State::kBuffered:
@@ -78,59 +69,36 @@ class HermesToolParser final : public ToolParser {
     static constexpr std::string_view kNameKey = "\"name\"";
     static constexpr std::string_view kArgsKey = "\"arguments\"";
 
+    // Runs steps until one makes no progress (it waits for more text).
     void run(ToolDelta& out, bool at_end) {
-        for (;;) {
-            bool progressed = false;
-            switch (state_) {
-                case State::kText:
-                    progressed = step_text(out, at_end);
-                    break;
-                case State::kPreName:
-                    progressed = step_pre_name(out, at_end);
-                    break;
-                case State::kPreArgs:
-                    progressed = step_pre_args(at_end);
-                    break;
-                case State::kArgs:
-                    progressed = step_args(out, at_end);
-                    break;
-                case State::kTrailing:
-                    progressed = step_trailing(out);
-                    break;
-                case State::kBuffered:
-                    progressed = step_buffered(out);
-                    break;
-            }
-            if (!progressed) return;
+        while (step(out, at_end)) {
         }
     }
 
-    // Plain text: emit all but a possible "<tool_call>" prefix; after a call, whitespace is held
-    // and dropped if another call (or the end) follows.
-    bool step_text(ToolDelta& out, bool at_end) {
-        if (after_call_) {
-            size_t p = 0;
-            while (p < text_.size() && is_json_space(text_[p]))
-                ++p;
-            if (p == text_.size()) return false;
-            const TagMatch m = match_at(text_, p, kOpen);
-            if (m == TagMatch::kPartial && !at_end) return false;
-            if (m == TagMatch::kFull) {
-                start_call(text_.substr(p + kOpen.size()));
-                return true;
-            }
-            after_call_ = false;
+    bool step(ToolDelta& out, bool at_end) {
+        switch (state_) {
+            case State::kText:
+                return step_text(out, at_end);
+            case State::kPreName:
+                return step_pre_name(out, at_end);
+            case State::kPreArgs:
+                return step_pre_args(at_end);
+            case State::kArgs:
+                return step_args(out, at_end);
+            case State::kTrailing:
+                return step_trailing(out);
+            case State::kBuffered:
+                return step_buffered(out);
         }
-        const size_t open = text_.find(kOpen);
-        if (open != std::string::npos) {
-            out.content.append(text_, 0, open);
-            start_call(text_.substr(open + kOpen.size()));
-            return true;
-        }
-        const size_t hold = at_end ? 0 : partial_tag_suffix(text_, kOpen);
-        out.content.append(text_, 0, text_.size() - hold);
-        text_.erase(0, text_.size() - hold);
         return false;
+    }
+
+    // Plain text up to a "<tool_call>" (text_scan.h).
+    bool step_text(ToolDelta& out, bool at_end) {
+        static constexpr std::string_view kOpens[] = {kOpen};
+        if (!take_text_until_call(text_, kOpens, at_end, after_call_, out.content)) return false;
+        start_call(std::move(text_));  // what follows the tag
+        return true;
     }
 
     void start_call(std::string rest) {
@@ -145,8 +113,7 @@ class HermesToolParser final : public ToolParser {
 
     // Skips whitespace; false when the body ran out.
     bool skip_space() {
-        while (pos_ < body_.size() && is_json_space(body_[pos_]))
-            ++pos_;
+        pos_ = skip_json_space(body_, pos_);
         return pos_ < body_.size();
     }
 
@@ -281,8 +248,7 @@ class HermesToolParser final : public ToolParser {
     bool step_trailing(ToolDelta& out) {
         const size_t close = body_.find(kClose, pos_);
         if (close == std::string::npos) {
-            pos_ = body_.size() >= kClose.size() ? body_.size() - kClose.size() + 1 : 0;
-            pos_ = std::max(pos_, args_sent_);
+            pos_ = std::max(resume_search_at(body_.size(), kClose), args_sent_);
             return false;
         }
         const std::string rest = body_.substr(close + kClose.size());
@@ -308,7 +274,7 @@ class HermesToolParser final : public ToolParser {
     bool step_buffered(ToolDelta& out) {
         const size_t close = body_.find(kClose, pos_);
         if (close == std::string::npos) {
-            pos_ = body_.size() >= kClose.size() ? body_.size() - kClose.size() + 1 : 0;
+            pos_ = resume_search_at(body_.size(), kClose);
             return false;
         }
         const std::string rest = body_.substr(close + kClose.size());

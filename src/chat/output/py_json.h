@@ -10,11 +10,9 @@ class Json;
 
 namespace pagoda::chat {
 
-// Appends `value` with ", " and ": " separators, floats as Python's repr(), NaN/Infinity as Python.
+// Appends `value` with ", " and ": " separators, floats as Python's repr(), NaN/Infinity as Python
+// (common/json.h's writer in Python's format).
 void py_json_dump_to(std::string& out, const Json& value);
 std::string py_json_dump(const Json& value);
-
-// Appends a double as Python's repr(float) writes it ("1.0", "0.1", "1e+16", "1e-05").
-void py_float_repr_to(std::string& out, double v);
 
 }  // namespace pagoda::chat

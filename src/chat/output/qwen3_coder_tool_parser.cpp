@@ -4,7 +4,7 @@
 // fragment per finished parameter (converted by the tool's JSON schema) and "}", so the arguments
 // read exactly as vLLM's json.dumps of the parameter dict. A bare "<function=…" without the
 // wrapper is accepted too (vLLM's back-off), and a call cut off by the end of output is closed.
-#include <array>
+#include <optional>
 #include <string>
 
 #include "chat/output/py_json.h"
@@ -23,32 +23,6 @@ constexpr std::string_view kParamOpen = "<parameter=";
 constexpr std::string_view kParamClose = "</parameter>";
 constexpr size_t kMaxNameBytes = 256;
 
-struct Found {
-    size_t pos = std::string::npos;
-    size_t which = 0;
-};
-
-// The earliest complete tag in `text`, and how many trailing bytes could start one.
-template <size_t N>
-Found find_first(std::string_view text, const std::array<std::string_view, N>& tags, size_t& hold) {
-    Found best;
-    hold = 0;
-    for (size_t i = 0; i < N; ++i) {
-        if (tags[i].empty()) continue;
-        const size_t p = text.find(tags[i]);
-        if (p < best.pos) best = {p, i};
-        hold = std::max(hold, partial_tag_suffix(text, tags[i]));
-    }
-    return best;
-}
-
-bool starts_with(std::string_view text, std::string_view tag) {
-    return text.substr(0, tag.size()) == tag;
-}
-bool is_tag_prefix(std::string_view text, std::string_view tag) {
-    return text.size() < tag.size() && tag.substr(0, text.size()) == text;
-}
-
 class Qwen3CoderToolParser final : public ToolParser {
   public:
     explicit Qwen3CoderToolParser(const ToolParserOptions& options) : tools_(options.tools), ids_(options.id_seed) {}
@@ -62,7 +36,7 @@ class Qwen3CoderToolParser final : public ToolParser {
         run(out, true);
         switch (state_) {
             case State::kText:
-                if (!(after_call_ && is_blank(buf_))) out.content += buf_;
+                flush_text(buf_, after_call_, out.content);
                 break;
             case State::kBlockStart:
                 out.content += raw_ + buf_;
@@ -90,34 +64,30 @@ class Qwen3CoderToolParser final : public ToolParser {
   private:
     enum class State { kText, kBlockStart, kFuncName, kFuncBody, kParamName, kParamValue, kAfterFunc };
 
+    // Runs steps until one makes no progress (it waits for more text).
     void run(ToolDelta& out, bool at_end) {
-        for (;;) {
-            bool progressed = false;
-            switch (state_) {
-                case State::kText:
-                    progressed = step_text(out, at_end);
-                    break;
-                case State::kBlockStart:
-                    progressed = step_block_start(out, at_end);
-                    break;
-                case State::kFuncName:
-                    progressed = step_func_name(out, at_end);
-                    break;
-                case State::kFuncBody:
-                    progressed = step_func_body(out, at_end);
-                    break;
-                case State::kParamName:
-                    progressed = step_param_name(at_end);
-                    break;
-                case State::kParamValue:
-                    progressed = step_param_value(out, at_end);
-                    break;
-                case State::kAfterFunc:
-                    progressed = step_after_func(at_end);
-                    break;
-            }
-            if (!progressed) return;
+        while (step(out, at_end)) {
         }
+    }
+
+    bool step(ToolDelta& out, bool at_end) {
+        switch (state_) {
+            case State::kText:
+                return step_text(out, at_end);
+            case State::kBlockStart:
+                return step_block_start(out, at_end);
+            case State::kFuncName:
+                return step_func_name(out, at_end);
+            case State::kFuncBody:
+                return step_func_body(out, at_end);
+            case State::kParamName:
+                return step_param_name(at_end);
+            case State::kParamValue:
+                return step_param_value(out, at_end);
+            case State::kAfterFunc:
+                return step_after_func(at_end);
+        }
+        return false;
     }
 
     void consume(size_t n) { buf_.erase(0, n); }
@@ -128,58 +98,35 @@ class Qwen3CoderToolParser final : public ToolParser {
         state_ = wrapped ? State::kBlockStart : State::kFuncName;
     }
 
+    // Plain text up to a "<tool_call>" or a bare "<function=" (text_scan.h).
     bool step_text(ToolDelta& out, bool at_end) {
-        if (after_call_) {
-            size_t p = 0;
-            while (p < buf_.size() && is_json_space(buf_[p]))
-                ++p;
-            if (p == buf_.size()) return false;
-            const std::string_view rest = std::string_view(buf_).substr(p);
-            for (std::string_view tag : {kCallOpen, kFuncOpen}) {
-                if (starts_with(rest, tag)) {
-                    consume(p + tag.size());
-                    begin_block(tag == kCallOpen, tag);
-                    return true;
-                }
-                if (is_tag_prefix(rest, tag) && !at_end) return false;
-            }
-            after_call_ = false;
-        }
-        size_t hold = 0;
-        const Found f = find_first<2>(buf_, {kCallOpen, kFuncOpen}, hold);
-        if (f.pos != std::string::npos) {
-            out.content.append(buf_, 0, f.pos);
-            const std::string_view tag = f.which == 0 ? kCallOpen : kFuncOpen;
-            consume(f.pos + tag.size());
-            begin_block(f.which == 0, tag);
-            return true;
-        }
-        if (at_end) hold = 0;
-        out.content.append(buf_, 0, buf_.size() - hold);
-        consume(buf_.size() - hold);
-        return false;
+        static constexpr std::string_view kOpens[] = {kCallOpen, kFuncOpen};
+        const std::optional<size_t> tag = take_text_until_call(buf_, kOpens, at_end, after_call_, out.content);
+        if (!tag) return false;
+        begin_block(*tag == 0, kOpens[*tag]);
+        return true;
     }
 
     bool step_block_start(ToolDelta& out, bool at_end) {
-        size_t p = 0;
-        while (p < buf_.size() && is_json_space(buf_[p]))
-            ++p;
+        const size_t p = skip_json_space(buf_, 0);
         raw_.append(buf_, 0, p);
         consume(p);
         if (buf_.empty()) return false;
-        if (starts_with(buf_, kFuncOpen)) {
+        if (match_at(buf_, 0, kFuncOpen) == TagMatch::kFull) {
             raw_ += kFuncOpen;
             consume(kFuncOpen.size());
             state_ = State::kFuncName;
             return true;
         }
-        if (starts_with(buf_, kCallClose)) {  // an empty block: nothing to call, nothing to say
+        if (match_at(buf_, 0, kCallClose) == TagMatch::kFull) {  // an empty block: nothing to call, nothing to say
             consume(kCallClose.size());
             state_ = State::kText;
             after_call_ = true;
             return true;
         }
-        if (!at_end && (is_tag_prefix(buf_, kFuncOpen) || is_tag_prefix(buf_, kCallClose))) return false;
+        if (!at_end &&
+            (match_at(buf_, 0, kFuncOpen) == TagMatch::kPartial || match_at(buf_, 0, kCallClose) == TagMatch::kPartial))
+            return false;
         // Not this format: what we held back is ordinary text.
         out.content += raw_;
         state_ = State::kText;
@@ -227,7 +174,8 @@ class Qwen3CoderToolParser final : public ToolParser {
 
     bool step_func_body(ToolDelta& out, bool at_end) {
         size_t hold = 0;
-        const Found f = find_first<3>(buf_, {kParamOpen, kFuncClose, wrapped_ ? kCallClose : std::string_view()}, hold);
+        const std::string_view tags[] = {kParamOpen, kFuncClose, wrapped_ ? kCallClose : std::string_view()};
+        const TagAt f = find_earliest_tag(buf_, tags, hold);
         if (f.pos == std::string::npos) {
             consume(buf_.size() - (at_end ? 0 : hold));  // stray text between parameters is ignored
             return false;
@@ -263,8 +211,9 @@ class Qwen3CoderToolParser final : public ToolParser {
 
     bool step_param_value(ToolDelta& out, bool at_end) {
         size_t hold = 0;
-        const Found f = find_first<4>(
-            buf_, {kParamClose, kParamOpen, kFuncClose, wrapped_ ? kCallClose : std::string_view()}, hold);
+        const std::string_view tags[] = {kParamClose, kParamOpen, kFuncClose,
+                                         wrapped_ ? kCallClose : std::string_view()};
+        const TagAt f = find_earliest_tag(buf_, tags, hold);
         if (f.pos == std::string::npos) {
             if (at_end) return false;  // finish() takes the rest
             value_.append(buf_, 0, buf_.size() - hold);
@@ -280,7 +229,8 @@ class Qwen3CoderToolParser final : public ToolParser {
 
     bool step_after_func(bool at_end) {
         size_t hold = 0;
-        const Found f = find_first<2>(buf_, {kCallClose, kFuncOpen}, hold);
+        static constexpr std::string_view kTags[] = {kCallClose, kFuncOpen};
+        const TagAt f = find_earliest_tag(buf_, kTags, hold);
         if (f.pos == std::string::npos) {
             consume(buf_.size() - (at_end ? 0 : hold));
             return false;

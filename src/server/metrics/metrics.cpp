@@ -21,6 +21,7 @@ const std::vector<double> kInterTokenLatencyBuckets = {0.01, 0.025, 0.05, 0.075,
 const std::vector<double> kRequestLatencyBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
                                                     5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
                                                     60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+const std::vector<double> kParamsNBuckets = {1.0, 2.0, 5.0, 10.0, 20.0};
 
 // Numbers as Python's prometheus_client writes them: shortest round-trip form, integers with ".0".
 void append_number(std::string& out, double v) {
@@ -167,19 +168,62 @@ const char* label_value(FinishedReason reason) {
     return "abort";
 }
 
+std::vector<double> one_two_five_buckets(int64_t max_value) {
+    std::vector<double> out;
+    for (int64_t scale = 1; scale <= max_value; scale *= 10) {
+        for (int64_t m : {1, 2, 5})
+            if (m * scale <= max_value) out.push_back(static_cast<double>(m * scale));
+        if (scale > max_value / 10) break;
+    }
+    return out;
+}
+
+struct ServingMetrics::TokenHistograms {
+    explicit TokenHistograms(int64_t max_model_len)
+        : prompt(one_two_five_buckets(max_model_len)),
+          generation(one_two_five_buckets(max_model_len)),
+          max_tokens(one_two_five_buckets(max_model_len)),
+          max_generation(one_two_five_buckets(max_model_len)) {}
+    Histogram prompt, generation, max_tokens, max_generation;
+};
+
 ServingMetrics::ServingMetrics()
     : ttft_(kTimeToFirstTokenBuckets),
       itl_(kInterTokenLatencyBuckets),
+      tpot_(kInterTokenLatencyBuckets),
+      request_tpot_(kInterTokenLatencyBuckets),
       e2e_(kRequestLatencyBuckets),
       queue_(kRequestLatencyBuckets),
       prefill_(kRequestLatencyBuckets),
-      decode_(kRequestLatencyBuckets) {}
+      decode_(kRequestLatencyBuckets),
+      params_n_(kParamsNBuckets) {}
 
-void ServingMetrics::observe_request(const RequestLatencies& l) {
+ServingMetrics::~ServingMetrics() = default;
+
+void ServingMetrics::set_max_model_len(int64_t max_model_len) {
+    if (tokens_claimed_.exchange(true)) return;
+    token_storage_ = std::make_unique<TokenHistograms>(max_model_len);
+    tokens_.store(token_storage_.get(), std::memory_order_release);
+}
+
+void ServingMetrics::observe_finished(const FinishedChoice& c) {
+    finished_[static_cast<int>(c.reason)].fetch_add(1, std::memory_order_relaxed);
+    if (c.time_per_output_token >= 0.0) request_tpot_.observe(c.time_per_output_token);
+    if (TokenHistograms* t = tokens_.load(std::memory_order_acquire)) {
+        t->prompt.observe(static_cast<double>(c.prompt_tokens));
+        t->generation.observe(static_cast<double>(c.generation_tokens));
+        if (c.max_tokens > 0) t->max_tokens.observe(static_cast<double>(c.max_tokens));
+    }
+}
+
+void ServingMetrics::observe_request(const RequestLatencies& l, int32_t n, int64_t max_generation_tokens) {
     if (l.e2e >= 0.0) e2e_.observe(l.e2e);
     if (l.queue >= 0.0) queue_.observe(l.queue);
     if (l.prefill >= 0.0) prefill_.observe(l.prefill);
     if (l.decode >= 0.0) decode_.observe(l.decode);
+    params_n_.observe(static_cast<double>(n));
+    if (TokenHistograms* t = tokens_.load(std::memory_order_acquire))
+        t->max_generation.observe(static_cast<double>(max_generation_tokens));
 }
 
 std::string ServingMetrics::render(const engine::EngineStats& e, std::string_view prefix,
@@ -190,6 +234,9 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
     // vLLM: 1 - free / total, where free counts unreferenced cached blocks (they can be evicted at once).
     const double usage = e.num_kv_blocks > 0 ? 1.0 - static_cast<double>(e.num_free_kv_blocks) / e.num_kv_blocks : 0.0;
     w.gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", usage);
+    // vLLM's older name, still emitted by vLLM 0.9 and charted by its Grafana dashboard's cache panel.
+    w.gauge("gpu_cache_usage_perc",
+            "GPU KV-cache usage. 1 means 100 percent usage.DEPRECATED: Use vllm:kv_cache_usage_perc instead.", usage);
     w.counter("prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.",
               static_cast<double>(e.prefix_queried_tokens));
     w.counter("prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.",
@@ -208,10 +255,21 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
     }
     w.histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
     w.histogram("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl_);
+    w.histogram("time_per_output_token_seconds", "Histogram of time per output token in seconds.", tpot_);
+    w.histogram("request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.",
+                request_tpot_);
     w.histogram("e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", e2e_);
     w.histogram("request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", queue_);
     w.histogram("request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", prefill_);
     w.histogram("request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", decode_);
+    if (const TokenHistograms* t = tokens_.load(std::memory_order_acquire)) {
+        w.histogram("request_prompt_tokens", "Number of prefill tokens processed.", t->prompt);
+        w.histogram("request_generation_tokens", "Number of generation tokens processed.", t->generation);
+        w.histogram("request_params_max_tokens", "Histogram of the max_tokens request parameter.", t->max_tokens);
+        w.histogram("request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.",
+                    t->max_generation);
+    }
+    w.histogram("request_params_n", "Histogram of the n request parameter.", params_n_);
     return w.take();
 }
 

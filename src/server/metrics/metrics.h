@@ -46,28 +46,57 @@ struct RequestLatencies {
     double decode = -1.0;   // first token -> last token (DECODE)
 };
 
+// One finished choice: what vLLM records per finished request (each of a request's n choices is one of vLLM's child
+// requests).
+struct FinishedChoice {
+    FinishedReason reason = FinishedReason::kStop;
+    int64_t prompt_tokens = 0;
+    int64_t generation_tokens = 0;
+    int64_t max_tokens = 0;               // the max_tokens the choice ran under; 0: none recorded
+    double time_per_output_token = -1.0;  // (last token - first token) / (tokens - 1); negative: fewer than 2 tokens
+};
+
+// vLLM's token-count buckets: 1, 2, 5, 10, 20, 50, ... up to max_model_len (vllm build_1_2_5_buckets).
+std::vector<double> one_two_five_buckets(int64_t max_value);
+
 class ServingMetrics {
   public:
     ServingMetrics();
+    ~ServingMetrics();
+
+    // The token-count histograms (request_prompt_tokens, request_generation_tokens, request_params_max_tokens) have
+    // buckets up to the context length, known once the model is loaded: the first call sets them; they are left out
+    // of the exposition, and their observations dropped, before it.
+    void set_max_model_len(int64_t max_model_len);
 
     void add_prompt_tokens(int64_t n) { prompt_tokens_.fetch_add(n, std::memory_order_relaxed); }
     void add_generation_tokens(int64_t n) { generation_tokens_.fetch_add(n, std::memory_order_relaxed); }
-    void count_finished(FinishedReason reason) {
-        finished_[static_cast<int>(reason)].fetch_add(1, std::memory_order_relaxed);
-    }
+    void observe_finished(const FinishedChoice& choice);
     void observe_time_to_first_token(double s) { ttft_.observe(s); }
-    void observe_inter_token_latency(double s) { itl_.observe(s); }
-    void observe_request(const RequestLatencies& l);
+    // Between two tokens of a choice: inter_token_latency_seconds and vLLM's older name for the same observations,
+    // time_per_output_token_seconds (the one its Grafana dashboard charts).
+    void observe_inter_token_latency(double s) {
+        itl_.observe(s);
+        tpot_.observe(s);
+    }
+    // Once per engine request (a prompt with its n choices; vLLM's parent request): its latencies, n, and the most
+    // tokens one of its choices generated.
+    void observe_request(const RequestLatencies& l, int32_t n, int64_t max_generation_tokens);
 
     // The whole exposition: engine gauges and counters from `engine` plus what was recorded here. `prefix` is
     // "pagoda" or "vllm" (without the colon); every series carries model_name and engine="0" labels as vLLM's do.
     std::string render(const engine::EngineStats& engine, std::string_view prefix, std::string_view model_name) const;
 
   private:
+    struct TokenHistograms;
+
     std::atomic<int64_t> prompt_tokens_{0};
     std::atomic<int64_t> generation_tokens_{0};
     std::atomic<int64_t> finished_[kNumFinishedReasons] = {};
-    Histogram ttft_, itl_, e2e_, queue_, prefill_, decode_;
+    Histogram ttft_, itl_, tpot_, request_tpot_, e2e_, queue_, prefill_, decode_, params_n_;
+    std::unique_ptr<TokenHistograms> token_storage_;
+    std::atomic<TokenHistograms*> tokens_{nullptr};  // published once by set_max_model_len
+    std::atomic<bool> tokens_claimed_{false};
 };
 
 }  // namespace pagoda::server::metrics

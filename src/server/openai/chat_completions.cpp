@@ -59,6 +59,7 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
     ChatRequest cr;
     if (auto err = parse_chat_request(*body, cr)) return send_error(x, *err);
     if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     if (cr.tools.is_array() && cr.tool_choice == "auto" &&
         (!ctx.config.enable_auto_tool_choice || !ctx.config.tool_parser)) {
         return send_error(x, ApiError::bad_request("\"auto\" tool choice requires --enable-auto-tool-choice and "

@@ -50,6 +50,8 @@ std::shared_ptr<CompletionJob> CompletionJob::create(ServiceContext& ctx, bool c
     job->min_tokens = params.min_tokens;
     job->prompt_logprobs = params.prompt_logprobs.has_value();
     job->n = params.n;
+    job->max_tokens = params.max_tokens.value_or(0);
+    job->max_model_len = ctx.max_model_len.load();
     job->id = random_id(chat ? "chatcmpl-" : "cmpl-");
     job->model = model.empty() ? ctx.config.served_model_names.front() : model;
     job->created = unix_seconds();
@@ -131,7 +133,7 @@ void CompletionJob::pump() {
                 process(s, c, chunk.choices[c]);
             if (chunk.done) {
                 stream_done[s] = true;
-                observe_request_end(chunk.times);
+                observe_request_end(s, chunk.times);
                 break;
             }
         }
@@ -174,6 +176,7 @@ void CompletionJob::process(size_t s, size_t c, engine::ChoiceDelta& d) {
     metrics->add_generation_tokens(static_cast<int64_t>(num_tokens));
     for (double t : d.token_times) {
         if (ch.last_token_time > 0.0) metrics->observe_inter_token_latency(t - ch.last_token_time);
+        if (ch.timed_tokens++ == 0) ch.first_token_time = t;
         ch.last_token_time = t;
     }
     const bool ending = d.finish_reason != engine::FinishReason::kNone;
@@ -187,7 +190,7 @@ void CompletionJob::process(size_t s, size_t c, engine::ChoiceDelta& d) {
         ch.done = true;
         ch.finish = finish_reason_name(d.finish_reason);
     }
-    if (ch.done) metrics->count_finished(finished_reason_label(ch.finish));
+    if (ch.done) count_finished(s, ch, finished_reason_label(ch.finish));
     // Completions that echo with logprobs hold the echo back until the prompt's logprobs are all here: they
     // arrive before (or with) the first token.
     const bool flush_prefix = !ch.prefix.empty() && (!echo_logprobs || num_tokens > 0 || ch.done);
@@ -268,13 +271,26 @@ void CompletionJob::reject(const std::string& message) {
 
 void CompletionJob::finalize_stream_abort() {
     finalized = true;
-    for (Choice& ch : choices)
-        if (!ch.done) metrics->count_finished(metrics::FinishedReason::kAbort);
+    for (size_t i = 0; i < choices.size(); ++i)
+        if (!choices[i].done) count_finished(i / static_cast<size_t>(n), choices[i], metrics::FinishedReason::kAbort);
     responder->finish();
     release();
 }
 
-void CompletionJob::observe_request_end(const engine::RequestTimes& t) {
+// vLLM's per-request metrics, for one choice (one of vLLM's child requests). As vLLM's server, which fills in
+// max_tokens when the client gave none, a request without one counts the context its prompt left.
+void CompletionJob::count_finished(size_t s, const Choice& ch, metrics::FinishedReason reason) {
+    metrics::FinishedChoice f;
+    f.reason = reason;
+    f.prompt_tokens = prompt_tokens[s];
+    f.generation_tokens = ch.tokens;
+    f.max_tokens = max_tokens > 0 ? max_tokens : std::max<int64_t>(0, max_model_len - prompt_tokens[s]);
+    if (ch.timed_tokens >= 2)
+        f.time_per_output_token = (ch.last_token_time - ch.first_token_time) / static_cast<double>(ch.timed_tokens - 1);
+    metrics->observe_finished(f);
+}
+
+void CompletionJob::observe_request_end(size_t s, const engine::RequestTimes& t) {
     metrics::RequestLatencies l;
     l.e2e = engine::clock_seconds() - arrival;
     if (t.scheduled > 0.0) l.queue = t.scheduled - t.arrival;
@@ -282,7 +298,10 @@ void CompletionJob::observe_request_end(const engine::RequestTimes& t) {
         l.prefill = t.first_token - t.scheduled;
         l.decode = t.last_token - t.first_token;
     }
-    metrics->observe_request(l);
+    int64_t max_generated = 0;
+    for (int c = 0; c < n; ++c)
+        max_generated = std::max(max_generated, choices[s * static_cast<size_t>(n) + static_cast<size_t>(c)].tokens);
+    metrics->observe_request(l, n, max_generated);
 }
 
 // A forced tool_choice (required or named) whose output holds no call: nothing enforced the format, so the

@@ -39,7 +39,9 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
         int64_t tokens = 0;                         // completion tokens counted up to the stop
         std::string prefix;                         // echo text, sent before the first output
         std::optional<ToolCallFilter> tool_filter;  // streamed chat with a tool parser
+        double first_token_time = 0.0;              // of the first token (time per output token)
         double last_token_time = 0.0;               // of the previous token (inter-token latency)
+        int64_t timed_tokens = 0;                   // tokens whose time was seen
         // Non-streaming accumulation: completions text, or the chat output parsed whole at the end.
         std::string text;
         Json logprobs_content = Json::array();  // chat: content entries; completions: see completion_logprobs
@@ -58,6 +60,8 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     bool prompt_logprobs = false;  // vLLM's prompt_logprobs: a "prompt_logprobs" list in the response
     bool echo_logprobs = false;    // completions with echo and logprobs: the lists cover the prompt too
     int32_t n = 1;
+    int64_t max_tokens = 0;  // the request's max_tokens, 0 when unset (then the context left bounds a choice)
+    int32_t max_model_len = 0;
     std::string id, model;
     int64_t created = 0;
     std::shared_ptr<http::Responder> responder;
@@ -99,7 +103,8 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     void emit(Choice& ch, int index, const std::string& lp_json, bool flush_prefix);
     void reject(const std::string& message);
     void finalize_stream_abort();
-    void observe_request_end(const engine::RequestTimes& t);
+    void count_finished(size_t s, const Choice& ch, metrics::FinishedReason reason);
+    void observe_request_end(size_t s, const engine::RequestTimes& t);
     void finalize();
     void release();
     ApiError missing_tool_call_error() const;

@@ -370,16 +370,22 @@ void parse_messages(Fields& f, const Json* messages, Json& out) {
             return;
         }
         if (!normalize_content(f, m, where)) return;
-        const Json* content = m.find("content");
         const Json* tool_calls = m.find("tool_calls");
-        if ((!content || content->is_null()) && r != "assistant") {
-            f.fail("'" + where + ".content' is required for role '" + r + "'", where + ".content");
-            return;
-        }
         if (tool_calls && !tool_calls->is_null() && !tool_calls->is_array()) {
             f.wrong_type((where + ".tool_calls").c_str(), "an array", *tool_calls);
             f.error->param = where + ".tool_calls";
             return;
+        }
+        const Json* content = m.find("content");
+        if (!content || content->is_null()) {
+            if (r != "assistant") {
+                f.fail("'" + where + ".content' is required for role '" + r + "'", where + ".content");
+                return;
+            }
+            // An assistant turn that only called tools comes back with "content": null (the openai SDK, LangChain,
+            // litellm); templates expect a string there, and vLLM gives them "". (set() may move m's members: no
+            // pointer into m is used after it.)
+            m.set("content", Json(""));
         }
         out.push_back(std::move(m));
     }

@@ -108,6 +108,7 @@ void OpenAiService::handle(http::Request request, std::shared_ptr<http::Responde
 }
 
 void OpenAiService::set_ready(bool ready) {
+    if (ready) ctx_->metrics.set_max_model_len(ctx_->max_model_len.load());
     ctx_->ready.store(ready);
 }
 

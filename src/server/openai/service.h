@@ -13,6 +13,7 @@
 #include "chat/chat_template.h"
 #include "chat/output/tool_parser.h"
 #include "common/json.h"
+#include "engine/sampling_params.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
 #include "tokenizer/tokenizer.h"
@@ -30,10 +31,13 @@ struct ServiceConfig {
     bool allow_credentials = false;
     bool enable_auto_tool_choice = false;
     std::optional<chat::ToolParserKind> tool_parser;
-    bool reasoning_parser = false;               // qwen3: split <think>...</think>
-    Json default_chat_template_kwargs;           // object or null; request values win
-    Json tokenizer_config;                       // tokenizer_config.json (special tokens of request templates)
-    std::string metrics_prefix = "pagoda";       // /metrics names: "<prefix>:num_requests_running", ...
+    bool reasoning_parser = false;          // qwen3: split <think>...</think>
+    Json default_chat_template_kwargs;      // object or null; request values win
+    Json tokenizer_config;                  // tokenizer_config.json (special tokens of request templates)
+    std::string metrics_prefix = "pagoda";  // /metrics names: "<prefix>:num_requests_running", ...
+    // --generation-config vllm or DIR: the defaults of the sampling fields a request leaves unset, filled in here so
+    // that the model's generation_config.json (which the engine applies) never does. Unset: the model's.
+    std::optional<engine::GenerationConfig> sampling_defaults;
     size_t max_unsent_bytes = 16 * 1024 * 1024;  // a streaming client this far behind is disconnected
     std::string version = PAGODA_VERSION;
 };

@@ -61,18 +61,31 @@ def special_tokens(config):
     return out
 
 
+def vllm_postprocess_messages(messages):
+    """vLLM's _postprocess_messages (entrypoints/chat_utils.py), applied before transformers sees the messages:
+    call arguments become objects (an object kept, a JSON string parsed; anything else, invalid JSON or JSON that is
+    not an object included, {}), and an empty tool_calls list is dropped."""
+    for message in messages:
+        calls = message.get("tool_calls")
+        if message["role"] != "assistant" or not isinstance(calls, list):
+            continue
+        if not calls:
+            message.pop("tool_calls")
+            continue
+        for item in calls:
+            args = item["function"].get("arguments")
+            if isinstance(args, str) and args:
+                try:
+                    args = json.loads(args)
+                except json.JSONDecodeError:
+                    args = {}
+            item["function"]["arguments"] = args if isinstance(args, dict) else {}
+
+
 def oracle(template, messages, tools, add_generation_prompt, kwargs, config):
     """What transformers' apply_chat_template(tokenize=False) renders, after vLLM's tool-argument parsing."""
     messages = copy.deepcopy(messages)
-    # vLLM's _postprocess_messages (entrypoints/chat_utils.py), applied before transformers sees the messages.
-    for message in messages:
-        if message["role"] == "assistant" and "tool_calls" in message and isinstance(message["tool_calls"], list):
-            for item in message["tool_calls"]:
-                if content := item["function"].get("arguments"):
-                    if not isinstance(content, (dict, list)):
-                        item["function"]["arguments"] = json.loads(content)
-                else:
-                    item["function"]["arguments"] = {}
+    vllm_postprocess_messages(messages)
     conversation = chat_utils._normalize_chat_messages(messages)
     template_kwargs = {**special_tokens(config), **kwargs}
     rendered, _ = chat_utils.render_jinja_template(

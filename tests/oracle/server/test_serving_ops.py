@@ -28,9 +28,15 @@ ITL_BUCKETS = [0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.
                80.0]
 REQUEST_BUCKETS = [0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 120.0, 240.0,
                    480.0, 960.0, 1920.0, 7680.0]
+# vllm build_1_2_5_buckets(max_model_len) for the token counts (the engine server runs with --max-model-len 512).
+TOKEN_BUCKETS_512 = [1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0]
 HISTOGRAMS = {"time_to_first_token_seconds": TTFT_BUCKETS, "inter_token_latency_seconds": ITL_BUCKETS,
+              "time_per_output_token_seconds": ITL_BUCKETS, "request_time_per_output_token_seconds": ITL_BUCKETS,
               "e2e_request_latency_seconds": REQUEST_BUCKETS, "request_queue_time_seconds": REQUEST_BUCKETS,
-              "request_prefill_time_seconds": REQUEST_BUCKETS, "request_decode_time_seconds": REQUEST_BUCKETS}
+              "request_prefill_time_seconds": REQUEST_BUCKETS, "request_decode_time_seconds": REQUEST_BUCKETS,
+              "request_prompt_tokens": TOKEN_BUCKETS_512, "request_generation_tokens": TOKEN_BUCKETS_512,
+              "request_params_max_tokens": TOKEN_BUCKETS_512, "request_max_num_generation_tokens": TOKEN_BUCKETS_512,
+              "request_params_n": [1.0, 2.0, 5.0, 10.0, 20.0]}
 
 
 class Scrape:
@@ -106,16 +112,19 @@ def test_metrics_parse_and_counters_add_up(engine_server):
     prompt = completion = 0
     reasons = {"stop": 0, "length": 0}
     sent = 0
+    several_tokens = 0  # requests with two tokens or more: they have a time per output token
     for i in range(3):  # non-streaming chat, streaming completions with usage, and n=1 completions with stop=[]
         r = c.chat.completions.create(model="demo", messages=[{"role": "user", "content": f"hi {i}"}], max_tokens=5)
         prompt += r.usage.prompt_tokens
         completion += r.usage.completion_tokens
+        several_tokens += r.usage.completion_tokens >= 2
         reasons["length" if r.choices[0].finish_reason == "length" else "stop"] += 1
         sent += 1
         chunks = list(c.completions.create(model="demo", prompt=f"count {i}", max_tokens=4, stream=True,
                                            stream_options={"include_usage": True}))
         prompt += chunks[-1].usage.prompt_tokens
         completion += chunks[-1].usage.completion_tokens
+        several_tokens += chunks[-1].usage.completion_tokens >= 2
         fin = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
         reasons["length" if fin == ["length"] else "stop"] += 1
         sent += 1
@@ -133,18 +142,42 @@ def test_metrics_parse_and_counters_add_up(engine_server):
                  "request_prefill_time_seconds", "request_decode_time_seconds"):
         assert delta(name + "_count") == sent, name
         assert after.value(name + "_bucket", le="+Inf") == after.value(name + "_count")
-    # One gap per token after the first of each request.
+    # One gap per token after the first of each request, under both of vLLM's names.
     assert delta("inter_token_latency_seconds_count") == completion - sent
+    assert delta("time_per_output_token_seconds_count") == completion - sent
+    assert delta("time_per_output_token_seconds_sum") == pytest.approx(delta("inter_token_latency_seconds_sum"))
+    # vLLM's per-request histograms (its Grafana dashboard's length and TPOT panels): one observation per request.
+    assert delta("request_prompt_tokens_count") == sent
+    assert delta("request_prompt_tokens_sum") == prompt
+    assert delta("request_generation_tokens_count") == sent
+    assert delta("request_generation_tokens_sum") == completion
+    assert delta("request_params_max_tokens_sum") == 3 * 5 + 3 * 4
+    assert delta("request_params_n_count") == sent
+    assert delta("request_params_n_sum") == sent
+    assert delta("request_max_num_generation_tokens_sum") == completion  # n = 1: the one choice's tokens
+    assert delta("request_time_per_output_token_seconds_count") == several_tokens
+    for name in ("request_prompt_tokens", "request_generation_tokens", "request_time_per_output_token_seconds"):
+        assert after.value(name + "_bucket", le="+Inf") == after.value(name + "_count"), name
     assert delta("e2e_request_latency_seconds_sum") > 0
     assert after.value("num_requests_running") == 0
     assert after.value("num_requests_waiting") == 0
     assert 0.0 <= after.value("kv_cache_usage_perc") <= 1.0
+    assert after.value("gpu_cache_usage_perc") == after.value("kv_cache_usage_perc")
     # The same prompt again: the prefix cache is queried and hit.
     for _ in range(2):
         c.completions.create(model="demo", prompt="a shared prefix " * 8, max_tokens=1)
     again = scrape(engine_server.url)
     assert again.value("prefix_cache_queries_total") > after.value("prefix_cache_queries_total")
     assert again.value("prefix_cache_hits_total") > after.value("prefix_cache_hits_total"), (again.samples, after.samples)
+
+
+# Every series a panel of vLLM's Grafana dashboard queries (examples/online_serving/prometheus_grafana/grafana.json).
+GRAFANA_SERIES = ["e2e_request_latency_seconds_bucket", "e2e_request_latency_seconds_sum", "prompt_tokens_total",
+                  "generation_tokens_total", "time_per_output_token_seconds_bucket", "num_requests_running",
+                  "num_requests_waiting", "time_to_first_token_seconds_bucket", "gpu_cache_usage_perc",
+                  "request_prompt_tokens_bucket", "request_generation_tokens_bucket", "request_success_total",
+                  "request_queue_time_seconds_sum", "request_prefill_time_seconds_sum",
+                  "request_decode_time_seconds_sum", "request_max_num_generation_tokens_sum"]
 
 
 def test_metrics_prefix_vllm(demo_dir):  # noqa: F811
@@ -155,6 +188,12 @@ def test_metrics_prefix_vllm(demo_dir):  # noqa: F811
         m = scrape(s.url, prefix="vllm")
         assert m.finished()["stop"] == 1
         assert m.value("generation_tokens_total") > 0
+        # The series vLLM's Grafana dashboard charts (prompt/generation length, time per output token).
+        assert m.value("request_prompt_tokens_count") == 1
+        assert m.value("request_generation_tokens_sum") == m.value("generation_tokens_total")
+        assert m.value("time_per_output_token_seconds_count") == m.value("generation_tokens_total") - 1
+        assert m.value("request_time_per_output_token_seconds_count") == 1
+        assert [name for name in GRAFANA_SERIES if name not in m.samples] == []
     finally:
         assert s.stop() == 0
 

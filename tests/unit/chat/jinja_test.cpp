@@ -101,6 +101,24 @@ TEST(Jinja, MatchesJinja2OnFeatureCases) {
     }
 }
 
+// The filter and test tables answer `is filter` / `is test` (Jinja2 3.1.6's answers), and name what they lack.
+TEST(Jinja, FilterAndTestTablesAnswerByName) {
+    for (const char* name : {"trim", "e", "d", "forceescape", "selectattr", "striptags", "tojson"})
+        EXPECT_EQ(*render(std::string("{{ '") + name + "' is filter }}"), "True") << name;
+    for (const char* name : {"divisibleby", "==", "lessthan", "sameas", "filter", "test", "in"})
+        EXPECT_EQ(*render(std::string("{{ '") + name + "' is test }}"), "True") << name;
+    for (const char* source :
+         {"{{ '__slice__' is filter }}", "{{ 'nope' is filter }}", "{{ 'trim' is test }}", "{{ 3 is filter }}"})
+        EXPECT_EQ(*render(source), "False") << source;
+    EXPECT_EQ(*render("{{ [1, 2, 3, 4]|select('even')|list }}|{{ 'Ab'|lower }}|{{ 7 is odd }}"), "[2, 4]|ab|True");
+    auto no_filter = render("{{ 1|frobnicate }}");
+    ASSERT_FALSE(no_filter.ok());
+    EXPECT_NE(no_filter.message().find("no filter named 'frobnicate'"), std::string::npos) << no_filter.message();
+    auto no_test = render("{{ 1 is frobnicated }}");
+    ASSERT_FALSE(no_test.ok());
+    EXPECT_NE(no_test.message().find("no test named 'frobnicated'"), std::string::npos) << no_test.message();
+}
+
 TEST(Jinja, PythonFloatRepr) {
     // CPython: repr(x) for each value.
     EXPECT_EQ(python_float_repr(1.0), "1.0");

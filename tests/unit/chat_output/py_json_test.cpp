@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "common/json.h"
 
 namespace pagoda::chat {
@@ -11,7 +13,7 @@ namespace {
 
 std::string repr(double v) {
     std::string s;
-    py_float_repr_to(s, v);
+    append_python_float(s, v);
     return s;
 }
 
@@ -29,6 +31,15 @@ TEST(PyJson, FloatsAsPythonRepr) {
     EXPECT_EQ(repr(1234567890123456.7), "1234567890123456.8");
     EXPECT_EQ(repr(-0.0), "-0.0");
     EXPECT_EQ(repr(100.0), "100.0");
+    EXPECT_EQ(repr(0.0), "0.0");
+    EXPECT_EQ(repr(-1e-300), "-1e-300");
+}
+
+TEST(PyJson, NonFiniteFloats) {
+    EXPECT_EQ(repr(std::nan("")), "nan");  // repr(); json.dumps writes NaN, Infinity:
+    EXPECT_EQ(repr(-INFINITY), "-inf");
+    EXPECT_EQ(py_json_dump(Json::array({Json(std::nan("")), Json(INFINITY), Json(-INFINITY), Json(1e16)})),
+              "[NaN, Infinity, -Infinity, 1e+16]");
 }
 
 TEST(PyJson, SeparatorsAndEscapes) {

@@ -54,6 +54,36 @@ TEST(Json, FloatsStayFloatsWhenDumped) {
     EXPECT_EQ(Json(int64_t{7}).dump(), "7");
 }
 
+// The one JSON string escaper (json_escape_to) as Python's json module escapes; expected strings from CPython 3's
+// json.dumps(s) (ensure_ascii=True) and json.dumps(s, ensure_ascii=False).
+TEST(Json, EscapesAsPythonWithAndWithoutEnsureAscii) {
+    const std::string s = "q\"b\\n\n\r\t\b\f\x01\x1f\x7f\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80";
+    std::string utf8, ascii;
+    json_escape_to(utf8, s);
+    json_escape_to(ascii, s, /*ensure_ascii=*/true);
+    EXPECT_EQ(utf8, "\"q\\\"b\\\\n\\n\\r\\t\\b\\f\\u0001\\u001f\x7f\xC3\xA9\xE2\x82\xAC\xF0\x9F\x98\x80\"");
+    EXPECT_EQ(ascii, "\"q\\\"b\\\\n\\n\\r\\t\\b\\f\\u0001\\u001f\x7f\\u00e9\\u20ac\\ud83d\\ude00\"");
+    std::string invalid;
+    json_escape_to(invalid, "a\x80z", true);  // an invalid byte: U+FFFD
+    EXPECT_EQ(invalid, "\"a\\ufffdz\"");
+}
+
+TEST(Json, WritesCompactPrettyAndPythonFormats) {
+    auto j = Json::parse(R"({"a": [1, 2.5, 1e16, null], "b": {}, "c": "é"})");
+    ASSERT_TRUE(j.ok());
+    EXPECT_EQ(j->dump(), "{\"a\":[1,2.5,1e+16,null],\"b\":{},\"c\":\"é\"}");
+    EXPECT_EQ(j->dump_pretty(2),
+              "{\n  \"a\": [\n    1,\n    2.5,\n    1e+16,\n    null\n  ],\n  \"b\": {},\n  \"c\": \"é\"\n}");
+    JsonFormat python;
+    python.item_separator = ", ";
+    python.key_separator = ": ";
+    python.python_floats = true;
+    python.ensure_ascii = true;
+    std::string out;
+    json_dump_to(out, *j, python);
+    EXPECT_EQ(out, "{\"a\": [1, 2.5, 1e+16, null], \"b\": {}, \"c\": \"\\u00e9\"}");  // json.dumps(j)
+}
+
 TEST(Json, HugeIntegersBecomeFloats) {
     auto j = Json::parse("123456789012345678901234567890");
     ASSERT_TRUE(j.ok());

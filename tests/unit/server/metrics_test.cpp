@@ -35,9 +35,9 @@ TEST(ServingMetrics, ExpositionHasVllmNamesBucketsAndLabels) {
     ServingMetrics m;
     m.add_prompt_tokens(7);
     m.add_generation_tokens(3);
-    m.count_finished(FinishedReason::kLength);
+    m.observe_finished(FinishedChoice{FinishedReason::kLength, 7, 3, 16, 0.02});
     m.observe_time_to_first_token(0.03);
-    m.observe_request(RequestLatencies{2.0, 0.01, -1.0, -1.0});  // never produced a token: no prefill/decode
+    m.observe_request(RequestLatencies{2.0, 0.01, -1.0, -1.0}, 1, 3);  // never produced a token: no prefill/decode
     engine::EngineStats e;
     e.num_running = 2;
     e.num_waiting = 1;
@@ -81,6 +81,51 @@ TEST(ServingMetrics, ExpositionHasVllmNamesBucketsAndLabels) {
         EXPECT_NE(text.find(line + "\n"), std::string::npos) << line << "\n---\n" << text;
     }
     EXPECT_EQ(m.render(e, "vllm", "x").find("pagoda:"), std::string::npos);
+}
+
+TEST(ServingMetrics, OneTwoFiveBucketsAsVllmBuildsThem) {
+    EXPECT_EQ(one_two_five_buckets(100), (std::vector<double>{1, 2, 5, 10, 20, 50, 100}));
+    EXPECT_EQ(one_two_five_buckets(4096), (std::vector<double>{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000}));
+    EXPECT_TRUE(one_two_five_buckets(0).empty());
+}
+
+TEST(ServingMetrics, PerRequestHistogramsOfVllmsDashboard) {
+    ServingMetrics m;
+    // Before the context length is known the token-count histograms are neither recorded nor shown.
+    m.observe_finished(FinishedChoice{FinishedReason::kStop, 1000, 1000, 1000, -1.0});
+    m.set_max_model_len(4096);
+    m.set_max_model_len(8);  // the first call wins
+    m.observe_finished(FinishedChoice{FinishedReason::kStop, 7, 30, 64, 0.02});
+    m.observe_finished(FinishedChoice{FinishedReason::kAbort, 7, 1, 0, -1.0});  // one token: no time per token
+    m.observe_request(RequestLatencies{}, 2, 30);
+    m.observe_inter_token_latency(0.03);
+    const std::string text = "\n" + m.render(engine::EngineStats{}, "vllm", "m");
+    const std::string l = R"({engine="0",model_name="m")";
+    for (const std::string& line : {
+             "vllm:request_prompt_tokens_bucket" + l + R"(,le="5.0"} 0.0)",
+             "vllm:request_prompt_tokens_bucket" + l + R"(,le="10.0"} 2.0)",
+             "vllm:request_prompt_tokens_bucket" + l + R"(,le="2000.0"} 2.0)",
+             "vllm:request_prompt_tokens_count" + l + "} 2.0",
+             "vllm:request_generation_tokens_bucket" + l + R"(,le="1.0"} 1.0)",
+             "vllm:request_generation_tokens_bucket" + l + R"(,le="50.0"} 2.0)",
+             "vllm:request_generation_tokens_sum" + l + "} 31.0",
+             "vllm:request_params_max_tokens_count" + l + "} 1.0",
+             "vllm:request_params_max_tokens_bucket" + l + R"(,le="100.0"} 1.0)",
+             "vllm:request_max_num_generation_tokens_bucket" + l + R"(,le="20.0"} 0.0)",
+             "vllm:request_max_num_generation_tokens_bucket" + l + R"(,le="50.0"} 1.0)",
+             "vllm:gpu_cache_usage_perc" + l + "} 0.0",
+             "vllm:request_params_n_bucket" + l + R"(,le="1.0"} 0.0)",
+             "vllm:request_params_n_bucket" + l + R"(,le="2.0"} 1.0)",
+             "vllm:request_time_per_output_token_seconds_count" + l + "} 1.0",
+             "vllm:request_time_per_output_token_seconds_bucket" + l + R"(,le="0.025"} 1.0)",
+             "vllm:time_per_output_token_seconds_count" + l + "} 1.0",
+             "vllm:time_per_output_token_seconds_bucket" + l + R"(,le="80.0"} 1.0)",
+             "vllm:inter_token_latency_seconds_count" + l + "} 1.0",
+             std::string("# TYPE vllm:request_prompt_tokens histogram"),
+         }) {
+        EXPECT_NE(text.find("\n" + line + "\n"), std::string::npos) << line << "\n---\n" << text;
+    }
+    EXPECT_EQ(text.find(R"(le="5000.0")"), std::string::npos);  // buckets end at max_model_len
 }
 
 }  // namespace

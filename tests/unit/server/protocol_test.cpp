@@ -98,6 +98,27 @@ struct BadCase {
     std::string param;
 };
 
+// The turn after a tool call: an assistant message with "content": null, or none, reaches the template with "" (as
+// vLLM); its calls are kept. A bad tool_calls is still named. (The fuzzer found a use after free here once.)
+TEST(ProtocolTest, AssistantToolTurnWithoutContentGetsEmptyContent) {
+    for (const char* assistant : {R"({"role":"assistant","content":null,"tool_calls":[{"id":"c"}]})",
+                                  R"({"role":"assistant","tool_calls":[{"id":"c"}],"name":"x"})"}) {
+        ChatRequest r;
+        auto err = parse_chat_request(
+            parse(std::string(R"({"messages":[{"role":"user","content":"hi"},)") + assistant + "]}"), r);
+        ASSERT_FALSE(err) << err->message;
+        const Json& m = r.messages.as_array().at(1);
+        EXPECT_EQ(m.find("content")->as_string(), "") << assistant;
+        EXPECT_EQ(m.find("tool_calls")->as_array().at(0).find("id")->as_string(), "c") << assistant;
+    }
+    auto err = chat_error(R"({"messages":[{"role":"assistant","tool_calls":{"id":"c"}}]})");
+    ASSERT_TRUE(err);
+    EXPECT_EQ(err->param, "messages[0].tool_calls");
+    err = chat_error(R"({"messages":[{"role":"user","content":null}]})");
+    ASSERT_TRUE(err);
+    EXPECT_EQ(err->param, "messages[0].content");
+}
+
 TEST(ProtocolTest, BadChatFieldsNameTheField) {
     const std::vector<BadCase> cases = {
         {R"({})", "messages"},

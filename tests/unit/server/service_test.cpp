@@ -586,6 +586,39 @@ TEST_F(ServiceTest, RouteTableRefusesOnceForEveryRoute) {
     EXPECT_EQ(*r->header("X-Request-Id"), "abc");
 }
 
+// The second turn of every tool-using agent: the assistant's call comes back with "content": null (or none), and
+// the tool's answer follows. vLLM renders the null as "" and a history call whose arguments are not JSON as {}.
+TEST_F(ServiceTest, ToolRoundTripWithNullAssistantContent) {
+    ServiceConfig config;
+    config.enable_auto_tool_choice = true;
+    config.tool_parser = chat::ToolParserKind::kHermes;
+    make_service("It is sunny in Paris.", config);
+    const std::string call_json =
+        R"({"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\": \"Paris\"}"}})";
+    for (
+        const std::string& assistant : {
+            R"({"role":"assistant","content":null,"tool_calls":[)" + call_json + "]}",
+            R"({"role":"assistant","tool_calls":[)" + call_json + "]}",
+            std::string(
+                R"({"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"get_weather","arguments":"{not json"}}]})"),
+        }) {
+        const std::string body = R"({"model":"qwen-test","messages":[{"role":"user","content":"Weather in Paris?"},)" +
+                                 assistant + R"(,{"role":"tool","tool_call_id":"call_1","content":"sunny"}])" +
+                                 kTwoTools + "}";
+        auto r = call("POST", "/v1/chat/completions", body);
+        ASSERT_EQ(r->status(), 200) << assistant << "\n" << r->body();
+        Json j = json_of(r->body());
+        EXPECT_EQ(j.find("choices")->as_array().at(0).find("message")->find("content")->as_string(),
+                  "It is sunny in Paris.");
+    }
+    // The rendered prompt holds the call and the tool's answer.
+    auto t =
+        call("POST", "/tokenize",
+             R"({"messages":[{"role":"user","content":"Weather?"},{"role":"assistant","content":null,"tool_calls":[)" +
+                 call_json + R"(]},{"role":"tool","content":"sunny"}],"return_token_strs":false})");
+    ASSERT_EQ(t->status(), 200) << t->body();
+}
+
 TEST_F(ServiceTest, ToolChoiceNoneRendersAndParsesNoTools) {
     ServiceConfig config;
     config.enable_auto_tool_choice = true;
@@ -697,6 +730,17 @@ TEST_F(ServiceTest, MetricsCountWhatWasServed) {
     // One inter-token gap per token after each request's first.
     EXPECT_EQ(metric_value(text, "vllm:inter_token_latency_seconds_count" + labels + "}"),
               static_cast<double>(generated - 3));
+    EXPECT_EQ(metric_value(text, "vllm:time_per_output_token_seconds_count" + labels + "}"),
+              static_cast<double>(generated - 3));
+    // vLLM's per-request histograms of its Grafana dashboard: one observation per choice.
+    EXPECT_EQ(metric_value(text, "vllm:request_prompt_tokens_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_prompt_tokens_sum" + labels + "}"), static_cast<double>(prompt));
+    EXPECT_EQ(metric_value(text, "vllm:request_generation_tokens_sum" + labels + "}"), static_cast<double>(generated));
+    EXPECT_EQ(metric_value(text, "vllm:request_params_max_tokens_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_params_n_count" + labels + "}"), 3.0);
+    EXPECT_EQ(metric_value(text, "vllm:request_max_num_generation_tokens_sum" + labels + "}"),
+              static_cast<double>(generated));
+    EXPECT_EQ(metric_value(text, "vllm:request_time_per_output_token_seconds_count" + labels + "}"), 3.0);
     EXPECT_EQ(metric_value(text, "vllm:num_requests_running" + labels + "}"), 0.0);
     EXPECT_NE(text.find("# TYPE vllm:time_to_first_token_seconds histogram"), std::string::npos);
     EXPECT_NE(text.find(R"(vllm:time_to_first_token_seconds_bucket{engine="0",model_name="qwen-test",le="2560.0"})"),
