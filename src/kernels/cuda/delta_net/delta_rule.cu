@@ -11,9 +11,8 @@
 // q/k/v/g/beta are staged in shared memory TB tokens at a time; the next round's global loads are issued into
 // registers before the current round is walked, so their latency hides behind it. The decode kernel is TB = 1 (one
 // token per sequence: nothing to prefetch, small shared memory); the prefill kernel is TB = 16. Staging is where q
-// and k get their optional fused L2 norm and q its scale.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/delta_net/delta_net.h"
+// and k get their optional fused L2 norm and q its scale, and where the optional fused gates are computed.
+#include "kernels/cuda/delta_net/delta_net_internal.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -50,6 +49,9 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
     const bool fresh = a.seqs.seq_lens[s] == end - begin;
     const int kh = hv / (a.Hv / a.Hk);
     float* S = a.state + (static_cast<int64_t>(slot) * a.Hv + hv) * a.dk * a.dv;
+    const bool fused_gates = a.gate_a != nullptr;
+    const float a_log = fused_gates ? load_as_f32(a.a_log, a.a_log_type, hv) : 0.0f;
+    const float dt_bias = fused_gates ? load_as_f32(a.dt_bias, a.dt_bias_type, hv) : 0.0f;
 
     float st[R];
 #pragma unroll
@@ -82,8 +84,9 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
                 u < n && col_ok ? a.v.data[static_cast<int64_t>(t0 + u) * a.v.stride_t + hv * a.v.stride_h + j] : 0.0f;
         }
         if (tid < n) {
-            g_reg = a.g[static_cast<int64_t>(t0 + tid) * a.g_stride + hv];
-            b_reg = a.beta[static_cast<int64_t>(t0 + tid) * a.beta_stride + hv];
+            const int64_t t = t0 + tid;
+            g_reg = fused_gates ? a.gate_a[t * a.gate_a_stride + hv] : a.g[t * a.g_stride + hv];
+            b_reg = fused_gates ? a.gate_b[t * a.gate_b_stride + hv] : a.beta[t * a.beta_stride + hv];
         }
     };
     auto commit = [&](int n) {
@@ -112,8 +115,8 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
             if (idx < TB * kCols) vs[idx / kCols][idx % kCols] = v_reg[e];
         }
         if (tid < n) {
-            gs[tid] = expf(g_reg);
-            bs[tid] = b_reg;
+            gs[tid] = expf(fused_gates ? delta_net::gdn_g(g_reg, a_log, dt_bias) : g_reg);
+            bs[tid] = fused_gates ? delta_net::sigmoid(b_reg) : b_reg;
         }
     };
 
