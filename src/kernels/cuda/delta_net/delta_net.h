@@ -106,7 +106,9 @@ struct GatedDeltaRuleArgs {
 };
 inline constexpr int kMaxDeltaRuleDk = 256;
 // Decode-only batches (num_tokens == num_seqs) run the decode kernel; any other batch runs the prefill kernel for
-// every sequence, its decode sequences included (a one-token sequence is one short walk there).
+// every sequence, its decode sequences included (a one-token sequence is one short walk there). Both are the recurrent
+// form, exact to fp32 rounding against either CPU form; there is no chunked (tensor-core) kernel yet, so every
+// DeltaRuleMode maps here.
 void launch_gated_delta_rule(const GatedDeltaRuleArgs& a, cudaStream_t stream);
 
 // out = RMSNorm_plain(x) · w · silu(z) per (t, h) row of D; out may alias x.
