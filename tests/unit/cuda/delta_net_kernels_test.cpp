@@ -2,7 +2,7 @@
 // batches, a 1,000-token prefill, mixed prefill + decode batches, continuation from a non-zero state next to
 // sequences without cached context, GQA, Qwen3.5-9B sizes and small odd ones, strided q/k/v/out views. Outputs are
 // poisoned with NaN first; outputs and updated states are compared (max|Δ| / max|ref|; NaN never passes). The delta
-// rule is checked against both CPU forms (recurrent and chunked), with and without the fused q/k L2 norm.
+// rule is checked against both CPU forms (recurrent and chunked), unfused and with its fused q/k L2 norm and gates.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -183,19 +183,19 @@ TEST_P(DeltaNetKernelsTest, MatchesCpu) {
     }
 
     // --- gdn_gating --------------------------------------------------------------------------------------------------
-    std::vector<float> g, beta;  // the CPU's, inputs of the delta rule below
-    const int64_t gs = c.Hv + 3;
+    // The gating inputs, and the CPU's g and beta: inputs of the delta rule below (the fused-gates variant takes the
+    // gating inputs instead).
+    const int64_t as = c.Hv + 1, bs = c.Hv + 2, gs = c.Hv + 3;
+    std::vector<float> a = uniform(static_cast<size_t>(std::max<int64_t>(T, 1) * as), -4.0f, 2.0f);
+    const std::vector<float> b = uniform(static_cast<size_t>(std::max<int64_t>(T, 1) * bs), -4.0f, 4.0f);
+    const std::vector<float> a_log = uniform(static_cast<size_t>(c.Hv), -5.0f, 1.0f);
+    const Weight dt = weight(static_cast<size_t>(c.Hv), DType::BF16, -2.0f, 2.0f);
+    for (int64_t t = 0; t < T; t += 3)
+        a[static_cast<size_t>(t * as)] = 22.5f;  // softplus above its threshold of 20 (and a state reset)
+    std::vector<float> g(static_cast<size_t>(std::max<int64_t>(T, 1) * gs), kNaN), beta(g.size(), kNaN);
+    DevBuf d_a(a), d_b(b), d_alog(a_log), d_dt(dt.half);
     {
-        const int64_t as = c.Hv + 1, bs = c.Hv + 2;
-        std::vector<float> a = uniform(static_cast<size_t>(T * as), -4.0f, 2.0f);
-        const std::vector<float> b = uniform(static_cast<size_t>(T * bs), -4.0f, 4.0f);
-        const std::vector<float> a_log = uniform(static_cast<size_t>(c.Hv), -5.0f, 1.0f);
-        const Weight dt = weight(static_cast<size_t>(c.Hv), DType::BF16, -2.0f, 2.0f);
-        for (int64_t t = 0; t < T; t += 3)
-            a[static_cast<size_t>(t * as)] = 22.5f;  // softplus above its threshold of 20 (and a state reset)
-        g.assign(static_cast<size_t>(T * gs), kNaN);
-        beta.assign(g.size(), kNaN);
-        DevBuf d_a(a), d_b(b), d_alog(a_log), d_dt(dt.half), d_g(g), d_beta(beta);
+        DevBuf d_g(g), d_beta(beta);
         cpu::GdnGatingArgs ha;
         ha.a = a.data(), ha.a_stride = as, ha.b = b.data(), ha.b_stride = bs, ha.a_log = a_log.data();
         ha.a_log_dtype = DType::F32, ha.dt_bias = dt.host(), ha.dt_bias_dtype = DType::BF16, ha.g = g.data();
@@ -245,19 +245,27 @@ TEST_P(DeltaNetKernelsTest, MatchesCpu) {
         ha.num_slots = num_slots, ha.seqs = h_seqs, ha.mode = mode;
         cpu::launch_gated_delta_rule(ha);
         if (mode == 1) o_ref = h_out;
-        for (bool fused : {false, true}) {
+        // 0: q/k normalised before; 1: the fused L2 norm; 2: the fused L2 norm and the fused gates.
+        for (int fused : {0, 1, 2}) {
             DevBuf d_proj(fused ? raw : normed), d_state(state0), d_out(std::vector<float>(h_out.size(), kNaN));
-            DevBuf d_g(g), d_beta(beta);
+            DevBuf d_g(fused == 2 ? std::vector<float>(g.size(), kNaN) : g), d_beta(beta);
             float* p = d_proj.as<float>();
             gpu::GatedDeltaRuleArgs ga;
             ga.q = {p, row, qh}, ga.k = {p + c.Hk * qh, row, qh}, ga.v = {p + 2 * c.Hk * qh, row, vh};
             ga.out = {d_out.as<float>(), ost, vh}, ga.g = d_g.as<float>(), ga.g_stride = gs;
             ga.beta = d_beta.as<float>(), ga.beta_stride = gs, ga.Hk = c.Hk, ga.Hv = c.Hv, ga.dk = c.dk, ga.dv = c.dv;
             ga.q_scale = q_scale, ga.state = d_state.as<float>(), ga.num_slots = num_slots, ga.seqs = d_seqs;
-            ga.num_tokens = T, ga.l2_norm_qk = fused, ga.l2_eps = 1e-6f;
+            ga.num_tokens = T, ga.l2_norm_qk = fused >= 1, ga.l2_eps = 1e-6f;
+            if (fused == 2) {
+                ga.g = nullptr, ga.beta = nullptr;
+                ga.gate_a = d_a.as<float>(), ga.gate_a_stride = as, ga.gate_b = d_b.as<float>(), ga.gate_b_stride = bs;
+                ga.a_log = d_alog.as<void>(), ga.a_log_type = gpu::ElemType::F32, ga.dt_bias = d_dt.as<void>();
+                ga.dt_bias_type = gpu::ElemType::BF16;
+            }
             gpu::launch_gated_delta_rule(ga, nullptr);
             TEST_CUDA_CHECK(cudaGetLastError());
-            const std::string what = std::string(mode == 1 ? "recurrent" : "chunked") + (fused ? "+fused l2" : "");
+            const char* variant[] = {"", "+fused l2", "+fused l2,gates"};
+            const std::string what = std::string(mode == 1 ? "recurrent" : "chunked") + variant[fused];
             expect_close(rel_error(h_out, d_out.download<float>(), T * c.Hv * c.dv, view3(c.Hv, c.dv, ost, vh)), 1e-4f,
                          ("delta rule out vs cpu " + what).c_str());
             expect_close(rel_error(h_state, d_state.download<float>(), static_cast<int64_t>(h_state.size()), all()),

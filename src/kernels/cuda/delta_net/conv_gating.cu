@@ -1,6 +1,5 @@
 // Gated DeltaNet front: the causal depthwise conv1d + SiLU with its per-slot history, and the g/beta gates.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/delta_net/delta_net.h"
+#include "kernels/cuda/delta_net/delta_net_internal.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -8,10 +7,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kMaxConvK = 8;
-
-__device__ __forceinline__ float silu(float x) {
-    return x / (1.0f + expf(-x));
-}
 
 // One block per (sequence, tile of CT channels); its kThreads/CT token lanes walk the sequence's tokens with a stride.
 // Tokens in the first K-1 positions read their history from the old state; the block's barrier orders those reads
@@ -48,7 +43,7 @@ __global__ void __launch_bounds__(kThreads) causal_conv1d_silu_kernel(CausalConv
                                          : state[H + p];
                 acc += w[i] * xv;
             }
-            a.out[static_cast<int64_t>(begin + t) * a.out_stride + c] = silu(acc);
+            a.out[static_cast<int64_t>(begin + t) * a.out_stride + c] = delta_net::silu(acc);
         }
     }
     __syncthreads();
@@ -84,18 +79,13 @@ void conv_launch(const CausalConv1dArgs& a, cudaStream_t stream) {
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
-__device__ __forceinline__ float softplus(float x) {
-    return x > 20.0f ? x : log1pf(expf(x));
-}
-
 __global__ void gdn_gating_kernel(GdnGatingArgs a) {
     const int64_t n = a.T * a.H;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t t = i / a.H, h = i % a.H;
-        const float A = expf(load_as_f32(a.a_log, a.a_log_type, h));
-        const float dt = load_as_f32(a.dt_bias, a.dt_bias_type, h);
-        a.g[t * a.g_stride + h] = -A * softplus(a.a[t * a.a_stride + h] + dt);
-        a.beta[t * a.beta_stride + h] = 1.0f / (1.0f + expf(-a.b[t * a.b_stride + h]));
+        a.g[t * a.g_stride + h] = delta_net::gdn_g(a.a[t * a.a_stride + h], load_as_f32(a.a_log, a.a_log_type, h),
+                                                   load_as_f32(a.dt_bias, a.dt_bias_type, h));
+        a.beta[t * a.beta_stride + h] = delta_net::sigmoid(a.b[t * a.b_stride + h]);
     }
 }
 

@@ -76,8 +76,11 @@ void launch_l2_norm(const L2NormArgs& a, cudaStream_t stream);
 // [T, Hv, dv]; g, beta [T, Hv]. A sequence without cached context starts from a zero state (also when it has no new
 // tokens: its state is zeroed, as on the CPU).
 //
-// Fused variant: with l2_norm_qk set, q and k are L2-normalised (eps l2_eps) as they are loaded, which replaces the two
-// l2_norm launches before it (q and k in memory are left as they are).
+// Fused variants (the Ops interface keeps the separate ops; a fused caller skips their launches):
+// - l2_norm_qk: q and k are L2-normalised (eps l2_eps) as they are loaded, in place of the two l2_norm launches before
+//   it (q and k in memory are left as they are);
+// - gate_a set: g and beta are computed from the gating inputs exactly as launch_gdn_gating computes them, in place of
+//   that launch; the g/beta pointers are then not read.
 struct GatedDeltaRuleArgs {
     Rows q, k, v, out;
     const float* g = nullptr;
@@ -92,10 +95,20 @@ struct GatedDeltaRuleArgs {
     int64_t num_tokens = 0;  // T, host: T == num_seqs (one token each) runs the decode kernel
     bool l2_norm_qk = false;
     float l2_eps = 1e-6f;
+    const float* gate_a = nullptr;  // [T, Hv]; null: read g and beta
+    int64_t gate_a_stride = 0;
+    const float* gate_b = nullptr;  // [T, Hv]
+    int64_t gate_b_stride = 0;
+    const void* a_log = nullptr;  // [Hv]
+    ElemType a_log_type = ElemType::F32;
+    const void* dt_bias = nullptr;  // [Hv]
+    ElemType dt_bias_type = ElemType::F32;
 };
 inline constexpr int kMaxDeltaRuleDk = 256;
 // Decode-only batches (num_tokens == num_seqs) run the decode kernel; any other batch runs the prefill kernel for
-// every sequence, its decode sequences included (a one-token sequence is one short walk there).
+// every sequence, its decode sequences included (a one-token sequence is one short walk there). Both are the recurrent
+// form, exact to fp32 rounding against either CPU form; there is no chunked (tensor-core) kernel yet, so every
+// DeltaRuleMode maps here.
 void launch_gated_delta_rule(const GatedDeltaRuleArgs& a, cudaStream_t stream);
 
 // out = RMSNorm_plain(x) · w · silu(z) per (t, h) row of D; out may alias x.

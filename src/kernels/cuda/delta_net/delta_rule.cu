@@ -4,16 +4,15 @@
 //
 // Block = (32 state columns, value head, sequence); grid (ceil(dv/32), Hv, S). Lane l owns column j = 32·tile + l and
 // warp w owns rows i = w + 8r (r < R), so the state loads and stores are 128-byte rows per warp. The two sums over dk
-// per token (Sᵀk and Sᵀq) are each a per-thread partial, one shared-memory exchange and a barrier. Columns are
-// independent in the rule, which is what lets dv be split over blocks (4 blocks per head at dv = 128: a batch-1
-// decode of Qwen3.5-9B runs 128 blocks).
+// per token (Sᵀk and Sᵀq) are per-thread partials summed over the warps through shared memory; the Sᵀq of a token and
+// the Sᵀk of the next share one exchange, so a token costs one barrier. Columns are independent in the rule, which is
+// what lets dv be split over blocks (4 blocks per head at dv = 128: a batch-1 decode of Qwen3.5-9B runs 128 blocks).
 //
 // q/k/v/g/beta are staged in shared memory TB tokens at a time; the next round's global loads are issued into
 // registers before the current round is walked, so their latency hides behind it. The decode kernel is TB = 1 (one
 // token per sequence: nothing to prefetch, small shared memory); the prefill kernel is TB = 16. Staging is where q
-// and k get their optional fused L2 norm and q its scale.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/delta_net/delta_net.h"
+// and k get their optional fused L2 norm and q its scale, and where the optional fused gates are computed.
+#include "kernels/cuda/delta_net/delta_net_internal.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -38,7 +37,7 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
     constexpr int kVPer = Shape::kVPerThread;
     __shared__ float qs[TB][kMaxDk], ks[TB][kMaxDk];  // zero beyond dk, so padded rows add nothing
     __shared__ float vs[TB][kCols], gs[TB], bs[TB];
-    __shared__ float red_kv[kWarps][kCols], red_o[kWarps][kCols];
+    __shared__ float red_kv[2][kWarps][kCols], red_o[2][kWarps][kCols];
 
     const int tid = static_cast<int>(threadIdx.x), lane = tid & 31, warp = tid >> 5;
     const int hv = blockIdx.y, s = blockIdx.z;
@@ -50,6 +49,9 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
     const bool fresh = a.seqs.seq_lens[s] == end - begin;
     const int kh = hv / (a.Hv / a.Hk);
     float* S = a.state + (static_cast<int64_t>(slot) * a.Hv + hv) * a.dk * a.dv;
+    const bool fused_gates = a.gate_a != nullptr;
+    const float a_log = fused_gates ? load_as_f32(a.a_log, a.a_log_type, hv) : 0.0f;
+    const float dt_bias = fused_gates ? load_as_f32(a.dt_bias, a.dt_bias_type, hv) : 0.0f;
 
     float st[R];
 #pragma unroll
@@ -82,8 +84,9 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
                 u < n && col_ok ? a.v.data[static_cast<int64_t>(t0 + u) * a.v.stride_t + hv * a.v.stride_h + j] : 0.0f;
         }
         if (tid < n) {
-            g_reg = a.g[static_cast<int64_t>(t0 + tid) * a.g_stride + hv];
-            b_reg = a.beta[static_cast<int64_t>(t0 + tid) * a.beta_stride + hv];
+            const int64_t t = t0 + tid;
+            g_reg = fused_gates ? a.gate_a[t * a.gate_a_stride + hv] : a.g[t * a.g_stride + hv];
+            b_reg = fused_gates ? a.gate_b[t * a.gate_b_stride + hv] : a.beta[t * a.beta_stride + hv];
         }
     };
     auto commit = [&](int n) {
@@ -112,48 +115,66 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
             if (idx < TB * kCols) vs[idx / kCols][idx % kCols] = v_reg[e];
         }
         if (tid < n) {
-            gs[tid] = expf(g_reg);
-            bs[tid] = b_reg;
+            gs[tid] = expf(fused_gates ? delta_net::gdn_g(g_reg, a_log, dt_bias) : g_reg);
+            bs[tid] = fused_gates ? delta_net::sigmoid(b_reg) : b_reg;
         }
     };
 
     if (end > begin) load(begin, min(TB, end - begin));
+    // Per token (its index in the sequence is `step`): (1) kv = Σ_w red_kv[step&1], the partials of Sᵀk written before
+    // the last barrier; (2) the update and this token's partial o = Sᵀq, then already the next token's decay and
+    // partial Sᵀk from the new state; (3) both partials to shared memory, one barrier, warp 0 sums o. red_kv and red_o
+    // are double-buffered by the token's parity, so a buffer is rewritten only two barriers after it was read. A round
+    // adds two barriers: after the staging writes, and after the Sᵀk partial of its first token.
+    int step = 0;
     for (int t0 = begin; t0 < end; t0 += TB) {
         const int n = min(TB, end - t0);
         // The previous round's last barrier ordered every read of the staging arrays before these writes.
         commit(n);
         __syncthreads();
         if (t0 + TB < end) load(t0 + TB, min(TB, end - t0 - TB));
-        for (int u = 0; u < n; ++u) {
-            const float decay = gs[u];
-            float p = 0.0f;
+        {
+            const float decay = gs[0];
+            float p0 = 0.0f, p1 = 0.0f;  // two chains: half the dependent FMAs on the per-token critical path
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 st[r] *= decay;
-                p = fmaf(st[r], ks[u][warp + kWarps * r], p);
+                float& p = r & 1 ? p1 : p0;
+                p = fmaf(st[r], ks[0][warp + kWarps * r], p);
             }
-            red_kv[warp][lane] = p;
-            __syncthreads();
+            red_kv[step & 1][warp][lane] = p0 + p1;
+        }
+        __syncthreads();
+        for (int u = 0; u < n; ++u, ++step) {
             float kv = 0.0f;
 #pragma unroll
             for (int w = 0; w < kWarps; ++w)
-                kv += red_kv[w][lane];
+                kv += red_kv[step & 1][w][lane];
             const float delta = bs[u] * (vs[u][lane] - kv);
-            float o = 0.0f;
+            const bool more = u + 1 < n;
+            const int un = more ? u + 1 : u;  // the next token's staging row (any row on the last: unused)
+            const float decay = gs[un];
+            float o0 = 0.0f, o1 = 0.0f, p0 = 0.0f, p1 = 0.0f;
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 const int i = warp + kWarps * r;
                 st[r] = fmaf(ks[u][i], delta, st[r]);
+                float& o = r & 1 ? o1 : o0;
                 o = fmaf(st[r], qs[u][i], o);
+                if (more) {
+                    st[r] *= decay;
+                    float& p = r & 1 ? p1 : p0;
+                    p = fmaf(st[r], ks[un][i], p);
+                }
             }
-            red_o[warp][lane] = o;
-            // Also orders this token's red_kv reads before the next token's writes.
+            red_o[step & 1][warp][lane] = o0 + o1;
+            if (more) red_kv[(step + 1) & 1][warp][lane] = p0 + p1;
             __syncthreads();
             if (warp == 0 && col_ok) {
                 float sum = 0.0f;
 #pragma unroll
                 for (int w = 0; w < kWarps; ++w)
-                    sum += red_o[w][lane];
+                    sum += red_o[step & 1][w][lane];
                 a.out.data[static_cast<int64_t>(t0 + u) * a.out.stride_t + hv * a.out.stride_h + j] = sum;
             }
         }

@@ -1,7 +1,6 @@
 // Gated DeltaNet norms: the per-head L2 norm of q/k (in place) and the gated RMSNorm of the mixer output. One warp
 // per (t, h) row: the rows are short (128 values), so a block per row would leave most of its threads idle.
-#include "kernels/cuda/common.cuh"
-#include "kernels/cuda/delta_net/delta_net.h"
+#include "kernels/cuda/delta_net/delta_net_internal.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -38,10 +37,8 @@ __global__ void __launch_bounds__(kThreads) gated_rms_norm_kernel(GatedRmsNormAr
     for (int64_t d = lane; d < a.D; d += 32)
         ss += x[d] * x[d];
     const float s = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(a.D) + a.eps);
-    for (int64_t d = lane; d < a.D; d += 32) {
-        const float zd = z[d];
-        out[d] = x[d] * s * to_f32(w[d]) * (zd / (1.0f + expf(-zd)));
-    }
+    for (int64_t d = lane; d < a.D; d += 32)
+        out[d] = x[d] * s * to_f32(w[d]) * delta_net::silu(z[d]);
 }
 
 unsigned row_blocks(int64_t rows) {
