@@ -129,7 +129,7 @@ int main(int argc, char** argv) {
             const ForwardBatch batch = step.view();
             Tensor logits = step_logits;
             if (use_graphs) {
-                PAGODA_ASSIGN_OR_RETURN(logits, (*graphs)->forward(batch, &*decode_kv));
+                PAGODA_ASSIGN_OR_RETURN(logits, (*graphs)->forward(batch, &*decode_kv, nullptr));
             } else {
                 PAGODA_RETURN_IF_ERROR(m.forward(batch, &*decode_kv, nullptr, step_logits));
             }
@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
     const ForwardBatch graph_batch = graph_step.view();
     Status graph_status = ok_status();
     auto gq =
-        cuda_time_queued(**backend, [&] { graph_status = (*graphs)->forward(graph_batch, &*decode_kv).status(); });
+        cuda_time_queued(**backend, [&] { graph_status = (*graphs)->forward(graph_batch, &*decode_kv, nullptr).status(); });
     if (!gq.ok() || !graph_status.ok())
         return fail("graph profile: " + (gq.ok() ? graph_status : gq.status()).message());
     auto pq = queued(0, long_prompt);

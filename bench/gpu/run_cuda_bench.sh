@@ -53,10 +53,10 @@ if want tests; then
         summary+=("backend_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
             "$OUT/backend_ops_test_attention_$shape.log" | tr '\n' ' ')")
     done
-    # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, dense models only.
+    # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, the models CUDA runs.
     if [[ -x $BIN/executor_test ]]; then
         PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/executor_test" \
-            --gtest_filter='Golden/EngineRunnerTest.*/qwen3:Golden/EngineRunnerTest.*/qwen2:Golden/EngineRunnerTest.*/qwen2_tied' \
+            --gtest_filter='Golden/EngineRunnerTest.*/qwen3:Golden/EngineRunnerTest.*/qwen2:Golden/EngineRunnerTest.*/qwen2_tied:Golden/EngineRunnerTest.*/qwen3_5' \
             > "$OUT/executor_test.log" 2>&1
         rc=$?
         summary+=("executor_test (cuda) rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/executor_test.log" | tr '\n' ' ')")

@@ -83,15 +83,18 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
 
 namespace {
 
-bool dense_family(model::ModelFamily f) {
-    return f == model::ModelFamily::kQwen2 || f == model::ModelFamily::kQwen3;
-}
-
-// Whether the model goes to the GPU: --device cuda, or auto with a GPU present and a model the CUDA backend runs.
+// Whether the model goes to the GPU: --device cuda, or auto with a GPU present and a model the CUDA backend runs
+// (auto says in one line why a model with a GPU present stays on the CPU).
 Result<bool> on_cuda(const EngineOptions& o, const model::ModelSpec& spec) {
     if (o.device != "cpu" && o.device != "cuda" && o.device != "auto")
         return Status::error("device '" + o.device + "' is not cpu, cuda or auto");
-    return o.device == "cuda" || (o.device == "auto" && cuda_device_count() > 0 && dense_family(spec.family));
+    if (o.device != "auto") return o.device == "cuda";
+    if (cuda_device_count() == 0) return false;
+    const std::string_view missing = model::missing_op(spec, cuda_runs_op);
+    if (!missing.empty())
+        PAGODA_LOG_INFO("device auto: the CPU, since " + std::string(model::family_name(spec.family)) + " needs " +
+                        std::string(missing) + ", which the CUDA backend does not run yet");
+    return missing.empty();
 }
 
 Result<std::unique_ptr<Backend>> make_backend(const EngineOptions& o, const model::ModelSpec& spec) {

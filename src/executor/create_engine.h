@@ -11,12 +11,12 @@
 #include <string>
 
 #include "common/status.h"
-#include "engine/engine.h"
-#include "model/model.h"
-#include "runtime/backend.h"
 #include "dist/node_group.h"
+#include "engine/engine.h"
 #include "executor/model_engine_runner.h"
 #include "executor/tensor_parallel_runner.h"
+#include "model/model.h"
+#include "runtime/backend.h"
 
 namespace pagoda::executor {
 
@@ -41,7 +41,7 @@ struct EngineOptions {
     // Tensor-parallel ranks of the model, one thread each in this process (tensor_parallel_runner.h): CPU backends,
     // or GPUs 0..N-1 with NCCL when `device` puts the model on the GPU.
     int32_t tensor_parallel_size = 1;
-    // "cpu", "cuda", or "auto" (cuda when a GPU is present and the model is dense qwen2/qwen3, else cpu).
+    // "cpu", "cuda", or "auto" (cuda when a GPU is present and the CUDA backend runs every op the model needs).
     std::string device = "cpu";
     // CUDA: the fraction of the GPU's memory pagoda may fill; the KV pool gets what the weights and the activations
     // of a warm-up step of the largest shape leave of it, less 256 MiB for CUDA graphs (unless num_kv_blocks or

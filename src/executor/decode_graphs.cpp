@@ -11,9 +11,7 @@ namespace pagoda::executor {
 using model::Model;
 
 Result<std::unique_ptr<DecodeGraphs>> DecodeGraphs::create(Model& model, const Options& options) {
-    if (!model.backend().ops().supports_graphs() || model.shard_plan().size > 1 ||
-        model.spec().num_linear_attention_layers() > 0)
-        return std::unique_ptr<DecodeGraphs>();
+    if (!model.backend().ops().supports_graphs() || model.shard_plan().size > 1) return std::unique_ptr<DecodeGraphs>();
     if (options.max_seqs <= 0 || options.max_seq_len <= 0 || options.block_size <= 0)
         return Status::error("decode graphs: max_seqs, max_seq_len and block_size must be positive");
     std::unique_ptr<DecodeGraphs> g(new DecodeGraphs(model, options));
@@ -42,8 +40,9 @@ void pad_decode_batch(const ForwardBatch& b, int32_t bucket, int32_t max_blocks,
     out.positions.resize(B, 0);
     out.seq_lens.assign(b.seq_lens.begin(), b.seq_lens.end());
     out.seq_lens.resize(B, 1);
-    out.state_slots.assign(b.state_slots.begin(), b.state_slots.end());  // unused by dense models; kept in shape
-    if (!out.state_slots.empty()) out.state_slots.resize(B, 0);
+    out.state_slots.assign(b.state_slots.begin(),
+                           b.state_slots.begin() + static_cast<ptrdiff_t>(std::min(n, b.state_slots.size())));
+    if (!b.state_slots.empty()) out.state_slots.resize(B, -1);  // padding rows have no state (the kernels skip -1)
     out.slot_mapping.assign(b.slot_mapping.begin(), b.slot_mapping.end());
     out.slot_mapping.resize(B, -1);  // padding rows store no K/V
     out.query_start_loc.resize(B + 1);
@@ -83,7 +82,7 @@ bool DecodeGraphs::accepts(const ForwardBatch& b) const {
     return true;
 }
 
-Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePool* kv) {
+Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states) {
     if (!accepts(batch)) return Status::error("decode graphs: batch is not a decode step this can run");
     // A replay skips Model::forward and its checks; this is the one that matters for memory safety.
     for (int32_t id : batch.token_ids)
@@ -108,7 +107,7 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
         return rows;
     }
     // First step of this bucket (or first since memory moved): run it, then record it.
-    PAGODA_RETURN_IF_ERROR(model_.forward(padded, kv, nullptr, logits));
+    PAGODA_RETURN_IF_ERROR(model_.forward(padded, kv, states, logits));
     if (failed_.count(bucket) > 0) return rows;
     if (model_.memory_generation() != generation_) {
         graphs_.clear();
@@ -118,7 +117,7 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
     ops.begin_capture();
     Status recorded = ok_status();
     try {
-        recorded = model_.forward(padded, kv, nullptr, logits);
+        recorded = model_.forward(padded, kv, states, logits);
     } catch (const std::exception& e) {
         recorded = Status::error(e.what());
     }

@@ -2,10 +2,12 @@
 // launches whose CPU cost leaves the GPU idle between them; a recorded step replays with one launch.
 //
 // A graph holds a fixed batch shape, so batches are padded to buckets of sequence counts (1, 2, 4, 8, then multiples
-// of 16 up to max_seqs). Padding sequences have one token (id 0, position 0) whose K/V are not stored (slot -1) and
-// whose attention reads one key of block 0: their rows compute garbage that no real row reads (every op is row-wise
-// or per sequence) and nobody samples. Block tables are padded to max_seq_len's blocks, and split-KV attention plans
-// for max_seq_len (ForwardBatch::seq_len_bound), so one graph serves every context length.
+// of 16 up to max_seqs). Padding sequences have one token (id 0, position 0) whose K/V are not stored (slot -1),
+// whose attention reads one key of block 0, and whose linear-attention state slot is -1 (outside the pool: the
+// delta-net kernels skip them): their rows compute garbage that no real row reads (every op is row-wise or per
+// sequence) and nobody samples. State slots are batch data like block tables, so hybrid models record too. Block tables
+// are padded to max_seq_len's blocks, and split-KV attention plans for max_seq_len (ForwardBatch::seq_len_bound), so
+// one graph serves every context length.
 //
 // A bucket's graph is recorded at its first step: that step runs eagerly (which also tunes its GEMMs and grows any
 // scratch to the shape's needs), then is recorded. Graphs point into scratch memory; when any of it is reallocated
@@ -46,15 +48,14 @@ class DecodeGraphs {
         int32_t max_seq_len = 4096;  // tokens per sequence (block tables and split-KV plans are sized for it)
         int32_t block_size = 16;
     };
-    // Null when the backend cannot record steps (the CPU), or the model is split over ranks or has linear-attention
-    // layers (not recorded yet).
+    // Null when the backend cannot record steps (the CPU), or the model is split over ranks.
     static Result<std::unique_ptr<DecodeGraphs>> create(model::Model& model, const Options& options);
 
     // True for a batch this runs: one new token per sequence, logits for every row in order, at most max_seqs
     // sequences, each within max_seq_len and the batch's block size equal to the options'.
     bool accepts(const ForwardBatch& batch) const;
     // Runs the step; the logits [num_seqs, vocab] are rows of device memory owned here, valid until the next call.
-    Result<Tensor> forward(const ForwardBatch& batch, const KvCachePool* kv);
+    Result<Tensor> forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states);
 
     // Graphs recorded and steps replayed so far (re-recordings included); safe to read from any thread.
     size_t recordings() const { return recordings_.load(std::memory_order_relaxed); }

@@ -124,12 +124,15 @@ Status ModelEngineRunner::check_input(const engine::StepInput& input) const {
     return check_copies(input.state_saves);
 }
 
+void ModelEngineRunner::copy_states(std::span<const engine::StateCopy> copies) {
+    for (const engine::StateCopy& c : copies)
+        copy_state(c);
+}
+
 Status ModelEngineRunner::forward_with_copies(const engine::StepInput& input, const Tensor& logits) {
-    for (const engine::StateCopy& c : input.state_restores)
-        copy_state(c);
+    copy_states(input.state_restores);
     PAGODA_RETURN_IF_ERROR(model_.forward(input.batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
-    for (const engine::StateCopy& c : input.state_saves)
-        copy_state(c);
+    copy_states(input.state_saves);
     return ok_status();
 }
 
@@ -165,8 +168,10 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
         is_sample_row_[r] = 1;
     }
     Tensor logits;
-    if (graphs_ && graphs_->accepts(batch)) {  // dense models only: no state copies
-        PAGODA_ASSIGN_OR_RETURN(logits, graphs_->forward(batch, kv_ ? &*kv_ : nullptr));
+    if (graphs_ && graphs_->accepts(batch)) {
+        copy_states(input.state_restores);
+        PAGODA_ASSIGN_OR_RETURN(logits, graphs_->forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr));
+        copy_states(input.state_saves);
     } else {
         PAGODA_ASSIGN_OR_RETURN(logits, logits_rows(rows, /*on_device=*/true));
         PAGODA_RETURN_IF_ERROR(forward_with_copies(input, logits));

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "common/status.h"
-#include "executor/device_sampling.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "executor/decode_graphs.h"
+#include "executor/device_sampling.h"
 #include "model/model.h"
 #include "runtime/cache_pools.h"
 #include "runtime/device_sampler.h"
@@ -62,6 +62,7 @@ class ModelEngineRunner final : public engine::ModelRunner {
     Status check_batch(const ForwardBatch& batch) const;
     Status check_copies(std::span<const engine::StateCopy> copies) const;
     void copy_state(const engine::StateCopy& copy);
+    void copy_states(std::span<const engine::StateCopy> copies);
     Status run(const engine::StepInput& input);
     Status sample_on_device(const engine::StepInput& input);
     // check_batch and check_copies of a step's input.

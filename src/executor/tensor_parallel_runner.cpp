@@ -7,17 +7,17 @@
 
 #include "common/check.h"
 #include "common/log.h"
-#include "runtime/cuda_backend.h"
 #include "dist/nccl_communicator.h"
 #include "dist/node_messages.h"
 #include "dist/step_codec.h"
+#include "runtime/cuda_backend.h"
 
 namespace pagoda::executor {
 
-using dist::NodeMessage;
-using dist::PoolSizes;
 using dist::encode_pool_sizes;
 using dist::encode_step;
+using dist::NodeMessage;
+using dist::PoolSizes;
 using dist::recv_message;
 using dist::recv_status;
 using dist::send_message;

@@ -16,15 +16,15 @@
 #include <vector>
 
 #include "common/status.h"
-#include "engine/engine.h"
-#include "engine/model_runner.h"
-#include "model/model.h"
-#include "runtime/backend.h"
-#include "runtime/communicator.h"
 #include "dist/node_group.h"
 #include "dist/rank_threads.h"
 #include "dist/tcp_communicator.h"
+#include "engine/engine.h"
+#include "engine/model_runner.h"
 #include "executor/model_engine_runner.h"
+#include "model/model.h"
+#include "runtime/backend.h"
+#include "runtime/communicator.h"
 
 namespace pagoda::executor {
 

@@ -11,13 +11,13 @@
 
 namespace pagoda::executor {
 
-using dist::DecodedStep;
-using dist::NodeMessage;
-using dist::PoolSizes;
 using dist::decode_pool_sizes;
 using dist::decode_step;
+using dist::DecodedStep;
 using dist::max_step_bytes;
 using dist::node_message_name;
+using dist::NodeMessage;
+using dist::PoolSizes;
 using dist::recv_message;
 using dist::send_status;
 

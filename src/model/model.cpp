@@ -9,6 +9,13 @@
 
 namespace pagoda::model {
 
+std::string_view missing_op(const ModelSpec& spec, const std::function<bool(std::string_view)>& runs) {
+    // One op stands for each layer kind's family of ops (ops.h); a backend brings a family whole.
+    if (spec.num_linear_attention_layers() > 0 && !runs("gated_delta_rule")) return "gated_delta_rule";
+    if (spec.has_moe() && !runs("moe_experts")) return "moe_experts";
+    return {};
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, Communicator& comm) {
     PAGODA_ASSIGN_OR_RETURN(ModelDir model_dir, ModelDir::open(dir, /*open_weights=*/true));
     return load(std::move(model_dir), backend, comm);
@@ -20,10 +27,11 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
         return Status::error(dir.files.dir + ": this checkpoint is quantized (" + dir.spec.quantization.describe() +
                              "); quantized checkpoints are not served yet");
     }
-    const ModelFamily family = dir.spec.family;
-    if (backend.device().kind != DeviceKind::Host && family != ModelFamily::kQwen2 && family != ModelFamily::kQwen3) {
-        return Status::error(std::string(family_name(family)) + " models do not run on " + backend.name() +
-                             " yet (dense qwen2/qwen3 only); use --device cpu");
+    if (std::string_view missing =
+            missing_op(dir.spec, [&backend](std::string_view op) { return backend.ops().supports(op); });
+        !missing.empty()) {
+        return Status::error(std::string(family_name(dir.spec.family)) + " models do not run on " + backend.name() +
+                             " yet (it has no " + std::string(missing) + " op); use --device cpu");
     }
     auto plan = make_shard_plan(dir.spec, comm.size(), comm.rank());
     if (!plan.ok()) return plan.status().with_context(dir.files.dir);

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "model/arch/arch.h"
@@ -23,6 +24,11 @@ namespace pagoda::model {
 // Debug hook: called with the residual stream [T, H] after the embedding (layer 0) and after each decoder layer i
 // (layer i+1), i.e. what transformers returns as output_hidden_states (except its last entry, which is normed).
 using HiddenObserver = std::function<void(int64_t layer, const Tensor& hidden)>;
+
+// The first op the model needs that a backend does not run, or "" when it runs them all. Model::load
+// refuses such a model; the engine asks before it picks a device for --device auto.
+// `runs` answers for one op by name (Ops::supports, cuda_runs_op).
+std::string_view missing_op(const ModelSpec& spec, const std::function<bool(std::string_view)>& runs);
 
 class Model {
   public:

@@ -27,10 +27,7 @@ kc::RowsF32 rows3(const Tensor& t) {
 }
 
 kc::SeqInfo seq_info(const ForwardBatch& b) {
-    expect(static_cast<int32_t>(b.query_start_loc.size()) == b.num_seqs + 1 &&
-               static_cast<int32_t>(b.seq_lens.size()) == b.num_seqs &&
-               static_cast<int32_t>(b.state_slots.size()) >= b.num_seqs,
-           "forward batch", "query_start_loc/seq_lens/state_slots sizes do not match num_seqs");
+    ops_checks::expect_seqs(b, "forward batch");
     return {b.num_seqs, b.query_start_loc.data(), b.seq_lens.data(), b.state_slots.data()};
 }
 
@@ -199,18 +196,8 @@ class CpuOps final : public Ops {
 
     void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& conv_state, const ForwardBatch& batch,
                             const Tensor& out) override {
-        ops_checks::expect_mat(x, kHere, "causal_conv1d_silu", "x");
-        ops_checks::expect_mat(out, kHere, "causal_conv1d_silu", "out");
+        const int64_t K = ops_checks::expect_conv1d(x, weight, conv_state, batch, out, kHere);
         const int64_t C = x.dim(1);
-        expect(x.shape() == out.shape() && x.dim(0) == batch.num_tokens, "causal_conv1d_silu",
-               "x/out must be [T, C] for the batch");
-        expect(x.data() != out.data(), "causal_conv1d_silu", "x and out must not alias");
-        expect(weight.is_contiguous() && weight.numel() % C == 0 && weight.dim(0) == C, "causal_conv1d_silu",
-               "weight must be [C, K] (or [C, 1, K]), got " + weight.to_string());
-        const int64_t K = weight.numel() / C;
-        expect(conv_state.dtype() == DType::F32 && conv_state.is_contiguous() && conv_state.rank() == 3 &&
-                   conv_state.dim(1) == C && conv_state.dim(2) == K - 1,
-               "causal_conv1d_silu", "conv_state must be F32 [slots, C, K-1], got " + conv_state.to_string());
         kc::CausalConv1dArgs a;
         a.x = x.data_as<float>(), a.x_stride = x.stride(0), a.out = out.data_as<float>(), a.out_stride = out.stride(0);
         a.C = C, a.K = K, a.weight = weight.data(), a.weight_dtype = weight.dtype();
@@ -221,12 +208,7 @@ class CpuOps final : public Ops {
 
     void gdn_gating(const Tensor& a_in, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
                     const Tensor& beta) override {
-        for (const Tensor* t : {&a_in, &b, &g, &beta})
-            ops_checks::expect_mat(*t, kHere, "gdn_gating", "a/b/g/beta");
-        expect(a_in.shape() == b.shape() && a_in.shape() == g.shape() && a_in.shape() == beta.shape(), "gdn_gating",
-               "a, b, g, beta must all be [T, Hv]");
-        ops_checks::expect_vec(a_log, a_in.dim(1), kHere, "gdn_gating", "A_log");
-        ops_checks::expect_vec(dt_bias, a_in.dim(1), kHere, "gdn_gating", "dt_bias");
+        ops_checks::expect_gdn_gating(a_in, b, a_log, dt_bias, g, beta, kHere);
         kc::GdnGatingArgs a;
         a.a = a_in.data_as<float>(), a.a_stride = a_in.stride(0), a.b = b.data_as<float>(), a.b_stride = b.stride(0);
         a.a_log = a_log.data(), a.a_log_dtype = a_log.dtype(), a.dt_bias = dt_bias.data();
@@ -244,21 +226,8 @@ class CpuOps final : public Ops {
     void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                           const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
                           DeltaRuleMode mode) override {
-        const char* op = "gated_delta_rule";
-        ops_checks::expect_heads(q, kHere, op, "q");
-        ops_checks::expect_heads(k, kHere, op, "k");
-        ops_checks::expect_heads(v, kHere, op, "v");
-        ops_checks::expect_heads(out, kHere, op, "out");
-        ops_checks::expect_mat(g, kHere, op, "g");
-        ops_checks::expect_mat(beta, kHere, op, "beta");
-        const int64_t T = q.dim(0), Hk = q.dim(1), dk = q.dim(2), Hv = v.dim(1), dv = v.dim(2);
-        expect(k.shape() == q.shape() && v.dim(0) == T && out.shape() == v.shape() && T == batch.num_tokens, op,
-               "q/k [T, Hk, dk], v/out [T, Hv, dv] for the batch's T tokens");
-        expect(Hv % Hk == 0, op, "value heads must be a multiple of key heads");
-        expect(g.dim(0) == T && g.dim(1) == Hv && beta.shape() == g.shape(), op, "g/beta must be [T, Hv]");
-        expect(state.dtype() == DType::F32 && state.is_contiguous() && state.rank() == 4 && state.dim(1) == Hv &&
-                   state.dim(2) == dk && state.dim(3) == dv,
-               op, "state must be F32 [slots, Hv, dk, dv], got " + state.to_string());
+        ops_checks::expect_delta_rule(q, k, v, g, beta, state, batch, out, kHere);
+        const int64_t Hk = q.dim(1), dk = q.dim(2), Hv = v.dim(1), dv = v.dim(2);
         kc::DeltaRuleArgs a;
         a.q = rows3(q), a.k = rows3(k), a.v = rows3(v), a.out = rows3(out);
         a.g = g.data_as<float>(), a.g_stride = g.stride(0), a.beta = beta.data_as<float>();
@@ -271,11 +240,7 @@ class CpuOps final : public Ops {
     }
 
     void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, const Tensor& out) override {
-        ops_checks::expect_heads(x, kHere, "gated_rms_norm", "x");
-        ops_checks::expect_heads(z, kHere, "gated_rms_norm", "z");
-        ops_checks::expect_heads(out, kHere, "gated_rms_norm", "out");
-        expect(x.shape() == z.shape() && x.shape() == out.shape(), "gated_rms_norm", "x, z, out shapes differ");
-        ops_checks::expect_vec(weight, x.dim(2), kHere, "gated_rms_norm", "weight");
+        ops_checks::expect_gated_rms_norm(x, z, weight, out, kHere);
         kc::GatedRmsNormArgs a;
         a.x = rows3(x), a.z = rows3(z), a.out = rows3(out);
         a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
@@ -319,18 +284,18 @@ class CpuOps final : public Ops {
     }
 
     void binary(const char* op, kc::ElementwiseOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out) {
-        ops_checks::expect_mat(a_in, kHere, op, "a");
-        ops_checks::expect_mat(b, kHere, op, "b");
-        ops_checks::expect_mat(out, kHere, op, "out");
-        const bool broadcast = kind == kc::ElementwiseOp::SigmoidMul && b.dim(1) == 1;
-        expect(a_in.shape() == out.shape() && b.dim(0) == a_in.dim(0) && (broadcast || b.dim(1) == a_in.dim(1)), op,
-               "operand shapes " + a_in.to_string() + ", " + b.to_string() + ", " + out.to_string() + " differ");
+        ops_checks::expect_binary(a_in, b, out, kind == kc::ElementwiseOp::SigmoidMul, kHere, op);
+        const bool heads = a_in.rank() == 3;
         kc::ElementwiseArgs a;
         a.op = kind;
         a.a = a_in.data_as<float>(), a.a_stride = a_in.stride(0);
-        a.b = b.data_as<float>(), a.b_stride = b.stride(0), a.b_cols = b.dim(1);
+        a.b = b.data_as<float>(), a.b_stride = b.stride(0), a.b_cols = b.dim(-1);
         a.out = out.data_as<float>(), a.out_stride = out.stride(0);
-        a.T = a_in.dim(0), a.N = a_in.dim(1);
+        a.T = a_in.dim(0), a.N = a_in.dim(-1);
+        if (heads) {
+            a.H = a_in.dim(1), a.a_stride_h = a_in.stride(1), a.b_stride_h = b.stride(1);
+            a.out_stride_h = out.stride(1);
+        }
         kc::launch_elementwise(a);
     }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "runtime/backend.h"
@@ -28,6 +29,10 @@ bool cuda_compiled();
 int cuda_device_count();
 // Name, capability and memory of `device` (an error when there is none).
 Result<CudaDeviceInfo> cuda_device_info(int device = 0);
+
+// Whether the CUDA backend runs the op named `op` (Ops::supports of its ops, answered without a GPU); false in a
+// build without CUDA. --device auto asks it before it puts a model on the GPU.
+bool cuda_runs_op(std::string_view op);
 
 // An error (never an abort) when CUDA is unavailable, the device does not exist, or its start fails.
 Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& options = {});

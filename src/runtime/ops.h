@@ -112,7 +112,8 @@ class Ops {
 
     // out = silu(gate) * up; all [T, N] (gate/up usually the halves of one fused output).
     virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
-    // x *= sigmoid(gate) in place; gate [T, N] like x, or [T, 1] (one gate per row: the shared-expert gate).
+    // x *= sigmoid(gate) in place; gate [T, N] like x, or [T, 1] (one gate per row: the shared-expert gate); or x and
+    // gate [T, H, D] of one shape (the per-head output gate of gated attention, interleaved with the queries).
     virtual void sigmoid_mul(const Tensor& x, const Tensor& gate) = 0;
     // y += x; [T, N].
     virtual void add(const Tensor& y, const Tensor& x) = 0;

@@ -59,4 +59,84 @@ void unsupported_format(const LinearWeight& w, const char* backend, const char* 
     fail(op, "weight format " + w.describe() + " is not run by the " + backend + " backend yet");
 }
 
+void expect_binary(const Tensor& a, const Tensor& b, const Tensor& out, bool broadcast, DeviceKind device,
+                   const char* op) {
+    const bool heads = a.rank() == 3;
+    for (const Tensor* t : {&a, &b, &out})
+        heads ? expect_heads(*t, device, op, "operand") : expect_mat(*t, device, op, "operand");
+    const bool one_per_row = broadcast && !heads && b.dim(1) == 1;
+    PAGODA_OP_EXPECT(a.shape() == out.shape() && (a.shape() == b.shape() || (one_per_row && b.dim(0) == a.dim(0))), op,
+                     "operand shapes " + a.to_string() + ", " + b.to_string() + ", " + out.to_string() + " differ");
+}
+
+void expect_seqs(const ForwardBatch& b, const char* op) {
+    PAGODA_OP_EXPECT(static_cast<int32_t>(b.query_start_loc.size()) == b.num_seqs + 1 &&
+                         static_cast<int32_t>(b.seq_lens.size()) == b.num_seqs &&
+                         static_cast<int32_t>(b.state_slots.size()) >= b.num_seqs,
+                     op, "the batch's query_start_loc/seq_lens/state_slots sizes do not match num_seqs");
+}
+
+int64_t expect_conv1d(const Tensor& x, const Tensor& weight, const Tensor& conv_state, const ForwardBatch& batch,
+                      const Tensor& out, DeviceKind device) {
+    const char* op = "causal_conv1d_silu";
+    expect_mat(x, device, op, "x");
+    expect_mat(out, device, op, "out");
+    expect_seqs(batch, op);
+    const int64_t C = x.dim(1);
+    PAGODA_OP_EXPECT(x.shape() == out.shape() && x.dim(0) == batch.num_tokens, op,
+                     "x/out must be [T, C] for the batch");
+    PAGODA_OP_EXPECT(x.data() != out.data(), op, "x and out must not alias");
+    PAGODA_OP_EXPECT(weight.defined() && weight.device().kind == device && dtype_is_float(weight.dtype()) &&
+                         weight.is_contiguous() && weight.numel() % C == 0 && weight.dim(0) == C,
+                     op, "weight must be a float [C, K] (or [C, 1, K]) tensor, got " + weight.to_string());
+    const int64_t K = weight.numel() / C;
+    PAGODA_OP_EXPECT(conv_state.defined() && conv_state.device().kind == device && conv_state.dtype() == DType::F32 &&
+                         conv_state.is_contiguous() && conv_state.rank() == 3 && conv_state.dim(1) == C &&
+                         conv_state.dim(2) == K - 1,
+                     op, "conv_state must be F32 [slots, C, K-1], got " + conv_state.to_string());
+    return K;
+}
+
+void expect_gdn_gating(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+                       const Tensor& beta, DeviceKind device) {
+    const char* op = "gdn_gating";
+    for (const Tensor* t : {&a, &b, &g, &beta})
+        expect_mat(*t, device, op, "a/b/g/beta");
+    PAGODA_OP_EXPECT(a.shape() == b.shape() && a.shape() == g.shape() && a.shape() == beta.shape(), op,
+                     "a, b, g, beta must all be [T, Hv]");
+    expect_vec(a_log, a.dim(1), device, op, "A_log");
+    expect_vec(dt_bias, a.dim(1), device, op, "dt_bias");
+}
+
+void expect_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                       const Tensor& state, const ForwardBatch& batch, const Tensor& out, DeviceKind device) {
+    const char* op = "gated_delta_rule";
+    expect_heads(q, device, op, "q");
+    expect_heads(k, device, op, "k");
+    expect_heads(v, device, op, "v");
+    expect_heads(out, device, op, "out");
+    expect_mat(g, device, op, "g");
+    expect_mat(beta, device, op, "beta");
+    expect_seqs(batch, op);
+    const int64_t T = q.dim(0), Hk = q.dim(1), dk = q.dim(2), Hv = v.dim(1), dv = v.dim(2);
+    PAGODA_OP_EXPECT(k.shape() == q.shape() && v.dim(0) == T && out.shape() == v.shape() && T == batch.num_tokens, op,
+                     "q/k [T, Hk, dk], v/out [T, Hv, dv] for the batch's T tokens");
+    PAGODA_OP_EXPECT(Hv % Hk == 0, op, "value heads must be a multiple of key heads");
+    PAGODA_OP_EXPECT(g.dim(0) == T && g.dim(1) == Hv && beta.shape() == g.shape(), op, "g/beta must be [T, Hv]");
+    PAGODA_OP_EXPECT(state.defined() && state.device().kind == device && state.dtype() == DType::F32 &&
+                         state.is_contiguous() && state.rank() == 4 && state.dim(1) == Hv && state.dim(2) == dk &&
+                         state.dim(3) == dv,
+                     op, "state must be F32 [slots, Hv, dk, dv], got " + state.to_string());
+}
+
+void expect_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, const Tensor& out,
+                           DeviceKind device) {
+    const char* op = "gated_rms_norm";
+    expect_heads(x, device, op, "x");
+    expect_heads(z, device, op, "z");
+    expect_heads(out, device, op, "out");
+    PAGODA_OP_EXPECT(x.shape() == z.shape() && x.shape() == out.shape(), op, "x, z, out shapes differ");
+    expect_vec(weight, x.dim(2), device, op, "weight");
+}
+
 }  // namespace pagoda::ops_checks

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "runtime/forward_batch.h"
 #include "runtime/linear_weight.h"
 #include "tensor/tensor.h"
 
@@ -29,5 +30,28 @@ void expect_vec(const Tensor& t, int64_t n, DeviceKind device, const char* op, c
 void expect_linear(const Tensor& x, const LinearWeight& w, const Tensor& y, DeviceKind device, const char* op);
 // Refuses a weight format the backend does not run, naming the format and its variant.
 [[noreturn]] void unsupported_format(const LinearWeight& w, const char* backend, const char* op);
+
+// An element-wise op's operands: a and out [T, N] or [T, H, D] of one shape, b the same, or (when `broadcast`) [T, 1]
+// beside a rank-2 a.
+void expect_binary(const Tensor& a, const Tensor& b, const Tensor& out, bool broadcast, DeviceKind device,
+                   const char* op);
+
+// --- Gated DeltaNet (ops.h has the contracts) -------------------------------------------------------------------
+// The batch's per-sequence arrays (query_start_loc, seq_lens, state_slots) match num_seqs.
+void expect_seqs(const ForwardBatch& batch, const char* op);
+// causal_conv1d_silu: x, out [T, C] F32, not aliased; weight [C, K] or [C, 1, K]; conv_state F32 [slots, C, K-1].
+// Returns K.
+int64_t expect_conv1d(const Tensor& x, const Tensor& weight, const Tensor& conv_state, const ForwardBatch& batch,
+                      const Tensor& out, DeviceKind device);
+// gdn_gating: a, b, g, beta F32 [T, Hv]; a_log, dt_bias [Hv].
+void expect_gdn_gating(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+                       const Tensor& beta, DeviceKind device);
+// gated_delta_rule: q, k [T, Hk, dk]; v, out [T, Hv, dv] with Hv a multiple of Hk; g, beta [T, Hv]; state F32
+// [slots, Hv, dk, dv].
+void expect_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                       const Tensor& state, const ForwardBatch& batch, const Tensor& out, DeviceKind device);
+// gated_rms_norm: x, z, out [T, H, D] of one shape; weight [D].
+void expect_gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, const Tensor& out,
+                           DeviceKind device);
 
 }  // namespace pagoda::ops_checks

@@ -97,7 +97,7 @@ struct PagedAttentionArgs {
 };
 void launch_paged_attention(const PagedAttentionArgs& a);
 
-// Elementwise over [T, N] rows (row strides given per operand).
+// Elementwise over [T, N] rows, or [T, H, N] when H > 1 (row and head strides given per operand).
 enum class ElementwiseOp : uint8_t {
     SiluMul,     // out = silu(a) * b
     SigmoidMul,  // out = a * sigmoid(b); b may broadcast one value per row (b_cols == 1)
@@ -113,6 +113,7 @@ struct ElementwiseArgs {
     float* out = nullptr;
     int64_t out_stride = 0;
     int64_t T = 0, N = 0;
+    int64_t H = 1, a_stride_h = 0, b_stride_h = 0, out_stride_h = 0;
 };
 void launch_elementwise(const ElementwiseArgs& a);
 

@@ -19,11 +19,12 @@ void launch_embedding(const EmbeddingArgs& a) {
 
 void launch_elementwise(const ElementwiseArgs& a) {
     PAGODA_CHECK(a.b_cols == a.N || a.b_cols == 1);
-#pragma omp parallel for schedule(static) if (a.T * a.N > kParallelMinWork)
-    for (int64_t t = 0; t < a.T; ++t) {
-        const float* x = a.a + t * a.a_stride;
-        const float* y = a.b + t * a.b_stride;
-        float* o = a.out + t * a.out_stride;
+#pragma omp parallel for schedule(static) if (a.T * a.H * a.N > kParallelMinWork)
+    for (int64_t row = 0; row < a.T * a.H; ++row) {
+        const int64_t t = row / a.H, h = row % a.H;
+        const float* x = a.a + t * a.a_stride + h * a.a_stride_h;
+        const float* y = a.b + t * a.b_stride + h * a.b_stride_h;
+        float* o = a.out + t * a.out_stride + h * a.out_stride_h;
         switch (a.op) {
             case ElementwiseOp::SiluMul:
                 for (int64_t i = 0; i < a.N; ++i)

@@ -121,10 +121,8 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
     ops.paged_attention(q, key_cache, value_cache, batch, 1.0f / std::sqrt(static_cast<float>(hd)),
                         attn.reshape(Shape{T, nq, hd}));
     if (gated) {
-        // attn[:, h] *= sigmoid(gate of head h); 2-D strided views per head (the gate halves are interleaved).
-        for (int64_t h = 0; h < nq; ++h) {
-            ops.sigmoid_mul(attn.narrow(1, h * hd, hd), q_out.narrow(1, h * 2 * hd + hd, hd));
-        }
+        // attn[:, h] *= sigmoid(gate of head h): the gates are the second halves of q_out's per-head [q | gate].
+        ops.sigmoid_mul(attn.reshape(Shape{T, nq, hd}), heads_view(q_out, hd, nq, hd, 2 * hd));
     }
     ops.linear(attn, w.o, out);
 }

@@ -3,11 +3,17 @@
 #include <cstring>
 
 #include "runtime/cuda/cuda_ops.h"
+#include "runtime/cuda_backend.h"
 
 namespace pagoda {
 
 bool CudaOps::supports(std::string_view op) const {
-    return std::find(std::begin(kNotOnCudaYet), std::end(kNotOnCudaYet), op) == std::end(kNotOnCudaYet);
+    return cuda_runs_op(op);
+}
+
+bool cuda_runs_op(std::string_view op) {
+    return std::find(std::begin(CudaOps::kNotOnCudaYet), std::end(CudaOps::kNotOnCudaYet), op) ==
+           std::end(CudaOps::kNotOnCudaYet);
 }
 
 CudaOps::CudaOps(const CudaOpsConfig& c)

@@ -131,16 +131,23 @@ class CudaOps final : public CudaOpsBase {
 
     void argmax(const Tensor& logits, std::span<int32_t> out) override;
 
-    // --- not on CUDA yet: MoE and Gated DeltaNet (dense models only; Model::load refuses the others) ----------
+    // --- Gated DeltaNet (delta_net.cpp) ----------------------------------------------------------------------------
+    void causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& conv_state, const ForwardBatch& batch,
+                            const Tensor& out) override;
+    void gdn_gating(const Tensor& a, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias, const Tensor& g,
+                    const Tensor& beta) override;
+    void l2_norm(const Tensor& x, float eps) override;
+    void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                          const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
+                          DeltaRuleMode mode) override;
+    void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, const Tensor& out) override;
+
+    // --- not on CUDA yet: MoE (Model::load refuses MoE models on a GPU) --------------------------------------------
     bool supports(std::string_view op) const override;
+    // The ops that stop with not_yet(); supports() and cuda_runs_op() answer from this list.
+    static constexpr std::string_view kNotOnCudaYet[] = {"moe_topk_softmax", "moe_experts"};
     void moe_topk_softmax(const Tensor&, bool, const Tensor&, const Tensor&) override;
     void moe_experts(const Tensor&, const Tensor&, const Tensor&, const MoeExpertWeights&, const Tensor&) override;
-    void causal_conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const ForwardBatch&, const Tensor&) override;
-    void gdn_gating(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override;
-    void l2_norm(const Tensor&, float) override;
-    void gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                          const ForwardBatch&, float, const Tensor&, DeltaRuleMode) override;
-    void gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&) override;
 
   private:
     struct StepArray {
@@ -179,13 +186,12 @@ class CudaOps final : public CudaOpsBase {
     // otherwise remembers it. Arrays from outside a step are always checked.
     bool already_checked(const void* array, int64_t size);
 
-    // The ops below that stop with not_yet(); supports() answers from this list.
-    static constexpr std::string_view kNotOnCudaYet[] = {"moe_topk_softmax", "moe_experts", "causal_conv1d_silu",
-                                                         "gdn_gating",       "l2_norm",     "gated_delta_rule",
-                                                         "gated_rms_norm"};
     [[noreturn]] static void not_yet(const char* op) {
-        ops_checks::fail(op, "not on CUDA yet (this backend runs dense qwen2/qwen3 models)");
+        ops_checks::fail(op, "not on CUDA yet (this backend runs models without routed experts)");
     }
+
+    // The batch's sequence arrays for the delta-net kernels, on the device (resolve()).
+    kcu::DeltaNetSeqs delta_net_seqs(const ForwardBatch& batch);
 
     // Device copies of host arrays: those of the current step come from its upload; any other array is copied now
     // into per-op scratch (stream order keeps the previous op's reads before this copy).

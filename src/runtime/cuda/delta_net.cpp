@@ -1,27 +1,88 @@
-// CudaOps' Gated DeltaNet ops: not on CUDA yet (Model::load refuses linear-attention models on a GPU).
+// CudaOps' Gated DeltaNet ops (the linear-attention layers of Qwen3-Next / Qwen3.5): the contract checks shared with
+// the CPU (ops_checks.h), the batch's sequence arrays resolved to their device copies, and the kernels/cuda/delta_net
+// launchers. A state slot outside the pool makes the kernels skip that sequence: a recorded decode step pads its
+// batch with such sequences (decode_graphs.cpp).
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
 
-void CudaOps::causal_conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const ForwardBatch&, const Tensor&) {
-    not_yet("causal_conv1d_silu");
+kcu::DeltaNetSeqs CudaOps::delta_net_seqs(const ForwardBatch& batch) {
+    const void* d[3] = {};
+    resolve({{batch.query_start_loc.data(), batch.query_start_loc.size_bytes()},
+             {batch.seq_lens.data(), batch.seq_lens.size_bytes()},
+             {batch.state_slots.data(), batch.state_slots.size_bytes()}},
+            d);
+    return {batch.num_seqs, static_cast<const int32_t*>(d[0]), static_cast<const int32_t*>(d[1]),
+            static_cast<const int32_t*>(d[2])};
 }
 
-void CudaOps::gdn_gating(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) {
-    not_yet("gdn_gating");
+void CudaOps::causal_conv1d_silu(const Tensor& x, const Tensor& weight, const Tensor& conv_state,
+                                 const ForwardBatch& batch, const Tensor& out) {
+    const auto profile = profiler_.scope("causal_conv1d_silu");
+    const int64_t K = ops_checks::expect_conv1d(x, weight, conv_state, batch, out, kHere);
+    expect(K >= 2 && K <= 8, "causal_conv1d_silu", "conv kernel size " + std::to_string(K) + " is not in 2..8");
+    kcu::CausalConv1dArgs a;
+    a.x = x.data_as<float>(), a.x_stride = x.stride(0), a.out = out.data_as<float>(), a.out_stride = out.stride(0);
+    a.C = x.dim(1), a.K = static_cast<int>(K);
+    a.weight = weight.data(), a.weight_type = elem_type(weight.dtype(), "causal_conv1d_silu");
+    a.conv_state = conv_state.data_as<float>(), a.num_slots = conv_state.dim(0);
+    a.seqs = delta_net_seqs(batch);
+    a.num_tokens = batch.num_tokens;
+    kcu::launch_causal_conv1d_silu(a, stream_);
+    invalidate_converted();
 }
 
-void CudaOps::l2_norm(const Tensor&, float) {
-    not_yet("l2_norm");
+void CudaOps::gdn_gating(const Tensor& a_in, const Tensor& b, const Tensor& a_log, const Tensor& dt_bias,
+                         const Tensor& g, const Tensor& beta) {
+    const auto profile = profiler_.scope("gdn_gating");
+    ops_checks::expect_gdn_gating(a_in, b, a_log, dt_bias, g, beta, kHere);
+    kcu::GdnGatingArgs a;
+    a.a = a_in.data_as<float>(), a.a_stride = a_in.stride(0), a.b = b.data_as<float>(), a.b_stride = b.stride(0);
+    a.a_log = a_log.data(), a.a_log_type = elem_type(a_log.dtype(), "gdn_gating");
+    a.dt_bias = dt_bias.data(), a.dt_bias_type = elem_type(dt_bias.dtype(), "gdn_gating");
+    a.g = g.data_as<float>(), a.g_stride = g.stride(0), a.beta = beta.data_as<float>(), a.beta_stride = beta.stride(0);
+    a.T = a_in.dim(0), a.H = a_in.dim(1);
+    kcu::launch_gdn_gating(a, stream_);
+    invalidate_converted();
 }
 
-void CudaOps::gated_delta_rule(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
-                               const ForwardBatch&, float, const Tensor&, DeltaRuleMode) {
-    not_yet("gated_delta_rule");
+void CudaOps::l2_norm(const Tensor& x, float eps) {
+    const auto profile = profiler_.scope("l2_norm");
+    ops_checks::expect_heads(x, kHere, "l2_norm", "x");
+    kcu::launch_l2_norm({rows3(x), x.dim(0), x.dim(1), x.dim(2), eps}, stream_);
+    invalidate_converted();
 }
 
-void CudaOps::gated_rms_norm(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&) {
-    not_yet("gated_rms_norm");
+// Every DeltaRuleMode runs the recurrent kernels (delta_net.h): the modes differ only in fp32 rounding on the CPU,
+// and the GPU has no chunked kernel yet.
+void CudaOps::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                               const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
+                               DeltaRuleMode) {
+    const auto profile = profiler_.scope("gated_delta_rule");
+    ops_checks::expect_delta_rule(q, k, v, g, beta, state, batch, out, kHere);
+    expect(q.dim(2) <= kcu::kMaxDeltaRuleDk, "gated_delta_rule",
+           "key head dim " + std::to_string(q.dim(2)) + " is above " + std::to_string(kcu::kMaxDeltaRuleDk));
+    kcu::GatedDeltaRuleArgs a;
+    a.q = rows3(q), a.k = rows3(k), a.v = rows3(v), a.out = rows3(out);
+    a.g = g.data_as<float>(), a.g_stride = g.stride(0), a.beta = beta.data_as<float>(), a.beta_stride = beta.stride(0);
+    a.Hk = static_cast<int>(q.dim(1)), a.Hv = static_cast<int>(v.dim(1));
+    a.dk = static_cast<int>(q.dim(2)), a.dv = static_cast<int>(v.dim(2)), a.q_scale = q_scale;
+    a.state = state.data_as<float>(), a.num_slots = state.dim(0);
+    a.seqs = delta_net_seqs(batch);
+    a.num_tokens = batch.num_tokens;
+    kcu::launch_gated_delta_rule(a, stream_);
+    invalidate_converted();
+}
+
+void CudaOps::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, const Tensor& out) {
+    const auto profile = profiler_.scope("gated_rms_norm");
+    ops_checks::expect_gated_rms_norm(x, z, weight, out, kHere);
+    kcu::GatedRmsNormArgs a;
+    a.x = rows3(x), a.z = rows3(z), a.out = rows3(out);
+    a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
+    a.weight = weight.data(), a.weight_type = elem_type(weight.dtype(), "gated_rms_norm"), a.eps = eps;
+    kcu::launch_gated_rms_norm(a, stream_);
+    invalidate_converted();
 }
 
 }  // namespace pagoda

@@ -79,15 +79,14 @@ void CudaOps::argmax(const Tensor& logits, std::span<int32_t> out) {
 
 void CudaOps::binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out) {
     const auto profile = profiler_.scope("elementwise");
-    ops_checks::expect_mat(a_in, kHere, op, "a");
-    ops_checks::expect_mat(b, kHere, op, "b");
-    ops_checks::expect_mat(out, kHere, op, "out");
-    const bool broadcast = kind == kcu::BinaryOp::SigmoidMul && b.dim(1) == 1;
-    expect(a_in.shape() == out.shape() && b.dim(0) == a_in.dim(0) && (broadcast || b.dim(1) == a_in.dim(1)), op,
-           "operand shapes " + a_in.to_string() + ", " + b.to_string() + ", " + out.to_string() + " differ");
-    kcu::launch_binary({kind, a_in.data_as<float>(), a_in.stride(0), b.data_as<float>(), b.stride(0), b.dim(1),
-                        out.data_as<float>(), out.stride(0), a_in.dim(0), a_in.dim(1)},
-                       stream_);
+    ops_checks::expect_binary(a_in, b, out, kind == kcu::BinaryOp::SigmoidMul, kHere, op);
+    kcu::BinaryArgs a{kind,      a_in.data_as<float>(), a_in.stride(0), b.data_as<float>(), b.stride(0),
+                      b.dim(-1), out.data_as<float>(),  out.stride(0),  a_in.dim(0),        a_in.dim(-1)};
+    if (a_in.rank() == 3) {
+        a.H = a_in.dim(1), a.a_stride_h = a_in.stride(1), a.b_stride_h = b.stride(1);
+        a.out_stride_h = out.stride(1);
+    }
+    kcu::launch_binary(a, stream_);
     invalidate_converted();
 }
 

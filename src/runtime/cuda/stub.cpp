@@ -13,6 +13,9 @@ int cuda_device_count() {
 Result<CudaDeviceInfo> cuda_device_info(int) {
     return Status::error("this pagoda was built without CUDA");
 }
+bool cuda_runs_op(std::string_view) {
+    return false;
+}
 Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions&) {
     return Status::error("this pagoda was built without CUDA (configure on a machine with nvcc)");
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -17,8 +18,11 @@
 
 namespace pagoda::golden {
 
+// PAGODA_SOURCE_DIR in the environment overrides the source tree compiled in: test binaries carried to the GPU
+// machine run from a checkout at another path.
 inline std::string dir(const std::string& name) {
-    return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name;
+    const char* root = std::getenv("PAGODA_SOURCE_DIR");
+    return std::string(root && *root ? root : PAGODA_SOURCE_DIR) + "/tests/golden/" + name;
 }
 
 struct Reference {

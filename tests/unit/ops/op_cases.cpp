@@ -287,6 +287,20 @@ OpCase sigmoid_mul(int64_t T, int64_t N, int64_t gate_cols) {
             }};
 }
 
+// Gated attention's output gate: x [T, H, D] times the sigmoid of the gate heads interleaved with the queries (the
+// query heads between them must stay untouched).
+OpCase sigmoid_mul_heads(int64_t T, int64_t H, int64_t D) {
+    return {fmt("sigmoid_mul T=%lld H=%lld D=%lld gate=interleaved heads", (long long)T, (long long)H, (long long)D),
+            "sigmoid_mul", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, H * D}, 4.0f), qg = r.act(Shape{T, 2 * H * D}, 4.0f);
+                r.check(x, "x", kF32Tol);
+                r.check(qg, "q/gate buffer (untouched)", kExact);
+                const Tensor x3 = x.unflatten(1, H, D);
+                const Tensor gate = gated_heads(qg.narrow(1, D, 2 * H * D - D), H, D);
+                return [=, &r] { r.ops().sigmoid_mul(x3, gate); };
+            }};
+}
+
 OpCase add(int64_t T, int64_t N) {
     return {fmt("add T=%lld N=%lld", (long long)T, (long long)N), "add", [=](CaseRun& r) {
                 const Tensor y = r.act(Shape{T, N}, 4.0f), x = r.act(Shape{T, N}, 4.0f);
@@ -538,6 +552,8 @@ const std::vector<OpCase>& op_cases() {
                  sigmoid_mul(1, 17, 17),
                  sigmoid_mul(33, 4096, 4096),
                  sigmoid_mul(1, 17, 1),
+                 sigmoid_mul_heads(1, 4, 256),
+                 sigmoid_mul_heads(37, 3, 24),
                  sigmoid_mul(33, 4096, 1),
                  add(1, 17),
                  add(33, 4096),

@@ -28,11 +28,11 @@ __device__ __forceinline__ float sigmoid(float x) {
 }
 
 __global__ void binary_kernel(BinaryArgs a) {
-    const int64_t n = a.T * a.N;
+    const int64_t n = a.T * a.H * a.N;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t t = i / a.N, c = i % a.N;
-        const float x = a.a[t * a.a_stride + c];
-        const float y = a.b[t * a.b_stride + (a.b_cols == 1 ? 0 : c)];
+        const int64_t row = i / a.N, c = i % a.N, t = row / a.H, h = row % a.H;
+        const float x = a.a[t * a.a_stride + h * a.a_stride_h + c];
+        const float y = a.b[t * a.b_stride + h * a.b_stride_h + (a.b_cols == 1 ? 0 : c)];
         float r;
         switch (a.op) {
             case BinaryOp::SiluMul:
@@ -45,7 +45,7 @@ __global__ void binary_kernel(BinaryArgs a) {
                 r = x + y;
                 break;
         }
-        a.out[t * a.out_stride + c] = r;
+        a.out[t * a.out_stride + h * a.out_stride_h + c] = r;
     }
 }
 
@@ -131,8 +131,8 @@ void launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
 }
 
 void launch_binary(const BinaryArgs& a, cudaStream_t stream) {
-    if (a.T == 0 || a.N == 0) return;
-    binary_kernel<<<blocks_for(a.T * a.N), kThreads, 0, stream>>>(a);
+    if (a.T == 0 || a.N == 0 || a.H == 0) return;
+    binary_kernel<<<blocks_for(a.T * a.H * a.N), kThreads, 0, stream>>>(a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

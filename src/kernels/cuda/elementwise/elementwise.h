@@ -17,7 +17,8 @@ struct EmbeddingArgs {
 void launch_embedding(const EmbeddingArgs& a, cudaStream_t stream);
 
 enum class BinaryOp : uint8_t { SiluMul, SigmoidMul, Add };
-// out = op(a, b) over [T, N]; b may have one column (b_cols == 1, SigmoidMul only) broadcast over the row.
+// out = op(a, b) over [T, N], or over [T, H, N] when H > 1 (head strides given per operand: the gates interleaved
+// with the queries of gated attention); b may have one column (b_cols == 1, SigmoidMul only) broadcast over the row.
 struct BinaryArgs {
     BinaryOp op;
     const float* a;
@@ -26,6 +27,7 @@ struct BinaryArgs {
     int64_t b_stride, b_cols;
     float* out;
     int64_t out_stride, T, N;
+    int64_t H = 1, a_stride_h = 0, b_stride_h = 0, out_stride_h = 0;
 };
 void launch_binary(const BinaryArgs& a, cudaStream_t stream);
 
