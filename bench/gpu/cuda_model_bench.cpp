@@ -189,8 +189,8 @@ int main(int argc, char** argv) {
     graph_step.add_sequence(std::span<const int32_t>(&first_token, 1), context + decode / 2, decode_table, 0);
     const ForwardBatch graph_batch = graph_step.view();
     Status graph_status = ok_status();
-    auto gq =
-        cuda_time_queued(**backend, [&] { graph_status = (*graphs)->forward(graph_batch, &*decode_kv, nullptr).status(); });
+    auto gq = cuda_time_queued(**backend,
+                               [&] { graph_status = (*graphs)->forward(graph_batch, &*decode_kv, nullptr).status(); });
     if (!gq.ok() || !graph_status.ok())
         return fail("graph profile: " + (gq.ok() ? graph_status : gq.status()).message());
     auto pq = queued(0, long_prompt);
