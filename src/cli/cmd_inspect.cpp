@@ -6,6 +6,7 @@
 #include "cli/args.h"
 #include "cli/command.h"
 #include "common/json.h"
+#include "model/arch/arch.h"
 #include "model/model_dir.h"
 
 namespace {
@@ -148,6 +149,28 @@ Json generation_json(const GenerationDefaults& g) {
     return j;
 }
 
+// What `serve` reads of the checkpoint: the tensors the model's weights structs declare (visit_weights), counted
+// from the config's shapes (the parts Qwen3-Next's packed projections are split into count as the packed tensors
+// would). A tied LM head counts only when the checkpoint holds one. None for a config with a negative size, which
+// the loader refuses and no shape can hold.
+struct LoadedWeights {
+    int64_t params = 0;
+    size_t tensors = 0;
+};
+std::optional<LoadedWeights> loaded_weights(const ModelSpec& s, const Checkpoint& checkpoint) {
+    if (s.intermediate_size < 0 || s.moe_intermediate_size < 0 || s.shared_expert_intermediate_size < 0) return {};
+    ModelWeights declared = declared_weights(s);
+    LoadedWeights n;
+    const pagoda::Status walked = visit_weights(declared, s, [&](const WeightEntry& e) {
+        if (e.optional && checkpoint.find(e.name) == nullptr) return pagoda::ok_status();
+        n.params += e.numel();
+        n.tensors += 1;
+        return pagoda::ok_status();
+    });
+    if (!walked.ok()) return {};
+    return n;
+}
+
 Json file_or_null(const std::optional<std::string>& p) {
     return p ? Json(*p) : Json();
 }
@@ -171,7 +194,8 @@ int run_inspect(std::span<const std::string_view> args) {
     const ModelDir& m = opened.value();
     const ModelSpec& s = m.spec;
     std::optional<WeightSummary> w;
-    if (m.checkpoint) w = summarize_weights(s, *m.checkpoint);
+    std::optional<LoadedWeights> loaded;
+    if (m.checkpoint) w = summarize_weights(s, *m.checkpoint), loaded = loaded_weights(s, *m.checkpoint);
     const size_t elem = dtype_bytes(s.dtype);
     const size_t kv = s.kv_cache_bytes_per_token(elem);
     const size_t state = s.linear_state_bytes_per_sequence();
@@ -207,6 +231,8 @@ int run_inspect(std::span<const std::string_view> args) {
             j.set("weight_bytes", size_json(w->weight_bytes));
             j.set("num_tensors", size_json(w->num_tensors));
             j.set("num_weight_files", size_json(m.checkpoint->files().size()));
+            j.set("loaded_parameters", loaded ? int_json(loaded->params) : Json());
+            j.set("loaded_tensors", loaded ? size_json(loaded->tensors) : Json());
         } else {
             j.set("parameters", Json());
             j.set("weight_bytes", Json());
@@ -282,6 +308,9 @@ int run_inspect(std::span<const std::string_view> args) {
         std::printf("tensor dtypes:  %s\n", dtypes.c_str());
         std::printf("weight bytes:   %zu (%s) in %zu tensors, %zu files\n", w->weight_bytes,
                     human_bytes(w->weight_bytes).c_str(), w->num_tensors, m.checkpoint->files().size());
+        if (loaded)
+            std::printf("loaded:         %s parameters as %zu tensors (experts stacked, packed projections split)\n",
+                        human_count(loaded->params).c_str(), loaded->tensors);
     } else {
         std::printf("weights:        none found\n");
     }

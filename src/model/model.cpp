@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <unordered_map>
 
+#include "common/check.h"
 #include "model/tensor_parallel.h"
 #include "runtime/ops.h"
 
@@ -37,7 +39,7 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     if (!plan.ok()) return plan.status().with_context(dir.files.dir);
     std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
     Status status = model->load_weights();
-    if (status.ok()) status = shard_weights(model->plan_, model->weights_);  // nothing to do unless split
+    if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
     if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
     // One launch for q/k/v and one for gate/up where the weights lie back to back (upload_weights places them so
@@ -49,60 +51,24 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     return model;
 }
 
-namespace {
-// Every tensor of the model's weights, for placing them on a device. The order puts q, k, v (and their biases) and
-// gate, up one after another, so that fuse_projections can view each group as one tensor (where their sizes are
-// multiples of upload_weights' 256-byte alignment, as at every real Qwen shape; otherwise they stay separate).
-template <typename F>
-void for_each_weight(ModelWeights& w, F&& f) {
-    f(w.embed), f(w.final_norm), f(w.lm_head.data);
-    for (LayerWeights& l : w.layers) {
-        AttentionWeights& a = l.attn;
-        DeltaNetWeights& d = l.delta;
-        MoeWeights& m = l.moe;
-        for (Tensor* t : {&l.input_norm,
-                          &l.post_norm,
-                          &a.q.data,
-                          &a.k.data,
-                          &a.v.data,
-                          &a.o.data,
-                          &a.q.bias,
-                          &a.k.bias,
-                          &a.v.bias,
-                          &a.q_norm,
-                          &a.k_norm,
-                          &l.dense.gate.data,
-                          &l.dense.up.data,
-                          &l.dense.down.data,
-                          &d.qkv.data,
-                          &d.z.data,
-                          &d.b.data,
-                          &d.a.data,
-                          &d.conv,
-                          &d.a_log,
-                          &d.dt_bias,
-                          &d.norm,
-                          &d.out.data,
-                          &m.router.data,
-                          &m.shared.gate.data,
-                          &m.shared.up.data,
-                          &m.shared.down.data,
-                          &m.shared_gate.data,
-                          &m.gate_up.data,
-                          &m.down.data})
-            f(*t);
-    }
-}
-}  // namespace
-
 // Copies every weight (the mmapped checkpoint views and the loader's own buffers) into one device allocation and
-// points the tensors there. Tensors that share memory (tied lm_head) share it on the device too.
+// points the tensors there. Tensors that share memory (tied lm_head) share it on the device too. The weights go in
+// the order their structs declare them (visit_weights), which puts q, k, v (and their biases) and gate, up one after
+// another, so that fuse_projections can view each group as one tensor (where their sizes are multiples of the
+// 256-byte alignment, as at every real Qwen shape; otherwise they stay separate).
 Status Model::upload_weights() {
     constexpr size_t kAlign = 256;
+    const auto for_each_weight = [this](const std::function<void(Tensor&)>& f) {
+        Status walked = visit_weights(weights_, dir_.spec, [&f](const WeightEntry& e) {
+            f(e.data());
+            return ok_status();
+        });
+        PAGODA_CHECK_MSG(walked.ok(), walked.message().c_str());  // the visitor never fails
+    };
     std::unordered_map<const void*, size_t> offsets;  // host data -> offset in the device buffer
     size_t total = 0;
     Status status = ok_status();
-    for_each_weight(weights_, [&](Tensor& t) {
+    for_each_weight([&](Tensor& t) {
         if (!t.defined() || offsets.count(t.data())) return;
         if (!t.is_contiguous()) status = Status::error("weight " + t.to_string() + " is not contiguous");
         offsets[t.data()] = total;
@@ -113,7 +79,7 @@ Status Model::upload_weights() {
     if (!buffer.ok()) return buffer.status().with_context("weights on " + backend_.name());
     auto* base = static_cast<std::byte*>(buffer->data());
     std::unordered_map<const void*, bool> copied;
-    for_each_weight(weights_, [&](Tensor& t) {
+    for_each_weight([&](Tensor& t) {
         if (!t.defined()) return;
         std::byte* dst = base + offsets.at(t.data());
         const Tensor device_view(dst, t.dtype(), t.shape(), backend_.device());
@@ -140,15 +106,6 @@ Status Model::load_weights() {
     }
     const Architecture& arch = architecture_for(spec.family);
     WeightLoader loader(*dir_.checkpoint, weights_.owned);
-    const std::string& p = spec.weight_prefix;
-    const int64_t H = spec.hidden_size, V = spec.vocab_size;
-    PAGODA_ASSIGN_OR_RETURN(weights_.embed, loader.view(p + "embed_tokens.weight", Shape{V, H}));
-    PAGODA_ASSIGN_OR_RETURN(weights_.final_norm, loader.f32(p + "norm.weight", Shape{H}));
-    if (loader.has("lm_head.weight") || !spec.tie_word_embeddings) {
-        PAGODA_ASSIGN_OR_RETURN(weights_.lm_head, loader.linear("lm_head.weight", Shape{V, H}));
-    } else {
-        weights_.lm_head = LinearWeight::dense(weights_.embed);
-    }
     weights_.layers.resize(spec.layers.size());
     cache_layer_.resize(spec.layers.size());
     int32_t full = 0, linear = 0;
@@ -165,11 +122,12 @@ Status Model::load_weights() {
                                  std::string(family_name(spec.family)) + " model");
         }
         cache_layer_[i] = layer.attention == AttentionKind::kFull ? full++ : linear++;
-        const std::string lp = p + "layers." + std::to_string(i) + ".";
-        PAGODA_ASSIGN_OR_RETURN(layer.input_norm, loader.f32(lp + "input_layernorm.weight", Shape{H}));
-        PAGODA_ASSIGN_OR_RETURN(layer.post_norm, loader.f32(lp + "post_attention_layernorm.weight", Shape{H}));
-        PAGODA_RETURN_IF_ERROR(load_layer(arch, spec, loader, static_cast<int64_t>(i), lp, layer));
+        const std::string lp = spec.weight_prefix + "layers." + std::to_string(i) + ".";
+        PAGODA_RETURN_IF_ERROR(prepare_layer(arch, spec, loader, static_cast<int64_t>(i), lp, layer));
     }
+    // Every tensor the weights structs declare, read by name.
+    PAGODA_RETURN_IF_ERROR(visit_weights(weights_, spec, loader.visitor()));
+    if (!weights_.lm_head.defined()) weights_.lm_head = LinearWeight::dense(weights_.embed);  // tied
     return ok_status();
 }
 

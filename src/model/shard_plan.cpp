@@ -3,44 +3,40 @@
 #include <algorithm>
 #include <string>
 
+#include "common/check.h"
+
 namespace pagoda::model {
 
-std::string_view role_name(WeightRole role) {
-    switch (role) {
-        case WeightRole::kEmbedding:
-            return "embed_tokens";
-        case WeightRole::kLmHead:
-            return "lm_head";
-        case WeightRole::kFinalNorm:
-            return "norm";
-        case WeightRole::kInputNorm:
-            return "input_layernorm";
-        case WeightRole::kPostNorm:
-            return "post_attention_layernorm";
-        case WeightRole::kQProj:
-            return "q_proj";
-        case WeightRole::kKProj:
-            return "k_proj";
-        case WeightRole::kVProj:
-            return "v_proj";
-        case WeightRole::kOProj:
-            return "o_proj";
-        case WeightRole::kQBias:
-            return "q_proj.bias";
-        case WeightRole::kKBias:
-            return "k_proj.bias";
-        case WeightRole::kVBias:
-            return "v_proj.bias";
-        case WeightRole::kQNorm:
-            return "q_norm";
-        case WeightRole::kKNorm:
-            return "k_norm";
-        case WeightRole::kGateProj:
-            return "gate_proj";
-        case WeightRole::kUpProj:
-            return "up_proj";
-        case WeightRole::kDownProj:
-            return "down_proj";
+std::string describe(const ShardRole& role) {
+    const char* unit = "";
+    switch (role.unit) {
+        case SplitUnit::kNone:
+            break;
+        case SplitUnit::kVocab:
+            unit = "vocabulary";
+            break;
+        case SplitUnit::kQueryHeads:
+            unit = "query heads";
+            break;
+        case SplitUnit::kKvHeads:
+            unit = "KV heads";
+            break;
+        case SplitUnit::kMlp:
+            unit = "MLP features";
+            break;
+    }
+    const std::string by = std::string(unit) + (role.unit_size > 1 ? " of " + std::to_string(role.unit_size) : "");
+    switch (role.split) {
+        case Split::kReplicated:
+            return "replicated";
+        case Split::kRows:
+            return "rows by " + by;
+        case Split::kColumns:
+            return "columns by " + by;
+        case Split::kExpertStacked:
+            return "stacked experts";
+        case Split::kNoRule:
+            return "no tensor-parallel split";
     }
     return "?";
 }
@@ -49,37 +45,27 @@ int64_t ShardPlan::vocab_rows() const {
     return std::clamp<int64_t>(vocab - first_vocab, 0, vocab_per_rank);
 }
 
-WeightSlice ShardPlan::slice(WeightRole role) const {
-    const WeightSlice q_rows{SplitDim::kRows, first_q_head * head_dim, q_heads * head_dim, q_heads * head_dim};
-    const WeightSlice kv_rows{SplitDim::kRows, first_kv_head * head_dim, kv_heads * head_dim, kv_heads * head_dim};
-    const WeightSlice mlp_rows{SplitDim::kRows, first_intermediate, intermediate, intermediate};
-    switch (role) {
-        case WeightRole::kEmbedding:
-        case WeightRole::kLmHead:
-            return {SplitDim::kRows, first_vocab, vocab_rows(), vocab_per_rank};
-        case WeightRole::kQProj:
-        case WeightRole::kQBias:
-            return q_rows;
-        case WeightRole::kKProj:
-        case WeightRole::kVProj:
-        case WeightRole::kKBias:
-        case WeightRole::kVBias:
-            return kv_rows;
-        case WeightRole::kOProj:
-            return {SplitDim::kColumns, q_rows.begin, q_rows.length, q_rows.length};
-        case WeightRole::kGateProj:
-        case WeightRole::kUpProj:
-            return mlp_rows;
-        case WeightRole::kDownProj:
-            return {SplitDim::kColumns, mlp_rows.begin, mlp_rows.length, mlp_rows.length};
-        case WeightRole::kFinalNorm:
-        case WeightRole::kInputNorm:
-        case WeightRole::kPostNorm:
-        case WeightRole::kQNorm:
-        case WeightRole::kKNorm:
+WeightSlice ShardPlan::slice(const ShardRole& role) const {
+    PAGODA_CHECK_MSG(role.splittable(), "no slice for a tensor that tensor parallelism does not split");
+    if (role.split == Split::kReplicated) return {};
+    const SplitDim dim = role.split == Split::kRows ? SplitDim::kRows : SplitDim::kColumns;
+    int64_t first = 0, count = 0;
+    switch (role.unit) {
+        case SplitUnit::kVocab:  // padded: the last ranks' shards end in zero rows
+            return {dim, first_vocab * role.unit_size, vocab_rows() * role.unit_size, vocab_per_rank * role.unit_size};
+        case SplitUnit::kQueryHeads:
+            first = first_q_head, count = q_heads;
+            break;
+        case SplitUnit::kKvHeads:
+            first = first_kv_head, count = kv_heads;
+            break;
+        case SplitUnit::kMlp:
+            first = first_intermediate, count = intermediate;
+            break;
+        case SplitUnit::kNone:
             return {};
     }
-    return {};
+    return {dim, first * role.unit_size, count * role.unit_size, count * role.unit_size};
 }
 
 namespace {

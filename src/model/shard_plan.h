@@ -7,40 +7,13 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
 #include "model/model_spec.h"
 
 namespace pagoda::model {
-
-// The weights of a dense decoder, named by how they are split.
-enum class WeightRole {
-    kEmbedding,  // [V, H]
-    kLmHead,     // [V, H] (the embedding itself when tied)
-    kFinalNorm,  // [H]
-    kInputNorm,  // [H] per layer
-    kPostNorm,   // [H] per layer
-    kQProj,      // [nq*hd, H]
-    kKProj,      // [nkv*hd, H]
-    kVProj,      // [nkv*hd, H]
-    kOProj,      // [H, nq*hd]
-    kQBias,      // [nq*hd] (qwen2)
-    kKBias,      // [nkv*hd]
-    kVBias,      // [nkv*hd]
-    kQNorm,      // [hd] (qwen3)
-    kKNorm,      // [hd]
-    kGateProj,   // [I, H]
-    kUpProj,     // [I, H]
-    kDownProj,   // [H, I]
-};
-inline constexpr WeightRole kAllWeightRoles[] = {
-    WeightRole::kEmbedding, WeightRole::kLmHead,  WeightRole::kFinalNorm, WeightRole::kInputNorm, WeightRole::kPostNorm,
-    WeightRole::kQProj,     WeightRole::kKProj,   WeightRole::kVProj,     WeightRole::kOProj,     WeightRole::kQBias,
-    WeightRole::kKBias,     WeightRole::kVBias,   WeightRole::kQNorm,     WeightRole::kKNorm,     WeightRole::kGateProj,
-    WeightRole::kUpProj,    WeightRole::kDownProj};
-std::string_view role_name(WeightRole role);  // "q_proj"
 
 enum class SplitDim {
     kNone,     // replicated: every rank holds the whole tensor
@@ -57,6 +30,41 @@ struct WeightSlice {
     int64_t padded_length = 0;
 };
 
+// What a split dimension is divided into; each rank holds a contiguous range of these units.
+enum class SplitUnit : uint8_t {
+    kNone,
+    kVocab,       // vocabulary rows, padded to a multiple of N (embedding, LM head)
+    kQueryHeads,  // attention heads
+    kKvHeads,     // KV heads: split whole, or each held whole by N / num_key_value_heads ranks
+    kMlp,         // the dense MLP's intermediate features
+};
+
+// How tensor parallelism treats one tensor; each weights struct declares it beside the tensor (weight_visitor.h).
+enum class Split : uint8_t {
+    kReplicated,     // every rank holds the whole tensor (norms, QK-norms, routers, gate parameters)
+    kRows,           // dimension 0 by `unit`: the output features of a column-parallel layer, and its bias
+    kColumns,        // dimension 1 by `unit`: the input features of a row-parallel layer (partial sums, all-reduced)
+    kExpertStacked,  // [E, N, K] routed experts: not split yet (expert parallelism would split E)
+    kNoRule,         // no split written yet (Gated DeltaNet, the shared expert); a split model refuses it
+};
+
+struct ShardRole {
+    Split split = Split::kReplicated;
+    SplitUnit unit = SplitUnit::kNone;
+    int64_t unit_size = 1;  // entries per unit along the split dimension: a head's size for a split by heads
+
+    static constexpr ShardRole replicated() { return {}; }
+    static constexpr ShardRole rows(SplitUnit unit, int64_t unit_size = 1) { return {Split::kRows, unit, unit_size}; }
+    static constexpr ShardRole columns(SplitUnit unit, int64_t unit_size = 1) {
+        return {Split::kColumns, unit, unit_size};
+    }
+    static constexpr ShardRole expert_stacked() { return {Split::kExpertStacked, SplitUnit::kNone, 1}; }
+    static constexpr ShardRole no_rule() { return {Split::kNoRule, SplitUnit::kNone, 1}; }
+    // Whether ShardPlan::slice can cut a tensor of this role.
+    constexpr bool splittable() const { return split != Split::kExpertStacked && split != Split::kNoRule; }
+};
+std::string describe(const ShardRole& role);  // "rows by query heads of 128", for messages
+
 struct ShardPlan {
     int size = 1;  // tensor-parallel size N
     int rank = 0;  // 0 .. N-1
@@ -72,8 +80,9 @@ struct ShardPlan {
 
     // Real (unpadded) vocabulary rows of this rank: vocab_per_rank, less on the last ranks when N does not divide V.
     int64_t vocab_rows() const;
-    // This rank's slice of a weight of the given role (with size 1, every split range is the whole tensor).
-    WeightSlice slice(WeightRole role) const;
+    // This rank's slice of a tensor of the given role (with size 1, every split range is the whole tensor).
+    // The role must be splittable().
+    WeightSlice slice(const ShardRole& role) const;
 };
 
 // The plan of `rank` in a group of `size` for a model. size 1 works for every family (nothing is split); larger

@@ -52,49 +52,38 @@ Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, i
 
 }  // namespace
 
-Status shard_weights(const ShardPlan& plan, ModelWeights& w) {
+Status shard_weights(const ModelSpec& spec, const ShardPlan& plan, ModelWeights& w) {
     if (plan.size == 1) return ok_status();
-    OwnedWeights& owned = w.owned;
-    const bool tied = w.lm_head.data.data() == w.embed.data();
-    // One zero row past the padded shard: the row every id outside this rank's range reads.
-    PAGODA_ASSIGN_OR_RETURN(w.embed, cut(w.embed, plan.slice(WeightRole::kEmbedding), owned, /*extra_rows=*/1));
-    if (tied) {
-        w.lm_head.data = w.embed.narrow(0, 0, plan.vocab_per_rank);
-    } else {
-        PAGODA_ASSIGN_OR_RETURN(w.lm_head.data, cut(w.lm_head.data, plan.slice(WeightRole::kLmHead), owned));
-    }
     for (size_t i = 0; i < w.layers.size(); ++i) {
-        LayerWeights& layer = w.layers[i];
-        if (layer.attention != AttentionKind::kFull || layer.mlp != MlpKind::kDense) {
+        if (w.layers[i].attention != AttentionKind::kFull || w.layers[i].mlp != MlpKind::kDense) {
             return Status::error("layer " + std::to_string(i) +
                                  ": tensor parallelism supports dense full-attention layers only");
         }
-        struct Part {
-            Tensor* tensor;
-            WeightRole role;
-        };
-        AttentionWeights& a = layer.attn;
-        MlpWeights& m = layer.dense;
-        for (const LinearWeight* lw : {&a.q, &a.k, &a.v, &a.o, &m.gate, &m.up, &m.down}) {
-            if (!lw->is_dense()) {
-                return Status::error("layer " + std::to_string(i) + ": tensor parallelism of " + lw->describe() +
-                                     " weights is not supported");
-            }
-        }
-        for (const Part& p : {Part{&a.q.data, WeightRole::kQProj}, Part{&a.k.data, WeightRole::kKProj},
-                              Part{&a.v.data, WeightRole::kVProj}, Part{&a.o.data, WeightRole::kOProj},
-                              Part{&a.q.bias, WeightRole::kQBias}, Part{&a.k.bias, WeightRole::kKBias},
-                              Part{&a.v.bias, WeightRole::kVBias}, Part{&m.gate.data, WeightRole::kGateProj},
-                              Part{&m.up.data, WeightRole::kUpProj}, Part{&m.down.data, WeightRole::kDownProj}}) {
-            auto shard = cut(*p.tensor, plan.slice(p.role), owned);
-            if (!shard.ok()) {
-                return shard.status().with_context("layer " + std::to_string(i) + " " + std::string(role_name(p.role)));
-            }
-            *p.tensor = std::move(shard).value();
-        }
-        // Norms (input, post-attention, q_norm, k_norm) are replicated: per head or per hidden unit, not split.
     }
-    return ok_status();
+    OwnedWeights& owned = w.owned;
+    const bool tied = w.lm_head.data.data() == w.embed.data();
+    // Each tensor as its struct declares it (visit_weights): replicated ones stay, split ones are cut.
+    return visit_weights(w, spec, [&](const WeightEntry& e) -> Status {
+        Tensor& t = e.data();
+        if (!t.defined() || e.role.split == Split::kReplicated) return ok_status();
+        if (e.linear != nullptr && !e.linear->is_dense()) {
+            return Status::error(e.name + ": tensor parallelism of " + e.linear->describe() +
+                                 " weights is not supported");
+        }
+        if (!e.role.splittable()) {
+            return Status::error(e.name + ": tensor parallelism cannot split it yet (" + describe(e.role) + ")");
+        }
+        if (tied && e.linear == &w.lm_head) {  // a view of the embedding's shard, which was cut just before
+            t = w.embed.narrow(0, 0, plan.vocab_per_rank);
+            return ok_status();
+        }
+        // The embedding keeps one zero row past its padded shard: the row ids of other ranks read (embed_tokens).
+        const int64_t extra_rows = &t == &w.embed ? 1 : 0;
+        auto shard = cut(t, plan.slice(e.role), owned, extra_rows);
+        if (!shard.ok()) return shard.status().with_context(e.name);
+        t = std::move(shard).value();
+        return ok_status();
+    });
 }
 
 void embed_tokens(Ops& ops, Communicator& comm, const ShardPlan& plan, const Tensor& table,

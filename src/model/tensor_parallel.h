@@ -17,11 +17,13 @@
 
 namespace pagoda::model {
 
-// Replaces every weight by this rank's shard, in place, before the weights go to a device: row slices are views of
-// the checkpoint (zero-copy), column slices and the padded vocabulary shards are copies owned by `weights`. The
+// Replaces every weight by this rank's shard, in place, before the weights go to a device, walking the weights as
+// their structs declare them (visit_weights) and cutting each by its ShardRole: row slices are views of the
+// checkpoint (zero-copy), column slices and the padded vocabulary shards are copies owned by `weights`. The
 // embedding shard gets one extra zero row that ids of other ranks read (see embed_tokens); a tied LM head is a view
-// of the embedding shard. Nothing changes for a size-1 plan. Errors for layers that are not dense full attention.
-Status shard_weights(const ShardPlan& plan, ModelWeights& weights);
+// of the embedding shard. Nothing changes for a size-1 plan. Errors for layers that are not dense full attention
+// and for any tensor whose role has no split.
+Status shard_weights(const ModelSpec& spec, const ShardPlan& plan, ModelWeights& weights);
 
 // out [T, H] = the embedding rows of `ids`. Split: each rank reads its own vocabulary range (other ids read the
 // shard's zero row) and an all-reduce adds up the ranks. `local_ids` is the caller's scratch, reused across steps.

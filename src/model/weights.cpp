@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "common/check.h"
+
 namespace pagoda::model {
 
 bool to_tensor_dtype(StorageDType storage, DType& out) {
@@ -90,6 +92,39 @@ Result<Tensor> WeightLoader::f32(const std::string& name, const Shape& shape, co
             break;  // lookup() accepted only the three float types
     }
     return out;
+}
+
+Status WeightLoader::load(const WeightEntry& e) {
+    if (e.optional && !has(e.name)) return ok_status();
+    switch (e.source) {
+        case WeightSource::kLinear: {
+            PAGODA_ASSIGN_OR_RETURN(LinearWeight w, linear(e.name, e.shape));
+            w.bias = std::move(e.linear->bias);
+            *e.linear = std::move(w);
+            return ok_status();
+        }
+        case WeightSource::kView: {
+            PAGODA_ASSIGN_OR_RETURN(*e.tensor, view(e.name, e.shape));
+            return ok_status();
+        }
+        case WeightSource::kF32: {
+            // f32() takes the stored shape and the shape to return.
+            const bool reshaped = e.stored_shape.rank() > 0;
+            PAGODA_ASSIGN_OR_RETURN(*e.tensor,
+                                    f32(e.name, reshaped ? e.stored_shape : e.shape, reshaped ? e.shape : Shape()));
+            return ok_status();
+        }
+        case WeightSource::kUnpacked:
+            PAGODA_CHECK_MSG(e.data().defined(), "an unpacked weight was not built before the walk");
+            return ok_status();
+    }
+    return ok_status();
+}
+
+Status visit_all(std::span<const WeightEntry> entries, const WeightVisitor& visit) {
+    for (const WeightEntry& e : entries)
+        PAGODA_RETURN_IF_ERROR(visit(e));
+    return ok_status();
 }
 
 }  // namespace pagoda::model

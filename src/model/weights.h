@@ -11,6 +11,7 @@
 
 #include "common/status.h"
 #include "model/safetensors.h"
+#include "model/weight_visitor.h"
 #include "runtime/linear_weight.h"
 #include "tensor/buffer.h"
 #include "tensor/tensor.h"
@@ -41,6 +42,13 @@ class WeightLoader {
     Result<Tensor> f32(const std::string& name, const Shape& shape, const Shape& as = Shape());
     // An uninitialised owned host tensor for weights the loader builds itself.
     Tensor allocate(DType dtype, const Shape& shape);
+    // Reads one declared tensor into its member as entry.source says (an absent optional one is left undefined;
+    // a kUnpacked one must have been built already). A LinearWeight keeps the bias it has.
+    Status load(const WeightEntry& entry);
+    // load() as a visitor, for a visit_weights walk.
+    WeightVisitor visitor() {
+        return [this](const WeightEntry& e) { return load(e); };
+    }
 
     // Names handed out so far (for reports of what was ignored).
     const std::unordered_set<std::string>& used() const { return used_; }

@@ -34,6 +34,10 @@ enum class ScaleLayout : uint8_t {
 std::string_view format_name(WeightFormat format);  // "bf16", "fp8-e4m3", "int4"
 std::string_view scale_layout_name(ScaleLayout layout);
 
+// The LoRA adapters of one projection (one low-rank A·B pair per loaded adapter). Declared only: multi-LoRA is not
+// built yet; its loader will define this type and fill LinearWeight::lora.
+struct LoraAdapterSet;
+
 struct LinearWeight {
     // [N, K] (out_features, in_features), last dim contiguous. Stacked experts: [E, N, K], one [N, K] per expert.
     // For int4 the last dim holds K/2 bytes.
@@ -47,6 +51,11 @@ struct LinearWeight {
     Tensor zeros;                            // int4 with zero points; undefined when symmetric
     int64_t block_rows = 0, block_cols = 0;  // kBlock: the block of weights one scale covers (128 x 128)
     int64_t group_size = 0;                  // kGroup: inputs per scale (128)
+
+    // Adapters whose low-rank deltas a request may add to this projection's output; null (always, for now) when
+    // there are none. A pointer into a per-layer set owned beside the model, so loading an adapter changes no weight
+    // and the base weights stay shared by every adapter.
+    const LoraAdapterSet* lora = nullptr;
 
     // A dense weight of data's dtype (BF16, F16 or F32; another dtype gives a weight no backend accepts).
     static LinearWeight dense(Tensor data, Tensor bias = Tensor());

@@ -34,13 +34,7 @@ struct ModelWeights {
 };
 
 // How a family's decoder layers differ, as data: the blocks are shared (blocks.h), so a family is the switches of
-// its attention and the storage layout of its linear-attention projections. load_layer() reads one layer with them.
-enum class DeltaNetLayout : uint8_t {
-    kNone,    // no linear-attention layers
-    kPacked,  // Qwen3-Next: in_proj_qkvz / in_proj_ba packed per key-head group
-    kSplit,   // Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
-};
-
+// its attention and the storage layout of its linear-attention projections (DeltaNetLayout, blocks.h).
 struct Architecture {
     std::string_view name;
     bool always_qkv_bias = false;  // q/k/v bias whatever the config says (Qwen2's config has no switch for it)
@@ -57,9 +51,19 @@ extern const Architecture kQwen3_5Architecture;  // qwen3_5 and qwen3_5_moe
 
 const Architecture& architecture_for(ModelFamily family);
 
-// Loads the mixer (attention or Gated DeltaNet, as out.attention says) and the MLP (dense SwiGLU or MoE, as
-// out.mlp says) of layer `index`; `prefix` is "<weight_prefix>layers.<index>.".
-Status load_layer(const Architecture& arch, const ModelSpec& spec, WeightLoader& loader, int64_t index,
-                  const std::string& prefix, LayerWeights& out);
+// Every tensor of decoder layer `w` (its mixer and MLP, as w.attention and w.mlp say): the norms, then the block's
+// visit_weights. `prefix` is "<weight_prefix>layers.<index>.".
+Status visit_weights(LayerWeights& w, const ModelSpec& spec, const Architecture& arch, const std::string& prefix,
+                     const WeightVisitor& visit);
+// Every tensor of the model: the embedding, the final norm, the LM head (optional when the embeddings are tied),
+// then each of w.layers (whose kinds say which blocks it has).
+Status visit_weights(ModelWeights& w, const ModelSpec& spec, const WeightVisitor& visit);
+
+// Before layer `index` is walked for loading: the checks of its config and the layouts a walk cannot read by name
+// (prepare_delta_net, prepare_moe).
+Status prepare_layer(const Architecture& arch, const ModelSpec& spec, WeightLoader& loader, int64_t index,
+                     const std::string& prefix, LayerWeights& out);
+// A ModelWeights with the layer kinds of the spec and no tensors: what visit_weights declares for a config alone.
+ModelWeights declared_weights(const ModelSpec& spec);
 
 }  // namespace pagoda::model

@@ -59,25 +59,30 @@ Tensor heads_view(const Tensor& base, int64_t offset, int64_t heads, int64_t dim
 
 // --- Attention -------------------------------------------------------------------------------------------------------
 
-Status load_attention(const ModelSpec& spec, WeightLoader& loader, const std::string& p,
-                      const AttentionOptions& options, AttentionWeights& out) {
+Status visit_weights(AttentionWeights& w, const ModelSpec& spec, const AttentionOptions& options, const std::string& p,
+                     const WeightVisitor& visit) {
     const int64_t H = spec.hidden_size, nq = spec.num_attention_heads, nkv = spec.num_key_value_heads;
     const int64_t hd = spec.head_dim;
-    const int64_t q_rows = nq * hd * (options.output_gate ? 2 : 1);
-    PAGODA_ASSIGN_OR_RETURN(out.q, loader.linear(p + "q_proj.weight", Shape{q_rows, H}));
-    PAGODA_ASSIGN_OR_RETURN(out.k, loader.linear(p + "k_proj.weight", Shape{nkv * hd, H}));
-    PAGODA_ASSIGN_OR_RETURN(out.v, loader.linear(p + "v_proj.weight", Shape{nkv * hd, H}));
-    PAGODA_ASSIGN_OR_RETURN(out.o, loader.linear(p + "o_proj.weight", Shape{H, nq * hd}));
+    const int64_t q_head = hd * (options.output_gate ? 2 : 1);  // rows of one head in q_proj: [query | gate]
+    const ShardRole q_rows = ShardRole::rows(SplitUnit::kQueryHeads, q_head);
+    const ShardRole kv_rows = ShardRole::rows(SplitUnit::kKvHeads, hd);
+    constexpr WeightSource f32 = WeightSource::kF32;
+    std::vector<WeightEntry> e = {
+        linear_entry(p, "q_proj.weight", w.q, Shape{nq * q_head, H}, q_rows),
+        linear_entry(p, "k_proj.weight", w.k, Shape{nkv * hd, H}, kv_rows),
+        linear_entry(p, "v_proj.weight", w.v, Shape{nkv * hd, H}, kv_rows),
+        linear_entry(p, "o_proj.weight", w.o, Shape{H, nq * hd}, ShardRole::columns(SplitUnit::kQueryHeads, hd)),
+    };
     if (options.bias) {
-        PAGODA_ASSIGN_OR_RETURN(out.q.bias, loader.f32(p + "q_proj.bias", Shape{q_rows}));
-        PAGODA_ASSIGN_OR_RETURN(out.k.bias, loader.f32(p + "k_proj.bias", Shape{nkv * hd}));
-        PAGODA_ASSIGN_OR_RETURN(out.v.bias, loader.f32(p + "v_proj.bias", Shape{nkv * hd}));
+        e.push_back(tensor_entry(p, "q_proj.bias", w.q.bias, Shape{nq * q_head}, f32, q_rows));
+        e.push_back(tensor_entry(p, "k_proj.bias", w.k.bias, Shape{nkv * hd}, f32, kv_rows));
+        e.push_back(tensor_entry(p, "v_proj.bias", w.v.bias, Shape{nkv * hd}, f32, kv_rows));
     }
-    if (options.qk_norm) {
-        PAGODA_ASSIGN_OR_RETURN(out.q_norm, loader.f32(p + "q_norm.weight", Shape{hd}));
-        PAGODA_ASSIGN_OR_RETURN(out.k_norm, loader.f32(p + "k_norm.weight", Shape{hd}));
+    if (options.qk_norm) {  // per head: every rank holds the whole [hd] vector
+        e.push_back(tensor_entry(p, "q_norm.weight", w.q_norm, Shape{hd}, f32, ShardRole::replicated()));
+        e.push_back(tensor_entry(p, "k_norm.weight", w.k_norm, Shape{hd}, f32, ShardRole::replicated()));
     }
-    return ok_status();
+    return visit_all(e, visit);
 }
 
 size_t attention_scratch_floats(const ModelSpec& spec) {
@@ -129,11 +134,17 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
 
 // --- MLP -------------------------------------------------------------------------------------------------------------
 
-Status load_mlp(WeightLoader& loader, const std::string& p, int64_t hidden, int64_t intermediate, MlpWeights& out) {
-    PAGODA_ASSIGN_OR_RETURN(out.gate, loader.linear(p + "gate_proj.weight", Shape{intermediate, hidden}));
-    PAGODA_ASSIGN_OR_RETURN(out.up, loader.linear(p + "up_proj.weight", Shape{intermediate, hidden}));
-    PAGODA_ASSIGN_OR_RETURN(out.down, loader.linear(p + "down_proj.weight", Shape{hidden, intermediate}));
-    return ok_status();
+Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitUnit unit, const std::string& p,
+                     const WeightVisitor& visit) {
+    const bool split = unit != SplitUnit::kNone;
+    const ShardRole column_parallel = split ? ShardRole::rows(unit) : ShardRole::no_rule();
+    const ShardRole row_parallel = split ? ShardRole::columns(unit) : ShardRole::no_rule();
+    const WeightEntry e[] = {
+        linear_entry(p, "gate_proj.weight", w.gate, Shape{intermediate, hidden}, column_parallel),
+        linear_entry(p, "up_proj.weight", w.up, Shape{intermediate, hidden}, column_parallel),
+        linear_entry(p, "down_proj.weight", w.down, Shape{hidden, intermediate}, row_parallel),
+    };
+    return visit_all(e, visit);
 }
 
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out) {
@@ -238,26 +249,34 @@ Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int6
 }
 }  // namespace
 
-Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& p, MoeWeights& out) {
+Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& p, MoeWeights& out) {
     const int64_t E = spec.num_experts, I = spec.moe_intermediate_size, H = spec.hidden_size;
     if (E <= 0 || I <= 0 || spec.num_experts_per_tok <= 0 || spec.num_experts_per_tok > E) {
         return Status::error("MoE layer " + p + ": the config's num_experts/num_experts_per_tok/moe_intermediate_size" +
                              " are missing or inconsistent");
     }
-    PAGODA_ASSIGN_OR_RETURN(out.router, loader.linear(p + "gate.weight", Shape{E, H}));
-    if (loader.has(p + "experts.gate_up_proj")) {
-        PAGODA_ASSIGN_OR_RETURN(out.gate_up, loader.linear(p + "experts.gate_up_proj", Shape{E, 2 * I, H}));
-        PAGODA_ASSIGN_OR_RETURN(out.down, loader.linear(p + "experts.down_proj", Shape{E, H, I}));
-    } else {
-        PAGODA_RETURN_IF_ERROR(stack_experts(loader, p + "experts.", E, I, H, out));
-    }
-    if (spec.shared_expert_intermediate_size > 0) {
-        out.has_shared = true;
-        PAGODA_RETURN_IF_ERROR(
-            load_mlp(loader, p + "shared_expert.", H, spec.shared_expert_intermediate_size, out.shared));
-        PAGODA_ASSIGN_OR_RETURN(out.shared_gate, loader.linear(p + "shared_expert_gate.weight", Shape{1, H}));
-    }
+    out.has_shared = spec.shared_expert_intermediate_size > 0;
+    out.per_expert_checkpoint = !loader.has(p + "experts.gate_up_proj");
+    if (out.per_expert_checkpoint) return stack_experts(loader, p + "experts.", E, I, H, out);
     return ok_status();
+}
+
+Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& p, const WeightVisitor& visit) {
+    const int64_t E = spec.num_experts, I = spec.moe_intermediate_size, H = spec.hidden_size;
+    const ShardRole experts = ShardRole::expert_stacked();
+    std::vector<WeightEntry> e = {linear_entry(p, "gate.weight", w.router, Shape{E, H}, ShardRole::replicated())};
+    if (w.per_expert_checkpoint) {  // stacked by prepare_moe
+        e.push_back(unpacked_entry(p, "experts.gate_up_proj", w.gate_up, Shape{E, 2 * I, H}, experts));
+        e.push_back(unpacked_entry(p, "experts.down_proj", w.down, Shape{E, H, I}, experts));
+    } else {
+        e.push_back(linear_entry(p, "experts.gate_up_proj", w.gate_up, Shape{E, 2 * I, H}, experts));
+        e.push_back(linear_entry(p, "experts.down_proj", w.down, Shape{E, H, I}, experts));
+    }
+    PAGODA_RETURN_IF_ERROR(visit_all(e, visit));
+    if (spec.shared_expert_intermediate_size <= 0) return ok_status();
+    PAGODA_RETURN_IF_ERROR(visit_weights(w.shared, H, spec.shared_expert_intermediate_size, SplitUnit::kNone,
+                                         p + "shared_expert.", visit));
+    return visit(linear_entry(p, "shared_expert_gate.weight", w.shared_gate, Shape{1, H}, ShardRole::replicated()));
 }
 
 size_t moe_scratch_floats(const ModelSpec& spec) {
@@ -294,7 +313,7 @@ struct DeltaDims {
     int64_t H, Hk, Hv, dk, dv, K, Kd, Vd, C, r;
 };
 
-Result<DeltaDims> delta_dims(const ModelSpec& spec) {
+DeltaDims delta_dims(const ModelSpec& spec) {
     DeltaDims d{};
     d.H = spec.hidden_size;
     d.Hk = spec.linear_num_key_heads;
@@ -302,23 +321,18 @@ Result<DeltaDims> delta_dims(const ModelSpec& spec) {
     d.dk = spec.linear_key_head_dim;
     d.dv = spec.linear_value_head_dim;
     d.K = spec.linear_conv_kernel_dim;
+    d.Kd = d.Hk * d.dk;
+    d.Vd = d.Hv * d.dv;
+    d.C = 2 * d.Kd + d.Vd;
+    d.r = d.Hk > 0 ? d.Hv / d.Hk : 0;
+    return d;
+}
+
+Status check_delta_dims(const DeltaDims& d) {
     if (d.Hk <= 0 || d.Hv <= 0 || d.dk <= 0 || d.dv <= 0 || d.K <= 1 || d.Hv % d.Hk != 0) {
         return Status::error("linear-attention dimensions in the config are missing or inconsistent (key heads " +
                              std::to_string(d.Hk) + ", value heads " + std::to_string(d.Hv) + ")");
     }
-    d.Kd = d.Hk * d.dk;
-    d.Vd = d.Hv * d.dv;
-    d.C = 2 * d.Kd + d.Vd;
-    d.r = d.Hv / d.Hk;
-    return d;
-}
-
-Status load_delta_common(const DeltaDims& d, WeightLoader& loader, const std::string& p, DeltaNetWeights& out) {
-    PAGODA_ASSIGN_OR_RETURN(out.conv, loader.f32(p + "conv1d.weight", Shape{d.C, 1, d.K}, Shape{d.C, d.K}));
-    PAGODA_ASSIGN_OR_RETURN(out.a_log, loader.f32(p + "A_log", Shape{d.Hv}));
-    PAGODA_ASSIGN_OR_RETURN(out.dt_bias, loader.f32(p + "dt_bias", Shape{d.Hv}));
-    PAGODA_ASSIGN_OR_RETURN(out.norm, loader.f32(p + "norm.weight", Shape{d.dv}));
-    PAGODA_ASSIGN_OR_RETURN(out.out, loader.linear(p + "out_proj.weight", Shape{d.H, d.Vd}));
     return ok_status();
 }
 
@@ -331,17 +345,33 @@ void copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t sr
 
 }  // namespace
 
-Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const std::string& p, DeltaNetWeights& out) {
-    PAGODA_ASSIGN_OR_RETURN(DeltaDims d, delta_dims(spec));
-    PAGODA_ASSIGN_OR_RETURN(out.qkv, loader.linear(p + "in_proj_qkv.weight", Shape{d.C, d.H}));
-    PAGODA_ASSIGN_OR_RETURN(out.z, loader.linear(p + "in_proj_z.weight", Shape{d.Vd, d.H}));
-    PAGODA_ASSIGN_OR_RETURN(out.b, loader.linear(p + "in_proj_b.weight", Shape{d.Hv, d.H}));
-    PAGODA_ASSIGN_OR_RETURN(out.a, loader.linear(p + "in_proj_a.weight", Shape{d.Hv, d.H}));
-    return load_delta_common(d, loader, p, out);
+Status visit_weights(DeltaNetWeights& w, const ModelSpec& spec, DeltaNetLayout layout, const std::string& p,
+                     const WeightVisitor& visit) {
+    const DeltaDims d = delta_dims(spec);
+    // The projections of a packed checkpoint are built by prepare_delta_net; the rest is read by name either way.
+    // Tensor parallelism has no split for Gated DeltaNet yet (its heads would be the unit).
+    const auto projection = layout == DeltaNetLayout::kPacked ? unpacked_entry : linear_entry;
+    const ShardRole none = ShardRole::no_rule();
+    constexpr WeightSource f32 = WeightSource::kF32;
+    const WeightEntry e[] = {
+        projection(p, "in_proj_qkv.weight", w.qkv, Shape{d.C, d.H}, none),
+        projection(p, "in_proj_z.weight", w.z, Shape{d.Vd, d.H}, none),
+        projection(p, "in_proj_b.weight", w.b, Shape{d.Hv, d.H}, none),
+        projection(p, "in_proj_a.weight", w.a, Shape{d.Hv, d.H}, none),
+        tensor_entry(p, "conv1d.weight", w.conv, Shape{d.C, d.K}, f32, none, Shape{d.C, 1, d.K}),
+        tensor_entry(p, "A_log", w.a_log, Shape{d.Hv}, f32, none),
+        tensor_entry(p, "dt_bias", w.dt_bias, Shape{d.Hv}, f32, none),
+        tensor_entry(p, "norm.weight", w.norm, Shape{d.dv}, f32, ShardRole::replicated()),
+        linear_entry(p, "out_proj.weight", w.out, Shape{d.H, d.Vd}, none),
+    };
+    return visit_all(e, visit);
 }
 
-Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const std::string& p, DeltaNetWeights& out) {
-    PAGODA_ASSIGN_OR_RETURN(DeltaDims d, delta_dims(spec));
+Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLayout layout, const std::string& p,
+                         DeltaNetWeights& out) {
+    const DeltaDims d = delta_dims(spec);
+    PAGODA_RETURN_IF_ERROR(check_delta_dims(d));
+    if (layout != DeltaNetLayout::kPacked) return ok_status();
     const int64_t group = 2 * d.dk + 2 * d.r * d.dv;  // rows per key head: q(dk) k(dk) v(r*dv) z(r*dv)
     PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
     PAGODA_ASSIGN_OR_RETURN(Tensor ba, loader.view(p + "in_proj_ba.weight", Shape{d.Hk * 2 * d.r, d.H}));
@@ -362,7 +392,7 @@ Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const 
     out.z = LinearWeight::dense(split.narrow(0, d.C, d.Vd));
     out.b = LinearWeight::dense(split_ba.narrow(0, 0, d.Hv));
     out.a = LinearWeight::dense(split_ba.narrow(0, d.Hv, d.Hv));
-    return load_delta_common(d, loader, p, out);
+    return ok_status();
 }
 
 size_t delta_net_scratch_floats(const ModelSpec& spec) {

@@ -1,7 +1,8 @@
 // The building blocks every Qwen family is made of, written once against Ops: attention (plain, with QK-norm,
 // with an output gate), the SwiGLU MLP, the mixture of experts (with an optional gated shared expert) and the
-// Gated DeltaNet. Each block has a weights struct, a loader (checkpoint names under a prefix) and a forward.
-// The family files (qwen2.cpp ... qwen3_5.cpp) only choose which blocks a layer has and how its tensors are named.
+// Gated DeltaNet. Each block has a weights struct, one visit_weights function declaring its tensors (checkpoint name
+// under a prefix, shape, tensor-parallel role: weight_visitor.h) and a forward. The family files (qwen2.cpp ...
+// qwen3_5.cpp) only choose which blocks a layer has and how its tensors are named.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 
 #include "common/status.h"
 #include "model/model_spec.h"
+#include "model/weight_visitor.h"
 #include "model/weights.h"
 #include "runtime/forward_batch.h"
 #include "runtime/linear_weight.h"
@@ -54,8 +56,10 @@ struct AttentionOptions {
     bool output_gate = false;  // q_proj holds [q | gate] per head (Qwen3-Next, Qwen3.5)
 };
 
-Status load_attention(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix,
-                      const AttentionOptions& options, AttentionWeights& out);
+// q, k, v, o, then the q/k/v biases (options.bias), then the QK-norms (options.qk_norm): the order in which
+// Model::upload_weights places them, so q/k/v (and their biases) lie back to back for fuse_projections.
+Status visit_weights(AttentionWeights& w, const ModelSpec& spec, const AttentionOptions& options,
+                     const std::string& prefix, const WeightVisitor& visit);
 // out [T, H]. key_cache/value_cache: this layer's paged caches.
 void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const Tensor& key_cache, const Tensor& value_cache, Arena& arena,
@@ -67,7 +71,10 @@ struct MlpWeights {
     LinearWeight gate, up, down;  // [I, H], [I, H], [H, I]
     LinearWeight gate_up;         // gate and up as one [2I, H] view when back to back in memory (fuse_projections)
 };
-Status load_mlp(WeightLoader& loader, const std::string& prefix, int64_t hidden, int64_t intermediate, MlpWeights& out);
+// gate, up, down. `unit` is what tensor parallelism splits the intermediate features by: SplitUnit::kMlp for the
+// dense MLP, kNone where no split is written (the shared expert).
+Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitUnit unit, const std::string& prefix,
+                     const WeightVisitor& visit);
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out);
 
 // The tensors as one view concatenated along dimension 0, when each starts where the previous one ends and all
@@ -89,11 +96,15 @@ struct MoeWeights {
     bool has_shared = false;
     MlpWeights shared;         // shared expert
     LinearWeight shared_gate;  // [1, H]
+    // The checkpoint stores one tensor per expert (experts.{e}.gate_proj.weight ...), stacked at load (Qwen3-MoE,
+    // Qwen3-Next); otherwise it stores them fused as experts.gate_up_proj / experts.down_proj (Qwen3.5-MoE).
+    bool per_expert_checkpoint = false;
 };
-// Accepts both layouts: fused (experts.gate_up_proj [E, 2I, H], experts.down_proj [E, H, I]: views of the
-// checkpoint) and per expert (experts.{e}.gate_proj.weight ...: stacked once into an owned buffer). A shared expert
-// is loaded when spec.shared_expert_intermediate_size > 0.
-Status load_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix, MoeWeights& out);
+// router, the stacked experts, then the shared expert and its gate (spec.shared_expert_intermediate_size > 0).
+Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& prefix, const WeightVisitor& visit);
+// What the walk cannot read by name: checks the config's expert dimensions and, for a per-expert checkpoint, stacks
+// the experts once into owned [E, 2I, H] and [E, H, I] buffers (the fused layout's views need no copy).
+Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix, MoeWeights& out);
 void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena,
                  const Tensor& out);
 size_t moe_scratch_floats(const ModelSpec& spec);
@@ -109,12 +120,20 @@ struct DeltaNetWeights {
     Tensor norm;        // [dv] F32 (plain gated RMSNorm)
     LinearWeight out;   // [H, Vd]
 };
-// Qwen3.5: in_proj_qkv / in_proj_z / in_proj_b / in_proj_a.
-Status load_delta_net_split(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix,
-                            DeltaNetWeights& out);
-// Qwen3-Next: in_proj_qkvz / in_proj_ba packed per key-head group; re-ordered once at load into the split layout.
-Status load_delta_net_packed(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix,
-                             DeltaNetWeights& out);
+// How a family's checkpoint stores the Gated DeltaNet input projections.
+enum class DeltaNetLayout : uint8_t {
+    kNone,    // no linear-attention layers
+    kPacked,  // Qwen3-Next: in_proj_qkvz / in_proj_ba packed per key-head group
+    kSplit,   // Qwen3.5: in_proj_qkv, in_proj_z, in_proj_b, in_proj_a
+};
+// qkv, z, b, a (the split layout's names; built by prepare_delta_net for a packed checkpoint), conv1d, A_log,
+// dt_bias, norm, out_proj.
+Status visit_weights(DeltaNetWeights& w, const ModelSpec& spec, DeltaNetLayout layout, const std::string& prefix,
+                     const WeightVisitor& visit);
+// What the walk cannot read by name: checks the config's linear-attention dimensions and, for the packed layout,
+// re-orders in_proj_qkvz / in_proj_ba once into the split layout's qkv, z, b and a (owned buffers).
+Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLayout layout, const std::string& prefix,
+                         DeltaNetWeights& out);
 void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state, Arena& arena,
                        const Tensor& out);

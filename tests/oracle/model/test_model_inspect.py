@@ -114,6 +114,9 @@ def test_single_file_checkpoint(pagoda_bin, tmp_path):
     assert report["parameters"]["other"] == extra
     assert report["parameters"]["text_model"] == report["parameters"]["total"] - embed - extra
     assert report["num_weight_files"] == 1
+    # What the model's weights structs declare (and `serve` loads): every tensor but the extras.
+    assert report["loaded_parameters"] == report["parameters"]["total"] - extra
+    assert report["loaded_tensors"] == len(tensors) - sum(1 for n in tensors if n.startswith("extra."))
 
 
 def test_sharded_checkpoint(pagoda_bin, tmp_path):

@@ -1,7 +1,8 @@
 // The tensor-parallel sharding plan (model/shard_plan.h) and the cutting of weights (model/tensor_parallel.h):
-// for real model shapes and every size that splits them, each rank's slice of each weight, that the ranks together
-// cover every split weight exactly once (KV heads: once per replica), that each rank's query heads read KV heads it
-// holds, and that shard_weights copies exactly those slices (with zero vocabulary padding).
+// for real model shapes and every size that splits them, each rank's slice of each weight the model declares
+// (visit_weights), that the ranks together cover every split weight exactly once (KV heads: once per replica), that
+// each rank's query heads read KV heads it holds, and that shard_weights copies exactly those slices (with zero
+// vocabulary padding).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "common/file.h"
 #include "common/json.h"
+#include "model/arch/arch.h"
 #include "model/shard_plan.h"
 #include "model/tensor_parallel.h"
 #include "tensor/buffer.h"
@@ -58,49 +60,26 @@ ModelSpec golden(const std::string& name) {
     return spec.ok() ? *spec : ModelSpec{};
 }
 
-// The extent of the dimension a role is split along, in the full checkpoint tensor.
-int64_t extent(const ModelSpec& s, WeightRole role) {
-    switch (role) {
-        case WeightRole::kEmbedding:
-        case WeightRole::kLmHead:
-            return s.vocab_size;
-        case WeightRole::kQProj:
-        case WeightRole::kQBias:
-        case WeightRole::kOProj:
-            return s.num_attention_heads * s.head_dim;
-        case WeightRole::kKProj:
-        case WeightRole::kVProj:
-        case WeightRole::kKBias:
-        case WeightRole::kVBias:
-            return s.num_key_value_heads * s.head_dim;
-        case WeightRole::kGateProj:
-        case WeightRole::kUpProj:
-        case WeightRole::kDownProj:
-            return s.intermediate_size;
-        default:
-            return 0;
-    }
+// The model's tensors as its weights structs declare them (visit_weights), each once: the first layer stands for all.
+std::vector<WeightEntry> declared_entries(const ModelSpec& spec) {
+    ModelWeights w = declared_weights(spec);
+    w.layers.resize(1);
+    std::vector<WeightEntry> out;
+    Status s = visit_weights(w, spec, [&](const WeightEntry& e) {
+        out.push_back(e);
+        return ok_status();
+    });
+    EXPECT_TRUE(s.ok()) << s.message();
+    return out;
 }
 
-SplitDim expected_dim(WeightRole role) {
-    switch (role) {
-        case WeightRole::kFinalNorm:
-        case WeightRole::kInputNorm:
-        case WeightRole::kPostNorm:
-        case WeightRole::kQNorm:
-        case WeightRole::kKNorm:
-            return SplitDim::kNone;
-        case WeightRole::kOProj:
-        case WeightRole::kDownProj:
-            return SplitDim::kColumns;
-        default:
-            return SplitDim::kRows;
-    }
-}
-
-bool is_kv(WeightRole role) {
-    return role == WeightRole::kKProj || role == WeightRole::kVProj || role == WeightRole::kKBias ||
-           role == WeightRole::kVBias;
+// The role declared for the tensor whose name ends in `suffix` ("self_attn.q_proj.weight").
+ShardRole role_of(const ModelSpec& spec, const std::string& suffix) {
+    for (const WeightEntry& e : declared_entries(spec))
+        if (e.name.size() >= suffix.size() && e.name.compare(e.name.size() - suffix.size(), suffix.size(), suffix) == 0)
+            return e.role;
+    ADD_FAILURE() << "no declared tensor ends in " << suffix;
+    return ShardRole::no_rule();
 }
 
 // Every property of the plans of all ranks of a group of `size`.
@@ -124,33 +103,37 @@ void check_group(const std::string& label, const ModelSpec& spec, int size) {
             EXPECT_EQ(p.first_kv_head + h / (p.q_heads / p.kv_heads), global_kv) << "rank " << p.rank << " head " << h;
         }
     }
-    for (WeightRole role : kAllWeightRoles) {
-        SCOPED_TRACE(std::string(role_name(role)));
-        const SplitDim dim = expected_dim(role);
-        if (dim == SplitDim::kNone) {
+    // Every declared tensor of a dense model has a split, and the ranks' slices of it cover it exactly once (KV heads:
+    // once per replica).
+    for (const WeightEntry& e : declared_entries(spec)) {
+        SCOPED_TRACE(e.name + " (" + describe(e.role) + ")");
+        ASSERT_TRUE(e.role.splittable());
+        if (e.role.split == Split::kReplicated) {
             for (const ShardPlan& p : plans)
-                EXPECT_EQ(p.slice(role).dim, SplitDim::kNone);
+                EXPECT_EQ(p.slice(e.role).dim, SplitDim::kNone);
             continue;
         }
-        const int64_t n = extent(spec, role);
+        const SplitDim dim = e.role.split == Split::kRows ? SplitDim::kRows : SplitDim::kColumns;
+        const int64_t n = e.shape[dim == SplitDim::kRows ? 0 : 1];
+        const bool kv = e.role.unit == SplitUnit::kKvHeads;
         std::vector<int> held(static_cast<size_t>(n), 0);
         for (const ShardPlan& p : plans) {
-            const WeightSlice s = p.slice(role);
+            const WeightSlice s = p.slice(e.role);
             ASSERT_EQ(s.dim, dim);
             ASSERT_GE(s.begin, 0);
             ASSERT_GE(s.length, 0);
             ASSERT_LE(s.begin + s.length, n);
             for (int64_t i = s.begin; i < s.begin + s.length; ++i)
                 ++held[static_cast<size_t>(i)];
-            if (role == WeightRole::kEmbedding || role == WeightRole::kLmHead) {
+            if (e.role.unit == SplitUnit::kVocab) {
                 EXPECT_EQ(s.padded_length, (n + size - 1) / size);  // the vocabulary padded to a multiple of N
                 EXPECT_EQ(s.begin, p.rank * s.padded_length);
             } else {
                 EXPECT_EQ(s.padded_length, s.length);
-                EXPECT_EQ(s.length * size, n * (is_kv(role) ? p.kv_replicas : 1));
+                EXPECT_EQ(s.length * size, n * (kv ? p.kv_replicas : 1));
             }
         }
-        const int once = is_kv(role) ? static_cast<int>(plans[0].kv_replicas) : 1;
+        const int once = kv ? static_cast<int>(plans[0].kv_replicas) : 1;
         for (int64_t i = 0; i < n; ++i)
             ASSERT_EQ(held[static_cast<size_t>(i)], once) << "index " << i;
     }
@@ -183,23 +166,23 @@ TEST(ShardPlan, EverySliceOfEveryShapeAndSize) {
 TEST(ShardPlan, Qwen3_8bRank2Of4) {
     auto p = make_shard_plan(qwen3_8b(), 4, 2);
     ASSERT_TRUE(p.ok()) << p.message();
-    auto expect = [&](WeightRole role, SplitDim dim, int64_t begin, int64_t length) {
-        const WeightSlice s = p->slice(role);
-        EXPECT_EQ(s.dim, dim) << role_name(role);
-        EXPECT_EQ(s.begin, begin) << role_name(role);
-        EXPECT_EQ(s.length, length) << role_name(role);
+    auto expect = [&](const std::string& name, SplitDim dim, int64_t begin, int64_t length) {
+        const WeightSlice s = p->slice(role_of(qwen3_8b(), name));
+        EXPECT_EQ(s.dim, dim) << name;
+        EXPECT_EQ(s.begin, begin) << name;
+        EXPECT_EQ(s.length, length) << name;
     };
-    expect(WeightRole::kQProj, SplitDim::kRows, 16 * 128, 8 * 128);  // heads 16..23
-    expect(WeightRole::kKProj, SplitDim::kRows, 4 * 128, 2 * 128);   // KV heads 4..5
-    expect(WeightRole::kVProj, SplitDim::kRows, 4 * 128, 2 * 128);
-    expect(WeightRole::kOProj, SplitDim::kColumns, 16 * 128, 8 * 128);
-    expect(WeightRole::kGateProj, SplitDim::kRows, 2 * 3072, 3072);
-    expect(WeightRole::kUpProj, SplitDim::kRows, 2 * 3072, 3072);
-    expect(WeightRole::kDownProj, SplitDim::kColumns, 2 * 3072, 3072);
-    expect(WeightRole::kEmbedding, SplitDim::kRows, 2 * 37984, 37984);
-    expect(WeightRole::kLmHead, SplitDim::kRows, 2 * 37984, 37984);
-    expect(WeightRole::kQNorm, SplitDim::kNone, 0, 0);
-    expect(WeightRole::kInputNorm, SplitDim::kNone, 0, 0);
+    expect("q_proj.weight", SplitDim::kRows, 16 * 128, 8 * 128);  // heads 16..23
+    expect("k_proj.weight", SplitDim::kRows, 4 * 128, 2 * 128);   // KV heads 4..5
+    expect("v_proj.weight", SplitDim::kRows, 4 * 128, 2 * 128);
+    expect("o_proj.weight", SplitDim::kColumns, 16 * 128, 8 * 128);
+    expect("gate_proj.weight", SplitDim::kRows, 2 * 3072, 3072);
+    expect("up_proj.weight", SplitDim::kRows, 2 * 3072, 3072);
+    expect("down_proj.weight", SplitDim::kColumns, 2 * 3072, 3072);
+    expect("embed_tokens.weight", SplitDim::kRows, 2 * 37984, 37984);
+    expect("lm_head.weight", SplitDim::kRows, 2 * 37984, 37984);
+    expect("q_norm.weight", SplitDim::kNone, 0, 0);
+    expect("input_layernorm.weight", SplitDim::kNone, 0, 0);
 }
 
 TEST(ShardPlan, KvHeadsAreReplicatedWhenRanksOutnumberThem) {
@@ -210,8 +193,8 @@ TEST(ShardPlan, KvHeadsAreReplicatedWhenRanksOutnumberThem) {
     EXPECT_EQ(p->kv_heads, 1);
     EXPECT_EQ(p->first_kv_head, 2);
     EXPECT_EQ(p->first_q_head, 20);
-    EXPECT_EQ(p->slice(WeightRole::kKProj).begin, 2 * 128);
-    EXPECT_EQ(p->slice(WeightRole::kVBias).length, 128);
+    EXPECT_EQ(p->slice(role_of(qwen3_32b(), "k_proj.weight")).begin, 2 * 128);
+    EXPECT_EQ(p->slice(ShardRole::rows(SplitUnit::kKvHeads, 128)).length, 128);  // v_proj's bias, on qwen2
 }
 
 TEST(ShardPlan, PaddedVocabularyOnTheLastRank) {
@@ -222,7 +205,7 @@ TEST(ShardPlan, PaddedVocabularyOnTheLastRank) {
     EXPECT_EQ(last->vocab_per_rank, 18956);  // ceil(151643 / 8); padded vocabulary 151648
     EXPECT_EQ(last->first_vocab, 7 * 18956);
     EXPECT_EQ(last->vocab_rows(), 151643 - 7 * 18956);
-    const WeightSlice s = last->slice(WeightRole::kEmbedding);
+    const WeightSlice s = last->slice(role_of(spec, "embed_tokens.weight"));
     EXPECT_EQ(s.length, 151643 - 7 * 18956);
     EXPECT_EQ(s.padded_length, 18956);
 }
@@ -332,28 +315,32 @@ TEST(ShardWeights, EachShardHoldsItsSliceAndTheVocabularyIsZeroPadded) {
                 TinyWeights cut(tied, 7);
                 auto plan = make_shard_plan(full.spec, size, rank);
                 ASSERT_TRUE(plan.ok()) << plan.message();
-                ASSERT_TRUE(shard_weights(*plan, cut.weights).ok());
+                ASSERT_TRUE(shard_weights(cut.spec, *plan, cut.weights).ok());
                 const ModelWeights& f = full.weights;
                 const ModelWeights& c = cut.weights;
                 const LayerWeights &fl = f.layers[0], &cl = c.layers[0];
                 // The embedding: the padded shard plus the zero row that other ranks' ids read.
                 EXPECT_EQ(c.embed.dim(0), plan->vocab_per_rank + 1);
-                expect_slice("embed", f.embed, c.embed, plan->slice(WeightRole::kEmbedding));
+                expect_slice("embed", f.embed, c.embed, plan->slice(role_of(full.spec, "embed_tokens.weight")));
                 EXPECT_EQ(c.lm_head.data.shape(), (Shape{plan->vocab_per_rank, 4}));
-                expect_slice("lm_head", f.lm_head.data, c.lm_head.data, plan->slice(WeightRole::kLmHead));
+                expect_slice("lm_head", f.lm_head.data, c.lm_head.data,
+                             plan->slice(role_of(full.spec, "lm_head.weight")));
                 if (tied) {
                     EXPECT_EQ(c.lm_head.data.data(), c.embed.data());
                 }
-                expect_slice("q", fl.attn.q.data, cl.attn.q.data, plan->slice(WeightRole::kQProj));
-                expect_slice("k", fl.attn.k.data, cl.attn.k.data, plan->slice(WeightRole::kKProj));
-                expect_slice("v", fl.attn.v.data, cl.attn.v.data, plan->slice(WeightRole::kVProj));
-                expect_slice("o", fl.attn.o.data, cl.attn.o.data, plan->slice(WeightRole::kOProj));
-                expect_slice("q_bias", fl.attn.q.bias, cl.attn.q.bias, plan->slice(WeightRole::kQBias));
-                expect_slice("k_bias", fl.attn.k.bias, cl.attn.k.bias, plan->slice(WeightRole::kKBias));
-                expect_slice("v_bias", fl.attn.v.bias, cl.attn.v.bias, plan->slice(WeightRole::kVBias));
-                expect_slice("gate", fl.dense.gate.data, cl.dense.gate.data, plan->slice(WeightRole::kGateProj));
-                expect_slice("up", fl.dense.up.data, cl.dense.up.data, plan->slice(WeightRole::kUpProj));
-                expect_slice("down", fl.dense.down.data, cl.dense.down.data, plan->slice(WeightRole::kDownProj));
+                expect_slice("q", fl.attn.q.data, cl.attn.q.data, plan->slice(role_of(full.spec, "q_proj.weight")));
+                expect_slice("k", fl.attn.k.data, cl.attn.k.data, plan->slice(role_of(full.spec, "k_proj.weight")));
+                expect_slice("v", fl.attn.v.data, cl.attn.v.data, plan->slice(role_of(full.spec, "v_proj.weight")));
+                expect_slice("o", fl.attn.o.data, cl.attn.o.data, plan->slice(role_of(full.spec, "o_proj.weight")));
+                expect_slice("q_bias", fl.attn.q.bias, cl.attn.q.bias, plan->slice(role_of(full.spec, "q_proj.bias")));
+                expect_slice("k_bias", fl.attn.k.bias, cl.attn.k.bias, plan->slice(role_of(full.spec, "k_proj.bias")));
+                expect_slice("v_bias", fl.attn.v.bias, cl.attn.v.bias, plan->slice(role_of(full.spec, "v_proj.bias")));
+                expect_slice("gate", fl.dense.gate.data, cl.dense.gate.data,
+                             plan->slice(role_of(full.spec, "gate_proj.weight")));
+                expect_slice("up", fl.dense.up.data, cl.dense.up.data,
+                             plan->slice(role_of(full.spec, "up_proj.weight")));
+                expect_slice("down", fl.dense.down.data, cl.dense.down.data,
+                             plan->slice(role_of(full.spec, "down_proj.weight")));
                 // Row slices are views of the checkpoint (no copy); norms are untouched.
                 // (storage order: embed, [lm_head,] final_norm, input_norm, post_norm, q, ...)
                 const size_t after_head = tied ? 0 : 1;
@@ -377,7 +364,7 @@ TEST(ShardWeights, SizeOneChangesNothing) {
     }();
     auto plan = make_shard_plan(w.spec, 1, 0);
     ASSERT_TRUE(plan.ok());
-    ASSERT_TRUE(shard_weights(*plan, w.weights).ok());
+    ASSERT_TRUE(shard_weights(w.spec, *plan, w.weights).ok());
     EXPECT_EQ(w.weights.embed.data(), before.embed.data());
     EXPECT_EQ(w.weights.embed.shape(), before.embed.shape());
     EXPECT_EQ(w.weights.layers[0].attn.o.data.data(), before.layers[0].attn.o.data.data());
@@ -390,7 +377,7 @@ TEST(ShardWeights, RefusesLayersThatAreNotDense) {
     w.weights.layers[0].mlp = MlpKind::kMoe;
     auto plan = make_shard_plan(w.spec, 2, 0);
     ASSERT_TRUE(plan.ok());
-    Status s = shard_weights(*plan, w.weights);
+    Status s = shard_weights(w.spec, *plan, w.weights);
     EXPECT_FALSE(s.ok());
     EXPECT_NE(s.message().find("dense full-attention layers only"), std::string::npos) << s.message();
 }
