@@ -131,10 +131,13 @@ class CudaOps final : public CudaOpsBase {
 
     void argmax(const Tensor& logits, std::span<int32_t> out) override;
 
-    // --- not on CUDA yet: MoE and Gated DeltaNet (dense models only; Model::load refuses the others) ----------
+    void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
+                          const Tensor& topk_ids) override;
+    void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                     const MoeExpertWeights& experts, const Tensor& out) override;
+
+    // --- not on CUDA yet: Gated DeltaNet (Model::load refuses linear-attention models on a GPU) --------------
     bool supports(std::string_view op) const override;
-    void moe_topk_softmax(const Tensor&, bool, const Tensor&, const Tensor&) override;
-    void moe_experts(const Tensor&, const Tensor&, const Tensor&, const MoeExpertWeights&, const Tensor&) override;
     void causal_conv1d_silu(const Tensor&, const Tensor&, const Tensor&, const ForwardBatch&, const Tensor&) override;
     void gdn_gating(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&) override;
     void l2_norm(const Tensor&, float) override;
@@ -180,11 +183,10 @@ class CudaOps final : public CudaOpsBase {
     bool already_checked(const void* array, int64_t size);
 
     // The ops below that stop with not_yet(); supports() answers from this list.
-    static constexpr std::string_view kNotOnCudaYet[] = {"moe_topk_softmax", "moe_experts", "causal_conv1d_silu",
-                                                         "gdn_gating",       "l2_norm",     "gated_delta_rule",
-                                                         "gated_rms_norm"};
+    static constexpr std::string_view kNotOnCudaYet[] = {"causal_conv1d_silu", "gdn_gating", "l2_norm",
+                                                         "gated_delta_rule", "gated_rms_norm"};
     [[noreturn]] static void not_yet(const char* op) {
-        ops_checks::fail(op, "not on CUDA yet (this backend runs dense qwen2/qwen3 models)");
+        ops_checks::fail(op, "not on CUDA yet (Gated DeltaNet layers run on the CPU only)");
     }
 
     // Device copies of host arrays: those of the current step come from its upload; any other array is copied now
@@ -239,6 +241,7 @@ class CudaOps final : public CudaOpsBase {
     int rope_dim_ = 0;
 
     DeviceScratch attention_workspace_;
+    DeviceScratch moe_workspace_;  // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows
     DeviceScratch argmax_device_;
     PinnedScratch argmax_host_;
 
