@@ -1,8 +1,9 @@
-// pagoda_op_bench: the op harness's perf mode. Times the cases of tests/unit/ops (the correctness table, and real
-// Qwen3-8B shapes: decode at batch 1 and 256, prefill of 2,048) on the GPU with CUDA events, back to back behind a
-// host hold so launch gaps do not count, and prints per case µs and GB/s (bandwidth-bound ops, with the share of
-// this run's own copy bandwidth) or TFLOP/s (GEMMs and prefill attention: more than 64 FLOP per byte).
-//   pagoda_op_bench [--table qwen3-8b|ops|all] [--filter SUBSTRING]
+// pagoda_op_bench: the op harness's perf mode. Times the cases of tests/unit/ops (the correctness table, real
+// Qwen3-8B shapes: decode at batch 1 and 256, prefill of 2,048, and Qwen3-30B-A3B's MoE layers) on the GPU with CUDA
+// events, back to back behind a host hold so launch gaps do not count, and prints per case µs and GB/s
+// (bandwidth-bound ops, with the share of this run's own copy bandwidth) or TFLOP/s (GEMMs and prefill attention:
+// more than 64 FLOP per byte).
+//   pagoda_op_bench [--table qwen3-8b|qwen3-30b-a3b|ops|all] [--filter SUBSTRING]
 // PAGODA_DECODE_ATTENTION=WxS picks another block shape of the decode attention kernel (decode_attention.cu).
 #include <chrono>
 #include <cstdio>
@@ -58,7 +59,8 @@ int main(int argc, char** argv) {
         } else if (a == "--filter" && i + 1 < argc) {
             filter = argv[++i];
         } else {
-            std::fprintf(stderr, "usage: pagoda_op_bench [--table qwen3-8b|ops|all] [--filter SUBSTRING]\n");
+            std::fprintf(stderr,
+                         "usage: pagoda_op_bench [--table qwen3-8b|qwen3-30b-a3b|ops|all] [--filter SUBSTRING]\n");
             return 1;
         }
     }
@@ -82,6 +84,7 @@ int main(int argc, char** argv) {
 
     std::vector<const std::vector<OpCase>*> tables;
     if (table == "qwen3-8b" || table == "all") tables.push_back(&qwen3_8b_cases());
+    if (table == "qwen3-30b-a3b" || table == "all") tables.push_back(&qwen3_30b_a3b_cases());
     if (table == "ops" || table == "all") tables.push_back(&op_cases());
     for (const auto* cases : tables) {
         for (const OpCase& c : *cases) {

@@ -7,13 +7,9 @@
 
 namespace pagoda {
 
-bool CudaOps::supports(std::string_view op) const {
-    return cuda_runs_op(op);
-}
-
-bool cuda_runs_op(std::string_view op) {
-    return std::find(std::begin(CudaOps::kNotOnCudaYet), std::end(CudaOps::kNotOnCudaYet), op) ==
-           std::end(CudaOps::kNotOnCudaYet);
+// Every Ops member runs on CUDA; a later op or weight format that lands on the CPU first is refused here by name.
+bool cuda_runs_op(std::string_view) {
+    return true;
 }
 
 CudaOps::CudaOps(const CudaOpsConfig& c)
@@ -89,7 +85,7 @@ void CudaOps::replay(const StepGraph& graph, const ForwardBatch& b) {
 uint64_t CudaOps::memory_generation() const {
     // op_uploads_ is left out: an op that uploads its own array cannot be recorded (end_capture).
     return step_staging_.reallocations() + step_device_.reallocations() + convert_scratch_.reallocations() +
-           attention_workspace_.reallocations();
+           attention_workspace_.reallocations() + moe_workspace_.reallocations();
 }
 
 size_t CudaOps::stage(const ForwardBatch& b) {

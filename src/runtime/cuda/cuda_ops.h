@@ -142,12 +142,11 @@ class CudaOps final : public CudaOpsBase {
                           DeltaRuleMode mode) override;
     void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, const Tensor& out) override;
 
-    // --- not on CUDA yet: MoE (Model::load refuses MoE models on a GPU) --------------------------------------------
-    bool supports(std::string_view op) const override;
-    // The ops that stop with not_yet(); supports() and cuda_runs_op() answer from this list.
-    static constexpr std::string_view kNotOnCudaYet[] = {"moe_topk_softmax", "moe_experts"};
-    void moe_topk_softmax(const Tensor&, bool, const Tensor&, const Tensor&) override;
-    void moe_experts(const Tensor&, const Tensor&, const Tensor&, const MoeExpertWeights&, const Tensor&) override;
+    // --- MoE (moe.cpp) --------------------------------------------------------------------------------------------
+    void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
+                          const Tensor& topk_ids) override;
+    void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                     const MoeExpertWeights& experts, const Tensor& out) override;
 
   private:
     struct StepArray {
@@ -186,9 +185,6 @@ class CudaOps final : public CudaOpsBase {
     // otherwise remembers it. Arrays from outside a step are always checked.
     bool already_checked(const void* array, int64_t size);
 
-    [[noreturn]] static void not_yet(const char* op) {
-        ops_checks::fail(op, "not on CUDA yet (this backend runs models without routed experts)");
-    }
 
     // The batch's sequence arrays for the delta-net kernels, on the device (resolve()).
     kcu::DeltaNetSeqs delta_net_seqs(const ForwardBatch& batch);
@@ -245,6 +241,7 @@ class CudaOps final : public CudaOpsBase {
     int rope_dim_ = 0;
 
     DeviceScratch attention_workspace_;
+    DeviceScratch moe_workspace_;  // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows
     DeviceScratch argmax_device_;
     PinnedScratch argmax_host_;
 

@@ -1,14 +1,81 @@
-// CudaOps' mixture-of-experts ops: not on CUDA yet (Model::load refuses MoE models on a GPU).
+// CudaOps' mixture-of-experts ops: the router's softmax/top-k and the routed experts (kernels/cuda/moe/). The routing
+// stays on the device, so a MoE layer records into a CUDA graph like a dense one.
+#include <string>
+
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
 
-void CudaOps::moe_topk_softmax(const Tensor&, bool, const Tensor&, const Tensor&) {
-    not_yet("moe_topk_softmax");
+void CudaOps::moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
+                               const Tensor& topk_ids) {
+    const char* op = "moe_topk_softmax";
+    const auto profile = profiler_.scope(op);
+    ops_checks::expect_mat(router_logits, kHere, op, "router_logits");
+    expect(router_logits.rank() == 2, op, "router_logits must be [T, E], got " + router_logits.to_string());
+    expect(on_gpu(topk_weights) && on_gpu(topk_ids) && topk_weights.dtype() == DType::F32 &&
+               topk_weights.is_contiguous() && topk_weights.rank() == 2 && topk_ids.dtype() == DType::I32 &&
+               topk_ids.is_contiguous() && topk_ids.shape() == topk_weights.shape() &&
+               topk_weights.dim(0) == router_logits.dim(0),
+           op, "topk_weights F32 [T, k] and topk_ids I32 [T, k], contiguous CUDA tensors");
+    const int64_t E = router_logits.dim(1), k = topk_weights.dim(1);
+    expect(E >= 1 && E <= kcu::kMoeMaxExperts && k >= 1 && k <= E, op,
+           "needs 1 <= k <= E <= " + std::to_string(kcu::kMoeMaxExperts) + ", got E = " + std::to_string(E) +
+               ", k = " + std::to_string(k));
+    kcu::launch_moe_topk_softmax({router_logits.data_as<float>(), router_logits.stride(0), router_logits.dim(0), E, k,
+                                  normalize, topk_weights.data_as<float>(), topk_ids.data_as<int32_t>()},
+                                 stream_);
+    invalidate_converted();
 }
 
-void CudaOps::moe_experts(const Tensor&, const Tensor&, const Tensor&, const MoeExpertWeights&, const Tensor&) {
-    not_yet("moe_experts");
+void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                          const MoeExpertWeights& experts, const Tensor& out) {
+    const char* op = "moe_experts";
+    const auto profile = profiler_.scope(op);
+    ops_checks::expect_mat(x, kHere, op, "x");
+    ops_checks::expect_mat(out, kHere, op, "out");
+    expect(x.rank() == 2 && x.shape() == out.shape(), op, "x and out must be [T, H] of one shape");
+    const LinearWeight& gu = experts.gate_up;
+    const LinearWeight& dn = experts.down;
+    for (const LinearWeight* w : {&gu, &dn})
+        if (w->format != WeightFormat::kBf16 && w->format != WeightFormat::kF16)
+            ops_checks::unsupported_format(*w, "CUDA", op);
+    expect(on_gpu(gu.data) && on_gpu(dn.data) && gu.data.rank() == 3 && dn.data.rank() == 3 && gu.data.stride(2) == 1 &&
+               dn.data.stride(2) == 1,
+           op,
+           "gate_up and down must be stacked CUDA tensors [E, 2I, H] and [E, H, I] with a contiguous last dim, got " +
+               gu.data.to_string() + " and " + dn.data.to_string());
+    const kcu::ElemType wt = elem_type(gu.data.dtype(), op);
+    expect(wt != kcu::ElemType::F32 && dn.data.dtype() == gu.data.dtype() && gu.input_dtype() == gu.data.dtype() &&
+               dn.input_dtype() == dn.data.dtype(),
+           op,
+           "gate_up and down must both be BF16 or both F16 and match their format, got " + gu.describe() + " " +
+               gu.data.to_string() + " and " + dn.describe() + " " + dn.data.to_string());
+    const int64_t T = x.dim(0), E = gu.data.dim(0), H = x.dim(1), I = gu.data.dim(1) / 2;
+    expect(E > 0 && gu.data.dim(1) == 2 * I && gu.data.dim(2) == H && dn.data.dim(0) == E && dn.data.dim(1) == H &&
+               dn.data.dim(2) == I,
+           op,
+           "gate_up " + gu.data.to_string() + " and down " + dn.data.to_string() +
+               " do not fit [E, 2I, H] and [E, H, I] with H = " + std::to_string(H));
+    expect(E <= kcu::kMoeMaxExperts, op,
+           "at most " + std::to_string(kcu::kMoeMaxExperts) + " experts on CUDA, got " + std::to_string(E));
+    expect(on_gpu(topk_weights) && on_gpu(topk_ids) && topk_weights.is_contiguous() && topk_ids.is_contiguous() &&
+               topk_ids.dtype() == DType::I32 && topk_weights.dtype() == DType::F32 && topk_weights.rank() == 2 &&
+               topk_weights.shape() == topk_ids.shape() && topk_ids.dim(0) == T && topk_ids.dim(1) >= 1,
+           op, "topk_weights/topk_ids must be contiguous CUDA [T, k] F32 and I32");
+    const int64_t k = topk_ids.dim(1);
+    // Sized by the largest call so far: a prefill grows it before decode steps are recorded into graphs.
+    void* workspace = moe_workspace_.get(kcu::moe_experts_workspace_bytes(T, H, I, E, k), stream_);
+    kcu::MoeExpertsArgs a;
+    a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+    a.out = out.data_as<float>(), a.out_stride = out.stride(0);
+    a.T = T, a.H = H, a.I = I, a.E = E, a.k = k;
+    a.topk_weights = topk_weights.data_as<float>(), a.topk_ids = topk_ids.data_as<int32_t>();
+    a.weight_type = wt;
+    a.gate_up = {gu.data.data(), gu.data.stride(0), gu.data.stride(1)};
+    a.down = {dn.data.data(), dn.data.stride(0), dn.data.stride(1)};
+    a.workspace = workspace;
+    kcu::launch_moe_experts(a, stream_);
+    invalidate_converted();
 }
 
 }  // namespace pagoda

@@ -358,30 +358,64 @@ OpCase moe_topk_softmax(int64_t T, int64_t E, int64_t k, bool normalize) {
             }};
 }
 
-// Experts from one fused gate_up [E, 2I, H] and down [E, H, I] (Qwen3.5-MoE's layout), routed by k distinct
-// experts per token with weights summing to 1.
-OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
-    return {
-        fmt("moe_experts T=%lld H=%lld I=%lld E=%lld k=%lld", (long long)T, (long long)H, (long long)I, (long long)E,
-            (long long)k),
-        "moe_experts", [=](CaseRun& r) {
-            const Tensor x = r.act(Shape{T, H});
-            const Tensor gate_up = r.dense(Shape{E, 2 * I, H}, DType::BF16, 0.3f);
-            const Tensor down = r.dense(Shape{E, H, I}, DType::BF16, 0.3f);
-            HostTensor w = HostTensor::empty(DType::F32, Shape{T, k}), ids = HostTensor::empty(DType::I32, Shape{T, k});
-            for (int64_t t = 0; t < T; ++t)
-                for (int64_t j = 0; j < k; ++j) {
-                    ids.tensor.data_as<int32_t>()[t * k + j] = static_cast<int32_t>((t * 3 + j * 5) % E);
-                    w.tensor.data_as<float>()[t * k + j] = 1.0f / static_cast<float>(k);
+// How moe_experts cases route their tokens.
+enum class Routing : uint8_t {
+    Strided,  // ids (3t + 5j) mod E, weights 1/k: may repeat an expert within a token
+    Random,   // k distinct random experts per token with random weights summing to 1, as a router gives
+    Skewed,   // slot 0 of every token to expert 0, the others to 2(k-1) experts: most experts get no token
+};
+
+// Experts from one fused gate_up [E, 2I, H] and down [E, H, I] (Qwen3.5-MoE's layout). The bytes a call moves are
+// the experts it reads (the routed ones, each once), not the whole stack: decode reads k experts of E.
+OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routing routing = Routing::Strided,
+                   DType wt = DType::BF16, const char* label = "") {
+    const char* routing_name = routing == Routing::Strided ? "" : routing == Routing::Random ? " random" : " skewed";
+    return {fmt("moe_experts%s T=%lld H=%lld I=%lld E=%lld k=%lld %s%s", label, (long long)T, (long long)H,
+                (long long)I, (long long)E, (long long)k, dtype_str(wt), routing_name),
+            "moe_experts", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, H});
+                const Tensor gate_up = r.dense(Shape{E, 2 * I, H}, wt, 0.3f);
+                const Tensor down = r.dense(Shape{E, H, I}, wt, 0.3f);
+                HostTensor w = HostTensor::empty(DType::F32, Shape{T, k});
+                HostTensor ids = HostTensor::empty(DType::I32, Shape{T, k});
+                int32_t* id = ids.tensor.data_as<int32_t>();
+                float* wv = w.tensor.data_as<float>();
+                const auto n = static_cast<size_t>(T * k);
+                const std::span<const int32_t> pick = r.ints(n, 0, 1 << 30), weight = r.ints(n, 1, 9);
+                std::vector<char> used(static_cast<size_t>(E));
+                for (int64_t t = 0; t < T; ++t) {
+                    std::fill(used.begin(), used.end(), 0);
+                    float sum = 0;
+                    for (int64_t j = 0; j < k; ++j) {
+                        const size_t i = static_cast<size_t>(t * k + j);
+                        int32_t e = static_cast<int32_t>((t * 3 + j * 5) % E);
+                        if (routing == Routing::Skewed) e = static_cast<int32_t>(j == 0 ? 0 : j + (t % 2) * (k - 1));
+                        if (routing == Routing::Random) {
+                            e = pick[i] % static_cast<int32_t>(E);
+                            while (used[static_cast<size_t>(e)])
+                                e = static_cast<int32_t>((e + 1) % E);
+                        }
+                        used[static_cast<size_t>(e)] = 1;
+                        id[i] = e;
+                        wv[i] = routing == Routing::Strided ? 1.0f : static_cast<float>(weight[i]);
+                        sum += wv[i];
+                    }
+                    for (int64_t j = 0; j < k; ++j)
+                        wv[t * k + j] /= sum;
                 }
-            const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
-            // The stacked expert weights (runtime/ops.h), as Qwen3.5-MoE checkpoints store them.
-            auto& gu = r.keep(LinearWeight::dense(gate_up));
-            auto& dn = r.keep(LinearWeight::dense(down));
-            const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
-            r.set_flops(6.0 * T * k * H * I);
-            return [=, &r, &gu, &dn] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{gu, dn}, out); };
-        }};
+                size_t experts_read = 0;
+                std::vector<char> read(static_cast<size_t>(E));
+                for (size_t i = 0; i < n; ++i)
+                    experts_read += read[static_cast<size_t>(id[i])]++ == 0;
+                const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
+                // The stacked expert weights (runtime/ops.h), as Qwen3.5-MoE checkpoints store them.
+                auto& gu = r.keep(LinearWeight::dense(gate_up));
+                auto& dn = r.keep(LinearWeight::dense(down));
+                const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
+                r.set_flops(6.0 * T * k * H * I);
+                r.set_bytes(static_cast<double>(experts_read) * 3.0 * H * I * 2.0 + 8.0 * T * H + 8.0 * T * k);
+                return [=, &r, &gu, &dn] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{gu, dn}, out); };
+            }};
 }
 
 // Fresh sequences and ones with cached context (history from their conv state slot).
@@ -565,12 +599,30 @@ const std::vector<OpCase>& op_cases() {
                  argmax(4, 5),
                  argmax(4, 1000),
                  argmax(4, 151936),
-                 // Not on CUDA yet: run on the CPU (padded vs dense) and skipped, saying so, on CUDA until they land.
+                 // MoE routing: Qwen3-30B-A3B's 128 experts / top-8, Qwen3-Next's and Qwen3.5's 512 / top-10 (random
+                 // bf16 logits there tie often: the ids must break ties as the CPU does).
                  moe_topk_softmax(9, 12, 3, false),
                  moe_topk_softmax(9, 12, 3, true),
                  moe_topk_softmax(33, 128, 8, true),
+                 moe_topk_softmax(5, 512, 10, false),
+                 moe_topk_softmax(64, 512, 10, true),
+                 // MoE experts. On CUDA up to 4 rows per expert on average run the GEMV kernels, more the mma ones;
+                 // K and N not multiples of the tiles (H = 200, I = 72) and not of 8 (I = 20, H = 36: the element-
+                 // wise loads); one expert with most rows (several tiles) and most experts empty; F16 weights.
                  moe_experts(7, 32, 20, 5, 2),
+                 moe_experts(100, 36, 20, 4, 2),
                  moe_experts(33, 256, 96, 16, 4),
+                 moe_experts(1, 256, 96, 128, 8, Routing::Random),
+                 moe_experts(3, 256, 96, 128, 8, Routing::Random),
+                 moe_experts(64, 256, 96, 128, 8, Routing::Random),
+                 moe_experts(300, 256, 96, 128, 8, Routing::Random),
+                 moe_experts(64, 256, 96, 128, 8, Routing::Skewed),
+                 moe_experts(300, 256, 96, 128, 8, Routing::Skewed),
+                 moe_experts(5, 200, 72, 16, 4, Routing::Random),
+                 moe_experts(300, 200, 72, 16, 4, Routing::Random),
+                 moe_experts(2, 128, 64, 8, 2, Routing::Random, F16),
+                 moe_experts(40, 128, 64, 8, 2, Routing::Random, F16),
+                 // Not on CUDA yet: run on the CPU (padded vs dense) and skipped, saying so, on CUDA until they land.
                  causal_conv1d_silu({{0, 7}, {5, 1}, {3, 4}}, 64, 4),
                  gdn_gating(9, 16),
                  l2_norm(9, 4, 128),
@@ -580,6 +632,20 @@ const std::vector<OpCase>& op_cases() {
                  gated_rms_norm(9, 4, 128),
              })
             c.push_back(more);
+        return c;
+    }();
+    return cases;
+}
+
+const std::vector<OpCase>& qwen3_30b_a3b_cases() {
+    static const std::vector<OpCase> cases = [] {
+        // Qwen3-30B-A3B's MoE layers: hidden 2048, 128 experts of intermediate 768, top-8.
+        const int64_t H = 2048, I = 768, E = 128, k = 8;
+        std::vector<OpCase> c;
+        for (int64_t T : {1, 8, 64, 256, 2048}) {
+            c.push_back(moe_topk_softmax(T, E, k, true));
+            c.push_back(moe_experts(T, H, I, E, k, Routing::Random, BF16, " qwen3-30b-a3b"));
+        }
         return c;
     }();
     return cases;

@@ -137,6 +137,8 @@ struct OpCase {
 const std::vector<OpCase>& op_cases();
 // Real Qwen3-8B shapes (decode at batch 1 and 256, prefill of 512 and 2,048 tokens): timed by the perf mode only.
 const std::vector<OpCase>& qwen3_8b_cases();
+// Qwen3-30B-A3B's MoE layers (router and experts, decode at 1 to 256 tokens and a prefill of 2,048): perf mode only.
+const std::vector<OpCase>& qwen3_30b_a3b_cases();
 
 // The only place the harness calls Ops::linear, so a change of its signature touches one line.
 void call_linear(Ops& ops, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);

@@ -1,0 +1,112 @@
+// The grouped passes for few rows per expert (decode): a block takes one tile (up to kGemvRows rows of one expert)
+// and 8 output columns, one per warp; the warp streams the column's weight row(s) once with 16-byte loads and dots
+// them with every row of the tile. Weight bandwidth bound, as decode is: each selected expert's weights are read once
+// per tile, and a decode batch rarely gives an expert more than one tile.
+#include "kernels/cuda/moe/moe_internal.cuh"
+
+namespace pagoda::kernels::cuda {
+
+namespace {
+
+using moe::GroupedArgs;
+using moe::kGemvRows;
+using moe::Pass;
+
+constexpr int kWarps = 8;
+
+// VEC consecutive elements as fp32: one 16-byte load (VEC == 8) or one element (any alignment).
+template <typename W, int VEC>
+__device__ __forceinline__ void load_f32(const W* p, float* out) {
+    if constexpr (VEC == 8) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+        const W* v = reinterpret_cast<const W*>(&raw);
+#pragma unroll
+        for (int i = 0; i < 8; ++i)
+            out[i] = to_f32(v[i]);
+    } else {
+        out[0] = to_f32(p[0]);
+    }
+}
+
+// GateUp: column i dots gate row i and up row I+i (I = a.N) with x_w[token(row)] and stores silu(g)·u into h[row, i].
+// Down: column n dots down row n with h[row] and stores y[pair(row), n].
+template <typename W, Pass P, int VEC>
+__global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedArgs a) {
+    moe::Tile tile;
+    if (!moe::find_tile(a.routing, static_cast<int32_t>(blockIdx.x), tile)) return;
+    const int lane = threadIdx.x & 31;
+    const int64_t n = static_cast<int64_t>(blockIdx.y) * kWarps + (threadIdx.x >> 5);
+    if (n >= a.N) return;
+    const W* in = static_cast<const W*>(a.a);
+    const W* rows[kGemvRows];
+#pragma unroll
+    for (int m = 0; m < kGemvRows; ++m) {
+        const int32_t row = tile.row0 + (m < tile.rows ? m : 0);
+        const int64_t src = P == Pass::GateUp ? a.routing.sorted_pairs[row] / a.routing.k : row;
+        rows[m] = in + src * a.K;
+    }
+    const W* w_expert = static_cast<const W*>(a.w.data) + tile.expert * a.w.expert_stride;
+    const W* w0 = w_expert + n * a.w.row_stride;
+    const W* w1 = w_expert + (P == Pass::GateUp ? a.N + n : n) * a.w.row_stride;
+    float acc0[kGemvRows] = {}, acc1[kGemvRows] = {};
+    for (int64_t k = int64_t(lane) * VEC; k < a.K; k += 32 * VEC) {
+        float wv0[VEC], wv1[VEC];
+        load_f32<W, VEC>(w0 + k, wv0);
+        if constexpr (P == Pass::GateUp) load_f32<W, VEC>(w1 + k, wv1);
+#pragma unroll
+        for (int m = 0; m < kGemvRows; ++m) {
+            if (m >= tile.rows) break;
+            float av[VEC];
+            load_f32<W, VEC>(rows[m] + k, av);
+#pragma unroll
+            for (int v = 0; v < VEC; ++v) {
+                acc0[m] += wv0[v] * av[v];
+                if constexpr (P == Pass::GateUp) acc1[m] += wv1[v] * av[v];
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < kGemvRows; ++m) {
+        if (m >= tile.rows) break;  // tile.rows is the same for the whole warp
+        const float d0 = warp_sum(acc0[m]);
+        if constexpr (P == Pass::GateUp) {
+            const float d1 = warp_sum(acc1[m]);
+            if (lane == m) static_cast<W*>(a.h)[int64_t(tile.row0 + m) * a.N + n] = from_f32<W>(moe::silu(d0) * d1);
+        } else {
+            if (lane == m) a.y[int64_t(a.routing.sorted_pairs[tile.row0 + m]) * a.N + n] = d0;
+        }
+    }
+}
+
+template <typename W, Pass P>
+void launch_typed(const GroupedArgs& a, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>(a.tiles), static_cast<unsigned>((a.N + kWarps - 1) / kWarps));
+    if (moe::vector_loads_fit(a))
+        grouped_gemv_kernel<W, P, 8><<<grid, kWarps * 32, 0, stream>>>(a);
+    else
+        grouped_gemv_kernel<W, P, 1><<<grid, kWarps * 32, 0, stream>>>(a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+template <typename W>
+void launch_pass(Pass pass, const GroupedArgs& a, cudaStream_t stream) {
+    if (pass == Pass::GateUp)
+        launch_typed<W, Pass::GateUp>(a, stream);
+    else
+        launch_typed<W, Pass::Down>(a, stream);
+}
+
+}  // namespace
+
+namespace moe {
+void launch_grouped_gemv(Pass pass, const GroupedArgs& a, ElemType w_type, cudaStream_t stream) {
+    PAGODA_KERNEL_REQUIRE(a.routing.tile_rows == kGemvRows, "moe: the GEMV passes need tiles of kGemvRows rows");
+    if (a.N == 0 || a.tiles == 0) return;
+    if (w_type == ElemType::BF16)
+        launch_pass<__nv_bfloat16>(pass, a, stream);
+    else
+        launch_pass<__half>(pass, a, stream);
+}
+}  // namespace moe
+
+}  // namespace pagoda::kernels::cuda

@@ -1,0 +1,62 @@
+// CUDA launchers for the mixture-of-experts layers of Qwen3-MoE / Qwen3-Next / Qwen3.5-MoE: the router's softmax and
+// top-k, and the routed experts as grouped GEMMs. Same semantics as the CPU kernels (kernels/cpu/elementwise.cpp,
+// moe.cpp); runtime/ops.h has the contracts. The routing (which tokens go to which expert) stays on the DEVICE: the
+// launchers read only host scalars, allocate nothing and never synchronise, so a decode step can be recorded in a
+// CUDA graph.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cuda/types.h"
+
+namespace pagoda::kernels::cuda {
+
+// The most experts the kernels take (Qwen3.5-397B and Qwen3-Next have 512): the routing keeps one counter per expert
+// in shared memory and one thread per expert in its scan.
+inline constexpr int64_t kMoeMaxExperts = 1024;
+
+// p = softmax(logits[t, :]) in fp32 (the sum in double, as the CPU does); the k largest in descending order (ties:
+// lower expert id first); with `normalize` the k weights are divided by their sum. logits [T, E] with a row stride;
+// weights [T, k] F32 and ids [T, k] I32, contiguous. E <= kMoeMaxExperts, 1 <= k <= E.
+struct MoeTopkSoftmaxArgs {
+    const float* logits = nullptr;
+    int64_t logits_stride = 0;
+    int64_t T = 0, E = 0, k = 0;
+    bool normalize = false;
+    float* weights = nullptr;
+    int32_t* ids = nullptr;
+};
+void launch_moe_topk_softmax(const MoeTopkSoftmaxArgs& a, cudaStream_t stream);
+
+// Stacked expert weights: expert e's row r at data + e*expert_stride + r*row_stride (elements), rows contiguous.
+struct MoeStackedWeight {
+    const void* data = nullptr;
+    int64_t expert_stride = 0;
+    int64_t row_stride = 0;
+};
+
+// out[t] = Σ_j w[t,j] · down_e(silu(gate_e x_t) ⊙ up_e x_t), e = ids[t,j]. x, out [T, H] F32 with row strides (must
+// not alias); topk_weights [T, k] F32 and topk_ids [T, k] I32 contiguous, on the device; gate_up [E, 2I, H] (rows
+// [0, I) gate, [I, 2I) up) and down [E, H, I], both BF16 or both F16. As the dense linear path does, the GEMM inputs
+// (x and silu(gate)·up) are rounded to the weights' type; accumulation is fp32. An id outside [0, E) contributes
+// nothing (the CPU kernel aborts instead: the device cannot stop the process). Deterministic: each (token, slot) gets
+// its own output row and the k rows of a token are summed in slot order.
+struct MoeExpertsArgs {
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    float* out = nullptr;
+    int64_t out_stride = 0;
+    int64_t T = 0, H = 0, I = 0, E = 0, k = 0;
+    const float* topk_weights = nullptr;
+    const int32_t* topk_ids = nullptr;
+    ElemType weight_type = ElemType::BF16;  // BF16 or F16
+    MoeStackedWeight gate_up, down;
+    void* workspace = nullptr;  // moe_experts_workspace_bytes(T, H, I, E, k), 256-byte aligned
+};
+size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k);
+void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream);
+
+}  // namespace pagoda::kernels::cuda
