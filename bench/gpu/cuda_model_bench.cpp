@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,6 +25,42 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// What one token costs at the model's shape, for the rooflines: the matmul parameters a token goes through (routed
+// experts: only its top-k), and the per-token attention FLOPs per context token (QKᵀ and PV of the full-attention
+// layers).
+struct TokenCost {
+    double active_params = 0;
+    double attention_flops_per_context = 0;
+};
+TokenCost token_cost(const pagoda::model::ModelSpec& s) {
+    using pagoda::model::AttentionKind;
+    using pagoda::model::MlpKind;
+    const double H = static_cast<double>(s.hidden_size), hd = static_cast<double>(s.head_dim);
+    const double hq = static_cast<double>(s.num_attention_heads), hkv = static_cast<double>(s.num_key_value_heads);
+    const double kd = static_cast<double>(s.linear_num_key_heads * s.linear_key_head_dim);
+    const double vd = static_cast<double>(s.linear_num_value_heads * s.linear_value_head_dim);
+    const double hv = static_cast<double>(s.linear_num_value_heads);
+    TokenCost c;
+    for (const auto& layer : s.layers) {
+        if (layer.attention == AttentionKind::kFull) {
+            c.active_params += H * hd * ((s.attn_output_gate ? 2 : 1) * hq + 2 * hkv) + hq * hd * H;
+            c.attention_flops_per_context += 4 * hq * hd;
+        } else {  // qkv, z, b, a, out
+            c.active_params += H * (2 * kd + vd) + H * vd + 2 * H * hv + vd * H;
+        }
+        if (layer.mlp == MlpKind::kDense) {
+            c.active_params += 3 * H * static_cast<double>(s.intermediate_size);
+        } else {
+            c.active_params += H * static_cast<double>(s.num_experts) +
+                               static_cast<double>(s.num_experts_per_tok) * 3 * H *
+                                   static_cast<double>(s.moe_intermediate_size) +
+                               3 * H * static_cast<double>(s.shared_expert_intermediate_size);
+        }
+    }
+    c.active_params += static_cast<double>(s.vocab_size) * H;  // lm_head
+    return c;
 }
 
 int fail(const std::string& m) {
@@ -99,6 +136,14 @@ int main(int argc, char** argv) {
     const int32_t bs = 16, seq_blocks = (context + decode + bs) / bs;
     auto decode_kv = KvCachePool::create((*backend)->allocator(), m.kv_cache_config(seq_blocks, bs));
     if (!decode_kv.ok()) return fail(decode_kv.message());
+    // Hybrid models: one state slot for the decoded sequence (slot 0) and one for the profiles below (slot 1).
+    std::optional<StateCachePool> states;
+    if (spec.num_linear_attention_layers() > 0) {
+        auto s = StateCachePool::create((*backend)->allocator(), m.state_cache_config(2));
+        if (!s.ok()) return fail(s.message());
+        states = std::move(s).value();
+    }
+    const StateCachePool* st_pool = states ? &*states : nullptr;
     std::vector<int32_t> decode_table(static_cast<size_t>(seq_blocks));
     for (int32_t i = 0; i < seq_blocks; ++i)
         decode_table[static_cast<size_t>(i)] = i;
@@ -111,7 +156,7 @@ int main(int argc, char** argv) {
         ForwardBatchBuilder prompt(bs);
         const std::vector<int32_t> ids = random_ids(context);
         prompt.add_sequence(ids, 0, decode_table, 0);
-        const Status st = m.forward(prompt.view(), &*decode_kv, nullptr, step_logits);
+        const Status st = m.forward(prompt.view(), &*decode_kv, st_pool, step_logits);
         if (!st.ok()) return fail(st.message());
         ops.argmax(step_logits, std::span<int32_t>(&first_token, 1));
     }
@@ -129,9 +174,9 @@ int main(int argc, char** argv) {
             const ForwardBatch batch = step.view();
             Tensor logits = step_logits;
             if (use_graphs) {
-                PAGODA_ASSIGN_OR_RETURN(logits, (*graphs)->forward(batch, &*decode_kv, nullptr));
+                PAGODA_ASSIGN_OR_RETURN(logits, (*graphs)->forward(batch, &*decode_kv, st_pool));
             } else {
-                PAGODA_RETURN_IF_ERROR(m.forward(batch, &*decode_kv, nullptr, step_logits));
+                PAGODA_RETURN_IF_ERROR(m.forward(batch, &*decode_kv, st_pool, step_logits));
             }
             ops.argmax(logits, std::span<int32_t>(&next, 1));
             if (i >= 2) steps.push_back(seconds_since(t));
@@ -169,15 +214,15 @@ int main(int argc, char** argv) {
         for (int32_t i = 0; i < blocks; ++i)
             table[static_cast<size_t>(i)] = i;
         ForwardBatchBuilder builder(bs);
-        builder.add_sequence(tokens, ctx, table, 0, ForwardBatchBuilder::Logits::Last);
+        builder.add_sequence(tokens, ctx, table, 1, ForwardBatchBuilder::Logits::Last);
         const ForwardBatch batch = builder.view();
         PAGODA_ASSIGN_OR_RETURN(Buffer logits_mem, Buffer::allocate((*backend)->allocator(), spec.vocab_size * 4, 256));
         const Tensor logits = logits_mem.view(DType::F32, Shape{1, spec.vocab_size});
         for (int i = 0; i < 2; ++i)
-            PAGODA_RETURN_IF_ERROR(m.forward(batch, &kv, nullptr, logits));  // warm-up
+            PAGODA_RETURN_IF_ERROR(m.forward(batch, &kv, st_pool, logits));  // warm-up
         (*backend)->synchronize();
         Status st = ok_status();
-        auto t = cuda_time_queued(**backend, [&] { st = m.forward(batch, &kv, nullptr, logits); });
+        auto t = cuda_time_queued(**backend, [&] { st = m.forward(batch, &kv, st_pool, logits); });
         PAGODA_RETURN_IF_ERROR(st);
         return t;
     };
@@ -190,29 +235,26 @@ int main(int argc, char** argv) {
     const ForwardBatch graph_batch = graph_step.view();
     Status graph_status = ok_status();
     auto gq = cuda_time_queued(**backend,
-                               [&] { graph_status = (*graphs)->forward(graph_batch, &*decode_kv, nullptr).status(); });
+                               [&] { graph_status = (*graphs)->forward(graph_batch, &*decode_kv, st_pool).status(); });
     if (!gq.ok() || !graph_status.ok())
         return fail("graph profile: " + (gq.ok() ? graph_status : gq.status()).message());
     auto pq = queued(0, long_prompt);
     if (!pq.ok()) return fail("prefill profile: " + pq.message());
 
-    // Bytes one decode step must read: every weight except the embedding table (one row), plus the KV cache.
-    const double H = static_cast<double>(spec.hidden_size), I = static_cast<double>(spec.intermediate_size);
-    const double L = static_cast<double>(spec.num_hidden_layers), V = static_cast<double>(spec.vocab_size);
-    const double hq = static_cast<double>(spec.num_attention_heads),
-                 hkv = static_cast<double>(spec.num_key_value_heads);
-    const double hd = static_cast<double>(spec.head_dim);
-    const double layer_params = H * hd * (2 * hq + 2 * hkv) + 3 * H * I;
-    const double matmul_params = L * layer_params + V * H;  // lm_head
+    // Bytes one decode step must read: every weight a token goes through except the embedding table (one row), plus
+    // the KV cache of the full-attention layers and, in hybrid models, the fp32 delta-net state (read and written).
+    const TokenCost cost = token_cost(spec);
     const double avg_ctx = context + decode / 2.0;
-    const double kv_bytes = L * 2 * hkv * hd * 2 * avg_ctx;
-    const double bytes_per_token = matmul_params * 2 + kv_bytes;
+    const double kv_bytes = static_cast<double>(spec.kv_cache_bytes_per_token(2)) * avg_ctx;
+    const double state_bytes = 2.0 * static_cast<double>(spec.linear_state_bytes_per_sequence());
+    const double bytes_per_token = cost.active_params * 2 + kv_bytes + state_bytes;
     const double roof_tok_s = copy_gbps * 1e9 / bytes_per_token;
     const double tok_s = 1.0 / mean_step;
 
-    // Prefill FLOPs: the GEMMs (logits of the last row only) and causal attention (QKᵀ and PV over half the square).
-    const double P = prefill;
-    const double flops = 2 * P * L * layer_params + 2 * V * H + L * 4 * hq * hd * P * P / 2;
+    // Prefill FLOPs: the GEMMs of the active parameters (logits of the last row only) and causal attention (QKᵀ and
+    // PV over half the square). The delta rule's own FLOPs are left out (small next to the GEMMs).
+    const double P = prefill, lm_head = static_cast<double>(spec.vocab_size * spec.hidden_size);
+    const double flops = 2 * P * (cost.active_params - lm_head) + 2 * lm_head + cost.attention_flops_per_context * P * P / 2;
     const double mfu = gemm_tflops > 0 ? flops / prefill_s / (gemm_tflops * 1e12) : 0;
 
     std::printf(

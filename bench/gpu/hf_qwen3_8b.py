@@ -3,9 +3,11 @@
 (eager attention, batch 1) measured on it in the same process.
 
   python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers N]
-      [--shape qwen3-8b | qwen2.5-7b] [--reference-only]
+      [--shape qwen3-8b | qwen2.5-7b | qwen3.5-9b | qwen3-30b-a3b | qwen3.5-35b-a3b] [--reference-only]
 
 --shape qwen2.5-7b makes a Qwen2.5-7B-shaped checkpoint instead (q/k/v biases, 28 query heads over 4 KV heads);
+qwen3.5-9b the text model of Qwen3.5-9B (Gated DeltaNet 3:1 gated attention, head_dim 256); qwen3-30b-a3b and
+qwen3.5-35b-a3b the MoE models (--layers N keeps the first N layers: the disk holds the checkpoint and a GGUF);
 --reference-only skips the speed baseline and only saves the reference logits below.
 
 Prints one JSON line: hf_decode_tok_s, hf_prefill_ms. Then, for the correctness check at this real shape
@@ -19,7 +21,46 @@ import time
 
 import numpy as np
 import torch
-from transformers import AutoModelForCausalLM, Qwen2Config, Qwen3Config
+from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen3Config
+
+
+def qwen3_5_text(layers, **kw):
+    """A Qwen3.5 text-model config (shared fields of the released sizes: vocab 248,320, rope θ 1e7 over 64 of 256
+    dims, linear heads of 128, conv 4, one full-attention layer in four)."""
+    return AutoConfig.for_model(
+        kw.pop("model_type"), vocab_size=248320, num_hidden_layers=layers, head_dim=256,
+        linear_key_head_dim=128, linear_value_head_dim=128, linear_conv_kernel_dim=4,
+        layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers)],
+        rms_norm_eps=1e-6, max_position_embeddings=262144, tie_word_embeddings=False,
+        rope_parameters=dict(rope_type="default", rope_theta=1e7, partial_rotary_factor=0.25,
+                             mrope_section=[11, 11, 10], mrope_interleaved=True), **kw)
+
+
+def make_config(shape, layers):
+    if shape == "qwen3-8b":
+        return Qwen3Config(hidden_size=4096, intermediate_size=12288, num_hidden_layers=layers or 36,
+                           num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
+                           max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                           tie_word_embeddings=False, attention_bias=False)
+    if shape == "qwen2.5-7b":  # Qwen2 always has q/k/v biases
+        return Qwen2Config(hidden_size=3584, intermediate_size=18944, num_hidden_layers=layers or 28,
+                           num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
+                           max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                           tie_word_embeddings=False)
+    if shape == "qwen3-30b-a3b":
+        return AutoConfig.for_model("qwen3_moe", hidden_size=2048, intermediate_size=6144,
+                                    num_hidden_layers=layers or 48, num_attention_heads=32, num_key_value_heads=4,
+                                    head_dim=128, vocab_size=151936, max_position_embeddings=40960,
+                                    rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                                    num_experts=128, num_experts_per_tok=8, moe_intermediate_size=768,
+                                    norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[])
+    if shape == "qwen3.5-9b":
+        return qwen3_5_text(layers or 32, model_type="qwen3_5_text", hidden_size=4096, intermediate_size=12288,
+                            num_attention_heads=16, num_key_value_heads=4, linear_num_key_heads=16,
+                            linear_num_value_heads=32)
+    return qwen3_5_text(layers or 40, model_type="qwen3_5_moe_text", hidden_size=2048, num_attention_heads=16,
+                        num_key_value_heads=2, linear_num_key_heads=16, linear_num_value_heads=32, num_experts=256,
+                        num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512)
 
 
 def main():
@@ -28,21 +69,13 @@ def main():
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--decode", type=int, default=128)
     ap.add_argument("--prefill", type=int, default=2048)
-    ap.add_argument("--layers", type=int, default=None, help="default: the shape's own (36 or 28)")
-    ap.add_argument("--shape", choices=["qwen3-8b", "qwen2.5-7b"], default="qwen3-8b")
+    ap.add_argument("--layers", type=int, default=None, help="default: the shape's own")
+    ap.add_argument("--shape", choices=["qwen3-8b", "qwen2.5-7b", "qwen3.5-9b", "qwen3-30b-a3b", "qwen3.5-35b-a3b"],
+                    default="qwen3-8b")
     ap.add_argument("--reference-only", action="store_true")
     a = ap.parse_args()
 
-    if a.shape == "qwen3-8b":
-        cfg = Qwen3Config(hidden_size=4096, intermediate_size=12288, num_hidden_layers=a.layers or 36,
-                          num_attention_heads=32, num_key_value_heads=8, head_dim=128, vocab_size=151936,
-                          max_position_embeddings=40960, rope_theta=1000000.0, rms_norm_eps=1e-6,
-                          tie_word_embeddings=False, attention_bias=False)
-    else:  # Qwen2.5-7B: Qwen2 always has q/k/v biases
-        cfg = Qwen2Config(hidden_size=3584, intermediate_size=18944, num_hidden_layers=a.layers or 28,
-                          num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
-                          max_position_embeddings=32768, rope_theta=1000000.0, rms_norm_eps=1e-6,
-                          tie_word_embeddings=False)
+    cfg = make_config(a.shape, a.layers)
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     t0 = time.time()

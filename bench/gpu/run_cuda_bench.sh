@@ -8,6 +8,7 @@
 #   ops         pagoda_op_bench (the op harness's perf mode: Qwen3-8B shapes, then the whole case table, µs and GB/s
 #               or TFLOP/s per case) and, with ncu, the decode attention kernel's memory throughput
 #   model       makes the model with transformers (and its baseline), compares our logits with transformers'
+#               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3-30b-a3b, qwen3.5-35b-a3b; LAYERS=N keeps N layers)
 #   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048), per-op GPU time of prefill and
 #               decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
@@ -15,6 +16,8 @@
 #               a large-batch step's time goes
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
+#   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background
+#   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build)
 #   prefix      a real-shape serving run with prefix-cache hits, its completions compared with a cache-off run
 #               (compare_completions.py: where they part, and whether at near-ties)
 # or `all` (every part) or `check` (model,profile). bench, throughput, profile and prefix need the model (model part,
@@ -27,7 +30,9 @@ OUT=${OUT:-/tmp/pagoda-cuda-bench}
 WHAT=${1:-all}
 [[ $WHAT == check ]] && WHAT=model,profile
 want() { [[ $WHAT == all || ",$WHAT," == *",$1,"* ]]; }
-MODEL=${MODEL:-/tmp/qwen3-8b-random}
+# SHAPE picks the random checkpoint the model part makes (hf_qwen3_8b.py --shape; LAYERS keeps the first N layers).
+SHAPE=${SHAPE:-qwen3-8b}
+MODEL=${MODEL:-/tmp/$SHAPE-random}
 mkdir -p "$OUT"
 export PAGODA_SOURCE_DIR=$PWD
 # Our binaries may need the libgomp carried beside them; Python keeps its own environment.
@@ -73,7 +78,7 @@ if want tests; then
 fi
 
 if want ops && [[ -x $BIN/pagoda_delta_net_bench ]]; then
-    # The Gated DeltaNet kernels at Qwen3.5-9B sizes (not yet wired into CudaOps; kernels/cuda/delta_net).
+    # The Gated DeltaNet kernels at Qwen3.5-9B sizes (kernels/cuda/delta_net).
     LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda_delta_net_bench" > "$OUT/delta_net_bench.log" 2>&1
     summary+=("delta_net bench rc=$?:")
     while read -r line; do summary+=("  $line"); done < <(tail -12 "$OUT/delta_net_bench.log")
@@ -84,6 +89,10 @@ if want ops; then
     summary+=("op bench rc=$?:")
     while read -r line; do summary+=("  $line"); done < "$OUT/op_bench.log"
     LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_op_bench" --table ops > "$OUT/op_bench_all.log" 2>&1
+    # The MoE router and experts at Qwen3-30B-A3B shapes (decode and prefill token counts).
+    LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda_op_bench" --table qwen3-30b-a3b > "$OUT/op_bench_moe.log" 2>&1
+    summary+=("op bench MoE rc=$?:")
+    while read -r line; do summary+=("  $line"); done < "$OUT/op_bench_moe.log"
     # The decode attention kernel's other block shapes (warps x pipeline stages; the default is in the table above),
     # and ncu's view of the default; OPS_VARIANTS=0 skips both.
     [[ ${OPS_VARIANTS:-1} == 0 ]] && shapes=() || shapes=(4x3 2x4 8x2)
@@ -114,9 +123,10 @@ compare_logits_at() {
     rm -f "$json"
 }
 if want model; then
-    PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" > "$OUT/hf.log" 2>&1
-    summary+=("transformers: $(grep hf_prefill_ms "$OUT/hf.log" | tail -1)")
-    compare_logits_at "$MODEL" Qwen3-8B
+    PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" --shape "$SHAPE" \
+        ${LAYERS:+--layers $LAYERS} > "$OUT/hf.log" 2>&1
+    summary+=("transformers ($SHAPE): $(grep hf_prefill_ms "$OUT/hf.log" | tail -1)")
+    compare_logits_at "$MODEL" "$SHAPE"
 fi
 if want model2; then
     # The Qwen2.5-7B shape (q/k/v biases, 7 query heads per KV head), logits only.
@@ -245,6 +255,30 @@ if want prefix; then
     summary+=("prefix-cache run: $(tail -1 "$OUT/prefix_on.log") $(grep -E 'prefix_cache_hits' "$OUT/serve_prefix_on.log")")
     summary+=("cache on vs off: $(python3 bench/gpu/compare_completions.py "$OUT/prefix_on.json" \
         "$OUT/prefix_off.json" 2>&1 | tail -1)")
+fi
+
+# llama.cpp, the peer (GPU.md): built here from the source carried in build-llama-carry (peer-build starts the build in
+# the background, so that it overlaps the model part; peer waits for it), then the same checkpoint as GGUF, llama-bench
+# at batch 1 (tg128) and a 2,048-token prefill (pp2048).
+LLAMA=/tmp/llama.cpp
+if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
+    tar xJf build-llama-carry/llama.cpp.tar.xz -C /tmp
+    (cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
+        -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && ninja -C build llama-server llama-bench) \
+        > /tmp/llama_build.log 2>&1 &
+fi
+if want peer; then
+    for _ in $(seq 1 100); do [[ -x $LLAMA/build/bin/llama-bench ]] && break; pgrep -f 'ninja -C build' > /dev/null || break; sleep 3; done
+    cp /tmp/llama_build.log "$OUT/" 2> /dev/null
+    GGUF=/tmp/$SHAPE.gguf
+    [[ -f $GGUF ]] || (cd $LLAMA && PYTHONPATH=gguf-py timeout 300 python3 convert_hf_to_gguf.py "$MODEL" --outtype bf16 \
+        --outfile "$GGUF" $([[ $SHAPE == qwen3.5* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
+    timeout 200 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048 -n 128 -o json > "$OUT/llama_bench.json" \
+        2> "$OUT/llama_bench.log"
+    summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 -c 'import json,sys
+for r in json.load(open(sys.argv[1])): print(f"{\"pp\" if r[\"n_prompt\"] else \"tg\"}{r[\"n_prompt\"] or r[\"n_gen\"]}: {r[\"avg_ts\"]:.1f} tok/s", end="; ")' \
+        "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
 fi
 
 # The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns
