@@ -12,6 +12,7 @@
 #   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048), per-op GPU time of prefill and
 #               decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
+#   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
 #   profile     a shorter profiled serving run (256 x 1000 in / 300 out, eager steps) whose per-op table shows where
 #               a large-batch step's time goes
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
@@ -122,6 +123,12 @@ compare_logits_at() {
         "$dir/reference_logits.npy" "$json" "$dir/reference_logits_bf16.npy" 2>&1 | tail -1)")
     rm -f "$json"
 }
+if want golden-drift; then
+    # transformers' own bf16 error on each tiny golden model (what cuda_golden_test's bound is derived from).
+    timeout 200 python3 bench/gpu/golden_bf16_drift.py tests/golden > "$OUT/golden_drift.log" 2>&1
+    summary+=("golden bf16 drift rc=$?:")
+    while read -r line; do summary+=("  $line"); done < <(grep '^{' "$OUT/golden_drift.log")
+fi
 if want model; then
     PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" --shape "$SHAPE" \
         ${LAYERS:+--layers $LAYERS} > "$OUT/hf.log" 2>&1
@@ -163,7 +170,7 @@ if want bench; then
     done
 fi
 if want bench; then
-    if command -v nsys > /dev/null; then
+    if [[ ${NSYS:-1} == 1 ]] && command -v nsys > /dev/null; then
         LD_LIBRARY_PATH=$LIBS timeout 120 nsys profile -t cuda -o "$OUT/decode" --force-overwrite true --stats=true \
             "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 16 --context 512 --decode 32 > "$OUT/nsys.log" 2>&1
         summary+=("nsys: rc=$? (kernel table in nsys.log)")
