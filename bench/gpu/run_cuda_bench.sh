@@ -272,20 +272,18 @@ if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
     tar xJf build-llama-carry/llama.cpp.tar.xz -C /tmp
     (cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
         -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && ninja -C build llama-server llama-bench) \
-        > /tmp/llama_build.log 2>&1 &
+        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && ninja -C build llama-server llama-bench;
+        echo "exit $?" > /tmp/llama_build.done) > /tmp/llama_build.log 2>&1 &
 fi
 if want peer; then
-    for _ in $(seq 1 100); do [[ -x $LLAMA/build/bin/llama-bench ]] && break; pgrep -f 'ninja -C build' > /dev/null || break; sleep 3; done
+    for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done || -x $LLAMA/build/bin/llama-bench ]] && break; sleep 2; done
     cp /tmp/llama_build.log "$OUT/" 2> /dev/null
     GGUF=/tmp/$SHAPE.gguf
     [[ -f $GGUF ]] || (cd $LLAMA && PYTHONPATH=gguf-py timeout 300 python3 convert_hf_to_gguf.py "$MODEL" --outtype bf16 \
         --outfile "$GGUF" $([[ $SHAPE == qwen3.5* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
     timeout 200 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048 -n 128 -o json > "$OUT/llama_bench.json" \
         2> "$OUT/llama_bench.log"
-    summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 -c 'import json,sys
-for r in json.load(open(sys.argv[1])): print(f"{\"pp\" if r[\"n_prompt\"] else \"tg\"}{r[\"n_prompt\"] or r[\"n_gen\"]}: {r[\"avg_ts\"]:.1f} tok/s", end="; ")' \
-        "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
+    summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 bench/gpu/llama_bench_summary.py "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
 fi
 
 # The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns

@@ -42,11 +42,12 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
     if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
-    // One launch for q/k/v and one for gate/up where the weights lie back to back (upload_weights places them so
-    // when their sizes allow).
+    // One launch for q/k/v, one for gate/up and one for the delta-net input projections where the weights lie back to
+    // back (upload_weights places them so when their sizes allow).
     for (LayerWeights& layer : model->weights_.layers) {
         fuse_projections(layer.attn);
         fuse_projections(layer.dense);
+        fuse_projections(layer.delta);
     }
     return model;
 }

@@ -217,6 +217,10 @@ void fuse_projections(MlpWeights& w) {
     w.gate_up = fuse_rows({&w.gate, &w.up});
 }
 
+void fuse_projections(DeltaNetWeights& w) {
+    w.in_proj = fuse_rows({&w.qkv, &w.z, &w.b, &w.a});
+}
+
 // --- MoE -------------------------------------------------------------------------------------------------------------
 
 namespace {
@@ -410,14 +414,18 @@ void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w
     const int64_t dk = spec.linear_key_head_dim, dv = spec.linear_value_head_dim;
     const int64_t Kd = Hk * dk, Vd = Hv * dv, C = 2 * Kd + Vd;
 
-    Tensor mixed = arena.f32(T, C);
-    Tensor z = arena.f32(T, Vd);
-    Tensor b = arena.f32(T, Hv);
-    Tensor a = arena.f32(T, Hv);
-    ops.linear(x, w.qkv, mixed);
-    ops.linear(x, w.z, z);
-    ops.linear(x, w.b, b);
-    ops.linear(x, w.a, a);
+    // The input projections' outputs side by side in one [T, C + Vd + 2 Hv] buffer: mixed qkv | z | b | a.
+    const Tensor proj = arena.f32(T, C + Vd + 2 * Hv);
+    const Tensor mixed = proj.narrow(1, 0, C), z = proj.narrow(1, C, Vd);
+    const Tensor b = proj.narrow(1, C + Vd, Hv), a = proj.narrow(1, C + Vd + Hv, Hv);
+    if (w.in_proj.defined()) {
+        ops.linear(x, w.in_proj, proj);
+    } else {
+        ops.linear(x, w.qkv, mixed);
+        ops.linear(x, w.z, z);
+        ops.linear(x, w.b, b);
+        ops.linear(x, w.a, a);
+    }
 
     Tensor conv = arena.f32(T, C);
     ops.causal_conv1d_silu(mixed, w.conv, conv_state, batch, conv);
@@ -434,7 +442,7 @@ void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w
     Tensor o = arena.f32(T, Vd);
     Tensor o3 = o.reshape(Shape{T, Hv, dv});
     ops.gated_delta_rule(q, k, v, g, beta, recurrent_state, batch, 1.0f / std::sqrt(static_cast<float>(dk)), o3);
-    ops.gated_rms_norm(o3, z.reshape(Shape{T, Hv, dv}), w.norm, static_cast<float>(spec.rms_norm_eps), o3);
+    ops.gated_rms_norm(o3, heads_view(proj, C, Hv, dv, dv), w.norm, static_cast<float>(spec.rms_norm_eps), o3);
     ops.linear(o, w.out, out);
 }
 

@@ -119,7 +119,12 @@ struct DeltaNetWeights {
     Tensor dt_bias;     // [Hv] F32
     Tensor norm;        // [dv] F32 (plain gated RMSNorm)
     LinearWeight out;   // [H, Vd]
+    // qkv, z, b and a as one [C + Vd + 2 Hv, H] view when back to back in memory (fuse_projections): one launch
+    // instead of four, and the two small b/a GEMVs ride along with the big ones. Undefined otherwise.
+    LinearWeight in_proj;
 };
+// Sets in_proj where rows_back_to_back allows (qkv, z, b, a in that order).
+void fuse_projections(DeltaNetWeights& w);
 // How a family's checkpoint stores the Gated DeltaNet input projections.
 enum class DeltaNetLayout : uint8_t {
     kNone,    // no linear-attention layers

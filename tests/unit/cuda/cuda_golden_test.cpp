@@ -1,7 +1,10 @@
 // The golden tiny models (tests/golden) on the CUDA backend: transformers' fp32 logits within bf16 tolerance at
 // every position of a prefill, through token-by-token decode, and for mixed batches. The GPU keeps activations in
-// fp32 but stores K/V in bf16 and rounds GEMM inputs of more than 8 tokens to bf16, hence the looser tolerance
-// than the CPU golden test's 1e-3.
+// fp32 but stores K/V in bf16 and rounds GEMM inputs of more than one token to bf16, hence a looser bound than the CPU
+// golden test's 1e-3: 2e-2 of max|ref|, or 1.5x what transformers' own bf16 forward moves the same logits where that
+// is more (bench/gpu/golden_bf16_drift.py measured it on the GPU machine; reference.json records it). Hybrid and MoE
+// models amplify rounding: a top-k routing choice or a decay gate flips (transformers' bf16 drift is 0.12 on the
+// dense qwen3 model, 0.35 on qwen3_5, 0.85 on qwen3_moe, 2.6 on qwen3_next).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,7 +21,8 @@
 namespace pagoda::model {
 namespace {
 
-constexpr float kRelTolerance = 2e-2f;  // of max|ref logit|
+constexpr float kRelTolerance = 2e-2f;       // of max|ref logit|
+constexpr float kTransformersFactor = 1.5f;  // times transformers' own bf16 drift
 
 using golden::max_diff;
 using golden::Reference;
@@ -38,7 +42,8 @@ class CudaGoldenTest : public ::testing::TestWithParam<std::string> {
         auto model = Model::load(dir_, *backend_);
         ASSERT_TRUE(model.ok()) << model.message();
         model_ = std::move(model).value();
-        tol_ = kRelTolerance * ref_.max_abs;
+        tol_ = std::max(kRelTolerance * ref_.max_abs,
+                        kTransformersFactor * static_cast<float>(ref_.transformers_bf16_max_abs_diff));
     }
     std::span<const int32_t> ids(int64_t b, int64_t e) const {
         return std::span<const int32_t>(ref_.ids).subspan(static_cast<size_t>(b), static_cast<size_t>(e - b));
@@ -68,8 +73,10 @@ TEST_P(CudaGoldenTest, PrefillThenDecodeMatchTransformers) {
         ASSERT_TRUE(step.ok()) << step.message();
         decode = std::max(decode, max_diff(*step, ref_, t, 1));
     }
-    std::printf("[ %s ] prefill max|Δ| %.3g, decode max|Δ| %.3g (tolerance %.3g = %.0e·max|ref| %.3g)\n",
-                GetParam().c_str(), prefill, decode, tol_, kRelTolerance, ref_.max_abs);
+    std::printf(
+        "[ %s ] prefill max|Δ| %.3g, decode max|Δ| %.3g (tolerance %.3g; max|ref| %.3g, transformers' bf16 "
+        "max|Δ| %.3g)\n",
+        GetParam().c_str(), prefill, decode, tol_, ref_.max_abs, ref_.transformers_bf16_max_abs_diff);
     EXPECT_LE(prefill, tol_);
     EXPECT_LE(decode, tol_);
 }

@@ -3,18 +3,18 @@
 // prefix-cache hit (including the linear-attention state snapshots of hybrid models), or on preemption.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/file.h"
 #include "engine/engine.h"
-#include "golden/golden_reference.h"
 #include "executor/create_engine.h"
 #include "executor/model_engine_runner.h"
+#include "golden/golden_reference.h"
 
 namespace pagoda::executor {
 namespace {
@@ -73,8 +73,11 @@ bool on_gpu() {
 // a GPU the matmuls' algorithms, and so their rounding, change with the number of rows, so two runs may part where
 // the choice was close: they must agree up to the first step where a greedy request's two best tokens were within
 // kNearTie of each other (or, for a sampled request, anywhere after its first kSampledPrefix tokens), and up to there
-// their logprobs must agree within kLogprobNoise (bf16 rounding).
-constexpr float kNearTie = 0.02f, kLogprobNoise = 0.02f;
+// their logprobs must agree within kLogprobNoise (bf16 rounding). Hybrid and MoE models amplify rounding more (a
+// decay gate, a top-k routing choice): their bound is 5% of what transformers' own bf16 forward moves the model's
+// logits (reference.json, bench/gpu/golden_bf16_drift.py) where that is more: 0.13 for qwen3_next, 0.02 for qwen3.
+constexpr float kNearTie = 0.02f, kLogprobNoise = 0.02f, kDriftShare = 0.05f;
+float g_model_noise = kLogprobNoise;  // this model's bound, set by the fixture
 constexpr size_t kSampledPrefix = 4;
 void expect_same_run(const Outcome& got, const Outcome& want, bool greedy, const std::string& what) {
     ASSERT_EQ(got.tokens.size(), want.tokens.size()) << what;
@@ -89,14 +92,14 @@ void expect_same_run(const Outcome& got, const Outcome& want, bool greedy, const
             const engine::TokenLogprobs& w = want.logprobs[i];
             if (greedy) {
                 ASSERT_GE(w.num_top, 2) << what;
-                EXPECT_LT(w.top[0].logprob - w.top[1].logprob, kNearTie)
+                EXPECT_LT(w.top[0].logprob - w.top[1].logprob, std::max(kNearTie, g_model_noise))
                     << what << ": step " << i << " differs but its choice was clear";
             } else {
                 EXPECT_GE(i, kSampledPrefix) << what << ": sampled tokens differ from step " << i;
             }
             return;
         }
-        EXPECT_NEAR(got.logprobs[i].logprob, want.logprobs[i].logprob, kLogprobNoise) << what << ": step " << i;
+        EXPECT_NEAR(got.logprobs[i].logprob, want.logprobs[i].logprob, g_model_noise) << what << ": step " << i;
     }
 }
 
@@ -107,13 +110,14 @@ class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
         if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
         ref_ = golden::load(dir_, /*with_tensors=*/false);
         ASSERT_GT(ref_.prompt_len, 0);
+        g_model_noise = std::max(kLogprobNoise, kDriftShare * static_cast<float>(ref_.transformers_bf16_max_abs_diff));
     }
 
     std::unique_ptr<ServingEngine> start(EngineOptions options = {}) {
         if (options.max_model_len == 0) options.max_model_len = 160;
         if (options.max_num_seqs == 16) options.max_num_seqs = 8;
         if (options.num_threads == 0) options.num_threads = 1;
-        // PAGODA_TEST_DEVICE=cuda runs these on the GPU (dense models; the GPU machine's script sets it).
+        // PAGODA_TEST_DEVICE=cuda runs these on the GPU (the GPU machine's script sets it).
         if (const char* device = std::getenv("PAGODA_TEST_DEVICE")) options.device = device;
         auto s = create_engine(dir_, options);
         EXPECT_TRUE(s.ok()) << s.message();
@@ -156,8 +160,10 @@ TEST_P(EngineRunnerTest, GreedyMatchesTransformersWhereTheMarginAllows) {
     ASSERT_TRUE(s);
     const Outcome o = run_one(*s, make_request(prompt(0, ref_.prompt_len), static_cast<int32_t>(ref_.greedy.size())));
     ASSERT_EQ(o.tokens.size(), ref_.greedy.size());
-    // Our tokens follow our own choices, so compare up to the first near-tie only (as golden_test's tolerance).
-    const double tol = 2e-3 * ref_.logits_max_abs;
+    // Our tokens follow our own choices, so compare up to the first near-tie only (as golden_test's tolerance). On a
+    // GPU the bf16 path moves a logit difference by up to ~0.5% of max|ref| at these sizes (a qwen3_5_moe choice with
+    // a margin of 0.01 = 0.2% flipped there).
+    const double tol = (on_gpu() ? 5e-3 : 2e-3) * ref_.logits_max_abs;
     size_t checked = 0;
     for (; checked < ref_.greedy.size() && ref_.margins[checked] > tol; ++checked)
         EXPECT_EQ(o.tokens[checked], ref_.greedy[checked]) << "step " << checked;

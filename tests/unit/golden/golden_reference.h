@@ -30,7 +30,10 @@ struct Reference {
     std::vector<int32_t> greedy;  // the continuation
     std::vector<double> margins;  // top-2 logit margin at each greedy step
     int64_t prompt_len = 0, rows = 0, vocab = 0;
-    double logits_max_abs = 0;          // as recorded in reference.json
+    double logits_max_abs = 0;  // as recorded in reference.json
+    // max |Δ| of transformers' own bf16 forward from these fp32 logits (bench/gpu/golden_bf16_drift.py); 0 when
+    // not recorded.
+    double transformers_bf16_max_abs_diff = 0;
     std::vector<float> logits;          // [rows, vocab] (with_tensors)
     float max_abs = 0;                  // max |logits| read (with_tensors)
     std::vector<int64_t> hidden_shape;  // [n, rows, H] when recorded
@@ -63,6 +66,7 @@ inline Reference load(const std::string& dir, bool with_tensors = true) {
         r.margins.push_back(v.as_double());
     r.prompt_len = json->find("prompt_len")->as_int();
     r.logits_max_abs = json->find("logits_max_abs")->as_double();
+    if (const Json* d = json->find("transformers_bf16_max_abs_diff")) r.transformers_bf16_max_abs_diff = d->as_double();
     const auto& shape = json->find("logits_shape")->as_array();
     r.rows = shape[0].as_int();
     r.vocab = shape[1].as_int();

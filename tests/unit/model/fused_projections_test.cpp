@@ -1,6 +1,7 @@
-// fuse_projections: q/k/v (and their biases) and gate/up lying back to back in memory become one view, and the
-// attention and MLP blocks give the same output through the fused view as through the separate weights (on the
-// CPU backend; the GPU golden tests run the fused path, since upload_weights places the weights back to back).
+// fuse_projections: q/k/v (and their biases), gate/up and the delta-net input projections lying back to back in memory
+// become one view, and the attention, MLP and Gated DeltaNet blocks give the same output through the fused view as
+// through the separate weights (on the CPU backend; the GPU golden tests run the fused path, since upload_weights
+// places the weights back to back).
 #include <gtest/gtest.h>
 
 #include <random>
@@ -147,6 +148,54 @@ TEST(FusedProjections, MlpSameOutputAsSeparateWeights) {
         arena.reserve(backend->allocator(), size_t{1} << 20);
         std::vector<float> out(static_cast<size_t>(T * H));
         mlp_forward(backend->ops(), *weights, x.parts[0], arena, Tensor(out.data(), DType::F32, Shape{T, H}));
+        outputs.push_back(out);
+    }
+    for (size_t i = 0; i < outputs[0].size(); ++i)
+        ASSERT_NEAR(outputs[1][i], outputs[0][i], 1e-6f * (1.0f + std::abs(outputs[0][i]))) << "element " << i;
+}
+
+// The Gated DeltaNet block: qkv | z | b | a back to back become one projection, with the same output (two sequences,
+// one state slot each, from zero state).
+TEST(FusedProjections, DeltaNetSameOutputAsSeparateWeights) {
+    std::mt19937 rng(5);
+    ModelSpec spec;
+    spec.hidden_size = 24, spec.linear_num_key_heads = 2, spec.linear_num_value_heads = 4;
+    spec.linear_key_head_dim = 8, spec.linear_value_head_dim = 6, spec.linear_conv_kernel_dim = 4;
+    spec.rms_norm_eps = 1e-6;
+    const int64_t H = 24, Hv = 4, dv = 6, Kd = 16, Vd = Hv * dv, C = 2 * Kd + Vd, K = 4;
+    Packed in = packed({C, Vd, Hv, Hv}, H, rng);
+    Packed out_w = packed({H}, Vd, rng);
+    Packed conv = packed({C}, K, rng);
+    Packed vecs = packed({Hv, Hv, dv}, 1, rng);
+    DeltaNetWeights separate;
+    separate.qkv = LinearWeight::dense(in.parts[0]), separate.z = LinearWeight::dense(in.parts[1]);
+    separate.b = LinearWeight::dense(in.parts[2]), separate.a = LinearWeight::dense(in.parts[3]);
+    separate.out = LinearWeight::dense(out_w.parts[0]);
+    separate.conv = conv.parts[0], separate.a_log = vecs.parts[0], separate.dt_bias = vecs.parts[1];
+    separate.norm = vecs.parts[2];
+    DeltaNetWeights fused = separate;
+    fuse_projections(fused);
+    ASSERT_TRUE(fused.in_proj.defined());
+    EXPECT_EQ(fused.in_proj.data.shape(), (Shape{C + Vd + 2 * Hv, H}));
+
+    auto backend = make_cpu_backend();
+    ForwardBatchBuilder builder(4);
+    const std::vector<int32_t> a_ids = {1, 2, 3, 4, 5}, b_ids = {6, 7, 8}, a_table = {0, 1}, b_table = {2};
+    builder.add_sequence(a_ids, 0, a_table, 0);
+    builder.add_sequence(b_ids, 0, b_table, 1);
+    const ForwardBatch batch = builder.view();
+    Packed x = packed({batch.num_tokens}, H, rng);
+    std::vector<std::vector<float>> outputs;
+    for (const DeltaNetWeights* weights : {&separate, &fused}) {
+        std::vector<float> conv_state(static_cast<size_t>(2 * C * (K - 1))),
+            state(static_cast<size_t>(2 * Hv * 8 * dv));
+        Arena arena;
+        arena.reserve(backend->allocator(), size_t{1} << 20);
+        std::vector<float> out(static_cast<size_t>(batch.num_tokens * H));
+        delta_net_forward(backend->ops(), spec, *weights, x.parts[0], batch,
+                          Tensor(conv_state.data(), DType::F32, Shape{2, C, K - 1}),
+                          Tensor(state.data(), DType::F32, Shape{2, Hv, 8, dv}), arena,
+                          Tensor(out.data(), DType::F32, Shape{batch.num_tokens, H}));
         outputs.push_back(out);
     }
     for (size_t i = 0; i < outputs[0].size(); ++i)
