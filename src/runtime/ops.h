@@ -148,6 +148,19 @@ class Ops {
     virtual void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                   const Tensor& beta, const Tensor& state, const ForwardBatch& batch, float q_scale,
                                   const Tensor& out, DeltaRuleMode mode = DeltaRuleMode::Auto) = 0;
+    // A layer's recurrence after the conv, as one call: gdn_gating(a, b, a_log, dt_bias) into g and beta, l2_norm of
+    // q and k (eps l2_eps), then gated_delta_rule. A device backend runs it as one kernel (the gates and norms
+    // computed as the kernel loads its inputs; g, beta, q and k in memory are then left as they are); this default
+    // calls the four ops.
+    virtual void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                                 const Tensor& a_log, const Tensor& dt_bias, const Tensor& g, const Tensor& beta,
+                                 const Tensor& state, const ForwardBatch& batch, float q_scale, float l2_eps,
+                                 const Tensor& out) {
+        gdn_gating(a, b, a_log, dt_bias, g, beta);
+        l2_norm(q, l2_eps);
+        l2_norm(k, l2_eps);
+        gated_delta_rule(q, k, v, g, beta, state, batch, q_scale, out);
+    }
     // out = RMSNorm_plain(x) · w · silu(z), per head; x, z, out [T, H, D] (out may alias x); weight [D].
     virtual void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps,
                                 const Tensor& out) = 0;

@@ -435,13 +435,10 @@ void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w
 
     Tensor g = arena.f32(T, Hv);
     Tensor beta = arena.f32(T, Hv);
-    ops.gdn_gating(a, b, w.a_log, w.dt_bias, g, beta);
-    ops.l2_norm(q, 1e-6f);
-    ops.l2_norm(k, 1e-6f);
-
     Tensor o = arena.f32(T, Vd);
     Tensor o3 = o.reshape(Shape{T, Hv, dv});
-    ops.gated_delta_rule(q, k, v, g, beta, recurrent_state, batch, 1.0f / std::sqrt(static_cast<float>(dk)), o3);
+    ops.gated_delta_net(q, k, v, a, b, w.a_log, w.dt_bias, g, beta, recurrent_state, batch,
+                        1.0f / std::sqrt(static_cast<float>(dk)), /*l2_eps=*/1e-6f, o3);
     ops.gated_rms_norm(o3, heads_view(proj, C, Hv, dv, dv), w.norm, static_cast<float>(spec.rms_norm_eps), o3);
     ops.linear(o, w.out, out);
 }

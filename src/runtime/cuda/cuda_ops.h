@@ -140,6 +140,10 @@ class CudaOps final : public CudaOpsBase {
     void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                           const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
                           DeltaRuleMode mode) override;
+    void gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a, const Tensor& b,
+                         const Tensor& a_log, const Tensor& dt_bias, const Tensor& g, const Tensor& beta,
+                         const Tensor& state, const ForwardBatch& batch, float q_scale, float l2_eps,
+                         const Tensor& out) override;
     void gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& weight, float eps, const Tensor& out) override;
 
     // --- MoE (moe.cpp) --------------------------------------------------------------------------------------------
@@ -185,9 +189,12 @@ class CudaOps final : public CudaOpsBase {
     // otherwise remembers it. Arrays from outside a step are always checked.
     bool already_checked(const void* array, int64_t size);
 
-
     // The batch's sequence arrays for the delta-net kernels, on the device (resolve()).
     kcu::DeltaNetSeqs delta_net_seqs(const ForwardBatch& batch);
+    // The checked arguments of the delta-rule kernel (the caller adds a fused variant's inputs).
+    kcu::GatedDeltaRuleArgs delta_rule_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                            const Tensor& beta, const Tensor& state, const ForwardBatch& batch,
+                                            float q_scale, const Tensor& out);
 
     // Device copies of host arrays: those of the current step come from its upload; any other array is copied now
     // into per-op scratch (stream order keeps the previous op's reads before this copy).

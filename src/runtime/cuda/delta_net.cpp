@@ -53,12 +53,9 @@ void CudaOps::l2_norm(const Tensor& x, float eps) {
     invalidate_converted();
 }
 
-// Every DeltaRuleMode runs the recurrent kernels (delta_net.h): the modes differ only in fp32 rounding on the CPU,
-// and the GPU has no chunked kernel yet.
-void CudaOps::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                               const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
-                               DeltaRuleMode) {
-    const auto profile = profiler_.scope("gated_delta_rule");
+kcu::GatedDeltaRuleArgs CudaOps::delta_rule_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
+                                                 const Tensor& beta, const Tensor& state, const ForwardBatch& batch,
+                                                 float q_scale, const Tensor& out) {
     ops_checks::expect_delta_rule(q, k, v, g, beta, state, batch, out, kHere);
     expect(q.dim(2) <= kcu::kMaxDeltaRuleDk, "gated_delta_rule",
            "key head dim " + std::to_string(q.dim(2)) + " is above " + std::to_string(kcu::kMaxDeltaRuleDk));
@@ -70,6 +67,32 @@ void CudaOps::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v
     a.state = state.data_as<float>(), a.num_slots = state.dim(0);
     a.seqs = delta_net_seqs(batch);
     a.num_tokens = batch.num_tokens;
+    return a;
+}
+
+// Every DeltaRuleMode runs the recurrent kernels (delta_net.h): the modes differ only in fp32 rounding on the CPU,
+// and the GPU has no chunked kernel yet.
+void CudaOps::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
+                               const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
+                               DeltaRuleMode) {
+    const auto profile = profiler_.scope("gated_delta_rule");
+    kcu::launch_gated_delta_rule(delta_rule_args(q, k, v, g, beta, state, batch, q_scale, out), stream_);
+    invalidate_converted();
+}
+
+// One launch: the kernel L2-normalises q and k and computes g and beta from the gating inputs as it stages them.
+void CudaOps::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a_in, const Tensor& b,
+                              const Tensor& a_log, const Tensor& dt_bias, const Tensor& g, const Tensor& beta,
+                              const Tensor& state, const ForwardBatch& batch, float q_scale, float l2_eps,
+                              const Tensor& out) {
+    const auto profile = profiler_.scope("gated_delta_net (fused)");
+    ops_checks::expect_gdn_gating(a_in, b, a_log, dt_bias, g, beta, kHere);
+    kcu::GatedDeltaRuleArgs a = delta_rule_args(q, k, v, g, beta, state, batch, q_scale, out);
+    a.l2_norm_qk = true, a.l2_eps = l2_eps;
+    a.gate_a = a_in.data_as<float>(), a.gate_a_stride = a_in.stride(0);
+    a.gate_b = b.data_as<float>(), a.gate_b_stride = b.stride(0);
+    a.a_log = a_log.data(), a.a_log_type = elem_type(a_log.dtype(), "gated_delta_net");
+    a.dt_bias = dt_bias.data(), a.dt_bias_type = elem_type(dt_bias.dtype(), "gated_delta_net");
     kcu::launch_gated_delta_rule(a, stream_);
     invalidate_converted();
 }

@@ -482,6 +482,31 @@ OpCase gated_delta_rule(std::vector<Seq> seqs, int64_t Hk, int64_t Hv, int64_t d
             }};
 }
 
+// The fused recurrence (gating, q/k L2 norm, delta rule in one call) against the four ops it stands for on the CPU.
+// q and k are not normalised on input; g, beta, q and k are scratch a fused backend may leave as they are, so only
+// the output and the state are compared.
+OpCase gated_delta_net(std::vector<Seq> seqs, int64_t Hk, int64_t Hv, int64_t dk, int64_t dv) {
+    return {fmt("gated_delta_net %s Hk=%lld Hv=%lld dk=%lld dv=%lld", seqs_name(seqs).c_str(), (long long)Hk,
+                (long long)Hv, (long long)dk, (long long)dv),
+            "gated_delta_net", [=](CaseRun& r) {
+                PagedBatch p = paged_batch(r, seqs, 16, 1);
+                const int64_t T = p.batch->num_tokens;
+                const int64_t slots = static_cast<int64_t>(seqs.size()) + 2;
+                const Tensor q = r.act(Shape{T, Hk, dk}), k = r.act(Shape{T, Hk, dk}), v = r.act(Shape{T, Hv, dv});
+                const Tensor a = r.act(Shape{T, Hv}, 4.0f), b = r.act(Shape{T, Hv}, 4.0f);
+                const Tensor a_log = r.dense(Shape{Hv}, DType::F32), dt_bias = r.dense(Shape{Hv}, DType::BF16);
+                const Tensor g = r.act(Shape{T, Hv}), beta = r.act(Shape{T, Hv});
+                const Tensor state = r.dense(Shape{slots, Hv, dk, dv}, DType::F32, 0.1f);
+                const Tensor out = r.out(Shape{T, Hv, dv}, "out", 1e-4f);
+                r.check(state, "state", 1e-4f);
+                const float q_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+                const ForwardBatch& batch = *p.batch;
+                return [=, &r, &batch] {
+                    r.ops().gated_delta_net(q, k, v, a, b, a_log, dt_bias, g, beta, state, batch, q_scale, 1e-6f, out);
+                };
+            }};
+}
+
 OpCase gated_rms_norm(int64_t T, int64_t H, int64_t D) {
     return {fmt("gated_rms_norm T=%lld H=%lld D=%lld", (long long)T, (long long)H, (long long)D), "gated_rms_norm",
             [=](CaseRun& r) {
@@ -629,6 +654,8 @@ const std::vector<OpCase>& op_cases() {
                  gated_delta_rule({{0, 70}, {4, 1}, {0, 3}}, 2, 4, 32, 48, DeltaRuleMode::Recurrent),
                  gated_delta_rule({{0, 70}, {4, 1}, {0, 3}}, 2, 4, 32, 48, DeltaRuleMode::Chunked),
                  gated_delta_rule({{9, 20}, {4, 1}}, 2, 2, 64, 64, DeltaRuleMode::Auto),
+                 gated_delta_net({{0, 70}, {4, 1}, {0, 3}}, 2, 4, 32, 48),
+                 gated_delta_net({{5, 1}, {9, 1}, {0, 1}}, 2, 4, 128, 128),
                  gated_rms_norm(9, 4, 128),
              })
             c.push_back(more);
