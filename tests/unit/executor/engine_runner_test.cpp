@@ -160,10 +160,19 @@ TEST_P(EngineRunnerTest, GreedyMatchesTransformersWhereTheMarginAllows) {
     ASSERT_TRUE(s);
     const Outcome o = run_one(*s, make_request(prompt(0, ref_.prompt_len), static_cast<int32_t>(ref_.greedy.size())));
     ASSERT_EQ(o.tokens.size(), ref_.greedy.size());
-    // Our tokens follow our own choices, so compare up to the first near-tie only (as golden_test's tolerance). On a
-    // GPU the bf16 path moves a logit difference by up to ~0.5% of max|ref| at these sizes (a qwen3_5_moe choice with
-    // a margin of 0.01 = 0.2% flipped there).
-    const double tol = (on_gpu() ? 5e-3 : 2e-3) * ref_.logits_max_abs;
+    if (on_gpu()) {
+        // The bf16 GPU path moves each logit by up to cuda_golden_test's bound, a difference of two by twice that:
+        // our tokens follow transformers' until the first step where they part, which must be a choice within that.
+        const double bound = std::max(2e-2 * ref_.logits_max_abs, 1.5 * ref_.transformers_bf16_max_abs_diff);
+        for (size_t i = 0; i < ref_.greedy.size(); ++i) {
+            if (o.tokens[i] == ref_.greedy[i]) continue;
+            EXPECT_LT(ref_.margins[i], 2 * bound) << "step " << i << " parts from transformers at a clear choice";
+            break;
+        }
+        return;
+    }
+    // Our tokens follow our own choices, so compare up to the first near-tie only (as golden_test's tolerance).
+    const double tol = 2e-3 * ref_.logits_max_abs;
     size_t checked = 0;
     for (; checked < ref_.greedy.size() && ref_.margins[checked] > tol; ++checked)
         EXPECT_EQ(o.tokens[checked], ref_.greedy[checked]) << "step " << checked;
