@@ -53,10 +53,10 @@ TokenCost token_cost(const pagoda::model::ModelSpec& s) {
         if (layer.mlp == MlpKind::kDense) {
             c.active_params += 3 * H * static_cast<double>(s.intermediate_size);
         } else {
-            c.active_params += H * static_cast<double>(s.num_experts) +
-                               static_cast<double>(s.num_experts_per_tok) * 3 * H *
-                                   static_cast<double>(s.moe_intermediate_size) +
-                               3 * H * static_cast<double>(s.shared_expert_intermediate_size);
+            c.active_params +=
+                H * static_cast<double>(s.num_experts) +
+                static_cast<double>(s.num_experts_per_tok) * 3 * H * static_cast<double>(s.moe_intermediate_size) +
+                3 * H * static_cast<double>(s.shared_expert_intermediate_size);
         }
     }
     c.active_params += static_cast<double>(s.vocab_size) * H;  // lm_head
@@ -254,7 +254,8 @@ int main(int argc, char** argv) {
     // Prefill FLOPs: the GEMMs of the active parameters (logits of the last row only) and causal attention (QKᵀ and
     // PV over half the square). The delta rule's own FLOPs are left out (small next to the GEMMs).
     const double P = prefill, lm_head = static_cast<double>(spec.vocab_size * spec.hidden_size);
-    const double flops = 2 * P * (cost.active_params - lm_head) + 2 * lm_head + cost.attention_flops_per_context * P * P / 2;
+    const double flops =
+        2 * P * (cost.active_params - lm_head) + 2 * lm_head + cost.attention_flops_per_context * P * P / 2;
     const double mfu = gemm_tflops > 0 ? flops / prefill_s / (gemm_tflops * 1e12) : 0;
 
     std::printf(

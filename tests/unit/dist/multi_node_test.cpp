@@ -14,17 +14,17 @@
 #include <vector>
 
 #include "common/file.h"
-#include "golden/golden_reference.h"
+#include "dist/node_messages.h"
+#include "dist/step_codec.h"
+#include "dist/tcp_channel.h"
+#include "executor/create_engine.h"
 #include "executor/greedy_batch.h"
+#include "executor/tensor_parallel_runner.h"
+#include "executor/tensor_parallel_worker.h"
+#include "golden/golden_reference.h"
 #include "model/model.h"
 #include "runtime/backend.h"
 #include "runtime/forward_batch.h"
-#include "dist/tcp_channel.h"
-#include "executor/create_engine.h"
-#include "dist/node_messages.h"
-#include "dist/step_codec.h"
-#include "executor/tensor_parallel_runner.h"
-#include "executor/tensor_parallel_worker.h"
 
 namespace pagoda::executor {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "common/file.h"
-#include "golden/golden_reference.h"
 #include "executor/decode_graphs.h"
+#include "golden/golden_reference.h"
 #include "model/model.h"
 
 namespace pagoda::executor {

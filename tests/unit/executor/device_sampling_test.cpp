@@ -13,12 +13,12 @@
 
 namespace pagoda::executor {
 
-using engine::SamplingParams;
-using engine::SamplingContext;
+using engine::kMaxTopLogprobs;
 using engine::Sampler;
 using engine::SampleResult;
+using engine::SamplingContext;
+using engine::SamplingParams;
 using engine::uniform_for;
-using engine::kMaxTopLogprobs;
 namespace {
 
 constexpr int32_t kVocab = 300;

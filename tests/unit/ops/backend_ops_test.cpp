@@ -105,20 +105,26 @@ TEST(OpCasesTest, NamesAreUniqueAndEveryOpIsCovered) {
                            "gdn_gating",
                            "l2_norm",
                            "gated_delta_rule",
+                           "gated_delta_net",
                            "gated_rms_norm"})
         EXPECT_TRUE(ops.count(op)) << op << " has no case";
 }
 
-// On every backend: a row's result is the same alone (T = 1: the GEMV kernel on CUDA) or in a batch of 40
-// (cuBLASLt), up to fp32 summation order: both round x alike, so greedy output does not depend on the batch.
-TEST(LinearTest, RowsDoNotDependOnTheTokenCount) {
-    std::vector<std::unique_ptr<Backend>> backends;
+// The CPU backend, and the CUDA one when a GPU is visible.
+void every_backend(std::vector<std::unique_ptr<Backend>>& backends) {
     backends.push_back(make_cpu_backend());
     if (cuda_device_count() > 0) {
         auto g = make_cuda_backend();
         ASSERT_TRUE(g.ok()) << g.message();
         backends.push_back(std::move(g).value());
     }
+}
+
+// On every backend: a row's result is the same alone (T = 1: the GEMV kernel on CUDA) or in a batch of 40
+// (cuBLASLt), up to fp32 summation order: both round x alike, so greedy output does not depend on the batch.
+TEST(LinearTest, RowsDoNotDependOnTheTokenCount) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    ASSERT_NO_FATAL_FAILURE(every_backend(backends));
     const OpCase c{"rows alone and in a batch", "linear", [](CaseRun& r) {
                        const int64_t N = 256, K = 512;
                        const Tensor x = r.act(Shape{40, K}), w = r.dense(Shape{N, K}, DType::BF16, 0.1f);
@@ -143,12 +149,7 @@ TEST(LinearTest, RowsDoNotDependOnTheTokenCount) {
 // one expert taking most of the tokens.
 TEST(MoeExpertsTest, RunsAreBitIdentical) {
     std::vector<std::unique_ptr<Backend>> backends;
-    backends.push_back(make_cpu_backend());
-    if (cuda_device_count() > 0) {
-        auto g = make_cuda_backend();
-        ASSERT_TRUE(g.ok()) << g.message();
-        backends.push_back(std::move(g).value());
-    }
+    ASSERT_NO_FATAL_FAILURE(every_backend(backends));
     for (const int64_t T : {8, 300}) {
         const OpCase c{"twice", "moe_experts", [T](CaseRun& r) {
                            const int64_t H = 128, I = 64, E = 32, k = 8;
