@@ -5,6 +5,8 @@
 #   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
 # PARTS is a comma-separated list of:
 #   tests       the CUDA unit tests, the engine's tests on the GPU, `pagoda generate` on both devices
+#   arch        the kernels A100 / sm_86 / sm_89 GPUs get (their tile limits; the compute_80 PTX through the JIT):
+#               the CUDA tests, and batch-1 decode / prefill speed when the model part made a model
 #   ops         pagoda_op_bench (the op harness's perf mode: Qwen3-8B shapes, then the whole case table, µs and GB/s
 #               or TFLOP/s per case) and, with ncu, the decode attention kernel's memory throughput
 #   model       makes the model with transformers (and its baseline), compares our logits with transformers'
@@ -75,6 +77,32 @@ if want tests; then
         done
         summary+=("pagoda generate cuda: $(tail -1 "$OUT/generate_cuda.log")")
         summary+=("pagoda generate cpu:  $(tail -1 "$OUT/generate_cpu.log")")
+    fi
+fi
+
+if want arch; then
+    # What an A100 (sm_80) and sm_86 / sm_89 parts get, run on this GPU: the kernels' tiles capped at those parts'
+    # shared memory (PAGODA_CUDA_KERNELS), then the compute_80 PTX compiled by the driver (CUDA_FORCE_PTX_JIT=1 makes
+    # it ignore the sm_90a machine code), which has no instruction newer than sm_80.
+    for fam in sm80 sm86; do
+        for t in backend_ops_test delta_net_kernels_test cuda_golden_test; do
+            PAGODA_CUDA_KERNELS=$fam LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/arch_${fam}_$t.log" 2>&1
+            summary+=("$fam tiles: $t rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/arch_${fam}_$t.log" | tr '\n' ' ')")
+        done
+    done
+    export CUDA_CACHE_MAXSIZE=4294967296  # the JIT's cache holds every kernel once compiled
+    for t in backend_ops_test delta_net_kernels_test cuda_golden_test cuda_sampler_test; do
+        start=$(date +%s)
+        CUDA_FORCE_PTX_JIT=1 PAGODA_CUDA_KERNELS=sm80 LD_LIBRARY_PATH=$LIBS timeout 300 "$BIN/$t" \
+            > "$OUT/arch_ptx_$t.log" 2>&1
+        summary+=("compute_80 PTX: $t rc=$? ($(( $(date +%s) - start )) s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
+            "$OUT/arch_ptx_$t.log" | tr '\n' ' ')")
+    done
+    if [[ -x $BIN/executor_test ]]; then
+        CUDA_FORCE_PTX_JIT=1 PAGODA_CUDA_KERNELS=sm80 PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 200 \
+            "$BIN/executor_test" --gtest_filter='Golden/EngineRunnerTest.*' > "$OUT/arch_ptx_executor_test.log" 2>&1
+        summary+=("compute_80 PTX: executor_test (cuda) rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
+            "$OUT/arch_ptx_executor_test.log" | tr '\n' ' ')")
     fi
 fi
 
@@ -158,6 +186,12 @@ if want bench; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
+fi
+if want arch && [[ -f $MODEL/config.json ]]; then
+    # The A100 build's code (compute_80 PTX, sm80 tiles) at the real shape on this GPU, as the bench part runs it.
+    CUDA_FORCE_PTX_JIT=1 PAGODA_CUDA_KERNELS=sm80 CUDA_CACHE_MAXSIZE=4294967296 LD_LIBRARY_PATH=$LIBS timeout 200 \
+        "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 > "$OUT/arch_ptx_bench.log" 2>&1
+    summary+=("compute_80 PTX, sm80 tiles: $(tail -1 "$OUT/arch_ptx_bench.log")")
 fi
 if want bench; then
     # Per-op GPU time: prefill steps (2,048 tokens), then decode steps at batch 1 (512-token context).

@@ -389,10 +389,15 @@ cli::ArgParser make_serve_parser() {
     p.add_option("host", "HOST", "address to listen on (default 127.0.0.1)");
     p.add_option("port", "PORT", "port (default 8000; 0 = any free port, printed at start)");
     p.add_option("served-model-name", "NAME", "model name(s) clients use (default: MODEL_DIR)", true);
-    p.add_option("max-model-len", "N", "context length: prompt + output tokens (default: min(config, 8192))");
+    p.add_option("max-model-len", "N",
+                 "context length: prompt + output tokens (default: the model's on a GPU, or what the KV cache holds "
+                 "if less; at most 8192 on the CPU)");
     p.add_option("gpu-memory-utilization", "F", "fraction of device memory to use (GPU builds; ignored on CPU)");
-    p.add_option("max-num-seqs", "N", "sequences per step (default 16)");
-    p.add_option("max-num-batched-tokens", "N", "tokens per step (default 2048)");
+    p.add_option("max-num-seqs", "N",
+                 "sequences per step (default: 1024 on a GPU of 70 GiB or more, 256 below, fewer for hybrid models "
+                 "whose states would not fit; 16 on the CPU)");
+    p.add_option("max-num-batched-tokens", "N",
+                 "tokens per step (default: 8192 on a GPU of 70 GiB or more, else 2048)");
     p.add_option("num-gpu-blocks-override", "N",
                  "number of KV-cache blocks (default: what 4 GiB holds on the CPU, what --gpu-memory-utilization "
                  "leaves on a GPU; at most max-num-seqs full sequences)");

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "executor/engine_sizes.h"
 #include "runtime/cache_pools.h"
 #include "runtime/cuda_backend.h"
 
@@ -22,11 +23,42 @@ int32_t clamp_i32(int64_t v) {
 
 }  // namespace
 
-Result<engine::EngineConfig> engine_config_for(const model::Model& model, const EngineOptions& o) {
+namespace {
+
+// The model's side of the size rule; the GPU's is filled in by with_sizes.
+SizeFacts model_size_facts(const model::Model& model, int32_t block_size) {
+    const model::ModelSpec& spec = model.spec();
+    SizeFacts f;
+    f.block_size = block_size;
+    f.max_position_embeddings = spec.max_position_embeddings;
+    if (spec.num_full_attention_layers() > 0)
+        f.kv_bytes_per_token = KvCachePool::bytes_per_block(model.kv_cache_config(1, block_size)) / block_size;
+    if (spec.num_linear_attention_layers() > 0)
+        f.state_bytes_per_slot = StateCachePool::bytes_per_slot(model.state_cache_config(1));
+    return f;
+}
+
+EngineOptions with_chosen(EngineOptions o, const EngineSizes& s) {
+    o.max_num_seqs = s.max_num_seqs;
+    o.max_num_batched_tokens = s.max_num_batched_tokens;
+    o.max_model_len = s.max_model_len;
+    return o;
+}
+
+EngineSizes given_sizes(const EngineOptions& o) {
+    return {o.max_num_seqs, o.max_num_batched_tokens, o.max_model_len};
+}
+
+}  // namespace
+
+Result<engine::EngineConfig> engine_config_for(const model::Model& model, const EngineOptions& options) {
     const model::ModelSpec& spec = model.spec();
     engine::EngineConfig c;
-    if (o.block_size <= 0) return Status::error("block_size must be positive");
-    if (o.max_num_seqs <= 0) return Status::error("max_num_seqs must be positive");
+    if (options.block_size <= 0) return Status::error("block_size must be positive");
+    if (options.max_num_seqs < 0 || options.max_num_batched_tokens < 0 || options.max_model_len < 0)
+        return Status::error("max_num_seqs, max_num_batched_tokens and max_model_len must not be negative");
+    const EngineOptions o =
+        with_chosen(options, choose_sizes(given_sizes(options), model_size_facts(model, options.block_size)).sizes);
     // Positions beyond the trained context give garbage without a rope scaling that extends it; vLLM refuses too.
     if (o.max_model_len > 0 && spec.max_position_embeddings > 0 && o.max_model_len > spec.max_position_embeddings) {
         return Status::error("--max-model-len " + std::to_string(o.max_model_len) +
@@ -34,10 +66,7 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
                              std::to_string(spec.max_position_embeddings) + " in config.json); use at most " +
                              std::to_string(spec.max_position_embeddings));
     }
-    c.max_model_len = o.max_model_len > 0
-                          ? o.max_model_len
-                          : clamp_i32(std::min<int64_t>(
-                                spec.max_position_embeddings > 0 ? spec.max_position_embeddings : 8192, 8192));
+    c.max_model_len = o.max_model_len;
     c.max_num_seqs = o.max_num_seqs;
     c.max_num_batched_tokens = o.max_num_batched_tokens;
     c.block_size = o.block_size;
@@ -133,6 +162,30 @@ size_t estimated_activation_bytes(const model::Model& model, const EngineOptions
     return tokens * per_token + 3 * static_cast<size_t>(o.max_num_seqs) * model.vocab_size() * 4 + (size_t{512} << 20);
 }
 
+}  // namespace
+
+Result<EngineOptions> with_sizes(const model::Model& model, const EngineOptions& options, std::string* line) {
+    const EngineSizes given = given_sizes(options);
+    SizeFacts f = model_size_facts(model, options.block_size);
+    if (model.backend().device().kind == DeviceKind::Cuda &&
+        (given.max_num_seqs <= 0 || given.max_num_batched_tokens <= 0 || given.max_model_len <= 0)) {
+        PAGODA_ASSIGN_OR_RETURN(const CudaDeviceInfo info, cuda_device_info(model.backend().device().index));
+        f.gpu = true;
+        f.gpu_name = info.name;
+        f.gpu_total_bytes = info.total_bytes;
+        // The activations are estimated at the batch sizes before any memory cap (the cap only lowers them).
+        f.memory_budget = SIZE_MAX;
+        const EngineOptions uncapped = with_chosen(options, choose_sizes(given, f).sizes);
+        PAGODA_ASSIGN_OR_RETURN(f.memory_budget,
+                                gpu_kv_budget(model, uncapped, estimated_activation_bytes(model, uncapped)));
+    }
+    const SizeChoice choice = choose_sizes(given, f);
+    if (line) *line = describe_choice(choice, f);
+    return with_chosen(options, choice.sizes);
+}
+
+namespace {
+
 // After the warm-up step, what is not measured: the decode CUDA graphs' own memory and the driver's.
 constexpr size_t kWarmHeadroomBytes = size_t{256} << 20;
 
@@ -149,24 +202,30 @@ Result<int32_t> kv_blocks_for_budget(const model::Model& model, const EngineOpti
 // `model` is rank 0's: every rank holds shards of the same sizes and a pool of the same number of blocks, so rank
 // 0's GPU speaks for all of them.
 Result<engine::EngineConfig> sized_engine_config(const model::Model& model, const EngineOptions& options) {
-    EngineOptions sized = options;
+    std::string chosen;
+    PAGODA_ASSIGN_OR_RETURN(EngineOptions sized, with_sizes(model, options, &chosen));
+    if (!chosen.empty()) PAGODA_LOG_INFO(chosen);
     if (model.backend().device().kind == DeviceKind::Cuda && options.num_kv_blocks <= 0 &&
         options.kv_cache_bytes == 0) {
         PAGODA_ASSIGN_OR_RETURN(sized.kv_cache_bytes,
-                                gpu_kv_budget(model, options, estimated_activation_bytes(model, options)));
+                                gpu_kv_budget(model, sized, estimated_activation_bytes(model, sized)));
     }
     return engine_config_for(model, sized);
 }
 
 // One GPU (or the CPU): the runner, warmed up on a device so that no step allocates. On a GPU with the KV pool's
 // size not given, the pool starts with one block (the warm-up's) and is then replaced by one sized from the memory
-// free after the warm-up step: weights + measured activation peak + KV pool (vLLM's profiling run).
+// free after the warm-up step: weights + measured activation peak + KV pool (vLLM's profiling run). A context length
+// chosen here (not given) is lowered to what that pool holds, when it holds less.
 Result<std::unique_ptr<ModelEngineRunner>> start_runner(model::Model& model, const EngineOptions& options,
                                                         engine::EngineConfig& config) {
+    std::string chosen;
+    PAGODA_ASSIGN_OR_RETURN(const EngineOptions sized, with_sizes(model, options, &chosen));
+    if (!chosen.empty()) PAGODA_LOG_INFO(chosen);
     const bool device = model.backend().device().kind != DeviceKind::Host;
     const bool size_kv = device && options.num_kv_blocks <= 0 && options.kv_cache_bytes == 0 &&
                          model.spec().num_full_attention_layers() > 0;
-    EngineOptions first = options;
+    EngineOptions first = sized;
     if (size_kv) first.num_kv_blocks = 1;
     PAGODA_ASSIGN_OR_RETURN(config, engine_config_for(model, first));
     PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<ModelEngineRunner> runner,
@@ -176,18 +235,28 @@ Result<std::unique_ptr<ModelEngineRunner>> start_runner(model::Model& model, con
     PAGODA_RETURN_IF_ERROR(runner->warm_up(config));
     PAGODA_ASSIGN_OR_RETURN(const CudaDeviceInfo after, cuda_device_info(model.backend().device().index));
     if (size_kv) {
-        PAGODA_ASSIGN_OR_RETURN(const size_t budget, gpu_kv_budget(model, options, kWarmHeadroomBytes));
-        PAGODA_ASSIGN_OR_RETURN(config.num_kv_blocks, kv_blocks_for_budget(model, options, budget));
+        PAGODA_ASSIGN_OR_RETURN(const size_t budget, gpu_kv_budget(model, sized, kWarmHeadroomBytes));
+        PAGODA_ASSIGN_OR_RETURN(config.num_kv_blocks, kv_blocks_for_budget(model, sized, budget));
+        const int64_t pool_tokens = int64_t{config.num_kv_blocks} * config.block_size;
+        if (options.max_model_len <= 0 && pool_tokens < config.max_model_len && pool_tokens >= config.block_size) {
+            PAGODA_LOG_INFO("max_model_len " + std::to_string(pool_tokens) + " (was " +
+                            std::to_string(config.max_model_len) +
+                            "): what the KV pool holds after the warm-up step; --max-model-len sets it");
+            config.max_model_len = static_cast<int32_t>(pool_tokens);
+        }
         PAGODA_RETURN_IF_ERROR(runner->resize_kv_pool(config.num_kv_blocks));
     }
     const size_t kv_bytes = static_cast<size_t>(config.num_kv_blocks) *
                             KvCachePool::bytes_per_block(model.kv_cache_config(1, config.block_size));
+    const int64_t pool_tokens = int64_t{config.num_kv_blocks} * config.block_size;
     PAGODA_LOG_INFO("GPU memory: the warm-up step (" + std::to_string(config.max_num_batched_tokens) + " tokens, " +
                     std::to_string(config.max_num_seqs) + " sequences) took " +
                     std::to_string((before.free_bytes - std::min(before.free_bytes, after.free_bytes)) >> 20) +
                     " MiB; KV pool " + std::to_string(kv_bytes >> 20) + " MiB (" +
                     std::to_string(config.num_kv_blocks) + " blocks of " + std::to_string(config.block_size) +
-                    " tokens)");
+                    " tokens = " + std::to_string(pool_tokens) + " tokens, " +
+                    std::to_string(pool_tokens / std::max(config.max_model_len, 1)) + " sequences of " +
+                    std::to_string(config.max_model_len) + " at once)");
     return runner;
 }
 

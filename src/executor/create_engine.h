@@ -21,9 +21,11 @@
 namespace pagoda::executor {
 
 struct EngineOptions {
-    int32_t max_model_len = 0;  // 0: the model's max_position_embeddings, at most 8192
-    int32_t max_num_seqs = 16;
-    int32_t max_num_batched_tokens = 2048;
+    // 0: chosen from the hardware and the model (engine_sizes.h: vLLM's defaults on a GPU, the model's whole context
+    // when the memory holds it; 16 sequences, 2,048 tokens and at most 8,192 of context on the CPU), and logged.
+    int32_t max_model_len = 0;
+    int32_t max_num_seqs = 0;
+    int32_t max_num_batched_tokens = 0;
     int32_t block_size = 16;
     // KV pool: num_kv_blocks when > 0; else as many blocks as fit in kv_cache_bytes, but no more than
     // max_num_seqs full-length sequences need. kv_cache_bytes 0: up to 4 GiB, and always one max_model_len
@@ -95,8 +97,14 @@ class ServingEngine {
     std::unique_ptr<engine::Engine> engine_;
 };
 
-// The EngineConfig create_engine would use for `model` (exposed for tests and `pagoda inspect`-like reports).
+// The EngineConfig create_engine would use for `model` (exposed for tests and `pagoda inspect`-like reports). Sizes
+// not given are chosen as on the CPU (with_sizes chooses them for a model on a GPU).
 Result<engine::EngineConfig> engine_config_for(const model::Model& model, const EngineOptions& options);
+
+// `options` with every size given: those left 0 chosen by choose_sizes (engine_sizes.h) from the model and, for a
+// model on a GPU, the GPU's memory now (after the weights). `line` gets the log line saying what was chosen and why
+// (empty when the user gave every size).
+Result<EngineOptions> with_sizes(const model::Model& model, const EngineOptions& options, std::string* line);
 
 // The node group of a multi-node engine (options.nnodes > 1), checked: node rank, tensor-parallel size a multiple
 // of nnodes, HOST:PORT, the device every node must use, the model's fingerprint. Errors name the flag.

@@ -30,6 +30,13 @@ int32_t decode_graph_bucket(int32_t n, int32_t max_seqs) {
     return std::min(b, max_seqs);
 }
 
+int32_t decode_graph_width(int32_t blocks, int32_t max_blocks) {
+    int32_t w = 64;
+    while (w < blocks && w < max_blocks)
+        w *= 2;
+    return std::min(w, max_blocks);
+}
+
 void pad_decode_batch(const ForwardBatch& b, int32_t bucket, int32_t max_blocks, int32_t seq_len_bound,
                       PaddedDecodeBatch& out) {
     const auto n = static_cast<size_t>(b.num_seqs), B = static_cast<size_t>(bucket);
@@ -90,7 +97,9 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
             return Status::error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
                                  std::to_string(model_.spec().vocab_size) + ")");
     const int32_t bucket = decode_graph_bucket(batch.num_seqs, options_.max_seqs);
-    pad_decode_batch(batch, bucket, max_blocks_, options_.max_seq_len, padded_);
+    const int32_t width = decode_graph_width(batch.max_blocks_per_seq, max_blocks_);
+    const Key key{bucket, width};
+    pad_decode_batch(batch, bucket, width, std::min(width * options_.block_size, options_.max_seq_len), padded_);
     const ForwardBatch& padded = padded_.view;
     const int64_t V = model_.vocab_size();
     const Tensor logits = logits_.view(DType::F32, Shape{bucket, V});
@@ -101,14 +110,14 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
         failed_.clear();  // a failure may have come from the old memory's sizes: try again
         generation_ = model_.memory_generation();
     }
-    if (auto it = graphs_.find(bucket); it != graphs_.end()) {
+    if (auto it = graphs_.find(key); it != graphs_.end()) {
         ops.replay(*it->second, padded);
         replays_.fetch_add(1, std::memory_order_relaxed);
         return rows;
     }
     // First step of this bucket (or first since memory moved): run it, then record it.
     PAGODA_RETURN_IF_ERROR(model_.forward(padded, kv, states, logits));
-    if (failed_.count(bucket) > 0) return rows;
+    if (failed_.count(key) > 0) return rows;
     if (model_.memory_generation() != generation_) {
         graphs_.clear();
         failed_.clear();
@@ -123,13 +132,13 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
     }
     std::unique_ptr<StepGraph> graph = ops.end_capture();
     if (!recorded.ok() || !graph || model_.memory_generation() != generation_) {
-        failed_.insert(bucket);
-        PAGODA_LOG_WARNING("CUDA graph of decode bucket " + std::to_string(bucket) +
-                           " could not be recorded; its steps run eagerly" +
+        failed_.insert(key);
+        PAGODA_LOG_WARNING("CUDA graph of decode bucket " + std::to_string(bucket) + " (block tables " +
+                           std::to_string(width) + " wide) could not be recorded; its steps run eagerly" +
                            (recorded.ok() ? std::string() : ": " + recorded.message()));
         return rows;
     }
-    graphs_[bucket] = std::move(graph);
+    graphs_[key] = std::move(graph);
     recordings_.fetch_add(1, std::memory_order_relaxed);
     return rows;
 }

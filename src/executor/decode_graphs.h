@@ -6,8 +6,9 @@
 // whose attention reads one key of block 0, and whose linear-attention state slot is -1 (outside the pool: the
 // delta-net kernels skip them): their rows compute garbage that no real row reads (every op is row-wise or per
 // sequence) and nobody samples. State slots are batch data like block tables, so hybrid models record too. Block tables
-// are padded to max_seq_len's blocks, and split-KV attention plans for max_seq_len (ForwardBatch::seq_len_bound), so
-// one graph serves every context length.
+// are padded to a width bucket too (a power of two of blocks, at least 64, at most max_seq_len's), and split-KV
+// attention plans for that width (ForwardBatch::seq_len_bound): one graph serves every context length within its
+// width, and a step of short sequences does not fill and upload tables as wide as a 262,144-token context.
 //
 // A bucket's graph is recorded at its first step: that step runs eagerly (which also tunes its GEMMs and grows any
 // scratch to the shape's needs), then is recorded. Graphs point into scratch memory; when any of it is reallocated
@@ -19,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "common/status.h"
@@ -29,6 +31,9 @@ namespace pagoda::executor {
 
 // The bucket of a decode step of n sequences: 1, 2, 4, 8, 16, then multiples of 16, at most max_seqs.
 int32_t decode_graph_bucket(int32_t n, int32_t max_seqs);
+// The block-table width of a decode step whose longest table has `blocks` blocks: the next power of two from 64 up,
+// at most max_blocks.
+int32_t decode_graph_width(int32_t blocks, int32_t max_blocks);
 
 // A decode batch padded to `bucket` sequences (see above); owns its arrays, which view() spans.
 struct PaddedDecodeBatch {
@@ -67,9 +72,10 @@ class DecodeGraphs {
     model::Model& model_;
     Options options_;
     int32_t max_blocks_ = 0;
-    Buffer logits_;  // [max_seqs, vocab] on the device
-    std::map<int32_t, std::unique_ptr<StepGraph>> graphs_;
-    std::set<int32_t> failed_;  // buckets whose recording failed: they run eagerly until memory moves
+    Buffer logits_;                           // [max_seqs, vocab] on the device
+    using Key = std::pair<int32_t, int32_t>;  // (sequence bucket, block-table width)
+    std::map<Key, std::unique_ptr<StepGraph>> graphs_;
+    std::set<Key> failed_;  // shapes whose recording failed: they run eagerly until memory moves
     uint64_t generation_ = 0;
     std::atomic<size_t> recordings_{0}, replays_{0};
     PaddedDecodeBatch padded_;  // reused across steps

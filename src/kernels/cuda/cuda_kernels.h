@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/attention/attention.h"
 #include "kernels/cuda/delta_net/delta_net.h"
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/elementwise/elementwise.h"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/moe/moe.h"

@@ -5,6 +5,8 @@
 #include <string>
 #include <thread>
 
+#include "common/log.h"
+#include "kernels/cuda/device_caps.h"
 #include "runtime/cuda/internal.h"
 #include "runtime/cuda_backend.h"
 #include "tensor/buffer.h"
@@ -148,12 +150,26 @@ Result<CudaDeviceInfo> cuda_device_info(int device) {
 
 Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& options) {
     PAGODA_ASSIGN_OR_RETURN(CudaDeviceInfo info, cuda_device_info(options.device));
-    if (info.compute_major != 9)
-        return Status::error("GPU " + info.name + " has compute capability " + std::to_string(info.compute_major) +
-                             "." + std::to_string(info.compute_minor) + "; this build targets sm_90a (Hopper)");
+    // bf16 tensor cores (mma.sync m16n8k16), cp.async and ldmatrix: the kernels need sm_80 or newer.
+    if (info.compute_major < 8)
+        return Status::error(
+            "GPU " + info.name + " has compute capability " + std::to_string(info.compute_major) + "." +
+            std::to_string(info.compute_minor) +
+            "; pagoda's GPU kernels need 8.0 or newer (A100, L40S, H100 ...): serve with --device cpu");
     cudaDeviceProp props{};
     if (cudaError_t e = cudaGetDeviceProperties(&props, options.device); e != cudaSuccess)
         return cuda_status(e, "cudaGetDeviceProperties");
+    static std::once_flag said;  // tensor-parallel ranks make one backend each; one line says it for all
+    std::call_once(said, [&] {
+        namespace kcu = kernels::cuda;
+        const char* forced = kcu::forced_kernel_family();
+        PAGODA_LOG_INFO("CUDA: " + info.name + " (sm_" + std::to_string(info.compute_major * 10 + info.compute_minor) +
+                        "); kernels tiled for " + std::to_string(kcu::max_block_smem() >> 10) +
+                        " KB of shared memory a block" +
+                        (forced ? std::string(" (PAGODA_CUDA_KERNELS=") + forced + "; the GPU allows " +
+                                      std::to_string(props.sharedMemPerBlockOptin >> 10) + " KB)"
+                                : std::string()));
+    });
     cudaStream_t stream = nullptr;
     if (cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); e != cudaSuccess)
         return cuda_status(e, "cudaStreamCreate");

@@ -63,9 +63,11 @@ std::string topology_name(TopologyLevel level) {
     return "unknown";
 }
 
-bool archs_cover(const std::string& archs, int major, int minor) {
-    if (archs.empty()) return true;
+std::optional<std::string> code_for(const std::string& archs, int major, int minor) {
+    if (archs.empty()) return "the build's own code";
     const int cc = major * 10 + minor;
+    int sass = -1, ptx = -1;  // the best machine code and PTX for the part
+    bool specific = false;    // sass is an architecture-specific build (sm_90a)
     size_t start = 0;
     while (start <= archs.size()) {
         size_t end = archs.find_first_of(";, ", start);
@@ -76,21 +78,40 @@ bool archs_cover(const std::string& archs, int major, int minor) {
         size_t digits = 0;
         while (digits < item.size() && std::isdigit(static_cast<unsigned char>(item[digits])))
             ++digits;
-        if (digits == 0) return true;  // "native", "all", "all-major": trust the build
+        if (digits == 0) return "the build's own code";  // "native", "all", "all-major": trust the build
         const int arch = std::stoi(item.substr(0, digits));
         const std::string suffix = item.substr(digits);
         if (suffix == "a" || suffix == "a-real" || suffix == "f" || suffix == "f-real") {
             // Architecture-specific code (sm_90a) runs only on that exact part.
-            if (arch == cc) return true;
-        } else if (suffix == "-real") {
-            if (arch / 10 == major && arch % 10 <= minor) return true;
-        } else {
-            // Plain "NN" embeds PTX as well, which the driver compiles for newer GPUs.
-            if (arch <= cc) return true;
+            if (arch == cc) sass = arch, specific = true;
+            continue;
         }
+        // Machine code runs on the parts of its major version from its minor up; the driver picks the newest.
+        const bool real = suffix.empty() || suffix == "-real";
+        if (real && arch / 10 == major && arch % 10 <= minor && arch > sass && !specific) sass = arch;
+        // Plain "NN" and "NN-virtual" embed PTX, which the driver compiles for any newer part.
+        if ((suffix.empty() || suffix == "-virtual") && arch <= cc && arch > ptx) ptx = arch;
     }
-    return false;
+    if (sass >= 0) return "sm_" + std::to_string(sass) + (specific ? "a" : "") + " code";
+    if (ptx >= 0) return "compute_" + std::to_string(ptx) + " PTX, compiled by the driver at the first start";
+    return std::nullopt;
 }
+
+bool archs_cover(const std::string& archs, int major, int minor) {
+    return code_for(archs, major, minor).has_value();
+}
+
+namespace {
+
+std::string kernel_tiles(int major, int minor) {
+    // cudaDevAttrMaxSharedMemoryPerBlockOptin by part (the CUDA programming guide's table); the kernels pick their
+    // tiles by it (kernels/cuda/device_caps.h).
+    const int cc = major * 10 + minor;
+    const int kb = cc == 90 || cc == 100 || cc == 103 ? 227 : cc == 80 || cc == 87 ? 163 : 99;
+    return std::to_string(kb) + " KB shared-memory tiles";
+}
+
+}  // namespace
 
 void check_driver(const DoctorInput& in, Report& r) {
     const Inventory& inv = *in.inventory;
@@ -190,12 +211,15 @@ void check_gpu(const DoctorInput& in, size_t i, Report& r) {
         if (*g.cc_major < 8) {
             r.add(p + ".compute_capability", cc, Level::kFail,
                   "pagoda's GPU kernels need compute capability 8.0 or newer (bf16); serve with --device cpu");
-        } else if (in.cuda.built_with_cuda && !archs_cover(in.cuda.archs, *g.cc_major, *g.cc_minor)) {
+        } else if (!in.cuda.built_with_cuda) {
+            r.add(p + ".compute_capability", cc, Level::kPass);
+        } else if (const auto code = code_for(in.cuda.archs, *g.cc_major, *g.cc_minor)) {
+            r.add(p + ".compute_capability", cc + ": " + *code + ", " + kernel_tiles(*g.cc_major, *g.cc_minor),
+                  Level::kPass);
+        } else {
             r.add(
                 p + ".compute_capability", cc + " (this build has code for " + in.cuda.archs + " only)", Level::kFail,
                 "rebuild for this GPU: cmake -DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(sm) + (sm == 90 ? "a" : ""));
-        } else {
-            r.add(p + ".compute_capability", cc, Level::kPass);
         }
     } else {
         r.add(p + ".compute_capability", "not readable", Level::kInfo);

@@ -2,6 +2,7 @@
 // functions of their inputs, so tests drive them with a fake NVML and hand-made measurements.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "tools/doctor/inventory.h"
@@ -41,6 +42,9 @@ Report evaluate(const DoctorInput& in);
 // Whether a build for `archs` (CMAKE_CUDA_ARCHITECTURES, e.g. "90a" or "80;90") has code that runs
 // on a GPU of compute capability major.minor. Unknown spellings ("native", "all") count as yes.
 bool archs_cover(const std::string& archs, int major, int minor);
+// Which of that code the driver runs there ("sm_90a code", "sm_80 code", "compute_80 PTX, compiled by the driver at
+// the first start"), or none.
+std::optional<std::string> code_for(const std::string& archs, int major, int minor);
 
 std::string format_bytes_gib(uint64_t bytes);    // "141.0 GiB"
 std::string topology_name(TopologyLevel level);  // "PIX (one PCIe switch)", ...

@@ -121,6 +121,28 @@ TEST(DoctorArchsCover, FollowsNvccTargetRules) {
     EXPECT_TRUE(archs_cover("", 8, 0));
 }
 
+TEST(DoctorCodeFor, TheDefaultBuildCoversServerGpus) {
+    const std::string build = "80;86-real;89-real;90a-real";  // CMakeLists.txt's default
+    EXPECT_EQ(code_for(build, 9, 0), "sm_90a code");
+    EXPECT_EQ(code_for(build, 8, 0), "sm_80 code");
+    EXPECT_EQ(code_for(build, 8, 6), "sm_86 code");
+    EXPECT_EQ(code_for(build, 8, 7), "sm_86 code");  // the newest machine code of the major at or below the part
+    EXPECT_EQ(code_for(build, 8, 9), "sm_89 code");
+    EXPECT_EQ(code_for(build, 12, 0), "compute_80 PTX, compiled by the driver at the first start");
+    EXPECT_EQ(code_for("90a-real", 8, 0), std::nullopt);
+    EXPECT_EQ(code_for("80-virtual", 9, 0), "compute_80 PTX, compiled by the driver at the first start");
+}
+
+TEST_F(DoctorRules, CapabilityLineNamesTheCodeAndTiles) {
+    CudaProbe probe = cuda_13_probe(1);
+    probe.archs = "80;86-real;89-real;90a-real";
+    gpu().cc_major = 8;
+    gpu().cc_minor = 0;
+    const Report r = evaluate_fake(nvml, probe);
+    EXPECT_EQ(level_of(r, "gpu0.compute_capability"), Level::kPass);
+    EXPECT_EQ(r.find("gpu0.compute_capability")->value, "8.0: sm_80 code, 163 KB shared-memory tiles");
+}
+
 TEST_F(DoctorRules, PersistenceOffWarns) {
     gpu().persistence_mode = false;
     EXPECT_EQ(level_of(run(), "gpu0.persistence"), Level::kWarn);

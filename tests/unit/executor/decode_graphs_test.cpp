@@ -29,6 +29,17 @@ TEST(DecodeGraphBucket, PowersOfTwoThenMultiplesOfSixteen) {
     EXPECT_EQ(decode_graph_bucket(19, 20), 20);  // never past max_seqs
 }
 
+TEST(DecodeGraphWidth, PowersOfTwoFromSixtyFourUpToTheContext) {
+    EXPECT_EQ(decode_graph_width(1, 16384), 64);
+    EXPECT_EQ(decode_graph_width(64, 16384), 64);
+    EXPECT_EQ(decode_graph_width(65, 16384), 128);
+    EXPECT_EQ(decode_graph_width(3000, 16384), 4096);
+    EXPECT_EQ(decode_graph_width(16384, 16384), 16384);
+    EXPECT_EQ(decode_graph_width(2000, 2560), 2048);
+    EXPECT_EQ(decode_graph_width(2500, 2560), 2560);  // never past max_blocks
+    EXPECT_EQ(decode_graph_width(3, 10), 10);
+}
+
 TEST(DecodeGraphs, NoneOnTheCpu) {
     const std::string dir = golden::dir("qwen3");
     if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";

@@ -115,7 +115,7 @@ class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
 
     std::unique_ptr<ServingEngine> start(EngineOptions options = {}) {
         if (options.max_model_len == 0) options.max_model_len = 160;
-        if (options.max_num_seqs == 16) options.max_num_seqs = 8;
+        if (options.max_num_seqs == 0) options.max_num_seqs = 8;
         if (options.num_threads == 0) options.num_threads = 1;
         // PAGODA_TEST_DEVICE=cuda runs these on the GPU (the GPU machine's script sets it).
         if (const char* device = std::getenv("PAGODA_TEST_DEVICE")) options.device = device;

@@ -10,6 +10,7 @@
 #include <cfloat>
 
 #include "kernels/cuda/attention/attention_internal.cuh"
+#include "kernels/cuda/device_caps.h"
 
 namespace pagoda::kernels::cuda {
 
@@ -264,6 +265,11 @@ __global__ void combine_splits_kernel(PagedAttentionArgs a) {
 template <int D, typename C>
 void launch_typed(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
     constexpr size_t bytes = smem_floats<D>() * sizeof(float);
+    // 137 KB at head_dim 256: more than sm_86 / sm_89 parts allow. The bf16 cache takes the tensor-core kernels,
+    // which fit every GPU; this one serves fp16/fp32 caches and query groups over 16.
+    PAGODA_KERNEL_REQUIRE(bytes <= size_t(max_block_smem()),
+                          "paged_attention: this head_dim's fp16/fp32-cache kernel needs more shared memory than the "
+                          "GPU allows a block; use a bf16 KV cache");
     allow_dynamic_smem<paged_attention_kernel<D, C>>(int(bytes));
     paged_attention_kernel<D, C><<<grid, kThreads, bytes, stream>>>(a, filter);
 }

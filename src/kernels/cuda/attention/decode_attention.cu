@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/attention/attention_internal.cuh"
+#include "kernels/cuda/device_caps.h"
 
 namespace pagoda::kernels::cuda {
 
@@ -236,8 +237,12 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
 template <int D, int W, int S>
 void launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
     using Sh = DecodeShape<D, W, S>;
+    // The smallest shape, 2x2, takes 67.5 KB at head_dim 256: it fits every supported GPU (99 KB on sm_86 / sm_89).
+    constexpr bool kSmallest = W == 2 && S == 2;
     if constexpr (!Sh::kFits) {
-        launch_shape<D, 4, 2>(a, grid, filter, stream);  // fits every head dim
+        launch_shape<D, 4, 2>(a, grid, filter, stream);  // fits every head dim on Hopper
+    } else if (!kSmallest && Sh::kSmemBytes > size_t(max_block_smem())) {
+        if constexpr (!kSmallest) launch_shape<D, 2, 2>(a, grid, filter, stream);
     } else {
         allow_dynamic_smem<decode_attention_kernel<D, W, S>>(int(Sh::kSmemBytes));
         decode_attention_kernel<D, W, S><<<grid, Sh::kThreads, Sh::kSmemBytes, stream>>>(a, filter);

@@ -1,12 +1,13 @@
 // Tensor-core paged attention for sequences with several query tokens (prefill chunks, with or without a cached
 // prefix), FlashAttention-2 style: a block owns 64 query tokens of one query head; each of its 4 warps owns 16 of
-// them and keeps their Q fragments and output in registers. K/V tiles of 64 keys are gathered from the paged cache
-// into shared memory with cp.async, the next tile loading while the current one is computed. Per tile: S = Q·Kᵀ
-// with mma.sync m16n8k16 (bf16 in, fp32 accumulate; fragments via ldmatrix), the causal mask, an online softmax in
-// base 2, then O += P·V with P rounded to bf16, reusing S's accumulator layout as the A operand. Q is rounded to bf16
-// once (with the softmax scale and log2 e folded in). Rows of shared memory are padded by 16 bytes so the fragment
-// loads of a warp fall in distinct banks.
+// them and keeps their Q fragments and output in registers. K/V tiles of 64 keys (32 at head_dim 256 on GPUs with less
+// than 165 KB of shared memory a block) are gathered from the paged cache into shared memory with cp.async, the next
+// tile loading while the current one is computed. Per tile: S = Q·Kᵀ with mma.sync m16n8k16 (bf16 in, fp32 accumulate;
+// fragments via ldmatrix), the causal mask, an online softmax in base 2, then O += P·V with P rounded to bf16, reusing
+// S's accumulator layout as the A operand. Q is rounded to bf16 once (with the softmax scale and log2 e folded in).
+// Rows of shared memory are padded by 16 bytes so the fragment loads of a warp fall in distinct banks.
 #include "kernels/cuda/attention/attention_internal.cuh"
+#include "kernels/cuda/device_caps.h"
 
 namespace pagoda::kernels::cuda {
 
@@ -14,15 +15,16 @@ namespace {
 
 constexpr int kThreads = 128;
 constexpr int kBlockQ = 64;
-constexpr int kBlockK = 64;
 constexpr int kStages = 2;  // K/V tiles in shared memory: one computed while the next one loads
 
-template <int D>
+// kBlockK keys a tile: 64, or 32 where 64 would not fit the device's shared memory (head_dim 256 needs 165 KB with
+// 64-key tiles, more than an A100's 163 KB or an sm_86 / sm_89 part's 99 KB; 32-key tiles take 99 KB).
+template <int D, int kBlockK>
 constexpr size_t smem_bytes() {
     return size_t(kBlockQ + kStages * 2 * kBlockK) * (D + 8) * sizeof(__nv_bfloat16);
 }
 
-template <int D>
+template <int D, int kBlockK>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
     constexpr int LD = D + 8;                         // row stride in bf16 elements
     constexpr int kChunks = D / 8;                    // 16-byte pieces per row
@@ -177,12 +179,27 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     }
 }
 
-template <int D>
-void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
-    allow_dynamic_smem<prefill_attention_kernel<D>>(int(smem_bytes<D>()));
+template <int D, int kBlockK>
+void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    constexpr size_t bytes = smem_bytes<D, kBlockK>();
+    PAGODA_KERNEL_REQUIRE(bytes <= size_t(max_block_smem()), "prefill attention: the tile does not fit this GPU");
+    allow_dynamic_smem<prefill_attention_kernel<D, kBlockK>>(int(bytes));
     const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_q));
-    prefill_attention_kernel<D><<<grid, kThreads, smem_bytes<D>(), stream>>>(a, filter);
+    prefill_attention_kernel<D, kBlockK><<<grid, kThreads, bytes, stream>>>(a, filter);
+}
+
+template <int D>
+void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    // 99 KB: the least any supported GPU (sm_86 / sm_89) lets a block take; head dims whose 64-key tiles fit it need
+    // no second variant.
+    if constexpr (smem_bytes<D, 64>() <= 99 * 1024) {
+        launch_tiles<D, 64>(a, filter, stream);
+    } else if (smem_bytes<D, 64>() <= size_t(max_block_smem())) {
+        launch_tiles<D, 64>(a, filter, stream);
+    } else {
+        launch_tiles<D, 32>(a, filter, stream);
+    }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // NeoX RoPE in place (partial rotary dims), alone or after the per-head QK-norm in one kernel (which can also store
 // the K/V rows in the paged caches), and the paged KV write (F32 K/V rows into BF16/F16/F32 caches).
-#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/common.cuh"
 
 namespace pagoda::kernels::cuda {
 

@@ -1,0 +1,52 @@
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_caps.h"
+
+namespace pagoda::kernels::cuda {
+
+namespace {
+
+constexpr int kA100Smem = 163 * 1024;  // sm_80 and sm_87
+constexpr int kSm86Smem = 99 * 1024;   // sm_86, sm_89 (and sm_120)
+
+// The cap PAGODA_CUDA_KERNELS asks for (0: none), read once.
+int forced_cap() {
+    static const int cap = [] {
+        const char* f = forced_kernel_family();
+        if (!f) return 0;
+        return std::strcmp(f, "sm80") == 0 ? kA100Smem : kSm86Smem;
+    }();
+    return cap;
+}
+
+}  // namespace
+
+const char* forced_kernel_family() {
+    static const char* family = []() -> const char* {
+        const char* env = std::getenv("PAGODA_CUDA_KERNELS");
+        if (!env) return nullptr;
+        if (std::strcmp(env, "sm80") == 0) return "sm80";
+        if (std::strcmp(env, "sm86") == 0) return "sm86";
+        return nullptr;  // anything else: the real device's (the backend says so at start)
+    }();
+    return family;
+}
+
+int max_block_smem() {
+    static std::atomic<int> known[64] = {};  // per device; 0 = not asked yet
+    int device = 0;
+    PAGODA_CUDA_CHECK(cudaGetDevice(&device));
+    std::atomic<int>* slot = device < 64 ? &known[device] : nullptr;
+    if (slot)
+        if (const int v = slot->load(std::memory_order_relaxed); v > 0) return v;
+    int bytes = 0;
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+    if (const int cap = forced_cap(); cap > 0 && cap < bytes) bytes = cap;
+    if (slot) slot->store(bytes, std::memory_order_relaxed);
+    return bytes;
+}
+
+}  // namespace pagoda::kernels::cuda

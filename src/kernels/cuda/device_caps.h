@@ -1,0 +1,16 @@
+// What the kernels may use on the GPU at hand; it decides among a kernel's variants (the tile sizes that fit). One
+// build runs on sm_80 (A100), sm_86 / sm_89 (A10, L40S, RTX 4090) and sm_90 (H100, H200): the parts differ in the
+// shared memory a block may take, so the kernels ask rather than assume Hopper's.
+#pragma once
+
+namespace pagoda::kernels::cuda {
+
+// Bytes of shared memory one block may opt into on the current device (cudaDevAttrMaxSharedMemoryPerBlockOptin:
+// 227 KB on Hopper, 163 KB on an A100, 99 KB on sm_86 / sm_89 parts). PAGODA_CUDA_KERNELS=sm80 or sm86 caps it at an
+// A100's or an sm_86 part's, so that the variants those GPUs get can be run and tested on a Hopper GPU.
+int max_block_smem();
+
+// The PAGODA_CUDA_KERNELS value in force ("sm80" or "sm86"), or null when the kernels choose for the real device.
+const char* forced_kernel_family();
+
+}  // namespace pagoda::kernels::cuda
