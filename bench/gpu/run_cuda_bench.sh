@@ -82,25 +82,34 @@ fi
 
 if want arch; then
     # What an A100 (sm_80) and sm_86 / sm_89 parts get, run on this GPU: the kernels' tiles capped at those parts'
-    # shared memory (PAGODA_CUDA_KERNELS), then the compute_80 PTX compiled by the driver (CUDA_FORCE_PTX_JIT=1 makes
-    # it ignore the sm_90a machine code), which has no instruction newer than sm_80.
+    # shared memory (PAGODA_CUDA_KERNELS), then the kernels as compute_80 PTX compiled by the driver, which has no
+    # instruction newer than sm_80.
     for fam in sm80 sm86; do
         for t in backend_ops_test delta_net_kernels_test cuda_golden_test; do
             PAGODA_CUDA_KERNELS=$fam LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/arch_${fam}_$t.log" 2>&1
             summary+=("$fam tiles: $t rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/arch_${fam}_$t.log" | tr '\n' ' ')")
         done
     done
-    export CUDA_CACHE_MAXSIZE=4294967296  # the JIT's cache holds every kernel once compiled
+    # CUDA_FORCE_PTX_JIT=1 cannot do this: it applies to cuBLASLt too, whose kernels ship without PTX, and
+    # cublasLtCreate fails. $PTX_BIN holds the same tests built with CMAKE_CUDA_ARCHITECTURES=80-virtual instead (our
+    # kernels as compute_80 PTX only, compiled by the driver at load; cuBLAS as shipped).
+    PTX_BIN=${PTX_BIN:-build-ptx80-carry}
+    export CUDA_CACHE_MAXSIZE=4294967296  # the JIT's cache keeps every kernel once compiled
+    for packed in "$PTX_BIN"/*.xz; do
+        [[ -e $packed ]] || continue
+        xz -dc "$packed" > "$PTX_BIN/$(basename "$packed" .xz)"
+        chmod +x "$PTX_BIN/$(basename "$packed" .xz)"
+    done
     for t in backend_ops_test delta_net_kernels_test cuda_golden_test cuda_sampler_test; do
+        [[ -x $PTX_BIN/$t ]] || continue
         start=$(date +%s)
-        CUDA_FORCE_PTX_JIT=1 PAGODA_CUDA_KERNELS=sm80 LD_LIBRARY_PATH=$LIBS timeout 300 "$BIN/$t" \
-            > "$OUT/arch_ptx_$t.log" 2>&1
+        PAGODA_CUDA_KERNELS=sm80 LD_LIBRARY_PATH=$LIBS timeout 300 "$PTX_BIN/$t" > "$OUT/arch_ptx_$t.log" 2>&1
         summary+=("compute_80 PTX: $t rc=$? ($(( $(date +%s) - start )) s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
             "$OUT/arch_ptx_$t.log" | tr '\n' ' ')")
     done
-    if [[ -x $BIN/executor_test ]]; then
-        CUDA_FORCE_PTX_JIT=1 PAGODA_CUDA_KERNELS=sm80 PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 200 \
-            "$BIN/executor_test" --gtest_filter='Golden/EngineRunnerTest.*' > "$OUT/arch_ptx_executor_test.log" 2>&1
+    if [[ -x $PTX_BIN/executor_test ]]; then
+        PAGODA_CUDA_KERNELS=sm80 PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 200 \
+            "$PTX_BIN/executor_test" --gtest_filter='Golden/EngineRunnerTest.*' > "$OUT/arch_ptx_executor_test.log" 2>&1
         summary+=("compute_80 PTX: executor_test (cuda) rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
             "$OUT/arch_ptx_executor_test.log" | tr '\n' ' ')")
     fi
@@ -187,10 +196,11 @@ if want bench; then
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
 fi
-if want arch && [[ -f $MODEL/config.json ]]; then
+if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench ]]; then
     # The A100 build's code (compute_80 PTX, sm80 tiles) at the real shape on this GPU, as the bench part runs it.
-    CUDA_FORCE_PTX_JIT=1 PAGODA_CUDA_KERNELS=sm80 CUDA_CACHE_MAXSIZE=4294967296 LD_LIBRARY_PATH=$LIBS timeout 200 \
-        "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 > "$OUT/arch_ptx_bench.log" 2>&1
+    PAGODA_CUDA_KERNELS=sm80 CUDA_CACHE_MAXSIZE=4294967296 LD_LIBRARY_PATH=$LIBS timeout 200 \
+        "${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
+        > "$OUT/arch_ptx_bench.log" 2>&1
     summary+=("compute_80 PTX, sm80 tiles: $(tail -1 "$OUT/arch_ptx_bench.log")")
 fi
 if want bench; then
@@ -212,8 +222,8 @@ if want bench; then
     if [[ -x $BIN/pagoda && -f $BIN/tok/vocab.json ]]; then
         cp "$BIN"/tok/* "$MODEL"/
         start=$(date +%s.%N)
-        LD_LIBRARY_PATH=$LIBS "$BIN/pagoda" serve "$MODEL" --device cuda --port 8011 --max-model-len 4096 \
-            > "$OUT/serve.log" 2>&1 &
+        # No size flags: the newcomer's start, with the sizes chosen from the GPU and the model (said in the log).
+        LD_LIBRARY_PATH=$LIBS "$BIN/pagoda" serve "$MODEL" --device cuda --port 8011 > "$OUT/serve.log" 2>&1 &
         pid=$!
         # One Python process polls /health every 10 ms, then asks for one completion (no curl needed there).
         START=$start PID=$pid MODEL=$MODEL python3 - > "$OUT/serve_probe.txt" 2>&1 << 'PY'
@@ -240,6 +250,7 @@ if ready is not None:
 PY
         kill -TERM $pid; wait $pid
         summary+=("serve (start to /health 200, then one completion): $(tr '\n' ' ' < "$OUT/serve_probe.txt")")
+        summary+=("serve with no flags: $(grep -E 'engine sizes|KV pool|max_model_len [0-9]+ \(was' "$OUT/serve.log" | tr '\n' ' ')")
     fi
 fi
 
@@ -252,8 +263,8 @@ serve_and() {
     cp "$BIN"/tok/* "$MODEL"/
     # The server appends too (>>): the metrics appended below must not be overwritten by its last messages.
     : > "$log"
-    env $env LD_LIBRARY_PATH=$LIBS "$BIN/pagoda" serve "$MODEL" --device cuda --port "$port" --max-model-len 4096 \
-        --max-num-seqs 256 --shutdown-timeout 5 ${SERVE_EXTRA:-} >> "$log" 2>&1 &
+    env $env LD_LIBRARY_PATH=$LIBS "$BIN/pagoda" serve "$MODEL" --device cuda --port "$port" \
+        ${SERVE_SIZES---max-model-len 4096 --max-num-seqs 256} --shutdown-timeout 5 ${SERVE_EXTRA:-} >> "$log" 2>&1 &
     local pid=$!
     for _ in $(seq 600); do
         python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" \
@@ -267,10 +278,13 @@ serve_and() {
     wait $pid
 }
 if want throughput; then
+    # THROUGHPUT_N requests (256); SERVE_SIZES="" serves with the sizes chosen from the GPU instead of 256 sequences.
+    n=${THROUGHPUT_N:-256}
     serve_and "$OUT/serve_throughput.log" 8012 PAGODA_QUIET=1 \
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8012 --model "$MODEL" \
-        -n 256 --input 1000 --output 1000 --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput.log" 2>&1
-    summary+=("offline throughput 256 x (1000 in, 1000 out): $(tail -1 "$OUT/throughput.log")")
+        -n "$n" --input 1000 --output 1000 --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput.log" 2>&1
+    summary+=("offline throughput $n x (1000 in, 1000 out), serve ${SERVE_SIZES---max-model-len 4096 --max-num-seqs 256}: $(tail -1 "$OUT/throughput.log")")
+    summary+=("  $(grep -E 'engine sizes|KV pool|num_preemptions' "$OUT/serve_throughput.log" | tr '\n' ' ')")
 fi
 if want profile; then
     # Eager steps: a replayed CUDA graph would show as one op.
