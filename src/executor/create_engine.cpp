@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/log.h"
+#include "model/rope.h"
 #include "runtime/cache_pools.h"
 #include "runtime/cuda_backend.h"
 
@@ -28,16 +29,18 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
     if (o.block_size <= 0) return Status::error("block_size must be positive");
     if (o.max_num_seqs <= 0) return Status::error("max_num_seqs must be positive");
     // Positions beyond the trained context give garbage without a rope scaling that extends it; vLLM refuses too.
-    if (o.max_model_len > 0 && spec.max_position_embeddings > 0 && o.max_model_len > spec.max_position_embeddings) {
+    // With YaRN the context is the original one times the factor, as vLLM derives it.
+    const int64_t context = model::max_context_length(spec);
+    if (o.max_model_len > 0 && context > 0 && o.max_model_len > context) {
+        const std::string source = spec.rope.type == "yarn"
+                                       ? "original_max_position_embeddings × the yarn factor in config.json"
+                                       : "max_position_embeddings in config.json; YaRN rope_scaling extends it";
         return Status::error("--max-model-len " + std::to_string(o.max_model_len) +
-                             " is longer than the model's context length (max_position_embeddings " +
-                             std::to_string(spec.max_position_embeddings) + " in config.json); use at most " +
-                             std::to_string(spec.max_position_embeddings));
+                             " is longer than the model's context length (" + std::to_string(context) + ": " + source +
+                             "); use at most " + std::to_string(context));
     }
-    c.max_model_len = o.max_model_len > 0
-                          ? o.max_model_len
-                          : clamp_i32(std::min<int64_t>(
-                                spec.max_position_embeddings > 0 ? spec.max_position_embeddings : 8192, 8192));
+    c.max_model_len =
+        o.max_model_len > 0 ? o.max_model_len : clamp_i32(std::min<int64_t>(context > 0 ? context : 8192, 8192));
     c.max_num_seqs = o.max_num_seqs;
     c.max_num_batched_tokens = o.max_num_batched_tokens;
     c.block_size = o.block_size;
