@@ -38,12 +38,17 @@ except ImportError:  # pragma: no cover
 
 PROMPT_LEN = 100
 NEW_TOKENS = 16
+LEGACY_ROPE = {"qwen3_yarn"}  # config.json with the transformers 4 rope fields, as the released checkpoints have them
 
 
 def rope(theta, **extra):
     d = {"rope_type": "default", "rope_theta": theta}
     d.update(extra)
     return d
+
+
+def yarn(theta, **extra):
+    return rope(theta, rope_type="yarn", factor=4.0, **extra)
 
 
 def specs():
@@ -58,6 +63,11 @@ def specs():
     s["qwen3"] = ("qwen3", dict(vocab_size=1024, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
                                 num_attention_heads=4, num_key_value_heads=2, head_dim=32, tie_word_embeddings=False,
                                 rms_norm_eps=1e-6, max_position_embeddings=512, rope_parameters=rope(1e6)))
+    # YaRN (factor 4, as Qwen3's model card sets it) over an original context of 32 tokens, so that the 116 positions
+    # of the reference run far past it: the blended frequencies and the attention factor both show. Its config.json
+    # is rewritten to the released Qwen3 form (rope_scaling + rope_theta; LEGACY_ROPE) before the reference is taken.
+    s["qwen3_yarn"] = ("qwen3", dict(s["qwen3"][1], max_position_embeddings=128,
+                                     rope_parameters=yarn(1e5, original_max_position_embeddings=32)))
     s["qwen3_moe"] = ("qwen3_moe", dict(vocab_size=1024, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
                                         num_attention_heads=4, num_key_value_heads=2, head_dim=32,
                                         tie_word_embeddings=False, rms_norm_eps=1e-6, max_position_embeddings=512,
@@ -91,6 +101,18 @@ def specs():
                                                              shared_expert_intermediate_size=48,
                                                              tie_word_embeddings=False),
                                             vision_config=vision, tie_word_embeddings=False))
+    # Qwen3.5 with YaRN in rope_parameters (its 1M-context setting), over its partial rotary dims (8 of 32 here).
+    # Three full-attention layers and theta 1e4 (pairs 1-3 of 4 are slowed by the factor and still turn): the scaling
+    # must move the logits by well over transformers' own bf16 drift, which the CUDA test's bound is made of.
+    s["qwen3_5_yarn"] = ("qwen3_5", dict(text_config=dict(text35, intermediate_size=128, tie_word_embeddings=True,
+                                                          max_position_embeddings=128,
+                                                          layer_types=["linear_attention", "full_attention",
+                                                                       "full_attention", "full_attention"],
+                                                          rope_parameters=yarn(1e4, partial_rotary_factor=0.25,
+                                                                               mrope_section=[2, 1, 1],
+                                                                               mrope_interleaved=True,
+                                                                               original_max_position_embeddings=32)),
+                                         vision_config=vision, tie_word_embeddings=True))
     return s
 
 
@@ -146,6 +168,33 @@ def randomise(model, gen):
         p.copy_(v.to(p.dtype))
 
 
+def legacy_rope_fields(path):
+    """rope_parameters {rope_theta, rope_type, ...} -> top-level rope_theta + rope_scaling {rope_type, ...}."""
+    cfg = json.load(open(path))
+    rp = cfg.pop("rope_parameters")
+    cfg["rope_theta"] = rp.pop("rope_theta")
+    cfg["rope_scaling"] = rp
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2, sort_keys=True)
+
+
+@no_grad()
+def without_rope_scaling(model_dir, cls, ids, logits):
+    """max |Δ| between the recorded logits and the same checkpoint run with plain RoPE: what ignoring the scaling
+    would miss by. Empty for models without a rope scaling."""
+    cfg = AutoConfig.from_pretrained(model_dir)
+    text = getattr(cfg, "text_config", None) or cfg
+    rp = dict(text.rope_parameters)
+    if rp.get("rope_type", "default") == "default":
+        return {}
+    text.rope_parameters = {k: rp[k] for k in ("rope_theta", "partial_rotary_factor", "mrope_section",
+                                               "mrope_interleaved") if k in rp}
+    text.rope_parameters["rope_type"] = "default"
+    plain = cls.from_pretrained(model_dir, config=cfg, dtype=torch.float32, attn_implementation="eager").eval()
+    got = plain(input_ids=torch.tensor([ids]), use_cache=False).logits[0].float().numpy()
+    return {"without_rope_scaling_max_abs_diff": float(np.abs(got - logits).max())}
+
+
 def logits_of(model, ids, hidden=False):
     out = model(input_ids=torch.tensor([ids]), use_cache=False, output_hidden_states=hidden)
     return out
@@ -171,6 +220,8 @@ def run_one(name, kind, kw, out_root, log):
     if name == "qwen3_5_moe":
         save_kw["max_shard_size"] = "400KB"  # exercise the sharded layout + index
     model.save_pretrained(d, **save_kw)
+    if name in LEGACY_ROPE:
+        legacy_rope_fields(os.path.join(d, "config.json"))
     # fp32 compute from exactly the bf16 values: load the saved checkpoint back in fp32. (Casting the in-memory
     # model back with .float() would keep RoPE's inv_freq buffer rounded to bf16 by the .to(bfloat16) above.)
     del model
@@ -213,6 +264,7 @@ def run_one(name, kind, kw, out_root, log):
             cache_info = {"hf_cached_ids_equal": gids == ids[PROMPT_LEN:], "hf_cached_vs_uncached_max_abs": diff}
         except Exception as e:  # noqa: BLE001
             cache_info = {"hf_generate_error": repr(e)[:300]}
+    scaling_info = without_rope_scaling(d, cls, ids, logits)
     logits.tofile(os.path.join(d, "logits.bin"))
     if hidden is not None:
         hidden.tofile(os.path.join(d, "hidden.bin"))
@@ -232,6 +284,7 @@ def run_one(name, kind, kw, out_root, log):
         "hidden_note": "output_hidden_states of the full forward: embeddings, then each layer (last one as HF gives it)",
         "compute": "fp32 on CPU from the bf16 checkpoint reloaded with dtype=float32, eager attention, no cache",
         **cache_info,
+        **scaling_info,
     }
     with open(os.path.join(d, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)

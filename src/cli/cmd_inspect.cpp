@@ -8,6 +8,7 @@
 #include "common/json.h"
 #include "model/arch/arch.h"
 #include "model/model_dir.h"
+#include "model/rope.h"
 
 namespace {
 
@@ -81,6 +82,7 @@ Json spec_json(const ModelSpec& s) {
     j.set("rms_norm_eps", Json(s.rms_norm_eps));
     j.set("hidden_act", Json(s.hidden_act));
     j.set("max_position_embeddings", int_json(s.max_position_embeddings));
+    j.set("max_context_length", int_json(max_context_length(s)));
     j.set("tie_word_embeddings", Json(s.tie_word_embeddings));
     Json rope = Json::object();
     rope.set("rope_type", Json(s.rope.type));
@@ -92,6 +94,9 @@ Json spec_json(const ModelSpec& s) {
     rope.set("beta_fast", optional_json(s.rope.beta_fast));
     rope.set("beta_slow", optional_json(s.rope.beta_slow));
     rope.set("attention_factor", optional_json(s.rope.attention_factor));
+    rope.set("mscale", optional_json(s.rope.mscale));
+    rope.set("mscale_all_dim", optional_json(s.rope.mscale_all_dim));
+    rope.set("truncate", Json(s.rope.truncate));
     rope.set("mrope_section", int_list(s.rope.mrope_section));
     rope.set("mrope_interleaved", Json(s.rope.mrope_interleaved));
     j.set("rope", rope);
@@ -293,6 +298,14 @@ int run_inspect(std::span<const std::string_view> args) {
     std::printf("mlp plan:       %s\n", s.mlp_plan_string().c_str());
     std::printf("rope:           %s, theta %g, rotary dim %lld of %lld\n", s.rope.type.c_str(), s.rope.theta,
                 static_cast<long long>(s.rope.rotary_dim), static_cast<long long>(s.head_dim));
+    if (s.rope.type == "yarn") {
+        auto table = rope_table_for(s);
+        if (table.ok())
+            std::printf("context:        %lld tokens (yarn: %lld × %g; cos/sin scaled by %.4g)\n",
+                        static_cast<long long>(max_context_length(s)),
+                        static_cast<long long>(s.rope.original_max_position_embeddings), s.rope.factor,
+                        table->attention_factor);
+    }
     std::printf("dtype:          %s\n", s.dtype.empty() ? "(not given)" : s.dtype.c_str());
     if (w) {
         std::printf("parameters:     %s total: embedding %s, text model %s, other %s",

@@ -5,6 +5,7 @@
 
 #include "common/log.h"
 #include "executor/engine_sizes.h"
+#include "model/rope.h"
 #include "runtime/cache_pools.h"
 #include "runtime/cuda_backend.h"
 
@@ -30,7 +31,7 @@ SizeFacts model_size_facts(const model::Model& model, int32_t block_size) {
     const model::ModelSpec& spec = model.spec();
     SizeFacts f;
     f.block_size = block_size;
-    f.max_position_embeddings = spec.max_position_embeddings;
+    f.max_position_embeddings = model::max_context_length(spec);  // with YaRN, the extended context
     if (spec.num_full_attention_layers() > 0)
         f.kv_bytes_per_token = KvCachePool::bytes_per_block(model.kv_cache_config(1, block_size)) / block_size;
     if (spec.num_linear_attention_layers() > 0)
@@ -60,11 +61,15 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
     const EngineOptions o =
         with_chosen(options, choose_sizes(given_sizes(options), model_size_facts(model, options.block_size)).sizes);
     // Positions beyond the trained context give garbage without a rope scaling that extends it; vLLM refuses too.
-    if (o.max_model_len > 0 && spec.max_position_embeddings > 0 && o.max_model_len > spec.max_position_embeddings) {
+    // With YaRN the context is the original one times the factor, as vLLM derives it.
+    const int64_t context = model::max_context_length(spec);
+    if (o.max_model_len > 0 && context > 0 && o.max_model_len > context) {
+        const std::string source = spec.rope.type == "yarn"
+                                       ? "original_max_position_embeddings × the yarn factor in config.json"
+                                       : "max_position_embeddings in config.json; YaRN rope_scaling extends it";
         return Status::error("--max-model-len " + std::to_string(o.max_model_len) +
-                             " is longer than the model's context length (max_position_embeddings " +
-                             std::to_string(spec.max_position_embeddings) + " in config.json); use at most " +
-                             std::to_string(spec.max_position_embeddings));
+                             " is longer than the model's context length (" + std::to_string(context) + ": " + source +
+                             "); use at most " + std::to_string(context));
     }
     c.max_model_len = o.max_model_len;
     c.max_num_seqs = o.max_num_seqs;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "common/check.h"
+#include "model/rope.h"
 #include "model/tensor_parallel.h"
 #include "runtime/ops.h"
 
@@ -97,9 +98,7 @@ Status Model::upload_weights() {
 
 Status Model::load_weights() {
     const ModelSpec& spec = dir_.spec;
-    if (spec.rope.type != "default" && !spec.rope.type.empty()) {
-        return Status::error("rope_type '" + spec.rope.type + "' is not supported yet (only the default RoPE)");
-    }
+    PAGODA_ASSIGN_OR_RETURN(rope_, rope_table_for(spec));
     if (spec.hidden_act != "silu") return Status::error("hidden_act '" + spec.hidden_act + "' is not supported");
     if (static_cast<int64_t>(spec.layers.size()) != spec.num_hidden_layers || spec.num_hidden_layers <= 0) {
         return Status::error("config gives " + std::to_string(spec.num_hidden_layers) + " layers but " +
@@ -237,8 +236,8 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
         const LayerWeights& layer = weights_.layers[i];
         const size_t mark = arena_.mark();
         if (layer.attention == AttentionKind::kFull) {
-            attention_forward(ops, spec, layer.attn, x, batch, kv->key(cache_layer_[i]), kv->value(cache_layer_[i]),
-                              arena_, y);
+            attention_forward(ops, spec, layer.attn, x, batch, rope_, kv->key(cache_layer_[i]),
+                              kv->value(cache_layer_[i]), arena_, y);
         } else {
             delta_net_forward(ops, spec, layer.delta, x, batch, states->conv_state(cache_layer_[i]),
                               states->recurrent_state(cache_layer_[i]), arena_, y);

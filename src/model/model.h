@@ -74,6 +74,7 @@ class Model {
     std::vector<int32_t> local_ids_;  // vocab-parallel embedding scratch
     ModelWeights weights_;
     std::vector<int32_t> cache_layer_;  // layer -> index among the layers of its kind (KV or state pool)
+    RopeTable rope_;                    // the config's RoPE frequencies (rope_table_for)
     Arena arena_;
 };
 

@@ -233,6 +233,9 @@ Status read_rope(const Fields& f, ModelSpec& s) {
         PAGODA_RETURN_IF_ERROR(rf.get("beta_fast", r.beta_fast));
         PAGODA_RETURN_IF_ERROR(rf.get("beta_slow", r.beta_slow));
         PAGODA_RETURN_IF_ERROR(rf.get("attention_factor", r.attention_factor));
+        PAGODA_RETURN_IF_ERROR(rf.get("mscale", r.mscale));
+        PAGODA_RETURN_IF_ERROR(rf.get("mscale_all_dim", r.mscale_all_dim));
+        PAGODA_RETURN_IF_ERROR(rf.get("truncate", r.truncate));
         PAGODA_RETURN_IF_ERROR(rf.get_int_list("mrope_section", r.mrope_section, false));
         if (is_hybrid(s.family) && s.family != ModelFamily::kQwen3Next) r.mrope_interleaved = true;
         PAGODA_RETURN_IF_ERROR(rf.get("mrope_interleaved", r.mrope_interleaved));

@@ -37,6 +37,8 @@ struct RopeSpec {
     double factor = 0.0;
     int64_t original_max_position_embeddings = 0;
     std::optional<double> beta_fast, beta_slow, attention_factor;  // yarn, when given
+    std::optional<double> mscale, mscale_all_dim;                  // yarn: attention_factor's inputs, when given
+    bool truncate = true;                                          // yarn: whole-dim correction range
     // Multimodal RoPE (Qwen3.5): sections per position stream; text-only input is plain RoPE.
     std::vector<int64_t> mrope_section;
     bool mrope_interleaved = false;

@@ -78,11 +78,13 @@ class CpuOps final : public Ops {
         kc::launch_linear(a);
     }
 
-    void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override {
+    void rope(const Tensor& x, std::span<const int32_t> positions, const RopeTable& table) override {
         ops_checks::expect_heads(x, kHere, "rope", "x");
         expect(static_cast<int64_t>(positions.size()) == x.dim(0), "rope", "one position per row of x");
-        expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2), "rope", "bad rotary_dim");
-        kc::launch_rope({rows3(x), x.dim(0), x.dim(1), x.dim(2), positions.data(), rotary_dim, theta});
+        const int rotary_dim = table.rotary_dim();
+        expect(rotary_dim > 0 && rotary_dim <= x.dim(2), "rope", "bad rotary_dim " + std::to_string(rotary_dim));
+        kc::launch_rope({rows3(x), x.dim(0), x.dim(1), x.dim(2), positions.data(), rotary_dim, table.inv_freq.data(),
+                         table.attention_factor});
     }
 
     void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,

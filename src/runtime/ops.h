@@ -16,6 +16,7 @@
 
 #include "runtime/forward_batch.h"
 #include "runtime/linear_weight.h"
+#include "runtime/rope_table.h"
 #include "tensor/tensor.h"
 
 namespace pagoda {
@@ -73,21 +74,22 @@ class Ops {
     // backend does not run stops the process with the format's name (the loader refuses such checkpoints first).
     virtual void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) = 0;
 
-    // In place NeoX (rotate-half) RoPE on the first rotary_dim dims of each head of x [T, H, D]; pairs (j, j+rot/2),
-    // inv_freq[j] = theta^(-2j/rotary_dim), angle = positions[t] * inv_freq[j]. Dims >= rotary_dim pass through.
-    virtual void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) = 0;
+    // In place NeoX (rotate-half) RoPE on the first rope.rotary_dim() dims of each head of x [T, H, D]; pairs
+    // (j, j+rot/2), angle = positions[t] * rope.inv_freq[j] in fp32, cos and sin times rope.attention_factor. Dims
+    // >= rotary_dim pass through.
+    virtual void rope(const Tensor& x, std::span<const int32_t> positions, const RopeTable& rope) = 0;
 
     // The attention prologue on q [T, Hq, D] and k [T, Hk, D] in place: per-head RMSNorm with q_norm / k_norm (when
     // q_norm is defined: QK-norm models), then RoPE as rope() does. A device backend runs it as one kernel (four
     // small launches per layer otherwise, a visible share of a decode step); this default calls the four ops.
     virtual void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                              NormKind kind, std::span<const int32_t> positions, int rotary_dim, float theta) {
+                              NormKind kind, std::span<const int32_t> positions, const RopeTable& rope_table) {
         if (q_norm.defined()) {
             head_rms_norm(q, q_norm, eps, kind);
             head_rms_norm(k, k_norm, eps, kind);
         }
-        rope(q, positions, rotary_dim, theta);
-        rope(k, positions, rotary_dim, theta);
+        rope(q, positions, rope_table);
+        rope(k, positions, rope_table);
     }
 
     // Paged KV. Caches are [num_blocks, block_size, H_kv, D] (see cache_pools.h). k, v [T, H_kv, D] are stored at
@@ -99,9 +101,9 @@ class Ops {
     // k and of v. A device backend runs it as one kernel; this default calls the two ops.
     virtual void qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                                        const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
-                                       int rotary_dim, float theta, const Tensor& key_cache,
+                                       const RopeTable& rope_table, const Tensor& key_cache,
                                        const Tensor& value_cache) {
-        qk_norm_rope(q, k, q_norm, k_norm, eps, kind, batch.positions, rotary_dim, theta);
+        qk_norm_rope(q, k, q_norm, k_norm, eps, kind, batch.positions, rope_table);
         write_kv(k, v, batch, key_cache, value_cache);
     }
     // Causal attention of the new tokens over each sequence's whole context (cached prefix + new tokens, read from

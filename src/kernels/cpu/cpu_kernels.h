@@ -64,7 +64,8 @@ struct RopeArgs {
     int64_t T = 0, H = 0, D = 0;
     const int32_t* positions = nullptr;  // [T]
     int rotary_dim = 0;
-    float theta = 10000.0f;
+    const float* inv_freq = nullptr;  // [rotary_dim / 2]: angle = position * inv_freq[j]
+    float attention_factor = 1.0f;    // multiplies cos and sin (YaRN)
 };
 void launch_rope(const RopeArgs& a);
 

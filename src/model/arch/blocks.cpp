@@ -43,11 +43,6 @@ NormKind norm_kind(const ModelSpec& spec) {
 
 namespace {
 
-int64_t rotary_dim_of(const ModelSpec& spec) {
-    if (spec.rope.rotary_dim > 0) return spec.rope.rotary_dim;
-    return static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.rope.partial_rotary_factor) / 2 * 2;
-}
-
 // [T, heads, dim] view of row-major memory whose rows are `row_stride` floats apart and whose heads are
 // `head_stride` floats apart, starting `offset` floats into each row.
 Tensor heads_view(const Tensor& base, int64_t offset, int64_t heads, int64_t dim, int64_t head_stride) {
@@ -91,8 +86,8 @@ size_t attention_scratch_floats(const ModelSpec& spec) {
 }
 
 void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
-                       const ForwardBatch& batch, const Tensor& key_cache, const Tensor& value_cache, Arena& arena,
-                       const Tensor& out) {
+                       const ForwardBatch& batch, const RopeTable& rope, const Tensor& key_cache,
+                       const Tensor& value_cache, Arena& arena, const Tensor& out) {
     // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
     const int64_t T = x.dim(0), hd = spec.head_dim, nq = w.o.in_features() / hd, nkv = w.k.out_features() / hd;
     const bool gated = w.q.out_features() == 2 * nq * hd;
@@ -120,8 +115,7 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
     Tensor v = heads_view(v_out, 0, nkv, hd, hd);
     const NormKind kind = norm_kind(spec);
     const float eps = static_cast<float>(spec.rms_norm_eps);
-    ops.qk_norm_rope_write_kv(q, k, v, w.q_norm, w.k_norm, eps, kind, batch, static_cast<int>(rotary_dim_of(spec)),
-                              static_cast<float>(spec.rope.theta), key_cache, value_cache);
+    ops.qk_norm_rope_write_kv(q, k, v, w.q_norm, w.k_norm, eps, kind, batch, rope, key_cache, value_cache);
     Tensor attn = arena.f32(T, nq * hd);
     ops.paged_attention(q, key_cache, value_cache, batch, 1.0f / std::sqrt(static_cast<float>(hd)),
                         attn.reshape(Shape{T, nq, hd}));

@@ -1,47 +1,46 @@
 // CudaOps' attention family: RoPE, the attention prologue (QK-norm, RoPE, K/V store), write_kv and paged attention.
 #include <algorithm>
-#include <cmath>
-#include <cstring>
 
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
 
-void CudaOps::rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) {
+void CudaOps::rope(const Tensor& x, std::span<const int32_t> positions, const RopeTable& table) {
     const auto profile = profiler_.scope("rope");
     ops_checks::expect_heads(x, kHere, "rope", "x");
     expect(static_cast<int64_t>(positions.size()) == x.dim(0), "rope", "one position per row of x");
-    expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= x.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf,
-           "rope", "bad rotary_dim " + std::to_string(rotary_dim));
+    const int rotary_dim = table.rotary_dim();
+    expect(rotary_dim > 0 && rotary_dim <= x.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf, "rope",
+           "bad rotary_dim " + std::to_string(rotary_dim));
     const void* d_pos = nullptr;
     resolve({{positions.data(), positions.size_bytes()}}, &d_pos);
     kcu::RopeArgs a{};
     a.x = rows3(x), a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
     a.positions = static_cast<const int32_t*>(d_pos), a.rotary_dim = rotary_dim;
-    fill_inv_freq(theta, rotary_dim, a.inv_freq);
+    std::copy(table.inv_freq.begin(), table.inv_freq.end(), a.inv_freq);
+    a.attention_factor = table.attention_factor;
     kcu::launch_rope(a, stream_);
     invalidate_converted();
 }
 
 void CudaOps::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                           NormKind kind, std::span<const int32_t> positions, int rotary_dim, float theta) {
+                           NormKind kind, std::span<const int32_t> positions, const RopeTable& table) {
     const auto profile = profiler_.scope("qk_norm_rope");
     const void* d_pos = nullptr;
     resolve({{positions.data(), positions.size_bytes()}}, &d_pos);
-    kcu::launch_qk_norm_rope(prologue_args(q, k, q_norm, k_norm, eps, kind, positions, d_pos, rotary_dim, theta),
-                             stream_);
+    kcu::launch_qk_norm_rope(prologue_args(q, k, q_norm, k_norm, eps, kind, positions, d_pos, table), stream_);
     invalidate_converted();
 }
 
 void CudaOps::qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                                     const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
-                                    int rotary_dim, float theta, const Tensor& key_cache, const Tensor& value_cache) {
+                                    const RopeTable& table, const Tensor& key_cache, const Tensor& value_cache) {
     const auto profile = profiler_.scope("qk_norm_rope + write_kv");
     const void* d[2] = {};  // one resolve: per-op uploads of one call share a scratch buffer
     resolve({{batch.positions.data(), batch.positions.size_bytes()},
              {batch.slot_mapping.data(), batch.slot_mapping.size_bytes()}},
             d);
-    kcu::QkNormRopeArgs a = prologue_args(q, k, q_norm, k_norm, eps, kind, batch.positions, d[0], rotary_dim, theta);
+    kcu::QkNormRopeArgs a = prologue_args(q, k, q_norm, k_norm, eps, kind, batch.positions, d[0], table);
     const KvTarget target = kv_target(k, v, batch, key_cache, value_cache, d[1], "qk_norm_rope_write_kv");
     a.v = rows3(v), a.slot_mapping = target.slots, a.key_cache = key_cache.data();
     a.value_cache = value_cache.data(), a.cache_type = target.type, a.num_slots = target.num_slots;
@@ -112,13 +111,14 @@ void CudaOps::paged_attention(const Tensor& q, const Tensor& key_cache, const Te
 
 kcu::QkNormRopeArgs CudaOps::prologue_args(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm,
                                            float eps, NormKind kind, std::span<const int32_t> positions,
-                                           const void* d_positions, int rotary_dim, float theta) {
+                                           const void* d_positions, const RopeTable& table) {
     const char* op = "qk_norm_rope";
     ops_checks::expect_heads(q, kHere, op, "q");
     ops_checks::expect_heads(k, kHere, op, "k");
     expect(q.dim(0) == k.dim(0) && q.dim(2) == k.dim(2), op, "q and k differ in tokens or head_dim");
     expect(static_cast<int64_t>(positions.size()) == q.dim(0), op, "one position per token");
-    expect(rotary_dim > 0 && rotary_dim % 2 == 0 && rotary_dim <= q.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf, op,
+    const int rotary_dim = table.rotary_dim();
+    expect(rotary_dim > 0 && rotary_dim <= q.dim(2) && rotary_dim / 2 <= kcu::kMaxRotaryHalf, op,
            "bad rotary_dim " + std::to_string(rotary_dim));
     kcu::QkNormRopeArgs a{};
     a.norm = q_norm.defined();
@@ -133,7 +133,8 @@ kcu::QkNormRopeArgs CudaOps::prologue_args(const Tensor& q, const Tensor& k, con
     a.Hq = static_cast<int>(q.dim(1)), a.Hk = static_cast<int>(k.dim(1)), a.D = static_cast<int>(q.dim(2));
     a.eps = eps, a.zero_centred = kind == NormKind::ZeroCentred;
     a.positions = static_cast<const int32_t*>(d_positions), a.rotary_dim = rotary_dim;
-    fill_inv_freq(theta, rotary_dim, a.inv_freq);
+    std::copy(table.inv_freq.begin(), table.inv_freq.end(), a.inv_freq);
+    a.attention_factor = table.attention_factor;
     return a;
 }
 
@@ -163,15 +164,6 @@ void CudaOps::check_tables(const ForwardBatch& batch, int64_t num_blocks) {
     expect(batch.query_start_loc[batch.num_seqs] == batch.num_tokens, op, "query_start_loc does not end at T");
     for (int32_t id : batch.block_tables)
         expect(id >= 0 && id < num_blocks, op, "block id out of range");
-}
-
-void CudaOps::fill_inv_freq(float theta, int rotary_dim, float* out) {
-    if (theta != rope_theta_ || rotary_dim != rope_dim_) {
-        for (int j = 0; j < rotary_dim / 2; ++j)
-            rope_inv_freq_[j] = 1.0f / std::pow(theta, static_cast<float>(2 * j) / static_cast<float>(rotary_dim));
-        rope_theta_ = theta, rope_dim_ = rotary_dim;
-    }
-    std::memcpy(out, rope_inv_freq_, sizeof(float) * static_cast<size_t>(rotary_dim / 2));
 }
 
 void CudaOps::check_cache(const Tensor& kc, const Tensor& vc, int64_t H_kv, int64_t D, const ForwardBatch& batch,

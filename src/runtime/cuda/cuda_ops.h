@@ -105,15 +105,14 @@ class CudaOps final : public CudaOpsBase {
 
     void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override;
 
-    void rope(const Tensor& x, std::span<const int32_t> positions, int rotary_dim, float theta) override;
+    void rope(const Tensor& x, std::span<const int32_t> positions, const RopeTable& table) override;
 
     void qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm, float eps,
-                      NormKind kind, std::span<const int32_t> positions, int rotary_dim, float theta) override;
+                      NormKind kind, std::span<const int32_t> positions, const RopeTable& table) override;
 
     void qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                                const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
-                               int rotary_dim, float theta, const Tensor& key_cache,
-                               const Tensor& value_cache) override;
+                               const RopeTable& table, const Tensor& key_cache, const Tensor& value_cache) override;
 
     void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
                   const Tensor& value_cache) override;
@@ -172,7 +171,7 @@ class CudaOps final : public CudaOpsBase {
     // `d_positions`: the device copy of `positions` (resolve()).
     kcu::QkNormRopeArgs prologue_args(const Tensor& q, const Tensor& k, const Tensor& q_norm, const Tensor& k_norm,
                                       float eps, NormKind kind, std::span<const int32_t> positions,
-                                      const void* d_positions, int rotary_dim, float theta);
+                                      const void* d_positions, const RopeTable& table);
 
     // Where write_kv stores k and v: the checked caches, and the batch's slots on the device (`d_slots`, resolve()).
     struct KvTarget {
@@ -200,10 +199,6 @@ class CudaOps final : public CudaOpsBase {
     // into per-op scratch (stream order keeps the previous op's reads before this copy).
     void resolve(std::initializer_list<HostArray> arrays, const void** out);
     const void* find_step(const HostArray& a) const;
-
-    // Exactly the CPU reference's inverse frequencies (fp32, as transformers computes them); computed once per
-    // (theta, rotary_dim), not on every call.
-    void fill_inv_freq(float theta, int rotary_dim, float* out);
 
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                    NormKind kind, const Tensor& out);
@@ -242,10 +237,6 @@ class CudaOps final : public CudaOpsBase {
     DeviceScratch convert_scratch_;
     void* converted_buffer_ = nullptr;
     Converted converted_src_;
-
-    float rope_inv_freq_[kcu::kMaxRotaryHalf] = {};
-    float rope_theta_ = 0;
-    int rope_dim_ = 0;
 
     DeviceScratch attention_workspace_;
     DeviceScratch moe_workspace_;  // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows

@@ -28,7 +28,7 @@ uint64_t ceil_div(uint64_t a, uint64_t b) {
 
 FitResult compute_fit(const ModelFootprint& model, const FitRequest& request) {
     FitResult out;
-    out.max_model_len = request.max_model_len > 0 ? request.max_model_len : model.max_position_embeddings;
+    out.max_model_len = request.max_model_len > 0 ? request.max_model_len : model.max_context_length;
     const double usable = double(request.gpu_memory_bytes) * kGpuMemoryUtilization;
     out.budget_per_gpu = usable > double(kActivationReserveBytes) ? uint64_t(usable) - kActivationReserveBytes : 0;
     for (int tp : {1, 2, 4, 8}) {
@@ -57,11 +57,13 @@ void add_fit_rows(const ModelFootprint& model, const FitRequest& request, const 
     if (model.state_bytes_per_sequence > 0)
         kv += ", " + gib(model.state_bytes_per_sequence) + " linear-attention state per sequence";
     r.add("model.kv_cache", kv, Level::kInfo);
-    if (model.max_position_embeddings > 0 && fit.max_model_len > model.max_position_embeddings)
+    if (model.max_context_length > 0 && fit.max_model_len > model.max_context_length)
         r.add("model.max_model_len",
               std::to_string(fit.max_model_len) + " is over the model's limit of " +
-                  std::to_string(model.max_position_embeddings) + " tokens",
-              Level::kWarn, "quality degrades past the trained context: lower --max-model-len (or use RoPE scaling)");
+                  std::to_string(model.max_context_length) + " tokens",
+              Level::kWarn,
+              "quality degrades past the trained context: lower --max-model-len (or add YaRN rope_scaling to "
+              "config.json)");
     if (request.gpu_memory_bytes == 0 || request.gpu_count == 0) {
         r.add("model.fit", "no GPU to fit against", Level::kInfo,
               "plan for a part with: pagoda doctor --model DIR --gpu-memory-gib 80");

@@ -25,11 +25,11 @@ struct ModelFootprint {
     uint64_t state_bytes_per_sequence = 0;  // linear-attention (Gated DeltaNet) state, fp32
     int64_t num_attention_heads = 0;
     int64_t num_kv_heads = 0;
-    int64_t max_position_embeddings = 0;
+    int64_t max_context_length = 0;  // max_position_embeddings, or with YaRN the original context × factor
 };
 
 struct FitRequest {
-    int64_t max_model_len = 0;      // 0: the model's max_position_embeddings
+    int64_t max_model_len = 0;      // 0: the model's max_context_length
     int64_t max_num_seqs = 0;       // 0: not asked; only the largest batch is reported
     uint64_t gpu_memory_bytes = 0;  // per GPU (the smallest of the machine's GPUs)
     int gpu_count = 0;

@@ -1,5 +1,6 @@
 // Reads a model directory through pagoda_model (config.json and safetensors headers only).
 #include "model/model_dir.h"
+#include "model/rope.h"
 #include "tools/doctor/model_fit.h"
 
 namespace pagoda::doctor {
@@ -13,7 +14,7 @@ Result<ModelFootprint> read_model_footprint(const std::string& dir) {
     f.state_bytes_per_sequence = md.spec.linear_state_bytes_per_sequence();
     f.num_attention_heads = md.spec.num_attention_heads;
     f.num_kv_heads = md.spec.num_key_value_heads;
-    f.max_position_embeddings = md.spec.max_position_embeddings;
+    f.max_context_length = model::max_context_length(md.spec);
     return f;
 }
 

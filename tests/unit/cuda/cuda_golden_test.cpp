@@ -106,10 +106,12 @@ TEST_P(CudaGoldenTest, AllPositionsAndMixedBatches) {
 }
 
 // Every family: dense (qwen2, qwen3), routed experts (qwen3_moe), the hybrids with Gated DeltaNet and gated attention
-// (qwen3_5 dense, qwen3_next and qwen3_5_moe with experts and a gated shared expert).
+// (qwen3_5 dense, qwen3_next and qwen3_5_moe with experts and a gated shared expert); and YaRN rope scaling, full
+// (qwen3_yarn) and over partial rotary dims (qwen3_5_yarn), whose plain-RoPE logits miss the reference by 3-21x this
+// test's bound (reference.json: without_rope_scaling_max_abs_diff vs transformers_bf16_max_abs_diff).
 INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_next",
-                                           "qwen3_5_moe"));
+                                           "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn"));
 
 }  // namespace
 }  // namespace pagoda::model

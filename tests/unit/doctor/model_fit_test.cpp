@@ -15,7 +15,7 @@ ModelFootprint qwen3_8b() {
     m.kv_bytes_per_token = 36 * 2 * 8 * 128 * 2;
     m.num_attention_heads = 32;
     m.num_kv_heads = 8;
-    m.max_position_embeddings = 40960;
+    m.max_context_length = 40960;
     return m;
 }
 
@@ -131,12 +131,12 @@ TEST(DoctorModelFit, ContextOverTheModelLimitWarns) {
     FitRequest req;
     req.gpu_memory_bytes = 80 * kGiB;
     req.gpu_count = 1;
-    req.max_model_len = qwen3_8b().max_position_embeddings + 1;
+    req.max_model_len = qwen3_8b().max_context_length + 1;
     Report r;
     add_fit_rows(qwen3_8b(), req, compute_fit(qwen3_8b(), req), r);
     ASSERT_NE(r.find("model.max_model_len"), nullptr);
     EXPECT_EQ(r.find("model.max_model_len")->level, Level::kWarn);
-    req.max_model_len = qwen3_8b().max_position_embeddings;
+    req.max_model_len = qwen3_8b().max_context_length;
     Report ok;
     add_fit_rows(qwen3_8b(), req, compute_fit(qwen3_8b(), req), ok);
     EXPECT_EQ(ok.find("model.max_model_len"), nullptr);

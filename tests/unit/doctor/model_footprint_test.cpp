@@ -13,14 +13,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
-TEST(DoctorModelFootprint, ReadsConfigAndWeights) {
+// A one-tensor checkpoint with this config.json, read back.
+Result<ModelFootprint> footprint_with(const std::string& rope_fields) {
     const fs::path dir = fs::temp_directory_path() / "doctor-model-footprint";
     fs::remove_all(dir);
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
         "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4,
         "num_key_value_heads": 2, "head_dim": 8, "vocab_size": 10, "max_position_embeddings": 128,
-        "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "tie_word_embeddings": true, "torch_dtype": "bfloat16"})";
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": true, "torch_dtype": "bfloat16", )"
+                                       << rope_fields << "}";
     const std::string header =
         R"({"model.embed_tokens.weight":{"dtype":"BF16","shape":[10,16],"data_offsets":[0,320]}})";
     {
@@ -34,12 +36,25 @@ TEST(DoctorModelFootprint, ReadsConfigAndWeights) {
     }
     auto f = read_model_footprint(dir.string());
     fs::remove_all(dir);
+    return f;
+}
+
+TEST(DoctorModelFootprint, ReadsConfigAndWeights) {
+    auto f = footprint_with(R"("rope_theta": 10000.0)");
     ASSERT_TRUE(f.ok()) << f.message();
     EXPECT_EQ(f->weight_bytes, 320u);                      // 10 × 16 bf16
     EXPECT_EQ(f->kv_bytes_per_token, 2u * 2 * 2 * 8 * 2);  // layers × K,V × kv heads × head_dim × 2 B
     EXPECT_EQ(f->state_bytes_per_sequence, 0u);
     EXPECT_EQ(f->num_attention_heads, 4);
-    EXPECT_EQ(f->max_position_embeddings, 128);
+    EXPECT_EQ(f->max_context_length, 128);
+}
+
+// YaRN extends the context to the original length × factor (vLLM's rule), whatever max_position_embeddings says.
+TEST(DoctorModelFootprint, YarnExtendsTheContext) {
+    auto f = footprint_with(
+        R"("rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 100})");
+    ASSERT_TRUE(f.ok()) << f.message();
+    EXPECT_EQ(f->max_context_length, 400);
 }
 
 TEST(DoctorModelFootprint, MissingDirectoryIsAnError) {

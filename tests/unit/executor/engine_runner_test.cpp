@@ -15,6 +15,7 @@
 #include "executor/create_engine.h"
 #include "executor/model_engine_runner.h"
 #include "golden/golden_reference.h"
+#include "model/rope.h"
 
 namespace pagoda::executor {
 namespace {
@@ -110,11 +111,14 @@ class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
         if (!file_exists(dir_ + "/config.json")) GTEST_SKIP() << "no golden data in " << dir_;
         ref_ = golden::load(dir_, /*with_tensors=*/false);
         ASSERT_GT(ref_.prompt_len, 0);
+        auto spec = model::load_model_spec(dir_ + "/config.json");
+        ASSERT_TRUE(spec.ok()) << spec.message();
+        context_ = static_cast<int32_t>(model::max_context_length(*spec));  // 128 for the YaRN models
         g_model_noise = std::max(kLogprobNoise, kDriftShare * static_cast<float>(ref_.transformers_bf16_max_abs_diff));
     }
 
     std::unique_ptr<ServingEngine> start(EngineOptions options = {}) {
-        if (options.max_model_len == 0) options.max_model_len = 160;
+        if (options.max_model_len == 0) options.max_model_len = std::min(160, context_);
         if (options.max_num_seqs == 0) options.max_num_seqs = 8;
         if (options.num_threads == 0) options.num_threads = 1;
         // PAGODA_TEST_DEVICE=cuda runs these on the GPU (the GPU machine's script sets it).
@@ -153,6 +157,7 @@ class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
 
     std::string dir_;
     Reference ref_;
+    int32_t context_ = 0;  // the longest max_model_len the model allows
 };
 
 TEST_P(EngineRunnerTest, GreedyMatchesTransformersWhereTheMarginAllows) {
@@ -294,7 +299,7 @@ TEST_P(EngineRunnerTest, CudaGraphsGiveTheTokensOfEagerSteps) {
 
 INSTANTIATE_TEST_SUITE_P(Golden, EngineRunnerTest,
                          ::testing::Values("qwen3", "qwen3_5", "qwen2", "qwen2_tied", "qwen3_moe", "qwen3_next",
-                                           "qwen3_5_moe"),
+                                           "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // create_engine sizes the pools from the model and reports what cannot work as an error.
@@ -325,9 +330,19 @@ TEST(CreateEngineTest, SizesPoolsAndRejectsWhatCannotWork) {
     options.max_model_len = 513;  // the golden models' max_position_embeddings is 512
     auto too_long = create_engine(dense, options);
     ASSERT_FALSE(too_long.ok());
-    EXPECT_NE(too_long.message().find("max_position_embeddings 512"), std::string::npos) << too_long.message();
+    EXPECT_NE(too_long.message().find("context length (512: max_position_embeddings"), std::string::npos)
+        << too_long.message();
     options.max_model_len = 512;
     EXPECT_TRUE(create_engine(dense, options).ok());
+    // YaRN: original_max_position_embeddings (32) × factor (4).
+    options.max_model_len = 129;
+    auto yarn_too_long = create_engine(golden::dir("qwen3_yarn"), options);
+    ASSERT_FALSE(yarn_too_long.ok());
+    EXPECT_NE(yarn_too_long.message().find("(128: original_max_position_embeddings × the yarn factor"),
+              std::string::npos)
+        << yarn_too_long.message();
+    options.max_model_len = 128;
+    EXPECT_TRUE(create_engine(golden::dir("qwen3_yarn"), options).ok());
 }
 
 // The runner turns a bad batch into a step error instead of touching memory outside its pools.

@@ -169,8 +169,33 @@ TEST_P(GoldenTest, GreedyContinuationMatchesWhereTheMarginAllows) {
 
 INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5",
-                                           "qwen3_5_moe"),
+                                           "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// The YaRN references are only worth something if plain RoPE misses them: the same checkpoint with the scaling
+// dropped from its spec lands far outside the tolerance (transformers' own plain-RoPE run of it is as far off:
+// reference.json's without_rope_scaling_max_abs_diff).
+TEST(GoldenYarn, PlainRopeMissesTheReferenceByFarMoreThanTheTolerance) {
+    for (const char* name : {"qwen3_yarn", "qwen3_5_yarn"}) {
+        const std::string dir = golden::dir(name);
+        if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data in " << dir;
+        const Reference ref = golden::load(dir);
+        auto opened = ModelDir::open(dir, /*open_weights=*/true);
+        ASSERT_TRUE(opened.ok()) << opened.message();
+        ASSERT_EQ(opened->spec.rope.type, "yarn");
+        opened->spec.rope.type = "default";
+        auto backend = make_cpu_backend();
+        auto model = Model::load(std::move(opened).value(), *backend);
+        ASSERT_TRUE(model.ok()) << model.message();
+        auto runner = SequenceRunner::create(**model, 1, static_cast<int32_t>(ref.rows) + 8);
+        ASSERT_TRUE(runner.ok()) << runner.message();
+        auto logits = runner->feed(0, ref.ids, true);
+        ASSERT_TRUE(logits.ok()) << logits.message();
+        const float d = max_diff(*logits, ref, 0, ref.rows), tol = 1e-3f * ref.max_abs;
+        std::printf("[ %s ] without yarn: max|Δ| %.3g = %.0fx the tolerance %.3g\n", name, d, d / tol, tol);
+        EXPECT_GT(d, 100 * tol) << name;
+    }
+}
 
 }  // namespace
 }  // namespace pagoda::model

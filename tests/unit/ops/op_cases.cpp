@@ -172,20 +172,35 @@ OpCase linear_overwritten_input(int64_t T, int64_t K) {
             }};
 }
 
-OpCase rope(int64_t T, int64_t H, int64_t D, int rot) {
-    return {fmt("rope T=%lld H=%lld D=%lld rot=%d", (long long)T, (long long)H, (long long)D, rot), "rope",
-            [=](CaseRun& r) {
+// The tables a model hands the RoPE ops: plain (theta 1e6), or YaRN with factor 4 over a 4096-token original context
+// (Qwen3's long-context setting, scaled down so that the ramp falls inside small rotary dims): blended frequencies
+// and a cos/sin scale of 1.139 that every backend must apply as given.
+RopeTable rope_table(int rot, bool yarn) {
+    if (!yarn) return default_rope_table(1e6f, rot);
+    YarnParams p;
+    p.theta = 1e6, p.rotary_dim = rot, p.factor = 4, p.original_max_position_embeddings = 4096;
+    p.attention_factor = yarn_mscale(p.factor);
+    return yarn_rope_table(p);
+}
+
+const char* yarn_suffix(bool yarn) {
+    return yarn ? " yarn" : "";
+}
+
+OpCase rope(int64_t T, int64_t H, int64_t D, int rot, bool yarn = false) {
+    return {fmt("rope T=%lld H=%lld D=%lld rot=%d%s", (long long)T, (long long)H, (long long)D, rot, yarn_suffix(yarn)),
+            "rope", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, H, D});
                 const auto pos = r.ints(static_cast<size_t>(T), 0, 100000);
                 r.check(x, "x", kF32Tol);
-                return [=, &r] { r.ops().rope(x, pos, rot, 1e6f); };
+                return [=, &r, table = rope_table(rot, yarn)] { r.ops().rope(x, pos, table); };
             }};
 }
 
 // variant 0: RoPE only (qwen2), 1: QK-norm plain, 2: QK-norm zero-centred. q heads strided as in gated attention.
-OpCase qk_norm_rope(int64_t T, int64_t Hq, int64_t Hk, int64_t D, int rot, int variant) {
-    return {fmt("qk_norm_rope T=%lld Hq=%lld Hk=%lld D=%lld rot=%d v%d", (long long)T, (long long)Hq, (long long)Hk,
-                (long long)D, rot, variant),
+OpCase qk_norm_rope(int64_t T, int64_t Hq, int64_t Hk, int64_t D, int rot, int variant, bool yarn = false) {
+    return {fmt("qk_norm_rope T=%lld Hq=%lld Hk=%lld D=%lld rot=%d v%d%s", (long long)T, (long long)Hq, (long long)Hk,
+                (long long)D, rot, variant, yarn_suffix(yarn)),
             "qk_norm_rope", [=](CaseRun& r) {
                 const Tensor qbuf = r.act(Shape{T, 2 * Hq * D}, 2.0f), k = r.act(Shape{T, Hk, D}, 2.0f);
                 const Tensor qw = variant ? r.dense(Shape{D}) : Tensor(), kw = variant ? r.dense(Shape{D}) : Tensor();
@@ -194,16 +209,18 @@ OpCase qk_norm_rope(int64_t T, int64_t Hq, int64_t Hk, int64_t D, int rot, int v
                 const Tensor q = gated_heads(qbuf, Hq, D);
                 r.check(qbuf, "q (and untouched gates)", kF32Tol);
                 r.check(k, "k", kF32Tol);
-                return [=, &r] { r.ops().qk_norm_rope(q, k, qw, kw, 1e-6f, kind, pos, rot, 1e6f); };
+                return [=, &r, table = rope_table(rot, yarn)] {
+                    r.ops().qk_norm_rope(q, k, qw, kw, 1e-6f, kind, pos, table);
+                };
             }};
 }
 
 // The whole prologue into the caches; one slot skipped (negative), GQA. Caches are BF16 on CUDA: within one bf16
 // rounding of the CPU's F32 values.
 OpCase qk_norm_rope_write_kv(std::vector<Seq> seqs, int64_t Hq, int64_t Hk, int64_t D, int rot, int variant,
-                             int32_t bs = 16) {
-    return {fmt("qk_norm_rope_write_kv %s Hq=%lld Hk=%lld D=%lld rot=%d v%d bs=%d", seqs_name(seqs).c_str(),
-                (long long)Hq, (long long)Hk, (long long)D, rot, variant, bs),
+                             int32_t bs = 16, bool yarn = false) {
+    return {fmt("qk_norm_rope_write_kv %s Hq=%lld Hk=%lld D=%lld rot=%d v%d bs=%d%s", seqs_name(seqs).c_str(),
+                (long long)Hq, (long long)Hk, (long long)D, rot, variant, bs, yarn_suffix(yarn)),
             "qk_norm_rope_write_kv", [=](CaseRun& r) {
                 PagedBatch p = paged_batch(r, seqs, bs);
                 auto& slots = r.keep(std::vector<int64_t>(p.batch->slot_mapping.begin(), p.batch->slot_mapping.end()));
@@ -223,8 +240,8 @@ OpCase qk_norm_rope_write_kv(std::vector<Seq> seqs, int64_t Hq, int64_t Hk, int6
                 r.check(vc, "value cache", 8e-3f);
                 r.set_bytes(static_cast<double>(T * (Hq + 2 * Hk) * D) * 4 * 2);
                 const ForwardBatch& batch = *p.batch;
-                return [=, &r, &batch] {
-                    r.ops().qk_norm_rope_write_kv(q, k, v, qw, kw, 1e-6f, kind, batch, rot, 1e6f, kc, vc);
+                return [=, &r, &batch, table = rope_table(rot, yarn)] {
+                    r.ops().qk_norm_rope_write_kv(q, k, v, qw, kw, 1e-6f, kind, batch, table, kc, vc);
                 };
             }};
 }
@@ -583,6 +600,13 @@ const std::vector<OpCase>& op_cases() {
             qk_norm_rope_write_kv({{5, 3}}, 4, 4, 64, 32, 1),
             qk_norm_rope_write_kv({{5, 9}}, 4, 1, 32, 32, 1),
             qk_norm_rope_write_kv(kMixed, 16, 4, 256, 128, 1, 32),
+            // YaRN: Qwen3's full rotary dims and Qwen3.5's partial ones (64 of 256).
+            rope(70, 8, 128, 128, true),
+            rope(3, 2, 256, 64, true),
+            qk_norm_rope(70, 32, 8, 128, 128, 1, true),
+            qk_norm_rope(5, 8, 2, 256, 64, 2, true),
+            qk_norm_rope_write_kv(kPrologue, 8, 2, 128, 128, 1, 16, true),
+            qk_norm_rope_write_kv(kMixed, 16, 4, 256, 64, 2, 32, true),
             write_kv(kMixed, 2, 32),
             write_kv(kMixed, 8, 128, 32),
             write_kv(kDecode, 4, 256),

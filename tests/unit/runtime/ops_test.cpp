@@ -132,7 +132,7 @@ TEST_F(OpsTest, RopeMatchesDirectFormulaFullAndPartial) {
         auto x = random_f32({T, c.H, c.D}, rng_);
         std::vector<float> before = testing::to_vector(x.tensor);
         std::vector<int32_t> pos = {0, 1, 2, 17, 100, 255, 511};
-        ops_.rope(x.tensor, pos, c.rot, c.theta);
+        ops_.rope(x.tensor, pos, default_rope_table(c.theta, c.rot));
         const int half = c.rot / 2;
         for (int64_t t = 0; t < T; ++t)
             for (int64_t h = 0; h < c.H; ++h) {
@@ -147,6 +147,31 @@ TEST_F(OpsTest, RopeMatchesDirectFormulaFullAndPartial) {
                 expect_close(x.tensor.data_as<float>() + (t * c.H + h) * c.D, ref, 0, 1e-4, "rope");
             }
     }
+}
+
+// Any table, as YaRN makes them: the rotation follows the table's frequencies and cos/sin carry its attention factor
+// (q and k each get it once, so the rotary part of a dot product scales by its square); the other dims pass through.
+TEST_F(OpsTest, RopeAppliesTheTablesFrequenciesAndAttentionFactor) {
+    const int64_t T = 5, H = 3, D = 48;
+    RopeTable table;
+    table.inv_freq = {1.0f, 0.37f, 0.05f, 1e-3f, 2e-5f, 0.0f, 0.5f, 0.25f};  // rot 16 of 48
+    table.attention_factor = 1.25f;
+    auto x = random_f32({T, H, D}, rng_);
+    std::vector<float> before = testing::to_vector(x.tensor);
+    std::vector<int32_t> pos = {0, 3, 40, 999, 70000};
+    ops_.rope(x.tensor, pos, table);
+    const int half = table.rotary_dim() / 2;
+    for (int64_t t = 0; t < T; ++t)
+        for (int64_t h = 0; h < H; ++h) {
+            const float* in = before.data() + (t * H + h) * D;
+            std::vector<double> ref(in, in + D);
+            for (int j = 0; j < half; ++j) {
+                const double ang = double(float(pos[t]) * table.inv_freq[j]), f = table.attention_factor;
+                ref[j] = f * (in[j] * std::cos(ang) - in[j + half] * std::sin(ang));
+                ref[j + half] = f * (in[j + half] * std::cos(ang) + in[j] * std::sin(ang));
+            }
+            expect_close(x.tensor.data_as<float>() + (t * H + h) * D, ref, 1e-5, 1e-5, "rope table");
+        }
 }
 
 TEST_F(OpsTest, ElementwiseOps) {

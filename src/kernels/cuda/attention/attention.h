@@ -12,7 +12,8 @@ struct RopeArgs {
     int64_t T, H, D;
     const int32_t* positions;  // device, [T]
     int rotary_dim;
-    float inv_freq[kMaxRotaryHalf];  // computed on the host exactly as the CPU reference does
+    float inv_freq[kMaxRotaryHalf];  // the model's table (runtime/rope_table.h), as the CPU reference applies it
+    float attention_factor;          // multiplies cos and sin (YaRN; 1 otherwise)
 };
 void launch_rope(const RopeArgs& a, cudaStream_t stream);
 
@@ -30,6 +31,7 @@ struct QkNormRopeArgs {
     const int32_t* positions;  // device, [T]
     int rotary_dim;
     float inv_freq[kMaxRotaryHalf];
+    float attention_factor;
     // With key_cache set, the finished k rows and the v rows [T, Hk, D] are also stored in the paged caches at
     // slot_mapping, exactly as launch_kv_write stores them (the whole attention prologue in one launch).
     Rows v;

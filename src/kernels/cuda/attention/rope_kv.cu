@@ -8,7 +8,7 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 // One thread per (t, h, j < rotary_dim/2). Angles in fp32 as the reference: float(pos) * inv_freq[j]; full-range
-// sincosf (not the fast intrinsic: positions reach 1e5+ radians).
+// sincosf (not the fast intrinsic: positions reach 1e5+ radians); cos and sin then scaled as the reference scales them.
 __global__ void rope_kernel(RopeArgs a) {
     const int half = a.rotary_dim / 2;
     const int64_t n = a.T * a.H * half;
@@ -19,6 +19,7 @@ __global__ void rope_kernel(RopeArgs a) {
         const float angle = static_cast<float>(a.positions[t]) * a.inv_freq[j];
         float s, c;
         sincosf(angle, &s, &c);
+        s *= a.attention_factor, c *= a.attention_factor;
         const float x0 = x[j], x1 = x[j + half];
         x[j] = x0 * c - x1 * s;
         x[j + half] = x1 * c + x0 * s;
@@ -87,6 +88,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
             const int j = d < half ? d : d - half;
             float s, c;
             sincosf(pos * inv_freq[j], &s, &c);
+            s *= a.attention_factor, c *= a.attention_factor;
             out = d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
         }
         x[d] = out;
