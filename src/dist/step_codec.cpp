@@ -99,25 +99,22 @@ void encode_step(const engine::StepInput& input, std::vector<std::byte>& out) {
 
 Status decode_step(std::span<const std::byte> bytes, const PoolSizes& limits, DecodedStep& out) {
     out.input_ = engine::StepInput{};  // stays empty unless every check passes
-    ForwardBatch b;
+    int32_t num_tokens = 0, num_seqs = 0, block_size = 0, max_blocks_per_seq = 0, seq_len_bound = 0;
     WireReader r(bytes);
-    if (!r.get(b.num_tokens) || !r.get(b.num_seqs) || !r.get(b.block_size) || !r.get(b.max_blocks_per_seq) ||
-        !r.get(b.seq_len_bound))
+    if (!r.get(num_tokens) || !r.get(num_seqs) || !r.get(block_size) || !r.get(max_blocks_per_seq) ||
+        !r.get(seq_len_bound))
         return malformed("truncated header (" + std::to_string(bytes.size()) + " bytes)");
-    if (!r.get_array(out.token_ids_) || !r.get_array(out.positions_) || !r.get_array(out.query_start_loc_) ||
-        !r.get_array(out.seq_lens_) || !r.get_array(out.block_tables_) || !r.get_array(out.slot_mapping_) ||
-        !r.get_array(out.state_slots_) || !r.get_array(out.logits_indices_) || !r.get_array(out.state_restores_) ||
+    ForwardBatchArrays& a = out.arrays_;
+    if (!r.get_array(a.token_ids) || !r.get_array(a.positions) || !r.get_array(a.query_start_loc) ||
+        !r.get_array(a.seq_lens) || !r.get_array(a.block_tables) || !r.get_array(a.slot_mapping) ||
+        !r.get_array(a.state_slots) || !r.get_array(a.logits_indices) || !r.get_array(out.state_restores_) ||
         !r.get_array(out.state_saves_))
         return malformed("an array runs past the end of the message");
     if (!r.at_end()) return malformed("bytes after the last array");
-    b.token_ids = out.token_ids_;
-    b.positions = out.positions_;
-    b.query_start_loc = out.query_start_loc_;
-    b.seq_lens = out.seq_lens_;
-    b.block_tables = out.block_tables_;
-    b.slot_mapping = out.slot_mapping_;
-    b.state_slots = out.state_slots_;
-    b.logits_indices = out.logits_indices_;
+    ForwardBatch b = a.view(block_size, max_blocks_per_seq, seq_len_bound);
+    // The counts the header claims, which check_consistent holds the arrays to.
+    b.num_tokens = num_tokens;
+    b.num_seqs = num_seqs;
     PAGODA_RETURN_IF_ERROR(check_consistent(b));
     PAGODA_RETURN_IF_ERROR(check_within(b, out.state_restores_.size(), out.state_saves_.size(), limits));
     out.input_.batch = b;

@@ -34,9 +34,7 @@ class DecodedStep {
   private:
     friend Status decode_step(std::span<const std::byte> bytes, const PoolSizes& limits, DecodedStep& out);
     engine::StepInput input_;
-    std::vector<int32_t> token_ids_, positions_, query_start_loc_, seq_lens_, block_tables_, state_slots_,
-        logits_indices_;
-    std::vector<int64_t> slot_mapping_;
+    ForwardBatchArrays arrays_;
     std::vector<engine::StateCopy> state_restores_, state_saves_;
 };
 

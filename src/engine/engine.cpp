@@ -115,10 +115,9 @@ struct Engine::Impl {
     StepPlan plan;
 
     // The step's flattened batch; reused so that steady state does not allocate.
-    std::vector<int32_t> token_ids, positions, query_start_loc, seq_lens, block_tables, state_slots, logits_indices;
-    std::vector<int32_t> sample_rows;       // rows of logits_indices that sample
-    std::vector<SamplingContext> sampling;  // one per sample row
-    std::vector<int64_t> slot_mapping;
+    ForwardBatchArrays arrays;
+    std::vector<int32_t> sample_rows;                      // rows of arrays.logits_indices that sample
+    std::vector<SamplingContext> sampling;                 // one per sample row
     std::vector<std::pair<int32_t, int32_t>> prompt_rows;  // per chunk: first prompt position, number of rows
     std::vector<TokenLogprobs> prompt_scratch;
     StepInput input;
@@ -279,29 +278,14 @@ void Engine::Impl::end_request_choices(RequestState& r, FinishReason reason, con
 }
 
 void Engine::Impl::build_batch() {
-    token_ids.clear();
-    positions.clear();
-    query_start_loc.assign(1, 0);
-    seq_lens.clear();
-    state_slots.clear();
-    logits_indices.clear();
-    slot_mapping.clear();
+    arrays.clear();
     prompt_rows.clear();
     sample_rows.clear();
     sampling.clear();
-    const int32_t b = config.block_size;
-    int32_t max_blocks = 0;
     for (const ScheduledChunk& c : plan.chunks) {
         const Sequence& s = *c.seq;
-        for (int32_t t = c.start; t < c.start + c.length; ++t) {
-            token_ids.push_back(s.tokens[t]);
-            positions.push_back(t);
-            slot_mapping.push_back(static_cast<int64_t>(s.blocks.table[t / b]) * b + t % b);
-        }
-        const int32_t row0 = query_start_loc.back();
-        query_start_loc.push_back(static_cast<int32_t>(token_ids.size()));
-        seq_lens.push_back(c.start + c.length);
-        state_slots.push_back(s.state_slot);
+        const int32_t row0 = arrays.add_sequence(std::span<const int32_t>(s.tokens).subspan(c.start, c.length), c.start,
+                                                 s.blocks.table, config.block_size, s.state_slot);
         // Prompt logprobs: every prompt position but the last produces a row (the last one samples), once.
         const RequestState& r = owner(s);
         int32_t first = 0, count = 0;
@@ -309,12 +293,12 @@ void Engine::Impl::build_batch() {
             first = std::max(c.start, r.prompt_logprobs_done);
             count = std::max(0, std::min(c.start + c.length, s.prompt_len - 1) - first);
             for (int32_t p = first; p < first + count; ++p)
-                logits_indices.push_back(row0 + (p - c.start));
+                arrays.logits_indices.push_back(row0 + (p - c.start));
         }
         prompt_rows.emplace_back(first, count);
         if (c.samples) {
-            sample_rows.push_back(static_cast<int32_t>(logits_indices.size()));
-            logits_indices.push_back(static_cast<int32_t>(token_ids.size()) - 1);
+            sample_rows.push_back(static_cast<int32_t>(arrays.logits_indices.size()));
+            arrays.logits_indices.push_back(static_cast<int32_t>(arrays.token_ids.size()) - 1);
             SamplingContext& ctx = sampling.emplace_back();
             ctx.params = &r.request.params;
             ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(s.prompt_len);
@@ -322,27 +306,10 @@ void Engine::Impl::build_batch() {
             ctx.eos_token_ids = config.eos_token_ids;
             ctx.seed = s.seed;
         }
-        max_blocks = std::max(max_blocks, static_cast<int32_t>(s.blocks.table.size()));
     }
-    block_tables.assign(plan.chunks.size() * static_cast<size_t>(max_blocks), 0);
-    for (size_t i = 0; i < plan.chunks.size(); ++i) {
-        const auto& table = plan.chunks[i].seq->blocks.table;
-        std::copy(table.begin(), table.end(), block_tables.begin() + static_cast<int64_t>(i) * max_blocks);
-    }
-    ForwardBatch& fb = input.batch;
-    fb = ForwardBatch{};
-    fb.num_tokens = static_cast<int32_t>(token_ids.size());
-    fb.num_seqs = static_cast<int32_t>(plan.chunks.size());
-    fb.token_ids = token_ids;
-    fb.positions = positions;
-    fb.query_start_loc = query_start_loc;
-    fb.seq_lens = seq_lens;
-    fb.block_size = b;
-    fb.max_blocks_per_seq = max_blocks;
-    fb.block_tables = block_tables;
-    fb.slot_mapping = slot_mapping;
-    fb.state_slots = state_slots;
-    fb.logits_indices = logits_indices;
+    const int32_t max_blocks = arrays.lay_out_block_tables(
+        plan.chunks.size(), [this](size_t i) { return std::span<const int32_t>(plan.chunks[i].seq->blocks.table); });
+    input.batch = arrays.view(config.block_size, max_blocks);
     input.state_restores = plan.state_restores;
     input.state_saves = plan.state_saves;
     input.sample_rows = sample_rows;
@@ -375,7 +342,7 @@ void Engine::Impl::step() {
             end_request_choices(owner(*c.seq), FinishReason::kAbort, message);
         return;
     }
-    const size_t host_rows = logits_indices.size() - (out.samples.empty() ? 0 : sample_rows.size());
+    const size_t host_rows = arrays.logits_indices.size() - (out.samples.empty() ? 0 : sample_rows.size());
     PAGODA_CHECK(out.samples.empty() || out.samples.size() == sample_rows.size());
     PAGODA_CHECK(out.logits.size() == host_rows * static_cast<size_t>(vocab_size));
     scheduler.complete(plan);

@@ -40,43 +40,28 @@ int32_t decode_graph_width(int32_t blocks, int32_t max_blocks) {
 void pad_decode_batch(const ForwardBatch& b, int32_t bucket, int32_t max_blocks, int32_t seq_len_bound,
                       PaddedDecodeBatch& out) {
     const auto n = static_cast<size_t>(b.num_seqs), B = static_cast<size_t>(bucket);
-    const auto M = static_cast<size_t>(max_blocks);
-    out.token_ids.assign(b.token_ids.begin(), b.token_ids.end());
-    out.token_ids.resize(B, 0);
-    out.positions.assign(b.positions.begin(), b.positions.end());
-    out.positions.resize(B, 0);
-    out.seq_lens.assign(b.seq_lens.begin(), b.seq_lens.end());
-    out.seq_lens.resize(B, 1);
-    out.state_slots.assign(b.state_slots.begin(),
-                           b.state_slots.begin() + static_cast<ptrdiff_t>(std::min(n, b.state_slots.size())));
-    if (!b.state_slots.empty()) out.state_slots.resize(B, -1);  // padding rows have no state (the kernels skip -1)
-    out.slot_mapping.assign(b.slot_mapping.begin(), b.slot_mapping.end());
-    out.slot_mapping.resize(B, -1);  // padding rows store no K/V
-    out.query_start_loc.resize(B + 1);
-    out.logits_indices.resize(B);
+    ForwardBatchArrays& a = out.arrays;
+    a.token_ids.assign(b.token_ids.begin(), b.token_ids.end());
+    a.token_ids.resize(B, 0);
+    a.positions.assign(b.positions.begin(), b.positions.end());
+    a.positions.resize(B, 0);
+    a.seq_lens.assign(b.seq_lens.begin(), b.seq_lens.end());
+    a.seq_lens.resize(B, 1);
+    a.state_slots.assign(b.state_slots.begin(),
+                         b.state_slots.begin() + static_cast<ptrdiff_t>(std::min(n, b.state_slots.size())));
+    if (!b.state_slots.empty()) a.state_slots.resize(B, -1);  // padding rows have no state (the kernels skip -1)
+    a.slot_mapping.assign(b.slot_mapping.begin(), b.slot_mapping.end());
+    a.slot_mapping.resize(B, -1);  // padding rows store no K/V
+    a.query_start_loc.resize(B + 1);
+    a.logits_indices.resize(B);
     for (size_t i = 0; i < B; ++i)
-        out.query_start_loc[i] = out.logits_indices[i] = static_cast<int32_t>(i);
-    out.query_start_loc[B] = bucket;
-    out.block_tables.assign(B * M, 0);  // padding rows (and the tails of real ones) point at block 0, never written
+        a.query_start_loc[i] = a.logits_indices[i] = static_cast<int32_t>(i);
+    a.query_start_loc[B] = bucket;
+    // max_blocks columns; padding rows (and the tails of real ones) point at block 0, never written.
     const auto w = static_cast<size_t>(b.max_blocks_per_seq);
-    for (size_t s = 0; s < n; ++s)
-        std::copy_n(b.block_tables.begin() + static_cast<ptrdiff_t>(s * w), w,
-                    out.block_tables.begin() + static_cast<ptrdiff_t>(s * M));
-
-    ForwardBatch& p = out.view;
-    p = ForwardBatch{};
-    p.num_tokens = p.num_seqs = bucket;
-    p.token_ids = out.token_ids;
-    p.positions = out.positions;
-    p.query_start_loc = out.query_start_loc;
-    p.seq_lens = out.seq_lens;
-    p.block_size = b.block_size;
-    p.max_blocks_per_seq = max_blocks;
-    p.block_tables = out.block_tables;
-    p.slot_mapping = out.slot_mapping;
-    p.state_slots = out.state_slots;
-    p.logits_indices = out.logits_indices;
-    p.seq_len_bound = seq_len_bound;
+    const int32_t width = a.lay_out_block_tables(
+        B, [&](size_t s) { return s < n ? b.block_tables.subspan(s * w, w) : std::span<const int32_t>(); }, max_blocks);
+    out.view = a.view(b.block_size, width, seq_len_bound);
 }
 
 bool DecodeGraphs::accepts(const ForwardBatch& b) const {

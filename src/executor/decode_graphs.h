@@ -37,8 +37,7 @@ int32_t decode_graph_width(int32_t blocks, int32_t max_blocks);
 
 // A decode batch padded to `bucket` sequences (see above); owns its arrays, which view() spans.
 struct PaddedDecodeBatch {
-    std::vector<int32_t> token_ids, positions, query_start_loc, seq_lens, block_tables, state_slots, logits_indices;
-    std::vector<int64_t> slot_mapping;
+    ForwardBatchArrays arrays;
     ForwardBatch view;
 };
 // `batch`: one token per sequence, num_seqs <= bucket, max_blocks_per_seq <= max_blocks. The padded batch's block

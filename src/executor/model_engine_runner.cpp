@@ -223,36 +223,19 @@ Status ModelEngineRunner::warm_up(const engine::EngineConfig& config) {
         extra -= add;
     }
     const int32_t max_blocks = (config.max_model_len + block_size_ - 1) / block_size_;
-    std::vector<int32_t> token_ids, positions, query_start_loc{0}, seq_lens, state_slots, logits_indices;
+    ForwardBatchArrays arrays;
+    const std::vector<int32_t> tokens(static_cast<size_t>(*std::max_element(lens.begin(), lens.end())), 0);
     const int32_t slots = states_ ? states_->config().num_slots : 0;
     for (int32_t s = 0; s < seqs; ++s) {
-        for (int32_t i = 0; i < lens[s]; ++i) {
-            token_ids.push_back(0);
-            positions.push_back(i);
-        }
-        query_start_loc.push_back(static_cast<int32_t>(token_ids.size()));
-        seq_lens.push_back(lens[s]);
-        logits_indices.push_back(query_start_loc.back() - 1);
-        state_slots.push_back(slots > 0 ? s % slots : 0);  // every batch has one per sequence
+        // No block table: the step stores no K/V (slot -1), and its block tables are all block 0.
+        arrays.add_sequence(std::span<const int32_t>(tokens).first(static_cast<size_t>(lens[s])), 0, {}, block_size_,
+                            slots > 0 ? s % slots : 0);  // every batch has a state slot per sequence
+        arrays.logits_indices.push_back(arrays.query_start_loc.back() - 1);
     }
-    const std::vector<int32_t> block_tables(static_cast<size_t>(seqs) * max_blocks, 0);
-    const std::vector<int64_t> slot_mapping(token_ids.size(), -1);
-    ForwardBatch b;
-    b.num_tokens = static_cast<int32_t>(token_ids.size());
-    b.num_seqs = seqs;
-    b.token_ids = token_ids;
-    b.positions = positions;
-    b.query_start_loc = query_start_loc;
-    b.seq_lens = seq_lens;
-    b.block_size = block_size_;
-    b.max_blocks_per_seq = max_blocks;
-    b.block_tables = block_tables;
-    b.slot_mapping = slot_mapping;
-    b.state_slots = state_slots;
-    b.logits_indices = logits_indices;
-    b.seq_len_bound = config.max_model_len;
+    arrays.lay_out_block_tables(
+        static_cast<size_t>(seqs), [](size_t) { return std::span<const int32_t>(); }, max_blocks);
     engine::StepInput input;
-    input.batch = b;
+    input.batch = arrays.view(block_size_, max_blocks, config.max_model_len);
 
     // The device logits buffer at its largest (the decode graphs hold their own).
     PAGODA_RETURN_IF_ERROR(guarded(model_.backend(), "warm-up step failed", [&] {

@@ -149,10 +149,11 @@ StateCacheConfig Model::state_cache_config(int32_t num_slots) const {
     StateCacheConfig c;
     c.num_layers = static_cast<int32_t>(spec.num_linear_attention_layers());
     c.num_slots = num_slots;
-    c.conv_dim = static_cast<int32_t>(2 * spec.linear_num_key_heads * spec.linear_key_head_dim +
-                                      spec.linear_num_value_heads * spec.linear_value_head_dim);
+    // This rank's heads (all of them unless the model is split for tensor parallelism).
+    c.conv_dim = static_cast<int32_t>(2 * plan_.linear_key_heads.count * spec.linear_key_head_dim +
+                                      plan_.linear_value_heads.count * spec.linear_value_head_dim);
     c.conv_kernel = static_cast<int32_t>(spec.linear_conv_kernel_dim > 0 ? spec.linear_conv_kernel_dim : 4);
-    c.num_v_heads = static_cast<int32_t>(spec.linear_num_value_heads);
+    c.num_v_heads = static_cast<int32_t>(plan_.linear_value_heads.count);
     c.k_head_dim = static_cast<int32_t>(spec.linear_key_head_dim);
     c.v_head_dim = static_cast<int32_t>(spec.linear_value_head_dim);
     return c;

@@ -7,25 +7,41 @@
 
 namespace pagoda::model {
 
-std::string describe(const ShardRole& role) {
-    const char* unit = "";
-    switch (role.unit) {
+namespace {
+
+const char* unit_name(SplitUnit unit) {
+    switch (unit) {
         case SplitUnit::kNone:
-            break;
+            return "";
         case SplitUnit::kVocab:
-            unit = "vocabulary";
-            break;
+            return "vocabulary";
         case SplitUnit::kQueryHeads:
-            unit = "query heads";
-            break;
+            return "query heads";
         case SplitUnit::kKvHeads:
-            unit = "KV heads";
-            break;
+            return "KV heads";
         case SplitUnit::kMlp:
-            unit = "MLP features";
-            break;
+            return "MLP features";
+        case SplitUnit::kLinearKeyHeads:
+            return "linear-attention key heads";
+        case SplitUnit::kLinearValueHeads:
+            return "linear-attention value heads";
+        case SplitUnit::kExpertMlp:
+            return "expert MLP features";
+        case SplitUnit::kSharedExpertMlp:
+            return "shared-expert MLP features";
     }
-    const std::string by = std::string(unit) + (role.unit_size > 1 ? " of " + std::to_string(role.unit_size) : "");
+    return "?";
+}
+
+}  // namespace
+
+std::string describe(const ShardRole& role) {
+    std::string by;
+    for (int i = 0; i < role.num_parts; ++i) {
+        const SplitPart& part = role.parts[static_cast<size_t>(i)];
+        by += (i > 0 ? ", then " : "") + std::string(unit_name(part.unit)) +
+              (part.unit_size > 1 ? " of " + std::to_string(part.unit_size) : "");
+    }
     switch (role.split) {
         case Split::kReplicated:
             return "replicated";
@@ -33,66 +49,131 @@ std::string describe(const ShardRole& role) {
             return "rows by " + by;
         case Split::kColumns:
             return "columns by " + by;
-        case Split::kExpertStacked:
-            return "stacked experts";
         case Split::kNoRule:
             return "no tensor-parallel split";
     }
     return "?";
 }
 
+int64_t WeightSlice::length() const {
+    int64_t total = 0;
+    for (const Range& r : ranges)
+        total += r.length;
+    return total;
+}
+
 int64_t ShardPlan::vocab_rows() const {
     return std::clamp<int64_t>(vocab - first_vocab, 0, vocab_per_rank);
 }
 
+namespace {
+
+// The rank's range of a unit (not the vocabulary), and how many units the whole dimension part has.
+struct UnitSplit {
+    UnitRange range;
+    int64_t total = 0;
+};
+UnitSplit split_of(const ShardPlan& p, SplitUnit unit) {
+    const auto even = [&p](UnitRange r) { return UnitSplit{r, r.count * p.size}; };
+    switch (unit) {
+        case SplitUnit::kQueryHeads:
+            return even({p.q_heads, p.first_q_head});
+        case SplitUnit::kKvHeads:  // kv_replicas ranks hold each head
+            return {{p.kv_heads, p.first_kv_head}, p.kv_heads * p.size / p.kv_replicas};
+        case SplitUnit::kMlp:
+            return even({p.intermediate, p.first_intermediate});
+        case SplitUnit::kLinearKeyHeads:
+            return even(p.linear_key_heads);
+        case SplitUnit::kLinearValueHeads:
+            return even(p.linear_value_heads);
+        case SplitUnit::kExpertMlp:
+            return even(p.expert_intermediate);
+        case SplitUnit::kSharedExpertMlp:
+            return even(p.shared_expert_intermediate);
+        case SplitUnit::kNone:
+        case SplitUnit::kVocab:
+            break;
+    }
+    PAGODA_CHECK_MSG(false, "no even split for this unit");
+    return {};
+}
+
+}  // namespace
+
 WeightSlice ShardPlan::slice(const ShardRole& role) const {
     PAGODA_CHECK_MSG(role.splittable(), "no slice for a tensor that tensor parallelism does not split");
-    if (role.split == Split::kReplicated) return {};
-    const SplitDim dim = role.split == Split::kRows ? SplitDim::kRows : SplitDim::kColumns;
-    int64_t first = 0, count = 0;
-    switch (role.unit) {
-        case SplitUnit::kVocab:  // padded: the last ranks' shards end in zero rows
-            return {dim, first_vocab * role.unit_size, vocab_rows() * role.unit_size, vocab_per_rank * role.unit_size};
-        case SplitUnit::kQueryHeads:
-            first = first_q_head, count = q_heads;
-            break;
-        case SplitUnit::kKvHeads:
-            first = first_kv_head, count = kv_heads;
-            break;
-        case SplitUnit::kMlp:
-            first = first_intermediate, count = intermediate;
-            break;
-        case SplitUnit::kNone:
-            return {};
+    if (role.split == Split::kReplicated || role.num_parts == 0) return {};
+    WeightSlice s;
+    s.dim = role.split == Split::kRows ? SplitDim::kRows : SplitDim::kColumns;
+    if (role.unit() == SplitUnit::kVocab) {  // padded: the last ranks' shards end in zero rows
+        PAGODA_CHECK_MSG(role.num_parts == 1, "a vocabulary split has one part");
+        const int64_t u = role.parts[0].unit_size;
+        s.ranges.push_back({first_vocab * u, vocab_rows() * u});
+        s.padded_length = vocab_per_rank * u;
+        return s;
     }
-    return {dim, first * role.unit_size, count * role.unit_size, count * role.unit_size};
+    // Part after part: each part starts where the whole of the parts before it ends.
+    int64_t part_begin = 0;
+    for (int i = 0; i < role.num_parts; ++i) {
+        const SplitPart& part = role.parts[static_cast<size_t>(i)];
+        const UnitSplit units = split_of(*this, part.unit);
+        s.ranges.push_back({part_begin + units.range.first * part.unit_size, units.range.count * part.unit_size});
+        part_begin += units.total * part.unit_size;
+    }
+    s.padded_length = s.length();
+    return s;
 }
 
 namespace {
 
+// "NAME (value) is not divisible by the tensor-parallel size N", or an empty string when it is (and positive).
+std::string indivisible(const char* name, int64_t value, int64_t n) {
+    if (value > 0 && value % n == 0) return {};
+    return std::string(name) + " (" + std::to_string(value) + ") is not divisible by the tensor-parallel size " +
+           std::to_string(n);
+}
+
+bool has_dense_mlp(const ModelSpec& spec) {
+    return std::any_of(spec.layers.begin(), spec.layers.end(),
+                       [](const LayerSpec& l) { return l.mlp == MlpKind::kDense; });
+}
+
 // Why `size` cannot split this model, or an empty string when it can.
 std::string why_not(const ModelSpec& spec, int size) {
     if (size == 1) return {};
-    if (spec.family != ModelFamily::kQwen2 && spec.family != ModelFamily::kQwen3) {
-        return "tensor parallelism supports the dense qwen2/qwen3 models only, not " +
-               std::string(family_name(spec.family));
-    }
     const int64_t n = size, nq = spec.num_attention_heads, nkv = spec.num_key_value_heads;
-    if (nq <= 0 || nkv <= 0 || nq % nkv != 0) {
-        return "the config's attention heads (" + std::to_string(nq) + ") and KV heads (" + std::to_string(nkv) +
-               ") are inconsistent";
+    if (spec.num_full_attention_layers() > 0) {
+        if (nq <= 0 || nkv <= 0 || nq % nkv != 0) {
+            return "the config's attention heads (" + std::to_string(nq) + ") and KV heads (" + std::to_string(nkv) +
+                   ") are inconsistent";
+        }
+        if (std::string why = indivisible("num_attention_heads", nq, n); !why.empty()) return why;
+        if (nkv >= n ? nkv % n != 0 : n % nkv != 0) {
+            return "the tensor-parallel size " + std::to_string(n) + " is neither a divisor nor a multiple of " +
+                   "num_key_value_heads (" + std::to_string(nkv) + "); KV heads are split or replicated whole";
+        }
     }
-    if (nq % n != 0) {
-        return "num_attention_heads (" + std::to_string(nq) + ") is not divisible by the tensor-parallel size " +
-               std::to_string(n);
+    if (spec.num_linear_attention_layers() > 0) {
+        const int64_t hk = spec.linear_num_key_heads, hv = spec.linear_num_value_heads;
+        if (hk <= 0 || hv <= 0 || hv % hk != 0) {
+            return "the config's linear-attention key heads (" + std::to_string(hk) + ") and value heads (" +
+                   std::to_string(hv) + ") are inconsistent";
+        }
+        // The value heads are a multiple of the key heads, so they split too, each rank's reading its own key heads.
+        if (std::string why = indivisible("linear_num_key_heads", hk, n); !why.empty()) return why;
     }
-    if (nkv >= n ? nkv % n != 0 : n % nkv != 0) {
-        return "the tensor-parallel size " + std::to_string(n) + " is neither a divisor nor a multiple of " +
-               "num_key_value_heads (" + std::to_string(nkv) + "); KV heads are split or replicated whole";
+    if (has_dense_mlp(spec)) {
+        if (std::string why = indivisible("intermediate_size", spec.intermediate_size, n); !why.empty()) return why;
     }
-    if (spec.intermediate_size <= 0 || spec.intermediate_size % n != 0) {
-        return "intermediate_size (" + std::to_string(spec.intermediate_size) +
-               ") is not divisible by the tensor-parallel size " + std::to_string(n);
+    if (spec.has_moe()) {
+        if (std::string why = indivisible("moe_intermediate_size", spec.moe_intermediate_size, n); !why.empty())
+            return why;
+        if (spec.shared_expert_intermediate_size > 0) {
+            if (std::string why =
+                    indivisible("shared_expert_intermediate_size", spec.shared_expert_intermediate_size, n);
+                !why.empty())
+                return why;
+        }
     }
     return {};
 }
@@ -125,7 +206,7 @@ Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank) {
     p.head_dim = spec.head_dim;
     p.q_heads = spec.num_attention_heads / n;
     p.first_q_head = r * p.q_heads;
-    if (n == 1 || n <= spec.num_key_value_heads) {
+    if (n == 1 || n <= spec.num_key_value_heads || spec.num_key_value_heads <= 0) {  // <= 0: no full attention
         p.kv_heads = spec.num_key_value_heads / n;
         p.first_kv_head = r * p.kv_heads;
     } else {
@@ -136,6 +217,12 @@ Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank) {
     }
     p.intermediate = spec.intermediate_size / n;
     p.first_intermediate = r * p.intermediate;
+    // Every rank the same share of each (why_not checked that N divides those the model has; the others are 0).
+    const auto share = [n, r](int64_t total) { return UnitRange{total / n, r * (total / n)}; };
+    p.linear_key_heads = share(spec.linear_num_key_heads);
+    p.linear_value_heads = share(spec.linear_num_value_heads);
+    p.expert_intermediate = share(spec.moe_intermediate_size);
+    p.shared_expert_intermediate = share(spec.shared_expert_intermediate_size);
     p.vocab = spec.vocab_size;
     p.vocab_per_rank = (spec.vocab_size + n - 1) / n;
     p.first_vocab = r * p.vocab_per_rank;

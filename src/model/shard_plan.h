@@ -1,12 +1,15 @@
-// Tensor-parallel sharding plan for the dense Qwen families (qwen2, qwen3): which slice of each weight rank r of N
-// holds, as in Megatron-LM and vLLM. Column-parallel layers (q/k/v, gate/up) split their output features (rows of
-// the [out, in] weight) by attention head, KV head or MLP column; row-parallel layers (o_proj, down_proj) split their
-// input features (columns), so each rank produces a partial sum that an all-reduce completes. The embedding and the
-// LM head split the vocabulary, padded to a multiple of N. Norms are replicated. Pure arithmetic on the ModelSpec;
-// tensor_parallel.h cuts the weights.
+// Tensor-parallel sharding plan for the Qwen families: which slice of each weight rank r of N holds, as in Megatron-LM
+// and vLLM. Column-parallel layers (q/k/v, gate/up, the Gated DeltaNet's input projections, the experts' gate_up)
+// split their output features (rows of the [out, in] weight) by attention head, KV head, linear-attention head or MLP
+// feature; row-parallel layers (o_proj, down_proj, the DeltaNet's out_proj, the experts' down) split their input
+// features (columns), so each rank produces a partial sum that an all-reduce completes. The embedding and the LM head
+// split the vocabulary, padded to a multiple of N. Norms, routers and gates are replicated. Pure arithmetic on the
+// ModelSpec; tensor_parallel.h cuts the weights.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -17,53 +20,90 @@ namespace pagoda::model {
 
 enum class SplitDim {
     kNone,     // replicated: every rank holds the whole tensor
-    kRows,     // dimension 0 (output features of a [out, in] weight; the only dimension of a bias)
-    kColumns,  // dimension 1 (input features)
+    kRows,     // the output features: dimension 0 of a [out, in] weight or of a vector, dimension 1 of [E, out, in]
+    kColumns,  // the input features: the last dimension of a [out, in] or [E, out, in] weight
 };
 
-// The part of one checkpoint tensor a rank holds: indices [begin, begin + length) of dimension `dim`. The shard has
-// `padded_length` entries along that dimension; those past `length` are zero (vocabulary padding).
+// The part of one checkpoint tensor a rank holds along dimension `dim`: the ranges [begin, begin + length), one after
+// another (one range, or one per part of the role). The shard has `padded_length` entries along that dimension; those
+// past the ranges' total are zero (vocabulary padding).
 struct WeightSlice {
+    struct Range {
+        int64_t begin = 0;
+        int64_t length = 0;
+    };
     SplitDim dim = SplitDim::kNone;
-    int64_t begin = 0;
-    int64_t length = 0;
+    std::vector<Range> ranges;
     int64_t padded_length = 0;
+
+    int64_t length() const;  // the ranges' total
 };
 
 // What a split dimension is divided into; each rank holds a contiguous range of these units.
 enum class SplitUnit : uint8_t {
     kNone,
-    kVocab,       // vocabulary rows, padded to a multiple of N (embedding, LM head)
-    kQueryHeads,  // attention heads
-    kKvHeads,     // KV heads: split whole, or each held whole by N / num_key_value_heads ranks
-    kMlp,         // the dense MLP's intermediate features
+    kVocab,             // vocabulary rows, padded to a multiple of N (embedding, LM head)
+    kQueryHeads,        // attention heads
+    kKvHeads,           // KV heads: split whole, or each held whole by N / num_key_value_heads ranks
+    kMlp,               // the dense MLP's intermediate features
+    kLinearKeyHeads,    // the Gated DeltaNet's key heads (its q and k)
+    kLinearValueHeads,  // the Gated DeltaNet's value heads (its v, z, b, a, gates and output)
+    kExpertMlp,         // each routed expert's intermediate features (every rank holds every expert's slice)
+    kSharedExpertMlp,   // the shared expert's intermediate features
 };
 
 // How tensor parallelism treats one tensor; each weights struct declares it beside the tensor (weight_visitor.h).
 enum class Split : uint8_t {
-    kReplicated,     // every rank holds the whole tensor (norms, QK-norms, routers, gate parameters)
-    kRows,           // dimension 0 by `unit`: the output features of a column-parallel layer, and its bias
-    kColumns,        // dimension 1 by `unit`: the input features of a row-parallel layer (partial sums, all-reduced)
-    kExpertStacked,  // [E, N, K] routed experts: not split yet (expert parallelism would split E)
-    kNoRule,         // no split written yet (Gated DeltaNet, the shared expert); a split model refuses it
+    kReplicated,  // every rank holds the whole tensor (norms, QK-norms, routers, gate parameters)
+    kRows,        // the output features by `parts`: a column-parallel layer, its bias, its per-head parameters
+    kColumns,     // the input features by `parts`: a row-parallel layer (partial sums, all-reduced)
+    kNoRule,      // no split written yet (a new weight before its rule); a split model refuses it
+};
+
+// One part of a split dimension: `unit`s of `unit_size` entries each (a head's size for a split by heads).
+struct SplitPart {
+    SplitUnit unit = SplitUnit::kNone;
+    int64_t unit_size = 1;
 };
 
 struct ShardRole {
     Split split = Split::kReplicated;
-    SplitUnit unit = SplitUnit::kNone;
-    int64_t unit_size = 1;  // entries per unit along the split dimension: a head's size for a split by heads
+    // What the split dimension is made of, in order: one part for most tensors; several where one tensor stacks
+    // differently split things along it (the Gated DeltaNet's qkv rows and conv channels are its q, k and v heads;
+    // stacked experts' gate_up rows are the gate features, then the up features). A rank's shard holds its range of
+    // each part, in the same order, so the shard has the layout of the whole at the rank's head counts.
+    std::array<SplitPart, 3> parts{};
+    uint8_t num_parts = 0;
 
     static constexpr ShardRole replicated() { return {}; }
-    static constexpr ShardRole rows(SplitUnit unit, int64_t unit_size = 1) { return {Split::kRows, unit, unit_size}; }
-    static constexpr ShardRole columns(SplitUnit unit, int64_t unit_size = 1) {
-        return {Split::kColumns, unit, unit_size};
+    static constexpr ShardRole rows(SplitUnit unit, int64_t unit_size = 1) {
+        return {Split::kRows, {{{unit, unit_size}}}, 1};
     }
-    static constexpr ShardRole expert_stacked() { return {Split::kExpertStacked, SplitUnit::kNone, 1}; }
-    static constexpr ShardRole no_rule() { return {Split::kNoRule, SplitUnit::kNone, 1}; }
+    static constexpr ShardRole rows(std::initializer_list<SplitPart> parts) { return of(Split::kRows, parts); }
+    static constexpr ShardRole columns(SplitUnit unit, int64_t unit_size = 1) {
+        return {Split::kColumns, {{{unit, unit_size}}}, 1};
+    }
+    static constexpr ShardRole no_rule() { return {Split::kNoRule, {}, 0}; }
     // Whether ShardPlan::slice can cut a tensor of this role.
-    constexpr bool splittable() const { return split != Split::kExpertStacked && split != Split::kNoRule; }
+    constexpr bool splittable() const { return split != Split::kNoRule; }
+    // The first part's unit (the only one of a one-part role).
+    constexpr SplitUnit unit() const { return parts[0].unit; }
+
+  private:
+    static constexpr ShardRole of(Split split, std::initializer_list<SplitPart> list) {
+        ShardRole r{split, {}, 0};
+        for (const SplitPart& p : list)
+            r.parts.at(r.num_parts++) = p;  // at(): a fourth part is a programmer's error that must stop
+        return r;
+    }
 };
 std::string describe(const ShardRole& role);  // "rows by query heads of 128", for messages
+
+// A rank's contiguous range of one split unit: [first, first + count).
+struct UnitRange {
+    int64_t count = 0;
+    int64_t first = 0;
+};
 
 struct ShardPlan {
     int size = 1;  // tensor-parallel size N
@@ -74,9 +114,14 @@ struct ShardPlan {
     int64_t kv_heads = 0, first_kv_head = 0;  // KV heads of this rank (1 when they are replicated)
     int64_t kv_replicas = 1;                  // ranks holding each KV head: N / num_kv_heads when N > num_kv_heads
     int64_t intermediate = 0, first_intermediate = 0;  // MLP columns of this rank
-    int64_t vocab = 0;                                 // the model's vocabulary
-    int64_t vocab_per_rank = 0;                        // ceil(vocab / N): the padded vocabulary is N times this
-    int64_t first_vocab = 0;                           // rank * vocab_per_rank
+    // The Gated DeltaNet's key and value heads of this rank; value head h reads key head h / (value / key heads) on
+    // a rank as in the whole model, since both are split into N equal contiguous ranges.
+    UnitRange linear_key_heads, linear_value_heads;
+    UnitRange expert_intermediate;         // each routed expert's intermediate features of this rank
+    UnitRange shared_expert_intermediate;  // the shared expert's intermediate features of this rank
+    int64_t vocab = 0;                     // the model's vocabulary
+    int64_t vocab_per_rank = 0;            // ceil(vocab / N): the padded vocabulary is N times this
+    int64_t first_vocab = 0;               // rank * vocab_per_rank
 
     // Real (unpadded) vocabulary rows of this rank: vocab_per_rank, less on the last ranks when N does not divide V.
     int64_t vocab_rows() const;
@@ -85,10 +130,11 @@ struct ShardPlan {
     WeightSlice slice(const ShardRole& role) const;
 };
 
-// The plan of `rank` in a group of `size` for a model. size 1 works for every family (nothing is split); larger
-// sizes need a dense qwen2/qwen3 model with num_attention_heads and intermediate_size divisible by N and N either a
-// divisor or a multiple of num_key_value_heads (KV heads are split whole or replicated whole). Errors say which
-// condition fails and which sizes would work.
+// The plan of `rank` in a group of `size` for a model. size 1 works for every model (nothing is split); larger sizes
+// need num_attention_heads divisible by N and N either a divisor or a multiple of num_key_value_heads (KV heads are
+// split whole or replicated whole), and N dividing what the model's layers split: intermediate_size (dense MLPs),
+// linear_num_key_heads (Gated DeltaNet; the value heads are a multiple of them), moe_intermediate_size and
+// shared_expert_intermediate_size (MoE). Errors say which condition fails and which sizes would work.
 Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank);
 
 // The tensor-parallel sizes in [1, max_size] that make_shard_plan accepts for this model.

@@ -15,37 +15,48 @@ Tensor allocate_zeros(OwnedWeights& owned, DType dtype, const Shape& shape) {
     return t;
 }
 
-// The slice `s` of a rank-1 or rank-2 checkpoint tensor, with `extra_rows` zero rows after the (zero-)padded rows.
-// Whole rows are contiguous, so a row slice without padding is a view; anything else is copied.
+// The slice `s` of a checkpoint tensor of rank 1 to 3, with `extra_rows` zero entries after the (zero-)padded ones
+// along the split dimension (rows: dimension 0, or 1 of stacked experts; columns: the last). One range of whole rows
+// of a matrix or vector is contiguous, so such a slice without padding is a view; anything else is copied, range
+// after range.
 Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, int64_t extra_rows = 0) {
     if (!w.defined() || s.dim == SplitDim::kNone) return w;
-    if (!w.is_host() || !w.is_contiguous() || w.rank() > 2 || (s.dim == SplitDim::kColumns && w.rank() != 2)) {
+    if (!w.is_host() || !w.is_contiguous() || w.rank() < 1 || w.rank() > 3 ||
+        (s.dim == SplitDim::kColumns && w.rank() < 2)) {
         return Status::error("cannot shard weight " + w.to_string());
     }
-    const int axis = s.dim == SplitDim::kRows ? 0 : 1;
-    if (s.begin < 0 || s.length < 0 || s.begin + s.length > w.dim(axis) || s.padded_length < s.length) {
-        return Status::error("shard [" + std::to_string(s.begin) + ", +" + std::to_string(s.length) +
-                             ") is outside weight " + w.to_string());
+    const int axis = s.dim == SplitDim::kColumns ? w.rank() - 1 : std::max(w.rank() - 2, 0);
+    for (const WeightSlice::Range& r : s.ranges) {
+        if (r.begin < 0 || r.length < 0 || r.begin + r.length > w.dim(axis)) {
+            return Status::error("shard [" + std::to_string(r.begin) + ", +" + std::to_string(r.length) +
+                                 ") is outside weight " + w.to_string());
+        }
     }
-    if (axis == 0 && s.length == s.padded_length && extra_rows == 0) return w.narrow(0, s.begin, s.length);
-    if (axis == 1 && s.length == w.dim(1)) return w;
+    if (s.padded_length < s.length()) return Status::error("a shard's padded length is less than its ranges");
+    const bool one_range = s.ranges.size() == 1 && s.padded_length == s.length() && extra_rows == 0;
+    if (one_range && s.ranges[0].begin == 0 && s.ranges[0].length == w.dim(axis)) return w;
+    if (one_range && axis == 0) return w.narrow(0, s.ranges[0].begin, s.ranges[0].length);
 
+    // The tensor as [outer, w.dim(axis), inner]: each outer index copies its ranges' runs of `inner` elements.
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d)
+        outer *= w.dim(d);
+    for (int d = axis + 1; d < w.rank(); ++d)
+        inner *= w.dim(d);
+    Shape shape = w.shape();
+    shape[axis] = s.padded_length + extra_rows;
+    Tensor out = allocate_zeros(owned, w.dtype(), shape);
     const size_t elem = dtype_size(w.dtype());
-    const int64_t cols = w.rank() == 2 ? w.dim(1) : 1;
     const auto* src = static_cast<const std::byte*>(w.data());
-    if (axis == 0) {
-        Shape shape = w.shape();
-        shape[0] = s.padded_length + extra_rows;
-        Tensor out = allocate_zeros(owned, w.dtype(), shape);
-        std::memcpy(out.data(), src + static_cast<size_t>(s.begin * cols) * elem,
-                    static_cast<size_t>(s.length * cols) * elem);
-        return out;
-    }
-    Tensor out = allocate_zeros(owned, w.dtype(), Shape{w.dim(0), s.length});
     auto* dst = static_cast<std::byte*>(out.data());
-    for (int64_t row = 0; row < w.dim(0); ++row) {
-        std::memcpy(dst + static_cast<size_t>(row * s.length) * elem,
-                    src + static_cast<size_t>(row * cols + s.begin) * elem, static_cast<size_t>(s.length) * elem);
+    for (int64_t o = 0; o < outer; ++o) {
+        int64_t at = o * shape[axis];
+        for (const WeightSlice::Range& r : s.ranges) {
+            std::memcpy(dst + static_cast<size_t>(at * inner) * elem,
+                        src + static_cast<size_t>((o * w.dim(axis) + r.begin) * inner) * elem,
+                        static_cast<size_t>(r.length * inner) * elem);
+            at += r.length;
+        }
     }
     return out;
 }
@@ -54,12 +65,6 @@ Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, i
 
 Status shard_weights(const ModelSpec& spec, const ShardPlan& plan, ModelWeights& w) {
     if (plan.size == 1) return ok_status();
-    for (size_t i = 0; i < w.layers.size(); ++i) {
-        if (w.layers[i].attention != AttentionKind::kFull || w.layers[i].mlp != MlpKind::kDense) {
-            return Status::error("layer " + std::to_string(i) +
-                                 ": tensor parallelism supports dense full-attention layers only");
-        }
-    }
     OwnedWeights& owned = w.owned;
     const bool tied = w.lm_head.data.data() == w.embed.data();
     // Each tensor as its struct declares it (visit_weights): replicated ones stay, split ones are cut.

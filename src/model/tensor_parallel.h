@@ -1,7 +1,7 @@
-// Tensor parallelism inside the model: cutting a loaded dense model's weights down to one rank's shard (the slices
-// of shard_plan.h), and the two vocab-parallel steps of the forward pass. The all-reduces after o_proj and down_proj
-// are one line each in Model::forward. With a size-1 plan everything here is the plain operation, so a model that
-// is not split runs exactly the code it ran before.
+// Tensor parallelism inside the model: cutting a loaded model's weights down to one rank's shard (the slices of
+// shard_plan.h), and the two vocab-parallel steps of the forward pass. The all-reduces after each layer's mixer
+// (o_proj, the Gated DeltaNet's out_proj) and its MLP or MoE are one line each in Model::forward. With a size-1 plan
+// everything here is the plain operation, so a model that is not split runs exactly the code it ran before.
 #pragma once
 
 #include <cstddef>
@@ -18,11 +18,12 @@
 namespace pagoda::model {
 
 // Replaces every weight by this rank's shard, in place, before the weights go to a device, walking the weights as
-// their structs declare them (visit_weights) and cutting each by its ShardRole: row slices are views of the
-// checkpoint (zero-copy), column slices and the padded vocabulary shards are copies owned by `weights`. The
+// their structs declare them (visit_weights) and cutting each by its ShardRole: a slice of one range of a matrix's
+// rows is a view of the checkpoint (zero-copy); column slices, slices of several parts (the Gated DeltaNet's q|k|v
+// rows, the experts' gate|up rows), slices of stacked experts and the padded vocabulary shards are copies owned by
+// `weights`. The
 // embedding shard gets one extra zero row that ids of other ranks read (see embed_tokens); a tied LM head is a view
-// of the embedding shard. Nothing changes for a size-1 plan. Errors for layers that are not dense full attention
-// and for any tensor whose role has no split.
+// of the embedding shard. Nothing changes for a size-1 plan. Errors for any tensor whose role has no split.
 Status shard_weights(const ModelSpec& spec, const ShardPlan& plan, ModelWeights& weights);
 
 // out [T, H] = the embedding rows of `ids`. Split: each rank reads its own vocabulary range (other ids read the

@@ -130,9 +130,7 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
 
 Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitUnit unit, const std::string& p,
                      const WeightVisitor& visit) {
-    const bool split = unit != SplitUnit::kNone;
-    const ShardRole column_parallel = split ? ShardRole::rows(unit) : ShardRole::no_rule();
-    const ShardRole row_parallel = split ? ShardRole::columns(unit) : ShardRole::no_rule();
+    const ShardRole column_parallel = ShardRole::rows(unit), row_parallel = ShardRole::columns(unit);
     const WeightEntry e[] = {
         linear_entry(p, "gate_proj.weight", w.gate, Shape{intermediate, hidden}, column_parallel),
         linear_entry(p, "up_proj.weight", w.up, Shape{intermediate, hidden}, column_parallel),
@@ -261,19 +259,22 @@ Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::strin
 
 Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& p, const WeightVisitor& visit) {
     const int64_t E = spec.num_experts, I = spec.moe_intermediate_size, H = spec.hidden_size;
-    const ShardRole experts = ShardRole::expert_stacked();
-    std::vector<WeightEntry> e = {linear_entry(p, "gate.weight", w.router, Shape{E, H}, ShardRole::replicated())};
-    if (w.per_expert_checkpoint) {  // stacked by prepare_moe
-        e.push_back(unpacked_entry(p, "experts.gate_up_proj", w.gate_up, Shape{E, 2 * I, H}, experts));
-        e.push_back(unpacked_entry(p, "experts.down_proj", w.down, Shape{E, H, I}, experts));
-    } else {
-        e.push_back(linear_entry(p, "experts.gate_up_proj", w.gate_up, Shape{E, 2 * I, H}, experts));
-        e.push_back(linear_entry(p, "experts.down_proj", w.down, Shape{E, H, I}, experts));
-    }
+    // Tensor parallelism splits every expert like the dense MLP (its intermediate features: the gate and the up rows
+    // of gate_up, the columns of down), so each rank runs every expert on its slice and the MoE output is a partial
+    // sum like the MLP's. The router and the shared expert's gate are replicated: every rank routes alike.
+    const ShardRole gate_up = ShardRole::rows({{SplitUnit::kExpertMlp, 1}, {SplitUnit::kExpertMlp, 1}});
+    const ShardRole down = ShardRole::columns(SplitUnit::kExpertMlp);
+    const auto experts = w.per_expert_checkpoint ? unpacked_entry : linear_entry;  // stacked by prepare_moe, or fused
+    const WeightEntry e[] = {
+        linear_entry(p, "gate.weight", w.router, Shape{E, H}, ShardRole::replicated()),
+        experts(p, "experts.gate_up_proj", w.gate_up, Shape{E, 2 * I, H}, gate_up),
+        experts(p, "experts.down_proj", w.down, Shape{E, H, I}, down),
+    };
     PAGODA_RETURN_IF_ERROR(visit_all(e, visit));
     if (spec.shared_expert_intermediate_size <= 0) return ok_status();
-    PAGODA_RETURN_IF_ERROR(visit_weights(w.shared, H, spec.shared_expert_intermediate_size, SplitUnit::kNone,
+    PAGODA_RETURN_IF_ERROR(visit_weights(w.shared, H, spec.shared_expert_intermediate_size, SplitUnit::kSharedExpertMlp,
                                          p + "shared_expert.", visit));
+    // sigmoid(x · gate) scales the shared expert's output: a partial sum scaled alike on every rank stays one.
     return visit(linear_entry(p, "shared_expert_gate.weight", w.shared_gate, Shape{1, H}, ShardRole::replicated()));
 }
 
@@ -347,20 +348,26 @@ Status visit_weights(DeltaNetWeights& w, const ModelSpec& spec, DeltaNetLayout l
                      const WeightVisitor& visit) {
     const DeltaDims d = delta_dims(spec);
     // The projections of a packed checkpoint are built by prepare_delta_net; the rest is read by name either way.
-    // Tensor parallelism has no split for Gated DeltaNet yet (its heads would be the unit).
     const auto projection = layout == DeltaNetLayout::kPacked ? unpacked_entry : linear_entry;
-    const ShardRole none = ShardRole::no_rule();
+    // Tensor parallelism splits the heads: a rank keeps its key heads' q and k and its value heads' v, z, b, a, gates
+    // and output columns (its value heads read its key heads, as in the whole model); the qkv rows and the conv
+    // channels over them are cut part by part, so a rank's [q | k | v] has the whole's layout at its head counts.
+    const ShardRole qkv = ShardRole::rows(
+        {{SplitUnit::kLinearKeyHeads, d.dk}, {SplitUnit::kLinearKeyHeads, d.dk}, {SplitUnit::kLinearValueHeads, d.dv}});
+    const ShardRole value_rows = ShardRole::rows(SplitUnit::kLinearValueHeads, d.dv);
+    const ShardRole per_value_head = ShardRole::rows(SplitUnit::kLinearValueHeads);
     constexpr WeightSource f32 = WeightSource::kF32;
     const WeightEntry e[] = {
-        projection(p, "in_proj_qkv.weight", w.qkv, Shape{d.C, d.H}, none),
-        projection(p, "in_proj_z.weight", w.z, Shape{d.Vd, d.H}, none),
-        projection(p, "in_proj_b.weight", w.b, Shape{d.Hv, d.H}, none),
-        projection(p, "in_proj_a.weight", w.a, Shape{d.Hv, d.H}, none),
-        tensor_entry(p, "conv1d.weight", w.conv, Shape{d.C, d.K}, f32, none, Shape{d.C, 1, d.K}),
-        tensor_entry(p, "A_log", w.a_log, Shape{d.Hv}, f32, none),
-        tensor_entry(p, "dt_bias", w.dt_bias, Shape{d.Hv}, f32, none),
-        tensor_entry(p, "norm.weight", w.norm, Shape{d.dv}, f32, ShardRole::replicated()),
-        linear_entry(p, "out_proj.weight", w.out, Shape{d.H, d.Vd}, none),
+        projection(p, "in_proj_qkv.weight", w.qkv, Shape{d.C, d.H}, qkv),
+        projection(p, "in_proj_z.weight", w.z, Shape{d.Vd, d.H}, value_rows),
+        projection(p, "in_proj_b.weight", w.b, Shape{d.Hv, d.H}, per_value_head),
+        projection(p, "in_proj_a.weight", w.a, Shape{d.Hv, d.H}, per_value_head),
+        tensor_entry(p, "conv1d.weight", w.conv, Shape{d.C, d.K}, f32, qkv, Shape{d.C, 1, d.K}),
+        tensor_entry(p, "A_log", w.a_log, Shape{d.Hv}, f32, per_value_head),
+        tensor_entry(p, "dt_bias", w.dt_bias, Shape{d.Hv}, f32, per_value_head),
+        tensor_entry(p, "norm.weight", w.norm, Shape{d.dv}, f32, ShardRole::replicated()),  // per head, every head
+        linear_entry(p, "out_proj.weight", w.out, Shape{d.H, d.Vd},
+                     ShardRole::columns(SplitUnit::kLinearValueHeads, d.dv)),
     };
     return visit_all(e, visit);
 }
@@ -403,10 +410,9 @@ size_t delta_net_scratch_floats(const ModelSpec& spec) {
 void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state, Arena& arena,
                        const Tensor& out) {
-    const int64_t T = x.dim(0);
-    const int64_t Hk = spec.linear_num_key_heads, Hv = spec.linear_num_value_heads;
-    const int64_t dk = spec.linear_key_head_dim, dv = spec.linear_value_head_dim;
-    const int64_t Kd = Hk * dk, Vd = Hv * dv, C = 2 * Kd + Vd;
+    // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
+    const int64_t T = x.dim(0), dk = spec.linear_key_head_dim, dv = spec.linear_value_head_dim;
+    const int64_t Hv = w.b.out_features(), Vd = Hv * dv, C = w.qkv.out_features(), Kd = (C - Vd) / 2, Hk = Kd / dk;
 
     // The input projections' outputs side by side in one [T, C + Vd + 2 Hv] buffer: mixed qkv | z | b | a.
     const Tensor proj = arena.f32(T, C + Vd + 2 * Hv);

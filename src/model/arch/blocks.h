@@ -72,7 +72,7 @@ struct MlpWeights {
     LinearWeight gate_up;         // gate and up as one [2I, H] view when back to back in memory (fuse_projections)
 };
 // gate, up, down. `unit` is what tensor parallelism splits the intermediate features by: SplitUnit::kMlp for the
-// dense MLP, kNone where no split is written (the shared expert).
+// dense MLP, kSharedExpertMlp for the shared expert.
 Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitUnit unit, const std::string& prefix,
                      const WeightVisitor& visit);
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out);

@@ -3,7 +3,9 @@ driven by the official `openai` SDK against node 0 (docs/deployment-multinode.md
 
 The model is the tiny golden qwen3 checkpoint (tests/golden/qwen3, 1024-token vocabulary) with the byte-level demo
 tokenizer, whose vocabulary is extended here with one named token per remaining id, so that every generated id shows
-in the text. Its weights are random; the references are a single-process server's completions.
+in the text; the hybrid and MoE families' tiny checkpoints (Gated DeltaNet heads and experts split over the nodes, the
+linear-attention states kept per node) are checked the same way. Their weights are random; the references are a
+single-process server's completions.
 """
 
 import json
@@ -23,24 +25,32 @@ from test_openai_sdk import Server, _bin
 
 openai = pytest.importorskip("openai")
 
-GOLDEN = Path(__file__).resolve().parents[2] / "golden" / "qwen3"
+GOLDEN_DIR = Path(__file__).resolve().parents[2] / "golden"
+GOLDEN = GOLDEN_DIR / "qwen3"
 PROMPT = "The capital of France is"
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    if not (GOLDEN / "config.json").exists():
-        pytest.skip(f"no golden model in {GOLDEN}")
+    return served_golden_model(GOLDEN, tmp_path_factory)
+
+
+def served_golden_model(golden, tmp_path_factory):
+    """A copy of a golden checkpoint with the byte-level tokenizer, every id of its vocabulary named."""
+    if not (golden / "config.json").exists():
+        pytest.skip(f"no golden model in {golden}")
     d = tmp_path_factory.mktemp("tp_model")
-    for name in ("config.json", "generation_config.json", "model.safetensors"):
-        shutil.copy(GOLDEN / name, d / name)
+    for f in golden.iterdir():
+        if f.name == "config.json" or f.name == "generation_config.json" or "safetensors" in f.name:
+            shutil.copy(f, d / f.name)
     tok = tmp_path_factory.mktemp("byte_tokenizer")
     r = subprocess.run([_bin(), "demo-model", "--byte-level", str(tok)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     shutil.copy(tok / "tokenizer_config.json", d / "tokenizer_config.json")
     tokenizer = json.loads((tok / "tokenizer.json").read_text())
     vocab = tokenizer["model"]["vocab"]
-    vocab_size = json.loads((GOLDEN / "config.json").read_text())["vocab_size"]
+    config = json.loads((golden / "config.json").read_text())
+    vocab_size = config.get("text_config", config)["vocab_size"]
     used = set(vocab.values()) | {t["id"] for t in tokenizer["added_tokens"]}
     for i in range(vocab_size):
         if i not in used:
@@ -129,6 +139,27 @@ def test_two_nodes_give_the_single_process_greedy_completion(model_dir, referenc
         assert nodes.worker.wait(timeout=30) == 0
         text = nodes.worker_text()
         assert "a worker of node 0 at 127.0.0.1:" in text and "node 0 shut the group down" in text, text
+    finally:
+        nodes.kill()
+
+
+@pytest.mark.parametrize("family", ["qwen3_5", "qwen3_next", "qwen3_5_moe"])
+def test_two_nodes_split_the_hybrid_and_moe_families_like_one_process(family, tmp_path_factory, tmp_path):
+    model = served_golden_model(GOLDEN_DIR / family, tmp_path_factory)
+    single = Server([str(model), "--max-model-len", "256", "--threads", "1"])
+    try:
+        want = complete(single)
+    finally:
+        assert single.stop() == 0
+    nodes = TwoNodes(model, tmp_path)
+    try:
+        r = complete(nodes.node0)
+        assert r.choices[0].logprobs.tokens == want.choices[0].logprobs.tokens
+        assert r.usage.completion_tokens == 12
+        for got, ref in zip(r.choices[0].logprobs.token_logprobs, want.choices[0].logprobs.token_logprobs):
+            assert got == pytest.approx(ref, abs=1e-3)
+        assert nodes.node0.stop() == 0
+        assert nodes.worker.wait(timeout=30) == 0
     finally:
         nodes.kill()
 

@@ -260,9 +260,11 @@ def test_vllm_flags_harmless_warn_harmful_refuse(demo_dir):
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--quantization awq" in lines[0] and "not supported" in lines[0], r.stderr
-    r = subprocess.run([_bin(), "serve", str(demo_dir), "--tensor-parallel-size", "2"], capture_output=True,
+    # The demo model (4 attention heads) splits over 2 ranks, not 3.
+    r = subprocess.run([_bin(), "serve", str(demo_dir), "--tensor-parallel-size", "3"], capture_output=True,
                        text=True, timeout=60)
-    assert r.returncode != 0 and "tensor parallelism" in r.stderr
+    assert r.returncode != 0 and "not divisible by the tensor-parallel size 3" in r.stderr, r.stderr
+    assert "sizes that work for this model: 1, 2" in r.stderr, r.stderr
     r = subprocess.run([_bin(), "serve", str(demo_dir), "--no-such-flag"], capture_output=True, text=True, timeout=60)
     assert r.returncode != 0 and "--no-such-flag" in r.stderr
     # Harmless vLLM flags (and -tp 1) are accepted with a warning; the server starts.

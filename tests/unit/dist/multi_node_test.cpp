@@ -182,7 +182,7 @@ TEST(MultiNode, LogitsAreTheInProcessGroupsBitForBitAndTheUnsplitModels) {
 }
 
 TEST(MultiNode, EngineOnNode0GivesTheGreedyTokensOfOneProcess) {
-    for (const std::string model : {"qwen3", "qwen2"}) {
+    for (const std::string model : {"qwen3", "qwen2", "qwen3_5_moe"}) {  // qwen3_5_moe: states, experts
         SCOPED_TRACE(model);
         const std::string dir = golden::dir(model);
         if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data in " << dir;

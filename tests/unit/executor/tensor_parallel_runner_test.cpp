@@ -10,10 +10,10 @@
 
 #include "common/file.h"
 #include "engine/engine.h"
+#include "executor/create_engine.h"
 #include "golden/golden_reference.h"
 #include "greedy_batch.h"
 #include "runtime/cuda_backend.h"
-#include "executor/create_engine.h"
 
 namespace pagoda::executor {
 namespace {
@@ -29,8 +29,13 @@ EngineOptions options_with(int tp) {
 }
 
 TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
-    for (const auto& [model, sizes] : {std::pair{std::string("qwen3"), std::vector<int>{2, 4}},
-                                       std::pair{std::string("qwen2"), std::vector<int>{2}}}) {
+    // The hybrid families split their Gated DeltaNet heads (2 key heads: 2 ranks), the MoE ones their experts.
+    for (const auto& [model, sizes] :
+         {std::pair{std::string("qwen3"), std::vector<int>{2, 4}}, std::pair{std::string("qwen2"), std::vector<int>{2}},
+          std::pair{std::string("qwen3_moe"), std::vector<int>{2}},
+          std::pair{std::string("qwen3_5"), std::vector<int>{2}},
+          std::pair{std::string("qwen3_next"), std::vector<int>{2}},
+          std::pair{std::string("qwen3_5_moe"), std::vector<int>{2}}}) {
         const std::string dir = golden::dir(model);
         if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data in " << dir;
         const std::vector<int32_t> ids = golden::load(dir, /*with_tensors=*/false).ids;

@@ -5,7 +5,10 @@
 // vocabulary padding).
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/file.h"
@@ -103,8 +106,8 @@ void check_group(const std::string& label, const ModelSpec& spec, int size) {
             EXPECT_EQ(p.first_kv_head + h / (p.q_heads / p.kv_heads), global_kv) << "rank " << p.rank << " head " << h;
         }
     }
-    // Every declared tensor of a dense model has a split, and the ranks' slices of it cover it exactly once (KV heads:
-    // once per replica).
+    // Every declared tensor has a split, and the ranks' slices of it cover it exactly once (KV heads: once per
+    // replica), part by part.
     for (const WeightEntry& e : declared_entries(spec)) {
         SCOPED_TRACE(e.name + " (" + describe(e.role) + ")");
         ASSERT_TRUE(e.role.splittable());
@@ -114,23 +117,27 @@ void check_group(const std::string& label, const ModelSpec& spec, int size) {
             continue;
         }
         const SplitDim dim = e.role.split == Split::kRows ? SplitDim::kRows : SplitDim::kColumns;
-        const int64_t n = e.shape[dim == SplitDim::kRows ? 0 : 1];
-        const bool kv = e.role.unit == SplitUnit::kKvHeads;
+        const int rank = e.shape.rank();
+        const int64_t n = e.shape[dim == SplitDim::kRows ? std::max(rank - 2, 0) : rank - 1];
+        const bool kv = e.role.unit() == SplitUnit::kKvHeads;
         std::vector<int> held(static_cast<size_t>(n), 0);
         for (const ShardPlan& p : plans) {
             const WeightSlice s = p.slice(e.role);
             ASSERT_EQ(s.dim, dim);
-            ASSERT_GE(s.begin, 0);
-            ASSERT_GE(s.length, 0);
-            ASSERT_LE(s.begin + s.length, n);
-            for (int64_t i = s.begin; i < s.begin + s.length; ++i)
-                ++held[static_cast<size_t>(i)];
-            if (e.role.unit == SplitUnit::kVocab) {
+            ASSERT_EQ(s.ranges.size(), size_t{e.role.num_parts});
+            for (const WeightSlice::Range& r : s.ranges) {
+                ASSERT_GE(r.begin, 0);
+                ASSERT_GE(r.length, 0);
+                ASSERT_LE(r.begin + r.length, n);
+                for (int64_t i = r.begin; i < r.begin + r.length; ++i)
+                    ++held[static_cast<size_t>(i)];
+            }
+            if (e.role.unit() == SplitUnit::kVocab) {
                 EXPECT_EQ(s.padded_length, (n + size - 1) / size);  // the vocabulary padded to a multiple of N
-                EXPECT_EQ(s.begin, p.rank * s.padded_length);
+                EXPECT_EQ(s.ranges[0].begin, p.rank * s.padded_length);
             } else {
-                EXPECT_EQ(s.padded_length, s.length);
-                EXPECT_EQ(s.length * size, n * (kv ? p.kv_replicas : 1));
+                EXPECT_EQ(s.padded_length, s.length());
+                EXPECT_EQ(s.length() * size, n * (kv ? p.kv_replicas : 1));
             }
         }
         const int once = kv ? static_cast<int>(plans[0].kv_replicas) : 1;
@@ -155,6 +162,10 @@ TEST(ShardPlan, EverySliceOfEveryShapeAndSize) {
         {"golden qwen2", golden("qwen2"), {1, 2}},
         {"golden qwen2_tied", golden("qwen2_tied"), {1, 2, 4}},
         {"golden qwen3", golden("qwen3"), {1, 2, 4}},
+        {"golden qwen3_moe", golden("qwen3_moe"), {1, 2, 4}},
+        {"golden qwen3_5", golden("qwen3_5"), {1, 2}},  // 2 linear-attention key heads
+        {"golden qwen3_next", golden("qwen3_next"), {1, 2}},
+        {"golden qwen3_5_moe", golden("qwen3_5_moe"), {1, 2}},
     };
     for (const auto& c : cases) {
         EXPECT_EQ(valid_tensor_parallel_sizes(c.spec), c.sizes) << c.name;
@@ -169,8 +180,10 @@ TEST(ShardPlan, Qwen3_8bRank2Of4) {
     auto expect = [&](const std::string& name, SplitDim dim, int64_t begin, int64_t length) {
         const WeightSlice s = p->slice(role_of(qwen3_8b(), name));
         EXPECT_EQ(s.dim, dim) << name;
-        EXPECT_EQ(s.begin, begin) << name;
-        EXPECT_EQ(s.length, length) << name;
+        ASSERT_EQ(s.ranges.size(), dim == SplitDim::kNone ? 0u : 1u) << name;
+        if (dim == SplitDim::kNone) return;
+        EXPECT_EQ(s.ranges[0].begin, begin) << name;
+        EXPECT_EQ(s.ranges[0].length, length) << name;
     };
     expect("q_proj.weight", SplitDim::kRows, 16 * 128, 8 * 128);  // heads 16..23
     expect("k_proj.weight", SplitDim::kRows, 4 * 128, 2 * 128);   // KV heads 4..5
@@ -193,8 +206,8 @@ TEST(ShardPlan, KvHeadsAreReplicatedWhenRanksOutnumberThem) {
     EXPECT_EQ(p->kv_heads, 1);
     EXPECT_EQ(p->first_kv_head, 2);
     EXPECT_EQ(p->first_q_head, 20);
-    EXPECT_EQ(p->slice(role_of(qwen3_32b(), "k_proj.weight")).begin, 2 * 128);
-    EXPECT_EQ(p->slice(ShardRole::rows(SplitUnit::kKvHeads, 128)).length, 128);  // v_proj's bias, on qwen2
+    EXPECT_EQ(p->slice(role_of(qwen3_32b(), "k_proj.weight")).ranges[0].begin, 2 * 128);
+    EXPECT_EQ(p->slice(ShardRole::rows(SplitUnit::kKvHeads, 128)).length(), 128);  // v_proj's bias, on qwen2
 }
 
 TEST(ShardPlan, PaddedVocabularyOnTheLastRank) {
@@ -206,7 +219,7 @@ TEST(ShardPlan, PaddedVocabularyOnTheLastRank) {
     EXPECT_EQ(last->first_vocab, 7 * 18956);
     EXPECT_EQ(last->vocab_rows(), 151643 - 7 * 18956);
     const WeightSlice s = last->slice(role_of(spec, "embed_tokens.weight"));
-    EXPECT_EQ(s.length, 151643 - 7 * 18956);
+    EXPECT_EQ(s.length(), 151643 - 7 * 18956);
     EXPECT_EQ(s.padded_length, 18956);
 }
 
@@ -227,9 +240,19 @@ TEST(ShardPlan, ClearErrorsForSizesThatDoNotSplitTheModel) {
     e = plan_error(golden("qwen2"), 6);  // heads and KV heads fine, intermediate_size 160 is not
     EXPECT_NE(e.find("intermediate_size (160) is not divisible"), std::string::npos) << e;
 
-    e = plan_error(golden("qwen3_moe"), 2);
-    EXPECT_NE(e.find("dense qwen2/qwen3 models only, not qwen3_moe"), std::string::npos) << e;
-    EXPECT_TRUE(make_shard_plan(golden("qwen3_moe"), 1, 0).ok());  // size 1: nothing to split, any family
+    e = plan_error(golden("qwen3_5"), 4);  // 4 heads and 2 KV heads split 4 ways, 2 linear-attention key heads do not
+    EXPECT_NE(e.find("linear_num_key_heads (2) is not divisible by the tensor-parallel size 4"), std::string::npos)
+        << e;
+    EXPECT_NE(e.find("sizes that work for this model: 1, 2"), std::string::npos) << e;
+    ModelSpec moe = golden("qwen3_next");
+    moe.moe_intermediate_size = 33;
+    e = plan_error(moe, 2);
+    EXPECT_NE(e.find("moe_intermediate_size (33) is not divisible"), std::string::npos) << e;
+    moe = golden("qwen3_next");
+    moe.shared_expert_intermediate_size = 49;
+    e = plan_error(moe, 2);
+    EXPECT_NE(e.find("shared_expert_intermediate_size (49) is not divisible"), std::string::npos) << e;
+    EXPECT_TRUE(make_shard_plan(moe, 1, 0).ok());  // size 1: nothing to split, any model
 
     EXPECT_NE(plan_error(qwen3_8b(), 0).find("at least 1"), std::string::npos);
     EXPECT_NE(plan_error(qwen3_8b(), 4, 4).find("rank 4 is outside a tensor-parallel group of 4"), std::string::npos);
@@ -238,7 +261,16 @@ TEST(ShardPlan, ClearErrorsForSizesThatDoNotSplitTheModel) {
 
 // --- shard_weights ------------------------------------------------------------------------------------------------
 
-// A miniature dense model whose every weight element holds a distinct value (tag * 10000 + flat index).
+// A new tensor in `storage` whose every element holds a distinct value (tag * 10000 + flat index).
+Tensor distinct_values(std::vector<HostTensor>& storage, int tag, Shape shape) {
+    HostTensor t = HostTensor::empty(DType::F32, shape);
+    for (int64_t i = 0; i < shape.numel(); ++i)
+        t.tensor.data_as<float>()[i] = static_cast<float>(tag * 10000 + i);
+    storage.push_back(std::move(t));
+    return storage.back().tensor;
+}
+
+// A miniature dense model whose every weight element holds a distinct value.
 struct TinyWeights {
     ModelSpec spec;
     ModelWeights weights;
@@ -273,34 +305,30 @@ struct TinyWeights {
         l.dense.down = LinearWeight::dense(make(15, {H, I}));
         weights.layers.push_back(l);
     }
-    Tensor make(int tag, Shape shape) {
-        HostTensor t = HostTensor::empty(DType::F32, shape);
-        for (int64_t i = 0; i < shape.numel(); ++i)
-            t.tensor.data_as<float>()[i] = static_cast<float>(tag * 10000 + i);
-        storage.push_back(std::move(t));
-        return storage.back().tensor;
-    }
+    Tensor make(int tag, Shape shape) { return distinct_values(storage, tag, std::move(shape)); }
 };
 
 float at(const Tensor& t, int64_t row, int64_t col) {
     return t.data_as<float>()[row * (t.rank() == 2 ? t.stride(0) : 1) + col];
 }
 
-// shard == the slice of full (zero past the slice's length along the split dimension).
+// shard == the slice of full (zero past the slice's length along the split dimension); one range.
 void expect_slice(const char* what, const Tensor& full, const Tensor& shard, const WeightSlice& s) {
     SCOPED_TRACE(what);
+    ASSERT_EQ(s.ranges.size(), 1u);
+    const int64_t begin = s.ranges[0].begin, length = s.ranges[0].length;
     const int64_t cols = full.rank() == 2 ? full.dim(1) : 1;
     if (s.dim == SplitDim::kColumns) {
-        ASSERT_EQ(shard.shape(), (Shape{full.dim(0), s.length}));
+        ASSERT_EQ(shard.shape(), (Shape{full.dim(0), length}));
         for (int64_t r = 0; r < full.dim(0); ++r)
-            for (int64_t c = 0; c < s.length; ++c)
-                ASSERT_EQ(at(shard, r, c), at(full, r, s.begin + c));
+            for (int64_t c = 0; c < length; ++c)
+                ASSERT_EQ(at(shard, r, c), at(full, r, begin + c));
         return;
     }
     ASSERT_GE(shard.dim(0), s.padded_length);
     for (int64_t r = 0; r < shard.dim(0); ++r)
         for (int64_t c = 0; c < cols; ++c) {
-            const float want = r < s.length ? at(full, s.begin + r, c) : 0.0f;
+            const float want = r < length ? at(full, begin + r, c) : 0.0f;
             ASSERT_EQ(at(shard, r, c), want) << "row " << r << " col " << c;
         }
 }
@@ -372,14 +400,120 @@ TEST(ShardWeights, SizeOneChangesNothing) {
     EXPECT_TRUE(w.weights.owned.buffers.empty());
 }
 
-TEST(ShardWeights, RefusesLayersThatAreNotDense) {
-    TinyWeights w(false, 8);
-    w.weights.layers[0].mlp = MlpKind::kMoe;
-    auto plan = make_shard_plan(w.spec, 2, 0);
-    ASSERT_TRUE(plan.ok());
-    Status s = shard_weights(w.spec, *plan, w.weights);
-    EXPECT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("dense full-attention layers only"), std::string::npos) << s.message();
+// A miniature Qwen3.5-MoE layer (a Gated DeltaNet, routed experts and a shared expert) whose every weight element
+// holds a distinct value: 2 key heads of 2, 4 value heads of 3 (conv channels q 4 | k 4 | v 12), 3 experts of 4
+// features, a shared expert of 2.
+struct TinyHybridMoe {
+    ModelSpec spec;
+    ModelWeights weights;
+    std::vector<HostTensor> storage;
+
+    TinyHybridMoe() {
+        spec.family = ModelFamily::kQwen3_5Moe;
+        spec.hidden_size = 4;
+        spec.vocab_size = 8;
+        spec.linear_num_key_heads = 2, spec.linear_num_value_heads = 4;
+        spec.linear_key_head_dim = 2, spec.linear_value_head_dim = 3, spec.linear_conv_kernel_dim = 4;
+        spec.num_experts = 3, spec.num_experts_per_tok = 1;
+        spec.moe_intermediate_size = 4, spec.shared_expert_intermediate_size = 2;
+        spec.num_hidden_layers = 1;
+        spec.layers = {LayerSpec{AttentionKind::kLinear, MlpKind::kMoe}};
+        weights = declared_weights(spec);
+        weights.embed = make(1, {8, 4});
+        weights.lm_head = LinearWeight::dense(make(2, {8, 4}));
+        weights.final_norm = make(3, {4});
+        LayerWeights& l = weights.layers[0];
+        l.input_norm = make(4, {4});
+        l.post_norm = make(5, {4});
+        DeltaNetWeights& d = l.delta;
+        d.qkv = LinearWeight::dense(make(6, {20, 4}));
+        d.z = LinearWeight::dense(make(7, {12, 4}));
+        d.b = LinearWeight::dense(make(8, {4, 4}));
+        d.a = LinearWeight::dense(make(9, {4, 4}));
+        d.conv = make(10, {20, 4});
+        d.a_log = make(11, {4});
+        d.dt_bias = make(12, {4});
+        d.norm = make(13, {3});
+        d.out = LinearWeight::dense(make(14, {4, 12}));
+        MoeWeights& m = l.moe;
+        m.router = LinearWeight::dense(make(15, {3, 4}));
+        m.gate_up = LinearWeight::dense(make(16, {3, 8, 4}));
+        m.down = LinearWeight::dense(make(17, {3, 4, 4}));
+        m.has_shared = true;
+        m.shared.gate = LinearWeight::dense(make(18, {2, 4}));
+        m.shared.up = LinearWeight::dense(make(19, {2, 4}));
+        m.shared.down = LinearWeight::dense(make(20, {4, 2}));
+        m.shared_gate = LinearWeight::dense(make(21, {1, 4}));
+    }
+    Tensor make(int tag, Shape shape) { return distinct_values(storage, tag, std::move(shape)); }
+};
+
+// shard == full's entries `indices` along `axis`, in that order (every other dimension whole).
+void expect_taken(const char* what, const Tensor& full, const Tensor& shard, int axis, std::vector<int64_t> indices) {
+    SCOPED_TRACE(what);
+    Shape want = full.shape();
+    want[axis] = static_cast<int64_t>(indices.size());
+    ASSERT_EQ(shard.shape(), want);
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d)
+        outer *= full.dim(d);
+    for (int d = axis + 1; d < full.rank(); ++d)
+        inner *= full.dim(d);
+    for (int64_t o = 0; o < outer; ++o)
+        for (size_t j = 0; j < indices.size(); ++j)
+            for (int64_t i = 0; i < inner; ++i)
+                ASSERT_EQ(shard.data_as<float>()[(o * want[axis] + static_cast<int64_t>(j)) * inner + i],
+                          full.data_as<float>()[(o * full.dim(axis) + indices[j]) * inner + i])
+                    << "outer " << o << " entry " << j << " inner " << i;
+}
+
+std::vector<int64_t> indices(std::initializer_list<std::pair<int64_t, int64_t>> ranges) {  // [begin, end) each
+    std::vector<int64_t> out;
+    for (const auto& [begin, end] : ranges)
+        for (int64_t i = begin; i < end; ++i)
+            out.push_back(i);
+    return out;
+}
+
+TEST(ShardWeights, DeltaNetHeadsAndExpertFeaturesAreCutPartByPart) {
+    for (int rank = 0; rank < 2; ++rank) {
+        SCOPED_TRACE("rank " + std::to_string(rank));
+        TinyHybridMoe full, cut;
+        auto plan = make_shard_plan(full.spec, 2, rank);
+        ASSERT_TRUE(plan.ok()) << plan.message();
+        const void* norm = cut.weights.layers[0].delta.norm.data();
+        Status s = shard_weights(cut.spec, *plan, cut.weights);
+        ASSERT_TRUE(s.ok()) << s.message();
+        const int64_t r = rank;
+        const DeltaNetWeights &fd = full.weights.layers[0].delta, &cd = cut.weights.layers[0].delta;
+        // qkv rows and conv channels: this rank's key head's q (2 rows) and k (2 rows), its 2 value heads' v (6 rows).
+        const std::vector<int64_t> qkv =
+            indices({{2 * r, 2 * r + 2}, {4 + 2 * r, 4 + 2 * r + 2}, {8 + 6 * r, 14 + 6 * r}});
+        expect_taken("qkv", fd.qkv.data, cd.qkv.data, 0, qkv);
+        expect_taken("conv", fd.conv, cd.conv, 0, qkv);
+        expect_taken("z", fd.z.data, cd.z.data, 0, indices({{6 * r, 6 * r + 6}}));
+        for (auto [what, f, c] :
+             {std::tuple{"b", fd.b.data, cd.b.data}, std::tuple{"a", fd.a.data, cd.a.data},
+              std::tuple{"A_log", fd.a_log, cd.a_log}, std::tuple{"dt_bias", fd.dt_bias, cd.dt_bias}})
+            expect_taken(what, f, c, 0, indices({{2 * r, 2 * r + 2}}));
+        expect_taken("out_proj", fd.out.data, cd.out.data, 1, indices({{6 * r, 6 * r + 6}}));
+        EXPECT_EQ(cd.norm.data(), norm);  // replicated: untouched
+
+        const MoeWeights &fm = full.weights.layers[0].moe, &cm = cut.weights.layers[0].moe;
+        // Every expert: its gate rows [2r, 2r+2) and its up rows [4+2r, 4+2r+2); down's columns [2r, 2r+2).
+        expect_taken("gate_up", fm.gate_up.data, cm.gate_up.data, 1,
+                     indices({{2 * r, 2 * r + 2}, {4 + 2 * r, 6 + 2 * r}}));
+        expect_taken("down", fm.down.data, cm.down.data, 2, indices({{2 * r, 2 * r + 2}}));
+        expect_taken("shared gate", fm.shared.gate.data, cm.shared.gate.data, 0, {r});
+        expect_taken("shared up", fm.shared.up.data, cm.shared.up.data, 0, {r});
+        expect_taken("shared down", fm.shared.down.data, cm.shared.down.data, 1, {r});
+        expect_taken("router", fm.router.data, cm.router.data, 0, indices({{0, 3}}));
+        expect_taken("shared_expert_gate", fm.shared_gate.data, cm.shared_gate.data, 0, {0});
+        // The local head counts the forward pass reads off the weights, and the state pool's.
+        EXPECT_EQ(plan->linear_key_heads.count, 1);
+        EXPECT_EQ(plan->linear_value_heads.count, 2);
+        EXPECT_EQ(plan->linear_value_heads.first, 2 * r);
+    }
 }
 
 }  // namespace
