@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
+#include <optional>
 #include <unordered_map>
 
 #include "common/check.h"
+#include "model/quantization.h"
 #include "model/tensor_parallel.h"
 #include "runtime/ops.h"
 
@@ -25,10 +27,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& back
 
 Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Communicator& comm) {
     if (!dir.checkpoint) return Status::error(dir.files.dir + ": no weights were opened");
-    if (dir.spec.quantization.quantized()) {
-        return Status::error(dir.files.dir + ": this checkpoint is quantized (" + dir.spec.quantization.describe() +
-                             "); quantized checkpoints are not served yet");
-    }
+    if (auto quantization = checkpoint_quantization(dir.spec.quantization); !quantization.ok())
+        return quantization.status().with_context(dir.files.dir);
     if (std::string_view missing =
             missing_op(dir.spec, [&backend](std::string_view op) { return backend.ops().supports(op); });
         !missing.empty()) {
@@ -62,6 +62,7 @@ Status Model::upload_weights() {
     const auto for_each_weight = [this](const std::function<void(Tensor&)>& f) {
         Status walked = visit_weights(weights_, dir_.spec, [&f](const WeightEntry& e) {
             f(e.data());
+            if (e.linear != nullptr) f(e.linear->scales);  // after the data: dense neighbours stay back to back
             return ok_status();
         });
         PAGODA_CHECK_MSG(walked.ok(), walked.message().c_str());  // the visitor never fails
@@ -106,7 +107,9 @@ Status Model::load_weights() {
                              std::to_string(spec.layers.size()) + " layer types");
     }
     const Architecture& arch = architecture_for(spec.family);
-    WeightLoader loader(*dir_.checkpoint, weights_.owned);
+    PAGODA_ASSIGN_OR_RETURN(const std::optional<CheckpointQuantization> quantization,
+                            checkpoint_quantization(spec.quantization));
+    WeightLoader loader(*dir_.checkpoint, weights_.owned, quantization ? &*quantization : nullptr);
     weights_.layers.resize(spec.layers.size());
     cache_layer_.resize(spec.layers.size());
     int32_t full = 0, linear = 0;

@@ -67,6 +67,7 @@ class CpuOps final : public Ops {
 
     void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override {
         ops_checks::expect_linear(x, w, y, kHere, "linear");
+        if (w.format == WeightFormat::kFp8E4M3) return linear_fp8(x, w, y);
         if (!w.is_dense()) ops_checks::unsupported_format(w, "CPU", "linear");
         expect_dense(w, "linear");
         kc::LinearArgs a;
@@ -307,6 +308,20 @@ class CpuOps final : public Ops {
         expect(kc_.dim(1) == batch.block_size && kc_.dim(2) == H_kv && kc_.dim(3) == D, op,
                "cache " + kc_.to_string() + " does not match block_size " + std::to_string(batch.block_size) +
                    ", heads " + std::to_string(H_kv) + ", head_dim " + std::to_string(D));
+    }
+
+    // Weight-only fp8: dequantised to f32 chunk by chunk, then the f32 GEMM (gemm_fp8.cpp).
+    static void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+        ops_checks::expect_fp8(w, kHere, "linear");
+        const ScaleBlocks blocks = w.scale_blocks();
+        kc::LinearFp8Args a;
+        a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+        a.w = static_cast<const uint8_t*>(w.data.data()), a.w_stride = w.data.stride(0);
+        a.scales = {w.scales.data_as<float>(), blocks.rows, blocks.cols, blocks.stride};
+        a.bias = w.bias.defined() ? w.bias.data() : nullptr, a.bias_dtype = w.bias.dtype();
+        a.y = y.data_as<float>(), a.y_stride = y.stride(0);
+        a.T = x.dim(0), a.N = w.out_features(), a.K = w.in_features();
+        kc::launch_linear_fp8(a);
     }
 
     // A dense weight's data must be of the format's dtype (LinearWeight::dense makes them agree).

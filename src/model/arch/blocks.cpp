@@ -261,6 +261,8 @@ Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::strin
     }
     out.has_shared = spec.shared_expert_intermediate_size > 0;
     out.per_expert_checkpoint = !loader.has(p + "experts.gate_up_proj");
+    const std::string first = p + (out.per_expert_checkpoint ? "experts.0.gate_proj.weight" : "experts.gate_up_proj");
+    if (loader.stored_fp8(first)) return Status::error(first + ": MoE experts stored as fp8 are not served yet");
     if (out.per_expert_checkpoint) return stack_experts(loader, p + "experts.", E, I, H, out);
     return ok_status();
 }
@@ -377,6 +379,10 @@ Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLa
     PAGODA_RETURN_IF_ERROR(check_delta_dims(d));
     if (layout != DeltaNetLayout::kPacked) return ok_status();
     const int64_t group = 2 * d.dk + 2 * d.r * d.dv;  // rows per key head: q(dk) k(dk) v(r*dv) z(r*dv)
+    for (const char* packed : {"in_proj_qkvz.weight", "in_proj_ba.weight"}) {
+        if (loader.stored_fp8(p + packed))
+            return Status::error(p + packed + ": packed projections stored as fp8 are not served yet");
+    }
     PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
     PAGODA_ASSIGN_OR_RETURN(Tensor ba, loader.view(p + "in_proj_ba.weight", Shape{d.Hk * 2 * d.r, d.H}));
     // Re-order once into [q_all | k_all | v_all | z_all] and [b_all | a_all]: value head g*r+j of group g keeps
