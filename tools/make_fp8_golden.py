@@ -4,7 +4,7 @@ way Qwen's FP8 checkpoints are, and transformers' logits for the quantized check
 
 Needs torch, transformers and accelerate (transformers' fp8 quantizer asks for it); runs on the CPU.
 
-For every source model it writes OUT/<name>_fp8/:
+For every entry of SPECS it writes OUT/<name>/ from the source model tests/golden/<source>/:
   config.json        the source's, plus quantization_config {"quant_method": "fp8", "fmt": "e4m3",
                      "activation_scheme": "dynamic", "weight_block_size": [br, bc], "modules_to_not_convert": [...]}
   model.safetensors  each decoder-layer projection (q/k/v/o, gate/up/down, the Gated DeltaNet in/out projections)
@@ -22,7 +22,7 @@ transformers derives the block size from the scale grid (rows // scale_rows), so
 one block nor a multiple of the block would be dequantised differently from the format (ceil grid, ragged last
 block); the generator refuses such shapes. pagoda's ragged blocks are checked by the op tests instead.
 
-Usage: python3 tools/make_fp8_golden.py OUT_DIR [name ...]   (then copy OUT/*_fp8 to tests/golden/)
+Usage: python3 tools/make_fp8_golden.py OUT_DIR [name ...]   (then copy OUT/<name> to tests/golden/)
 """
 import json
 import math
@@ -43,13 +43,16 @@ import make_tiny_models as tiny  # noqa: E402
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
 E4M3_MAX = 448.0
 
-# source model -> (block size, scale dtype, modules_to_not_convert). qwen3 takes Qwen3-8B-FP8's config verbatim
-# (every tiny matrix is then one block); the others use 32x32 blocks so that each matrix has several, and store the
-# scales in bf16 (the loader reads either).
+# output name -> (source model, block size, scale dtype, modules_to_not_convert). qwen3_fp8 takes Qwen3-8B-FP8's config
+# verbatim (every tiny matrix is then one block); qwen2 and qwen3_5 use 32x32 blocks so that each matrix has several,
+# and store the scales in bf16 (the loader reads either). qwen3_fp8_channel has one scale per output row (blocks of
+# [1, 128] cover a row of every qwen3 matrix): the quantization `--quantization fp8` does at load to the bf16 qwen3,
+# so pagoda's online quantization is checked byte for byte against this torch one (and both against transformers).
 SPECS = {
-    "qwen3": ((128, 128), "F32", ["lm_head"]),
-    "qwen2": ((32, 32), "BF16", ["lm_head"]),
-    "qwen3_5": ((32, 32), "BF16", ["lm_head", "model.visual", "mtp"]),
+    "qwen3_fp8": ("qwen3", (128, 128), "F32", ["lm_head"]),
+    "qwen2_fp8": ("qwen2", (32, 32), "BF16", ["lm_head"]),
+    "qwen3_5_fp8": ("qwen3_5", (32, 32), "BF16", ["lm_head", "model.visual", "mtp"]),
+    "qwen3_fp8_channel": ("qwen3", (1, 128), "F32", ["lm_head"]),
 }
 
 # The decoder layers' projections; lm_head, embeddings, norms, router and shared-expert gates, the vision tower and
@@ -94,9 +97,9 @@ def quantize_blockwise(w, block, scale_dtype, name):
 
 def make_one(name, out_root, log):
     t0 = time.time()
-    block, scale_dtype, skip = SPECS[name]
-    src = os.path.join(GOLDEN, name)
-    d = os.path.join(out_root, name + "_fp8")
+    source, block, scale_dtype, skip = SPECS[name]
+    src = os.path.join(GOLDEN, source)
+    d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
     files, tensors, meta = tiny.load_checkpoint(src)
     out = {}
@@ -126,10 +129,10 @@ def make_one(name, out_root, log):
                                                 quantization_config=qc)
     model.eval()
     check_dequantised(model, out, block)
-    tiny.record_reference(model, d, name + "_fp8", kind, ref["prompt_ids"], log,
+    tiny.record_reference(model, d, name, kind, ref["prompt_ids"], log,
                           f"fp32 on CPU: transformers {transformers.__version__} loading this fp8 checkpoint with "
                           f"FineGrainedFP8Config(dequantize=True), dtype=float32, eager attention, no cache")
-    log(f"{name}_fp8: {quantized} weights quantized ({block[0]}x{block[1]} blocks, {scale_dtype} scales), "
+    log(f"{name}: {quantized} weights quantized ({block[0]}x{block[1]} blocks, {scale_dtype} scales), "
         f"ok in {time.time() - t0:.1f}s, {tiny.dir_summary(d)}")
 
 

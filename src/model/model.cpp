@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <functional>
-#include <optional>
 #include <unordered_map>
 
 #include "common/check.h"
-#include "model/quantization.h"
 #include "model/tensor_parallel.h"
 #include "runtime/ops.h"
 
@@ -20,15 +18,17 @@ std::string_view missing_op(const ModelSpec& spec, const std::function<bool(std:
     return {};
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, Communicator& comm) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, Communicator& comm,
+                                           const LoadOptions& options) {
     PAGODA_ASSIGN_OR_RETURN(ModelDir model_dir, ModelDir::open(dir, /*open_weights=*/true));
-    return load(std::move(model_dir), backend, comm);
+    return load(std::move(model_dir), backend, comm, options);
 }
 
-Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Communicator& comm) {
+Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Communicator& comm,
+                                           const LoadOptions& options) {
     if (!dir.checkpoint) return Status::error(dir.files.dir + ": no weights were opened");
-    if (auto quantization = checkpoint_quantization(dir.spec.quantization); !quantization.ok())
-        return quantization.status().with_context(dir.files.dir);
+    auto quantization = plan_quantization(dir.spec.quantization, options.quantization);
+    if (!quantization.ok()) return quantization.status().with_context(dir.files.dir);
     if (std::string_view missing =
             missing_op(dir.spec, [&backend](std::string_view op) { return backend.ops().supports(op); });
         !missing.empty()) {
@@ -38,7 +38,7 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     auto plan = make_shard_plan(dir.spec, comm.size(), comm.rank());
     if (!plan.ok()) return plan.status().with_context(dir.files.dir);
     std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
-    Status status = model->load_weights();
+    Status status = model->load_weights(*quantization);
     if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
     if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
@@ -96,7 +96,7 @@ Status Model::upload_weights() {
     return ok_status();
 }
 
-Status Model::load_weights() {
+Status Model::load_weights(const QuantizationPlan& quantization) {
     const ModelSpec& spec = dir_.spec;
     if (spec.rope.type != "default" && !spec.rope.type.empty()) {
         return Status::error("rope_type '" + spec.rope.type + "' is not supported yet (only the default RoPE)");
@@ -107,9 +107,7 @@ Status Model::load_weights() {
                              std::to_string(spec.layers.size()) + " layer types");
     }
     const Architecture& arch = architecture_for(spec.family);
-    PAGODA_ASSIGN_OR_RETURN(const std::optional<CheckpointQuantization> quantization,
-                            checkpoint_quantization(spec.quantization));
-    WeightLoader loader(*dir_.checkpoint, weights_.owned, quantization ? &*quantization : nullptr);
+    WeightLoader loader(*dir_.checkpoint, weights_.owned, quantization.stored ? &*quantization.stored : nullptr);
     weights_.layers.resize(spec.layers.size());
     cache_layer_.resize(spec.layers.size());
     int32_t full = 0, linear = 0;
@@ -131,6 +129,16 @@ Status Model::load_weights() {
     }
     // Every tensor the weights structs declare, read by name.
     PAGODA_RETURN_IF_ERROR(visit_weights(weights_, spec, loader.visitor()));
+    if (quantization.fp8_at_load) {
+        // The projections only (WeightEntry::quantizable); stacked experts (rank 3) stay dense: the MoE ops take no
+        // fp8 weights yet.
+        PAGODA_RETURN_IF_ERROR(visit_weights(weights_, spec, [&loader](const WeightEntry& e) {
+            LinearWeight* w = e.linear;
+            if (w != nullptr && e.quantizable && w->defined() && w->is_dense() && w->data.rank() == 2)
+                *w = loader.quantize_fp8(*w);
+            return ok_status();
+        }));
+    }
     if (!weights_.lm_head.defined()) weights_.lm_head = LinearWeight::dense(weights_.embed);  // tied
     return ok_status();
 }

@@ -70,6 +70,27 @@ Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const Quan
     return not_served(q, "quant_method '" + q.method + "' is not served yet");
 }
 
+Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::string_view requested) {
+    QuantizationPlan plan;
+    if (q.quantized()) {
+        if (!requested.empty() && requested != q.method) {
+            return Status::error("--quantization " + std::string(requested) +
+                                 " does not match the checkpoint's quantization_config (" + q.describe() +
+                                 "); leave it out or pass --quantization " + q.method);
+        }
+        PAGODA_ASSIGN_OR_RETURN(plan.stored, checkpoint_quantization(q));
+        return plan;
+    }
+    if (requested.empty()) return plan;
+    if (requested != "fp8") {
+        return Status::error("--quantization " + std::string(requested) +
+                             ": the checkpoint is not quantized (config.json has no quantization_config), and only fp8 "
+                             "quantizes an unquantized checkpoint at load");
+    }
+    plan.fp8_at_load = true;
+    return plan;
+}
+
 std::string scale_name(const std::string& weight_name, const CheckpointQuantization& q) {
     constexpr std::string_view kWeight = "weight";
     std::string module = weight_name;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/status.h"
 #include "model/model_spec.h"
@@ -32,6 +33,18 @@ struct CheckpointQuantization {
 //  - compressed-tensors float-quantized FP8 (llm-compressor W8A8-FP8 / FP8_DYNAMIC): 8-bit float weights, symmetric,
 //    channel, tensor or block scales; 8-bit float activations run weight-only likewise.
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q);
+
+// What loading does about quantization: read the checkpoint's quantized weights as stored, and (--quantization fp8 on
+// an unquantized checkpoint) quantize its projections to fp8 e4m3 with per-channel scales at load, as vLLM does.
+struct QuantizationPlan {
+    std::optional<CheckpointQuantization> stored;
+    bool fp8_at_load = false;
+};
+
+// `requested` is --quantization as given ("" when not: config.json decides). On a quantized checkpoint it may name the
+// checkpoint's quant_method (it is then only checked); another name is an error naming both. On an unquantized
+// checkpoint, "fp8" quantizes at load and any other method is an error saying which methods apply.
+Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::string_view requested);
 
 // The scale tensor's name for a weight "<module>.weight".
 std::string scale_name(const std::string& weight_name, const CheckpointQuantization& q);

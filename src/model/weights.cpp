@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "runtime/weight_quantization.h"
 
 namespace pagoda::model {
 
@@ -67,6 +68,12 @@ Tensor WeightLoader::allocate(DType dtype, const Shape& shape) {
     Tensor t = buffer.view(dtype, shape);
     owned_.buffers.push_back(std::move(buffer));
     return t;
+}
+
+LinearWeight WeightLoader::quantize_fp8(const LinearWeight& dense) {
+    const Tensor data = allocate(DType::F8_E4M3, dense.data.shape());
+    const Tensor scales = allocate(DType::F32, Shape{dense.out_features()});
+    return quantize_fp8_per_channel(dense, data, scales);
 }
 
 Result<LinearWeight> WeightLoader::linear(const std::string& name, const Shape& shape) {

@@ -52,6 +52,8 @@ class WeightLoader {
     // A contiguous F32 copy (norm weights, biases, gate parameters, conv kernels): any float dtype in the file.
     // `shape` is the expected stored shape; `as` (optional) the shape of the returned tensor (same element count).
     Result<Tensor> f32(const std::string& name, const Shape& shape, const Shape& as = Shape());
+    // A dense [N, K] weight quantized to fp8 e4m3 with per-channel scales, in owned buffers (bias kept).
+    LinearWeight quantize_fp8(const LinearWeight& dense);
     // An uninitialised owned host tensor for weights the loader builds itself.
     Tensor allocate(DType dtype, const Shape& shape);
     // Reads one declared tensor into its member as entry.source says (an absent optional one is left undefined;

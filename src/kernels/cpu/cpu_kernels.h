@@ -94,6 +94,19 @@ struct LinearFp8Args {
 };
 void launch_linear_fp8(const LinearFp8Args& a);
 
+// Per-channel e4m3 quantization of a dense [N, K] weight of any float dtype (--quantization fp8 at load):
+// scales[n] = max(amax(row n) / 448, 1e-12), q[n, k] = e4m3(w[n, k] / scales[n]) rounded to nearest even; each step an
+// f32 operation, so a torch reimplementation gets the same bytes.
+struct QuantizeFp8RowsArgs {
+    const void* w = nullptr;
+    DType w_dtype = DType::BF16;
+    int64_t w_stride = 0;
+    int64_t N = 0, K = 0;
+    uint8_t* q = nullptr;     // [N, K] contiguous
+    float* scales = nullptr;  // [N]
+};
+void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a);
+
 struct RopeArgs {
     RowsF32 x;
     int64_t T = 0, H = 0, D = 0;

@@ -1,9 +1,11 @@
-// Weight-only fp8 (e4m3) linear on the CPU: the reference the CUDA kernels are checked against. Weight rows are
-// dequantised chunk by chunk into thread-local f32 scratch (grown once) and multiplied by the f32 GEMM/GEMV, so the
-// numbers are those of an f32 linear over the dequantised weight, which is what transformers computes when it loads
-// an fp8 checkpoint on a machine without fp8 kernels.
+// Weight-only fp8 (e4m3) on the CPU: the linear that is the reference the CUDA kernels are checked against, and the
+// per-channel quantization of dense weights at load. The linear dequantises weight rows chunk by chunk into
+// thread-local f32 scratch (grown once) and multiplies by the f32 GEMM/GEMV, so the numbers are those of an f32 linear
+// over the dequantised weight, which is what transformers computes when it loads an fp8 checkpoint on a machine
+// without fp8 kernels.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <vector>
 
@@ -82,6 +84,23 @@ void launch_linear_fp8(const LinearFp8Args& a) {
         l.y = a.y + n0, l.y_stride = a.y_stride;
         l.T = a.T, l.N = n1 - n0, l.K = a.K;
         launch_linear(l);
+    }
+}
+
+void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a) {
+    PAGODA_CHECK(a.w && a.q && a.scales);
+    if (a.N <= 0 || a.K <= 0) return;
+    const int threads = a.N * a.K < kParallelMinWork ? 1 : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t n = 0; n < a.N; ++n) {
+        const int64_t row = n * a.w_stride;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < a.K; ++k)
+            amax = std::max(amax, std::fabs(load_as_f32(a.w, a.w_dtype, row + k)));
+        const float scale = std::max(amax / 448.0f, 1e-12f);
+        a.scales[n] = scale;
+        for (int64_t k = 0; k < a.K; ++k)
+            a.q[n * a.K + k] = f32_to_f8e4m3(load_as_f32(a.w, a.w_dtype, row + k) / scale);
     }
 }
 

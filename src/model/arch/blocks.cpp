@@ -270,7 +270,7 @@ Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::strin
 Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& p, const WeightVisitor& visit) {
     const int64_t E = spec.num_experts, I = spec.moe_intermediate_size, H = spec.hidden_size;
     const ShardRole experts = ShardRole::expert_stacked();
-    std::vector<WeightEntry> e = {linear_entry(p, "gate.weight", w.router, Shape{E, H}, ShardRole::replicated())};
+    std::vector<WeightEntry> e = {dense_linear_entry(p, "gate.weight", w.router, Shape{E, H}, ShardRole::replicated())};
     if (w.per_expert_checkpoint) {  // stacked by prepare_moe
         e.push_back(unpacked_entry(p, "experts.gate_up_proj", w.gate_up, Shape{E, 2 * I, H}, experts));
         e.push_back(unpacked_entry(p, "experts.down_proj", w.down, Shape{E, H, I}, experts));
@@ -282,7 +282,8 @@ Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& p,
     if (spec.shared_expert_intermediate_size <= 0) return ok_status();
     PAGODA_RETURN_IF_ERROR(visit_weights(w.shared, H, spec.shared_expert_intermediate_size, SplitUnit::kNone,
                                          p + "shared_expert.", visit));
-    return visit(linear_entry(p, "shared_expert_gate.weight", w.shared_gate, Shape{1, H}, ShardRole::replicated()));
+    return visit(
+        dense_linear_entry(p, "shared_expert_gate.weight", w.shared_gate, Shape{1, H}, ShardRole::replicated()));
 }
 
 size_t moe_scratch_floats(const ModelSpec& spec) {

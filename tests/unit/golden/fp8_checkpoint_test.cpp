@@ -169,5 +169,58 @@ TEST_F(Fp8CheckpointTest, UnservedFormatsAreRefusedByName) {
     }
 }
 
+// Logits of the golden sequence's prefill.
+std::vector<float> prefill_logits(Model& model, const golden::Reference& ref) {
+    auto runner = SequenceRunner::create(model, 1, static_cast<int32_t>(ref.rows) + 8);
+    EXPECT_TRUE(runner.ok()) << runner.message();
+    if (!runner.ok()) return {};
+    auto logits = runner->feed(0, ref.ids, true);
+    EXPECT_TRUE(logits.ok()) << logits.message();
+    return logits.ok() ? std::move(logits).value() : std::vector<float>();
+}
+
+// --quantization fp8 on the bf16 qwen3 quantizes each projection per channel exactly as torch did for the
+// qwen3_fp8_channel golden (tools/make_fp8_golden.py): the same bytes and scales give the same logits bit for bit,
+// and those are transformers' for that checkpoint within the golden tolerance.
+TEST(QuantizeAtLoad, Fp8PerChannelIsTheTorchQuantizationByteForByte) {
+    const std::string bf16 = golden::dir("qwen3"), channel = golden::dir("qwen3_fp8_channel");
+    if (!file_exists(channel + "/model.safetensors")) GTEST_SKIP() << "no golden qwen3_fp8_channel checkpoint";
+    auto backend = make_cpu_backend();
+    auto online = Model::load(bf16, *backend, single_communicator(), LoadOptions{"fp8"});
+    ASSERT_TRUE(online.ok()) << online.message();
+    auto stored = Model::load(channel, *backend);
+    ASSERT_TRUE(stored.ok()) << stored.message();
+    const golden::Reference ref = golden::load(channel);
+    const std::vector<float> a = prefill_logits(**online, ref), b = prefill_logits(**stored, ref);
+    ASSERT_EQ(a.size(), b.size());
+    ASSERT_FALSE(a.empty());
+    EXPECT_TRUE(a == b) << "max|Δ| " << golden::max_diff(a, ref, 0, ref.rows) << " vs "
+                        << golden::max_diff(b, ref, 0, ref.rows);
+    EXPECT_LE(golden::max_diff(a, ref, 0, ref.rows), 1e-3f * ref.max_abs);
+    // Not the bf16 model's logits: the weights were quantized.
+    const golden::Reference bf16_ref = golden::load(bf16);
+    EXPECT_GT(golden::max_diff(a, bf16_ref, 0, bf16_ref.rows), 1e-2f * bf16_ref.max_abs);
+}
+
+// --quantization naming the checkpoint's own method is accepted; another one, or a method that needs a quantized
+// checkpoint on a bf16 one, is an error naming it.
+TEST(QuantizeAtLoad, FlagIsCheckedAgainstTheCheckpoint) {
+    const std::string bf16 = golden::dir("qwen3"), fp8 = golden::dir("qwen3_fp8");
+    if (!file_exists(fp8 + "/model.safetensors")) GTEST_SKIP() << "no golden qwen3_fp8 checkpoint";
+    auto backend = make_cpu_backend();
+    auto load = [&](const std::string& dir, const char* q) {
+        return Model::load(dir, *backend, single_communicator(), LoadOptions{q});
+    };
+    EXPECT_TRUE(load(fp8, "fp8").ok());
+    auto mismatch = load(fp8, "awq");
+    ASSERT_FALSE(mismatch.ok());
+    EXPECT_NE(mismatch.message().find("--quantization awq does not match"), std::string::npos) << mismatch.message();
+    EXPECT_NE(mismatch.message().find("fp8, 128x128 block scales"), std::string::npos) << mismatch.message();
+    auto not_quantized = load(bf16, "gptq");
+    ASSERT_FALSE(not_quantized.ok());
+    EXPECT_NE(not_quantized.message().find("--quantization gptq"), std::string::npos) << not_quantized.message();
+    EXPECT_NE(not_quantized.message().find("not quantized"), std::string::npos) << not_quantized.message();
+}
+
 }  // namespace
 }  // namespace pagoda::model
