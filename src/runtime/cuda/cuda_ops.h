@@ -215,6 +215,9 @@ class CudaOps final : public CudaOpsBase {
 
     // linear() of a BF16/F16/F32 weight (the checks shared with other formats done).
     void linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // linear() of a weight-only fp8 weight: the GEMV for one token, else the weight dequantised to bf16 scratch and
+    // the bf16 cuBLASLt GEMM.
+    void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y);
 
     // --- GEMM input conversion, reused by consecutive linears of the same input (q/k/v, gate/up) -------------
     // Valid only while nothing but linear() has run since the conversion, and no linear wrote over its source.
@@ -242,6 +245,7 @@ class CudaOps final : public CudaOpsBase {
     DeviceScratch convert_scratch_;
     void* converted_buffer_ = nullptr;
     Converted converted_src_;
+    DeviceScratch dequantized_weight_;  // linear_fp8 with more than one token: the bf16 copy of the weight
 
     float rope_inv_freq_[kcu::kMaxRotaryHalf] = {};
     float rope_theta_ = 0;

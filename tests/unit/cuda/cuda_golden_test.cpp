@@ -106,10 +106,12 @@ TEST_P(CudaGoldenTest, AllPositionsAndMixedBatches) {
 }
 
 // Every family: dense (qwen2, qwen3), routed experts (qwen3_moe), the hybrids with Gated DeltaNet and gated attention
-// (qwen3_5 dense, qwen3_next and qwen3_5_moe with experts and a gated shared expert).
+// (qwen3_5 dense, qwen3_next and qwen3_5_moe with experts and a gated shared expert); and the fp8 checkpoints
+// (weight-only fp8 GEMV and dequantise-then-GEMM; their bf16 drift was measured on the CPU, tools/make_fp8_golden.py).
 INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_next",
-                                           "qwen3_5_moe"));
+                                           "qwen3_5_moe", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8",
+                                           "qwen3_fp8_channel"));
 
 }  // namespace
 }  // namespace pagoda::model

@@ -157,6 +157,29 @@ OpCase linear(int64_t T, int64_t N, int64_t K, DType wt, bool bias, const char* 
             }};
 }
 
+const char* layout_str(ScaleLayout layout) {
+    return layout == ScaleLayout::kBlock ? "block128x128" : layout == ScaleLayout::kPerChannel ? "channel" : "tensor";
+}
+
+// Weight-only fp8: e4m3 weights over their whole range with 128x128 block (ragged last blocks where N or K is not a
+// multiple of 128), per-channel or per-tensor scales. T = 1 takes the fp8 GEMV on CUDA, more tokens the bf16 copy
+// and cuBLASLt; both round the dequantised weight and x to bf16 (bf16 tolerance against the CPU's f32).
+OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias, const char* label = "") {
+    return {fmt("linear fp8%s%s T=%lld N=%lld K=%lld %s%s", *label ? " " : "", label, (long long)T, (long long)N,
+                (long long)K, layout_str(layout), bias ? " bias" : ""),
+            "linear", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
+                const Tensor q = r.dense(Shape{N, K}, DType::F8_E4M3, 448.0f);
+                const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
+                LinearWeight w = LinearWeight::fp8(q, Tensor(), layout, 128, 128, b);
+                w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
+                const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
+                r.set_bytes(static_cast<double>(N * K + (T * K + T * N) * 4));
+                r.set_flops(2.0 * T * N * K);
+                return [=, &r] { call_linear(r.ops(), x, w, y); };
+            }};
+}
+
 // q/k/v share one converted input on CUDA; a linear that overwrites that input must not reuse the stale conversion.
 OpCase linear_overwritten_input(int64_t T, int64_t K) {
     return {fmt("linear after its input was overwritten T=%lld K=%lld", (long long)T, (long long)K), "linear",
@@ -568,6 +591,17 @@ const std::vector<OpCase>& op_cases() {
             linear(512, 384, 256, BF16, true),
             linear(512, 128, 128, F32, false),
             linear_overwritten_input(24, 64),
+            // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
+            linear_fp8(1, 256, 512, ScaleLayout::kBlock, false),
+            linear_fp8(1, 300, 264, ScaleLayout::kBlock, true),
+            linear_fp8(1, 129, 100, ScaleLayout::kBlock, false),
+            linear_fp8(1, 8200, 384, ScaleLayout::kPerChannel, true),
+            linear_fp8(1, 77, 96, ScaleLayout::kPerTensor, false),
+            linear_fp8(2, 300, 264, ScaleLayout::kBlock, true),
+            linear_fp8(9, 129, 100, ScaleLayout::kPerChannel, false),
+            linear_fp8(37, 512, 256, ScaleLayout::kBlock, false),
+            linear_fp8(300, 1000, 1024, ScaleLayout::kBlock, true),
+            linear_fp8(64, 96, 72, ScaleLayout::kPerTensor, false),
             rope(5, 4, 32, 32),
             rope(70, 8, 128, 64),
             rope(3, 2, 256, 128),
@@ -688,6 +722,10 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(linear(T, H, Hq * D, BF16, false, "o"));
             c.push_back(linear(T, 2 * I, H, BF16, false, "gate_up"));
             c.push_back(linear(T, H, I, BF16, false, "down"));
+            // Qwen3-8B-FP8: the same projections in e4m3 with 128x128 block scales.
+            c.push_back(linear_fp8(T, (Hq + 2 * Hkv) * D, H, ScaleLayout::kBlock, false, "qkv"));
+            c.push_back(linear_fp8(T, 2 * I, H, ScaleLayout::kBlock, false, "gate_up"));
+            c.push_back(linear_fp8(T, H, I, ScaleLayout::kBlock, false, "down"));
         }
         for (int64_t T : {1, 256})
             c.push_back(linear(T, V, H, BF16, false, "lm_head"));
