@@ -132,8 +132,30 @@ def make_one(name, out_root, log):
     tiny.record_reference(model, d, name, kind, ref["prompt_ids"], log,
                           f"fp32 on CPU: transformers {transformers.__version__} loading this fp8 checkpoint with "
                           f"FineGrainedFP8Config(dequantize=True), dtype=float32, eager attention, no cache")
+    drift = bf16_drift(d, kind, qc)
+    log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
     log(f"{name}: {quantized} weights quantized ({block[0]}x{block[1]} blocks, {scale_dtype} scales), "
         f"ok in {time.time() - t0:.1f}s, {tiny.dir_summary(d)}")
+
+
+def bf16_drift(d, kind, qc):
+    """transformers' own bf16 forward of the checkpoint (dequantised to bf16, bf16 activations) against the fp32
+    reference just recorded: the number bench/gpu/golden_bf16_drift.py records for the bf16 goldens, from which the
+    CUDA golden test derives its bound. Measured here on the CPU (on a GPU transformers would run its fp8 kernels, which
+    quantize the activations too: another computation than pagoda's weight-only one). Recorded in reference.json."""
+    ref_path = os.path.join(d, "reference.json")
+    ref = json.load(open(ref_path))
+    want = np.fromfile(os.path.join(d, "logits.bin"), dtype=np.float32).reshape(ref["logits_shape"])
+    model = tiny.type_for(kind).from_pretrained(d, dtype=torch.bfloat16, attn_implementation="eager",
+                                                quantization_config=qc).eval()
+    with torch.no_grad():
+        got = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0].float().numpy()
+    drift = float(np.abs(got - want).max())
+    ref["transformers_bf16_max_abs_diff"] = round(drift, 6)
+    ref["transformers_bf16_note"] = "measured on the CPU by tools/make_fp8_golden.py (dequantize=True, dtype=bfloat16)"
+    with open(ref_path, "w") as f:
+        json.dump(ref, f, indent=1)
+    return drift
 
 
 def check_dequantised(model, tensors, block):
