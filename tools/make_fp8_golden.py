@@ -53,11 +53,14 @@ SPECS = {
     "qwen2_fp8": ("qwen2", (32, 32), "BF16", ["lm_head"]),
     "qwen3_5_fp8": ("qwen3_5", (32, 32), "BF16", ["lm_head", "model.visual", "mtp"]),
     "qwen3_fp8_channel": ("qwen3", (1, 128), "F32", ["lm_head"]),
+    "qwen3_moe_fp8": ("qwen3_moe", (32, 32), "F32", ["lm_head", "mlp.gate"]),
 }
 
-# The decoder layers' projections; lm_head, embeddings, norms, router and shared-expert gates, the vision tower and
-# MTP stay as stored (Qwen's FP8 checkpoints keep them bf16).
-QUANTIZED = re.compile(r"^model\.(language_model\.)?layers\.\d+\.(self_attn|mlp|linear_attn)\.\w+_proj(_\w+)?\.weight$")
+# The decoder layers' projections, each expert's too; lm_head, embeddings, norms, router and shared-expert gates, the
+# vision tower and MTP stay as stored (Qwen's FP8 checkpoints keep them bf16).
+QUANTIZED = re.compile(
+    r"^model\.(language_model\.)?layers\.\d+\.(self_attn|mlp|linear_attn)\.(experts\.\d+\.)?\w+_proj(_\w+)?\.weight$")
+EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
 
 
 def to_torch(dtype, shape, data):
@@ -171,8 +174,14 @@ def check_dequantised(model, tensors, block):
         s = to_torch(sd, sshape, sdata)
         full = s.repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)[: shape[0], : shape[1]]
         want = q * full
-        # transformers' name for the parameter (Qwen3.5 loads model.language_model.* under the same names).
+        # transformers' name for the parameter (Qwen3.5 loads model.language_model.* under the same names); experts
+        # are fused into experts.gate_up_proj [E, 2I, H] and experts.down_proj [E, H, I].
         got = params.get(n)
+        if m := EXPERT.match(n):
+            e, part = int(m.group(2)), m.group(3)
+            fused = params[m.group(1) + (".down_proj" if part == "down" else ".gate_up_proj")][e]
+            rows = shape[0]
+            got = fused if part == "down" else fused[:rows] if part == "gate" else fused[rows:]
         if got is None:
             raise KeyError(f"{n}: transformers has no such parameter")
         if not torch.equal(got.detach().float(), want):

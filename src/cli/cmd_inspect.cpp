@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <string>
 
@@ -214,7 +215,16 @@ std::vector<LayerFormats> layer_formats(const ModelSpec& s, const Checkpoint& ch
     lm_head = s.tie_word_embeddings ? "tied to the embedding" : "-";
     const pagoda::Status walked = visit_weights(declared, s, [&](const WeightEntry& e) {
         const TensorView* t = checkpoint.find(e.name);
-        if (e.linear == nullptr || t == nullptr) return pagoda::ok_status();  // norms; built at load (experts)
+        if (t == nullptr && e.source == WeightSource::kUnpacked) {
+            // Experts stored one by one: the first expert's tensor stands for the stack.
+            for (const auto& [stack, first] :
+                 {std::pair<const char*, const char*>{"gate_up_proj", "0.gate_proj.weight"},
+                  {"down_proj", "0.down_proj.weight"}}) {
+                if (e.name.ends_with(std::string("experts.") + stack))
+                    t = checkpoint.find(e.name.substr(0, e.name.size() - std::strlen(stack)) + first);
+            }
+        }
+        if (e.linear == nullptr || t == nullptr) return pagoda::ok_status();  // norms; packed projections
         if (e.linear == &declared.lm_head) {
             lm_head = stored_format(*t, q);
         } else if (e.name.rfind(layers, 0) == 0) {
@@ -394,7 +404,9 @@ int run_inspect(std::span<const std::string_view> args) {
             std::printf("loaded:         %s parameters as %zu tensors (experts stacked, packed projections split)\n",
                         human_count(loaded->params).c_str(), loaded->tensors);
         for (const LayerFormats& f : formats)
-            std::printf("%-15s %s\n", ("layers " + f.layers + ":").c_str(), f.formats.c_str());
+            std::printf("%-15s %s\n",
+                        ((f.layers.find('-') == std::string::npos ? "layer " : "layers ") + f.layers + ":").c_str(),
+                        f.formats.c_str());
         if (!formats.empty()) std::printf("lm_head:        %s\n", lm_head_format.c_str());
     } else {
         std::printf("weights:        none found\n");

@@ -194,6 +194,10 @@ struct StackedWeight {
     DType dtype = DType::BF16;
     int64_t expert_stride = 0;
     int64_t row_stride = 0;
+    // F8_E4M3 weights: expert 0's scale grid (per channel or in blocks), each next expert's scale_expert_stride floats
+    // further. Gate and up halves each start at a block row (the loader checks).
+    Fp8Scales scales;
+    int64_t scale_expert_stride = 0;
 };
 // out[T, H] = Σ_j w[t,j] · down_e(silu(gate_e x) ⊙ up_e x). Tokens are grouped per expert so each expert's
 // weights are read once per call.

@@ -226,7 +226,54 @@ void fuse_projections(DeltaNetWeights& w) {
 namespace {
 // Qwen3-MoE's per-expert tensors (experts.{e}.gate_proj/up_proj/down_proj) stacked once into owned [E, 2I, H] and
 // [E, H, I] buffers, the layout Qwen3.5-MoE checkpoints store.
+// fp8 experts (Qwen3-30B-A3B-FP8 stores them one by one, each with its weight_scale_inv): the data stacked as the
+// dense ones, each expert's scale grid stacked likewise. The gate|up grid is the gate's above the up's, which holds
+// only when I is a whole number of scale blocks; H must be too, so that a stack is also one [E*N, K] matrix with one
+// grid (CUDA dequantises it so). Per-tensor scales do not stack (gate and up have one each).
+Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
+    LinearWeight gate_up, down;
+    // Copies `src`'s data and scales into expert e's rows of `dst`, from row `row` on.
+    const auto place = [](const LinearWeight& src, const LinearWeight& dst, int64_t e, int64_t row) {
+        const Tensor d = dst.data.select(e), s = dst.scales.select(e);
+        const int64_t scale_row = dst.scale_layout == ScaleLayout::kBlock ? row / dst.block_rows : row;
+        std::memcpy(d.narrow(0, row, src.out_features()).data(), src.data.data(), src.data.nbytes());
+        std::memcpy(s.narrow(0, scale_row, src.scales.dim(0)).data(), src.scales.data(), src.scales.nbytes());
+    };
+    for (int64_t e = 0; e < E; ++e) {
+        const std::string ep = p + std::to_string(e) + ".";
+        PAGODA_ASSIGN_OR_RETURN(LinearWeight g, loader.linear(ep + "gate_proj.weight", Shape{I, H}));
+        PAGODA_ASSIGN_OR_RETURN(LinearWeight u, loader.linear(ep + "up_proj.weight", Shape{I, H}));
+        PAGODA_ASSIGN_OR_RETURN(LinearWeight d, loader.linear(ep + "down_proj.weight", Shape{H, I}));
+        if (g.format != WeightFormat::kFp8E4M3 || u.format != g.format || d.format != g.format) {
+            return Status::error(ep + ": experts of one layer must share one format (found " + g.describe() + ", " +
+                                 u.describe() + ", " + d.describe() + ")");
+        }
+        if (e == 0) {
+            const bool block = g.scale_layout == ScaleLayout::kBlock;
+            if (g.scale_layout == ScaleLayout::kPerTensor ||
+                (block && (I % g.block_rows != 0 || H % g.block_rows != 0))) {
+                return Status::error(p + ": fp8 experts with " + g.describe() + " of " + std::to_string(I) + "x" +
+                                     std::to_string(H) + " cannot be stacked (per-channel scales, or blocks that " +
+                                     "divide the expert width and the hidden size, are served)");
+            }
+            gate_up = LinearWeight::fp8(loader.allocate(DType::F8_E4M3, Shape{E, 2 * I, H}), Tensor(), g.scale_layout,
+                                        g.block_rows, g.block_cols);
+            down = LinearWeight::fp8(loader.allocate(DType::F8_E4M3, Shape{E, H, I}), Tensor(), d.scale_layout,
+                                     d.block_rows, d.block_cols);
+            gate_up.scales = loader.allocate(DType::F32, gate_up.expected_scales_shape());
+            down.scales = loader.allocate(DType::F32, down.expected_scales_shape());
+        }
+        place(g, gate_up, e, 0);
+        place(u, gate_up, e, I);
+        place(d, down, e, 0);
+    }
+    out.gate_up = std::move(gate_up);
+    out.down = std::move(down);
+    return ok_status();
+}
+
 Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
+    if (loader.stored_fp8(p + "0.gate_proj.weight")) return stack_fp8_experts(loader, p, E, I, H, out);
     Tensor gate_up, down;
     for (int64_t e = 0; e < E; ++e) {
         const std::string ep = p + std::to_string(e) + ".";
@@ -261,8 +308,8 @@ Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::strin
     }
     out.has_shared = spec.shared_expert_intermediate_size > 0;
     out.per_expert_checkpoint = !loader.has(p + "experts.gate_up_proj");
-    const std::string first = p + (out.per_expert_checkpoint ? "experts.0.gate_proj.weight" : "experts.gate_up_proj");
-    if (loader.stored_fp8(first)) return Status::error(first + ": MoE experts stored as fp8 are not served yet");
+    if (!out.per_expert_checkpoint && loader.stored_fp8(p + "experts.gate_up_proj"))
+        return Status::error(p + "experts.gate_up_proj: fused MoE experts stored as fp8 are not served yet");
     if (out.per_expert_checkpoint) return stack_experts(loader, p + "experts.", E, I, H, out);
     return ok_status();
 }

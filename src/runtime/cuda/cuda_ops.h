@@ -218,6 +218,9 @@ class CudaOps final : public CudaOpsBase {
     // linear() of a weight-only fp8 weight: the GEMV for one token, else the weight dequantised to bf16 scratch and
     // the bf16 cuBLASLt GEMM.
     void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // An fp8 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a dense
+    // stack is returned as it is).
+    LinearWeight dequantized_experts(const LinearWeight& w, void* dst);
 
     // --- GEMM input conversion, reused by consecutive linears of the same input (q/k/v, gate/up) -------------
     // Valid only while nothing but linear() has run since the conversion, and no linear wrote over its source.

@@ -14,7 +14,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden"
 NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen2_fp8", "qwen3_fp8",
-         "qwen3_5_fp8"]
+         "qwen3_5_fp8", "qwen3_moe_fp8"]
 
 
 def pagoda_bin():

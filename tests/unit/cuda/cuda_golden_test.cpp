@@ -137,8 +137,8 @@ TEST(CudaQuantizeAtLoad, Fp8MatchesThePerChannelGolden) {
 // (weight-only fp8 GEMV and dequantise-then-GEMM; their bf16 drift was measured on the CPU, tools/make_fp8_golden.py).
 INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_next",
-                                           "qwen3_5_moe", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8",
-                                           "qwen3_fp8_channel"));
+                                           "qwen3_5_moe", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_fp8_channel",
+                                           "qwen3_moe_fp8"));
 
 }  // namespace
 }  // namespace pagoda::model

@@ -171,7 +171,8 @@ TEST_P(GoldenTest, GreedyContinuationMatchesWhereTheMarginAllows) {
 
 INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5",
-                                           "qwen3_5_moe", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_fp8_channel"),
+                                           "qwen3_5_moe", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_fp8_channel",
+                                           "qwen3_moe_fp8"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

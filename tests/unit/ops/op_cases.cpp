@@ -28,7 +28,11 @@ const char* kind_name(NormKind k) {
 }
 
 const char* dtype_str(DType d) {
-    return d == DType::BF16 ? "bf16" : d == DType::F16 ? "f16" : d == DType::I32 ? "i32" : "f32";
+    return d == DType::BF16      ? "bf16"
+           : d == DType::F16     ? "f16"
+           : d == DType::I32     ? "i32"
+           : d == DType::F8_E4M3 ? "fp8"
+                                 : "f32";
 }
 
 // q heads interleaved with gate heads, as Qwen3-Next's q/gate projection leaves them: a [T, 2·H·D] buffer seen as
@@ -397,8 +401,9 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                 (long long)I, (long long)E, (long long)k, dtype_str(wt), routing_name),
             "moe_experts", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, H});
-                const Tensor gate_up = r.dense(Shape{E, 2 * I, H}, wt, 0.3f);
-                const Tensor down = r.dense(Shape{E, H, I}, wt, 0.3f);
+                const bool fp8 = wt == DType::F8_E4M3;  // e4m3 over its range, 32x32 block scales of ~1e-3
+                const Tensor gate_up = r.dense(Shape{E, 2 * I, H}, wt, fp8 ? 448.0f : 0.3f);
+                const Tensor down = r.dense(Shape{E, H, I}, wt, fp8 ? 448.0f : 0.3f);
                 HostTensor w = HostTensor::empty(DType::F32, Shape{T, k});
                 HostTensor ids = HostTensor::empty(DType::I32, Shape{T, k});
                 int32_t* id = ids.tensor.data_as<int32_t>();
@@ -432,8 +437,14 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                     experts_read += read[static_cast<size_t>(id[i])]++ == 0;
                 const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
                 // The stacked expert weights (runtime/ops.h), as Qwen3.5-MoE checkpoints store them.
-                auto& gu = r.keep(LinearWeight::dense(gate_up));
-                auto& dn = r.keep(LinearWeight::dense(down));
+                const auto stack = [&r, fp8](const Tensor& data) {
+                    if (!fp8) return LinearWeight::dense(data);
+                    LinearWeight w = LinearWeight::fp8(data, Tensor(), ScaleLayout::kBlock, 32, 32);
+                    w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
+                    return w;
+                };
+                auto& gu = r.keep(stack(gate_up));
+                auto& dn = r.keep(stack(down));
                 const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
                 r.set_flops(6.0 * T * k * H * I);
                 r.set_bytes(static_cast<double>(experts_read) * 3.0 * H * I * 2.0 + 8.0 * T * H + 8.0 * T * k);
@@ -676,6 +687,9 @@ const std::vector<OpCase>& op_cases() {
                  moe_experts(64, 256, 96, 128, 8, Routing::Random),
                  moe_experts(300, 256, 96, 128, 8, Routing::Random),
                  moe_experts(64, 256, 96, 128, 8, Routing::Skewed),
+                 // fp8 experts (CUDA: dequantised to a bf16 stack, then the same kernels).
+                 moe_experts(1, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
+                 moe_experts(33, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
                  moe_experts(300, 256, 96, 128, 8, Routing::Skewed),
                  moe_experts(5, 200, 72, 16, 4, Routing::Random),
                  moe_experts(300, 200, 72, 16, 4, Routing::Random),
