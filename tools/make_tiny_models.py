@@ -235,6 +235,20 @@ def run_one(name, kind, kw, out_root, log):
     vocab = model.get_output_embeddings().weight.shape[0]
     rng = np.random.default_rng(42 + len(name))
     prompt = [int(x) for x in rng.integers(0, vocab, PROMPT_LEN)]
+    record_reference(model, d, name, kind, prompt, log,
+                     "fp32 on CPU from the bf16 checkpoint reloaded with dtype=float32, eager attention, no cache")
+    log(f"{name}: ok in {time.time() - t0:.1f}s, {dir_summary(d)}")
+
+
+def dir_summary(d):
+    files = sorted(os.listdir(d))
+    size = sum(os.path.getsize(os.path.join(d, x)) for x in files)
+    return f"{size / 1e6:.2f} MB, files {files}"
+
+
+def record_reference(model, d, name, kind, prompt, log, compute):
+    """Greedy continuation of `prompt`, then logits.bin, hidden.bin and reference.json of the full sequence in d.
+    `compute` says in reference.json how the model was loaded."""
     ids = list(prompt)
     margins = []
     with torch.no_grad():
@@ -282,15 +296,13 @@ def run_one(name, kind, kw, out_root, log):
         "logits_max_abs": float(np.abs(logits).max()),
         "hidden_shape": list(hidden.shape) if hidden is not None else None,
         "hidden_note": "output_hidden_states of the full forward: embeddings, then each layer (last one as HF gives it)",
-        "compute": "fp32 on CPU from the bf16 checkpoint reloaded with dtype=float32, eager attention, no cache",
+        "compute": compute,
         **cache_info,
         **scaling_info,
     }
     with open(os.path.join(d, "reference.json"), "w") as f:
         json.dump(ref, f, indent=1)
-    files = sorted(os.listdir(d))
-    size = sum(os.path.getsize(os.path.join(d, x)) for x in files)
-    log(f"{name}: ok in {time.time() - t0:.1f}s, {size / 1e6:.2f} MB, files {files}, cache {cache_info}")
+    log(f"{name}: cache {cache_info}")
 
 
 # ---------------------------------------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ if want tests; then
         summary+=("$t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) |sampling 256' "$OUT/$t.log" | tr '\n' ' ')")
     done
     # The decode attention kernel's other block shapes against the CPU too (pagoda_op_bench compares speeds).
-    for shape in 4x3 2x4 8x2; do
+    for shape in ${ATTENTION_SHAPES-4x3 2x4 8x2}; do
         PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/backend_ops_test" \
             --gtest_filter='*paged_attention*' > "$OUT/backend_ops_test_attention_$shape.log" 2>&1
         summary+=("backend_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
@@ -84,7 +84,7 @@ if want arch; then
     # What an A100 (sm_80) and sm_86 / sm_89 parts get, run on this GPU: the kernels' tiles capped at those parts'
     # shared memory (PAGODA_CUDA_KERNELS), then the kernels as compute_80 PTX compiled by the driver, which has no
     # instruction newer than sm_80.
-    for fam in sm80 sm86; do
+    for fam in ${ARCH_FAMILIES:-sm80 sm86}; do
         for t in backend_ops_test delta_net_kernels_test cuda_golden_test; do
             PAGODA_CUDA_KERNELS=$fam LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/arch_${fam}_$t.log" 2>&1
             summary+=("$fam tiles: $t rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/arch_${fam}_$t.log" | tr '\n' ' ')")

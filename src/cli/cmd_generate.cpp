@@ -56,6 +56,7 @@ int run_generate(std::span<const std::string_view> args) {
     parser.add_option("tensor-parallel-size", "N",
                       "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
     parser.add_option("device", "DEV", "auto | cpu | cuda (auto: cuda when a GPU is present and the model is dense)");
+    parser.add_option("quantization", "METHOD", "fp8: quantize a bf16 checkpoint at load (as serve)");
     // The shared parser knows long flags only; accept the conventional -n too.
     std::vector<std::string_view> fixed(args.begin(), args.end());
     for (auto& a : fixed) {
@@ -149,6 +150,7 @@ int run_generate(std::span<const std::string_view> args) {
         options.tensor_parallel_size = static_cast<int32_t>(*v);
     }
     options.device = parser.get("device").value_or("auto");
+    options.quantization = parser.get("quantization").value_or("");
     if (options.device != "auto" && options.device != "cpu" && options.device != "cuda")
         return cli::fail("generate", "--device: '" + options.device + "' is not auto, cpu or cuda");
     auto served = executor::create_engine(*dir, options);

@@ -1,6 +1,10 @@
 // `pagoda inspect MODEL_DIR`: what a model directory holds — architecture, layer plan, parameter
 // counts, dtype, weight bytes and cache sizes — without loading anything onto a device.
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <string>
 
 #include "cli/args.h"
@@ -8,6 +12,7 @@
 #include "common/json.h"
 #include "model/arch/arch.h"
 #include "model/model_dir.h"
+#include "model/quantization.h"
 #include "model/rope.h"
 
 namespace {
@@ -176,6 +181,80 @@ std::optional<LoadedWeights> loaded_weights(const ModelSpec& s, const Checkpoint
     return n;
 }
 
+// The format each decoder layer's linear weights are stored in (as the loader reads them: a weight stored F8_E4M3
+// is fp8 with the quantization_config's scales, any other dtype dense), with runs of layers alike merged: what a
+// quantized checkpoint left unquantized shows by name ("fp8-e4m3 (128x128 block scales); bf16: mlp.gate").
+struct LayerFormats {
+    std::string layers;  // "0-47", "3"
+    std::string formats;
+};
+std::string stored_format(const TensorView& t, const std::optional<CheckpointQuantization>& q) {
+    if (t.dtype == StorageDType::kF8_E4M3) return q ? q->describe() : "fp8-e4m3 (no quantization_config)";
+    std::string name(storage_dtype_name(t.dtype));
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    return name;
+}
+// One layer's (or the top level's) formats: the most common one first, then each other one with the weights it holds.
+std::string describe_formats(const std::vector<std::pair<std::string, std::string>>& weights) {
+    std::map<std::string, std::vector<std::string>> by_format;
+    for (const auto& [format, name] : weights)
+        by_format[format].push_back(name);
+    auto most = std::max_element(by_format.begin(), by_format.end(),
+                                 [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
+    if (most == by_format.end()) return "-";
+    std::string out = most->first;
+    for (const auto& [format, names] : by_format) {
+        if (format == most->first) continue;
+        out += "; " + format + ":";
+        for (const std::string& n : names)
+            out += " " + n;
+    }
+    return out;
+}
+std::vector<LayerFormats> layer_formats(const ModelSpec& s, const Checkpoint& checkpoint, std::string& lm_head) {
+    const auto quantization = checkpoint_quantization(s.quantization);
+    const std::optional<CheckpointQuantization> q = quantization.ok() ? *quantization : std::nullopt;
+    ModelWeights declared = declared_weights(s);
+    std::vector<std::vector<std::pair<std::string, std::string>>> per_layer(declared.layers.size());
+    const std::string layers = s.weight_prefix + "layers.";
+    lm_head = s.tie_word_embeddings ? "tied to the embedding" : "-";
+    const pagoda::Status walked = visit_weights(declared, s, [&](const WeightEntry& e) {
+        const TensorView* t = checkpoint.find(e.name);
+        if (t == nullptr && e.source == WeightSource::kUnpacked) {
+            // Experts stored one by one: the first expert's tensor stands for the stack.
+            for (const auto& [stack, first] :
+                 {std::pair<const char*, const char*>{"gate_up_proj", "0.gate_proj.weight"},
+                  {"down_proj", "0.down_proj.weight"}}) {
+                if (e.name.ends_with(std::string("experts.") + stack))
+                    t = checkpoint.find(e.name.substr(0, e.name.size() - std::strlen(stack)) + first);
+            }
+        }
+        if (e.linear == nullptr || t == nullptr) return pagoda::ok_status();  // norms; packed projections
+        if (e.linear == &declared.lm_head) {
+            lm_head = stored_format(*t, q);
+        } else if (e.name.rfind(layers, 0) == 0) {
+            const size_t dot = e.name.find('.', layers.size());
+            const size_t i = std::stoul(e.name.substr(layers.size(), dot - layers.size()));
+            std::string short_name = e.name.substr(dot + 1);
+            if (short_name.ends_with(".weight")) short_name.resize(short_name.size() - 7);
+            if (i < per_layer.size()) per_layer[i].emplace_back(stored_format(*t, q), short_name);
+        }
+        return pagoda::ok_status();
+    });
+    std::vector<LayerFormats> out;
+    if (!walked.ok()) return out;
+    for (size_t i = 0; i < per_layer.size(); ++i) {
+        const std::string f = describe_formats(per_layer[i]);
+        if (!out.empty() && out.back().formats == f) {
+            const size_t dash = out.back().layers.find('-');
+            out.back().layers = out.back().layers.substr(0, dash) + "-" + std::to_string(i);
+        } else {
+            out.push_back({std::to_string(i), f});
+        }
+    }
+    return out;
+}
+
 Json file_or_null(const std::optional<std::string>& p) {
     return p ? Json(*p) : Json();
 }
@@ -201,6 +280,9 @@ int run_inspect(std::span<const std::string_view> args) {
     std::optional<WeightSummary> w;
     std::optional<LoadedWeights> loaded;
     if (m.checkpoint) w = summarize_weights(s, *m.checkpoint), loaded = loaded_weights(s, *m.checkpoint);
+    std::vector<LayerFormats> formats;
+    std::string lm_head_format;
+    if (m.checkpoint && loaded) formats = layer_formats(s, *m.checkpoint, lm_head_format);
     const size_t elem = dtype_bytes(s.dtype);
     const size_t kv = s.kv_cache_bytes_per_token(elem);
     const size_t state = s.linear_state_bytes_per_sequence();
@@ -238,6 +320,15 @@ int run_inspect(std::span<const std::string_view> args) {
             j.set("num_weight_files", size_json(m.checkpoint->files().size()));
             j.set("loaded_parameters", loaded ? int_json(loaded->params) : Json());
             j.set("loaded_tensors", loaded ? size_json(loaded->tensors) : Json());
+            Json lf = Json::array();
+            for (const LayerFormats& f : formats) {
+                Json e = Json::object();
+                e.set("layers", Json(f.layers));
+                e.set("formats", Json(f.formats));
+                lf.push_back(e);
+            }
+            j.set("layer_formats", lf);
+            j.set("lm_head_format", Json(lm_head_format));
         } else {
             j.set("parameters", Json());
             j.set("weight_bytes", Json());
@@ -307,6 +398,7 @@ int run_inspect(std::span<const std::string_view> args) {
                         table->attention_factor);
     }
     std::printf("dtype:          %s\n", s.dtype.empty() ? "(not given)" : s.dtype.c_str());
+    std::printf("quantization:   %s\n", s.quantization.describe().c_str());
     if (w) {
         std::printf("parameters:     %s total: embedding %s, text model %s, other %s",
                     human_count(w->params.total).c_str(), human_count(w->params.embedding).c_str(),
@@ -324,6 +416,11 @@ int run_inspect(std::span<const std::string_view> args) {
         if (loaded)
             std::printf("loaded:         %s parameters as %zu tensors (experts stacked, packed projections split)\n",
                         human_count(loaded->params).c_str(), loaded->tensors);
+        for (const LayerFormats& f : formats)
+            std::printf("%-15s %s\n",
+                        ((f.layers.find('-') == std::string::npos ? "layer " : "layers ") + f.layers + ":").c_str(),
+                        f.formats.c_str());
+        if (!formats.empty()) std::printf("lm_head:        %s\n", lm_head_format.c_str());
     } else {
         std::printf("weights:        none found\n");
     }

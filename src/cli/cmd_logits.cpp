@@ -34,6 +34,7 @@ int run_logits(std::span<const std::string_view> args) {
     parser.add_option("threads", "N", "CPU threads (default: all cores)");
     parser.add_option("last", "N", "print only the last N positions (default: all)");
     parser.add_option("device", "DEV", "cpu (default) | cuda");
+    parser.add_option("quantization", "METHOD", "fp8: quantize a bf16 checkpoint at load (as serve)");
     if (auto exit = cli::parse_or_exit(parser, "logits", args)) return *exit;
 
     const auto dir = parser.get("model");
@@ -62,7 +63,8 @@ int run_logits(std::span<const std::string_view> args) {
     } else {
         return cli::fail("logits", "--device: '" + device + "' is not cpu or cuda");
     }
-    auto model = model::Model::load(*dir, *backend);
+    auto model = model::Model::load(*dir, *backend, single_communicator(),
+                                    model::LoadOptions{parser.get("quantization").value_or("")});
     if (!model.ok()) return cli::fail("logits", model.message());
     auto runner = model::SequenceRunner::create(**model, 1, static_cast<int32_t>(ids->size()));
     if (!runner.ok()) return cli::fail("logits", runner.message());

@@ -26,6 +26,7 @@
 #include "executor/create_engine.h"
 #include "executor/tensor_parallel_worker.h"
 #include "model/model_spec.h"
+#include "model/quantization.h"
 #include "runtime/cuda_backend.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
@@ -85,7 +86,6 @@ const RefusedFlag kRefused[] = {
     {"pipeline-parallel-size", true, "1", "pipeline parallelism is not implemented"},
     {"data-parallel-size", true, "1", "data parallelism is not implemented"},
     {"enable-expert-parallel", false, "", "expert parallelism is not implemented"},
-    {"quantization", true, "", "quantized checkpoints are not supported yet"},
     {"kv-cache-dtype", true, "auto", "only the model's dtype is supported for the KV cache yet"},
     {"enable-lora", false, "", "LoRA adapters are not supported yet"},
     {"lora-modules", true, "", "LoRA adapters are not supported yet"},
@@ -304,6 +304,7 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
     eo.gpu_memory_utilization = gpu_memory_utilization;
     eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
     eo.enforce_eager = p.has("enforce-eager");
+    eo.quantization = p.get("quantization").value_or("");
     if (auto v = p.get("scheduling-policy")) {
         if (*v != "fcfs" && *v != "priority") return Status::error("--scheduling-policy: fcfs or priority");
         eo.priority_scheduling = *v == "priority";
@@ -406,6 +407,9 @@ cli::ArgParser make_serve_parser() {
     p.add_switch("no-enable-prefix-caching", "turn prefix caching off");
     p.add_switch("enforce-eager", "CUDA: run decode steps eagerly instead of replaying recorded CUDA graphs");
     p.add_option("dtype", "DTYPE", "auto | float32 | float (CPU computes in float32)");
+    p.add_option("quantization", "METHOD",
+                 "-q: fp8 quantizes a bf16 checkpoint's projections at load (e4m3, per-channel scales); a quantized "
+                 "checkpoint's method (fp8, compressed-tensors) is read from config.json and, if given, checked");
     p.add_option("seed", "S", "seed for requests that bring none (default 0)");
     p.add_option("device", "DEV", "auto | cpu | cuda");
     p.add_option("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 (also PAGODA_API_KEY, VLLM_API_KEY)",
@@ -581,6 +585,13 @@ Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<T
         o.service.max_model_len = o.test_max_model_len;
     } else {
         PAGODA_ASSIGN_OR_RETURN(o.engine, engine_options(p, device, gpu_memory_utilization, o.nodes));
+        // A --quantization the checkpoint does not take is refused before the server listens (the model loads
+        // later, in the background).
+        if (!o.engine->quantization.empty()) {
+            PAGODA_ASSIGN_OR_RETURN(const model::ModelSpec spec, model::load_model_spec(o.model_dir + "/config.json"));
+            auto plan = model::plan_quantization(spec.quantization, o.engine->quantization);
+            if (!plan.ok()) return plan.status();
+        }
     }
     return o;
 }

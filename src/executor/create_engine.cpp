@@ -287,6 +287,11 @@ Result<std::unique_ptr<TensorParallelRunner>> load_node_zero(const std::string& 
 // threads. What cannot work (more ranks than GPUs, a build without NCCL) is an error that says so.
 Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::string& model_dir,
                                                                    const EngineOptions& o) {
+    if (!o.quantization.empty()) {
+        // The split ranks load with the checkpoint's own format; quantized weights do not shard yet.
+        return Status::error("--quantization " + o.quantization + " with --tensor-parallel-size " +
+                             std::to_string(o.tensor_parallel_size) + " is not supported yet");
+    }
     if (o.nnodes > 1) return load_node_zero(model_dir, o);
     PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
     PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
@@ -344,7 +349,8 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     auto backend = make_backend(options, dir.spec);
     if (!backend.ok()) return backend.status().with_context(model_dir);
     s->backend_ = std::move(backend).value();
-    PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_));
+    PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_, single_communicator(),
+                                                          model::LoadOptions{options.quantization}));
     auto runner = start_runner(*s->model_, options, s->config_);
     if (!runner.ok()) return runner.status().with_context(model_dir);
     s->runner_ = std::move(runner).value();

@@ -51,6 +51,9 @@ struct EngineOptions {
     double gpu_memory_utilization = 0.9;
     // CUDA: run every step eagerly instead of replaying decode steps as recorded CUDA graphs (vLLM's flag).
     bool enforce_eager = false;
+    // --quantization (model::LoadOptions::quantization): "" as config.json says, the checkpoint's quant_method
+    // (checked), or "fp8" to quantize an unquantized checkpoint's projections at load. Not with tensor parallelism yet.
+    std::string quantization;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
 
     // Tensor parallelism across nodes (docs/deployment-multinode.md): one process per node, tensor_parallel_size /

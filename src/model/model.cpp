@@ -19,17 +19,17 @@ std::string_view missing_op(const ModelSpec& spec, const std::function<bool(std:
     return {};
 }
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, Communicator& comm) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, Communicator& comm,
+                                           const LoadOptions& options) {
     PAGODA_ASSIGN_OR_RETURN(ModelDir model_dir, ModelDir::open(dir, /*open_weights=*/true));
-    return load(std::move(model_dir), backend, comm);
+    return load(std::move(model_dir), backend, comm, options);
 }
 
-Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Communicator& comm) {
+Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Communicator& comm,
+                                           const LoadOptions& options) {
     if (!dir.checkpoint) return Status::error(dir.files.dir + ": no weights were opened");
-    if (dir.spec.quantization.quantized()) {
-        return Status::error(dir.files.dir + ": this checkpoint is quantized (" + dir.spec.quantization.describe() +
-                             "); quantized checkpoints are not served yet");
-    }
+    auto quantization = plan_quantization(dir.spec.quantization, options.quantization);
+    if (!quantization.ok()) return quantization.status().with_context(dir.files.dir);
     if (std::string_view missing =
             missing_op(dir.spec, [&backend](std::string_view op) { return backend.ops().supports(op); });
         !missing.empty()) {
@@ -39,7 +39,7 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     auto plan = make_shard_plan(dir.spec, comm.size(), comm.rank());
     if (!plan.ok()) return plan.status().with_context(dir.files.dir);
     std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
-    Status status = model->load_weights();
+    Status status = model->load_weights(*quantization);
     if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
     if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
@@ -63,6 +63,7 @@ Status Model::upload_weights() {
     const auto for_each_weight = [this](const std::function<void(Tensor&)>& f) {
         Status walked = visit_weights(weights_, dir_.spec, [&f](const WeightEntry& e) {
             f(e.data());
+            if (e.linear != nullptr) f(e.linear->scales);  // after the data: dense neighbours stay back to back
             return ok_status();
         });
         PAGODA_CHECK_MSG(walked.ok(), walked.message().c_str());  // the visitor never fails
@@ -96,7 +97,7 @@ Status Model::upload_weights() {
     return ok_status();
 }
 
-Status Model::load_weights() {
+Status Model::load_weights(const QuantizationPlan& quantization) {
     const ModelSpec& spec = dir_.spec;
     PAGODA_ASSIGN_OR_RETURN(rope_, rope_table_for(spec));
     if (spec.hidden_act != "silu") return Status::error("hidden_act '" + spec.hidden_act + "' is not supported");
@@ -105,7 +106,7 @@ Status Model::load_weights() {
                              std::to_string(spec.layers.size()) + " layer types");
     }
     const Architecture& arch = architecture_for(spec.family);
-    WeightLoader loader(*dir_.checkpoint, weights_.owned);
+    WeightLoader loader(*dir_.checkpoint, weights_.owned, quantization.stored ? &*quantization.stored : nullptr);
     weights_.layers.resize(spec.layers.size());
     cache_layer_.resize(spec.layers.size());
     int32_t full = 0, linear = 0;
@@ -127,6 +128,16 @@ Status Model::load_weights() {
     }
     // Every tensor the weights structs declare, read by name.
     PAGODA_RETURN_IF_ERROR(visit_weights(weights_, spec, loader.visitor()));
+    if (quantization.fp8_at_load) {
+        // The projections only (WeightEntry::quantizable); stacked experts (rank 3) stay dense: the MoE ops take no
+        // fp8 weights yet.
+        PAGODA_RETURN_IF_ERROR(visit_weights(weights_, spec, [&loader](const WeightEntry& e) {
+            LinearWeight* w = e.linear;
+            if (w != nullptr && e.quantizable && w->defined() && w->is_dense() && w->data.rank() == 2)
+                *w = loader.quantize_fp8(*w);
+            return ok_status();
+        }));
+    }
     if (!weights_.lm_head.defined()) weights_.lm_head = LinearWeight::dense(weights_.embed);  // tied
     return ok_status();
 }

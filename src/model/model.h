@@ -13,6 +13,7 @@
 #include "common/status.h"
 #include "model/arch/arch.h"
 #include "model/model_dir.h"
+#include "model/quantization.h"
 #include "model/shard_plan.h"
 #include "runtime/backend.h"
 #include "runtime/cache_pools.h"
@@ -30,15 +31,24 @@ using HiddenObserver = std::function<void(int64_t layer, const Tensor& hidden)>;
 // `runs` answers for one op by name (Ops::supports, cuda_runs_op).
 std::string_view missing_op(const ModelSpec& spec, const std::function<bool(std::string_view)>& runs);
 
+// How to load a checkpoint beyond what its files say.
+struct LoadOptions {
+    // --quantization: "" (config.json decides), the checkpoint's own quant_method (checked against it), or "fp8" on an
+    // unquantized checkpoint (its projections quantized to fp8 e4m3 with per-channel scales at load).
+    std::string quantization;
+};
+
 class Model {
   public:
     // Opens the model directory (config.json + safetensors) and loads the weights for `backend`. With a
     // communicator of size N > 1, only rank comm.rank()'s tensor-parallel shard (shard_plan.h) is loaded and the
     // forward pass meets the other ranks in comm's collectives; comm must outlive the model.
     static Result<std::unique_ptr<Model>> load(const std::string& dir, Backend& backend,
-                                               Communicator& comm = single_communicator());
+                                               Communicator& comm = single_communicator(),
+                                               const LoadOptions& options = {});
     static Result<std::unique_ptr<Model>> load(ModelDir dir, Backend& backend,
-                                               Communicator& comm = single_communicator());
+                                               Communicator& comm = single_communicator(),
+                                               const LoadOptions& options = {});
 
     const ModelSpec& spec() const { return dir_.spec; }
     const ModelDir& dir() const { return dir_; }
@@ -63,7 +73,7 @@ class Model {
   private:
     Model(ModelDir dir, Backend& backend, Communicator& comm, const ShardPlan& plan)
         : dir_(std::move(dir)), backend_(backend), comm_(comm), plan_(plan) {}
-    Status load_weights();
+    Status load_weights(const QuantizationPlan& quantization);
     Status upload_weights();  // device backends: weights into device memory
     size_t scratch_bytes(int64_t tokens, int64_t logits_rows) const;
 

@@ -508,6 +508,7 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
     if (q.method.empty()) return f.fail("quant_method", "is missing");
     PAGODA_RETURN_IF_ERROR(f.get_int_list("weight_block_size", q.weight_block_size, false));
     PAGODA_RETURN_IF_ERROR(f.get("activation_scheme", q.activation_scheme));
+    PAGODA_RETURN_IF_ERROR(f.get("fmt", q.fmt));
     PAGODA_RETURN_IF_ERROR(f.get("bits", q.bits));
     PAGODA_RETURN_IF_ERROR(f.get("w_bit", q.bits));  // AutoAWQ's spelling
     PAGODA_RETURN_IF_ERROR(f.get("group_size", q.group_size));
@@ -553,6 +554,7 @@ std::string QuantizationSpec::describe() const {
     auto add = [&](const std::string& part) { s += ", " + part; };
     auto group = [&] { return group_size > 0 ? "group " + std::to_string(group_size) : std::string("per-channel"); };
     if (method == "fp8") {
+        if (!fmt.empty() && fmt != "e4m3") add(fmt);  // e4m3 is what every fp8 checkpoint Qwen publishes has
         if (weight_block_size.size() == 2)
             add(std::to_string(weight_block_size[0]) + "x" + std::to_string(weight_block_size[1]) + " block scales");
         else

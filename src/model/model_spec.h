@@ -49,6 +49,7 @@ struct RopeSpec {
 struct QuantizationSpec {
     std::string method;  // quant_method as written; empty: not quantized
     // fp8
+    std::string fmt;                         // "e4m3" (Qwen's checkpoints) / "e5m2"; empty: not given (e4m3)
     std::vector<int64_t> weight_block_size;  // [128, 128]: block scales; empty: per-tensor (or per-channel) scales
     std::string activation_scheme;           // "dynamic" / "static"
     // awq, gptq, and compressed-tensors' weights

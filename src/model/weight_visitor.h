@@ -36,6 +36,9 @@ struct WeightEntry {
     LinearWeight* linear = nullptr;  // a LinearWeight member (its bias, if any, is an entry of its own)
     Tensor* tensor = nullptr;        // a Tensor member (kView, kF32)
     bool optional = false;           // may be absent from the checkpoint; the member then stays undefined
+    // A projection `--quantization fp8` quantizes at load; false for the linear weights quantized checkpoints leave
+    // in bf16 (lm_head, MoE router and shared-expert gates).
+    bool quantizable = true;
 
     // The tensor that holds the entry's data (a LinearWeight's data).
     Tensor& data() const { return linear != nullptr ? linear->data : *tensor; }
@@ -52,6 +55,13 @@ inline WeightEntry linear_entry(const std::string& prefix, const char* suffix, L
     WeightEntry e;
     e.name = prefix + suffix, e.shape = std::move(shape), e.source = WeightSource::kLinear, e.role = role;
     e.linear = &w;
+    return e;
+}
+// A LinearWeight that stays as stored under --quantization fp8 (WeightEntry::quantizable).
+inline WeightEntry dense_linear_entry(const std::string& prefix, const char* suffix, LinearWeight& w, Shape shape,
+                                      ShardRole role) {
+    WeightEntry e = linear_entry(prefix, suffix, w, std::move(shape), role);
+    e.quantizable = false;
     return e;
 }
 inline WeightEntry tensor_entry(const std::string& prefix, const char* suffix, Tensor& t, Shape shape,

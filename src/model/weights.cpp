@@ -3,11 +3,15 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "runtime/weight_quantization.h"
 
 namespace pagoda::model {
 
-bool to_tensor_dtype(StorageDType storage, DType& out) {
+bool to_tensor_dtype(StorageDType storage, DType& out, bool fp8) {
     switch (storage) {
+        case StorageDType::kF8_E4M3:
+            out = DType::F8_E4M3;
+            return fp8;
         case StorageDType::kF32:
             out = DType::F32;
             return true;
@@ -32,7 +36,7 @@ Result<std::vector<int64_t>> WeightLoader::shape_of(const std::string& name) con
     return t->shape;
 }
 
-Result<const TensorView*> WeightLoader::lookup(const std::string& name, const Shape& shape) {
+Result<const TensorView*> WeightLoader::lookup(const std::string& name, const Shape& shape, bool fp8) {
     const TensorView* t = checkpoint_.find(name);
     if (t == nullptr) {
         return Status::error("missing tensor '" + name + "' (expected shape " + shape.to_string() + ")");
@@ -43,9 +47,9 @@ Result<const TensorView*> WeightLoader::lookup(const std::string& name, const Sh
                              found.to_string());
     }
     DType dtype = DType::F32;
-    if (!to_tensor_dtype(t->dtype, dtype)) {
-        return Status::error("tensor '" + name + "': expected dtype BF16, F16 or F32, found " +
-                             std::string(storage_dtype_name(t->dtype)));
+    if (!to_tensor_dtype(t->dtype, dtype, fp8)) {
+        return Status::error("tensor '" + name + "': expected dtype BF16, F16 or F32" + (fp8 ? " (or F8_E4M3)" : "") +
+                             ", found " + std::string(storage_dtype_name(t->dtype)));
     }
     used_.insert(name);
     return t;
@@ -66,9 +70,50 @@ Tensor WeightLoader::allocate(DType dtype, const Shape& shape) {
     return t;
 }
 
+LinearWeight WeightLoader::quantize_fp8(const LinearWeight& dense) {
+    const Tensor data = allocate(DType::F8_E4M3, dense.data.shape());
+    const Tensor scales = allocate(DType::F32, Shape{dense.out_features()});
+    return quantize_fp8_per_channel(dense, data, scales);
+}
+
 Result<LinearWeight> WeightLoader::linear(const std::string& name, const Shape& shape) {
+    if (const TensorView* t = checkpoint_.find(name); t != nullptr && t->dtype == StorageDType::kF8_E4M3)
+        return fp8_linear(name, shape);
     PAGODA_ASSIGN_OR_RETURN(Tensor data, view(name, shape));
     return LinearWeight::dense(std::move(data));
+}
+
+Result<LinearWeight> WeightLoader::fp8_linear(const std::string& name, const Shape& shape) {
+    if (quantization_ == nullptr) {
+        return Status::error(
+            "tensor '" + name +
+            "' is stored as F8_E4M3 but config.json has no quantization_config saying how it is scaled");
+    }
+    if (quantization_->format != WeightFormat::kFp8E4M3) {
+        return Status::error("tensor '" + name + "' is stored as F8_E4M3 in a " + quantization_->describe() +
+                             " checkpoint");
+    }
+    PAGODA_ASSIGN_OR_RETURN(const TensorView* data, lookup(name, shape, /*fp8=*/true));
+    LinearWeight w;
+    w.format = WeightFormat::kFp8E4M3;
+    w.data = Tensor(const_cast<std::byte*>(data->data), DType::F8_E4M3, shape);  // read-only, as view()
+    w.scale_layout = quantization_->layout;
+    w.block_rows = quantization_->block_rows, w.block_cols = quantization_->block_cols;
+    const std::string scales = scale_name(name, *quantization_);
+    const TensorView* s = checkpoint_.find(scales);
+    const Shape want = w.expected_scales_shape();
+    if (s == nullptr) {
+        return Status::error("tensor '" + name + "' is F8_E4M3 (" + w.describe() + ") but its scales '" + scales +
+                             "' (shape " + want.to_string() + ") are missing");
+    }
+    // The stored scales may carry unit dimensions the layout does not (per-channel [N, 1], per-tensor [] or [1]).
+    const Shape stored{std::span<const int64_t>(s->shape)};
+    if (stored.numel() != want.numel() || (w.scale_layout == ScaleLayout::kBlock && !(stored == want))) {
+        return Status::error("tensor '" + scales + "': expected shape " + want.to_string() + " for the scales of " +
+                             name + " " + shape.to_string() + " (" + w.describe() + "), found " + stored.to_string());
+    }
+    PAGODA_ASSIGN_OR_RETURN(w.scales, f32(scales, stored, want));
+    return w;
 }
 
 Result<Tensor> WeightLoader::f32(const std::string& name, const Shape& shape, const Shape& as) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/quantization.h"
 #include "model/safetensors.h"
 #include "model/weight_visitor.h"
 #include "runtime/linear_weight.h"
@@ -27,19 +28,32 @@ struct OwnedWeights {
 // expected and the found shape. Tensors that are never asked for (vision tower, MTP head) are simply not loaded.
 class WeightLoader {
   public:
-    WeightLoader(const Checkpoint& checkpoint, OwnedWeights& owned) : checkpoint_(checkpoint), owned_(owned) {}
+    // `quantization`: how the checkpoint's quantized weights are stored (checkpoint_quantization), or null when it
+    // has none; it must outlive the loader.
+    WeightLoader(const Checkpoint& checkpoint, OwnedWeights& owned,
+                 const CheckpointQuantization* quantization = nullptr)
+        : checkpoint_(checkpoint), owned_(owned), quantization_(quantization) {}
 
     bool has(std::string_view name) const { return checkpoint_.find(name) != nullptr; }
+    // Whether `name` is stored as F8_E4M3 (for the layouts that only take dense weights yet, to say so).
+    bool stored_fp8(std::string_view name) const {
+        const TensorView* t = checkpoint_.find(name);
+        return t != nullptr && t->dtype == StorageDType::kF8_E4M3;
+    }
     // Shape of a tensor, or an error naming it when absent.
     Result<std::vector<int64_t>> shape_of(const std::string& name) const;
 
     // A zero-copy view of a floating-point tensor (F32, BF16 or F16) of exactly `shape`.
     Result<Tensor> view(const std::string& name, const Shape& shape);
-    // A dense linear weight: view() of `name` as LinearWeight data (its dtype gives the format).
+    // A linear weight of `shape` as stored: a view of a float tensor as a dense weight (its dtype gives the format),
+    // or of an F8_E4M3 tensor as an fp8 weight with its scale tensor (an F32 copy in the layout the
+    // quantization_config gives; an error naming both tensors when it is missing or of the wrong shape).
     Result<LinearWeight> linear(const std::string& name, const Shape& shape);
     // A contiguous F32 copy (norm weights, biases, gate parameters, conv kernels): any float dtype in the file.
     // `shape` is the expected stored shape; `as` (optional) the shape of the returned tensor (same element count).
     Result<Tensor> f32(const std::string& name, const Shape& shape, const Shape& as = Shape());
+    // A dense [N, K] weight quantized to fp8 e4m3 with per-channel scales, in owned buffers (bias kept).
+    LinearWeight quantize_fp8(const LinearWeight& dense);
     // An uninitialised owned host tensor for weights the loader builds itself.
     Tensor allocate(DType dtype, const Shape& shape);
     // Reads one declared tensor into its member as entry.source says (an absent optional one is left undefined;
@@ -54,15 +68,18 @@ class WeightLoader {
     const std::unordered_set<std::string>& used() const { return used_; }
 
   private:
-    Result<const TensorView*> lookup(const std::string& name, const Shape& shape);
+    // The stored tensor `name` of exactly `shape`, of a float dtype (F32, BF16, F16; also F8_E4M3 when `fp8`).
+    Result<const TensorView*> lookup(const std::string& name, const Shape& shape, bool fp8 = false);
+    Result<LinearWeight> fp8_linear(const std::string& name, const Shape& shape);
 
     const Checkpoint& checkpoint_;
     OwnedWeights& owned_;
+    const CheckpointQuantization* quantization_;
     std::unordered_set<std::string> used_;
 };
 
-// Maps a safetensors element type to a tensor dtype (floating-point types only).
-bool to_tensor_dtype(StorageDType storage, DType& out);
+// Maps a safetensors element type to a tensor dtype (F32, BF16, F16; F8_E4M3 too when `fp8`).
+bool to_tensor_dtype(StorageDType storage, DType& out, bool fp8 = false);
 std::string shape_string(const Shape& shape);
 
 }  // namespace pagoda::model

@@ -67,6 +67,7 @@ class CpuOps final : public Ops {
 
     void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override {
         ops_checks::expect_linear(x, w, y, kHere, "linear");
+        if (w.format == WeightFormat::kFp8E4M3) return linear_fp8(x, w, y);
         if (!w.is_dense()) ops_checks::unsupported_format(w, "CPU", "linear");
         expect_dense(w, "linear");
         kc::LinearArgs a;
@@ -169,6 +170,10 @@ class CpuOps final : public Ops {
         const LinearWeight& gu = experts.gate_up;
         const LinearWeight& dn = experts.down;
         for (const LinearWeight* w : {&gu, &dn}) {
+            if (w->format == WeightFormat::kFp8E4M3) {
+                ops_checks::expect_fp8(*w, kHere, "moe_experts");
+                continue;
+            }
             if (!w->is_dense()) ops_checks::unsupported_format(*w, "CPU", "moe_experts");
             expect_dense(*w, "moe_experts");
         }
@@ -190,8 +195,8 @@ class CpuOps final : public Ops {
         a.x = x.data_as<float>(), a.x_stride = x.stride(0);
         a.T = x.dim(0), a.H = H, a.I = I, a.E = E, a.k = topk_ids.dim(1);
         a.topk_weights = topk_weights.data_as<float>(), a.topk_ids = topk_ids.data_as<int32_t>();
-        a.gate_up = {gu.data.data(), gu.data.dtype(), gu.data.stride(0), gu.data.stride(1)};
-        a.down = {dn.data.data(), dn.data.dtype(), dn.data.stride(0), dn.data.stride(1)};
+        a.gate_up = stacked(gu);
+        a.down = stacked(dn);
         a.out = out.data_as<float>(), a.out_stride = out.stride(0);
         kc::launch_moe_experts(a);
     }
@@ -309,6 +314,33 @@ class CpuOps final : public Ops {
         expect(kc_.dim(1) == batch.block_size && kc_.dim(2) == H_kv && kc_.dim(3) == D, op,
                "cache " + kc_.to_string() + " does not match block_size " + std::to_string(batch.block_size) +
                    ", heads " + std::to_string(H_kv) + ", head_dim " + std::to_string(D));
+    }
+
+    // An [E, N, K] expert stack as the kernel takes it (fp8: with each expert's scale grid).
+    static kc::StackedWeight stacked(const LinearWeight& w) {
+        kc::StackedWeight s;
+        s.data = w.data.data(), s.dtype = w.data.dtype(), s.expert_stride = w.data.stride(0);
+        s.row_stride = w.data.stride(1);
+        if (w.format == WeightFormat::kFp8E4M3) {
+            const ScaleBlocks b = w.scale_blocks();
+            s.scales = {w.scales.data_as<float>(), b.rows, b.cols, b.stride};
+            s.scale_expert_stride = w.scales.numel() / w.data.dim(0);
+        }
+        return s;
+    }
+
+    // Weight-only fp8: dequantised to f32 chunk by chunk, then the f32 GEMM (gemm_fp8.cpp).
+    static void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+        ops_checks::expect_fp8(w, kHere, "linear");
+        const ScaleBlocks blocks = w.scale_blocks();
+        kc::LinearFp8Args a;
+        a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+        a.w = static_cast<const uint8_t*>(w.data.data()), a.w_stride = w.data.stride(0);
+        a.scales = {w.scales.data_as<float>(), blocks.rows, blocks.cols, blocks.stride};
+        a.bias = w.bias.defined() ? w.bias.data() : nullptr, a.bias_dtype = w.bias.dtype();
+        a.y = y.data_as<float>(), a.y_stride = y.stride(0);
+        a.T = x.dim(0), a.N = w.out_features(), a.K = w.in_features();
+        kc::launch_linear_fp8(a);
     }
 
     // A dense weight's data must be of the format's dtype (LinearWeight::dense makes them agree).

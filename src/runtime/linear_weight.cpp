@@ -1,5 +1,6 @@
 #include "runtime/linear_weight.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -56,6 +57,67 @@ LinearWeight LinearWeight::dense(Tensor data, Tensor bias) {
     w.data = std::move(data);
     w.bias = std::move(bias);
     return w;
+}
+
+LinearWeight LinearWeight::fp8(Tensor data, Tensor scales, ScaleLayout layout, int64_t block_rows, int64_t block_cols,
+                               Tensor bias) {
+    LinearWeight w;
+    w.format = WeightFormat::kFp8E4M3;
+    w.data = std::move(data);
+    w.scales = std::move(scales);
+    w.scale_layout = layout;
+    if (layout == ScaleLayout::kBlock) w.block_rows = block_rows, w.block_cols = block_cols;
+    w.bias = std::move(bias);
+    return w;
+}
+
+namespace {
+int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+}  // namespace
+
+ScaleBlocks LinearWeight::scale_blocks() const {
+    const int64_t N = out_features(), K = in_features();
+    switch (scale_layout) {
+        case ScaleLayout::kPerTensor:
+            return {std::max<int64_t>(N, 1), std::max<int64_t>(K, 1), 0};
+        case ScaleLayout::kPerChannel:
+            return {1, std::max<int64_t>(K, 1), 1};
+        case ScaleLayout::kBlock:
+            return {block_rows, block_cols, ceil_div(K, block_cols)};
+        case ScaleLayout::kNone:
+        case ScaleLayout::kGroup:
+            break;
+    }
+    return {};
+}
+
+Shape LinearWeight::expected_scales_shape() const {
+    const int64_t N = out_features(), K = in_features();
+    Shape per_matrix;
+    switch (scale_layout) {
+        case ScaleLayout::kNone:
+            return Shape();
+        case ScaleLayout::kPerTensor:
+            per_matrix = Shape{1};
+            break;
+        case ScaleLayout::kPerChannel:
+            per_matrix = Shape{N};
+            break;
+        case ScaleLayout::kBlock:
+            if (block_rows <= 0 || block_cols <= 0) return Shape();
+            per_matrix = Shape{ceil_div(N, block_rows), ceil_div(K, block_cols)};
+            break;
+        case ScaleLayout::kGroup:
+            if (group_size <= 0) return Shape();
+            per_matrix = Shape{N, K / group_size};
+            break;
+    }
+    if (data.rank() != 3) return per_matrix;
+    // Stacked experts: one grid per expert.
+    if (per_matrix.rank() == 1) return Shape{data.dim(0), per_matrix[0]};
+    return Shape{data.dim(0), per_matrix[0], per_matrix[1]};
 }
 
 DType LinearWeight::input_dtype() const {

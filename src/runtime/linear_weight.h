@@ -1,7 +1,8 @@
 // LinearWeight: the weight of one linear layer as Ops::linear takes it: the data, an optional bias, and the format
 // that decides which kernel runs it (per layer, as TurboMind's LinearWeight and vLLM's per-layer QuantizeMethod do).
-// Dense formats (bf16/f16/f32) run today; fp8-e4m3 and int4 are declared with their scale/zero tensors so that a
-// loader and a kernel can be added without changing the type or the model code. Knows nothing about models.
+// Dense formats (bf16/f16/f32) and fp8-e4m3 (weight-only: dequantised by the kernel) run today; int4 is declared with
+// its scale/zero tensors so that a loader and a kernel can be added without changing the type or the model code.
+// Knows nothing about models.
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,8 @@ enum class WeightFormat : uint8_t {
     kBf16,     // data BF16 [N, K]
     kF16,      // data F16 [N, K]
     kF32,      // data F32 [N, K]
-    kFp8E4M3,  // data F8_E4M3 [N, K]; scales F32 as `scale_layout` says
+    kFp8E4M3,  // data F8_E4M3 [N, K]; scales F32 as `scale_layout` says; value = q · scale (the scale is a multiplier,
+               // what Qwen's checkpoints call weight_scale_inv and compressed-tensors weight_scale)
     kInt4,     // data U8 [N, K/2], two values per byte, the element of even k in the low nibble; scales and
                // (asymmetric) zeros per group of `group_size` inputs: scales [N, K/group_size] (F16/BF16/F32),
                // zeros like scales (already unpacked); value = (q - zero) · scale, zero = 8 when `zeros` is undefined
@@ -37,6 +39,13 @@ std::string_view scale_layout_name(ScaleLayout layout);
 // The LoRA adapters of one projection (one low-rank A·B pair per loaded adapter). Declared only: multi-LoRA is not
 // built yet; its loader will define this type and fill LinearWeight::lora.
 struct LoraAdapterSet;
+
+// Where the scale of weight (n, k) of an fp8 weight lies, whatever its layout: scales[(n / rows) * stride + k / cols].
+// Per tensor: one block covering everything (stride 0); per channel: blocks of one row; block: the 128x128 grid. One
+// formula lets every kernel take every layout.
+struct ScaleBlocks {
+    int64_t rows = 0, cols = 0, stride = 0;
+};
 
 struct LinearWeight {
     // [N, K] (out_features, in_features), last dim contiguous. Stacked experts: [E, N, K], one [N, K] per expert.
@@ -60,6 +69,11 @@ struct LinearWeight {
     // A dense weight of data's dtype (BF16, F16 or F32; another dtype gives a weight no backend accepts).
     static LinearWeight dense(Tensor data, Tensor bias = Tensor());
 
+    // An fp8 weight: data F8_E4M3 [N, K] and F32 scales of `layout` ([1], [N], or [ceil(N/block_rows),
+    // ceil(K/block_cols)] for kBlock).
+    static LinearWeight fp8(Tensor data, Tensor scales, ScaleLayout layout, int64_t block_rows = 0,
+                            int64_t block_cols = 0, Tensor bias = Tensor());
+
     bool defined() const { return data.defined(); }
     bool is_dense() const {
         return format == WeightFormat::kBf16 || format == WeightFormat::kF16 || format == WeightFormat::kF32;
@@ -70,6 +84,10 @@ struct LinearWeight {
     // What the GEMM of this format wants as its input: the weights' own type for dense 16-bit weights (activations
     // are rounded to it), F32 for F32 weights, BF16 for weight-only fp8 and int4 (upcast in the kernel).
     DType input_dtype() const;
+    // The scale grid of a weight with scales (ScaleBlocks), for one [N, K] matrix.
+    ScaleBlocks scale_blocks() const;
+    // The shape `scales` must have for this weight's layout and data (an empty Shape for dense formats).
+    Shape expected_scales_shape() const;
     // The format with its variant, for messages: "bf16", "fp8-e4m3 (128x128 block scales)", "int4 (group 128,
     // zero points)".
     std::string describe() const;

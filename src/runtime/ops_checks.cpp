@@ -55,6 +55,20 @@ void expect_linear(const Tensor& x, const LinearWeight& w, const Tensor& y, Devi
     if (w.bias.defined()) expect_vec(w.bias, w.out_features(), device, op, "bias");
 }
 
+void expect_fp8(const LinearWeight& w, DeviceKind device, const char* op) {
+    PAGODA_OP_EXPECT(w.data.dtype() == DType::F8_E4M3, op,
+                     "weight data " + w.data.to_string() + " does not match its format " + w.describe());
+    const bool layout_ok = w.scale_layout == ScaleLayout::kPerTensor || w.scale_layout == ScaleLayout::kPerChannel ||
+                           (w.scale_layout == ScaleLayout::kBlock && w.block_rows > 0 && w.block_cols > 0);
+    PAGODA_OP_EXPECT(layout_ok, op, "fp8 weight with scale layout " + w.describe() + " is not one the kernels take");
+    const Tensor& s = w.scales;
+    PAGODA_OP_EXPECT(s.defined() && s.dtype() == DType::F32 && s.is_contiguous() && s.device().kind == device &&
+                         s.shape() == w.expected_scales_shape(),
+                     op,
+                     "scales of " + w.describe() + " weight " + w.data.to_string() + " must be contiguous F32 " +
+                         w.expected_scales_shape().to_string() + " on the weight's device, got " + s.to_string());
+}
+
 void unsupported_format(const LinearWeight& w, const char* backend, const char* op) {
     fail(op, "weight format " + w.describe() + " is not run by the " + backend + " backend yet");
 }

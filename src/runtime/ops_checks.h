@@ -28,6 +28,9 @@ void expect_vec(const Tensor& t, int64_t n, DeviceKind device, const char* op, c
 // linear()'s contract whatever the format: x [T, K] and y [T, N] F32 on `device`, w.data a rank-2 tensor on `device`
 // with a contiguous last dim giving N and K, the bias (if any) [N].
 void expect_linear(const Tensor& x, const LinearWeight& w, const Tensor& y, DeviceKind device, const char* op);
+// An fp8-e4m3 weight: F8_E4M3 data and contiguous F32 scales on `device` of the shape its layout gives
+// (LinearWeight::expected_scales_shape).
+void expect_fp8(const LinearWeight& w, DeviceKind device, const char* op);
 // Refuses a weight format the backend does not run, naming the format and its variant.
 [[noreturn]] void unsupported_format(const LinearWeight& w, const char* backend, const char* op);
 

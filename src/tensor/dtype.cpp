@@ -85,6 +85,25 @@ float f8e4m3_to_f32(uint8_t b) {
     return neg ? -v : v;
 }
 
+uint8_t f32_to_f8e4m3(float value) {
+    const uint32_t u = std::bit_cast<uint32_t>(value);
+    const auto sign = static_cast<uint8_t>((u >> 24) & 0x80u);
+    const float a = std::fabs(value);
+    if (std::isnan(a)) return sign | 0x7fu;
+    if (a >= 448.0f) return sign | 0x7eu;
+    if (a < 0x1p-6f) {
+        // Subnormals are multiples of 2^-9: rounding a·2^9 to the nearest integer (even on ties) is exact; 8 is the
+        // smallest normal, whose encoding is 8 as well.
+        return sign | static_cast<uint8_t>(std::nearbyint(a * 0x1p9f));
+    }
+    // Normal: keep 3 of f32's 23 mantissa bits, rounding to nearest even (a carry moves into the exponent), then
+    // rebias the exponent from 127 to 7. The largest result below 448 is 448's own code, so nothing overflows.
+    uint32_t m = std::bit_cast<uint32_t>(a);
+    m += 0x7ffffu + ((m >> 20) & 1u);
+    const uint32_t bits = (m >> 20) - (120u << 3);
+    return sign | static_cast<uint8_t>(bits);
+}
+
 float f8e5m2_to_f32(uint8_t b) {
     return f16_to_f32(static_cast<uint16_t>(b) << 8);
 }

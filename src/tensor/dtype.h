@@ -52,5 +52,8 @@ uint16_t f32_to_f16(float value);
 // OCP FP8 E4M3 (the "fn" variant: no infinities, 0x7f/0xff are NaN) and E5M2.
 float f8e4m3_to_f32(uint8_t bits);
 float f8e5m2_to_f32(uint8_t bits);
+// f32 -> E4M3 rounding to nearest even (subnormals included), saturating at ±448 (the largest finite value, as
+// quantizers clamp before casting); NaN stays NaN.
+uint8_t f32_to_f8e4m3(float value);
 
 }  // namespace pagoda

@@ -1,6 +1,6 @@
 // CPU kernels: the math of every op as one plain launcher per op taking an args struct. Activations are fp32;
-// weights may be bf16/f16/f32. Parallel with OpenMP over the machine's cores. No allocation visible to callers
-// (scratch is thread-local and grows once). Strides are in elements.
+// weights may be bf16/f16/f32, or fp8-e4m3 with scales (dequantised, then the f32 path). Parallel with OpenMP over the
+// machine's cores. No allocation visible to callers (scratch is thread-local and grows once). Strides are in elements.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,54 @@ struct LinearArgs {
     int64_t T = 0, N = 0, K = 0;
 };
 void launch_linear(const LinearArgs& a);
+
+// The scales of an fp8 weight: weight (n, k) is q(n, k) · data[(n / block_rows) * stride + k / block_cols], one grid
+// for per-tensor (one block, stride 0), per-channel (blocks of one row) and 128x128 block scales alike.
+struct Fp8Scales {
+    const float* data = nullptr;
+    int64_t block_rows = 1, block_cols = 1, stride = 0;
+};
+
+// out[n - n0, :] = dequantised weight rows [n0, n1) of an F8_E4M3 [N, K] weight, in f32.
+struct DequantizeFp8Args {
+    const uint8_t* w = nullptr;
+    int64_t w_stride = 0;
+    Fp8Scales scales;
+    int64_t n0 = 0, n1 = 0, K = 0;
+    float* out = nullptr;
+    int64_t out_stride = 0;
+};
+void launch_dequantize_fp8(const DequantizeFp8Args& a);
+
+// y[T, N] = x[T, K] · dequant(W)[N, K]ᵀ (+ bias[N]) for an F8_E4M3 weight (weight-only: x stays f32). The reference
+// path: chunks of weight rows are dequantised to f32 as transformers does (q · scale, one f32 product) and run
+// through launch_linear.
+struct LinearFp8Args {
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    const uint8_t* w = nullptr;
+    int64_t w_stride = 0;
+    Fp8Scales scales;
+    const void* bias = nullptr;
+    DType bias_dtype = DType::F32;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    int64_t T = 0, N = 0, K = 0;
+};
+void launch_linear_fp8(const LinearFp8Args& a);
+
+// Per-channel e4m3 quantization of a dense [N, K] weight of any float dtype (--quantization fp8 at load):
+// scales[n] = max(amax(row n) / 448, 1e-12), q[n, k] = e4m3(w[n, k] / scales[n]) rounded to nearest even; each step an
+// f32 operation, so a torch reimplementation gets the same bytes.
+struct QuantizeFp8RowsArgs {
+    const void* w = nullptr;
+    DType w_dtype = DType::BF16;
+    int64_t w_stride = 0;
+    int64_t N = 0, K = 0;
+    uint8_t* q = nullptr;     // [N, K] contiguous
+    float* scales = nullptr;  // [N]
+};
+void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a);
 
 struct RopeArgs {
     RowsF32 x;
@@ -147,6 +195,10 @@ struct StackedWeight {
     DType dtype = DType::BF16;
     int64_t expert_stride = 0;
     int64_t row_stride = 0;
+    // F8_E4M3 weights: expert 0's scale grid (per channel or in blocks), each next expert's scale_expert_stride floats
+    // further. Gate and up halves each start at a block row (the loader checks).
+    Fp8Scales scales;
+    int64_t scale_expert_stride = 0;
 };
 // out[T, H] = Σ_j w[t,j] · down_e(silu(gate_e x) ⊙ up_e x). Tokens are grouped per expert so each expert's
 // weights are read once per call.

@@ -1,5 +1,6 @@
 // Routed experts of a MoE layer, grouped by expert: each selected expert's weights are read once per call and
-// applied to all the tokens routed to it (GEMV for decode, the tiled GEMM for prefill).
+// applied to all the tokens routed to it (GEMV for decode, the tiled GEMM for prefill; fp8 experts through the fp8
+// linear, which dequantises them first).
 #include <algorithm>
 #include <cstddef>
 #include <vector>
@@ -9,6 +10,29 @@
 #include "kernels/cpu/internal.h"
 
 namespace pagoda::kernels::cpu {
+
+namespace {
+
+// l.y = l.x · (rows [row0, row0 + l.N) of expert e's weight)ᵀ, through the dense or the fp8 linear.
+void expert_linear(LinearArgs l, const StackedWeight& w, int64_t e, int64_t row0) {
+    const auto* rows = static_cast<const std::byte*>(w.data) +
+                       static_cast<size_t>(e * w.expert_stride + row0 * w.row_stride) * dtype_size(w.dtype);
+    if (w.dtype != DType::F8_E4M3) {
+        l.w = rows, l.w_dtype = w.dtype, l.w_stride = w.row_stride;
+        return launch_linear(l);
+    }
+    PAGODA_CHECK_MSG(row0 % w.scales.block_rows == 0 || w.scales.stride == 0, "moe: a half not at a scale block row");
+    LinearFp8Args f;
+    f.x = l.x, f.x_stride = l.x_stride;
+    f.w = reinterpret_cast<const uint8_t*>(rows), f.w_stride = w.row_stride;
+    f.scales = w.scales;
+    f.scales.data += e * w.scale_expert_stride + row0 / w.scales.block_rows * w.scales.stride;
+    f.y = l.y, f.y_stride = l.y_stride;
+    f.T = l.T, f.N = l.N, f.K = l.K;
+    launch_linear_fp8(f);
+}
+
+}  // namespace
 
 void launch_moe_experts(const MoeExpertsArgs& a) {
     const int64_t T = a.T, H = a.H, I = a.I;
@@ -50,13 +74,10 @@ void launch_moe_experts(const MoeExpertsArgs& a) {
         l.K = H;
         l.N = I;
         l.y_stride = I;
-        const auto* gate_up = static_cast<const std::byte*>(a.gate_up.data) +
-                              static_cast<size_t>(e * a.gate_up.expert_stride) * dtype_size(a.gate_up.dtype);
-        l.w_dtype = a.gate_up.dtype, l.w_stride = a.gate_up.row_stride;
-        l.w = gate_up, l.y = g;
-        launch_linear(l);
-        l.w = gate_up + static_cast<size_t>(I * a.gate_up.row_stride) * dtype_size(a.gate_up.dtype), l.y = u;
-        launch_linear(l);
+        l.y = g;
+        expert_linear(l, a.gate_up, e, 0);
+        l.y = u;
+        expert_linear(l, a.gate_up, e, I);
         for (int64_t i = 0; i < n * I; ++i)
             g[i] = silu(g[i]) * u[i];
         l.x = g;
@@ -64,10 +85,8 @@ void launch_moe_experts(const MoeExpertsArgs& a) {
         l.K = I;
         l.N = H;
         l.y_stride = H;
-        l.w = static_cast<const std::byte*>(a.down.data) +
-              static_cast<size_t>(e * a.down.expert_stride) * dtype_size(a.down.dtype);
-        l.w_dtype = a.down.dtype, l.w_stride = a.down.row_stride, l.y = d;
-        launch_linear(l);
+        l.y = d;
+        expert_linear(l, a.down, e, 0);
         for (int64_t r = 0; r < n; ++r) {
             const int64_t i = order[start[e] + r];
             const float w = a.topk_weights[i];

@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -37,6 +38,8 @@ __device__ __forceinline__ float load_as_f32(const void* p, ElemType type, int64
             return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
         case ElemType::F16:
             return __half2float(static_cast<const __half*>(p)[i]);
+        case ElemType::F8E4M3:
+            return static_cast<float>(static_cast<const __nv_fp8_e4m3*>(p)[i]);
         default:
             return static_cast<const float*>(p)[i];
     }

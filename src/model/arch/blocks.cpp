@@ -218,7 +218,54 @@ void fuse_projections(DeltaNetWeights& w) {
 namespace {
 // Qwen3-MoE's per-expert tensors (experts.{e}.gate_proj/up_proj/down_proj) stacked once into owned [E, 2I, H] and
 // [E, H, I] buffers, the layout Qwen3.5-MoE checkpoints store.
+// fp8 experts (Qwen3-30B-A3B-FP8 stores them one by one, each with its weight_scale_inv): the data stacked as the
+// dense ones, each expert's scale grid stacked likewise. The gate|up grid is the gate's above the up's, which holds
+// only when I is a whole number of scale blocks; H must be too, so that a stack is also one [E*N, K] matrix with one
+// grid (CUDA dequantises it so). Per-tensor scales do not stack (gate and up have one each).
+Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
+    LinearWeight gate_up, down;
+    // Copies `src`'s data and scales into expert e's rows of `dst`, from row `row` on.
+    const auto place = [](const LinearWeight& src, const LinearWeight& dst, int64_t e, int64_t row) {
+        const Tensor d = dst.data.select(e), s = dst.scales.select(e);
+        const int64_t scale_row = dst.scale_layout == ScaleLayout::kBlock ? row / dst.block_rows : row;
+        std::memcpy(d.narrow(0, row, src.out_features()).data(), src.data.data(), src.data.nbytes());
+        std::memcpy(s.narrow(0, scale_row, src.scales.dim(0)).data(), src.scales.data(), src.scales.nbytes());
+    };
+    for (int64_t e = 0; e < E; ++e) {
+        const std::string ep = p + std::to_string(e) + ".";
+        PAGODA_ASSIGN_OR_RETURN(LinearWeight g, loader.linear(ep + "gate_proj.weight", Shape{I, H}));
+        PAGODA_ASSIGN_OR_RETURN(LinearWeight u, loader.linear(ep + "up_proj.weight", Shape{I, H}));
+        PAGODA_ASSIGN_OR_RETURN(LinearWeight d, loader.linear(ep + "down_proj.weight", Shape{H, I}));
+        if (g.format != WeightFormat::kFp8E4M3 || u.format != g.format || d.format != g.format) {
+            return Status::error(ep + ": experts of one layer must share one format (found " + g.describe() + ", " +
+                                 u.describe() + ", " + d.describe() + ")");
+        }
+        if (e == 0) {
+            const bool block = g.scale_layout == ScaleLayout::kBlock;
+            if (g.scale_layout == ScaleLayout::kPerTensor ||
+                (block && (I % g.block_rows != 0 || H % g.block_rows != 0))) {
+                return Status::error(p + ": fp8 experts with " + g.describe() + " of " + std::to_string(I) + "x" +
+                                     std::to_string(H) + " cannot be stacked (per-channel scales, or blocks that " +
+                                     "divide the expert width and the hidden size, are served)");
+            }
+            gate_up = LinearWeight::fp8(loader.allocate(DType::F8_E4M3, Shape{E, 2 * I, H}), Tensor(), g.scale_layout,
+                                        g.block_rows, g.block_cols);
+            down = LinearWeight::fp8(loader.allocate(DType::F8_E4M3, Shape{E, H, I}), Tensor(), d.scale_layout,
+                                     d.block_rows, d.block_cols);
+            gate_up.scales = loader.allocate(DType::F32, gate_up.expected_scales_shape());
+            down.scales = loader.allocate(DType::F32, down.expected_scales_shape());
+        }
+        place(g, gate_up, e, 0);
+        place(u, gate_up, e, I);
+        place(d, down, e, 0);
+    }
+    out.gate_up = std::move(gate_up);
+    out.down = std::move(down);
+    return ok_status();
+}
+
 Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
+    if (loader.stored_fp8(p + "0.gate_proj.weight")) return stack_fp8_experts(loader, p, E, I, H, out);
     Tensor gate_up, down;
     for (int64_t e = 0; e < E; ++e) {
         const std::string ep = p + std::to_string(e) + ".";
@@ -253,6 +300,8 @@ Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::strin
     }
     out.has_shared = spec.shared_expert_intermediate_size > 0;
     out.per_expert_checkpoint = !loader.has(p + "experts.gate_up_proj");
+    if (!out.per_expert_checkpoint && loader.stored_fp8(p + "experts.gate_up_proj"))
+        return Status::error(p + "experts.gate_up_proj: fused MoE experts stored as fp8 are not served yet");
     if (out.per_expert_checkpoint) return stack_experts(loader, p + "experts.", E, I, H, out);
     return ok_status();
 }
@@ -266,7 +315,7 @@ Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& p,
     const ShardRole down = ShardRole::columns(SplitUnit::kExpertMlp);
     const auto experts = w.per_expert_checkpoint ? unpacked_entry : linear_entry;  // stacked by prepare_moe, or fused
     const WeightEntry e[] = {
-        linear_entry(p, "gate.weight", w.router, Shape{E, H}, ShardRole::replicated()),
+        dense_linear_entry(p, "gate.weight", w.router, Shape{E, H}, ShardRole::replicated()),
         experts(p, "experts.gate_up_proj", w.gate_up, Shape{E, 2 * I, H}, gate_up),
         experts(p, "experts.down_proj", w.down, Shape{E, H, I}, down),
     };
@@ -275,7 +324,8 @@ Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& p,
     PAGODA_RETURN_IF_ERROR(visit_weights(w.shared, H, spec.shared_expert_intermediate_size, SplitUnit::kSharedExpertMlp,
                                          p + "shared_expert.", visit));
     // sigmoid(x · gate) scales the shared expert's output: a partial sum scaled alike on every rank stays one.
-    return visit(linear_entry(p, "shared_expert_gate.weight", w.shared_gate, Shape{1, H}, ShardRole::replicated()));
+    return visit(
+        dense_linear_entry(p, "shared_expert_gate.weight", w.shared_gate, Shape{1, H}, ShardRole::replicated()));
 }
 
 size_t moe_scratch_floats(const ModelSpec& spec) {
@@ -378,6 +428,10 @@ Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLa
     PAGODA_RETURN_IF_ERROR(check_delta_dims(d));
     if (layout != DeltaNetLayout::kPacked) return ok_status();
     const int64_t group = 2 * d.dk + 2 * d.r * d.dv;  // rows per key head: q(dk) k(dk) v(r*dv) z(r*dv)
+    for (const char* packed : {"in_proj_qkvz.weight", "in_proj_ba.weight"}) {
+        if (loader.stored_fp8(p + packed))
+            return Status::error(p + packed + ": packed projections stored as fp8 are not served yet");
+    }
     PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
     PAGODA_ASSIGN_OR_RETURN(Tensor ba, loader.view(p + "in_proj_ba.weight", Shape{d.Hk * 2 * d.r, d.H}));
     // Re-order once into [q_all | k_all | v_all | z_all] and [b_all | a_all]: value head g*r+j of group g keeps

@@ -63,7 +63,7 @@ Status visit_weights(ModelWeights& w, const ModelSpec& spec, const WeightVisitor
     const int64_t H = spec.hidden_size, V = spec.vocab_size;
     const ShardRole vocab_rows = ShardRole::rows(SplitUnit::kVocab);
     // The LM head is not in the checkpoint when it is tied to the embedding; the loader then views the embedding.
-    WeightEntry lm_head = linear_entry("", "lm_head.weight", w.lm_head, Shape{V, H}, vocab_rows);
+    WeightEntry lm_head = dense_linear_entry("", "lm_head.weight", w.lm_head, Shape{V, H}, vocab_rows);
     lm_head.optional = spec.tie_word_embeddings;
     const WeightEntry top[] = {
         tensor_entry(p, "embed_tokens.weight", w.embed, Shape{V, H}, WeightSource::kView, vocab_rows),

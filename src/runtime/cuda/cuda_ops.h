@@ -210,6 +210,12 @@ class CudaOps final : public CudaOpsBase {
 
     // linear() of a BF16/F16/F32 weight (the checks shared with other formats done).
     void linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // linear() of a weight-only fp8 weight: the GEMV for one token, else the weight dequantised to bf16 scratch and
+    // the bf16 cuBLASLt GEMM.
+    void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // An fp8 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a dense
+    // stack is returned as it is).
+    LinearWeight dequantized_experts(const LinearWeight& w, void* dst);
 
     // --- GEMM input conversion, reused by consecutive linears of the same input (q/k/v, gate/up) -------------
     // Valid only while nothing but linear() has run since the conversion, and no linear wrote over its source.
@@ -237,6 +243,7 @@ class CudaOps final : public CudaOpsBase {
     DeviceScratch convert_scratch_;
     void* converted_buffer_ = nullptr;
     Converted converted_src_;
+    DeviceScratch dequantized_weight_;  // linear_fp8 with more than one token: the bf16 copy of the weight
 
     DeviceScratch attention_workspace_;
     DeviceScratch moe_workspace_;  // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows

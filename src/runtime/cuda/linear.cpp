@@ -1,5 +1,6 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
-// otherwise, with the input conversion they share.
+// otherwise, with the input conversion they share; weight-only fp8 runs the GEMV on its e4m3 bytes, or cuBLASLt on a
+// bf16 copy of the weight.
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -12,6 +13,7 @@ void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
         case WeightFormat::kF32:
             return linear_dense(x, w, y);
         case WeightFormat::kFp8E4M3:
+            return linear_fp8(x, w, y);
         case WeightFormat::kInt4:
             break;
     }
@@ -47,6 +49,37 @@ void CudaOps::linear_dense(const Tensor& x, const LinearWeight& w, const Tensor&
     }
     const auto profile = profiler_.scope("linear (gemm)");
     gemm_.run(wt, weight.data(), weight.stride(0), b, ldb, y.data_as<float>(), y.stride(0), N, T, K);
+    if (bias.defined()) kcu::launch_add_bias(y.data_as<float>(), y.stride(0), bias.data(), bt, T, N, stream_);
+}
+
+void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    ops_checks::expect_fp8(w, kHere, "linear");
+    const Tensor& bias = w.bias;
+    const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
+    const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
+    if (overlaps(y, converted_src_)) invalidate_converted();
+    if (T == 0 || N == 0) return;
+    const ScaleBlocks blocks = w.scale_blocks();
+    const kcu::WeightScales scales{w.scales.data_as<float>(), blocks.rows, blocks.cols, blocks.stride};
+    if (T == kcu::kGemvTokens) {
+        const auto profile = profiler_.scope("linear fp8 (gemv)");
+        kcu::launch_gemv({x.data_as<float>(), w.data.data(), kcu::ElemType::F8E4M3, w.data.stride(0),
+                          bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K, scales},
+                         stream_);
+        return;
+    }
+    void* weight = dequantized_weight_.get(static_cast<size_t>(N * K) * 2, stream_);
+    {
+        const auto profile = profiler_.scope("dequantize fp8");
+        kcu::launch_dequantize_fp8({w.data.data(), w.data.stride(0), scales, N, K, weight}, stream_);
+    }
+    const void* b = nullptr;
+    {
+        const auto profile = profiler_.scope("convert to bf16");
+        b = converted_input(x, kcu::ElemType::BF16);
+    }
+    const auto profile = profiler_.scope("linear fp8 (gemm)");
+    gemm_.run(kcu::ElemType::BF16, weight, K, b, K, y.data_as<float>(), y.stride(0), N, T, K);
     if (bias.defined()) kcu::launch_add_bias(y.data_as<float>(), y.stride(0), bias.data(), bt, T, N, stream_);
 }
 

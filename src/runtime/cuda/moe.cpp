@@ -1,5 +1,6 @@
 // CudaOps' mixture-of-experts ops: the router's softmax/top-k and the routed experts (kernels/cuda/moe/). The routing
 // stays on the device, so a MoE layer records into a CUDA graph like a dense one.
+#include <cstddef>
 #include <string>
 
 #include "runtime/cuda/cuda_ops.h"
@@ -34,6 +35,20 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
     ops_checks::expect_mat(x, kHere, op, "x");
     ops_checks::expect_mat(out, kHere, op, "out");
     expect(x.rank() == 2 && x.shape() == out.shape(), op, "x and out must be [T, H] of one shape");
+    if (experts.gate_up.format == WeightFormat::kFp8E4M3 || experts.down.format == WeightFormat::kFp8E4M3) {
+        // fp8 experts: every expert dequantised to a bf16 stack, then the bf16 kernels (simple and correct first;
+        // the grouped kernels reading e4m3 themselves would skip the copies).
+        // Both stacks in one scratch buffer, gate_up first, taken once (a second get could move the first stack).
+        const auto bf16_bytes = [](const LinearWeight& w) {
+            return w.format == WeightFormat::kFp8E4M3 ? static_cast<size_t>(w.data.numel()) * 2 : size_t{0};
+        };
+        const size_t gate_up_bytes = bf16_bytes(experts.gate_up);
+        auto* scratch =
+            static_cast<std::byte*>(dequantized_weight_.get(gate_up_bytes + bf16_bytes(experts.down), stream_));
+        const LinearWeight gu = dequantized_experts(experts.gate_up, scratch);
+        const LinearWeight dn = dequantized_experts(experts.down, scratch + gate_up_bytes);
+        return moe_experts(x, topk_weights, topk_ids, MoeExpertWeights{gu, dn}, out);
+    }
     const LinearWeight& gu = experts.gate_up;
     const LinearWeight& dn = experts.down;
     for (const LinearWeight* w : {&gu, &dn})
@@ -76,6 +91,23 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
     a.workspace = workspace;
     kcu::launch_moe_experts(a, stream_);
     invalidate_converted();
+}
+
+LinearWeight CudaOps::dequantized_experts(const LinearWeight& w, void* dst) {
+    if (w.format != WeightFormat::kFp8E4M3) return w;
+    const char* op = "moe_experts";
+    ops_checks::expect_fp8(w, kHere, op);
+    expect(w.data.rank() == 3 && w.data.is_contiguous(), op, "fp8 experts must be a contiguous [E, N, K] stack");
+    const int64_t E = w.data.dim(0), N = w.data.dim(1), K = w.data.dim(2);
+    // The stack as one [E*N, K] matrix: its grid is the experts' grids one above the other when N is a whole number
+    // of scale blocks (the loader stacks only such experts).
+    const ScaleBlocks b = w.scale_blocks();
+    expect(N % b.rows == 0, op, "fp8 experts whose rows are not whole scale blocks: " + w.describe());
+    const auto profile = profiler_.scope("dequantize fp8 experts");
+    kcu::launch_dequantize_fp8(
+        {w.data.data(), K, kcu::WeightScales{w.scales.data_as<float>(), b.rows, b.cols, b.stride}, E * N, K, dst},
+        stream_);
+    return LinearWeight::dense(Tensor(dst, DType::BF16, Shape{E, N, K}, w.data.device()));
 }
 
 }  // namespace pagoda

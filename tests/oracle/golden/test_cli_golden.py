@@ -1,6 +1,7 @@
 """`pagoda logits`, `pagoda generate` and `pagoda demo-model` against the transformers references in tests/golden/.
 
-The references (logits.bin, reference.json) were recorded by tools/make_tiny_models.py with transformers in fp32.
+The references (logits.bin, reference.json) were recorded by tools/make_tiny_models.py with transformers in fp32 (the
+*_fp8 ones by tools/make_fp8_golden.py, transformers dequantising the fp8 checkpoint).
 """
 import json
 import os
@@ -13,7 +14,7 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden"
 NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_yarn",
-         "qwen3_5_yarn"]
+         "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_moe_fp8"]
 
 
 def pagoda_bin():
@@ -65,6 +66,27 @@ def test_greedy_generate_matches_transformers(name):
         if margin <= 2 * tol:
             break
         assert g == r, f"step {step}: {g} != {r} (margin {margin})"
+
+
+def test_quantization_fp8_at_load_matches_the_per_channel_checkpoint():
+    # --quantization fp8 on the bf16 qwen3 quantizes as tools/make_fp8_golden.py did for qwen3_fp8_channel.
+    bf16, _, _ = reference("qwen3")
+    _, ref, want = reference("qwen3_fp8_channel")
+    ids = ref["ids"][:40]
+    out = run("logits", "--model", str(bf16), "--quantization", "fp8", "--ids", " ".join(map(str, ids)), "--json")
+    got = np.array(json.loads(out.stdout)["logits"], dtype=np.float32)
+    assert float(np.abs(got - want[: len(ids)]).max()) <= 1e-3 * float(np.abs(want).max())
+
+
+def test_quantization_flag_is_checked_against_the_checkpoint():
+    fp8, ref, _ = reference("qwen3_fp8")
+    ids = " ".join(map(str, ref["ids"][:4]))
+    assert run("logits", "--model", str(fp8), "--quantization", "fp8", "--ids", ids).returncode == 0
+    p = run("logits", "--model", str(fp8), "--quantization", "awq", "--ids", ids, check=False)
+    assert p.returncode != 0 and p.stdout == ""
+    assert "--quantization awq does not match" in p.stderr and "fp8, 128x128 block scales" in p.stderr, p.stderr
+    p = run("generate", "--model", str(fp8), "--quantization", "gptq", "--ids", ids, "-n", "1", check=False)
+    assert p.returncode != 0 and "--quantization gptq does not match" in p.stderr, p.stderr
 
 
 def test_logits_rejects_bad_ids():

@@ -119,6 +119,58 @@ def test_single_file_checkpoint(pagoda_bin, tmp_path):
     assert report["loaded_tensors"] == len(tensors) - sum(1 for n in tensors if n.startswith("extra."))
 
 
+GOLDEN = Path(__file__).resolve().parents[3] / "tests" / "golden"
+
+
+@pytest.mark.parametrize("name,layers,formats,lm_head", [
+    ("qwen3", "0-2", "bf16", "bf16"),
+    ("qwen3_fp8", "0-2", "fp8-e4m3 (128x128 block scales)", "bf16"),
+    ("qwen3_5_fp8", "0-3", "fp8-e4m3 (32x32 block scales)", "tied to the embedding"),
+])
+def test_layer_formats(pagoda_bin, name, layers, formats, lm_head):
+    d = GOLDEN / name
+    if not (d / "config.json").exists():
+        pytest.skip(f"no golden data in {d}")
+    report = inspect(pagoda_bin, d)
+    assert report["layer_formats"] == [{"layers": layers, "formats": formats}]
+    assert report["lm_head_format"] == lm_head
+    text = subprocess.run([pagoda_bin, "inspect", str(d)], capture_output=True, text=True, check=True).stdout
+    assert f"layers {layers}:" in text and formats in text
+    quantization = json.loads((d / "config.json").read_text()).get("quantization_config")
+    assert ("quantization:   none" in text) == (quantization is None), text
+
+
+def test_layer_formats_name_what_a_quantized_checkpoint_left_dense(pagoda_bin, tmp_path):
+    # qwen3_fp8 with layer 1's down_proj stored bf16 (dequantised): that layer says so by name.
+    src = GOLDEN / "qwen3_fp8"
+    if not (src / "config.json").exists():
+        pytest.skip(f"no golden data in {src}")
+    # Raw bytes: numpy has no bf16 or fp8 to load the file with.
+    blob = (src / "model.safetensors").read_bytes()
+    n = int.from_bytes(blob[:8], "little")
+    header = json.loads(blob[8:8 + n])
+    header.pop("__metadata__", None)
+    data = {k: blob[8 + n + e["data_offsets"][0]:8 + n + e["data_offsets"][1]] for k, e in header.items()}
+    name = "model.layers.1.mlp.down_proj.weight"
+    del header[name.replace("weight", "weight_scale_inv")]
+    header[name]["dtype"] = "F16"
+    data[name] = bytes(2 * len(data[name]))
+    offset, out = 0, {}
+    for k in header:
+        out[k] = {"dtype": header[k]["dtype"], "shape": header[k]["shape"],
+                  "data_offsets": [offset, offset + len(data[k])]}
+        offset += len(data[k])
+    h = json.dumps(out).encode()
+    h += b" " * (-len(h) % 8)
+    (tmp_path / "model.safetensors").write_bytes(len(h).to_bytes(8, "little") + h + b"".join(data[k] for k in out))
+    (tmp_path / "config.json").write_text((src / "config.json").read_text())
+    report = inspect(pagoda_bin, tmp_path)
+    fp8 = "fp8-e4m3 (128x128 block scales)"
+    assert report["layer_formats"] == [{"layers": "0", "formats": fp8},
+                                       {"layers": "1", "formats": fp8 + "; f16: mlp.down_proj"},
+                                       {"layers": "2", "formats": fp8}]
+
+
 def test_sharded_checkpoint(pagoda_bin, tmp_path):
     rng = np.random.default_rng(1)
     tensors = qwen3_tiny_tensors(rng, layers=3)

@@ -105,13 +105,43 @@ TEST_P(CudaGoldenTest, AllPositionsAndMixedBatches) {
     EXPECT_LE(max_diff((*out2)[2], ref_, 4, 1), tol_);
 }
 
+// --quantization fp8 on the GPU: the bf16 qwen3 quantized at load (per channel, on the host) and uploaded; the
+// qwen3_fp8_channel golden holds the same weights (fp8_checkpoint_test checks that on the CPU, byte for byte).
+TEST(CudaQuantizeAtLoad, Fp8MatchesThePerChannelGolden) {
+    if (cuda_device_count() == 0)
+        GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": skipped";
+    const std::string channel = golden::dir("qwen3_fp8_channel");
+    if (!file_exists(channel + "/config.json")) GTEST_SKIP() << "no golden data in " << channel;
+    const Reference ref = golden::load(channel);
+    auto backend = make_cuda_backend();
+    ASSERT_TRUE(backend.ok()) << backend.message();
+    auto model = Model::load(golden::dir("qwen3"), **backend, single_communicator(), LoadOptions{"fp8"});
+    ASSERT_TRUE(model.ok()) << model.message();
+    const float tol = std::max(kRelTolerance * ref.max_abs,
+                               kTransformersFactor * static_cast<float>(ref.transformers_bf16_max_abs_diff));
+    auto r = SequenceRunner::create(**model, 1, static_cast<int32_t>(ref.rows) + 8);
+    ASSERT_TRUE(r.ok()) << r.message();
+    const int64_t split = 70;
+    auto prefill = r->feed(0, std::span<const int32_t>(ref.ids).subspan(0, split), true);
+    ASSERT_TRUE(prefill.ok()) << prefill.message();
+    EXPECT_LE(max_diff(*prefill, ref, 0, split), tol);
+    for (int64_t t = split; t < ref.rows; ++t) {
+        auto step = r->feed(0, std::span<const int32_t>(ref.ids).subspan(static_cast<size_t>(t), 1), false);
+        ASSERT_TRUE(step.ok()) << step.message();
+        EXPECT_LE(max_diff(*step, ref, t, 1), tol) << "decode position " << t;
+    }
+}
+
 // Every family: dense (qwen2, qwen3), routed experts (qwen3_moe), the hybrids with Gated DeltaNet and gated attention
-// (qwen3_5 dense, qwen3_next and qwen3_5_moe with experts and a gated shared expert); and YaRN rope scaling, full
+// (qwen3_5 dense, qwen3_next and qwen3_5_moe with experts and a gated shared expert); YaRN rope scaling, full
 // (qwen3_yarn) and over partial rotary dims (qwen3_5_yarn), whose plain-RoPE logits miss the reference by 3-21x this
-// test's bound (reference.json: without_rope_scaling_max_abs_diff vs transformers_bf16_max_abs_diff).
+// test's bound (reference.json: without_rope_scaling_max_abs_diff vs transformers_bf16_max_abs_diff); and the fp8
+// checkpoints (weight-only fp8 GEMV and dequantise-then-GEMM; their bf16 drift was measured on the CPU,
+// tools/make_fp8_golden.py).
 INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_next",
-                                           "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn"));
+                                           "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8",
+                                           "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8"));
 
 }  // namespace
 }  // namespace pagoda::model

@@ -1,5 +1,7 @@
 // Golden tests: our CPU forward pass against transformers' fp32 logits for tiny random checkpoints of every
-// architecture (tests/golden/<name>/, made by tools/make_tiny_models.py on a machine with torch).
+// architecture (tests/golden/<name>/, made by tools/make_tiny_models.py on a machine with torch), and for fp8 copies
+// of three of them (<name>_fp8, made by tools/make_fp8_golden.py: e4m3 weights with block scales, as Qwen's FP8
+// checkpoints; transformers' reference dequantises them).
 //  - every position of a 116-token sequence (100-token prompt + 16-token greedy continuation) within
 //    max|Δ| ≤ 1e-3·max|ref|;
 //  - the same logits when the sequence arrives as a prefix followed by token-by-token decode, in uneven chunks,
@@ -169,7 +171,8 @@ TEST_P(GoldenTest, GreedyContinuationMatchesWhereTheMarginAllows) {
 
 INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5",
-                                           "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn"),
+                                           "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8",
+                                           "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The YaRN references are only worth something if plain RoPE misses them: the same checkpoint with the scaling

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/file.h"
+#include "golden/checkpoint_entries.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "model/safetensors.h"
@@ -19,45 +20,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Entry {
-    std::string name, dtype;
-    std::vector<int64_t> shape;
-    std::string data;
-};
-
-std::vector<Entry> read_entries(const std::string& path) {
-    auto file = SafetensorsFile::open(path);
-    EXPECT_TRUE(file.ok()) << file.message();
-    std::vector<Entry> out;
-    if (!file.ok()) return out;
-    for (const TensorView& t : file->tensors()) {
-        out.push_back({t.name, std::string(storage_dtype_name(t.dtype)), t.shape,
-                       std::string(reinterpret_cast<const char*>(t.data), t.nbytes)});
-    }
-    return out;
-}
-
-void write_entries(const std::string& path, const std::vector<Entry>& entries) {
-    std::string header = "{";
-    size_t offset = 0;
-    for (const Entry& e : entries) {
-        if (header.size() > 1) header += ",";
-        header += "\"" + e.name + "\":{\"dtype\":\"" + e.dtype + "\",\"shape\":[";
-        for (size_t i = 0; i < e.shape.size(); ++i) header += (i ? "," : "") + std::to_string(e.shape[i]);
-        header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + e.data.size()) + "]}";
-        offset += e.data.size();
-    }
-    header += "}";
-    while (header.size() % 8 != 0) header += ' ';
-    std::ofstream out(path, std::ios::binary);
-    uint64_t n = header.size();
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const Entry& e : entries) out.write(e.data.data(), static_cast<std::streamsize>(e.data.size()));
-}
+using test::Entry;
+using test::read_entries;
+using test::write_entries;
 
 class BadCheckpointTest : public ::testing::Test {
-protected:
+  protected:
     void SetUp() override {
         src_ = std::string(PAGODA_SOURCE_DIR) + "/tests/golden/qwen3";
         if (!file_exists(src_ + "/model.safetensors")) GTEST_SKIP() << "no golden qwen3 checkpoint";

@@ -28,7 +28,11 @@ const char* kind_name(NormKind k) {
 }
 
 const char* dtype_str(DType d) {
-    return d == DType::BF16 ? "bf16" : d == DType::F16 ? "f16" : d == DType::I32 ? "i32" : "f32";
+    return d == DType::BF16      ? "bf16"
+           : d == DType::F16     ? "f16"
+           : d == DType::I32     ? "i32"
+           : d == DType::F8_E4M3 ? "fp8"
+                                 : "f32";
 }
 
 // q heads interleaved with gate heads, as Qwen3-Next's q/gate projection leaves them: a [T, 2·H·D] buffer seen as
@@ -154,6 +158,29 @@ OpCase linear(int64_t T, int64_t N, int64_t K, DType wt, bool bias, const char* 
                 r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + T * N) * 4));
                 r.set_flops(2.0 * T * N * K);
                 return [=, &r] { call_linear(r.ops(), x, w, b, y); };
+            }};
+}
+
+const char* layout_str(ScaleLayout layout) {
+    return layout == ScaleLayout::kBlock ? "block128x128" : layout == ScaleLayout::kPerChannel ? "channel" : "tensor";
+}
+
+// Weight-only fp8: e4m3 weights over their whole range with 128x128 block (ragged last blocks where N or K is not a
+// multiple of 128), per-channel or per-tensor scales. T = 1 takes the fp8 GEMV on CUDA, more tokens the bf16 copy
+// and cuBLASLt; both round the dequantised weight and x to bf16 (bf16 tolerance against the CPU's f32).
+OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias, const char* label = "") {
+    return {fmt("linear fp8%s%s T=%lld N=%lld K=%lld %s%s", *label ? " " : "", label, (long long)T, (long long)N,
+                (long long)K, layout_str(layout), bias ? " bias" : ""),
+            "linear", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
+                const Tensor q = r.dense(Shape{N, K}, DType::F8_E4M3, 448.0f);
+                const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
+                LinearWeight w = LinearWeight::fp8(q, Tensor(), layout, 128, 128, b);
+                w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
+                const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
+                r.set_bytes(static_cast<double>(N * K + (T * K + T * N) * 4));
+                r.set_flops(2.0 * T * N * K);
+                return [=, &r] { call_linear(r.ops(), x, w, y); };
             }};
 }
 
@@ -391,8 +418,9 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                 (long long)I, (long long)E, (long long)k, dtype_str(wt), routing_name),
             "moe_experts", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, H});
-                const Tensor gate_up = r.dense(Shape{E, 2 * I, H}, wt, 0.3f);
-                const Tensor down = r.dense(Shape{E, H, I}, wt, 0.3f);
+                const bool fp8 = wt == DType::F8_E4M3;  // e4m3 over its range, 32x32 block scales of ~1e-3
+                const Tensor gate_up = r.dense(Shape{E, 2 * I, H}, wt, fp8 ? 448.0f : 0.3f);
+                const Tensor down = r.dense(Shape{E, H, I}, wt, fp8 ? 448.0f : 0.3f);
                 HostTensor w = HostTensor::empty(DType::F32, Shape{T, k});
                 HostTensor ids = HostTensor::empty(DType::I32, Shape{T, k});
                 int32_t* id = ids.tensor.data_as<int32_t>();
@@ -426,8 +454,14 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                     experts_read += read[static_cast<size_t>(id[i])]++ == 0;
                 const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
                 // The stacked expert weights (runtime/ops.h), as Qwen3.5-MoE checkpoints store them.
-                auto& gu = r.keep(LinearWeight::dense(gate_up));
-                auto& dn = r.keep(LinearWeight::dense(down));
+                const auto stack = [&r, fp8](const Tensor& data) {
+                    if (!fp8) return LinearWeight::dense(data);
+                    LinearWeight w = LinearWeight::fp8(data, Tensor(), ScaleLayout::kBlock, 32, 32);
+                    w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
+                    return w;
+                };
+                auto& gu = r.keep(stack(gate_up));
+                auto& dn = r.keep(stack(down));
                 const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
                 r.set_flops(6.0 * T * k * H * I);
                 r.set_bytes(static_cast<double>(experts_read) * 3.0 * H * I * 2.0 + 8.0 * T * H + 8.0 * T * k);
@@ -585,6 +619,17 @@ const std::vector<OpCase>& op_cases() {
             linear(512, 384, 256, BF16, true),
             linear(512, 128, 128, F32, false),
             linear_overwritten_input(24, 64),
+            // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
+            linear_fp8(1, 256, 512, ScaleLayout::kBlock, false),
+            linear_fp8(1, 300, 264, ScaleLayout::kBlock, true),
+            linear_fp8(1, 129, 100, ScaleLayout::kBlock, false),
+            linear_fp8(1, 8200, 384, ScaleLayout::kPerChannel, true),
+            linear_fp8(1, 77, 96, ScaleLayout::kPerTensor, false),
+            linear_fp8(2, 300, 264, ScaleLayout::kBlock, true),
+            linear_fp8(9, 129, 100, ScaleLayout::kPerChannel, false),
+            linear_fp8(37, 512, 256, ScaleLayout::kBlock, false),
+            linear_fp8(300, 1000, 1024, ScaleLayout::kBlock, true),
+            linear_fp8(64, 96, 72, ScaleLayout::kPerTensor, false),
             rope(5, 4, 32, 32),
             rope(70, 8, 128, 64),
             rope(3, 2, 256, 128),
@@ -666,6 +711,9 @@ const std::vector<OpCase>& op_cases() {
                  moe_experts(64, 256, 96, 128, 8, Routing::Random),
                  moe_experts(300, 256, 96, 128, 8, Routing::Random),
                  moe_experts(64, 256, 96, 128, 8, Routing::Skewed),
+                 // fp8 experts (CUDA: dequantised to a bf16 stack, then the same kernels).
+                 moe_experts(1, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
+                 moe_experts(33, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
                  moe_experts(300, 256, 96, 128, 8, Routing::Skewed),
                  moe_experts(5, 200, 72, 16, 4, Routing::Random),
                  moe_experts(300, 200, 72, 16, 4, Routing::Random),
@@ -712,6 +760,10 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(linear(T, H, Hq * D, BF16, false, "o"));
             c.push_back(linear(T, 2 * I, H, BF16, false, "gate_up"));
             c.push_back(linear(T, H, I, BF16, false, "down"));
+            // Qwen3-8B-FP8: the same projections in e4m3 with 128x128 block scales.
+            c.push_back(linear_fp8(T, (Hq + 2 * Hkv) * D, H, ScaleLayout::kBlock, false, "qkv"));
+            c.push_back(linear_fp8(T, 2 * I, H, ScaleLayout::kBlock, false, "gate_up"));
+            c.push_back(linear_fp8(T, H, I, ScaleLayout::kBlock, false, "down"));
         }
         for (int64_t T : {1, 256})
             c.push_back(linear(T, V, H, BF16, false, "lm_head"));

@@ -45,6 +45,9 @@ void store(const Tensor& t, int64_t i, float v) {
         case DType::I32:
             t.data_as<int32_t>()[i] = std::isnan(v) ? -1 : static_cast<int32_t>(v);
             break;
+        case DType::F8_E4M3:  // weights only (NaN in, NaN out)
+            t.data_as<uint8_t>()[i] = f32_to_f8e4m3(v);
+            break;
         default:
             PAGODA_CHECK_MSG(false, "op harness: unsupported dtype");
     }
@@ -289,7 +292,11 @@ std::vector<Comparison> compare(const CaseRun& reference, const CaseRun& got) {
 }
 
 void call_linear(Ops& ops, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y) {
-    ops.linear(x, LinearWeight::dense(weight, bias), y);
+    call_linear(ops, x, LinearWeight::dense(weight, bias), y);
+}
+
+void call_linear(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    ops.linear(x, w, y);
 }
 
 std::string test_name(std::string_view case_name) {

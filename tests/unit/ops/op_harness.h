@@ -48,7 +48,8 @@ class CaseRun {
     Tensor act(const Shape& shape, float scale = 1.0f);
     // A poisoned (NaN) F32 activation, compared with the reference after the run within `tol`.
     Tensor out(const Shape& shape, std::string what, float tol);
-    // A random dense tensor in `dtype` (weights, norm weights, biases, tables). Laid out densely on every run.
+    // A random dense tensor in `dtype` (weights, norm weights, biases, tables; F8_E4M3 weights too, values rounded
+    // to e4m3). Laid out densely on every run.
     Tensor dense(const Shape& shape, DType dtype = DType::F32, float scale = 1.0f);
     // A poisoned dense output of any dtype (I32 outputs are compared as numbers), compared within `tol`.
     Tensor dense_out(const Shape& shape, DType dtype, std::string what, float tol);
@@ -142,6 +143,7 @@ const std::vector<OpCase>& qwen3_30b_a3b_cases();
 
 // The only place the harness calls Ops::linear, so a change of its signature touches one line.
 void call_linear(Ops& ops, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);
+void call_linear(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor& y);
 
 // A case's name as a gtest name: letters, digits and underscores.
 std::string test_name(std::string_view case_name);

@@ -342,6 +342,25 @@ TEST(LinearWeightTest, DenseFormatFollowsDtypeAndNamesItsInput) {
     EXPECT_EQ(LinearWeight::dense(bf.tensor).in_features(), 8);
 }
 
+TEST(LinearWeightTest, Fp8ScaleGridsCoverEveryLayout) {
+    HostTensor q = HostTensor::zeros(DType::F8_E4M3, {300, 200});
+    HostTensor s = HostTensor::zeros(DType::F32, {3, 2});
+    LinearWeight w = LinearWeight::fp8(q.tensor, s.tensor, ScaleLayout::kBlock, 128, 128);
+    EXPECT_EQ(w.expected_scales_shape(), (Shape{3, 2}));  // ragged last blocks
+    EXPECT_EQ(w.scale_blocks().rows, 128);
+    EXPECT_EQ(w.scale_blocks().cols, 128);
+    EXPECT_EQ(w.scale_blocks().stride, 2);
+    w.scale_layout = ScaleLayout::kPerChannel;
+    EXPECT_EQ(w.expected_scales_shape(), (Shape{300}));
+    EXPECT_EQ(w.scale_blocks().rows, 1);
+    EXPECT_EQ(w.scale_blocks().cols, 200);
+    EXPECT_EQ(w.scale_blocks().stride, 1);
+    w.scale_layout = ScaleLayout::kPerTensor;
+    EXPECT_EQ(w.expected_scales_shape(), (Shape{1}));
+    EXPECT_EQ(w.scale_blocks().stride, 0);
+    EXPECT_EQ(w.input_dtype(), DType::BF16);
+}
+
 TEST(LinearWeightTest, QuantizedFormatsDescribeTheirVariant) {
     LinearWeight fp8;
     fp8.format = WeightFormat::kFp8E4M3;
@@ -364,18 +383,18 @@ TEST(LinearWeightTest, QuantizedFormatsDescribeTheirVariant) {
     EXPECT_FALSE(int4.is_dense());
 }
 
-// A format the backend does not run is refused by name, not run as if it were dense.
+// A format the backend does not run is refused by name, not run as if it were dense; an fp8 weight whose scales do not
+// fit its layout is refused with the shape it needs.
 TEST(OpsDeathTest, LinearRefusesFormatsTheCpuDoesNotRun) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     auto backend = make_cpu_backend();
     HostTensor x = HostTensor::zeros(DType::F32, {2, 256});
     HostTensor y = HostTensor::zeros(DType::F32, {2, 128});
     HostTensor w8 = HostTensor::zeros(DType::F8_E4M3, {128, 256});
-    HostTensor s8 = HostTensor::zeros(DType::F32, {1, 2});
-    LinearWeight fp8 = LinearWeight::dense(w8.tensor);
-    fp8.scale_layout = ScaleLayout::kBlock, fp8.block_rows = fp8.block_cols = 128, fp8.scales = s8.tensor;
+    HostTensor s8 = HostTensor::zeros(DType::F32, {2, 2});
+    const LinearWeight fp8 = LinearWeight::fp8(w8.tensor, s8.tensor, ScaleLayout::kBlock, 128, 128);
     EXPECT_DEATH(backend->ops().linear(x.tensor, fp8, y.tensor),
-                 "linear: weight format fp8-e4m3 \\(128x128 block scales\\) is not run by the CPU backend");
+                 "linear: scales of fp8-e4m3 \\(128x128 block scales\\) weight .* must be contiguous F32 \\[1, 2\\]");
     HostTensor w4 = HostTensor::zeros(DType::U8, {128, 128});
     HostTensor s4 = HostTensor::zeros(DType::F16, {128, 2});
     LinearWeight int4;

@@ -2,6 +2,8 @@
 // loads and multiplies it with x (read through the read-only cache). Weight bandwidth bound.
 // With 16-bit weights x is rounded to the weights' type first, exactly as the cuBLASLt path (more tokens) rounds
 // its input, so a row's result does not depend on how many tokens share the step (batch-invariant greedy output).
+// fp8 weights are the same kernel reading 16 weights per 16-byte load, each group scaled as the cuBLASLt path's
+// dequantised bf16 copy has it (and x rounded to bf16 as that path's input).
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -50,14 +52,56 @@ struct Vec16<float> {
     }
 };
 
-// x as the GEMM sees it: rounded to W's precision when W is a 16-bit type.
+template <>
+struct Vec16<__nv_fp8_e4m3> {
+    static constexpr int kN = 16;
+    __device__ static void load(const __nv_fp8_e4m3* p, float* out) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+        const auto* pairs = reinterpret_cast<const __nv_fp8x2_storage_t*>(&raw);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {  // e4m3 -> f16 is exact
+            const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pairs[i], __NV_E4M3)));
+            out[2 * i] = f.x, out[2 * i + 1] = f.y;
+        }
+    }
+};
+
+// The type the GEMM path multiplies in, which x is rounded to: the weights' own 16-bit type, bf16 for fp8 weights
+// (dequantised to bf16 for cuBLASLt), f32 for f32 weights.
+template <typename W>
+struct GemmInput {
+    using T = W;
+};
+template <>
+struct GemmInput<__nv_fp8_e4m3> {
+    using T = __nv_bfloat16;
+};
+
+// x as the GEMM sees it.
 template <typename W>
 __device__ __forceinline__ float4 round_like(float4 v) {
-    if constexpr (std::is_same_v<W, float>) {
+    using T = typename GemmInput<W>::T;
+    if constexpr (std::is_same_v<T, float>) {
         return v;
     } else {
-        return make_float4(to_f32(from_f32<W>(v.x)), to_f32(from_f32<W>(v.y)), to_f32(from_f32<W>(v.z)),
-                           to_f32(from_f32<W>(v.w)));
+        return make_float4(to_f32(from_f32<T>(v.x)), to_f32(from_f32<T>(v.y)), to_f32(from_f32<T>(v.z)),
+                           to_f32(from_f32<T>(v.w)));
+    }
+}
+
+__device__ __forceinline__ float weight_scale(const WeightScales& s, int64_t n, int64_t k) {
+    return __ldg(s.data + (n / s.rows) * s.stride + k / s.cols);
+}
+
+// fp8: the kN weights of one load (one scale block: launch_gemv checks that the block columns are a multiple of kN)
+// as the dequantised bf16 weight holds them, bf16(q · scale). Dense weights: as loaded.
+template <typename W>
+__device__ __forceinline__ void dequantize_group(const GemvArgs& a, int64_t n, int64_t k, float* w) {
+    if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
+        const float s = weight_scale(a.scales, n, k);
+#pragma unroll
+        for (int i = 0; i < Vec16<W>::kN; ++i)
+            w[i] = __bfloat162float(__float2bfloat16_rn(w[i] * s));
     }
 }
 
@@ -81,6 +125,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
         for (int u = 0; u < kUnroll; ++u)
             Vec16<W>::load(w + k + u * kStep, wv[u]);
 #pragma unroll
+        for (int u = 0; u < kUnroll; ++u)
+            dequantize_group<W>(a, n, k + u * kStep, wv[u]);
+#pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const float* x = a.x + k + u * kStep;
 #pragma unroll
@@ -93,6 +140,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
     for (; k < a.K; k += kStep) {
         float wv[kN];
         Vec16<W>::load(w + k, wv);
+        dequantize_group<W>(a, n, k, wv);
         const float* x = a.x + k;
 #pragma unroll
         for (int i = 0; i < kN; i += 4) {
@@ -114,17 +162,20 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
     a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
 }
 
-// Any alignment, any float weight type: element by element (odd shapes in tests and tiny models).
+// Any alignment, any weight type: element by element (odd shapes in tests and tiny models).
 __global__ void gemv_scalar_kernel(GemvArgs a) {
     const int lane = threadIdx.x & 31;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
     if (n >= a.N) return;
+    const bool fp8 = a.w_type == ElemType::F8E4M3;
     float acc = 0.0f;
     for (int64_t k = lane; k < a.K; k += 32) {
         float x = a.x[k];
-        if (a.w_type == ElemType::BF16) x = __bfloat162float(__float2bfloat16_rn(x));
+        if (a.w_type == ElemType::BF16 || fp8) x = __bfloat162float(__float2bfloat16_rn(x));
         if (a.w_type == ElemType::F16) x = __half2float(__float2half_rn(x));
-        acc += load_as_f32(a.w, a.w_type, n * a.w_stride + k) * x;
+        float w = load_as_f32(a.w, a.w_type, n * a.w_stride + k);
+        if (fp8) w = __bfloat162float(__float2bfloat16_rn(w * weight_scale(a.scales, n, k)));
+        acc += w * x;
     }
     acc = warp_sum(acc);
     if (lane == 0) a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
@@ -157,10 +208,15 @@ bool aligned16(const void* p) {
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     if (a.N == 0) return;
     const unsigned blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-    const int64_t vec = a.w_type == ElemType::F32 ? 4 : 8;
-    const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned16(a.w) && aligned16(a.x);
+    const bool fp8 = a.w_type == ElemType::F8E4M3;
+    PAGODA_KERNEL_REQUIRE(!fp8 || (a.scales.data && a.scales.rows > 0 && a.scales.cols > 0), "fp8 GEMV needs scales");
+    const int64_t vec = a.w_type == ElemType::F32 ? 4 : fp8 ? 16 : 8;  // elements per 16-byte load
+    const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned16(a.w) && aligned16(a.x) &&
+                        (!fp8 || a.scales.cols % vec == 0);
     if (!vec_ok) {
         gemv_scalar_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a);
+    } else if (fp8) {
+        launch_vec<__nv_fp8_e4m3>(a, stream);
     } else if (a.w_type == ElemType::BF16) {
         launch_vec<__nv_bfloat16>(a, stream);
     } else if (a.w_type == ElemType::F16) {

@@ -1,4 +1,5 @@
-// CUDA launchers for linear layers on few tokens (GEMV) and the fp32 -> 16-bit input conversion before cuBLASLt.
+// CUDA launchers for linear layers on few tokens (GEMV), the fp32 -> 16-bit input conversion before cuBLASLt, and the
+// fp8 weight dequantisation before it.
 #pragma once
 
 #include "kernels/cuda/types.h"
@@ -9,6 +10,8 @@ namespace pagoda::kernels::cuda {
 // kGemvTokens tokens and cuBLASLt for more: measured on an H200 with Qwen3-8B's projections, a GEMV over T tokens
 // matches cuBLASLt at T = 1 only (qkv: 16.8 us; at T = 2 21.2 us and at T = 8 64 us, where cuBLASLt takes 16-17 us).
 inline constexpr int64_t kGemvTokens = 1;
+// Weight-only fp8 (w_type F8E4M3, with scales): each weight is dequantised as the GEMM path's bf16 copy of it,
+// bf16(q · scale), and x is rounded to bf16, so one token gives what it would give in a batch.
 struct GemvArgs {
     const float* x;  // [K]
     const void* w;
@@ -18,8 +21,20 @@ struct GemvArgs {
     ElemType bias_type;
     float* y;  // [N]
     int64_t N, K;
+    WeightScales scales = {};  // fp8 weights only
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
+
+// out[n, k] = bf16(q[n, k] · scale(n, k)) for an fp8 weight [N, K] (row stride w_stride): the bf16 weight the
+// cuBLASLt GEMM takes for more tokens than the GEMV serves. out is dense [N, K].
+struct DequantizeFp8Args {
+    const void* w;
+    int64_t w_stride;
+    WeightScales scales;
+    int64_t N, K;
+    void* out;  // BF16 [N, K]
+};
+void launch_dequantize_fp8(const DequantizeFp8Args& a, cudaStream_t stream);
 
 // F32 [T, K] (row stride) -> dense BF16 or F16 [T, K]: the GEMM input of cuBLASLt.
 void launch_convert_rows(const float* src, int64_t src_stride, void* dst, ElemType dst_type, int64_t T, int64_t K,

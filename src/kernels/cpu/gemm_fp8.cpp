@@ -1,0 +1,107 @@
+// Weight-only fp8 (e4m3) on the CPU: the linear that is the reference the CUDA kernels are checked against, and the
+// per-channel quantization of dense weights at load. The linear dequantises weight rows chunk by chunk into
+// thread-local f32 scratch (grown once) and multiplies by the f32 GEMM/GEMV, so the numbers are those of an f32 linear
+// over the dequantised weight, which is what transformers computes when it loads an fp8 checkpoint on a machine
+// without fp8 kernels.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include <omp.h>
+
+#include "common/check.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/internal.h"
+
+namespace pagoda::kernels::cpu {
+
+namespace {
+
+// All 256 e4m3 values: a table lookup instead of bit twiddling per weight.
+const std::array<float, 256>& e4m3_table() {
+    static const std::array<float, 256> table = [] {
+        std::array<float, 256> t{};
+        for (int i = 0; i < 256; ++i)
+            t[i] = f8e4m3_to_f32(static_cast<uint8_t>(i));
+        return t;
+    }();
+    return table;
+}
+
+// Weight rows per chunk: enough for the GEMM to reuse each x row, little enough to stay a few MiB of scratch.
+constexpr int64_t kChunkBytes = int64_t{8} << 20;
+
+void dequantize_rows(const DequantizeFp8Args& a, int64_t n0, int64_t n1) {
+    const float* lut = e4m3_table().data();
+    const Fp8Scales& s = a.scales;
+    for (int64_t n = n0; n < n1; ++n) {
+        const uint8_t* q = a.w + n * a.w_stride;
+        const float* scale_row = s.data + (n / s.block_rows) * s.stride;
+        float* out = a.out + (n - a.n0) * a.out_stride;
+        for (int64_t k0 = 0; k0 < a.K; k0 += s.block_cols) {
+            const float scale = scale_row[k0 / s.block_cols];
+            const int64_t k1 = std::min(a.K, k0 + s.block_cols);
+            for (int64_t k = k0; k < k1; ++k)
+                out[k] = lut[q[k]] * scale;
+        }
+    }
+}
+
+}  // namespace
+
+void launch_dequantize_fp8(const DequantizeFp8Args& a) {
+    PAGODA_CHECK(a.w && a.out && a.scales.data && a.scales.block_rows > 0 && a.scales.block_cols > 0);
+    const int64_t rows = a.n1 - a.n0;
+    if (rows <= 0 || a.K <= 0) return;
+    const int threads = rows * a.K < kParallelMinWork ? 1 : omp_get_max_threads();
+#pragma omp parallel num_threads(threads)
+    {
+        const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+        dequantize_rows(a, a.n0 + rows * id / nt, a.n0 + rows * (id + 1) / nt);
+    }
+}
+
+void launch_linear_fp8(const LinearFp8Args& a) {
+    PAGODA_CHECK(a.x && a.w && a.y && a.K > 0);
+    if (a.T == 0 || a.N == 0) return;
+    thread_local std::vector<float> scratch;
+    const int64_t chunk = std::clamp<int64_t>(kChunkBytes / (a.K * 4), 1, a.N);
+    if (scratch.size() < static_cast<size_t>(chunk * a.K)) scratch.resize(static_cast<size_t>(chunk * a.K));
+    const size_t bias_elem = a.bias ? dtype_size(a.bias_dtype) : 0;
+    for (int64_t n0 = 0; n0 < a.N; n0 += chunk) {
+        const int64_t n1 = std::min(a.N, n0 + chunk);
+        DequantizeFp8Args d;
+        d.w = a.w, d.w_stride = a.w_stride, d.scales = a.scales;
+        d.n0 = n0, d.n1 = n1, d.K = a.K, d.out = scratch.data(), d.out_stride = a.K;
+        launch_dequantize_fp8(d);
+        LinearArgs l;
+        l.x = a.x, l.x_stride = a.x_stride;
+        l.w = scratch.data(), l.w_dtype = DType::F32, l.w_stride = a.K;
+        l.bias = a.bias ? static_cast<const std::byte*>(a.bias) + n0 * bias_elem : nullptr;
+        l.bias_dtype = a.bias_dtype;
+        l.y = a.y + n0, l.y_stride = a.y_stride;
+        l.T = a.T, l.N = n1 - n0, l.K = a.K;
+        launch_linear(l);
+    }
+}
+
+void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a) {
+    PAGODA_CHECK(a.w && a.q && a.scales);
+    if (a.N <= 0 || a.K <= 0) return;
+    const int threads = a.N * a.K < kParallelMinWork ? 1 : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t n = 0; n < a.N; ++n) {
+        const int64_t row = n * a.w_stride;
+        float amax = 0.0f;
+        for (int64_t k = 0; k < a.K; ++k)
+            amax = std::max(amax, std::fabs(load_as_f32(a.w, a.w_dtype, row + k)));
+        const float scale = std::max(amax / 448.0f, 1e-12f);
+        a.scales[n] = scale;
+        for (int64_t k = 0; k < a.K; ++k)
+            a.q[n * a.K + k] = f32_to_f8e4m3(load_as_f32(a.w, a.w_dtype, row + k) / scale);
+    }
+}
+
+}  // namespace pagoda::kernels::cpu

@@ -1,0 +1,210 @@
+#!/usr/bin/env python3
+"""FP8 golden checkpoints: tiny golden models (tests/golden/<name>) with their linear weights quantized to e4m3 the
+way Qwen's FP8 checkpoints are, and transformers' logits for the quantized checkpoint.
+
+Needs torch, transformers and accelerate (transformers' fp8 quantizer asks for it); runs on the CPU.
+
+For every entry of SPECS it writes OUT/<name>/ from the source model tests/golden/<source>/:
+  config.json        the source's, plus quantization_config {"quant_method": "fp8", "fmt": "e4m3",
+                     "activation_scheme": "dynamic", "weight_block_size": [br, bc], "modules_to_not_convert": [...]}
+  model.safetensors  each decoder-layer projection (q/k/v/o, gate/up/down, the Gated DeltaNet in/out projections)
+                     as F8_E4M3 [N, K] beside <module>.weight_scale_inv [ceil(N/br), ceil(K/bc)]: per block,
+                     scale_inv = amax/448 and q = e4m3(w / scale_inv) (saturated at ±448); every other tensor (embedding,
+                     norms, biases, lm_head, router gates, the vision tower, MTP) as the source stores it
+  logits.bin, hidden.bin, reference.json   as tools/make_tiny_models.py writes them, from transformers loading this
+                     checkpoint with FineGrainedFP8Config(dequantize=True) and dtype=float32: its Fp8Dequantize load op
+                     turns each (weight, weight_scale_inv) pair into an f32 weight, q.float() * scale_inv per block (the
+                     CPU path; its fp8 kernels need a GPU), then the model runs in fp32 like the bf16 goldens.
+
+The prompt is the source model's; the greedy continuation is the quantized model's own.
+
+transformers derives the block size from the scale grid (rows // scale_rows), so a dimension that is neither within
+one block nor a multiple of the block would be dequantised differently from the format (ceil grid, ragged last
+block); the generator refuses such shapes. pagoda's ragged blocks are checked by the op tests instead.
+
+Usage: python3 tools/make_fp8_golden.py OUT_DIR [name ...]   (then copy OUT/<name> to tests/golden/)
+"""
+import json
+import math
+import os
+import re
+import shutil
+import sys
+import time
+
+import numpy as np
+import torch
+import transformers
+from transformers import FineGrainedFP8Config
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_tiny_models as tiny  # noqa: E402
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
+E4M3_MAX = 448.0
+
+# output name -> (source model, block size, scale dtype, modules_to_not_convert). qwen3_fp8 takes Qwen3-8B-FP8's config
+# verbatim (every tiny matrix is then one block); qwen2 and qwen3_5 use 32x32 blocks so that each matrix has several,
+# and store the scales in bf16 (the loader reads either). qwen3_fp8_channel has one scale per output row (blocks of
+# [1, 128] cover a row of every qwen3 matrix): the quantization `--quantization fp8` does at load to the bf16 qwen3,
+# so pagoda's online quantization is checked byte for byte against this torch one (and both against transformers).
+SPECS = {
+    "qwen3_fp8": ("qwen3", (128, 128), "F32", ["lm_head"]),
+    "qwen2_fp8": ("qwen2", (32, 32), "BF16", ["lm_head"]),
+    "qwen3_5_fp8": ("qwen3_5", (32, 32), "BF16", ["lm_head", "model.visual", "mtp"]),
+    "qwen3_fp8_channel": ("qwen3", (1, 128), "F32", ["lm_head"]),
+    "qwen3_moe_fp8": ("qwen3_moe", (32, 32), "F32", ["lm_head", "mlp.gate"]),
+}
+
+# The decoder layers' projections, each expert's too; lm_head, embeddings, norms, router and shared-expert gates, the
+# vision tower and MTP stay as stored (Qwen's FP8 checkpoints keep them bf16).
+QUANTIZED = re.compile(
+    r"^model\.(language_model\.)?layers\.\d+\.(self_attn|mlp|linear_attn)\.(experts\.\d+\.)?\w+_proj(_\w+)?\.weight$")
+EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+
+
+def to_torch(dtype, shape, data):
+    np_dtype = {"BF16": np.uint16, "F32": np.float32, "F16": np.float16}[dtype]
+    a = np.frombuffer(data, dtype=np_dtype).reshape(shape)
+    if dtype == "BF16":
+        return torch.from_numpy(a.astype(np.int16)).view(torch.bfloat16).float()
+    return torch.from_numpy(a.astype(np.float32))
+
+
+def scale_bytes(scale, dtype):
+    if dtype == "BF16":
+        return scale.to(torch.bfloat16).view(torch.int16).numpy().tobytes()
+    return scale.to(torch.float32).numpy().tobytes()
+
+
+def quantize_blockwise(w, block, scale_dtype, name):
+    """w f32 [N, K] -> (e4m3 bytes [N, K], scale_inv [ceil(N/br), ceil(K/bc)] as stored, f32)."""
+    N, K = w.shape
+    br, bc = block
+    for dim, b in ((N, br), (K, bc)):
+        if dim > b and dim % b:
+            raise ValueError(f"{name}: dimension {dim} is neither within one {b} block nor a multiple of it")
+    gn, gk = math.ceil(N / br), math.ceil(K / bc)
+    padded = torch.zeros(gn * br, gk * bc)
+    padded[:N, :K] = w
+    blocks = padded.view(gn, br, gk, bc)
+    amax = blocks.abs().amax(dim=(1, 3))
+    scale = (amax / E4M3_MAX).clamp(min=1e-12)
+    # The stored scale is what dequantisation multiplies by: quantize with it after its rounding to the stored dtype.
+    stored = torch.from_numpy(np.frombuffer(scale_bytes(scale, scale_dtype), dtype=np.uint8).copy())
+    scale = (stored.view(torch.bfloat16) if scale_dtype == "BF16" else stored.view(torch.float32)).float().view(gn, gk)
+    q = (blocks / scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    q = q.reshape(gn * br, gk * bc)[:N, :K].contiguous()
+    return q.view(torch.uint8).numpy().tobytes(), scale
+
+
+def make_one(name, out_root, log):
+    t0 = time.time()
+    source, block, scale_dtype, skip = SPECS[name]
+    src = os.path.join(GOLDEN, source)
+    d = os.path.join(out_root, name)
+    os.makedirs(d, exist_ok=True)
+    files, tensors, meta = tiny.load_checkpoint(src)
+    out = {}
+    quantized = 0
+    for n in sorted(tensors):
+        dtype, shape, data = tensors[n]
+        if not QUANTIZED.match(n):
+            out[n] = tensors[n]
+            continue
+        q, scale = quantize_blockwise(to_torch(dtype, shape, data), block, scale_dtype, n)
+        out[n] = ("F8_E4M3", shape, q)
+        out[n[: -len("weight")] + "weight_scale_inv"] = (scale_dtype, list(scale.shape), scale_bytes(scale, scale_dtype))
+        quantized += 1
+    tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "modules_to_not_convert": skip,
+                                  "quant_method": "fp8", "weight_block_size": list(block)}
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    if os.path.exists(os.path.join(src, "generation_config.json")):
+        shutil.copy(os.path.join(src, "generation_config.json"), d)
+
+    ref = json.load(open(os.path.join(src, "reference.json")))
+    kind = ref["model_type"]
+    qc = FineGrainedFP8Config(dequantize=True, weight_block_size=tuple(block), modules_to_not_convert=skip)
+    model = tiny.type_for(kind).from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
+                                                quantization_config=qc)
+    model.eval()
+    check_dequantised(model, out, block)
+    tiny.record_reference(model, d, name, kind, ref["prompt_ids"], log,
+                          f"fp32 on CPU: transformers {transformers.__version__} loading this fp8 checkpoint with "
+                          f"FineGrainedFP8Config(dequantize=True), dtype=float32, eager attention, no cache")
+    drift = bf16_drift(d, kind, qc)
+    log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
+    log(f"{name}: {quantized} weights quantized ({block[0]}x{block[1]} blocks, {scale_dtype} scales), "
+        f"ok in {time.time() - t0:.1f}s, {tiny.dir_summary(d)}")
+
+
+def bf16_drift(d, kind, qc):
+    """transformers' own bf16 forward of the checkpoint (dequantised to bf16, bf16 activations) against the fp32
+    reference just recorded: the number bench/gpu/golden_bf16_drift.py records for the bf16 goldens, from which the
+    CUDA golden test derives its bound. Measured here on the CPU (on a GPU transformers would run its fp8 kernels, which
+    quantize the activations too: another computation than pagoda's weight-only one). Recorded in reference.json."""
+    ref_path = os.path.join(d, "reference.json")
+    ref = json.load(open(ref_path))
+    want = np.fromfile(os.path.join(d, "logits.bin"), dtype=np.float32).reshape(ref["logits_shape"])
+    model = tiny.type_for(kind).from_pretrained(d, dtype=torch.bfloat16, attn_implementation="eager",
+                                                quantization_config=qc).eval()
+    with torch.no_grad():
+        got = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0].float().numpy()
+    drift = float(np.abs(got - want).max())
+    ref["transformers_bf16_max_abs_diff"] = round(drift, 6)
+    ref["transformers_bf16_note"] = "measured on the CPU by tools/make_fp8_golden.py (dequantize=True, dtype=bfloat16)"
+    with open(ref_path, "w") as f:
+        json.dump(ref, f, indent=1)
+    return drift
+
+
+def check_dequantised(model, tensors, block):
+    """transformers must hold exactly q · scale_inv for every quantized weight (else the reference is not of the
+    format): compares each with our own dequantisation of the stored bytes."""
+    params = dict(model.named_parameters())
+    for n, (dtype, shape, data) in tensors.items():
+        if dtype != "F8_E4M3":
+            continue
+        q = torch.from_numpy(np.frombuffer(data, dtype=np.uint8).copy()).view(torch.float8_e4m3fn).float()
+        q = q.view(shape)
+        sd, sshape, sdata = tensors[n[: -len("weight")] + "weight_scale_inv"]
+        s = to_torch(sd, sshape, sdata)
+        full = s.repeat_interleave(block[0], 0).repeat_interleave(block[1], 1)[: shape[0], : shape[1]]
+        want = q * full
+        # transformers' name for the parameter (Qwen3.5 loads model.language_model.* under the same names); experts
+        # are fused into experts.gate_up_proj [E, 2I, H] and experts.down_proj [E, H, I].
+        got = params.get(n)
+        if m := EXPERT.match(n):
+            e, part = int(m.group(2)), m.group(3)
+            fused = params[m.group(1) + (".down_proj" if part == "down" else ".gate_up_proj")][e]
+            rows = shape[0]
+            got = fused if part == "down" else fused[:rows] if part == "gate" else fused[rows:]
+        if got is None:
+            raise KeyError(f"{n}: transformers has no such parameter")
+        if not torch.equal(got.detach().float(), want):
+            raise AssertionError(f"{n}: transformers' dequantised weight differs from q * scale_inv")
+
+
+def main():
+    out_root = sys.argv[1]
+    names = sys.argv[2:] or list(SPECS)
+    os.makedirs(out_root, exist_ok=True)
+    torch.set_num_threads(min(8, os.cpu_count() or 1))
+    logf = open(os.path.join(out_root, "make_fp8_golden.log"), "a")
+
+    def log(msg):
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    log(f"torch {torch.__version__} transformers {transformers.__version__}")
+    for name in names:
+        make_one(name, out_root, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
