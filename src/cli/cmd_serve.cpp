@@ -663,12 +663,15 @@ int run_worker_node(const ServeOptions& o) {
     return 0;
 }
 
+// The curl example sets max_tokens: without it a request may run to the end of the context (the demo model's
+// random weights rarely say EOS), minutes of output for a first try.
 void print_banner(const ServeOptions& o, const std::string& served_name, uint16_t port) {
     const std::string url = "http://" + o.http.host + ":" + std::to_string(port);
     std::fprintf(stderr,
                  "pagoda serve: serving %s as \"%s\" on %s\n"
                  "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json' -d "
-                 "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+                 "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],"
+                 "\"max_tokens\":32}'\n",
                  o.model_dir.c_str(), served_name.c_str(), url.c_str(), url.c_str(), served_name.c_str());
     std::fflush(stderr);
 }

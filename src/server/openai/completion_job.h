@@ -81,6 +81,7 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     std::atomic<bool> scheduled{false};
     bool started = false;  // stream headers sent
     bool finalized = false;
+    std::string abort_reason;   // why the request ended early (logged once at its end); empty: it did not
     engine::StreamChunk chunk;  // reused between reads
     std::string delta_text, out_text;
     chat::ChatDelta chat_delta;
@@ -106,6 +107,7 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     void count_finished(size_t s, const Choice& ch, metrics::FinishedReason reason);
     void observe_request_end(size_t s, const engine::RequestTimes& t);
     void finalize();
+    void note_abort(std::string reason);
     void release();
     ApiError missing_tool_call_error() const;
 
