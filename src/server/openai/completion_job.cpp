@@ -109,6 +109,11 @@ void CompletionJob::start_stream_if_needed() {
     if (started || !stream) return;
     started = true;
     responder->start_stream(200, "text/event-stream", headers);
+    if (sink) {
+        std::string events;
+        sink->stream_begin(events);
+        responder->write(std::move(events));
+    }
 }
 
 void CompletionJob::pump() {
@@ -232,6 +237,12 @@ void CompletionJob::emit(Choice& ch, int index, const std::string& lp_json, bool
         }
     }
     start_stream_if_needed();
+    if (sink) {
+        std::string events;
+        sink->stream_delta(chat_delta, ch.done ? ch.finish : "", events);
+        if (!events.empty()) responder->write(std::move(events));
+        return;
+    }
     const UsageCounts u = usage();
     const UsageCounts* per_chunk_usage = text.continuous_usage_stats ? &u : nullptr;
     if (chat) {
@@ -264,8 +275,8 @@ void CompletionJob::reject(const std::string& message) {
         finalized = true;
         send_error(responder, e, headers);
     } else {
-        responder->write(SseChunks::error_event(error_body(e)));
-        responder->write(std::string(SseChunks::done()));
+        write_stream_error(e);
+        if (!sink) responder->write(std::string(SseChunks::done()));
         finalized = true;
         responder->finish();
     }
@@ -334,9 +345,17 @@ void CompletionJob::finalize() {
                 if (ch.tool_filter && ch.tool_filter->kept() > 0) continue;
                 const ApiError e = missing_tool_call_error();
                 log_request_event(headers, id + " " + std::to_string(e.status) + " (in the stream) " + e.message);
-                responder->write(SseChunks::error_event(error_body(e)));
+                write_stream_error(e);
                 break;
             }
+        }
+        if (sink) {
+            std::string events;
+            sink->stream_end(u, events);
+            responder->write(std::move(events));
+            responder->finish();
+            release();
+            return;
         }
         if (text.include_usage) responder->write(sse->usage_chunk(u));
         responder->write(std::string(SseChunks::done()));
@@ -356,8 +375,19 @@ void CompletionJob::finalize() {
             }
         }
     }
-    send_json(responder, 200, response_body(parsed, u), headers);
+    send_json(responder, 200,
+              sink ? sink->response_body(parsed.at(0), choices.at(0).finish, u) : response_body(parsed, u), headers);
     release();
+}
+
+void CompletionJob::write_stream_error(const ApiError& e) {
+    if (!sink) {
+        responder->write(SseChunks::error_event(error_body(e)));
+        return;
+    }
+    std::string events;
+    sink->stream_error(e, events);
+    responder->write(std::move(events));
 }
 
 // The first reason wins: a disconnect makes the engine abort too, and the disconnect is what happened.

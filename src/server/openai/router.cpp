@@ -102,8 +102,11 @@ void Router::dispatch(http::Request req, std::shared_ptr<http::Responder> r) con
 
     const std::string& path = x.request.path;
     std::vector<const Route*> at_path;
-    for (const Route& route : routes_)
-        if (route.path == path) at_path.push_back(&route);
+    for (const Route& route : routes_) {
+        const bool match =
+            route.prefix ? path.size() > route.path.size() && path.rfind(route.path, 0) == 0 : route.path == path;
+        if (match) at_path.push_back(&route);
+    }
     auto any = [&](bool Route::*flag) {
         return std::any_of(at_path.begin(), at_path.end(), [&](const Route* route) { return route->*flag; });
     };

@@ -44,10 +44,11 @@ using RouteHandler = std::function<void(Exchange exchange)>;
 
 struct Route {
     std::string method;  // a GET route answers HEAD too
-    std::string path;    // exact match
+    std::string path;    // exact match, unless `prefix`
     RouteHandler handler;
     bool needs_model = false;          // 503 until the model is loaded
     bool open_while_draining = false;  // answered during a graceful shutdown (every other route: 503)
+    bool prefix = false;  // `path` is a prefix: the route takes the longer paths under it (/v1/responses/{id})
 };
 
 struct RouterOptions {
