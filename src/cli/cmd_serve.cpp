@@ -323,9 +323,10 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
 // --- flags -> ServeOptions ----------------------------------------------------------------------------------
 
 // The hidden test double, kept out of --help: --x-test-generator-text TEXT makes every request "generate" the tokens
-// of TEXT (no weights are loaded); --x-test-token-interval-us N paces them.
+// of TEXT (no weights are loaded); --x-test-token-interval-us N paces them. Given again, the flag adds the answer of
+// the next assistant turn (an agent's loop: a call, then text once the tool answered).
 struct TestGeneratorFlags {
-    std::string text;
+    std::vector<std::string> texts;
     int token_interval_us = 0;
 };
 
@@ -351,17 +352,17 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
     std::vector<std::string_view> raw_args(expanded.begin(), expanded.end());
     std::vector<std::string> kept;
     PAGODA_RETURN_IF_ERROR(filter_foreign_flags(raw_args, kept));
-    std::map<std::string, std::string> hidden;
+    std::map<std::string, std::vector<std::string>> hidden;
     for (size_t i = 0; i < kept.size(); ++i) {
         const std::string& a = kept[i];
         bool taken = false;
         for (const char* name : {"x-test-generator-text", "x-test-token-interval-us"}) {
             const std::string flag = std::string("--") + name;
             if (a == flag && i + 1 < kept.size()) {
-                hidden[name] = kept[++i];
+                hidden[name].push_back(kept[++i]);
                 taken = true;
             } else if (a.rfind(flag + "=", 0) == 0) {
-                hidden[name] = a.substr(flag.size() + 1);
+                hidden[name].push_back(a.substr(flag.size() + 1));
                 taken = true;
             }
         }
@@ -370,7 +371,7 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
     if (hidden.count("x-test-generator-text")) {
         test_generator = TestGeneratorFlags{hidden["x-test-generator-text"], 0};
         if (hidden.count("x-test-token-interval-us"))
-            test_generator->token_interval_us = std::atoi(hidden["x-test-token-interval-us"].c_str());
+            test_generator->token_interval_us = std::atoi(hidden["x-test-token-interval-us"].back().c_str());
     }
     return ok_status();
 }
@@ -653,7 +654,10 @@ Result<ServiceParts> build_service_parts(const ServeOptions& o) {
         return Status::error("--enable-auto-tool-choice needs --tool-call-parser (hermes, qwen3_coder or auto)");
     if (o.test_generator) {
         server::openai::ScriptedGenerator::Options go;
-        go.script = parts.tokenizer.encode(o.test_generator->text);
+        go.script = parts.tokenizer.encode(o.test_generator->texts.front());
+        for (size_t i = 1; i < o.test_generator->texts.size(); ++i)
+            go.later_scripts.push_back(parts.tokenizer.encode(o.test_generator->texts[i]));
+        go.turn_marker = parts.tokenizer.encode("<|im_start|>assistant");
         if (auto eos = parts.tokenizer.token_to_id("<|im_end|>")) go.eos_token_ids.push_back(*eos);
         go.max_model_len = o.test_max_model_len;
         go.token_interval_us = o.test_generator->token_interval_us;
@@ -674,12 +678,15 @@ int run_worker_node(const ServeOptions& o) {
     return 0;
 }
 
+// The curl example sets max_tokens: without it a request may run to the end of the context (the demo model's
+// random weights rarely say EOS), minutes of output for a first try.
 void print_banner(const ServeOptions& o, const std::string& served_name, uint16_t port) {
     const std::string url = "http://" + o.http.host + ":" + std::to_string(port);
     std::fprintf(stderr,
                  "pagoda serve: serving %s as \"%s\" on %s\n"
                  "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json' -d "
-                 "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}]}'\n",
+                 "'{\"model\":\"%s\",\"messages\":[{\"role\":\"user\",\"content\":\"Hello\"}],"
+                 "\"max_tokens\":32}'\n",
                  o.model_dir.c_str(), served_name.c_str(), url.c_str(), url.c_str(), served_name.c_str());
     std::fflush(stderr);
 }

@@ -257,12 +257,23 @@ constexpr const char* kChatMlTemplate =
     "{%- for message in messages %}{{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>\\n' }}"
     "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}\n";
 
-// Byte-level tokenizer: ids 0..255 are the bytes, then <|endoftext|>, <|im_start|>, <|im_end|>.
-Status write_byte_level_tokenizer(const fs::path& dir) {
-    const std::vector<std::string> alphabet = byte_level_alphabet();
-    Json vocab = Json::object();
-    for (int b = 0; b < 256; ++b)
-        vocab.set(alphabet[b], static_cast<int64_t>(b));
+Json added_token(int64_t id, const std::string& content, bool special) {
+    Json t = Json::object();
+    t.set("id", id);
+    t.set("content", content);
+    t.set("single_word", false);
+    t.set("lstrip", false);
+    t.set("rstrip", false);
+    t.set("normalized", false);
+    t.set("special", special);
+    return t;
+}
+
+// tokenizer.json in the layout of Qwen's own (byte-level BPE, Qwen's pre-tokenizer regex, NFC). It is what
+// transformers reads: from version 5 AutoTokenizer picks the class from config.json's model_type (Qwen3_5Tokenizer),
+// which is built from tokenizer.json only; a directory without one loads as a tokenizer of the added tokens alone
+// whose encode() is empty, and HF-tokenizer clients (guidellm, vllm bench) hang on it.
+Status write_tokenizer_json(const fs::path& path, Json vocab, Json merges, Json added_tokens) {
     Json model = Json::object();
     model.set("type", "BPE");
     model.set("dropout", nullptr);
@@ -273,20 +284,7 @@ Status write_byte_level_tokenizer(const fs::path& dir) {
     model.set("byte_fallback", false);
     model.set("ignore_merges", false);
     model.set("vocab", std::move(vocab));
-    model.set("merges", Json::array());
-    Json added = Json::array();
-    const char* specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
-    for (int i = 0; i < 3; ++i) {
-        Json t = Json::object();
-        t.set("id", static_cast<int64_t>(256 + i));
-        t.set("content", specials[i]);
-        t.set("single_word", false);
-        t.set("lstrip", false);
-        t.set("rstrip", false);
-        t.set("normalized", false);
-        t.set("special", true);
-        added.push_back(std::move(t));
-    }
+    model.set("merges", std::move(merges));
     Json split = Json::object();
     split.set("type", "Split");
     Json pattern = Json::object();
@@ -311,13 +309,26 @@ Status write_byte_level_tokenizer(const fs::path& dir) {
     tok.set("version", "1.0");
     tok.set("truncation", nullptr);
     tok.set("padding", nullptr);
-    tok.set("added_tokens", std::move(added));
+    tok.set("added_tokens", std::move(added_tokens));
     tok.set("normalizer", std::move(normalizer));
     tok.set("pre_tokenizer", std::move(pre));
-    tok.set("post_processor", nullptr);
+    tok.set("post_processor", byte_level);
     tok.set("decoder", std::move(byte_level));
     tok.set("model", std::move(model));
-    PAGODA_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", tok.dump() + "\n"));
+    return write_text(path, tok.dump() + "\n");
+}
+
+// Byte-level tokenizer: ids 0..255 are the bytes, then <|endoftext|>, <|im_start|>, <|im_end|>.
+Status write_byte_level_tokenizer(const fs::path& dir) {
+    const std::vector<std::string> alphabet = byte_level_alphabet();
+    Json vocab = Json::object();
+    for (int b = 0; b < 256; ++b)
+        vocab.set(alphabet[b], static_cast<int64_t>(b));
+    Json added = Json::array();
+    const char* specials[] = {"<|endoftext|>", "<|im_start|>", "<|im_end|>"};
+    for (int i = 0; i < 3; ++i)
+        added.push_back(added_token(256 + i, specials[i], true));
+    PAGODA_RETURN_IF_ERROR(write_tokenizer_json(dir / "tokenizer.json", std::move(vocab), Json::array(), added));
     Json config = Json::object();
     config.set("tokenizer_class", "Qwen2Tokenizer");
     config.set("eos_token", "<|im_end|>");
@@ -327,7 +338,52 @@ Status write_byte_level_tokenizer(const fs::path& dir) {
     return write_text(dir / "chat_template.jinja", kChatMlTemplate);
 }
 
-// Copies a Qwen tokenizer; returns its vocabulary size (largest id + 1) and the special ids through `ids`.
+// A Qwen tokenizer directory that has vocab.json and merges.txt but no tokenizer.json (the shared copies keep
+// tokenizer.json compressed): the same tokenizer as tokenizer.json, written from those files and the added tokens
+// of tokenizer_config.json (vocab.json and merges.txt are what transformers writes from tokenizer.json, so nothing
+// is lost).
+Status tokenizer_json_from_vocab(const fs::path& src, const fs::path& out) {
+    auto vocab_text = read_file((src / "vocab.json").string());
+    if (!vocab_text.ok()) return vocab_text.status();
+    auto vocab = Json::parse(*vocab_text);
+    if (!vocab.ok() || !vocab->is_object()) return Status::error((src / "vocab.json").string() + ": not a JSON object");
+    auto merges_text = read_file((src / "merges.txt").string());
+    if (!merges_text.ok()) return merges_text.status();
+    Json merges = Json::array();
+    std::string_view rest = *merges_text;
+    while (!rest.empty()) {
+        const size_t eol = rest.find('\n');
+        std::string_view line = rest.substr(0, eol);
+        rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        const size_t space = line.find(' ');
+        if (line.empty() || line.front() == '#' || space == std::string_view::npos) continue;  // "#version: 0.2"
+        Json pair = Json::array();
+        pair.push_back(Json(line.substr(0, space)));
+        pair.push_back(Json(line.substr(space + 1)));
+        merges.push_back(std::move(pair));
+    }
+    Json added = Json::array();
+    if (auto config_text = read_file((src / "tokenizer_config.json").string()); config_text.ok()) {
+        auto config = Json::parse(*config_text);
+        const Json* decoder = config.ok() ? config->find("added_tokens_decoder") : nullptr;
+        if (decoder && decoder->is_object()) {
+            for (const auto& [id, token] : decoder->as_object()) {
+                const Json* content = token.is_object() ? token.find("content") : nullptr;
+                if (!content || !content->is_string()) continue;
+                const Json* special = token.find("special");
+                Json t = added_token(std::strtoll(id.c_str(), nullptr, 10), content->as_string(),
+                                     special && special->is_bool() && special->as_bool());
+                for (const char* flag : {"single_word", "lstrip", "rstrip", "normalized"})
+                    if (const Json* v = token.find(flag); v && v->is_bool()) t.set(flag, *v);
+                added.push_back(std::move(t));
+            }
+        }
+    }
+    return write_tokenizer_json(out, std::move(vocab).value(), std::move(merges), std::move(added));
+}
+
+// Copies a Qwen tokenizer (writing tokenizer.json when the source has none) and its chat template.
 Status copy_qwen_tokenizer(const fs::path& src, const fs::path& dir) {
     std::error_code ec;
     for (const char* name : {"vocab.json", "merges.txt", "tokenizer_config.json", "tokenizer.json"}) {
@@ -338,6 +394,8 @@ Status copy_qwen_tokenizer(const fs::path& src, const fs::path& dir) {
                         fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read,
                         ec);
     }
+    if (!fs::exists(src / "tokenizer.json"))
+        PAGODA_RETURN_IF_ERROR(tokenizer_json_from_vocab(src, dir / "tokenizer.json"));
     auto text = read_file((src / "tokenizer_config.json").string());
     if (text.ok()) {
         auto json = Json::parse(*text);

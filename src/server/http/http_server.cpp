@@ -29,6 +29,7 @@
 
 #include "common/json.h"
 #include "common/log.h"
+#include "server/http/request_id.h"
 
 namespace pagoda::server::http {
 
@@ -310,11 +311,21 @@ class Session : public std::enable_shared_from_this<Session> {
         return reply_and_close(400, "malformed HTTP request: " + ec.message());
     }
 
+    // A request refused before it reached the handler (too large, malformed) still gets an X-Request-Id (the
+    // client's, when its headers were read) and one log line, as every 4xx answer does.
     void reply_and_close(int status, const std::string& message) {
         keep_alive_ = false;
         close_after_write_ = true;
+        const std::string* sent = nullptr;
+        std::string sent_value;
+        if (status == 413 && parser_) {
+            auto it = parser_->get().find("x-request-id");
+            if (it != parser_->get().end()) sent = &(sent_value = std::string(it->value()));
+        }
+        const std::string id = request_id_for(sent);
+        PAGODA_LOG_INFO("request " + id + ": " + std::to_string(status) + " " + message);
         std::string body = error_body(message, status == 413 ? "RequestTooLarge" : "BadRequestError", status);
-        std::string out = status_line_and_headers(status, "application/json", {}, false);
+        std::string out = status_line_and_headers(status, "application/json", {{"X-Request-Id", id}}, false);
         out += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
         enqueue(std::move(out));
     }

@@ -1,5 +1,6 @@
 // POST /v1/chat/completions: validate, pick the tools and the output parsers tool_choice asks for, render the chat
-// template, tokenize, submit; a CompletionJob answers from then on.
+// template, tokenize, submit; a CompletionJob answers from then on. The Responses API (responses.cpp) comes here too,
+// with its request turned into a chat request and its own OutputSink.
 #include "chat/output/reasoning_parser.h"
 #include "server/openai/completion_job.h"
 #include "server/openai/service_context.h"
@@ -58,6 +59,10 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
     if (!body) return;
     ChatRequest cr;
     if (auto err = parse_chat_request(*body, cr)) return send_error(x, *err);
+    start_chat(ctx, std::move(x), cr, nullptr);
+}
+
+void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
     if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     if (cr.tools.is_array() && cr.tool_choice == "auto" &&
@@ -83,6 +88,7 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
     }
 
     auto job = CompletionJob::create(ctx, true, cr.text, cr.params, cr.model, x);
+    job->sink = std::move(sink);
     const std::optional<chat::ToolParserKind> tool_parser = choose_tools(ctx.config, cr, *tmpl, *job);
 
     auto prompt = tmpl->render(cr.messages, job->tools, cr.add_generation_prompt, kwargs);

@@ -109,12 +109,18 @@ void CompletionJob::start_stream_if_needed() {
     if (started || !stream) return;
     started = true;
     responder->start_stream(200, "text/event-stream", headers);
+    if (sink) {
+        std::string events;
+        sink->stream_begin(events);
+        responder->write(std::move(events));
+    }
 }
 
 void CompletionJob::pump() {
     scheduled.store(false);
     if (finalized) return;
     if (responder->closed()) {
+        note_abort("cancelled: the client closed the connection");
         cancel_all();
         // Keep reading until the generator confirms the cancel, so its stream is released.
     }
@@ -140,7 +146,8 @@ void CompletionJob::pump() {
     }
     if (finalized) return;
     if (stream && responder->pending_bytes() > max_unsent_bytes) {
-        PAGODA_LOG_WARNING("request " + id + ": the client reads too slowly; disconnecting it");
+        note_abort("disconnected: the client reads too slowly (" + std::to_string(responder->pending_bytes()) +
+                   " bytes unsent)");
         cancel_all();
         finalize_stream_abort();
         return;
@@ -191,6 +198,7 @@ void CompletionJob::process(size_t s, size_t c, engine::ChoiceDelta& d) {
         ch.finish = finish_reason_name(d.finish_reason);
     }
     if (ch.done) count_finished(s, ch, finished_reason_label(ch.finish));
+    if (d.finish_reason == engine::FinishReason::kAbort) note_abort("aborted by the engine");
     // Completions that echo with logprobs hold the echo back until the prompt's logprobs are all here: they
     // arrive before (or with) the first token.
     const bool flush_prefix = !ch.prefix.empty() && (!echo_logprobs || num_tokens > 0 || ch.done);
@@ -229,6 +237,12 @@ void CompletionJob::emit(Choice& ch, int index, const std::string& lp_json, bool
         }
     }
     start_stream_if_needed();
+    if (sink) {
+        std::string events;
+        sink->stream_delta(chat_delta, ch.done ? ch.finish : "", events);
+        if (!events.empty()) responder->write(std::move(events));
+        return;
+    }
     const UsageCounts u = usage();
     const UsageCounts* per_chunk_usage = text.continuous_usage_stats ? &u : nullptr;
     if (chat) {
@@ -261,8 +275,8 @@ void CompletionJob::reject(const std::string& message) {
         finalized = true;
         send_error(responder, e, headers);
     } else {
-        responder->write(SseChunks::error_event(error_body(e)));
-        responder->write(std::string(SseChunks::done()));
+        write_stream_error(e);
+        if (!sink) responder->write(std::string(SseChunks::done()));
         finalized = true;
         responder->finish();
     }
@@ -271,6 +285,7 @@ void CompletionJob::reject(const std::string& message) {
 
 void CompletionJob::finalize_stream_abort() {
     finalized = true;
+    log_request_event(headers, id + " " + abort_reason);
     for (size_t i = 0; i < choices.size(); ++i)
         if (!choices[i].done) count_finished(i / static_cast<size_t>(n), choices[i], metrics::FinishedReason::kAbort);
     responder->finish();
@@ -320,15 +335,27 @@ ApiError CompletionJob::missing_tool_call_error() const {
 
 void CompletionJob::finalize() {
     finalized = true;
+    // Before the answer is finished, so that the line is out when the client (or a test) sees the end.
+    if (!abort_reason.empty()) log_request_event(headers, id + " " + abort_reason);
     const UsageCounts u = usage();
     if (stream) {
         start_stream_if_needed();
         if (chat && tool_policy.forced) {
             for (const Choice& ch : choices) {
                 if (ch.tool_filter && ch.tool_filter->kept() > 0) continue;
-                responder->write(SseChunks::error_event(error_body(missing_tool_call_error())));
+                const ApiError e = missing_tool_call_error();
+                log_request_event(headers, id + " " + std::to_string(e.status) + " (in the stream) " + e.message);
+                write_stream_error(e);
                 break;
             }
+        }
+        if (sink) {
+            std::string events;
+            sink->stream_end(u, events);
+            responder->write(std::move(events));
+            responder->finish();
+            release();
+            return;
         }
         if (text.include_usage) responder->write(sse->usage_chunk(u));
         responder->write(std::string(SseChunks::done()));
@@ -348,8 +375,24 @@ void CompletionJob::finalize() {
             }
         }
     }
-    send_json(responder, 200, response_body(parsed, u), headers);
+    send_json(responder, 200,
+              sink ? sink->response_body(parsed.at(0), choices.at(0).finish, u) : response_body(parsed, u), headers);
     release();
+}
+
+void CompletionJob::write_stream_error(const ApiError& e) {
+    if (!sink) {
+        responder->write(SseChunks::error_event(error_body(e)));
+        return;
+    }
+    std::string events;
+    sink->stream_error(e, events);
+    responder->write(std::move(events));
+}
+
+// The first reason wins: a disconnect makes the engine abort too, and the disconnect is what happened.
+void CompletionJob::note_abort(std::string reason) {
+    if (abort_reason.empty()) abort_reason = std::move(reason);
 }
 
 // Breaks the stream -> notifier -> job cycle once nothing more will be read.

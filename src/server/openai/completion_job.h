@@ -28,6 +28,23 @@ namespace pagoda::server::openai {
 struct ServiceContext;
 struct Exchange;
 
+// A chat job's answer in another API's shape (the Responses API): the job still detokenizes, cuts at stop strings,
+// runs the reasoning and tool-call parsers and the tool_choice policy; a sink only formats what they produce, into
+// `out`. Called on the job's strand only (no lock).
+class OutputSink {
+  public:
+    virtual ~OutputSink() = default;
+    // Streaming: the events that open the stream; one parsed step (`finish` is set on the last one only); the end;
+    // an error after the stream started.
+    virtual void stream_begin(std::string& out) = 0;
+    virtual void stream_delta(const chat::ChatDelta& delta, std::string_view finish, std::string& out) = 0;
+    virtual void stream_end(const UsageCounts& usage, std::string& out) = 0;
+    virtual void stream_error(const ApiError& error, std::string& out) = 0;
+    // Not streaming: the body of the whole answer.
+    virtual std::string response_body(const chat::ParsedChatOutput& output, std::string_view finish,
+                                      const UsageCounts& usage) = 0;
+};
+
 struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     struct Choice {
         std::optional<IncrementalDecoder> decoder;
@@ -53,6 +70,7 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     Json tools;  // the tools rendered for the model (the tool parser reads parameter schemas from them)
     ToolChoicePolicy tool_policy;
     chat::OutputParserOptions parser_options;  // chat: reasoning and tool-call parsing (may do nothing)
+    std::unique_ptr<OutputSink> sink;          // chat with n = 1: another API's shape; null: chat completions
     TextOptions text;
     bool logprobs = false;
     int32_t top_logprobs = 0;
@@ -81,6 +99,7 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     std::atomic<bool> scheduled{false};
     bool started = false;  // stream headers sent
     bool finalized = false;
+    std::string abort_reason;   // why the request ended early (logged once at its end); empty: it did not
     engine::StreamChunk chunk;  // reused between reads
     std::string delta_text, out_text;
     chat::ChatDelta chat_delta;
@@ -102,10 +121,12 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     void process(size_t s, size_t c, engine::ChoiceDelta& d);
     void emit(Choice& ch, int index, const std::string& lp_json, bool flush_prefix);
     void reject(const std::string& message);
+    void write_stream_error(const ApiError& e);
     void finalize_stream_abort();
     void count_finished(size_t s, const Choice& ch, metrics::FinishedReason reason);
     void observe_request_end(size_t s, const engine::RequestTimes& t);
     void finalize();
+    void note_abort(std::string reason);
     void release();
     ApiError missing_tool_call_error() const;
 

@@ -30,8 +30,9 @@ struct ScriptedGenerator::Impl {
         std::shared_ptr<engine::RequestStream> stream;
         engine::Request request;
         int32_t max_tokens = 0;
-        std::vector<int32_t> emitted;  // per choice
-        std::vector<bool> finished;    // per choice
+        const std::vector<int32_t>* script = nullptr;  // options.script or one of later_scripts
+        std::vector<int32_t> emitted;                  // per choice
+        std::vector<bool> finished;                    // per choice
         bool cancelled = false;
     };
 
@@ -80,7 +81,7 @@ struct ScriptedGenerator::Impl {
                 continue;
             }
             const int32_t i = a.emitted[c];
-            if (i >= a.max_tokens || i >= static_cast<int32_t>(options.script.size())) {
+            if (i >= a.max_tokens || i >= static_cast<int32_t>(a.script->size())) {
                 a.finished[c] = true;
                 // The script running out is the model "stopping"; max_tokens is "length".
                 a.stream->finish(static_cast<int32_t>(c),
@@ -88,7 +89,7 @@ struct ScriptedGenerator::Impl {
                                  -1, usage);
                 continue;
             }
-            const int32_t token = options.script[static_cast<size_t>(i)];
+            const int32_t token = (*a.script)[static_cast<size_t>(i)];
             ++a.emitted[c];
             usage = usage_of(a);
             engine::TokenLogprobs lp;  // a scripted token is certain: log 1 = 0
@@ -148,6 +149,16 @@ Result<std::shared_ptr<engine::RequestStream>> ScriptedGenerator::submit(engine:
     Impl::Active a;
     a.stream = stream;
     a.max_tokens = request.params.max_tokens.value_or(room);
+    a.script = &impl_->options.script;
+    const Options& o = impl_->options;
+    if (!o.later_scripts.empty() && !o.turn_marker.empty()) {
+        const auto& p = request.prompt_tokens;
+        size_t turns = 0;
+        for (auto it = p.begin();
+             (it = std::search(it, p.end(), o.turn_marker.begin(), o.turn_marker.end())) != p.end(); ++it)
+            ++turns;
+        if (turns >= 2) a.script = &o.later_scripts[std::min(turns - 2, o.later_scripts.size() - 1)];
+    }
     a.emitted.assign(static_cast<size_t>(request.params.n), 0);
     a.finished.assign(static_cast<size_t>(request.params.n), false);
     a.request = std::move(request);

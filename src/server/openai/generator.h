@@ -63,10 +63,14 @@ class DeferredGenerator final : public Generator {
 // A test double, never a model: every request "generates" the same scripted token ids (cut at max_tokens, at an
 // EOS or stop id unless ignore_eos), one token per `token_interval_us`, on its own thread. With n > 1 every choice
 // gets the script. Usage counts the prompt and the emitted tokens; cached_tokens stays 0.
+// An agent's loop needs a second answer (a call, then text once the tool answered): with `later_scripts`, a prompt
+// holding the `turn_marker` k times (the generation prompt is one) gets script k - 1, the last one beyond.
 class ScriptedGenerator final : public Generator {
   public:
     struct Options {
         std::vector<int32_t> script;
+        std::vector<std::vector<int32_t>> later_scripts;
+        std::vector<int32_t> turn_marker;  // e.g. the tokens of "<|im_start|>assistant"
         std::vector<int32_t> eos_token_ids;
         int32_t max_model_len = 4096;
         int token_interval_us = 0;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "server/openai/json_fields.h"
+
 namespace pagoda::server::openai {
 
 ApiError ApiError::bad_request(std::string message, std::string param) {
@@ -32,8 +34,6 @@ std::string error_body(const ApiError& error) {
     return body.dump();
 }
 
-namespace {
-
 const char* json_type_name(const Json& v) {
     switch (v.type()) {
         case Json::Type::kNull:
@@ -54,7 +54,14 @@ const char* json_type_name(const Json& v) {
     return "a value";
 }
 
-std::string num(double v) {
+Json json_object(std::initializer_list<std::pair<const char*, Json>> members) {
+    Json o = Json::object();
+    for (const auto& [k, v] : members)
+        o.set(k, v);
+    return o;
+}
+
+std::string format_number(double v) {
     if (v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
     std::string s = std::to_string(v);
     while (!s.empty() && s.back() == '0')
@@ -62,104 +69,50 @@ std::string num(double v) {
     return s;
 }
 
-// Reads typed fields of one JSON object and keeps the first error. A null value counts as absent.
-class Fields {
-  public:
-    explicit Fields(const Json& body) : body_(body) {}
-
-    const Json* get(const char* name) const {
-        const Json* v = body_.find(name);
-        return v && !v->is_null() ? v : nullptr;
+// Message content: a string, null, or a list of parts of which only text is supported (joined with "\n", as
+// vLLM's "string" content format does).
+bool normalize_content(Fields& f, Json& message, const std::string& where) {
+    Json* content = message.find("content");
+    if (!content || content->is_null() || content->is_string()) return true;
+    if (!content->is_array()) {
+        f.fail("'" + where + ".content' must be a string or an array of content parts, got " + json_type_name(*content),
+               where + ".content");
+        return false;
     }
-    bool failed() const { return error.has_value(); }
-    void fail(std::string message, std::string param) {
-        if (!error) error = ApiError::bad_request(std::move(message), std::move(param));
-    }
-    void wrong_type(const char* name, const char* want, const Json& got) {
-        fail(std::string("'") + name + "' must be " + want + ", got " + json_type_name(got), name);
-    }
-
-    std::optional<double> number(const char* name, double lo, double hi, bool lo_open = false) {
-        const Json* v = get(name);
-        if (!v || failed()) return std::nullopt;
-        if (!v->is_number()) {
-            wrong_type(name, "a number", *v);
-            return std::nullopt;
+    std::string text;
+    for (size_t j = 0; j < content->as_array().size(); ++j) {
+        const Json& part = content->as_array()[j];
+        const std::string pwhere = where + ".content[" + std::to_string(j) + "]";
+        const Json* type = part.is_object() ? part.find("type") : nullptr;
+        if (!type || !type->is_string()) {
+            f.fail("'" + pwhere + "' must be an object with a string 'type'", pwhere);
+            return false;
         }
-        const double d = v->as_double();
-        if (!std::isfinite(d) || (lo_open ? d <= lo : d < lo) || d > hi) {
-            std::string range = hi == std::numeric_limits<double>::infinity()
-                                    ? (lo_open ? "> " : ">= ") + num(lo)
-                                    : std::string("in ") + (lo_open ? "(" : "[") + num(lo) + ", " + num(hi) + "]";
-            fail(std::string("'") + name + "' must be " + range + ", got " + num(d), name);
-            return std::nullopt;
-        }
-        return d;
-    }
-    std::optional<int64_t> integer(const char* name, int64_t lo, int64_t hi) {
-        const Json* v = get(name);
-        if (!v || failed()) return std::nullopt;
-        int64_t i = 0;
-        if (v->is_int()) {
-            i = v->as_int();
-        } else if (v->is_float() && std::isfinite(v->as_double()) && v->as_double() == std::floor(v->as_double()) &&
-                   std::fabs(v->as_double()) < 9e15) {
-            i = static_cast<int64_t>(v->as_double());  // 16.0 is an integer to Python clients
+        const std::string& t = type->as_string();
+        if (t == "text" || t == "input_text" || t == "output_text") {  // the last two: Responses API parts
+            const Json* s = part.find("text");
+            if (!s || !s->is_string()) {
+                f.fail("'" + pwhere + ".text' must be a string", pwhere + ".text");
+                return false;
+            }
+            if (!text.empty()) text += "\n";
+            text += s->as_string();
+        } else if (t == "image_url" || t == "input_image" || t == "image" || t == "input_audio" || t == "audio_url" ||
+                   t == "video_url" || t == "file" || t == "input_file") {
+            f.fail("'" + pwhere + "': content of type '" + t +
+                       "' is not supported: this server serves text-only models (no vision or audio input yet)",
+                   pwhere);
+            return false;
         } else {
-            wrong_type(name, "an integer", *v);
-            return std::nullopt;
+            f.fail("'" + pwhere + "': unknown content part type '" + t + "'", pwhere);
+            return false;
         }
-        if (i < lo || i > hi) {
-            std::string range = hi == std::numeric_limits<int64_t>::max()
-                                    ? ">= " + std::to_string(lo)
-                                    : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
-            fail(std::string("'") + name + "' must be " + range + ", got " + std::to_string(i), name);
-            return std::nullopt;
-        }
-        return i;
     }
-    std::optional<bool> boolean(const char* name) {
-        const Json* v = get(name);
-        if (!v || failed()) return std::nullopt;
-        if (!v->is_bool()) {
-            wrong_type(name, "a boolean", *v);
-            return std::nullopt;
-        }
-        return v->as_bool();
-    }
-    std::optional<std::string> string(const char* name) {
-        const Json* v = get(name);
-        if (!v || failed()) return std::nullopt;
-        if (!v->is_string()) {
-            wrong_type(name, "a string", *v);
-            return std::nullopt;
-        }
-        return v->as_string();
-    }
-    const Json* object(const char* name) {
-        const Json* v = get(name);
-        if (!v || failed()) return nullptr;
-        if (!v->is_object()) {
-            wrong_type(name, "an object", *v);
-            return nullptr;
-        }
-        return v;
-    }
-    const Json* array(const char* name) {
-        const Json* v = get(name);
-        if (!v || failed()) return nullptr;
-        if (!v->is_array()) {
-            wrong_type(name, "an array", *v);
-            return nullptr;
-        }
-        return v;
-    }
+    *content = Json(text);
+    return true;
+}
 
-    std::optional<ApiError> error;
-
-  private:
-    const Json& body_;
-};
+namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr int64_t kMaxInt = std::numeric_limits<int64_t>::max();
@@ -291,49 +244,6 @@ void parse_sampling(Fields& f, engine::SamplingParams& p, TextOptions& text, int
                    "response_format");
         }
     }
-}
-
-// Chat message content: a string, null, or a list of parts of which only text is supported (joined with "\n", as
-// vLLM's "string" content format does).
-bool normalize_content(Fields& f, Json& message, const std::string& where) {
-    Json* content = message.find("content");
-    if (!content || content->is_null() || content->is_string()) return true;
-    if (!content->is_array()) {
-        f.fail("'" + where + ".content' must be a string or an array of content parts, got " + json_type_name(*content),
-               where + ".content");
-        return false;
-    }
-    std::string text;
-    for (size_t j = 0; j < content->as_array().size(); ++j) {
-        const Json& part = content->as_array()[j];
-        const std::string pwhere = where + ".content[" + std::to_string(j) + "]";
-        const Json* type = part.is_object() ? part.find("type") : nullptr;
-        if (!type || !type->is_string()) {
-            f.fail("'" + pwhere + "' must be an object with a string 'type'", pwhere);
-            return false;
-        }
-        const std::string& t = type->as_string();
-        if (t == "text" || t == "input_text") {
-            const Json* s = part.find("text");
-            if (!s || !s->is_string()) {
-                f.fail("'" + pwhere + ".text' must be a string", pwhere + ".text");
-                return false;
-            }
-            if (!text.empty()) text += "\n";
-            text += s->as_string();
-        } else if (t == "image_url" || t == "input_image" || t == "image" || t == "input_audio" || t == "audio_url" ||
-                   t == "video_url" || t == "file") {
-            f.fail("'" + pwhere + "': content of type '" + t +
-                       "' is not supported: this server serves text-only models (no vision or audio input yet)",
-                   pwhere);
-            return false;
-        } else {
-            f.fail("'" + pwhere + "': unknown content part type '" + t + "'", pwhere);
-            return false;
-        }
-    }
-    *content = Json(text);
-    return true;
 }
 
 void parse_messages(Fields& f, const Json* messages, Json& out) {

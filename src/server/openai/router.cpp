@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "common/log.h"
+#include "server/http/request_id.h"
+
 namespace pagoda::server::openai {
 
 namespace {
@@ -24,7 +27,15 @@ void send_json(const std::shared_ptr<http::Responder>& r, int status, std::strin
     r->send(http::Response{status, std::move(headers), std::move(body), "application/json"});
 }
 
+void log_request_event(const http::Headers& headers, const std::string& what) {
+    const std::string* id = http::find_header(headers, "x-request-id");
+    PAGODA_LOG_INFO("request " + (id ? *id : std::string("-")) + ": " + what);
+}
+
 void send_error(const std::shared_ptr<http::Responder>& r, const ApiError& e, http::Headers headers) {
+    if (e.status >= 400 && e.status < 500)
+        log_request_event(headers, std::to_string(e.status) + " " + e.message +
+                                       (e.param.empty() ? std::string() : " (param " + e.param + ")"));
     send_json(r, e.status, error_body(e), std::move(headers));
 }
 
@@ -80,9 +91,9 @@ bool Router::authorized(const http::Request& req) const {
 }
 
 void Router::dispatch(http::Request req, std::shared_ptr<http::Responder> r) const {
-    Exchange x{std::move(req), std::move(r), {}};
-    if (const auto* rid = http::find_header(x.request.headers, "x-request-id"))
-        x.headers.emplace_back("X-Request-Id", *rid);
+    Exchange x{std::move(req), std::move(r), {}, {}};
+    x.request_id = http::request_id_for(x.request.headers);
+    x.headers.emplace_back("X-Request-Id", x.request_id);
     if (apply_cors(x.request, x.responder, x.headers)) return;
     if (!authorized(x.request)) {
         x.headers.emplace_back("WWW-Authenticate", "Bearer");
@@ -91,8 +102,11 @@ void Router::dispatch(http::Request req, std::shared_ptr<http::Responder> r) con
 
     const std::string& path = x.request.path;
     std::vector<const Route*> at_path;
-    for (const Route& route : routes_)
-        if (route.path == path) at_path.push_back(&route);
+    for (const Route& route : routes_) {
+        const bool match =
+            route.prefix ? path.size() > route.path.size() && path.rfind(route.path, 0) == 0 : route.path == path;
+        if (match) at_path.push_back(&route);
+    }
     auto any = [&](bool Route::*flag) {
         return std::any_of(at_path.begin(), at_path.end(), [&](const Route* route) { return route->*flag; });
     };

@@ -21,11 +21,15 @@ namespace pagoda::server::openai {
 struct Exchange {
     http::Request request;
     std::shared_ptr<http::Responder> responder;
-    http::Headers headers;  // sent with every answer: X-Request-Id, CORS
+    http::Headers headers;   // sent with every answer: X-Request-Id, CORS
+    std::string request_id;  // the X-Request-Id (the client's, sanitised, or a fresh one); logs name it
 };
 
 void send_json(const std::shared_ptr<http::Responder>& r, int status, std::string body, http::Headers headers);
+// A 4xx is also logged at info level, with the X-Request-Id found in `headers` and the reason.
 void send_error(const std::shared_ptr<http::Responder>& r, const ApiError& e, http::Headers headers);
+// The info-level line of a refused (4xx) or aborted request: "request ID: WHAT".
+void log_request_event(const http::Headers& headers, const std::string& what);
 inline void send_json(const Exchange& x, int status, std::string body) {
     send_json(x.responder, status, std::move(body), x.headers);
 }
@@ -40,10 +44,11 @@ using RouteHandler = std::function<void(Exchange exchange)>;
 
 struct Route {
     std::string method;  // a GET route answers HEAD too
-    std::string path;    // exact match
+    std::string path;    // exact match, unless `prefix`
     RouteHandler handler;
     bool needs_model = false;          // 503 until the model is loaded
     bool open_while_draining = false;  // answered during a graceful shutdown (every other route: 503)
+    bool prefix = false;  // `path` is a prefix: the route takes the longer paths under it (/v1/responses/{id})
 };
 
 struct RouterOptions {

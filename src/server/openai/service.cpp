@@ -50,6 +50,7 @@ ServiceContext::ServiceContext(ServiceConfig config_, Tokenizer tokenizer_,
       tokenizer(std::move(tokenizer_)),
       chat_template(std::move(chat_template_)),
       generator(generator_),
+      responses(config.max_stored_responses, config.max_stored_response_bytes),
       max_model_len(config.max_model_len),
       created(unix_seconds()) {
     if (config.served_model_names.empty()) config.served_model_names.push_back("model");
@@ -68,10 +69,13 @@ std::vector<Route> route_table(ServiceContext& ctx) {
     auto to = [&ctx](void (*handler)(ServiceContext&, Exchange)) {
         return [&ctx, handler](Exchange x) { handler(ctx, std::move(x)); };
     };
-    // method, path, handler, needs the model, answered while draining
+    // method, path, handler, needs the model, answered while draining, path is a prefix ({id} follows)
     return {
         {"POST", "/v1/chat/completions", to(handle_chat_completions), true, false},
         {"POST", "/v1/completions", to(handle_completions), true, false},
+        {"POST", "/v1/responses", to(handle_create_response), true, false},
+        {"GET", "/v1/responses/", to(handle_get_response), false, false, true},
+        {"DELETE", "/v1/responses/", to(handle_delete_response), false, false, true},
         {"GET", "/v1/models", to(handle_models), false, false},
         {"POST", "/tokenize", to(handle_tokenize), false, false},
         {"POST", "/detokenize", to(handle_detokenize), false, false},

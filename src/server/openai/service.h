@@ -39,6 +39,9 @@ struct ServiceConfig {
     // that the model's generation_config.json (which the engine applies) never does. Unset: the model's.
     std::optional<engine::GenerationConfig> sampling_defaults;
     size_t max_unsent_bytes = 16 * 1024 * 1024;  // a streaming client this far behind is disconnected
+    // /v1/responses kept for previous_response_id (least recently used out first; 0 entries: none kept).
+    size_t max_stored_responses = 4096;
+    size_t max_stored_response_bytes = 256 * 1024 * 1024;
     std::string version = PAGODA_VERSION;
 };
 

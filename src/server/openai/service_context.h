@@ -11,11 +11,14 @@
 #include "chat/chat_template.h"
 #include "server/metrics/metrics.h"
 #include "server/openai/generator.h"
+#include "server/openai/response_store.h"
 #include "server/openai/router.h"
 #include "server/openai/service.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::server::openai {
+
+class OutputSink;  // completion_job.h
 
 struct ServiceContext {
     ServiceContext(ServiceConfig config_, Tokenizer tokenizer_, std::unique_ptr<chat::ChatTemplate> chat_template_,
@@ -26,6 +29,7 @@ struct ServiceContext {
     std::unique_ptr<chat::ChatTemplate> chat_template;  // may be null
     Generator& generator;
     metrics::ServingMetrics metrics;
+    ResponseStore responses;  // /v1/responses kept for previous_response_id and GET
     std::atomic<bool> ready{false};
     std::atomic<bool> draining{false};
     std::atomic<int32_t> max_model_len{0};
@@ -36,6 +40,13 @@ struct ServiceContext {
 
 // POST /v1/chat/completions (chat_completions.cpp)
 void handle_chat_completions(ServiceContext& ctx, Exchange x);
+// A validated chat request from there on (model check, chat template, tokens, submit); `sink` (may be null: the chat
+// completion shape) formats the answer. Errors are answered on `x`.
+void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink);
+// POST /v1/responses, GET and DELETE /v1/responses/{id} (responses.cpp)
+void handle_create_response(ServiceContext& ctx, Exchange x);
+void handle_get_response(ServiceContext& ctx, Exchange x);
+void handle_delete_response(ServiceContext& ctx, Exchange x);
 // POST /v1/completions (completions.cpp)
 void handle_completions(ServiceContext& ctx, Exchange x);
 // GET /v1/models (models.cpp)

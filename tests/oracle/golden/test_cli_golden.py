@@ -127,3 +127,36 @@ def test_demo_model_with_qwen_tokenizer_loads_in_transformers_tokenizer(tmp_path
     assert len(out["ids"]) == 4
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["model_type"] == "qwen3_5" and cfg["text_config"]["vocab_size"] > max(out["prompt_ids"])
+
+
+ROUND_TRIP = ["Hello world", "héllo wörld 你好 🙂", "<|im_start|>user\nHi<|im_end|>\n", "<think>\nx\n</think>",
+              "<tool_call>\n{\"name\": \"f\"}\n</tool_call>", "  spaces\n\n\tand tabs 12345"]
+
+
+@pytest.mark.parametrize("kind", ["qwen", "byte-level"])
+def test_demo_model_tokenizer_loads_in_auto_tokenizer(tmp_path, kind):
+    """transformers' AutoTokenizer (what guidellm, vllm bench and other HF-tokenizer clients load) reads the demo
+    model's tokenizer as the real one: from transformers 5 it picks Qwen3_5Tokenizer from config.json, which is built
+    from tokenizer.json alone (without one it loaded as a 26-token tokenizer whose encode() was empty)."""
+    transformers = pytest.importorskip("transformers")
+    shared = pathlib.Path(os.environ.get("PAGODA_SHARED_DIR", "/work/shared")) / "qwen-tokenizers" / "qwen3-4b"
+    d = tmp_path / "demo"
+    if kind == "qwen":
+        if not (shared / "vocab.json").exists():
+            pytest.skip("no Qwen tokenizer in PAGODA_SHARED_DIR")
+        run("demo-model", str(d), "--tokenizer", str(shared))
+    else:
+        run("demo-model", str(d), "--byte-level")
+    tok = transformers.AutoTokenizer.from_pretrained(str(d))
+    assert len(tok) == (151669 if kind == "qwen" else 259)
+    for text in ROUND_TRIP:
+        ids = tok.encode(text, add_special_tokens=False)
+        assert ids and tok.decode(ids) == text
+        pagoda_ids = json.loads(run("tokenize", "--model", str(d), "--json", "--text", text).stdout)["ids"]
+        assert ids == pagoda_ids, text
+    if kind == "qwen" and (shared / "tokenizer.json.gz").exists():
+        import gzip
+        tokenizers = pytest.importorskip("tokenizers")
+        real = tokenizers.Tokenizer.from_str(gzip.decompress((shared / "tokenizer.json.gz").read_bytes()).decode())
+        for text in ROUND_TRIP:
+            assert tok.encode(text, add_special_tokens=False) == real.encode(text, add_special_tokens=False).ids

@@ -586,6 +586,35 @@ TEST_F(ServiceTest, RouteTableRefusesOnceForEveryRoute) {
     EXPECT_EQ(*r->header("X-Request-Id"), "abc");
 }
 
+// X-Request-Id: the client's own, cut to printable ASCII and 128 bytes (it goes into a header and the logs), else a
+// fresh one per request, on every answer (successes, refusals and streams).
+TEST_F(ServiceTest, RequestIdIsTheClientsOrAFreshOne) {
+    make_service("Hi");
+    auto a = call("GET", "/nothing", "");
+    auto b = call("POST", "/v1/chat/completions", kChat + "}");
+    ASSERT_TRUE(a->header("X-Request-Id") && b->header("X-Request-Id"));
+    EXPECT_EQ(a->header("X-Request-Id")->size(), 32u);
+    EXPECT_NE(*a->header("X-Request-Id"), *b->header("X-Request-Id"));
+    auto s = call("POST", "/v1/chat/completions", kChat + R"(,"stream":true})", {{"x-request-id", "trace-7"}});
+    ASSERT_TRUE(s->streaming() && s->header("X-Request-Id"));
+    EXPECT_EQ(*s->header("X-Request-Id"), "trace-7");
+    auto c = call("GET", "/health", "",
+                  {{"X-Request-Id",
+                    "a b\x01"
+                    "c\r\n" +
+                        std::string(300, 'z')}});
+    ASSERT_TRUE(c->header("X-Request-Id"));
+    EXPECT_EQ(*c->header("X-Request-Id"), "abc" + std::string(125, 'z'));
+    auto d = call("GET", "/health", "", {{"X-Request-Id", "\x01 \t"}});  // nothing usable: a fresh one
+    ASSERT_TRUE(d->header("X-Request-Id"));
+    EXPECT_EQ(d->header("X-Request-Id")->size(), 32u);
+    // A 4xx answer is logged once at info level, with the id and the reason.
+    testing::internal::CaptureStderr();
+    call("POST", "/v1/chat/completions", R"({"messages":[]})", {{"X-Request-Id", "bad-1"}});
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("INFO request bad-1: 400 'messages' must not be empty"), std::string::npos) << log;
+}
+
 // The second turn of every tool-using agent: the assistant's call comes back with "content": null (or none), and
 // the tool's answer follows. vLLM renders the null as "" and a history call whose arguments are not JSON as {}.
 TEST_F(ServiceTest, ToolRoundTripWithNullAssistantContent) {
@@ -757,11 +786,17 @@ TEST_F(ServiceTest, ClientDisconnectCancelsTheRequest) {
     req.method = "POST";
     req.path = "/v1/chat/completions";
     req.body = kChat + R"(,"stream":true})";
+    req.headers = {{"X-Request-Id", "gone-1"}};
+    testing::internal::CaptureStderr();
     service_->handle(std::move(req), r);
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     r->hang_up();
     // The generator aborts the request, the job finishes its stream quickly instead of after 2000 tokens.
     ASSERT_TRUE(r->wait_done(20));
+    // One info line names the request and why it ended.
+    const std::string log = testing::internal::GetCapturedStderr();
+    EXPECT_NE(log.find("INFO request gone-1: chatcmpl-"), std::string::npos) << log;
+    EXPECT_NE(log.find("the client closed the connection"), std::string::npos) << log;
     bool done = false;
     std::string body = r->body();
     auto evs = events(body, &done);
