@@ -31,7 +31,7 @@ SizeFacts model_size_facts(const model::Model& model, int32_t block_size) {
     const model::ModelSpec& spec = model.spec();
     SizeFacts f;
     f.block_size = block_size;
-    f.max_position_embeddings = model::max_context_length(spec);  // with YaRN, the extended context
+    f.context_length = model::max_context_length(spec);
     if (spec.num_full_attention_layers() > 0)
         f.kv_bytes_per_token = KvCachePool::bytes_per_block(model.kv_cache_config(1, block_size)) / block_size;
     if (spec.num_linear_attention_layers() > 0)

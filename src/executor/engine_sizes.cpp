@@ -45,7 +45,7 @@ int32_t default_seqs(const SizeFacts& f, std::string& why) {
 }
 
 int32_t default_context(const SizeFacts& f, int32_t seqs, std::string& why) {
-    const int64_t model_len = f.max_position_embeddings;
+    const int64_t model_len = f.context_length;
     if (!f.gpu) {
         if (model_len > 0 && model_len <= kCpuMaxModelLen) {
             why = "the model's context";

@@ -41,9 +41,13 @@ Result<std::unique_ptr<ModelEngineRunner>> ModelEngineRunner::create(model::Mode
     if (model.spec().num_linear_attention_layers() > 0) {
         if (config.num_state_slots <= 0)
             return Status::error("the model has linear-attention layers but num_state_slots is 0");
-        PAGODA_ASSIGN_OR_RETURN(StateCachePool states,
-                                StateCachePool::create(allocator, model.state_cache_config(config.num_state_slots)));
-        runner->states_ = std::move(states);
+        auto states = StateCachePool::create(allocator, model.state_cache_config(config.num_state_slots));
+        // Slots are reserved up front, whatever the sequences' lengths: say which flags size them.
+        if (!states.ok())
+            return states.status().with_context("state slots for max_num_seqs " + std::to_string(config.max_num_seqs) +
+                                                " (2 a sequence) and " + std::to_string(config.max_state_snapshots) +
+                                                " prefix snapshots; lower --max-num-seqs");
+        runner->states_ = std::move(states).value();
     }
     runner->device_sampler_ = make_device_sampler(model.backend());
     if (runner->device_sampler_) runner->sampling_batch_.emplace(static_cast<int32_t>(model.vocab_size()));

@@ -16,7 +16,7 @@ SizeFacts qwen3_8b_on(size_t total_gib, size_t budget_gib) {
     f.gpu_name = "test GPU";
     f.gpu_total_bytes = total_gib * kGiB;
     f.memory_budget = budget_gib * kGiB;
-    f.max_position_embeddings = 40960;
+    f.context_length = 40960;
     f.kv_bytes_per_token = 36 * 8 * 128 * 2 * 2;
     return f;
 }
@@ -25,7 +25,7 @@ SizeFacts qwen3_8b_on(size_t total_gib, size_t budget_gib) {
 // layers of a 32 x 128 x 128 fp32 state plus an 8,192 x 3 conv state = 50.25 MiB a slot; 262,144 tokens of context.
 SizeFacts qwen3_5_9b_on(size_t total_gib, size_t budget_gib) {
     SizeFacts f = qwen3_8b_on(total_gib, budget_gib);
-    f.max_position_embeddings = 262144;
+    f.context_length = 262144;
     f.kv_bytes_per_token = 8 * 4 * 256 * 2 * 2;
     f.state_bytes_per_slot = 24 * (32 * 128 * 128 * 4 + 8192 * 3 * 4);
     return f;
@@ -33,14 +33,14 @@ SizeFacts qwen3_5_9b_on(size_t total_gib, size_t budget_gib) {
 
 TEST(EngineSizes, CpuKeepsSmallDefaults) {
     SizeFacts f;
-    f.max_position_embeddings = 40960;
+    f.context_length = 40960;
     const SizeChoice c = choose_sizes({}, f);
     EXPECT_EQ(c.sizes.max_num_seqs, 16);
     EXPECT_EQ(c.sizes.max_num_batched_tokens, 2048);
     EXPECT_EQ(c.sizes.max_model_len, 8192);
-    f.max_position_embeddings = 4096;  // a shorter context than the cap is the model's
+    f.context_length = 4096;  // a shorter context than the cap is the model's
     EXPECT_EQ(choose_sizes({}, f).sizes.max_model_len, 4096);
-    f.max_position_embeddings = 0;
+    f.context_length = 0;
     EXPECT_EQ(choose_sizes({}, f).sizes.max_model_len, 8192);
 }
 
