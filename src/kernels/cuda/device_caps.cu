@@ -30,7 +30,7 @@ const char* forced_kernel_family() {
         if (!env) return nullptr;
         if (std::strcmp(env, "sm80") == 0) return "sm80";
         if (std::strcmp(env, "sm86") == 0) return "sm86";
-        return nullptr;  // anything else: the real device's (the backend says so at start)
+        return nullptr;  // anything else: the real device's limit (the backend's start-up line shows which)
     }();
     return family;
 }
