@@ -24,14 +24,31 @@ int32_t to_i32(int64_t v) {
     return static_cast<int32_t>(std::clamp<int64_t>(v, 1, INT32_MAX));
 }
 
-int32_t default_seqs(const SizeFacts& f, std::string& why) {
-    if (!f.gpu) {
-        why = "the CPU's default";
-        return kCpuMaxNumSeqs;
+// Where the batch defaults come from: the CPU's small ones, or vLLM's large or small GPU ones.
+enum class BatchRule { kCpu, kLargeGpu, kSmallGpu };
+
+BatchRule batch_rule(const SizeFacts& f) {
+    if (!f.gpu) return BatchRule::kCpu;
+    return f.gpu_total_bytes >= kLargeGpuBytes ? BatchRule::kLargeGpu : BatchRule::kSmallGpu;
+}
+
+const char* reason(BatchRule r) {
+    switch (r) {
+        case BatchRule::kCpu:
+            return "the CPU's default";
+        case BatchRule::kLargeGpu:
+            return "vLLM's default on a GPU of 70 GiB or more";
+        case BatchRule::kSmallGpu:
+            return "vLLM's default on a GPU under 70 GiB";
     }
-    const bool large = f.gpu_total_bytes >= kLargeGpuBytes;
-    int32_t seqs = large ? 1024 : 256;
-    why = large ? "vLLM's default on a GPU of 70 GiB or more" : "vLLM's default on a GPU under 70 GiB";
+    return "";
+}
+
+int32_t default_seqs(const SizeFacts& f, std::string& why) {
+    const BatchRule rule = batch_rule(f);
+    why = reason(rule);
+    if (rule == BatchRule::kCpu) return kCpuMaxNumSeqs;
+    int32_t seqs = rule == BatchRule::kLargeGpu ? 1024 : 256;
     if (f.state_bytes_per_slot == 0) return seqs;
     // Every running sequence of a hybrid model holds state slots whatever its length; unlike KV blocks they are
     // reserved up front, so the count is bounded by the memory.
@@ -80,13 +97,10 @@ SizeChoice choose_sizes(const EngineSizes& given, const SizeFacts& f) {
         c.chosen.push_back("max_num_seqs " + std::to_string(c.sizes.max_num_seqs) + " (" + why + ")");
     }
     if (given.max_num_batched_tokens <= 0) {
-        const bool large = f.gpu && f.gpu_total_bytes >= kLargeGpuBytes;
-        c.sizes.max_num_batched_tokens = large ? 8192 : kCpuMaxNumBatchedTokens;
-        why = !f.gpu  ? "the CPU's default"
-              : large ? "vLLM's default on a GPU of 70 GiB or more"
-                      : "vLLM's default on a GPU under 70 GiB";
-        c.chosen.push_back("max_num_batched_tokens " + std::to_string(c.sizes.max_num_batched_tokens) + " (" + why +
-                           ")");
+        const BatchRule rule = batch_rule(f);
+        c.sizes.max_num_batched_tokens = rule == BatchRule::kLargeGpu ? 8192 : kCpuMaxNumBatchedTokens;
+        c.chosen.push_back("max_num_batched_tokens " + std::to_string(c.sizes.max_num_batched_tokens) + " (" +
+                           reason(rule) + ")");
     }
     if (given.max_model_len <= 0) {
         c.sizes.max_model_len = default_context(f, c.sizes.max_num_seqs, why);

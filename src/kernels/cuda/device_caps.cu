@@ -10,14 +10,13 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 constexpr int kA100Smem = 163 * 1024;  // sm_80 and sm_87
-constexpr int kSm86Smem = 99 * 1024;   // sm_86, sm_89 (and sm_120)
 
 // The cap PAGODA_CUDA_KERNELS asks for (0: none), read once.
 int forced_cap() {
     static const int cap = [] {
         const char* f = forced_kernel_family();
         if (!f) return 0;
-        return std::strcmp(f, "sm80") == 0 ? kA100Smem : kSm86Smem;
+        return std::strcmp(f, "sm80") == 0 ? kA100Smem : kLeastBlockSmem;
     }();
     return cap;
 }

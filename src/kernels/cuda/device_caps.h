@@ -10,6 +10,9 @@ namespace pagoda::kernels::cuda {
 // A100's or an sm_86 part's, so that the variants those GPUs get can be run and tested on a Hopper GPU.
 int max_block_smem();
 
+// The least any supported GPU lets a block take (sm_86 / sm_89): a kernel variant within it runs everywhere.
+inline constexpr int kLeastBlockSmem = 99 * 1024;
+
 // The PAGODA_CUDA_KERNELS value in force ("sm80" or "sm86"), or null when the kernels choose for the real device.
 const char* forced_kernel_family();
 

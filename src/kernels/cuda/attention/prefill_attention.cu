@@ -191,9 +191,8 @@ void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t st
 
 template <int D>
 void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
-    // 99 KB: the least any supported GPU (sm_86 / sm_89) lets a block take; head dims whose 64-key tiles fit it need
-    // no second variant.
-    if constexpr (smem_bytes<D, 64>() <= 99 * 1024) {
+    // Head dims whose 64-key tiles fit every supported GPU need no second variant.
+    if constexpr (smem_bytes<D, 64>() <= size_t(kLeastBlockSmem)) {
         launch_tiles<D, 64>(a, filter, stream);
     } else if (smem_bytes<D, 64>() <= size_t(max_block_smem())) {
         launch_tiles<D, 64>(a, filter, stream);
