@@ -141,20 +141,15 @@ Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitU
 
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out) {
     const int64_t T = x.dim(0), I = w.gate.out_features();
-    Tensor g, u;
+    Tensor h = arena.f32(T, I);
     if (w.gate_up.defined()) {  // one projection; gate and up are the halves of its output
-        Tensor gu = arena.f32(T, 2 * I);
-        ops.linear(x, w.gate_up, gu);
-        g = gu.narrow(1, 0, I);
-        u = gu.narrow(1, I, I);
+        ops.linear_silu_mul(x, w.gate_up, arena.f32(T, 2 * I), h);
     } else {
-        g = arena.f32(T, I);
-        u = arena.f32(T, I);
+        Tensor g = arena.f32(T, I), u = arena.f32(T, I);
         ops.linear(x, w.gate, g);
         ops.linear(x, w.up, u);
+        ops.silu_mul(g, u, h);
     }
-    Tensor h = arena.f32(T, I);
-    ops.silu_mul(g, u, h);
     ops.linear(h, w.down, out);
 }
 
