@@ -199,6 +199,11 @@ if want bench; then
     PAGODA_CUDA_PDL=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 \
         --context 512 --decode 128 > "$OUT/pagoda_bench_pdl_off.log" 2>&1
     summary+=("pagoda, PDL off: $(tail -1 "$OUT/pagoda_bench_pdl_off.log")")
+    if grep -q '"num_experts"' "$MODEL/config.json"; then  # MoE: the grouped passes at batch 1 instead of the pair ones
+        PAGODA_MOE_PAIR_PASSES=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
+            --prefill 2048 --context 512 --decode 128 > "$OUT/pagoda_bench_grouped.log" 2>&1
+        summary+=("pagoda, grouped MoE passes at batch 1: $(tail -1 "$OUT/pagoda_bench_grouped.log")")
+    fi
 fi
 if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench ]]; then
     # The A100 build's code (compute_80 PTX, sm80 tiles) at the real shape on this GPU, as the bench part runs it.

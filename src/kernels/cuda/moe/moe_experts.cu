@@ -141,7 +141,7 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     if (a.T == 0 || a.H == 0) return;
     const int64_t pairs = a.T * a.k;
     const Workspace ws = carve(static_cast<char*>(a.workspace), a.T, a.H, a.I, a.E, a.k);
-    if (moe::pair_passes_fit(a)) return moe::launch_pair_passes(a, ws.h, stream);
+    if (moe::pair_passes_fit(a) && moe::pair_passes_enabled()) return moe::launch_pair_passes(a, ws.h, stream);
     launch_convert_rows(a.x, a.x_stride, ws.x_w, a.weight_type, a.T, a.H, stream);
 
     const bool gemv = pairs <= kGemvMaxRowsPerExpert * a.E;

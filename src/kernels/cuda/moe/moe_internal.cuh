@@ -78,6 +78,7 @@ void launch_grouped_mma(Pass pass, const GroupedArgs& a, ElemType w_type, cudaSt
 // in fp32 and h [T*k, I] (in the weights' type) the only workspace; they sum as the grouped GEMV passes do.
 inline constexpr int64_t kPairMaxTokens = 4;
 bool pair_passes_fit(const MoeExpertsArgs& a);  // few tokens, k <= 32, 16-byte rows everywhere, I > 0
+bool pair_passes_enabled();                     // unless PAGODA_MOE_PAIR_PASSES=0 (to measure what they gain)
 void launch_pair_passes(const MoeExpertsArgs& a, void* h, cudaStream_t stream);
 
 inline bool aligned16(const void* p) {

@@ -8,6 +8,8 @@
 // The sums are taken exactly as the grouped GEMV passes take them (each lane walks k = lane*8, lane*8 + 256, ... and
 // adds element by element; warp_sum; the slots summed in order by weight), so a token's output does not depend on
 // which path its step took: the loads are only issued further ahead.
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/moe/moe_internal.cuh"
@@ -142,6 +144,14 @@ bool pair_passes_fit(const MoeExpertsArgs& a) {
     };
     return a.T <= kPairMaxTokens && a.I > 0 && a.k <= kMaxSlots && a.H % kVec == 0 && a.I % kVec == 0 &&
            a.x_stride % 4 == 0 && aligned16(a.x) && rows16(a.gate_up) && rows16(a.down);
+}
+
+bool pair_passes_enabled() {
+    static const bool enabled = [] {
+        const char* env = std::getenv("PAGODA_MOE_PAIR_PASSES");
+        return !(env && std::strcmp(env, "0") == 0);
+    }();
+    return enabled;
 }
 
 void launch_pair_passes(const MoeExpertsArgs& a, void* h, cudaStream_t stream) {
