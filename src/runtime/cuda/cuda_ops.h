@@ -219,6 +219,9 @@ class CudaOps final : public CudaOpsBase {
     // An fp8 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a dense
     // stack is returned as it is).
     LinearWeight dequantized_experts(const LinearWeight& w, void* dst);
+    // moe_experts' arguments but the weight type and scales, the shapes checked and the workspace taken.
+    kcu::MoeExpertsArgs moe_args(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                                 const LinearWeight& gu, const LinearWeight& dn, const Tensor& out);
 
     // --- GEMM input conversion, reused by consecutive linears of the same input (q/k/v, gate/up) -------------
     // Valid only while nothing but linear() has run since the conversion, and no linear wrote over its source.

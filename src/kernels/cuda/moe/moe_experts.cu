@@ -129,14 +129,19 @@ void launch_routing(const int32_t* topk_ids, int64_t pairs, const Routing& r, cu
 }
 }  // namespace moe
 
+bool moe_experts_read_fp8(const MoeExpertsArgs& a) {
+    return a.weight_type == ElemType::F8E4M3 && moe::pair_passes_fit(a) && moe::pair_passes_enabled();
+}
+
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
     return carve(nullptr, T, H, I, E, k).bytes;
 }
 
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(a.E >= 1 && a.E <= kMoeMaxExperts && a.k >= 1, "moe_experts: E or k out of range");
-    PAGODA_KERNEL_REQUIRE(a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16,
-                          "moe_experts: expert weights must be BF16 or F16");
+    PAGODA_KERNEL_REQUIRE(a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16 ||
+                              (a.weight_type == ElemType::F8E4M3 && moe_experts_read_fp8(a)),
+                          "moe_experts: expert weights must be BF16 or F16 (fp8 ones where moe_experts_read_fp8)");
     PAGODA_KERNEL_REQUIRE(a.T * a.k < (int64_t{1} << 31), "moe_experts: too many (token, slot) pairs");
     if (a.T == 0 || a.H == 0) return;
     const int64_t pairs = a.T * a.k;
