@@ -85,6 +85,22 @@ __device__ __forceinline__ __half from_f32<__half>(float v) {
     return __float2half_rn(v);
 }
 
+// The type a weight-only GEMM multiplies in, which its input is rounded to: the weights' own type, bf16 for fp8 (e4m3)
+// weights, whose GEMMs run on their dequantised bf16 copy.
+template <typename W>
+struct ComputeType {
+    using T = W;
+};
+template <>
+struct ComputeType<__nv_fp8_e4m3> {
+    using T = __nv_bfloat16;
+};
+
+// An e4m3 weight as its dequantised bf16 copy holds it, bf16(q · scale) (e4m3 -> f16 is exact).
+__device__ __forceinline__ float dequantize_e4m3(__nv_fp8_storage_t q, float scale) {
+    return __bfloat162float(__float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E4M3))) * scale));
+}
+
 // The activations every kernel computes alike, as the CPU kernels write them (kernels/cpu/internal.h): the fused
 // GEMV's silu equals silu_mul's to the bit.
 __device__ __forceinline__ float silu(float x) {

@@ -67,21 +67,10 @@ struct Vec16<__nv_fp8_e4m3> {
     }
 };
 
-// The type the GEMM path multiplies in, which x is rounded to: the weights' own 16-bit type, bf16 for fp8 weights
-// (dequantised to bf16 for cuBLASLt), f32 for f32 weights.
-template <typename W>
-struct GemmInput {
-    using T = W;
-};
-template <>
-struct GemmInput<__nv_fp8_e4m3> {
-    using T = __nv_bfloat16;
-};
-
 // x as the GEMM sees it.
 template <typename W>
 __device__ __forceinline__ float4 round_like(float4 v) {
-    using T = typename GemmInput<W>::T;
+    using T = typename ComputeType<W>::T;
     if constexpr (std::is_same_v<T, float>) {
         return v;
     } else {

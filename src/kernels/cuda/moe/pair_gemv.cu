@@ -27,16 +27,6 @@ constexpr int kVec = 8;     // elements per 16-byte load
 constexpr int kUnroll = 4;  // 16-byte loads in flight per lane and weight row
 constexpr int64_t kLaneStep = 32 * kVec;
 
-// The type the math rounds to: the weights' own 16-bit type, bf16 for fp8 weights (as their dequantised stack).
-template <typename W>
-struct ComputeType {
-    using T = W;
-};
-template <>
-struct ComputeType<__nv_fp8_e4m3> {
-    using T = __nv_bfloat16;
-};
-
 // 8 consecutive 16-bit values as fp32 (one 16-byte load).
 template <typename T>
 __device__ __forceinline__ void load8(const T* p, float* out) {
@@ -57,8 +47,7 @@ __device__ __forceinline__ void load_weights8(const W* p, const WeightScales& sc
         const float s = __ldg(scales.data + (row / scales.rows) * scales.stride + k / scales.cols);
 #pragma unroll
         for (int i = 0; i < kVec; ++i)
-            out[i] = __bfloat162float(
-                __float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(q[i], __NV_E4M3))) * s));
+            out[i] = dequantize_e4m3(q[i], s);
     } else {
         load8<W>(p, out);
     }
