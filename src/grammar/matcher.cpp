@@ -82,15 +82,21 @@ uint64_t GrammarMatcher::relative_key(std::vector<uint64_t>& key) {
     const size_t p = state_.num_sets() - 1;
     const Item* items = state_.set_data(p);
     const size_t n = state_.set_size(p);
-    // Older origins are numbered by distance (nearest first), so the same shape at another depth gets the same key.
+    const std::vector<Element>& program = grammar_->grammar().program;
+    // Completed items were fully processed when the set was built and take no part in what follows (scans read
+    // byte elements, completions look for rule elements): leaving them out lets "after a 3-byte character" and
+    // "after an ASCII one" share a key. Older origins are numbered by distance (nearest first), so the same shape
+    // at another depth gets the same key.
     std::vector<int32_t>& origins = origins_;
     origins.clear();
     for (size_t i = 0; i < n; ++i)
-        if (items[i].origin < p) origins.push_back(static_cast<int32_t>(items[i].origin));
+        if (items[i].origin < p && program[items[i].pos].kind != Element::kEnd)
+            origins.push_back(static_cast<int32_t>(items[i].origin));
     std::sort(origins.begin(), origins.end(), std::greater<>());
     origins.erase(std::unique(origins.begin(), origins.end()), origins.end());
     key.clear();
     for (size_t i = 0; i < n; ++i) {
+        if (program[items[i].pos].kind == Element::kEnd) continue;
         uint32_t rel = 0xFFFFFFFFu;
         if (items[i].origin < p) {
             auto it = std::lower_bound(origins.begin(), origins.end(), static_cast<int32_t>(items[i].origin),

@@ -64,6 +64,7 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
 
 void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
     if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) return send_error(x, *err);
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     if (cr.tools.is_array() && cr.tool_choice == "auto" &&
         (!ctx.config.enable_auto_tool_choice || !ctx.config.tool_parser)) {
