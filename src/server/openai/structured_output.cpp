@@ -4,6 +4,7 @@
 #include "grammar/json_schema.h"
 #include "grammar/regex.h"
 #include "server/openai/service_context.h"
+#include "server/openai/tool_call_grammar.h"
 
 namespace pagoda::server::openai {
 
@@ -208,9 +209,31 @@ std::shared_ptr<const grammar::TokenVocabulary> GrammarCompiler::vocabulary() {
     return vocab_;
 }
 
-std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> GrammarCompiler::compile(
-    const StructuredOutputRequest& request) {
-    const std::string key = cache_key(request);
+GrammarCompiler::Compiled GrammarCompiler::compile(const StructuredOutputRequest& request) {
+    return cached(cache_key(request), request.param, [&]() -> Result<grammar::GrammarSource> {
+        switch (request.kind) {
+            case Kind::kJsonSchema:
+                return grammar::json_schema_grammar(request.schema);
+            case Kind::kJsonObject:
+                return grammar::json_object_grammar();
+            case Kind::kRegex:
+                return grammar::regex_grammar(request.text);
+            case Kind::kChoice:
+                return grammar::choice_grammar(request.choices);
+            case Kind::kGrammar:
+                return grammar::parse_gbnf(request.text);
+        }
+        return Status::error("unknown structured output kind");
+    });
+}
+
+GrammarCompiler::Compiled GrammarCompiler::compile_tool_calls(const Json& tools, bool parallel) {
+    return cached(std::string(parallel ? "T" : "t") + tools.dump(), "tools",
+                  [&] { return hermes_tool_call_grammar(tools, parallel); });
+}
+
+GrammarCompiler::Compiled GrammarCompiler::cached(const std::string& key, const std::string& param,
+                                                  const std::function<Result<grammar::GrammarSource>()>& make_source) {
     {
         std::lock_guard lock(mu_);
         if (auto it = by_key_.find(key); it != by_key_.end()) {
@@ -218,27 +241,10 @@ std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> GrammarC
             return it->second->second;
         }
     }
-    Result<grammar::GrammarSource> source = grammar::GrammarSource{};
-    switch (request.kind) {
-        case Kind::kJsonSchema:
-            source = grammar::json_schema_grammar(request.schema);
-            break;
-        case Kind::kJsonObject:
-            source = grammar::json_object_grammar();
-            break;
-        case Kind::kRegex:
-            source = grammar::regex_grammar(request.text);
-            break;
-        case Kind::kChoice:
-            source = grammar::choice_grammar(request.choices);
-            break;
-        case Kind::kGrammar:
-            source = grammar::parse_gbnf(request.text);
-            break;
-    }
-    if (!source.ok()) return ApiError::bad_request(source.message(), request.param);
+    const Result<grammar::GrammarSource> source = make_source();
+    if (!source.ok()) return ApiError::bad_request(source.message(), param);
     auto compiled = grammar::compile_grammar(*source);
-    if (!compiled.ok()) return ApiError::bad_request(compiled.message(), request.param);
+    if (!compiled.ok()) return ApiError::bad_request(compiled.message(), param);
     auto g = std::make_shared<const grammar::CompiledGrammar>(std::move(compiled).value(), vocabulary());
     std::lock_guard lock(mu_);
     if (auto it = by_key_.find(key); it != by_key_.end()) return it->second->second;  // compiled meanwhile

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <memory>
 #include <mutex>
@@ -29,11 +30,16 @@ class GrammarCompiler {
   public:
     explicit GrammarCompiler(const Tokenizer& tokenizer);
 
+    using Compiled = std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError>;
+
     // The compiled grammar for `request`, or a 400 saying what in the schema, regex or grammar cannot be used.
-    std::variant<std::shared_ptr<const grammar::CompiledGrammar>, ApiError> compile(
-        const StructuredOutputRequest& request);
+    Compiled compile(const StructuredOutputRequest& request);
+    // A forced tool call in the hermes format over `tools` (tool_call_grammar.h).
+    Compiled compile_tool_calls(const Json& tools, bool parallel);
 
   private:
+    Compiled cached(const std::string& key, const std::string& param,
+                    const std::function<Result<grammar::GrammarSource>()>& make_source);
     std::shared_ptr<const grammar::TokenVocabulary> vocabulary();
 
     const Tokenizer& tokenizer_;

@@ -241,3 +241,63 @@ def test_bad_requests_are_clear_400s(client, extra, field, says):
     assert says in err["message"], err
     if field:
         assert err["param"] == field, err
+
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city", "parameters": {
+        "type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 8}, "unit": {"enum": ["c", "f"]}},
+        "required": ["city", "unit"]}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {
+        "$defs": {"zone": {"type": "string", "pattern": "^[A-Z]{3}$"}},
+        "type": "object", "properties": {"tz": {"$ref": "#/$defs/zone"}}, "required": ["tz"]}}},
+]
+SCHEMA_OF = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+
+
+@pytest.fixture(scope="module")
+def tool_client(demo_dir):  # noqa: F811
+    s = Server([str(demo_dir), "--served-model-name", "demo", "--max-model-len", "4096", "--tool-call-parser",
+                "hermes"])
+    yield openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0, timeout=600)
+    assert s.stop() == 0
+
+
+def _check_calls(calls, names):
+    assert calls, "a forced tool choice must produce a call"
+    for call in calls:
+        assert call.function.name in names
+        jsonschema.validate(json.loads(call.function.arguments), SCHEMA_OF[call.function.name])
+
+
+def test_forced_tool_choice_required(tool_client):
+    r = tool_client.chat.completions.create(model="demo", messages=[{"role": "user", "content": "Weather?"}],
+                                            tools=TOOLS, tool_choice="required", n=3, seed=4, max_tokens=600)
+    for c in r.choices:
+        assert c.finish_reason == "tool_calls"
+        _check_calls(c.message.tool_calls, set(SCHEMA_OF))
+
+
+def test_forced_named_tool_one_call_streamed(tool_client):
+    kwargs = dict(model="demo", messages=[{"role": "user", "content": "Time?"}], tools=TOOLS, seed=9,
+                  tool_choice={"type": "function", "function": {"name": "get_time"}}, parallel_tool_calls=False,
+                  max_tokens=600)
+    r = tool_client.chat.completions.create(**kwargs)
+    calls = r.choices[0].message.tool_calls
+    assert len(calls) == 1
+    _check_calls(calls, {"get_time"})
+    # Streamed: the call arrives in deltas that join to a valid call.
+    name, args = None, ""
+    for chunk in tool_client.chat.completions.create(stream=True, **kwargs):
+        for d in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            name = d.function.name or name
+            args += d.function.arguments or ""
+    assert name == "get_time"
+    jsonschema.validate(json.loads(args), SCHEMA_OF["get_time"])
+
+
+def test_forced_tool_choice_with_response_format_is_a_400(tool_client):
+    with pytest.raises(openai.BadRequestError) as e:
+        tool_client.chat.completions.create(model="demo", messages=MESSAGES, tools=TOOLS, tool_choice="required",
+                                            response_format={"type": "json_object"}, max_tokens=5)
+    assert e.value.body["param"] == "tool_choice"

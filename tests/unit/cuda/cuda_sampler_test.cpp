@@ -199,12 +199,15 @@ TEST_F(CudaSamplerTest, BadArgumentsAreErrors) {
     std::vector<kernels::SampleRow> rows(1);
     rows[0].logits_row = 5;  // beyond the 2 rows
     std::vector<kernels::SampledToken> got(1);
-    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, {}, got).ok());
+    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, {}, {}, got).ok());
     rows[0].logits_row = 0;
     std::vector<kernels::LogitEdit> edits(1);
     edits[0].token = V;  // outside the vocabulary
     rows[0].edit_end = 1;
-    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, edits, got).ok());
+    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, edits, {}, got).ok());
+    rows[0].edit_end = 0;
+    rows[0].mask_row = 0;  // a mask row with no masks given
+    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, {}, {}, got).ok());
 }
 
 // Not a pass/fail check: the time of one step's sampling at a large batch, for the benchmark notes.
