@@ -77,7 +77,9 @@ struct Engine::Impl {
               SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens, c.priority_scheduling, c.num_state_slots > 0},
               kv, state ? &*state : nullptr),
           sampler(vocab_size),
-          grammar_masks(vocab_size, c.eos_token_ids) {}
+          grammar_masks(vocab_size, c.eos_token_ids) {
+        input.await_sampling_inputs = [this] { grammar_masks.wait(); };
+    }
 
     void run();
     void handle(Message& m);
@@ -325,7 +327,8 @@ void Engine::Impl::build_batch() {
     input.sampling = sampling;
 }
 
-// Structured output: the masks of this step's sampled rows whose requests have a grammar.
+// Structured output: the masks of this step's sampled rows whose requests have a grammar, computed on the masks'
+// helper thread while the forward runs (StepInput::await_sampling_inputs).
 void Engine::Impl::fill_grammar_masks() {
     size_t rows = 0;
     for (const Sequence* s : sampled_seqs)
@@ -336,8 +339,10 @@ void Engine::Impl::fill_grammar_masks() {
     for (size_t k = 0; k < sampled_seqs.size(); ++k) {
         RequestState& r = owner(*sampled_seqs[k]);
         if (r.matchers.empty()) continue;
-        sampling[k].allowed_tokens = grammar_masks.fill(row++, r.matchers[sampled_seqs[k]->index]);
+        grammar_masks.add(row, &r.matchers[sampled_seqs[k]->index]);
+        sampling[k].allowed_tokens = grammar_masks.mask(row++);
     }
+    grammar_masks.start();
 }
 
 void Engine::Impl::step() {
@@ -358,6 +363,7 @@ void Engine::Impl::step() {
     }
     build_batch();
     StepOutput out = runner.execute(input);
+    grammar_masks.wait();  // the runner may not have sampled (host logits), or failed before it did
     if (!out.status.ok()) {
         // The step's KV is garbage: drop the requests before anything is published to the prefix cache.
         const std::string message = "model step failed: " + out.status.message();

@@ -188,6 +188,7 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
         model_.backend().copy(Tensor(logits_.data() + h++ * vocab, DType::F32, Shape{vocab}), logits.select(r));
     }
 
+    if (input.await_sampling_inputs) input.await_sampling_inputs();  // structured-output masks
     sampling_batch_->clear();
     for (size_t i = 0; i < input.sampling.size(); ++i)
         sampling_batch_->add(input.sampling[i], input.sample_rows[i]);
