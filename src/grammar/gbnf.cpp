@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/utf8.h"
+#include "grammar/descent.h"
 #include "grammar/escapes.h"
 
 namespace pagoda::grammar {
@@ -18,9 +19,11 @@ bool name_char(char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
-class GbnfParser {
+class GbnfParser : Descent<GbnfParser> {
+    friend Descent<GbnfParser>;
+
   public:
-    explicit GbnfParser(std::string_view t) : t_(t) {}
+    explicit GbnfParser(std::string_view t) : Descent(t) {}
 
     GrammarSource parse() {
         GrammarSource g;
@@ -45,8 +48,6 @@ class GbnfParser {
             line += t_[k] == '\n';
         throw GbnfError{what + " (line " + std::to_string(line) + ")"};
     }
-    bool at(char c) const { return i_ < t_.size() && t_[i_] == c; }
-
     void skip_space() {
         while (i_ < t_.size()) {
             const char c = t_[i_];
@@ -78,16 +79,6 @@ class GbnfParser {
         while (j < t_.size() && (t_[j] == ' ' || t_[j] == '\t' || t_[j] == '\n' || t_[j] == '\r'))
             ++j;
         return t_.substr(j, 3) == "::=";
-    }
-
-    Expr alternatives(int depth) {
-        if (depth > 200) fail("groups nested too deeply");
-        std::vector<Expr> alts{sequence(depth)};
-        while (at('|')) {
-            ++i_;
-            alts.push_back(sequence(depth));
-        }
-        return alt(std::move(alts));
     }
 
     Expr sequence(int depth) {
@@ -200,9 +191,6 @@ class GbnfParser {
         if (name_char(c)) return ref(name());
         fail(std::string("unexpected '") + c + "'");
     }
-
-    std::string_view t_;
-    size_t i_ = 0;
 };
 
 }  // namespace

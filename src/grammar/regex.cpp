@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common/utf8.h"
+#include "grammar/descent.h"
 #include "grammar/escapes.h"
 
 namespace pagoda::grammar {
@@ -14,14 +15,16 @@ struct RegexError {
     std::string message;
 };
 
-class RegexParser {
+class RegexParser : Descent<RegexParser> {
+    friend Descent<RegexParser>;
+
   public:
-    explicit RegexParser(std::string_view p) : p_(p) {}
+    explicit RegexParser(std::string_view p) : Descent(p) {}
 
     Expr parse() {
         if (at('^')) ++i_;
-        Expr e = alternation(0);
-        if (i_ < p_.size()) fail("unbalanced ')'");
+        Expr e = alternatives(0);
+        if (i_ < t_.size()) fail("unbalanced ')'");
         return e;
     }
 
@@ -29,24 +32,12 @@ class RegexParser {
     [[noreturn]] void fail(const std::string& what) const {
         throw RegexError{what + " at offset " + std::to_string(i_)};
     }
-    bool at(char c) const { return i_ < p_.size() && p_[i_] == c; }
-
-    Expr alternation(int depth) {
-        if (depth > 200) fail("groups nested too deeply");
-        std::vector<Expr> alts{sequence(depth)};
-        while (at('|')) {
-            ++i_;
-            alts.push_back(sequence(depth));
-        }
-        return alt(std::move(alts));
-    }
-
     Expr sequence(int depth) {
         std::vector<Expr> items;
-        while (i_ < p_.size() && !at('|') && !at(')')) {
+        while (i_ < t_.size() && !at('|') && !at(')')) {
             if (at('$')) {
                 ++i_;
-                if (i_ == p_.size() || at('|') || at(')')) continue;  // an end anchor where the match ends anyway
+                if (i_ == t_.size() || at('|') || at(')')) continue;  // an end anchor where the match ends anyway
                 fail("'$' before the end of the pattern cannot be expressed");
             }
             Expr a = atom(depth);
@@ -61,8 +52,8 @@ class RegexParser {
         auto number = [&](int32_t& out) {
             const size_t s = j;
             int64_t v = 0;
-            while (j < p_.size() && p_[j] >= '0' && p_[j] <= '9') {
-                v = v * 10 + (p_[j++] - '0');
+            while (j < t_.size() && t_[j] >= '0' && t_[j] <= '9') {
+                v = v * 10 + (t_[j++] - '0');
                 if (v > 1'000'000) fail("repetition count too large");
             }
             out = static_cast<int32_t>(v);
@@ -70,14 +61,14 @@ class RegexParser {
         };
         int32_t lo = 0, hi = -1;
         const bool has_lo = number(lo);
-        if (j < p_.size() && p_[j] == ',') {
+        if (j < t_.size() && t_[j] == ',') {
             ++j;
             if (!number(hi)) hi = -1;
         } else {
             if (!has_lo) return false;
             hi = lo;
         }
-        if (j >= p_.size() || p_[j] != '}') return false;
+        if (j >= t_.size() || t_[j] != '}') return false;
         if (!has_lo && hi < 0) return false;  // "{,}" is a literal in Python
         if (hi >= 0 && hi < lo) fail("repetition {m,n} with n < m");
         i_ = j + 1;
@@ -86,7 +77,7 @@ class RegexParser {
     }
 
     Expr quantified(Expr a) {
-        while (i_ < p_.size()) {
+        while (i_ < t_.size()) {
             int32_t min = 0, max = -1;
             if (at('*')) {
                 ++i_;
@@ -106,7 +97,7 @@ class RegexParser {
     }
 
     Expr atom(int depth) {
-        const char c = p_[i_];
+        const char c = t_[i_];
         switch (c) {
             case '(': {
                 ++i_;
@@ -114,20 +105,20 @@ class RegexParser {
                     ++i_;
                     if (at(':')) {
                         ++i_;
-                    } else if (at('P') && i_ + 1 < p_.size() && p_[i_ + 1] == '<') {
+                    } else if (at('P') && i_ + 1 < t_.size() && t_[i_ + 1] == '<') {
                         skip_name();
-                    } else if (at('<') && i_ + 1 < p_.size() && p_[i_ + 1] != '=' && p_[i_ + 1] != '!') {
+                    } else if (at('<') && i_ + 1 < t_.size() && t_[i_ + 1] != '=' && t_[i_ + 1] != '!') {
                         --i_;
                         skip_name();
                     } else if (at('=') || at('!') || at('<')) {
                         fail("lookaround cannot be expressed");
-                    } else if (at('P') && i_ + 1 < p_.size() && p_[i_ + 1] == '=') {
+                    } else if (at('P') && i_ + 1 < t_.size() && t_[i_ + 1] == '=') {
                         fail("backreferences cannot be expressed");
                     } else {
                         fail("inline flags and other (?...) groups are not supported");
                     }
                 }
-                Expr e = alternation(depth + 1);
+                Expr e = alternatives(depth + 1);
                 if (!at(')')) fail("missing ')'");
                 ++i_;
                 return e;
@@ -146,7 +137,7 @@ class RegexParser {
             case '^':
                 fail("'^' after the start of the pattern cannot be expressed");
             default: {
-                const char32_t cp = utf8_decode(p_, i_);
+                const char32_t cp = utf8_decode(t_, i_);
                 std::string s;
                 utf8_append(s, cp);
                 return lit(std::move(s));
@@ -156,17 +147,17 @@ class RegexParser {
 
     // Skips "P<name>" or "<name>" of a named group (i_ on 'P' or '<').
     void skip_name() {
-        while (i_ < p_.size() && p_[i_] != '>')
+        while (i_ < t_.size() && t_[i_] != '>')
             ++i_;
-        if (i_ == p_.size()) fail("unterminated group name");
+        if (i_ == t_.size()) fail("unterminated group name");
         ++i_;
     }
 
     // An escape at i_ (on '\'): a class (\d \w \s ...) or one codepoint as a literal or a class member.
     Expr escape(bool in_class) {
         ++i_;
-        if (i_ >= p_.size()) fail("trailing backslash");
-        const char c = p_[i_];
+        if (i_ >= t_.size()) fail("trailing backslash");
+        const char c = t_[i_];
         std::vector<CodepointRange> ranges;
         if (shorthand_class(c, ranges)) {
             ++i_;
@@ -181,7 +172,7 @@ class RegexParser {
                 return empty();  // the match is the whole output anyway
             }
         }
-        auto cp = parse_escape(p_, i_, in_class ? EscapeContext::kRegexClass : EscapeContext::kRegex);
+        auto cp = parse_escape(t_, i_, in_class ? EscapeContext::kRegexClass : EscapeContext::kRegex);
         if (!cp.ok()) fail(cp.message());
         std::string s;
         utf8_append(s, *cp);
@@ -209,7 +200,7 @@ class RegexParser {
 
     // One member of a class at i_: a codepoint, or a shorthand (its ranges appended to `ranges`, returns -1).
     int64_t class_member(std::vector<CodepointRange>& ranges) {
-        if (p_[i_] != '\\') return utf8_decode(p_, i_);
+        if (t_[i_] != '\\') return utf8_decode(t_, i_);
         Expr e = escape(true);
         if (e.kind == Expr::Kind::kClass) {
             for (const CodepointRange& r : class_codepoints(e))
@@ -226,11 +217,11 @@ class RegexParser {
         if (at('^')) ++i_, negated = true;
         std::vector<CodepointRange> ranges;
         bool first = true;
-        while (i_ < p_.size() && (first || !at(']'))) {
+        while (i_ < t_.size() && (first || !at(']'))) {
             first = false;
             const int64_t lo = class_member(ranges);
             if (lo < 0) continue;
-            if (at('-') && i_ + 1 < p_.size() && p_[i_ + 1] != ']') {
+            if (at('-') && i_ + 1 < t_.size() && t_[i_ + 1] != ']') {
                 ++i_;
                 const int64_t hi = class_member(ranges);
                 if (hi < 0) fail("a class shorthand cannot end a range");
@@ -244,9 +235,6 @@ class RegexParser {
         ++i_;
         return cls(std::move(ranges), negated);
     }
-
-    std::string_view p_;
-    size_t i_ = 0;
 };
 
 }  // namespace

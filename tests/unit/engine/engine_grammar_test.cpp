@@ -125,31 +125,32 @@ TEST_P(EngineGrammar, EveryChoiceFollowsTheGrammar) {
 
 INSTANTIATE_TEST_SUITE_P(CpuAndRunnerSampling, EngineGrammar, ::testing::Bool());
 
-TEST(EngineGrammarLimits, MinTokensIsRefused) {
+// An engine over the fake model, for the tests below.
+struct FakeEngine {
     EngineConfig c = config();
-    FakeModelRunner runner(kVocab, c.num_kv_blocks, c.block_size, 0);
-    auto engine = Engine::create(c, runner);
-    ASSERT_TRUE(engine.ok());
+    FakeModelRunner runner{kVocab, c.num_kv_blocks, c.block_size, 0};
+    std::unique_ptr<Engine> engine = std::move(Engine::create(c, runner)).value();
+};
+
+TEST(EngineGrammarLimits, MinTokensIsRefused) {
+    FakeEngine f;
     Request r;
     r.prompt_tokens = {1, 2};
     r.params.grammar = regex("a");
     r.params.min_tokens = 2;
-    auto s = (*engine)->submit(r);
+    auto s = f.engine->submit(r);
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find("min_tokens"), std::string::npos);
 }
 
 TEST(EngineGrammarLimits, OutputStopsAtMaxTokensInsideTheGrammar) {
-    EngineConfig c = config();
-    FakeModelRunner runner(kVocab, c.num_kv_blocks, c.block_size, 0);
-    auto engine = Engine::create(c, runner);
-    ASSERT_TRUE(engine.ok());
+    FakeEngine f;
     Request r;
     r.prompt_tokens = {1, 2};
     r.params.grammar = regex("a+b");
     r.params.max_tokens = 3;
     r.params.temperature = 0.0f;
-    const std::vector<Choice> out = run(**engine, r);
+    const std::vector<Choice> out = run(*f.engine, r);
     ASSERT_EQ(out.size(), 1u);
     grammar::GrammarMatcher m(r.params.grammar);
     for (int32_t t : out[0].tokens) {
