@@ -64,7 +64,15 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
 
 void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
     if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
-    if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) return send_error(x, *err);
+    if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) {
+        // A Responses request's text.format is chat's response_format with the json_schema fields one level up.
+        if (sink && err->param.rfind("response_format", 0) == 0) {
+            std::string rest = err->param.substr(std::string_view("response_format").size());
+            if (rest.rfind(".json_schema", 0) == 0) rest = rest.substr(std::string_view(".json_schema").size());
+            err->param = "text.format" + rest;
+        }
+        return send_error(x, *err);
+    }
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     if (cr.tools.is_array() && cr.tool_choice == "auto" &&
         (!ctx.config.enable_auto_tool_choice || !ctx.config.tool_parser)) {

@@ -199,6 +199,8 @@ def test_required_tool_choice_without_a_call(engine_server):
     ({"model": "demo", "input": "x", "tools": [{"type": "web_search"}]}, "tools[0].type", "only function tools"),
     ({"model": "demo", "input": "x", "tools": [{"type": "function"}]}, "tools[0].name", "required"),
     ({"model": "demo", "input": "x", "text": {"format": {"type": "xml"}}}, "text.format.type", "json_schema"),
+    ({"model": "demo", "input": "x", "text": {"format": {"type": "json_schema", "name": "s", "schema": {"not": {}}}}},
+     "text.format.schema", "'not'"),
     ({"model": "demo", "input": "x", "max_output_tokens": 0}, "max_output_tokens", "in [1,"),
     ({"model": "demo", "input": "x", "temperature": -1}, "temperature", ">= 0"),
     ({"model": "demo", "input": "x", "reasoning": {"effort": "huge"}}, "reasoning.effort", "one of"),
