@@ -93,9 +93,11 @@ class GbnfParser : Descent<GbnfParser> {
         return seq(std::move(items));
     }
 
+    // Stacked quantifiers ("x*+") are allowed, a few: each nests the expression one level deeper.
     Expr quantified(Expr a) {
-        for (;;) {
+        for (int stacked = 0;; ++stacked) {
             skip_space();
+            if (stacked > 8 && (at('*') || at('+') || at('?') || at('{'))) fail("too many quantifiers in a row");
             if (at('*')) {
                 ++i_, a = star(std::move(a));
             } else if (at('+')) {

@@ -85,6 +85,13 @@ class SchemaCompiler {
 
     GrammarSource run() {
         g_.set_rule("root", compile(root_, "root", 0));
+        // $ref targets are compiled here, one after another, not inside the reference: a chain of a thousand
+        // definitions each naming the next must not nest a thousand calls deep.
+        while (!pending_.empty()) {
+            const auto [name, pointer] = std::move(pending_.back());
+            pending_.pop_back();
+            g_.set_rule(name, compile(resolve(pointer), name, 0));
+        }
         return std::move(g_);
     }
 
@@ -142,9 +149,9 @@ class SchemaCompiler {
         if (it != refs_.end()) return ref(it->second);
         const std::string name = fresh("ref-" + pointer.substr(pointer.rfind('/') + 1));
         refs_.emplace(pointer, name);
-        g_.set_rule(name, empty());  // placeholder: the target may refer back to itself
-        const Json& target = resolve(pointer);
-        g_.set_rule(name, compile(target, name, 0));
+        resolve(pointer);            // a reference to nothing is an error here, naming it
+        g_.set_rule(name, empty());  // compiled by run(); the target may refer back to itself
+        pending_.emplace_back(name, pointer);
         return ref(name);
     }
 
@@ -435,6 +442,7 @@ class SchemaCompiler {
     const Json& root_;
     GrammarSource g_;
     std::unordered_map<std::string, std::string> refs_;
+    std::vector<std::pair<std::string, std::string>> pending_;  // (rule, pointer) of $ref targets to compile
     int counter_ = 0;
 };
 

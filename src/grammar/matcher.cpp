@@ -8,8 +8,8 @@ namespace pagoda::grammar {
 
 namespace {
 
-// Bounds one grammar's cache (a vocabulary of 152k tokens takes 19 KB of bits per entry).
-constexpr size_t kCacheMaxBytes = size_t{64} << 20;
+// Bounds one grammar's cache (a vocabulary of 152k tokens takes 19 KB of bits per entry: about 800 entries).
+constexpr size_t kCacheMaxBytes = size_t{16} << 20;
 
 uint64_t fold(uint64_t h, uint64_t v) {
     h ^= v + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);

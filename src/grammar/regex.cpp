@@ -76,9 +76,12 @@ class RegexParser : Descent<RegexParser> {
         return true;
     }
 
+    // One quantifier (and its lazy '?'); another right after it is Python's "multiple repeat" error (and would let
+    // a long run of them nest the expression arbitrarily deep).
     Expr quantified(Expr a) {
-        while (i_ < t_.size()) {
+        for (bool quantified = false; i_ < t_.size(); quantified = true) {
             int32_t min = 0, max = -1;
+            const size_t at_quantifier = i_;
             if (at('*')) {
                 ++i_;
             } else if (at('+')) {
@@ -88,6 +91,10 @@ class RegexParser : Descent<RegexParser> {
             } else if (at('{') && braces(min, max)) {
             } else {
                 break;
+            }
+            if (quantified) {
+                i_ = at_quantifier;
+                fail("multiple repeat");
             }
             if (at('?')) ++i_;  // lazy: matches the same strings
             if (at('+')) fail("possessive quantifiers cannot be expressed");

@@ -12,7 +12,8 @@ namespace {
 
 using Kind = StructuredOutputRequest::Kind;
 
-constexpr size_t kMaxCachedGrammars = 64;
+// Compiled grammars kept for reuse (each with a mask cache of at most 16 MB: 512 MB at worst).
+constexpr size_t kMaxCachedGrammars = 32;
 
 // A JSON schema given as an object, or as the text of one (vLLM accepts both for guided_json).
 std::optional<ApiError> schema_from(const Json& v, const std::string& param, StructuredOutputRequest& out) {

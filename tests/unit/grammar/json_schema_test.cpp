@@ -70,6 +70,20 @@ TEST(JsonSchema, RefsIncludingRecursion) {
         {R"({"next":null})", R"({"next":{"next":null}})"}, {R"({"next":{}})"});
 }
 
+TEST(JsonSchema, LongRefChainsDoNotRecurseDeeply) {
+    // 20000 definitions, each an array of the next: compiled one after another, not nested.
+    std::string defs;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i)
+        defs +=
+            "\"d" + std::to_string(i) + "\":" +
+            (i + 1 < n ? R"({"type":"array","maxItems":1,"items":{"$ref":"#/$defs/d)" + std::to_string(i + 1) + "\"}}"
+                       : std::string(R"({"type":"integer"})")) +
+            (i + 1 < n ? "," : "");
+    const Grammar g = compile_schema(R"({"$ref":"#/$defs/d0","$defs":{)" + defs + "}}");
+    expect(g, {"[]", "[[]]", "[[[]]]"}, {"[7]", "7", "[[],[]]"});
+}
+
 TEST(JsonSchema, Arrays) {
     expect(compile_schema(R"({"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":3})"),
            {"[1,2]", "[1,2,3]"}, {"[]", "[1]", "[1,2,3,4]", "[1,]"});
