@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/check.h"
+#include "engine/grammar_masks.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/sampler.h"
 #include "engine/scheduler.h"
@@ -29,6 +30,7 @@ struct RequestState : SequenceGroup {
     int32_t unfinished = 0;
     int32_t prompt_logprobs_done = 0;  // prompt positions whose row was turned into prompt logprobs
     Usage usage;
+    std::vector<grammar::GrammarMatcher> matchers;  // structured output: one per choice; empty without a grammar
     int64_t touched_step = -1;
     bool scheduled = false;  // its first chunk was put into a step (RequestTimes::scheduled is set)
 };
@@ -76,7 +78,10 @@ struct Engine::Impl {
                                     .hybrid = c.num_state_slots > 0,
                                     .admission = c.admission},
                     kv, state ? &*state : nullptr),
-          sampler(vocab_size) {}
+          sampler(vocab_size),
+          grammar_masks(vocab_size, c.eos_token_ids) {
+        input.await_sampling_inputs = [this] { grammar_masks.wait(); };
+    }
 
     void run();
     void handle(Message& m);
@@ -84,6 +89,7 @@ struct Engine::Impl {
     void end_request_choices(RequestState& r, FinishReason reason, const std::string& message);
     void step();
     void build_batch();
+    void fill_grammar_masks();
     void sample_and_update(const StepOutput& out, double now);
     void finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message, int32_t stop_id);
     void touch(RequestState& r);
@@ -103,6 +109,7 @@ struct Engine::Impl {
     std::optional<StateCache> state;
     Scheduler scheduler;
     Sampler sampler;
+    GrammarMasks grammar_masks;
     std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests;
     std::vector<RequestState*> touched;
     std::vector<RequestId> ended;
@@ -120,6 +127,7 @@ struct Engine::Impl {
     ForwardBatchArrays arrays;
     std::vector<int32_t> sample_rows;                      // rows of arrays.logits_indices that sample
     std::vector<SamplingContext> sampling;                 // one per sample row
+    std::vector<Sequence*> sampled_seqs;                   // one per sample row
     std::vector<std::pair<int32_t, int32_t>> prompt_rows;  // per chunk: first prompt position, number of rows
     std::vector<TokenLogprobs> prompt_scratch;
     StepInput input;
@@ -284,6 +292,7 @@ void Engine::Impl::build_batch() {
     prompt_rows.clear();
     sample_rows.clear();
     sampling.clear();
+    sampled_seqs.clear();
     for (const ScheduledChunk& c : plan.chunks) {
         const Sequence& s = *c.seq;
         const int32_t row0 = arrays.add_sequence(std::span<const int32_t>(s.tokens).subspan(c.start, c.length), c.start,
@@ -307,8 +316,10 @@ void Engine::Impl::build_batch() {
             ctx.output_tokens = std::span<const int32_t>(s.tokens).subspan(s.prompt_len);
             ctx.eos_token_ids = config.eos_token_ids;
             ctx.seed = s.seed;
+            sampled_seqs.push_back(c.seq);
         }
     }
+    fill_grammar_masks();
     const int32_t max_blocks = arrays.lay_out_block_tables(
         plan.chunks.size(), [this](size_t i) { return std::span<const int32_t>(plan.chunks[i].seq->blocks.table); });
     input.batch = arrays.view(config.block_size, max_blocks);
@@ -316,6 +327,24 @@ void Engine::Impl::build_batch() {
     input.state_saves = plan.state_saves;
     input.sample_rows = sample_rows;
     input.sampling = sampling;
+}
+
+// Structured output: the masks of this step's sampled rows whose requests have a grammar, computed on the masks'
+// helper thread while the forward runs (StepInput::await_sampling_inputs).
+void Engine::Impl::fill_grammar_masks() {
+    size_t rows = 0;
+    for (const Sequence* s : sampled_seqs)
+        rows += !owner(*s).matchers.empty();
+    if (rows == 0) return;
+    grammar_masks.begin_step(rows);
+    size_t row = 0;
+    for (size_t k = 0; k < sampled_seqs.size(); ++k) {
+        RequestState& r = owner(*sampled_seqs[k]);
+        if (r.matchers.empty()) continue;
+        grammar_masks.add(row, &r.matchers[sampled_seqs[k]->index]);
+        sampling[k].allowed_tokens = grammar_masks.mask(row++);
+    }
+    grammar_masks.start();
 }
 
 void Engine::Impl::step() {
@@ -336,6 +365,7 @@ void Engine::Impl::step() {
     }
     build_batch();
     StepOutput out = runner.execute(input);
+    grammar_masks.wait();  // the runner may not have sampled (host logits), or failed before it did
     if (!out.status.ok()) {
         // The step's KV is garbage: drop the requests before anything is published to the prefix cache.
         const std::string message = "model step failed: " + out.status.message();
@@ -401,6 +431,14 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
             end_request_choices(
                 r, FinishReason::kAbort,
                 "the client fell behind by more than " + std::to_string(config.max_unread_tokens) + " tokens");
+            continue;
+        }
+        // EOS and stop ids end the choice (or, with ignore_eos, leave the grammar where it ended).
+        const bool ends = contains(p.stop_token_ids, tok) || contains(config.eos_token_ids, tok);
+        if (!r.matchers.empty() && !ends && !r.matchers[s.index].accept_token(tok)) {
+            // The mask keeps this from happening; a runner that ignored it must not make the engine crash.
+            finish_choice(r, s, FinishReason::kAbort,
+                          "structured output: token " + std::to_string(tok) + " does not follow the grammar", -1);
             continue;
         }
         if (contains(p.stop_token_ids, tok))
@@ -508,6 +546,13 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request request) {
     r->usage.prompt_tokens = prompt_len;
     r->unfinished = p.n;
     r->seqs.resize(p.n);
+    if (p.grammar) {
+        if (p.grammar->vocab().size() > e.vocab_size)
+            return Status::error("the structured-output grammar's vocabulary is larger than the model's");
+        r->matchers.reserve(p.n);
+        for (int32_t i = 0; i < p.n; ++i)
+            r->matchers.emplace_back(p.grammar);
+    }
     for (int32_t i = 0; i < p.n; ++i) {
         Sequence& s = r->seqs[i];
         s.group = r.get();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "common/status.h"
@@ -31,6 +32,9 @@ struct StepInput {
     // asks of the sampler. The other rows are prompt-logprobs rows, which the engine reads on the host.
     std::span<const int32_t> sample_rows;
     std::span<const SamplingContext> sampling;
+    // Structured output: the sampling contexts' allowed_tokens masks may still be being filled on another thread
+    // while the forward runs; a runner that samples calls this before it reads them. Unset: nothing to wait for.
+    std::function<void()> await_sampling_inputs;
 };
 
 struct StepOutput {

@@ -58,6 +58,7 @@ int32_t top_logprobs(std::span<const float> logits, int32_t k, std::span<TokenLo
     int32_t n = 0;
     for (int32_t v = 0; v < static_cast<int32_t>(logits.size()); ++v) {
         const float x = logits[v];
+        if (x == kNegInf) continue;  // masked out (structured output): not a candidate, and -inf is not JSON
         if (n == k && !(x > out[n - 1].logprob)) continue;
         int32_t i = (n < k) ? n++ : k - 1;
         while (i > 0 && out[i - 1].logprob < x) {
@@ -126,9 +127,17 @@ std::span<const float> Sampler::process(std::span<const float> logits, const Sam
     return work_;
 }
 
-SampleResult Sampler::sample(std::span<const float> logits, const SamplingContext& ctx) {
+SampleResult Sampler::sample(std::span<const float> raw_logits, const SamplingContext& ctx) {
     const SamplingParams& p = *ctx.params;
     SampleResult result;
+    std::span<const float> logits = raw_logits;
+    if (!ctx.allowed_tokens.empty()) {
+        PAGODA_CHECK(ctx.allowed_tokens.size() * 32 >= raw_logits.size());
+        masked_.resize(raw_logits.size());
+        for (size_t v = 0; v < raw_logits.size(); ++v)
+            masked_[v] = (ctx.allowed_tokens[v >> 5] >> (v & 31)) & 1 ? raw_logits[v] : kNegInf;
+        logits = masked_;
+    }
     if (p.logprobs) result.num_top = top_logprobs(logits, p.top_logprobs, result.top);
 
     process(logits, ctx);

@@ -31,12 +31,15 @@ struct SamplingContext {
     std::span<const int32_t> output_tokens;  // for all penalties and min_tokens; its size is the token index
     std::span<const int32_t> eos_token_ids;  // masked while output < min_tokens (unless ignore_eos... see .cpp)
     uint64_t seed = 0;                       // the request's seed (or one the engine drew for it)
+    // Structured output: bit t (word t / 32) set = token t may be drawn; the others count as -inf logits from the
+    // start, logprobs included. Empty: every token may be drawn.
+    std::span<const uint32_t> allowed_tokens;
 };
 
 // Uniform double in [0, 1) for token `index` of a request with `seed`: a pure function, the per-request RNG.
 double uniform_for(uint64_t seed, uint64_t index);
 
-// log-softmax of `logits` at `token`, and the `k` most likely tokens (ties: lower id first).
+// log-softmax of `logits` at `token`, and the `k` most likely tokens (ties: lower id first; -inf ones left out).
 float log_softmax_at(std::span<const float> logits, int32_t token);
 int32_t top_logprobs(std::span<const float> logits, int32_t k, std::span<TokenLogprob> out);
 // 1-based rank of `token` by logit, ties ordered as top_logprobs orders them (lower id first): top_logprobs' i-th
@@ -54,6 +57,7 @@ class Sampler {
 
   private:
     int32_t vocab_size_;
+    std::vector<float> masked_;        // the row with the grammar's disallowed tokens at -inf (structured output)
     std::vector<float> work_;          // processed logits of the current row
     std::vector<int32_t> counts_;      // output-token counts, zeroed again after each row
     std::vector<uint8_t> in_context_;  // prompt or output contains the token, zeroed again after each row

@@ -70,6 +70,8 @@ Status validate(const SamplingParams& p, int32_t vocab_size) {
     if (p.top_logprobs > 0 && !p.logprobs) return Status::error("top_logprobs requires logprobs to be true");
     if (p.prompt_logprobs && (*p.prompt_logprobs < 0 || *p.prompt_logprobs > kMaxTopLogprobs))
         return range_error("prompt_logprobs", "in [0, 20]", *p.prompt_logprobs);
+    // The grammar may allow nothing but EOS while min_tokens forbids it: no token would be left to draw.
+    if (p.grammar && p.min_tokens > 0) return Status::error("min_tokens cannot be combined with structured output");
     return ok_status();
 }
 

@@ -3,11 +3,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
 
 #include "common/status.h"
+
+namespace pagoda::grammar {
+class CompiledGrammar;
+}
 
 namespace pagoda::engine {
 
@@ -48,6 +53,12 @@ struct SamplingParams {
     // the RAW model logits (before bias, penalties, temperature and truncation), as vLLM returns by default.
     bool logprobs = false;
     int32_t top_logprobs = 0;  // [0, 20]
+
+    // Structured output: every choice's tokens must follow this grammar (null: free text). Before each draw the
+    // tokens the grammar does not allow next are set to -inf, so the logprobs above are those of the masked
+    // distribution, as vLLM's are; EOS is allowed only where the grammar may end. Shared by requests with the same
+    // grammar (its mask cache is shared too).
+    std::shared_ptr<const grammar::CompiledGrammar> grammar;
 
     // Number of top log-probabilities per prompt token. A request that asks for them bypasses the prefix cache,
     // since cached tokens produce no logits.

@@ -13,11 +13,13 @@ using engine::SamplingContext;
 using engine::SamplingParams;
 using engine::uniform_for;
 
-DeviceSamplingBatch::DeviceSamplingBatch(int32_t vocab_size) : edit_of_(vocab_size, -1), counts_(vocab_size, 0) {}
+DeviceSamplingBatch::DeviceSamplingBatch(int32_t vocab_size)
+    : mask_words_((static_cast<size_t>(vocab_size) + 31) / 32), edit_of_(vocab_size, -1), counts_(vocab_size, 0) {}
 
 void DeviceSamplingBatch::clear() {
     rows_.clear();
     edits_.clear();
+    masks_.clear();
 }
 
 kernels::LogitEdit& DeviceSamplingBatch::edit(int32_t token) {
@@ -42,6 +44,11 @@ void DeviceSamplingBatch::add(const SamplingContext& ctx, int32_t logits_row) {
     r.num_top = p.logprobs ? std::min(p.top_logprobs, kernels::kSampleMaxTop) : -1;
     r.uniform = uniform_for(ctx.seed, ctx.output_tokens.size());
     r.edit_begin = static_cast<int32_t>(edits_.size());
+    if (!ctx.allowed_tokens.empty()) {
+        PAGODA_CHECK(ctx.allowed_tokens.size() >= mask_words_);
+        r.mask_row = static_cast<int32_t>(masks_.size() / mask_words_);
+        masks_.insert(masks_.end(), ctx.allowed_tokens.begin(), ctx.allowed_tokens.begin() + mask_words_);
+    }
 
     // The same steps as Sampler::process, recorded per token instead of applied.
     for (const auto& [token, bias] : p.logit_bias)

@@ -24,12 +24,17 @@ class DeviceSamplingBatch {
 
     std::span<const kernels::SampleRow> rows() const { return rows_; }
     std::span<const kernels::LogitEdit> edits() const { return edits_; }
+    // The structured-output masks the rows' mask_row index, mask_words() words each.
+    std::span<const uint32_t> masks() const { return masks_; }
+    size_t mask_words() const { return mask_words_; }
 
   private:
     kernels::LogitEdit& edit(int32_t token);
 
     std::vector<kernels::SampleRow> rows_;
     std::vector<kernels::LogitEdit> edits_;
+    std::vector<uint32_t> masks_;
+    size_t mask_words_;
     std::vector<int32_t> edit_of_;  // per token: its edit in the current row, or -1 (reset after each row)
     std::vector<int32_t> counts_;   // per token: occurrences in the output (reset after each row)
 };

@@ -188,12 +188,13 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
         model_.backend().copy(Tensor(logits_.data() + h++ * vocab, DType::F32, Shape{vocab}), logits.select(r));
     }
 
+    if (input.await_sampling_inputs) input.await_sampling_inputs();  // structured-output masks
     sampling_batch_->clear();
     for (size_t i = 0; i < input.sampling.size(); ++i)
         sampling_batch_->add(input.sampling[i], input.sample_rows[i]);
     sampled_.resize(input.sampling.size());
-    PAGODA_RETURN_IF_ERROR(
-        device_sampler_->sample(logits, sampling_batch_->rows(), sampling_batch_->edits(), sampled_));
+    PAGODA_RETURN_IF_ERROR(device_sampler_->sample(logits, sampling_batch_->rows(), sampling_batch_->edits(),
+                                                   sampling_batch_->masks(), sampled_));
     results_.resize(sampled_.size());
     for (size_t i = 0; i < sampled_.size(); ++i)
         results_[i] = to_sample_result(sampled_[i]);

@@ -20,6 +20,9 @@ struct SampleRow {
     int32_t num_top = -1;    // top logprobs wanted, 0..kSampleMaxTop; -1: no logprobs at all
     int32_t edit_begin = 0;  // this row's edits are [edit_begin, edit_end) of the edit array, one per token
     int32_t edit_end = 0;
+    // Structured output: row of the token masks (ceil(V / 32) words each, bit t = token t allowed); the others are
+    // -inf before anything else, logprobs included. -1: no mask.
+    int32_t mask_row = -1;
     double uniform = 0;  // the request's draw for this token, in [0, 1)
 };
 

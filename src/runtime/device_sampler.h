@@ -15,10 +15,13 @@ namespace pagoda {
 class DeviceSampler {
   public:
     virtual ~DeviceSampler() = default;
-    // `logits`: an F32 [R, V] tensor on the sampler's device; the rows named by `rows` are overwritten. `out` gets one
-    // result per row. An error (never an abort) when every token of a row was masked out or the arguments do not fit.
+    // `logits`: an F32 [R, V] tensor on the sampler's device; the rows named by `rows` are overwritten. `masks`:
+    // the structured-output token masks rows point at (SampleRow::mask_row), ceil(V / 32) words each; may be empty.
+    // `out` gets one result per row. An error (never an abort) when every token of a row was masked out or the
+    // arguments do not fit.
     virtual Status sample(const Tensor& logits, std::span<const kernels::SampleRow> rows,
-                          std::span<const kernels::LogitEdit> edits, std::span<kernels::SampledToken> out) = 0;
+                          std::span<const kernels::LogitEdit> edits, std::span<const uint32_t> masks,
+                          std::span<kernels::SampledToken> out) = 0;
 };
 
 // A sampler for `backend`'s device, or nullptr when the backend samples on the host (the CPU backend).

@@ -25,37 +25,46 @@ class CudaSampler final : public DeviceSampler {
     explicit CudaSampler(cudaStream_t stream) : stream_(stream) {}
 
     Status sample(const Tensor& logits, std::span<const SampleRow> rows, std::span<const LogitEdit> edits,
-                  std::span<SampledToken> out) override {
+                  std::span<const uint32_t> masks, std::span<SampledToken> out) override {
         if (rows.empty()) return ok_status();
         if (logits.device().kind != DeviceKind::Cuda || logits.dtype() != DType::F32 || logits.rank() != 2 ||
             logits.stride(1) != 1)
             return Status::error("sample: logits must be a CUDA F32 [R, V] tensor, got " + logits.to_string());
         if (out.size() != rows.size()) return Status::error("sample: one output per row");
         const int64_t R = logits.dim(0), V = logits.dim(1);
+        const int64_t mask_words = (V + 31) / 32;
+        const int64_t mask_rows = static_cast<int64_t>(masks.size()) / mask_words;
         for (const SampleRow& r : rows) {
             if (r.logits_row < 0 || r.logits_row >= R || r.edit_begin < 0 || r.edit_begin > r.edit_end ||
-                r.edit_end > static_cast<int32_t>(edits.size()) || r.num_top > kernels::kSampleMaxTop)
+                r.edit_end > static_cast<int32_t>(edits.size()) || r.num_top > kernels::kSampleMaxTop ||
+                r.mask_row < -1 || r.mask_row >= mask_rows)
                 return Status::error("sample: row arguments out of range");
         }
         for (const LogitEdit& e : edits)
             if (e.token < 0 || e.token >= V)
                 return Status::error("sample: edit token " + std::to_string(e.token) + " outside the vocabulary");
 
+        // One upload: rows, edits and the structured-output masks (bit-packed: 19 KB a row for Qwen's vocabulary).
         const size_t rows_bytes = align256(rows.size_bytes()), edits_bytes = align256(edits.size_bytes());
+        const size_t masks_bytes = align256(masks.size_bytes());
+        const size_t upload = rows_bytes + edits_bytes + masks_bytes;
         const size_t raw_bytes = align256(edits.size() * sizeof(float)), out_bytes = out.size_bytes();
-        auto* host = static_cast<char*>(staging_.get(rows_bytes + edits_bytes));
+        auto* host = static_cast<char*>(staging_.get(upload));
         std::memcpy(host, rows.data(), rows.size_bytes());
         if (!edits.empty()) std::memcpy(host + rows_bytes, edits.data(), edits.size_bytes());
-        auto* dev = static_cast<char*>(device_.get(rows_bytes + edits_bytes + raw_bytes + out_bytes, stream_));
-        PAGODA_CUDA_OK(cudaMemcpyAsync(dev, host, rows_bytes + edits_bytes, cudaMemcpyHostToDevice, stream_));
+        if (!masks.empty()) std::memcpy(host + rows_bytes + edits_bytes, masks.data(), masks.size_bytes());
+        auto* dev = static_cast<char*>(device_.get(upload + raw_bytes + out_bytes, stream_));
+        PAGODA_CUDA_OK(cudaMemcpyAsync(dev, host, upload, cudaMemcpyHostToDevice, stream_));
 
         kcu::SampleArgs a{};
         a.logits = logits.data_as<float>(), a.stride = logits.stride(0), a.V = V;
         a.rows = reinterpret_cast<const SampleRow*>(dev);
         a.num_rows = static_cast<int32_t>(rows.size());
         a.edits = reinterpret_cast<const LogitEdit*>(dev + rows_bytes);
-        a.edit_raw = reinterpret_cast<float*>(dev + rows_bytes + edits_bytes);
-        a.out = reinterpret_cast<SampledToken*>(dev + rows_bytes + edits_bytes + raw_bytes);
+        a.masks = reinterpret_cast<const uint32_t*>(dev + rows_bytes + edits_bytes);
+        a.mask_words = mask_words;
+        a.edit_raw = reinterpret_cast<float*>(dev + upload);
+        a.out = reinterpret_cast<SampledToken*>(dev + upload + raw_bytes);
         kcu::launch_sample(a, stream_);
         auto* result = static_cast<SampledToken*>(results_.get(out_bytes));
         PAGODA_CUDA_OK(cudaMemcpyAsync(result, a.out, out_bytes, cudaMemcpyDeviceToHost, stream_));

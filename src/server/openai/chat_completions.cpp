@@ -64,6 +64,15 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
 
 void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
     if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) {
+        // A Responses request's text.format is chat's response_format with the json_schema fields one level up.
+        if (sink && err->param.rfind("response_format", 0) == 0) {
+            std::string rest = err->param.substr(std::string_view("response_format").size());
+            if (rest.rfind(".json_schema", 0) == 0) rest = rest.substr(std::string_view(".json_schema").size());
+            err->param = "text.format" + rest;
+        }
+        return send_error(x, *err);
+    }
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     if (cr.tools.is_array() && cr.tool_choice == "auto" &&
         (!ctx.config.enable_auto_tool_choice || !ctx.config.tool_parser)) {
@@ -110,6 +119,16 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     request.params = cr.params;
     request.priority = cr.priority;
     request.cache_salt = cr.cache_salt;
+    // A forced tool choice in the hermes format is generated under the call grammar, so the output holds a call.
+    if (job->tool_policy.forced && tool_parser == chat::ToolParserKind::kHermes) {
+        if (cr.structured)
+            return send_error(x, ApiError::bad_request("a forced 'tool_choice' cannot be combined with structured "
+                                                       "output (response_format, structured_outputs, guided_*)",
+                                                       "tool_choice"));
+        auto compiled = ctx.grammars.compile_tool_calls(job->tools, job->tool_policy.parallel);
+        if (auto* err = std::get_if<ApiError>(&compiled)) return send_error(x, *err);
+        request.params.grammar = std::get<0>(std::move(compiled));
+    }
 
     chat::OutputParserOptions& parser_options = job->parser_options;
     if (ctx.config.reasoning_parser && cr.include_reasoning) {

@@ -42,6 +42,7 @@ void handle_completions(ServiceContext& ctx, Exchange x) {
     CompletionRequest cr;
     if (auto err = parse_completion_request(*body, cr)) return send_error(x, *err);
     if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) return send_error(x, *err);
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     // echo + logprobs: the prompt's tokens get logprobs too (vLLM asks the engine for prompt logprobs).
     const bool echo_logprobs = cr.echo && cr.params.logprobs;

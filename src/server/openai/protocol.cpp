@@ -1,6 +1,7 @@
 // Request validation for the OpenAI-compatible endpoints. Ranges follow vLLM's SamplingParams checks; messages name
 // the field the way a client wrote it so that a user can fix the request from the error alone.
 #include "server/openai/protocol.h"
+#include "server/openai/structured_output.h"
 
 #include <cmath>
 #include <limits>
@@ -228,22 +229,17 @@ void parse_sampling(Fields& f, engine::SamplingParams& p, TextOptions& text, int
     if (f.get("bad_words")) f.fail("'bad_words' is not supported yet", "bad_words");
     if (f.get("truncate_prompt_tokens"))
         f.fail("'truncate_prompt_tokens' is not supported yet", "truncate_prompt_tokens");
-    for (const char* field : {"structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}) {
-        if (f.get(field)) {
-            f.fail(std::string("'") + field + "' (structured output) is not supported yet", field);
-            return;
-        }
+}
+
+// response_format, structured_outputs and guided_*: at most one, well formed (the grammar is compiled later).
+void parse_structured(Fields& f, const Json& body, const engine::SamplingParams& p,
+                      std::optional<StructuredOutputRequest>& out) {
+    if (f.failed()) return;
+    if (auto err = parse_structured_output(body, out)) {
+        f.fail(err->message, err->param);
+        return;
     }
-    if (const Json* rf = f.object("response_format")) {
-        const Json* type = rf->find("type");
-        if (!type || !type->is_string()) {
-            f.fail("'response_format.type' must be a string", "response_format.type");
-        } else if (type->as_string() != "text") {
-            f.fail("'response_format' of type '" + type->as_string() +
-                       "' (structured output) is not supported yet; only 'text' is",
-                   "response_format");
-        }
-    }
+    if (out && p.min_tokens > 0) f.fail("'min_tokens' cannot be combined with structured output", "min_tokens");
 }
 
 void parse_messages(Fields& f, const Json* messages, Json& out) {
@@ -393,6 +389,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest& out) {
                    "continue_final_message");
         }
     }
+    parse_structured(f, body, out.params, out.structured);
     return f.error;
 }
 
@@ -437,6 +434,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
     if (!f.failed() && out.prompts.size() * static_cast<size_t>(out.params.n) > 128) {
         f.fail("a request may ask for at most 128 completions (prompts x n)", "n");
     }
+    parse_structured(f, body, out.params, out.structured);
     return f.error;
 }
 

@@ -38,6 +38,16 @@ struct TextOptions {
     bool continuous_usage_stats = false;  // stream_options.continuous_usage_stats (vLLM)
 };
 
+// Structured output a request asks for (structured_output.h parses it and compiles its grammar).
+struct StructuredOutputRequest {
+    enum class Kind { kJsonSchema, kJsonObject, kRegex, kChoice, kGrammar };
+    Kind kind = Kind::kJsonObject;
+    Json schema;                       // kJsonSchema
+    std::string text;                  // kRegex, kGrammar
+    std::vector<std::string> choices;  // kChoice
+    std::string param;                 // the request field it came from (for errors)
+};
+
 struct ChatRequest {
     std::string model;                 // empty: the first served name
     Json messages;                     // validated; text-part lists flattened to strings
@@ -56,6 +66,7 @@ struct ChatRequest {
     int32_t priority = 0;
     std::string cache_salt;
     TextOptions text;
+    std::optional<StructuredOutputRequest> structured;
 };
 
 struct Prompt {
@@ -73,6 +84,7 @@ struct CompletionRequest {
     int32_t priority = 0;
     std::string cache_salt;
     TextOptions text;
+    std::optional<StructuredOutputRequest> structured;
 };
 
 // Parse and validate a request body. Unknown fields are ignored (as vLLM does); null means absent.

@@ -251,10 +251,20 @@ std::optional<ApiError> parse_responses_request(const Json& body, ResponsesReque
         f.fail("'conversation' is not supported; chain responses with 'previous_response_id'", "conversation");
     if (f.get("prompt")) f.fail("stored prompt templates ('prompt') are not supported", "prompt");
     if (const Json* text = f.object("text")) {
+        // text.format {"type": "json_schema", "name", "schema", "strict"} is chat's response_format with the
+        // schema's fields one level up.
         const Json* format = text->find("format");
         const Json* type = format && format->is_object() ? format->find("type") : nullptr;
-        if (type && (!type->is_string() || type->as_string() != "text"))
-            f.fail("'text.format' of type other than 'text' (structured output) is not supported yet", "text.format");
+        if (type && type->is_string() && type->as_string() == "json_schema") {
+            Json js = Json::object();
+            for (const char* k : {"name", "schema", "strict", "description"})
+                if (const Json* v = format->find(k)) js.set(k, *v);
+            out.chat_body.set("response_format", Json::object({{"type", Json("json_schema")}, {"json_schema", js}}));
+        } else if (type && type->is_string() && type->as_string() == "json_object") {
+            out.chat_body.set("response_format", Json::object({{"type", Json("json_object")}}));
+        } else if (type && (!type->is_string() || type->as_string() != "text")) {
+            f.fail("'text.format.type' must be 'text', 'json_object' or 'json_schema'", "text.format.type");
+        }
     }
     if (auto v = f.integer("top_logprobs", 0, 20); v && *v > 0)
         f.fail("'top_logprobs' is not supported on /v1/responses yet; use /v1/chat/completions", "top_logprobs");

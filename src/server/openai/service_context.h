@@ -14,6 +14,7 @@
 #include "server/openai/response_store.h"
 #include "server/openai/router.h"
 #include "server/openai/service.h"
+#include "server/openai/structured_output.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::server::openai {
@@ -29,7 +30,8 @@ struct ServiceContext {
     std::unique_ptr<chat::ChatTemplate> chat_template;  // may be null
     Generator& generator;
     metrics::ServingMetrics metrics;
-    ResponseStore responses;  // /v1/responses kept for previous_response_id and GET
+    ResponseStore responses;              // /v1/responses kept for previous_response_id and GET
+    GrammarCompiler grammars{tokenizer};  // structured output
     std::atomic<bool> ready{false};
     std::atomic<bool> draining{false};
     std::atomic<int32_t> max_model_len{0};
@@ -66,5 +68,9 @@ std::string random_id(std::string_view prefix);
 std::string lossy_utf8(std::string_view s);
 // 404 for a model name that is not served.
 ApiError unknown_model(const std::string& name);
+// Structured output: compiles what `structured` asks for into `params.grammar`; the 400 when it cannot be used.
+std::optional<ApiError> apply_structured_output(ServiceContext& ctx,
+                                                const std::optional<StructuredOutputRequest>& structured,
+                                                engine::SamplingParams& params);
 
 }  // namespace pagoda::server::openai

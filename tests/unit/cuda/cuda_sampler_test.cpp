@@ -23,9 +23,11 @@ using engine::SamplingParams;
 struct Row {
     SamplingParams params;
     std::vector<int32_t> prompt, output, eos{1, 2};
+    std::vector<uint32_t> mask;  // structured output: allowed tokens; empty = all
     uint64_t seed = 0;
     SamplingContext context() const {
         SamplingContext c;
+        c.allowed_tokens = mask;
         c.params = &params;
         c.prompt_tokens = prompt;
         c.output_tokens = output;
@@ -65,6 +67,13 @@ class CudaSamplerTest : public ::testing::Test {
             p.logprobs = true;
             p.top_logprobs = pick(0, 20);
         }
+        if (coin(30)) {
+            // A structured-output mask: a sparse random set, never empty; the engine refuses min_tokens with it.
+            r.mask.assign((static_cast<size_t>(V) + 31) / 32, 0u);
+            for (int32_t t = 0; t < V; ++t)
+                if (coin(12) || t == V / 2) r.mask[t / 32] |= 1u << (t % 32);
+            p.min_tokens = 0;
+        }
         engine::apply_generation_config(p, {});
         for (int i = pick(0, 30); i > 0; --i)
             r.prompt.push_back(pick(0, std::min(V - 1, 200)));
@@ -95,7 +104,7 @@ class CudaSamplerTest : public ::testing::Test {
         for (size_t i = 0; i < rows.size(); ++i)
             batch.add(rows[i].context(), static_cast<int32_t>(i) + 1);  // row 0 and the last are not sampled
         std::vector<kernels::SampledToken> got(rows.size());
-        const Status st = sampler_->sample(dev.tensor, batch.rows(), batch.edits(), got);
+        const Status st = sampler_->sample(dev.tensor, batch.rows(), batch.edits(), batch.masks(), got);
         EXPECT_TRUE(st.ok()) << st.message();
         engine::Sampler cpu(V);
         for (size_t i = 0; i < rows.size(); ++i) {
@@ -179,7 +188,7 @@ TEST_F(CudaSamplerTest, EveryTokenMaskedIsAnError) {
     executor::DeviceSamplingBatch batch(V);
     batch.add(r.context(), 0);
     std::vector<kernels::SampledToken> got(1);
-    const Status st = sampler_->sample(dev.tensor, batch.rows(), batch.edits(), got);
+    const Status st = sampler_->sample(dev.tensor, batch.rows(), batch.edits(), batch.masks(), got);
     ASSERT_FALSE(st.ok());
     EXPECT_NE(st.message().find("masked"), std::string::npos) << st.message();
 }
@@ -190,12 +199,15 @@ TEST_F(CudaSamplerTest, BadArgumentsAreErrors) {
     std::vector<kernels::SampleRow> rows(1);
     rows[0].logits_row = 5;  // beyond the 2 rows
     std::vector<kernels::SampledToken> got(1);
-    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, {}, got).ok());
+    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, {}, {}, got).ok());
     rows[0].logits_row = 0;
     std::vector<kernels::LogitEdit> edits(1);
     edits[0].token = V;  // outside the vocabulary
     rows[0].edit_end = 1;
-    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, edits, got).ok());
+    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, edits, {}, got).ok());
+    rows[0].edit_end = 0;
+    rows[0].mask_row = 0;  // a mask row with no masks given
+    EXPECT_FALSE(sampler_->sample(dev.tensor, rows, {}, {}, got).ok());
 }
 
 // Not a pass/fail check: the time of one step's sampling at a large batch, for the benchmark notes.
@@ -216,10 +228,10 @@ TEST_F(CudaSamplerTest, TimeOf256QwenRows) {
             batch.add(rows[i].context(), static_cast<int32_t>(i));
         }
         std::vector<kernels::SampledToken> got(R);
-        ASSERT_TRUE(sampler_->sample(dev.tensor, batch.rows(), batch.edits(), got).ok());  // warm-up
+        ASSERT_TRUE(sampler_->sample(dev.tensor, batch.rows(), batch.edits(), batch.masks(), got).ok());  // warm-up
         gpu_->copy(dev.tensor, logits.tensor);  // the sampler overwrote its rows; time it on fresh ones
         const auto t0 = std::chrono::steady_clock::now();
-        ASSERT_TRUE(sampler_->sample(dev.tensor, batch.rows(), batch.edits(), got).ok());
+        ASSERT_TRUE(sampler_->sample(dev.tensor, batch.rows(), batch.edits(), batch.masks(), got).ok());
         const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
         std::printf("  sampling 256 rows x %d (%s): %.3f ms\n", V, mode, ms);
     }

@@ -133,6 +133,7 @@ class FakeModelRunner : public ModelRunner {
     void sample_here(const StepInput& in, StepOutput& out) {
         if (!sampler_) sampler_.emplace(vocab_);
         if (in.sample_rows.size() != in.sampling.size()) fail("sample_rows and sampling differ");
+        if (in.await_sampling_inputs) in.await_sampling_inputs();  // as a device sampler must
         samples_.clear();
         host_rows_.clear();
         size_t next = 0;

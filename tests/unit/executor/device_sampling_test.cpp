@@ -141,5 +141,32 @@ TEST(DeviceSampling, ResultConversion) {
     EXPECT_EQ(to_sample_result(t).num_top, kMaxTopLogprobs);
 }
 
+// Structured output: a row with allowed_tokens carries its mask row, and the masks are the rows' own words in order.
+TEST(DeviceSampling, MasksFollowTheirRows) {
+    DeviceSamplingBatch batch(kVocab);
+    const size_t words = (kVocab + 31) / 32;
+    ASSERT_EQ(batch.mask_words(), words);
+    SamplingParams p;
+    engine::apply_generation_config(p, {});
+    std::vector<uint32_t> a(words, 0), b(words, 0);
+    a[0] = 0x5u, b[words - 1] = 0x80000000u >> (words * 32 - kVocab);
+    SamplingContext with_a, plain, with_b;
+    with_a.params = plain.params = with_b.params = &p;
+    with_a.allowed_tokens = a;
+    with_b.allowed_tokens = b;
+    batch.add(with_a, 0);
+    batch.add(plain, 1);
+    batch.add(with_b, 2);
+    ASSERT_EQ(batch.rows().size(), 3u);
+    EXPECT_EQ(batch.rows()[0].mask_row, 0);
+    EXPECT_EQ(batch.rows()[1].mask_row, -1);
+    EXPECT_EQ(batch.rows()[2].mask_row, 1);
+    ASSERT_EQ(batch.masks().size(), 2 * words);
+    EXPECT_TRUE(std::equal(a.begin(), a.end(), batch.masks().begin()));
+    EXPECT_TRUE(std::equal(b.begin(), b.end(), batch.masks().begin() + words));
+    batch.clear();
+    EXPECT_TRUE(batch.masks().empty());
+}
+
 }  // namespace
 }  // namespace pagoda::executor

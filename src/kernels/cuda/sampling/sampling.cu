@@ -1,5 +1,6 @@
 // The GPU sampler: one block per sampled row, the CPU sampler's algorithm (engine/sampler.cpp) pass by pass, so that
-// a seeded request draws the same token on either backend. Order: raw log-softmax and top logprobs, the edits (bias,
+// a seeded request draws the same token on either backend. Order: the structured-output mask (-inf), raw log-softmax
+// and top logprobs, the edits (bias,
 // min_tokens mask, penalties), then greedy argmax, or temperature, min_p, top_k, top_p and an inverse-CDF draw in
 // token-id order with the request's uniform. Sums of probabilities are in double, as on the CPU; they are reduced in
 // a fixed order (never atomically) so the same input gives the same token every run. Temperature scaling is
@@ -294,6 +295,15 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     const int64_t V = a.V;
     SampledToken* out = a.out + blockIdx.x;
 
+    // 0. Structured output: tokens the grammar does not allow are -inf from here on, so the logprobs below are those
+    // of the masked distribution (as the CPU sampler, and vLLM, report them).
+    if (r.mask_row >= 0) {
+        const uint32_t* mask = a.masks + static_cast<int64_t>(r.mask_row) * a.mask_words;
+        for (int64_t v = threadIdx.x; v < V; v += kThreads)
+            if (!((mask[v >> 5] >> (v & 31)) & 1u)) w[v] = -INFINITY;
+        __syncthreads();
+    }
+
     // 1. Log-softmax of the raw row, and its most likely tokens, before anything edits it.
     float raw_max = 0;
     double raw_log_sum = 0;
@@ -318,7 +328,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
                 if (after && better(x, id, b)) b = {x, id};
             }
             b = block_best(b, s);
-            if (b.id == INT_MAX) break;
+            if (b.id == INT_MAX || b.value == -INFINITY) break;  // -inf: masked out, as the CPU leaves them out
             if (threadIdx.x == 0) {
                 out->top_ids[n] = b.id;
                 out->top_logprobs[n] = static_cast<float>(static_cast<double>(b.value) - lse);

@@ -14,6 +14,8 @@ struct SampleArgs {
     const SampleRow* rows;  // device, [num_rows]
     int32_t num_rows;
     const LogitEdit* edits;  // device
+    const uint32_t* masks;   // device, mask_words per mask row (SampleRow::mask_row); bit t = token t allowed
+    int64_t mask_words;
     float* edit_raw;         // device, one per edit
     SampledToken* out;       // device, [num_rows]
 };
