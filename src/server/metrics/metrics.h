@@ -99,4 +99,13 @@ class ServingMetrics {
     std::atomic<bool> tokens_claimed_{false};
 };
 
+// Per-tenant usage (--api-keys-file), pagoda's own series: <prefix>:tenant_requests_total{tenant=...} and the
+// prompt / generation token and rate-limited counters, appended to the exposition.
+struct TenantCounters {
+    std::string tenant;
+    int64_t requests = 0, prompt_tokens = 0, generation_tokens = 0, rate_limited = 0;
+};
+std::string render_tenant_counters(std::span<const TenantCounters> tenants, std::string_view prefix,
+                                   std::string_view model_name);
+
 }  // namespace pagoda::server::metrics

@@ -63,7 +63,7 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
 }
 
 void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
-    if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    if (auto err = check_model(ctx, x, cr.model)) return send_error(x, *err);
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     if (cr.tools.is_array() && cr.tool_choice == "auto" &&
         (!ctx.config.enable_auto_tool_choice || !ctx.config.tool_parser)) {
@@ -133,6 +133,8 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
         if (echo) ch.prefix = *echo;
     }
     job->prompt_ids.push_back(request.prompt_tokens);
+    if (auto err = admit_prompt_tokens(x, static_cast<int64_t>(request.prompt_tokens.size())))
+        return send_error(x, *err);
     auto submitted = ctx.generator.submit(std::move(request));
     if (!submitted.ok()) return send_error(x, ApiError::bad_request(submitted.message()));
     job->streams.push_back(std::move(submitted).value());

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -29,6 +30,7 @@ struct ServiceContext {
     std::unique_ptr<chat::ChatTemplate> chat_template;  // may be null
     Generator& generator;
     metrics::ServingMetrics metrics;
+    std::shared_ptr<auth::TenantRegistry> tenants = std::make_shared<auth::TenantRegistry>();
     ResponseStore responses;  // /v1/responses kept for previous_response_id and GET
     std::atomic<bool> ready{false};
     std::atomic<bool> draining{false};
@@ -66,5 +68,10 @@ std::string random_id(std::string_view prefix);
 std::string lossy_utf8(std::string_view s);
 // 404 for a model name that is not served.
 ApiError unknown_model(const std::string& name);
+// 404 for a model that is not served, 403 for one the request's tenant may not use (empty: the default model).
+std::optional<ApiError> check_model(const ServiceContext& ctx, const Exchange& x, const std::string& name);
+// The tenant's token-rate limit at admission: 429 (with Retry-After) while its bucket is empty, else the prompt's
+// tokens are charged (see auth::Tenant::admit_prompt).
+std::optional<ApiError> admit_prompt_tokens(Exchange& x, int64_t prompt_tokens);
 
 }  // namespace pagoda::server::openai
