@@ -51,8 +51,8 @@ struct Tenant {
     bool may_use(std::string_view model) const;
     // The request-rate limit: 0 when admitted (counted), else the seconds to wait.
     double admit_request() const;
-    // The token-rate limit at admission: `prompt_tokens` are charged when the bucket is above zero (0 returned),
-    // else the seconds to wait.
+    // The token-rate limit at admission: `prompt_tokens` are charged when the bucket holds them (0 returned), else
+    // the seconds to wait.
     double admit_prompt(int64_t prompt_tokens) const;
     // Generated tokens, charged as they are produced (never refused: the next request pays).
     void charge_generated(int64_t tokens) const;

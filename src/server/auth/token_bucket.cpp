@@ -19,12 +19,12 @@ double TokenBucket::try_take(double n, Clock::time_point now) {
     std::lock_guard lock(mu_);
     if (per_minute_ <= 0.0) return 0.0;
     refill(now);
-    if (level_ > 0.0) {
+    const double needed = std::min(n, per_minute_);
+    if (level_ >= needed) {
         level_ -= n;
         return 0.0;
     }
-    // Back above zero after -level / rate seconds; a little more so that the retry does not land on exactly zero.
-    return (-level_ + 1e-6) * 60.0 / per_minute_;
+    return (needed - level_) * 60.0 / per_minute_;
 }
 
 void TokenBucket::take(double n, Clock::time_point now) {

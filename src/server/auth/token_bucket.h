@@ -1,7 +1,7 @@
-// A token bucket for per-minute limits: it holds at most one minute's worth and refills continuously. A request is
-// admitted while the bucket is above zero and may take it below (a debt the refill pays back first), so a request
-// larger than the whole minute's budget is still served once, and the tenant then waits; nothing is ever refused
-// for good.
+// A token bucket for per-minute limits: it holds at most one minute's worth and refills continuously. Taking `n`
+// needs `n` in the bucket (or a full bucket when `n` is more than a minute's worth, so that nothing is refused for
+// good); take() charges without asking and may leave the bucket in debt, which the refill pays back first. That is
+// how generated tokens are charged: they are produced before they can be refused, and the next request waits.
 #pragma once
 
 #include <chrono>
@@ -16,8 +16,8 @@ class TokenBucket {
     // per_minute <= 0: no limit (every take is admitted, nothing is counted).
     explicit TokenBucket(double per_minute = 0.0);
 
-    // Takes `n` if the bucket is above zero and returns 0; otherwise takes nothing and returns the seconds until it
-    // will be above zero again (for Retry-After).
+    // Takes `n` if the bucket holds min(n, a minute's worth) and returns 0; otherwise takes nothing and returns the
+    // seconds until it will (for Retry-After).
     double try_take(double n, Clock::time_point now = Clock::now());
     // Takes `n` whatever the level (tokens already generated must be paid for).
     void take(double n, Clock::time_point now = Clock::now());

@@ -138,8 +138,12 @@ void Router::dispatch(http::Request req, std::shared_ptr<http::Responder> r) con
 
     std::vector<std::string> allowed;
     for (const Route* route : at_path) {
-        if (x.request.method == route->method || (route->method == "GET" && x.request.method == "HEAD"))
+        if (x.request.method == route->method || (route->method == "GET" && x.request.method == "HEAD")) {
+            if (route->admin_only && x.tenant && !x.tenant->spec.admin)
+                return send_error(x, ApiError{403, "tenant " + x.tenant->spec.name + " is not an admin",
+                                              "PermissionDeniedError", ""});
             return route->handler(std::move(x));
+        }
         allowed.push_back(route->method);
     }
     x.headers.emplace_back("Allow", join(allowed));

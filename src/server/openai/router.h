@@ -54,7 +54,8 @@ struct Route {
     RouteHandler handler;
     bool needs_model = false;          // 503 until the model is loaded
     bool open_while_draining = false;  // answered during a graceful shutdown (every other route: 503)
-    bool prefix = false;  // `path` is a prefix: the route takes the longer paths under it (/v1/responses/{id})
+    bool prefix = false;      // `path` is a prefix: the route takes the longer paths under it (/v1/responses/{id})
+    bool admin_only = false;  // with keys configured, only a tenant with "admin": true (else 403)
 };
 
 struct RouterOptions {

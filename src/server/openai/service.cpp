@@ -94,6 +94,7 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         {"GET", "/v1/responses/", to(handle_get_response), false, false, true},
         {"DELETE", "/v1/responses/", to(handle_delete_response), false, false, true},
         {"GET", "/v1/models", to(handle_models), false, false},
+        {"GET", "/v1/admin/tenants", to(handle_admin_tenants), false, false, false, true},
         {"POST", "/tokenize", to(handle_tokenize), false, false},
         {"POST", "/detokenize", to(handle_detokenize), false, false},
         {"GET", "/health", to(handle_health), false, false},

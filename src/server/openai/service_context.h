@@ -56,6 +56,8 @@ void handle_models(ServiceContext& ctx, Exchange x);
 // POST /tokenize, POST /detokenize (tokenize.cpp)
 void handle_tokenize(ServiceContext& ctx, Exchange x);
 void handle_detokenize(ServiceContext& ctx, Exchange x);
+// GET /v1/admin/tenants: every tenant's usage (admin.cpp)
+void handle_admin_tenants(ServiceContext& ctx, Exchange x);
 // GET /health, GET|POST /ping, GET /version, GET /metrics (health.cpp)
 void handle_health(ServiceContext& ctx, Exchange x);
 void handle_version(ServiceContext& ctx, Exchange x);
