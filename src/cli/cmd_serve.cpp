@@ -753,7 +753,9 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     const std::string served_name = parts.config.served_model_names.front();
     server::openai::OpenAiService service(std::move(parts.config), std::move(parts.tokenizer),
                                           std::move(parts.chat_template), deferred);
-    auto srv = http::Server::create(o.http, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
+    http::ServerOptions http_options = o.http;
+    http_options.on_status = [&service](int status) { service.count_http_response(status); };
+    auto srv = http::Server::create(http_options, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
         service.handle(std::move(req), std::move(r));
     });
     if (!srv.ok()) return cli::fail(kCmd, srv.message());

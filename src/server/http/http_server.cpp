@@ -414,6 +414,7 @@ class Session : public std::enable_shared_from_this<Session> {
         }
         const std::string id = request_id_for(sent);
         PAGODA_LOG_INFO("request " + id + ": " + std::to_string(status) + " " + message);
+        if (server_.options.on_status) server_.options.on_status(status);
         if (server_.options.access_log) {
             AccessRecord r;
             r.time_unix = unix_now();
@@ -569,6 +570,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // The status and X-Request-Id of the answer, for the access log.
     void note_answer(int status, const Headers& headers) {
         status_ = status;
+        if (server_.options.on_status) server_.options.on_status(status);
         if (const std::string* id = find_header(headers, "x-request-id")) response_id_ = *id;
     }
 

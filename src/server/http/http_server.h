@@ -110,8 +110,9 @@ struct ServerOptions {
     int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGINT/SIGTERM
     bool handle_signals = true;   // SIGINT/SIGTERM start a graceful shutdown; a second signal ends the wait
     TlsOptions tls;
-    IpAllowList allowed_ips;                // empty: every peer
-    std::shared_ptr<AccessLog> access_log;  // null: none
+    IpAllowList allowed_ips;                    // empty: every peer
+    std::shared_ptr<AccessLog> access_log;      // null: none
+    std::function<void(int status)> on_status;  // each answer's status, on an I/O thread (for /metrics); may be empty
 };
 
 class Server {

@@ -255,6 +255,12 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
             std::string("finished_reason=\"") + label_value(static_cast<FinishedReason>(i)) + "\"";
         w.sample("request_success_total", static_cast<double>(finished_[i].load(std::memory_order_relaxed)), label);
     }
+    w.family("http_responses_total", "counter", "HTTP answers by status class.");
+    for (int i = 0; i < 5; ++i) {
+        const std::string label = "code=\"" + std::to_string(i + 1) + "xx\"";
+        w.sample("http_responses_total", static_cast<double>(http_responses_[i].load(std::memory_order_relaxed)),
+                 label);
+    }
     w.histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
     w.histogram("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl_);
     w.histogram("time_per_output_token_seconds", "Histogram of time per output token in seconds.", tpot_);

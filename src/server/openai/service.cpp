@@ -138,6 +138,10 @@ void OpenAiService::set_draining() {
     ctx_->draining.store(true);
 }
 
+void OpenAiService::count_http_response(int status) {
+    ctx_->metrics.count_http_response(status);
+}
+
 Status OpenAiService::reload_tenants(std::vector<auth::TenantSpec> tenants) {
     return ctx_->tenants->load(ctx_->config.api_keys, std::move(tenants));
 }

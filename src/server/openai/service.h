@@ -65,6 +65,8 @@ class OpenAiService {
     // /metrics is refused with 503 (requests in flight finish).
     void set_ready(bool ready);
     void set_draining();
+    // Any thread: one HTTP answer's status, for /metrics (http::ServerOptions::on_status).
+    void count_http_response(int status);
     // SIGHUP: a new --api-keys-file table (usage and bucket levels carry over by tenant name).
     Status reload_tenants(std::vector<auth::TenantSpec> tenants);
     // The context length the engine settled on (known once the model is loaded; before set_ready).
