@@ -148,6 +148,13 @@ def test_bad_tls_flags_are_refused_at_start(demo_dir, tmp_path, flags, message):
     assert message in s.log()
 
 
+def test_a_key_that_does_not_match_the_certificate_is_refused(demo_dir, pki, tmp_path):  # noqa: F811
+    s = OpsServer([str(demo_dir), "--x-test-generator-text", "x", "--ssl-certfile", str(pki / "server.pem"),
+                   "--ssl-keyfile", str(pki / "client.key")], tmp_path, wait_for_banner=False)
+    assert s.exit_code() != 0
+    assert "--ssl-keyfile " + str(pki / "client.key") in s.log() and "mismatch" in s.log()
+
+
 def test_cert_reqs_without_a_ca_is_refused(demo_dir, pki, tmp_path):  # noqa: F811
     s = OpsServer([str(demo_dir), "--x-test-generator-text", "x", *tls_args(pki, "--ssl-cert-reqs", "2")], tmp_path,
                   wait_for_banner=False)
