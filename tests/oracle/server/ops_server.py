@@ -9,14 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
-import pytest
-
-
-def pagoda_bin():
-    path = os.environ.get("PAGODA_BIN")
-    if not path or not Path(path).is_file():
-        pytest.skip("PAGODA_BIN is not set to the built `pagoda` executable")
-    return path
+from test_openai_sdk import _bin as pagoda_bin
 
 
 class OpsServer:
