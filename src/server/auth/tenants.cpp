@@ -129,7 +129,7 @@ Status TenantRegistry::load(const std::vector<std::string>& api_keys, std::vecto
         d.name = "default";
         d.keys = api_keys;
         d.admin = true;
-        specs.push_back(std::move(d));
+        specs.insert(specs.begin(), std::move(d));  // first: a key also in the file belongs to the file's tenant
     }
     auto table = std::make_shared<Table>();
     std::lock_guard lock(mu_);

@@ -66,7 +66,8 @@ class TenantRegistry {
 
     // False when no key is configured at all: then nothing is authenticated.
     bool enabled() const;
-    // The tenant of `key`, or null. Every configured key is compared, each in constant time.
+    // The tenant of `key`, or null (the last match: the file's tenant over "default"). Every configured key is
+    // compared, each in constant time.
     std::shared_ptr<const Tenant> find(std::string_view key) const;
     // Every tenant name seen since start (for /metrics), in first-seen order.
     std::vector<std::shared_ptr<TenantUsage>> usage() const;
