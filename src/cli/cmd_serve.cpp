@@ -19,6 +19,7 @@
 #include "chat/output/tool_parser.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/serve_ops.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "dist/tcp_channel.h"
@@ -92,8 +93,6 @@ const RefusedFlag kRefused[] = {
     {"max-loras", true, "", "LoRA adapters are not supported yet"},
     {"max-lora-rank", true, "", "LoRA adapters are not supported yet"},
     {"enable-sleep-mode", false, "", "sleep mode is not supported"},
-    {"ssl-keyfile", true, "", "TLS is not supported; put a TLS proxy in front"},
-    {"ssl-certfile", true, "", "TLS is not supported; put a TLS proxy in front"},
     {"tokenizer", true, "", "the tokenizer is read from MODEL_DIR; a separate tokenizer is not supported yet"},
     {"pooler-config", true, "", "pooling models are not supported"},
     {"task", true, "generate", "only text generation is supported"},
@@ -342,6 +341,7 @@ struct ServeOptions {
     int32_t test_max_model_len = 4096;  // the test generator's context
     NodeFlags nodes;
     std::optional<executor::EngineOptions> engine;  // what loads the model (unset with the test generator)
+    std::string api_keys_file;                      // --api-keys-file, re-read on SIGHUP
 };
 
 // --config, vLLM's foreign flags and the hidden flags, resolved: what is left goes to the ArgParser.
@@ -383,7 +383,9 @@ cli::ArgParser make_serve_parser() {
         "/v1/models, /tokenize, /detokenize, /health, /ping, /version, /metrics). Flags follow vLLM's names; vLLM\n"
         "flags that do not apply are ignored with a warning when harmless and refused when they would change the\n"
         "results. SIGINT/SIGTERM: /health and new requests get 503, in-flight requests finish (up to\n"
-        "--shutdown-timeout; a second signal stops waiting), exit 0. docs/serving.md has the details.\n"
+        "--shutdown-timeout; a second signal stops waiting), exit 0. SIGHUP re-reads --api-keys-file and reopens\n"
+        "--access-log. Under systemd (Type=notify) it sends READY=1, STOPPING=1 and WATCHDOG=1 keep-alives.\n"
+        "docs/serving.md and docs/operations.md have the details.\n"
         "--config FILE: a JSON object of the same flags ({\"port\": 8001, \"served-model-name\": [\"a\"]}); the\n"
         "command line overrides it.");
     p.add_positional("MODEL_DIR", "model directory (config.json, safetensors, tokenizer, chat template)", false);
@@ -448,6 +450,7 @@ cli::ArgParser make_serve_parser() {
     p.add_option("max-body-bytes", "N", "largest accepted request body (default 33554432)");
     p.add_option("http-read-timeout", "SECONDS", "time a client has to send one whole request (default 60)");
     p.add_option("shutdown-timeout", "SECONDS", "how long in-flight requests may finish after SIGTERM (default 30)");
+    cli::add_serve_ops_flags(p);
     return p;
 }
 
@@ -572,6 +575,12 @@ Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<T
     o.tool_call_parser = p.get("tool-call-parser");
     PAGODA_RETURN_IF_ERROR(http_options_from(p, o.http));
     PAGODA_RETURN_IF_ERROR(service_config_from(p, o.model_dir, o.service));
+    std::vector<std::string> allowed_ips;
+    if (auto v = p.get("allowed-ips")) {
+        PAGODA_ASSIGN_OR_RETURN(allowed_ips, parse_list("allowed-ips", *v));
+        if (allowed_ips.empty()) return Status::error("--allowed-ips: the list is empty (it would refuse everyone)");
+    }
+    PAGODA_RETURN_IF_ERROR(cli::serve_ops_options_from(p, allowed_ips, o.http, o.service, o.api_keys_file));
     if (auto v = p.get("dtype"); v && *v != "auto" && *v != "float32" && *v != "float")
         std::fprintf(stderr, "pagoda serve: warning: --dtype %s: the CPU backend computes in float32\n", v->c_str());
     PAGODA_ASSIGN_OR_RETURN(const std::string device, device_from(p));
@@ -681,7 +690,7 @@ int run_worker_node(const ServeOptions& o) {
 // The curl example sets max_tokens: without it a request may run to the end of the context (the demo model's
 // random weights rarely say EOS), minutes of output for a first try.
 void print_banner(const ServeOptions& o, const std::string& served_name, uint16_t port) {
-    const std::string url = "http://" + o.http.host + ":" + std::to_string(port);
+    const std::string url = (o.http.tls.enabled() ? "https://" : "http://") + o.http.host + ":" + std::to_string(port);
     std::fprintf(stderr,
                  "pagoda serve: serving %s as \"%s\" on %s\n"
                  "  try: curl %s/v1/chat/completions -H 'Content-Type: application/json' -d "
@@ -703,7 +712,7 @@ struct ModelLoad {
 
 void start_model_load(const ServeOptions& o, executor::EngineOptions options, http::Server& srv,
                       server::openai::OpenAiService& service, server::openai::DeferredGenerator& deferred,
-                      const std::atomic<bool>& stopping, ModelLoad& load) {
+                      const std::atomic<bool>& stopping, ModelLoad& load, cli::SystemdLink& systemd) {
     std::fprintf(stderr, "pagoda serve: loading %s ...\n", o.model_dir.c_str());
     // Several nodes: a broken group fails every later step, so node 0 stops serving (and exits 1) for the launcher
     // to restart the whole group.
@@ -715,7 +724,7 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
         }
         srv.shutdown();
     };
-    load.thread = std::thread([&o, options = std::move(options), &srv, &service, &deferred, &load] {
+    load.thread = std::thread([&o, options = std::move(options), &srv, &service, &deferred, &load, &systemd] {
         auto g = executor::create_engine(o.model_dir, options);
         if (!g.ok()) {
             load.error = o.model_dir + ": " + g.message();
@@ -727,6 +736,8 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
         service.set_max_model_len(load.engine->config().max_model_len);
         deferred.set(load.generator.get());
         service.set_ready(true);
+        // The watchdog's proof of life: stats() is answered by the engine thread between two steps.
+        systemd.ready([&engine = load.engine->engine()] { (void)engine.stats(); });
         // As vLLM logs its GPU blocks: how many tokens the KV cache holds tells an operator what concurrency fits.
         const engine::EngineConfig& c = load.engine->config();
         std::fprintf(stderr,
@@ -744,25 +755,33 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     const std::string served_name = parts.config.served_model_names.front();
     server::openai::OpenAiService service(std::move(parts.config), std::move(parts.tokenizer),
                                           std::move(parts.chat_template), deferred);
-    auto srv = http::Server::create(o.http, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
+    http::ServerOptions http_options = o.http;
+    http_options.on_status = [&service](int status) { service.count_http_response(status); };
+    auto srv = http::Server::create(http_options, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
         service.handle(std::move(req), std::move(r));
     });
     if (!srv.ok()) return cli::fail(kCmd, srv.message());
     std::atomic<bool> stopping{false};  // node 0 of several stops waiting for the other nodes
-    (*srv)->on_shutdown([&service, &stopping] {
+    cli::SystemdLink systemd;
+    (*srv)->on_shutdown([&service, &stopping, &systemd] {
         service.set_draining();
         stopping.store(true);
+        systemd.stopping();
     });
+    (*srv)->on_reload([&o, &service] { cli::reload_on_sighup(o.api_keys_file, service, o.http.access_log.get()); });
     print_banner(o, served_name, (*srv)->port());
 
     ModelLoad load;
     if (parts.test_generator) {
         service.set_ready(true);
+        systemd.ready([&deferred] { (void)deferred.stats(); });
     } else {
-        start_model_load(o, *o.engine, **srv, service, deferred, stopping, load);
+        systemd.status("loading " + o.model_dir);
+        start_model_load(o, *o.engine, **srv, service, deferred, stopping, load, systemd);
     }
     (*srv)->run();
     if (load.thread.joinable()) load.thread.join();
+    systemd.stop_watchdog();  // its probe reads the engine, which stops below
     if (!load.error.empty()) return cli::fail(kCmd, load.error);
     std::fprintf(stderr, "pagoda serve: stopped\n");
     // In-flight requests have finished or timed out; stop the engine before the service and server go away.

@@ -3,12 +3,16 @@
 // not taken yet into one write. This is the only file that includes Boost: it compiles slowly, keep it the only one.
 #include "server/http/http_server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 
 #include <atomic>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
@@ -18,6 +22,7 @@
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -29,6 +34,7 @@
 
 #include "common/json.h"
 #include "common/log.h"
+#include "server/http/access_log.h"
 #include "server/http/request_id.h"
 
 namespace pagoda::server::http {
@@ -123,6 +129,63 @@ std::string status_line_and_headers(int status, std::string_view content_type, c
     return out;
 }
 
+double unix_now() {
+    return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+const char* error_type(int status) {
+    switch (status) {
+        case 403:
+            return "PermissionDeniedError";
+        case 413:
+            return "RequestTooLarge";
+        default:
+            return "BadRequestError";
+    }
+}
+
+// A connection's byte stream: TCP, or TLS over TCP (--ssl-certfile). Beast's parser and Asio's writes take either
+// through the two async_*_some calls; timeouts and socket options go to the TCP layer (lowest()).
+class ConnectionStream {
+  public:
+    using executor_type = beast::tcp_stream::executor_type;
+
+    ConnectionStream(tcp::socket socket, asio::ssl::context* tls) {
+        if (tls) {
+            tls_.emplace(std::move(socket), *tls);
+        } else {
+            tcp_.emplace(std::move(socket));
+        }
+    }
+
+    executor_type get_executor() noexcept { return lowest().get_executor(); }
+    beast::tcp_stream& lowest() { return tls_ ? tls_->next_layer() : *tcp_; }
+    bool is_tls() const { return tls_.has_value(); }
+
+    template <typename Handler>
+    void async_handshake(Handler&& handler) {
+        tls_->async_handshake(asio::ssl::stream_base::server, std::forward<Handler>(handler));
+    }
+    template <typename Handler>
+    void async_shutdown(Handler&& handler) {
+        tls_->async_shutdown(std::forward<Handler>(handler));
+    }
+    template <typename Buffers, typename Handler>
+    void async_read_some(const Buffers& buffers, Handler&& handler) {
+        if (tls_) return tls_->async_read_some(buffers, std::forward<Handler>(handler));
+        tcp_->async_read_some(buffers, std::forward<Handler>(handler));
+    }
+    template <typename Buffers, typename Handler>
+    void async_write_some(const Buffers& buffers, Handler&& handler) {
+        if (tls_) return tls_->async_write_some(buffers, std::forward<Handler>(handler));
+        tcp_->async_write_some(buffers, std::forward<Handler>(handler));
+    }
+
+  private:
+    std::optional<beast::tcp_stream> tcp_;
+    std::optional<beast::ssl_stream<beast::tcp_stream>> tls_;
+};
+
 std::string error_body(std::string_view message, std::string_view type, int code) {
     Json err = Json::object();
     err.set("message", Json(message));
@@ -157,6 +220,8 @@ struct Server::Impl {
     std::list<std::weak_ptr<Session>> closing;  // sessions closed by shutdown
     std::chrono::steady_clock::time_point stop_deadline;
     std::function<void()> shutdown_callback;
+    std::function<void()> reload_callback;  // SIGHUP; guarded by mu
+    std::optional<asio::ssl::context> tls;  // set when serving HTTPS
 
     explicit Impl(const ServerOptions& o, Handler h, std::shared_ptr<asio::io_context> io)
         : options(o),
@@ -179,14 +244,33 @@ struct Server::Impl {
 class Session : public std::enable_shared_from_this<Session> {
   public:
     Session(Server::Impl& server, std::shared_ptr<asio::io_context> ioc, tcp::socket socket)
-        : server_(server), ioc_(std::move(ioc)), stream_(std::move(socket)) {
+        : server_(server),
+          ioc_(std::move(ioc)),
+          stream_(std::move(socket), server.tls ? &*server.tls : nullptr),
+          watch_timer_(stream_.get_executor()) {
         error_code ec;
-        auto ep = stream_.socket().remote_endpoint(ec);
-        if (!ec) remote_ = ep.address().to_string() + ":" + std::to_string(ep.port());
+        auto ep = socket_().remote_endpoint(ec);
+        if (!ec) {
+            client_ = ep.address().to_string();
+            remote_ = client_ + ":" + std::to_string(ep.port());
+        }
+        refused_ = !server_.options.allowed_ips.allows(client_);
     }
 
     void start() {
-        asio::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+        asio::dispatch(stream_.get_executor(), [self = shared_from_this()] {
+            if (!self->stream_.is_tls()) return self->read_request();
+            // The handshake counts against the time to send the first request.
+            self->stream_.lowest().expires_after(std::chrono::seconds(self->server_.options.read_timeout_s));
+            self->stream_.async_handshake([self](error_code ec) {
+                if (ec) {
+                    // Not worth more than a debug line: port scanners and plain-HTTP clients end up here.
+                    PAGODA_LOG_DEBUG("http: TLS handshake with " + self->remote_ + " failed: " + ec.message());
+                    return self->close_socket();
+                }
+                self->read_request();
+            });
+        });
     }
 
     // --- called through Exchange (any thread) --------------------------------------------------------------
@@ -198,6 +282,7 @@ class Session : public std::enable_shared_from_this<Session> {
     void send(uint64_t exchange, Response response) {
         if (exchange != exchange_id_ || completed_) return;
         const bool keep = keep_alive_ && !server_.draining.load();
+        note_answer(response.status, response.headers);
         std::string out = status_line_and_headers(response.status, response.content_type, response.headers, keep);
         out += "Content-Length: ";
         out += std::to_string(head_ ? 0 : response.body.size());
@@ -212,6 +297,7 @@ class Session : public std::enable_shared_from_this<Session> {
         if (exchange != exchange_id_ || completed_ || streaming_) return;
         // HTTP/1.0 has no chunked encoding: the body is sent raw and the connection's close ends it.
         const bool keep = keep_alive_ && !http10_ && !server_.draining.load();
+        note_answer(status, headers);
         std::string out = status_line_and_headers(status, content_type, headers, keep);
         out += http10_ ? "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\n\r\n"
                        : "Cache-Control: no-cache\r\nX-Accel-Buffering: no\r\nTransfer-Encoding: chunked\r\n\r\n";
@@ -277,7 +363,7 @@ class Session : public std::enable_shared_from_this<Session> {
         parser_.emplace();
         parser_->header_limit(static_cast<std::uint32_t>(server_.options.max_header_bytes));
         parser_->body_limit(server_.options.max_body_bytes);
-        stream_.expires_after(
+        stream_.lowest().expires_after(
             std::chrono::seconds(first_request_ ? server_.options.read_timeout_s : server_.options.idle_timeout_s));
         bhttp::async_read_header(stream_, buffer_, *parser_,
                                  [self = shared_from_this()](error_code ec, size_t) { self->on_header(ec); });
@@ -286,7 +372,8 @@ class Session : public std::enable_shared_from_this<Session> {
     void on_header(error_code ec) {
         if (ec) return on_read_error(ec);
         first_request_ = false;
-        stream_.expires_after(std::chrono::seconds(server_.options.read_timeout_s));
+        if (refused_) return reply_and_close(403, "the client address " + client_ + " is not in --allowed-ips");
+        stream_.lowest().expires_after(std::chrono::seconds(server_.options.read_timeout_s));
         auto& req = parser_->get();
         auto expect = req.find(bhttp::field::expect);
         if (expect != req.end() && beast::iequals(expect->value(), "100-continue") && !parser_->is_done()) {
@@ -303,6 +390,9 @@ class Session : public std::enable_shared_from_this<Session> {
         }
         // A timed-out tcp_stream has already closed the socket: a slow-drip or idle client is simply cut off.
         if (ec == beast::error::timeout) return close_socket();
+        // TLS: a peer that closed without close_notify, or bytes that do not decrypt; nothing to answer.
+        if (ec == asio::ssl::error::stream_truncated || ec.category() == asio::error::get_ssl_category())
+            return close_socket();
         if (ec == bhttp::error::body_limit) {
             return reply_and_close(
                 413, "request body larger than " + std::to_string(server_.options.max_body_bytes) + " bytes");
@@ -324,7 +414,20 @@ class Session : public std::enable_shared_from_this<Session> {
         }
         const std::string id = request_id_for(sent);
         PAGODA_LOG_INFO("request " + id + ": " + std::to_string(status) + " " + message);
-        std::string body = error_body(message, status == 413 ? "RequestTooLarge" : "BadRequestError", status);
+        if (server_.options.on_status) server_.options.on_status(status);
+        if (server_.options.access_log) {
+            AccessRecord r;
+            r.time_unix = unix_now();
+            r.request_id = id;
+            if (parser_ && parser_->is_header_done()) {
+                r.method = std::string(parser_->get().method_string());
+                r.path = std::string(parser_->get().target().substr(0, parser_->get().target().find('?')));
+            }
+            r.client = client_;
+            r.status = status;
+            server_.options.access_log->write(r);
+        }
+        std::string body = error_body(message, error_type(status), status);
         std::string out = status_line_and_headers(status, "application/json", {{"X-Request-Id", id}}, false);
         out += "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
         enqueue(std::move(out));
@@ -333,10 +436,12 @@ class Session : public std::enable_shared_from_this<Session> {
     void on_body(error_code ec);
 
     void watch_for_disconnect() {
+        if (stream_.is_tls()) return watch_tls_peer(exchange_id_);
         // While a request is being handled nothing reads the socket; wait for readability and peek: end of stream
         // means the client went away (cancel its work), data means it pipelined another request (stop watching).
-        stream_.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), id = exchange_id_](
-                                                                error_code ec) { self->on_readable(ec, id); });
+        socket_().async_wait(tcp::socket::wait_read, [self = shared_from_this(), id = exchange_id_](error_code ec) {
+            self->on_readable(ec, id);
+        });
     }
 
     void on_readable(error_code ec, uint64_t id) {
@@ -344,11 +449,27 @@ class Session : public std::enable_shared_from_this<Session> {
         if (ec == asio::error::operation_aborted) return;
         if (!ec) {
             char c;
-            const ssize_t n = ::recv(stream_.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+            const ssize_t n = ::recv(socket_().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
             if (n > 0) return;  // pipelined bytes: read after this response
             if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return watch_for_disconnect();
         }
         peer_gone();
+    }
+
+    // Over TLS the bytes that arrive (a close_notify alert, encrypted like data) cannot be told from a pipelined
+    // request without decrypting them, so the TCP state is polled instead: once the peer has sent its FIN (or reset)
+    // the connection is no longer ESTABLISHED.
+    void watch_tls_peer(uint64_t id) {
+        watch_timer_.expires_after(std::chrono::milliseconds(500));
+        watch_timer_.async_wait([self = shared_from_this(), id](error_code ec) {
+            if (ec || id != self->exchange_id_ || self->completed_ || self->closed.load()) return;
+            tcp_info info{};
+            socklen_t len = sizeof(info);
+            if (::getsockopt(self->socket_().native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) == 0 &&
+                info.tcpi_state != TCP_ESTABLISHED)
+                return self->peer_gone();
+            self->watch_tls_peer(id);
+        });
     }
 
     void peer_gone() {
@@ -379,9 +500,7 @@ class Session : public std::enable_shared_from_this<Session> {
             if (completed_ && !response_done_) {
                 on_response_done();
             } else if (close_after_write_) {
-                error_code ignored;
-                stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-                close_socket();
+                close_gracefully();
             }
             return;
         }
@@ -395,7 +514,7 @@ class Session : public std::enable_shared_from_this<Session> {
                 out_ += q;
         }
         queue_.clear();
-        stream_.expires_after(std::chrono::seconds(server_.options.write_timeout_s));
+        stream_.lowest().expires_after(std::chrono::seconds(server_.options.write_timeout_s));
         asio::async_write(stream_, asio::buffer(out_), [self = shared_from_this()](error_code ec, size_t n) {
             self->pending_bytes.fetch_sub(self->out_.size());
             if (ec) return self->peer_gone();
@@ -406,17 +525,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
     void on_response_done() {
         response_done_ = true;
+        log_access(true);
         uncount();
         on_close_ = nullptr;
-        stream_.expires_never();
-        if (!keep_alive_ || server_.draining.load()) {
-            error_code ignored;
-            stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
-            return close_socket();
-        }
+        stream_.lowest().expires_never();
+        if (!keep_alive_ || server_.draining.load()) return close_gracefully();
         // Stop the disconnect watcher before reading the next request.
         error_code ignored;
-        stream_.socket().cancel(ignored);
+        socket_().cancel(ignored);
         asio::post(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
     }
 
@@ -429,11 +545,65 @@ class Session : public std::enable_shared_from_this<Session> {
             fire_on_close();
             response_done_ = true;
             completed_ = true;
+            log_access(false);
             uncount();
         }
         closed.store(true);
         error_code ignored;
-        stream_.socket().close(ignored);
+        socket_().close(ignored);
+    }
+
+    // After a complete answer: TCP's FIN, preceded over TLS by a close_notify (a body that ends with the connection
+    // is then known to be whole).
+    void close_gracefully() {
+        if (!stream_.is_tls() || closed.load()) {
+            error_code ignored;
+            socket_().shutdown(tcp::socket::shutdown_send, ignored);
+            return close_socket();
+        }
+        stream_.lowest().expires_after(std::chrono::seconds(2));
+        stream_.async_shutdown([self = shared_from_this()](error_code) { self->close_socket(); });
+    }
+
+    tcp::socket& socket_() { return stream_.lowest().socket(); }
+
+    // The status and X-Request-Id of the answer, for the access log.
+    void note_answer(int status, const Headers& headers) {
+        status_ = status;
+        if (server_.options.on_status) server_.options.on_status(status);
+        if (const std::string* id = find_header(headers, "x-request-id")) response_id_ = *id;
+    }
+
+    // A new request's notes: the line they write when released carries what this connection filled into `record`.
+    void start_access_record() {
+        if (!server_.options.access_log) return;
+        auto record = std::make_shared<AccessRecord>();
+        record->time_unix = unix_now();
+        record->client = client_;
+        notes_ = std::make_shared<RequestNotes>();
+        notes_->on_release = [record, log = server_.options.access_log](const RequestNotes& n) {
+            record->tenant = n.tenant;
+            record->model = n.model;
+            record->prompt_tokens = n.prompt_tokens;
+            record->completion_tokens = n.completion_tokens;
+            record->ttft_s = n.ttft_s;
+            log->write(*record);
+        };
+        record_ = std::move(record);
+    }
+
+    // The answer ended (written out, or the connection is gone): the connection's part of the line.
+    void log_access(bool complete) {
+        if (!record_) return;
+        record_->request_id = response_id_;
+        record_->method = method_;
+        record_->path = path_;
+        record_->status = status_ == 0 ? 499 : status_;
+        record_->duration_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+        record_->streamed = streaming_;
+        record_->complete = complete;
+        record_.reset();
+        notes_.reset();  // the line is written now, or when the handler's work lets go of the notes
     }
 
     // Requests that arrive during a shutdown are answered (503) but not waited for.
@@ -449,10 +619,18 @@ class Session : public std::enable_shared_from_this<Session> {
     friend class Exchange;
     Server::Impl& server_;
     std::shared_ptr<asio::io_context> ioc_;
-    beast::tcp_stream stream_;
+    ConnectionStream stream_;
+    asio::steady_timer watch_timer_;  // TLS: polls for a peer that went away (watch_tls_peer)
     beast::flat_buffer buffer_;
     std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-    std::string remote_, target_;
+    std::string client_, remote_, target_;  // client_: the peer's address without the port
+    // For the access log: the current request and its answer.
+    std::string method_, path_, response_id_;
+    std::shared_ptr<RequestNotes> notes_;
+    std::shared_ptr<AccessRecord> record_;
+    std::chrono::steady_clock::time_point started_;
+    int status_ = 0;
+    bool refused_ = false;  // not in --allowed-ips: every request gets 403
     std::deque<std::string> queue_;
     std::string out_;
     std::function<void()> on_close_;
@@ -514,7 +692,11 @@ class Exchange final : public Responder {
 
 void Session::on_body(error_code ec) {
     if (ec) return on_read_error(ec);
-    stream_.expires_never();
+    stream_.lowest().expires_never();
+    started_ = std::chrono::steady_clock::now();
+    status_ = 0;
+    response_id_.clear();
+    start_access_record();
     auto msg = parser_->release();
     Request req;
     req.method = std::string(msg.method_string());
@@ -525,6 +707,9 @@ void Session::on_body(error_code ec) {
         req.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
     req.body = std::move(msg.body());
     req.remote = remote_;
+    req.notes = notes_;
+    method_ = req.method;
+    path_ = req.path;
     target_ = req.target;
     keep_alive_ = msg.keep_alive();
     http10_ = msg.version() == 10;
@@ -570,9 +755,16 @@ void Server::Impl::do_accept() {
 }
 
 void Server::Impl::wait_for_signal() {
-    signals.async_wait([this](error_code ec, int) {
+    signals.async_wait([this](error_code ec, int signal) {
         if (ec) return;
-        if (draining.load()) {
+        if (signal == SIGHUP) {
+            std::function<void()> cb;
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                cb = reload_callback;
+            }
+            if (cb) cb();
+        } else if (draining.load()) {
             // A second signal: stop waiting for requests in flight.
             PAGODA_LOG_WARNING("http: second signal; closing the remaining connections now");
             stop_waiting.store(true);
@@ -636,6 +828,38 @@ void Server::Impl::close_all_sessions() {
     sessions.clear();
 }
 
+namespace {
+
+// The TLS context of --ssl-*: TLS 1.2 and 1.3 only; a file that cannot be read is named in the error.
+Result<asio::ssl::context> make_tls_context(const TlsOptions& o) {
+    asio::ssl::context ctx(asio::ssl::context::tls_server);
+    error_code ec;
+    ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                        asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                        asio::ssl::context::single_dh_use,
+                    ec);
+    auto failed = [&](const std::string& what) {
+        return Status::error(what + ": " + ec.message() + " (PEM expected)");
+    };
+    if (ctx.use_certificate_chain_file(o.certfile, ec); ec) return failed("--ssl-certfile " + o.certfile);
+    if (o.keyfile.empty()) return Status::error("--ssl-certfile needs --ssl-keyfile (the certificate's private key)");
+    if (ctx.use_private_key_file(o.keyfile, asio::ssl::context::pem, ec); ec)
+        return failed("--ssl-keyfile " + o.keyfile);
+    if (!o.ca_certs.empty()) {
+        if (ctx.load_verify_file(o.ca_certs, ec); ec) return failed("--ssl-ca-certs " + o.ca_certs);
+    } else if (o.cert_reqs != 0) {
+        return Status::error("--ssl-cert-reqs " + std::to_string(o.cert_reqs) +
+                             " needs --ssl-ca-certs (the CAs client certificates are checked against)");
+    }
+    asio::ssl::verify_mode mode = asio::ssl::verify_none;
+    if (o.cert_reqs == 1) mode = asio::ssl::verify_peer;
+    if (o.cert_reqs == 2) mode = asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert;
+    if (ctx.set_verify_mode(mode, ec); ec) return failed("--ssl-cert-reqs");
+    return ctx;
+}
+
+}  // namespace
+
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Server::~Server() {
@@ -646,6 +870,11 @@ Server::~Server() {
 Result<std::unique_ptr<Server>> Server::create(const ServerOptions& options, Handler handler) {
     auto ioc = std::make_shared<asio::io_context>(std::max(1, options.num_threads));
     auto impl = std::make_unique<Impl>(options, std::move(handler), ioc);
+    if (options.tls.enabled()) {
+        auto tls = make_tls_context(options.tls);
+        if (!tls.ok()) return tls.status();
+        impl->tls.emplace(std::move(tls).value());
+    }
     error_code ec;
     auto address = asio::ip::make_address(options.host, ec);
     if (ec) return Status::error("--host: '" + options.host + "' is not an IP address");
@@ -661,6 +890,7 @@ Result<std::unique_ptr<Server>> Server::create(const ServerOptions& options, Han
     if (options.handle_signals) {
         impl->signals.add(SIGINT);
         impl->signals.add(SIGTERM);
+        impl->signals.add(SIGHUP);
     }
     return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
@@ -686,6 +916,11 @@ void Server::run() {
 void Server::shutdown() {
     Impl* impl = impl_.get();
     asio::post(impl->control, [impl] { impl->begin_shutdown(); });
+}
+
+void Server::on_reload(std::function<void()> callback) {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->reload_callback = std::move(callback);
 }
 
 void Server::on_shutdown(std::function<void()> callback) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "server/http/ip_allowlist.h"
 
 namespace pagoda::server::http {
 
@@ -20,13 +21,32 @@ using Headers = std::vector<std::pair<std::string, std::string>>;  // names as r
 // Case-insensitive header lookup; nullptr when absent.
 const std::string* find_header(const Headers& headers, std::string_view name);
 
+// What a handler knows about its request that the access log line carries (the HTTP layer adds the rest). Written
+// on the connection's strand or before the answer is sent. The line is written when the last holder lets go (the
+// connection once the answer ended, or the handler's work when it outlives a client that hung up, so that its token
+// counts are known).
+struct RequestNotes {
+    std::string tenant, model;
+    int64_t prompt_tokens = -1, completion_tokens = -1;
+    double ttft_s = -1.0;
+
+    std::function<void(const RequestNotes&)> on_release;  // set by the HTTP layer
+    RequestNotes() = default;
+    RequestNotes(const RequestNotes&) = delete;
+    RequestNotes& operator=(const RequestNotes&) = delete;
+    ~RequestNotes() {
+        if (on_release) on_release(*this);
+    }
+};
+
 struct Request {
     std::string method;  // "GET", "POST", ...
     std::string target;  // "/v1/models?x=1"
     std::string path;    // target without the query string
     Headers headers;
     std::string body;
-    std::string remote;  // peer address, for logs
+    std::string remote;                   // peer address, for logs
+    std::shared_ptr<RequestNotes> notes;  // null unless an access log is written
 };
 
 struct Response {
@@ -67,6 +87,17 @@ class Responder {
 
 using Handler = std::function<void(Request request, std::shared_ptr<Responder> responder)>;
 
+class AccessLog;  // access_log.h
+
+// TLS in the server itself (vLLM's --ssl-* flags); no certificate file = plain HTTP.
+struct TlsOptions {
+    std::string certfile;  // PEM: the server's certificate, then its chain
+    std::string keyfile;   // PEM private key
+    std::string ca_certs;  // PEM: the CAs that client certificates must chain to
+    int cert_reqs = 0;     // client certificates, as Python's ssl: 0 none, 1 optional (checked if sent), 2 required
+    bool enabled() const { return !certfile.empty(); }
+};
+
 struct ServerOptions {
     std::string host = "127.0.0.1";
     uint16_t port = 8000;  // 0 = any free port (see Server::port())
@@ -78,6 +109,10 @@ struct ServerOptions {
     int write_timeout_s = 300;    // a client that reads nothing for this long is dropped
     int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGINT/SIGTERM
     bool handle_signals = true;   // SIGINT/SIGTERM start a graceful shutdown; a second signal ends the wait
+    TlsOptions tls;
+    IpAllowList allowed_ips;                    // empty: every peer
+    std::shared_ptr<AccessLog> access_log;      // null: none
+    std::function<void(int status)> on_status;  // each answer's status, on an I/O thread (for /metrics); may be empty
 };
 
 class Server {
@@ -96,6 +131,8 @@ class Server {
     void shutdown();
     // Called (once, on an I/O thread) when a graceful shutdown begins, e.g. to make /health answer 503.
     void on_shutdown(std::function<void()> callback);
+    // Called on an I/O thread for each SIGHUP (with handle_signals): re-read files, reopen logs.
+    void on_reload(std::function<void()> callback);
     // Requests accepted (before a shutdown began) whose response has not finished.
     int64_t in_flight() const;
 

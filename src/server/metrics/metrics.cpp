@@ -243,6 +243,8 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
               static_cast<double>(e.prefix_hit_tokens));
     w.counter("num_preemptions_total", "Cumulative number of preemption from the engine.",
               static_cast<double>(e.num_preemptions));
+    // pagoda's own: a stuck engine shows as this counter standing still while requests wait (deploy/prometheus).
+    w.counter("engine_steps_total", "Engine steps (iterations) run.", static_cast<double>(e.num_steps));
     w.counter("prompt_tokens_total", "Number of prefill tokens processed.",
               static_cast<double>(prompt_tokens_.load(std::memory_order_relaxed)));
     w.counter("generation_tokens_total", "Number of generation tokens processed.",
@@ -252,6 +254,12 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
         const std::string label =
             std::string("finished_reason=\"") + label_value(static_cast<FinishedReason>(i)) + "\"";
         w.sample("request_success_total", static_cast<double>(finished_[i].load(std::memory_order_relaxed)), label);
+    }
+    w.family("http_responses_total", "counter", "HTTP answers by status class.");
+    for (int i = 0; i < 5; ++i) {
+        const std::string label = "code=\"" + std::to_string(i + 1) + "xx\"";
+        w.sample("http_responses_total", static_cast<double>(http_responses_[i].load(std::memory_order_relaxed)),
+                 label);
     }
     w.histogram("time_to_first_token_seconds", "Histogram of time to first token in seconds.", ttft_);
     w.histogram("inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", itl_);
@@ -270,6 +278,37 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
                     t->max_generation);
     }
     w.histogram("request_params_n", "Histogram of the n request parameter.", params_n_);
+    return w.take();
+}
+
+std::string render_tenant_counters(std::span<const TenantCounters> tenants, std::string_view prefix,
+                                   std::string_view model_name) {
+    if (tenants.empty()) return {};
+    Writer w(prefix, model_name);
+    struct Family {
+        const char* name;
+        const char* help;
+        int64_t TenantCounters::*value;
+    };
+    const Family families[] = {
+        {"tenant_requests_total", "Requests admitted per tenant (past authentication and the request-rate limit).",
+         &TenantCounters::requests},
+        {"tenant_prompt_tokens_total", "Prompt tokens charged per tenant, at admission.",
+         &TenantCounters::prompt_tokens},
+        {"tenant_generation_tokens_total", "Generated tokens charged per tenant, as they stream.",
+         &TenantCounters::generation_tokens},
+        {"tenant_rate_limited_total", "Requests per tenant answered 429 (request or token rate limit).",
+         &TenantCounters::rate_limited},
+    };
+    for (const Family& f : families) {
+        w.family(f.name, "counter", f.help);
+        for (const TenantCounters& t : tenants) {
+            std::string label = "tenant=\"";
+            append_label_value(label, t.tenant);
+            label += '"';
+            w.sample(f.name, static_cast<double>(t.*f.value), label);
+        }
+    }
     return w.take();
 }
 

@@ -82,6 +82,10 @@ class ServingMetrics {
     // Once per engine request (a prompt with its n choices; vLLM's parent request): its latencies, n, and the most
     // tokens one of its choices generated.
     void observe_request(const RequestLatencies& l, int32_t n, int64_t max_generation_tokens);
+    // Every HTTP answer by status class (1xx..5xx), pagoda's own http_responses_total{code="5xx"}: the 5xx alert.
+    void count_http_response(int status) {
+        if (status >= 100 && status < 600) http_responses_[status / 100 - 1].fetch_add(1, std::memory_order_relaxed);
+    }
 
     // The whole exposition: engine gauges and counters from `engine` plus what was recorded here. `prefix` is
     // "pagoda" or "vllm" (without the colon); every series carries model_name and engine="0" labels as vLLM's do.
@@ -93,10 +97,20 @@ class ServingMetrics {
     std::atomic<int64_t> prompt_tokens_{0};
     std::atomic<int64_t> generation_tokens_{0};
     std::atomic<int64_t> finished_[kNumFinishedReasons] = {};
+    std::atomic<int64_t> http_responses_[5] = {};
     Histogram ttft_, itl_, tpot_, request_tpot_, e2e_, queue_, prefill_, decode_, params_n_;
     std::unique_ptr<TokenHistograms> token_storage_;
     std::atomic<TokenHistograms*> tokens_{nullptr};  // published once by set_max_model_len
     std::atomic<bool> tokens_claimed_{false};
 };
+
+// Per-tenant usage (--api-keys-file), pagoda's own series: <prefix>:tenant_requests_total{tenant=...} and the
+// prompt / generation token and rate-limited counters, appended to the exposition.
+struct TenantCounters {
+    std::string tenant;
+    int64_t requests = 0, prompt_tokens = 0, generation_tokens = 0, rate_limited = 0;
+};
+std::string render_tenant_counters(std::span<const TenantCounters> tenants, std::string_view prefix,
+                                   std::string_view model_name);
 
 }  // namespace pagoda::server::metrics

@@ -63,7 +63,7 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
 }
 
 void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
-    if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    if (auto err = check_model(ctx, x, cr.model)) return send_error(x, *err);
     if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) {
         // A Responses request's text.format is chat's response_format with the json_schema fields one level up.
         if (sink && err->param.rfind("response_format", 0) == 0) {
@@ -152,6 +152,8 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
         if (echo) ch.prefix = *echo;
     }
     job->prompt_ids.push_back(request.prompt_tokens);
+    if (auto err = admit_prompt_tokens(x, static_cast<int64_t>(request.prompt_tokens.size())))
+        return send_error(x, *err);
     auto submitted = ctx.generator.submit(std::move(request));
     if (!submitted.ok()) return send_error(x, ApiError::bad_request(submitted.message()));
     job->streams.push_back(std::move(submitted).value());

@@ -60,6 +60,9 @@ std::shared_ptr<CompletionJob> CompletionJob::create(ServiceContext& ctx, bool c
     job->generator = &ctx.generator;
     job->tokenizer = &ctx.tokenizer;
     job->metrics = &ctx.metrics;
+    job->tenant = x.tenant;
+    job->notes = x.request.notes;
+    if (job->notes) job->notes->model = job->model;
     job->max_unsent_bytes = ctx.config.max_unsent_bytes;
     if (job->stream)
         job->sse.emplace(chat ? SseChunks::Kind::kChat : SseChunks::Kind::kCompletion, job->id, job->created,
@@ -133,6 +136,7 @@ void CompletionJob::pump() {
             if (!first_token_seen[s] && chunk.times.first_token > 0.0) {
                 first_token_seen[s] = true;  // the prompt was processed
                 metrics->observe_time_to_first_token(chunk.times.first_token - arrival);
+                if (notes && notes->ttft_s < 0.0) notes->ttft_s = chunk.times.first_token - arrival;
                 metrics->add_prompt_tokens(chunk.usage.prompt_tokens);
             }
             for (size_t c = 0; c < chunk.choices.size() && !finalized; ++c)
@@ -181,6 +185,7 @@ void CompletionJob::process(size_t s, size_t c, engine::ChoiceDelta& d) {
     decode(unchecked, num_tokens);
     ch.tokens += static_cast<int64_t>(num_tokens);
     metrics->add_generation_tokens(static_cast<int64_t>(num_tokens));
+    if (tenant) tenant->charge_generated(static_cast<int64_t>(num_tokens));
     for (double t : d.token_times) {
         if (ch.last_token_time > 0.0) metrics->observe_inter_token_latency(t - ch.last_token_time);
         if (ch.timed_tokens++ == 0) ch.first_token_time = t;
@@ -395,8 +400,13 @@ void CompletionJob::note_abort(std::string reason) {
     if (abort_reason.empty()) abort_reason = std::move(reason);
 }
 
-// Breaks the stream -> notifier -> job cycle once nothing more will be read.
+// Breaks the stream -> notifier -> job cycle once nothing more will be read; the usage goes to the access log.
 void CompletionJob::release() {
+    if (notes) {
+        const UsageCounts u = usage();
+        notes->prompt_tokens = u.prompt_tokens;
+        notes->completion_tokens = u.completion_tokens;
+    }
     for (auto& s : streams)
         s->set_notifier(nullptr);
 }

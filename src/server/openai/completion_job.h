@@ -15,6 +15,7 @@
 #include "chat/output/stop_strings.h"
 #include "common/json.h"
 #include "engine/engine.h"
+#include "server/auth/tenants.h"
 #include "server/http/http_server.h"
 #include "server/metrics/metrics.h"
 #include "server/openai/generator.h"
@@ -87,7 +88,9 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     Generator* generator = nullptr;
     const Tokenizer* tokenizer = nullptr;
     metrics::ServingMetrics* metrics = nullptr;
-    double arrival = 0.0;  // engine::clock_seconds() when the HTTP request was handed over
+    std::shared_ptr<const auth::Tenant> tenant;  // charged for generated tokens; may be null
+    std::shared_ptr<http::RequestNotes> notes;   // the access log's fields; may be null
+    double arrival = 0.0;                        // engine::clock_seconds() when the HTTP request was handed over
     size_t max_unsent_bytes = 0;
     std::optional<SseChunks> sse;
     std::vector<std::shared_ptr<engine::RequestStream>> streams;

@@ -41,7 +41,7 @@ void handle_completions(ServiceContext& ctx, Exchange x) {
     if (!body) return;
     CompletionRequest cr;
     if (auto err = parse_completion_request(*body, cr)) return send_error(x, *err);
-    if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    if (auto err = check_model(ctx, x, cr.model)) return send_error(x, *err);
     if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) return send_error(x, *err);
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     // echo + logprobs: the prompt's tokens get logprobs too (vLLM asks the engine for prompt logprobs).
@@ -64,6 +64,10 @@ void handle_completions(ServiceContext& ctx, Exchange x) {
         ch.stop.emplace(cr.text.stop, cr.text.include_stop_str_in_output);
         ch.prefix = echoes[i / static_cast<size_t>(job->n)];
     }
+    int64_t prompt_tokens = 0;
+    for (const auto& request : requests)
+        prompt_tokens += static_cast<int64_t>(request.prompt_tokens.size());
+    if (auto err = admit_prompt_tokens(x, prompt_tokens)) return send_error(x, *err);
     for (auto& request : requests) {
         auto submitted = ctx.generator.submit(std::move(request));
         if (!submitted.ok()) {

@@ -2,6 +2,7 @@
 #include "server/openai/router.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/log.h"
 #include "server/http/request_id.h"
@@ -81,24 +82,42 @@ bool Router::apply_cors(const http::Request& req, const std::shared_ptr<http::Re
     return true;
 }
 
-bool Router::authorized(const http::Request& req) const {
-    if (options_.api_keys.empty() || req.path.rfind(options_.auth_prefix, 0) != 0 || req.method == "OPTIONS")
+ApiError rate_limited(Exchange& x, double wait_s, std::string_view limit) {
+    const auto seconds = static_cast<int64_t>(std::ceil(std::max(wait_s, 1.0)));
+    x.headers.emplace_back("Retry-After", std::to_string(seconds));
+    return ApiError{429,
+                    "tenant " + (x.tenant ? x.tenant->spec.name : std::string("-")) + " is over its " +
+                        std::string(limit) + " limit; retry in " + std::to_string(seconds) + " s",
+                    "RateLimitError", ""};
+}
+
+bool Router::authenticate(Exchange& x) const {
+    const http::Request& req = x.request;
+    if (!options_.tenants || !options_.tenants->enabled() || req.path.rfind(options_.auth_prefix, 0) != 0 ||
+        req.method == "OPTIONS")
         return true;
     const std::string* auth = http::find_header(req.headers, "authorization");
-    if (!auth || auth->size() <= 7 || (auth->compare(0, 7, "Bearer ") != 0 && auth->compare(0, 7, "bearer ") != 0))
+    if (auth && auth->size() > 7 && (auth->compare(0, 7, "Bearer ") == 0 || auth->compare(0, 7, "bearer ") == 0))
+        x.tenant = options_.tenants->find(std::string_view(*auth).substr(7));
+    if (!x.tenant) {
+        x.headers.emplace_back("WWW-Authenticate", "Bearer");
+        send_error(x, ApiError::unauthorized());
         return false;
-    return contains(options_.api_keys, std::string_view(*auth).substr(7));
+    }
+    if (x.request.notes) x.request.notes->tenant = x.tenant->spec.name;
+    if (const double wait = x.tenant->admit_request(); wait > 0.0) {
+        send_error(x, rate_limited(x, wait, "requests_per_minute"));
+        return false;
+    }
+    return true;
 }
 
 void Router::dispatch(http::Request req, std::shared_ptr<http::Responder> r) const {
-    Exchange x{std::move(req), std::move(r), {}, {}};
+    Exchange x{std::move(req), std::move(r), {}, {}, {}};
     x.request_id = http::request_id_for(x.request.headers);
     x.headers.emplace_back("X-Request-Id", x.request_id);
     if (apply_cors(x.request, x.responder, x.headers)) return;
-    if (!authorized(x.request)) {
-        x.headers.emplace_back("WWW-Authenticate", "Bearer");
-        return send_error(x, ApiError::unauthorized());
-    }
+    if (!authenticate(x)) return;
 
     const std::string& path = x.request.path;
     std::vector<const Route*> at_path;
@@ -119,8 +138,12 @@ void Router::dispatch(http::Request req, std::shared_ptr<http::Responder> r) con
 
     std::vector<std::string> allowed;
     for (const Route* route : at_path) {
-        if (x.request.method == route->method || (route->method == "GET" && x.request.method == "HEAD"))
+        if (x.request.method == route->method || (route->method == "GET" && x.request.method == "HEAD")) {
+            if (route->admin_only && x.tenant && !x.tenant->spec.admin)
+                return send_error(x, ApiError{403, "tenant " + x.tenant->spec.name + " is not an admin",
+                                              "PermissionDeniedError", ""});
             return route->handler(std::move(x));
+        }
         allowed.push_back(route->method);
     }
     x.headers.emplace_back("Allow", join(allowed));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "server/auth/tenants.h"
 #include "server/http/http_server.h"
 #include "server/openai/protocol.h"
 
@@ -23,7 +24,12 @@ struct Exchange {
     std::shared_ptr<http::Responder> responder;
     http::Headers headers;   // sent with every answer: X-Request-Id, CORS
     std::string request_id;  // the X-Request-Id (the client's, sanitised, or a fresh one); logs name it
+    std::shared_ptr<const auth::Tenant> tenant;  // whose key authenticated it; null when no key was needed
 };
+
+// 429 for a tenant over `limit` ("requests_per_minute", "tokens_per_minute"): adds Retry-After (whole seconds,
+// rounded up) to the exchange's headers.
+ApiError rate_limited(Exchange& x, double wait_s, std::string_view limit);
 
 void send_json(const std::shared_ptr<http::Responder>& r, int status, std::string body, http::Headers headers);
 // A 4xx is also logged at info level, with the X-Request-Id found in `headers` and the reason.
@@ -48,11 +54,12 @@ struct Route {
     RouteHandler handler;
     bool needs_model = false;          // 503 until the model is loaded
     bool open_while_draining = false;  // answered during a graceful shutdown (every other route: 503)
-    bool prefix = false;  // `path` is a prefix: the route takes the longer paths under it (/v1/responses/{id})
+    bool prefix = false;      // `path` is a prefix: the route takes the longer paths under it (/v1/responses/{id})
+    bool admin_only = false;  // with keys configured, only a tenant with "admin": true (else 403)
 };
 
 struct RouterOptions {
-    std::vector<std::string> api_keys;         // empty: no auth
+    std::shared_ptr<auth::TenantRegistry> tenants;  // the keys (--api-key, --api-keys-file); none: no auth
     std::string auth_prefix = "/v1";           // paths that need a key (health, metrics, tokenize stay open, as vLLM)
     std::vector<std::string> allowed_origins;  // CORS; "*" allows any
     std::vector<std::string> allowed_methods;
@@ -72,7 +79,8 @@ class Router {
   private:
     // CORS headers for an allowed origin; true when the request was a preflight and has been answered.
     bool apply_cors(const http::Request& req, const std::shared_ptr<http::Responder>& r, http::Headers& extra) const;
-    bool authorized(const http::Request& req) const;
+    // 401 and 429 answered here; on success x.tenant is set when the path needs a key.
+    bool authenticate(Exchange& x) const;
 
     RouterOptions options_;
     std::vector<Route> routes_;

@@ -44,6 +44,22 @@ ApiError unknown_model(const std::string& name) {
     return ApiError::not_found("The model `" + name + "` does not exist.", "model");
 }
 
+std::optional<ApiError> check_model(const ServiceContext& ctx, const Exchange& x, const std::string& name) {
+    if (!ctx.serves_model(name)) return unknown_model(name);
+    const std::string& served = name.empty() ? ctx.config.served_model_names.front() : name;
+    if (x.tenant && !x.tenant->may_use(served))
+        return ApiError{403, "tenant " + x.tenant->spec.name + " may not use the model `" + served + "`",
+                        "PermissionDeniedError", "model"};
+    return std::nullopt;
+}
+
+std::optional<ApiError> admit_prompt_tokens(Exchange& x, int64_t prompt_tokens) {
+    if (!x.tenant) return std::nullopt;
+    if (const double wait = x.tenant->admit_prompt(prompt_tokens); wait > 0.0)
+        return rate_limited(x, wait, "tokens_per_minute");
+    return std::nullopt;
+}
+
 ServiceContext::ServiceContext(ServiceConfig config_, Tokenizer tokenizer_,
                                std::unique_ptr<chat::ChatTemplate> chat_template_, Generator& generator_)
     : config(std::move(config_)),
@@ -54,6 +70,7 @@ ServiceContext::ServiceContext(ServiceConfig config_, Tokenizer tokenizer_,
       max_model_len(config.max_model_len),
       created(unix_seconds()) {
     if (config.served_model_names.empty()) config.served_model_names.push_back("model");
+    (void)tenants->load(config.api_keys, config.tenants);
 }
 
 bool ServiceContext::serves_model(std::string_view name) const {
@@ -77,6 +94,7 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         {"GET", "/v1/responses/", to(handle_get_response), false, false, true},
         {"DELETE", "/v1/responses/", to(handle_delete_response), false, false, true},
         {"GET", "/v1/models", to(handle_models), false, false},
+        {"GET", "/v1/admin/tenants", to(handle_admin_tenants), false, false, false, true},
         {"POST", "/tokenize", to(handle_tokenize), false, false},
         {"POST", "/detokenize", to(handle_detokenize), false, false},
         {"GET", "/health", to(handle_health), false, false},
@@ -87,9 +105,10 @@ std::vector<Route> route_table(ServiceContext& ctx) {
     };
 }
 
-RouterOptions router_options(const ServiceConfig& c) {
+RouterOptions router_options(const ServiceContext& ctx) {
+    const ServiceConfig& c = ctx.config;
     RouterOptions o;
-    o.api_keys = c.api_keys;
+    o.tenants = ctx.tenants;
     o.allowed_origins = c.allowed_origins;
     o.allowed_methods = c.allowed_methods;
     o.allowed_headers = c.allowed_headers;
@@ -102,8 +121,7 @@ RouterOptions router_options(const ServiceConfig& c) {
 OpenAiService::OpenAiService(ServiceConfig config, Tokenizer tokenizer, std::unique_ptr<chat::ChatTemplate> tmpl,
                              Generator& generator)
     : ctx_(std::make_unique<ServiceContext>(std::move(config), std::move(tokenizer), std::move(tmpl), generator)),
-      router_(std::make_unique<Router>(router_options(ctx_->config), route_table(*ctx_), ctx_->ready, ctx_->draining)) {
-}
+      router_(std::make_unique<Router>(router_options(*ctx_), route_table(*ctx_), ctx_->ready, ctx_->draining)) {}
 
 OpenAiService::~OpenAiService() = default;
 
@@ -118,6 +136,14 @@ void OpenAiService::set_ready(bool ready) {
 
 void OpenAiService::set_draining() {
     ctx_->draining.store(true);
+}
+
+void OpenAiService::count_http_response(int status) {
+    ctx_->metrics.count_http_response(status);
+}
+
+Status OpenAiService::reload_tenants(std::vector<auth::TenantSpec> tenants) {
+    return ctx_->tenants->load(ctx_->config.api_keys, std::move(tenants));
 }
 
 void OpenAiService::set_max_model_len(int32_t n) {

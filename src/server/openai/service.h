@@ -14,6 +14,7 @@
 #include "chat/output/tool_parser.h"
 #include "common/json.h"
 #include "engine/sampling_params.h"
+#include "server/auth/tenants.h"
 #include "server/http/http_server.h"
 #include "server/openai/generator.h"
 #include "tokenizer/tokenizer.h"
@@ -24,7 +25,8 @@ struct ServiceConfig {
     std::vector<std::string> served_model_names;  // the first is the default; at least one
     std::string model_root;                       // "root" of /v1/models entries (the model directory)
     int32_t max_model_len = 4096;
-    std::vector<std::string> api_keys;                 // empty: no auth
+    std::vector<std::string> api_keys;                 // the tenant "default"; with `tenants` empty too: no auth
+    std::vector<auth::TenantSpec> tenants;             // --api-keys-file
     std::vector<std::string> allowed_origins = {"*"};  // CORS (vLLM's defaults)
     std::vector<std::string> allowed_methods = {"*"};
     std::vector<std::string> allowed_headers = {"*"};
@@ -63,6 +65,10 @@ class OpenAiService {
     // /metrics is refused with 503 (requests in flight finish).
     void set_ready(bool ready);
     void set_draining();
+    // Any thread: one HTTP answer's status, for /metrics (http::ServerOptions::on_status).
+    void count_http_response(int status);
+    // SIGHUP: a new --api-keys-file table (usage and bucket levels carry over by tenant name).
+    Status reload_tenants(std::vector<auth::TenantSpec> tenants);
     // The context length the engine settled on (known once the model is loaded; before set_ready).
     void set_max_model_len(int32_t n);
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -30,6 +31,7 @@ struct ServiceContext {
     std::unique_ptr<chat::ChatTemplate> chat_template;  // may be null
     Generator& generator;
     metrics::ServingMetrics metrics;
+    std::shared_ptr<auth::TenantRegistry> tenants = std::make_shared<auth::TenantRegistry>();
     ResponseStore responses;              // /v1/responses kept for previous_response_id and GET
     GrammarCompiler grammars{tokenizer};  // structured output
     std::atomic<bool> ready{false};
@@ -56,6 +58,8 @@ void handle_models(ServiceContext& ctx, Exchange x);
 // POST /tokenize, POST /detokenize (tokenize.cpp)
 void handle_tokenize(ServiceContext& ctx, Exchange x);
 void handle_detokenize(ServiceContext& ctx, Exchange x);
+// GET /v1/admin/tenants: every tenant's usage (admin.cpp)
+void handle_admin_tenants(ServiceContext& ctx, Exchange x);
 // GET /health, GET|POST /ping, GET /version, GET /metrics (health.cpp)
 void handle_health(ServiceContext& ctx, Exchange x);
 void handle_version(ServiceContext& ctx, Exchange x);
@@ -72,5 +76,10 @@ ApiError unknown_model(const std::string& name);
 std::optional<ApiError> apply_structured_output(ServiceContext& ctx,
                                                 const std::optional<StructuredOutputRequest>& structured,
                                                 engine::SamplingParams& params);
+// 404 for a model that is not served, 403 for one the request's tenant may not use (empty: the default model).
+std::optional<ApiError> check_model(const ServiceContext& ctx, const Exchange& x, const std::string& name);
+// The tenant's token-rate limit at admission: 429 (with Retry-After) while its bucket is empty, else the prompt's
+// tokens are charged (see auth::Tenant::admit_prompt).
+std::optional<ApiError> admit_prompt_tokens(Exchange& x, int64_t prompt_tokens);
 
 }  // namespace pagoda::server::openai

@@ -56,3 +56,12 @@ def test_stop_timeout_is_above_the_drain_timeout(pagoda_bin):
     env = (ROOT / "deploy" / "systemd" / "pagoda.env").read_text()
     m = re.search(r"--shutdown-timeout (\d+)", env)
     assert m is None or int(m.group(1)) < int(re.search(r"^TimeoutStopSec=(\d+)$", text, re.M).group(1))
+
+
+def test_the_unit_waits_for_readiness_and_watches_the_engine():
+    # pagoda sends READY=1, STOPPING=1 and WATCHDOG=1 itself (test_systemd_notify.py checks the protocol).
+    text = UNIT.read_text()
+    assert re.search(r"^Type=notify$", text, re.M)
+    assert re.search(r"^NotifyAccess=main$", text, re.M)
+    assert int(re.search(r"^WatchdogSec=(\d+)$", text, re.M).group(1)) >= 10
+    assert re.search(r"^ExecReload=/bin/kill -HUP \$MAINPID$", text, re.M)
