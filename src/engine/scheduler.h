@@ -20,6 +20,7 @@ struct SequenceGroup {
     int32_t priority = 0;
     int64_t arrival = 0;  // submission order
     BlockHash salt;       // root of the block-hash chain (LoRA id, cache_salt)
+    int32_t lora_id = 0;  // the adapter its steps add (0 = none)
     bool use_prefix_cache = true;
     bool prompt_computed = false;  // the first choice has computed the prompt once (siblings may then start)
 };
@@ -69,6 +70,9 @@ struct SchedulerConfig {
     int32_t max_num_batched_tokens = 2048;
     bool priority_scheduling = false;
     bool hybrid = false;  // the model has linear-attention layers: every sequence holds a state slot
+    // Multi-LoRA: the adapters running sequences may use at once (the model's adapter slots); a waiting sequence
+    // with another adapter waits, and later ones may go first (as vLLM's scheduler does). 0: no limit (LoRA off).
+    int32_t max_loras = 0;
 };
 
 struct SchedulerStats {
@@ -94,6 +98,8 @@ class Scheduler {
     int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
     const SchedulerStats& stats() const { return stats_; }
     const std::vector<Sequence*>& running() const { return running_; }
+    // The distinct adapter ids (non-zero) of the running or the waiting sequences.
+    void lora_ids(bool running, std::vector<int32_t>& out) const;
 
   private:
     // Order of service: (priority if enabled, arrival, choice index); lower first.
@@ -116,6 +122,7 @@ class Scheduler {
     std::set<Sequence*, Before> waiting_;
     std::vector<Sequence*> running_;  // sorted by key: the back is the first to be preempted
     std::vector<int32_t> cached_scratch_;
+    std::vector<int32_t> active_loras_;  // schedule()'s scratch
     SchedulerStats stats_;
 };
 

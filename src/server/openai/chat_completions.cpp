@@ -63,7 +63,8 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
 }
 
 void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
-    if (!ctx.serves_model(cr.model)) return send_error(x, unknown_model(cr.model));
+    const auto target = ctx.resolve_model(cr.model);  // the base model or a LoRA adapter
+    if (!target) return send_error(x, unknown_model(cr.model));
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     if (cr.tools.is_array() && cr.tool_choice == "auto" &&
         (!ctx.config.enable_auto_tool_choice || !ctx.config.tool_parser)) {
@@ -110,6 +111,8 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     request.params = cr.params;
     request.priority = cr.priority;
     request.cache_salt = cr.cache_salt;
+    request.lora_id = target->id;
+    request.lora_hold = target->hold;
 
     chat::OutputParserOptions& parser_options = job->parser_options;
     if (ctx.config.reasoning_parser && cr.include_reasoning) {

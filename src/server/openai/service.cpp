@@ -70,7 +70,7 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         return [&ctx, handler](Exchange x) { handler(ctx, std::move(x)); };
     };
     // method, path, handler, needs the model, answered while draining, path is a prefix ({id} follows)
-    return {
+    std::vector<Route> routes = {
         {"POST", "/v1/chat/completions", to(handle_chat_completions), true, false},
         {"POST", "/v1/completions", to(handle_completions), true, false},
         {"POST", "/v1/responses", to(handle_create_response), true, false},
@@ -85,6 +85,11 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         {"GET", "/version", to(handle_version), false, false},
         {"GET", "/metrics", to(handle_metrics), false, true},
     };
+    if (ctx.config.enable_lora) {  // as vLLM: the adapter endpoints exist only when adapters can be served
+        routes.push_back({"POST", "/v1/load_lora_adapter", to(handle_load_lora_adapter), true, false});
+        routes.push_back({"POST", "/v1/unload_lora_adapter", to(handle_unload_lora_adapter), true, false});
+    }
+    return routes;
 }
 
 RouterOptions router_options(const ServiceConfig& c) {
@@ -118,6 +123,10 @@ void OpenAiService::set_ready(bool ready) {
 
 void OpenAiService::set_draining() {
     ctx_->draining.store(true);
+}
+
+void OpenAiService::set_lora_registry(engine::LoraRegistry* lora) {
+    ctx_->lora.store(lora);
 }
 
 void OpenAiService::set_max_model_len(int32_t n) {

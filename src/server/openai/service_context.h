@@ -5,10 +5,12 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "chat/chat_template.h"
+#include "engine/lora_registry.h"
 #include "server/metrics/metrics.h"
 #include "server/openai/generator.h"
 #include "server/openai/response_store.h"
@@ -36,6 +38,10 @@ struct ServiceContext {
     int64_t created = 0;  // unix seconds, for /v1/models
 
     bool serves_model(std::string_view name) const;  // empty: the default
+    // Multi-LoRA (lora_endpoints.cpp): the adapters, once the model is loaded with --enable-lora (else null).
+    std::atomic<engine::LoraRegistry*> lora{nullptr};
+    // What a request's "model" names: the base model (id 0, no hold) or a served adapter; nullopt: neither (404).
+    std::optional<engine::LoraRegistry::Ref> resolve_model(std::string_view name) const;
 };
 
 // POST /v1/chat/completions (chat_completions.cpp)
@@ -51,6 +57,11 @@ void handle_delete_response(ServiceContext& ctx, Exchange x);
 void handle_completions(ServiceContext& ctx, Exchange x);
 // GET /v1/models (models.cpp)
 void handle_models(ServiceContext& ctx, Exchange x);
+// POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter (lora_endpoints.cpp; routed with --enable-lora only)
+void handle_load_lora_adapter(ServiceContext& ctx, Exchange x);
+void handle_unload_lora_adapter(ServiceContext& ctx, Exchange x);
+// The served adapters as /v1/models entries (lora_endpoints.cpp).
+void append_lora_models(ServiceContext& ctx, Json& data);
 // POST /tokenize, POST /detokenize (tokenize.cpp)
 void handle_tokenize(ServiceContext& ctx, Exchange x);
 void handle_detokenize(ServiceContext& ctx, Exchange x);
