@@ -11,13 +11,15 @@ void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
         case WeightFormat::kBf16:
         case WeightFormat::kF16:
         case WeightFormat::kF32:
-            return linear_dense(x, w, y);
-        case WeightFormat::kFp8E4M3:
-            return linear_fp8(x, w, y);
-        case WeightFormat::kInt4:
+            linear_dense(x, w, y);
             break;
+        case WeightFormat::kFp8E4M3:
+            linear_fp8(x, w, y);
+            break;
+        case WeightFormat::kInt4:
+            ops_checks::unsupported_format(w, "CUDA", "linear");
     }
-    ops_checks::unsupported_format(w, "CUDA", "linear");
+    if (w.lora != nullptr && !lora_slots_.empty()) add_lora(x, *w.lora, y);
 }
 
 void CudaOps::linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y) {
