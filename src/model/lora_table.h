@@ -42,6 +42,8 @@ class LoraTable {
     // Frees the slot of `id`, if it has one (an unloaded adapter).
     void evict(int32_t id);
     bool resident(int32_t id) const { return slot_of(id) >= 0; }
+    // Projections with an adapter set (a fused q/k/v, gate/up or delta-net input projection counts once).
+    size_t num_sets() const { return sets_.size(); }
 
   private:
     struct Slot {

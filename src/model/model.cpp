@@ -41,7 +41,8 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
     Status status = model->load_weights(*quantization);
     if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
-    if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
+    if (status.ok() && (backend.device().kind != DeviceKind::Host || options.pack_weights))
+        status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
     // One launch for q/k/v, one for gate/up and one for the delta-net input projections where the weights lie back to
     // back (upload_weights places them so when their sizes allow).

@@ -37,6 +37,10 @@ struct LoadOptions {
     // --quantization: "" (config.json decides), the checkpoint's own quant_method (checked against it), or "fp8" on an
     // unquantized checkpoint (its projections quantized to fp8 e4m3 with per-channel scales at load).
     std::string quantization;
+    // Copy the weights into one buffer in declaration order, as a device backend does, also on the CPU (whose
+    // mmapped views are seldom back to back), so that the fused q/k/v, gate/up and delta-net projections run there
+    // too: what tests of the fused paths (and of LoRA on them) use.
+    bool pack_weights = false;
 };
 
 class Model {

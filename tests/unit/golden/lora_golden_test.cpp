@@ -24,9 +24,10 @@ namespace fs = std::filesystem;
 
 struct Case {
     std::string model, adapter;
+    bool packed = false;  // weights in one buffer: the fused q/k/v, gate/up and delta-net projections run
 };
 std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-    return info.param.model + "_" + info.param.adapter;
+    return info.param.model + "_" + info.param.adapter + (info.param.packed ? "_fused" : "");
 }
 
 struct LoraReference {
@@ -51,8 +52,10 @@ struct LoraModel {
     std::unique_ptr<Backend> backend = make_cpu_backend();
     std::unique_ptr<Model> model;
 
-    Status load(const std::string& model_name, int32_t max_loras = 4, int64_t max_rank = 16) {
-        auto m = Model::load(golden::dir(model_name), *backend);
+    Status load(const std::string& model_name, int32_t max_loras = 4, int64_t max_rank = 16, bool packed = false) {
+        LoadOptions options;
+        options.pack_weights = packed;
+        auto m = Model::load(golden::dir(model_name), *backend, single_communicator(), options);
         if (!m.ok()) return m.status();
         model = std::move(m).value();
         return model->enable_lora(max_loras, max_rank);
@@ -83,7 +86,12 @@ TEST_P(LoraGoldenTest, LogitsMatchPeftAtEveryPosition) {
     const float tol = 1e-3f * max_abs;
 
     LoraModel m;
-    ASSERT_TRUE(m.load(c.model).ok());
+    ASSERT_TRUE(m.load(c.model, 4, 16, c.packed).ok());
+    if (c.packed) {  // the fused projections really run: fewer projections carry adapter sets
+        LoraModel separate;
+        ASSERT_TRUE(separate.load(c.model).ok());
+        EXPECT_LT(m.model->lora()->num_sets(), separate.model->lora()->num_sets());
+    }
     Status added = m.add(1, dir + "/" + c.adapter);
     ASSERT_TRUE(added.ok()) << added.message();
     auto runner = SequenceRunner::create(*m.model, 2, static_cast<int32_t>(rows) + 8);
@@ -106,7 +114,9 @@ TEST_P(LoraGoldenTest, LogitsMatchPeftAtEveryPosition) {
 INSTANTIATE_TEST_SUITE_P(Peft, LoraGoldenTest,
                          ::testing::Values(Case{"qwen3", "attn"}, Case{"qwen3", "mlp_rslora"}, Case{"qwen3", "regex"},
                                            Case{"qwen3_5", "all"}, Case{"qwen3_moe", "attn"},
-                                           Case{"qwen3_next", "mixed"}),
+                                           Case{"qwen3_next", "mixed"}, Case{"qwen3", "attn", true},
+                                           Case{"qwen3", "mlp_rslora", true}, Case{"qwen3_5", "all", true},
+                                           Case{"qwen3_next", "mixed", true}),
                          case_name);
 
 // --- refusals ----------------------------------------------------------------------------------------------------
