@@ -78,6 +78,13 @@ class LoraEngineTest : public ::testing::Test {
         EXPECT_TRUE(stream.ok()) << stream.message();
         return collect(**stream);
     }
+    // The base model and each adapter, one request at a time.
+    std::vector<Output> each_alone(ServingEngine& s) {
+        std::vector<Output> outs;
+        for (const std::string a : {"", "attn", "mlp_rslora", "regex"})
+            outs.push_back(alone(s, a));
+        return outs;
+    }
     // The four requests (base and each adapter) submitted while the engine is paused, so that they share steps.
     std::vector<Output> together(ServingEngine& s) {
         s.engine().pause();
@@ -106,9 +113,7 @@ class LoraEngineTest : public ::testing::Test {
 TEST_F(LoraEngineTest, MixedBatchGivesEachRequestWhatItGetsAlone) {
     auto s = start(3);
     ASSERT_TRUE(s);
-    std::vector<Output> solo;
-    for (const std::string a : {"", "attn", "mlp_rslora", "regex"})
-        solo.push_back(alone(*s, a));
+    const std::vector<Output> solo = each_alone(*s);
     // The adapters change the output, so the comparison below would see one applied to the wrong request.
     for (size_t i = 1; i < solo.size(); ++i)
         EXPECT_NE(solo[i].logprobs, solo[0].logprobs) << kAdapters[i - 1];
@@ -120,9 +125,7 @@ TEST_F(LoraEngineTest, MixedBatchGivesEachRequestWhatItGetsAlone) {
 TEST_F(LoraEngineTest, FewerSlotsThanAdaptersTakeTurns) {
     auto wide = start(3);
     ASSERT_TRUE(wide);
-    std::vector<Output> solo;
-    for (const std::string a : {"", "attn", "mlp_rslora", "regex"})
-        solo.push_back(alone(*wide, a));
+    const std::vector<Output> solo = each_alone(*wide);
     wide.reset();
     auto s = start(2);
     ASSERT_TRUE(s);
