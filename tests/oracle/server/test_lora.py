@@ -166,6 +166,11 @@ def test_metrics_have_lora_requests_info(server):
     text = get(server.url, "/metrics")
     line = next(x for x in text.splitlines() if x.startswith("pagoda:lora_requests_info{"))
     assert 'max_lora="2"' in line and 'running_lora_adapters=""' in line and 'waiting_lora_adapters=""' in line
+    # The whole exposition still parses (Prometheus' own parser), the gauge with its three labels.
+    parser = pytest.importorskip("prometheus_client.parser")
+    family = next(f for f in parser.text_string_to_metric_families(text) if f.name == "pagoda:lora_requests_info")
+    assert family.type == "gauge"
+    assert set(family.samples[0].labels) == {"max_lora", "running_lora_adapters", "waiting_lora_adapters"}
 
 
 def test_endpoints_absent_without_enable_lora(model_dir):
