@@ -5,6 +5,7 @@
 
 #include <deque>
 #include <memory>
+#include <vector>
 
 namespace pagoda::engine {
 namespace {
@@ -13,9 +14,10 @@ struct Harness {
     Harness(SchedulerConfig config, int32_t num_blocks, int32_t block_size, bool prefix = true)
         : kv(num_blocks, block_size, prefix), scheduler(config, kv, nullptr) {}
 
-    Sequence* add(int32_t prompt_len, int32_t priority = 0, int32_t first_token = 1) {
+    Sequence* add(int32_t prompt_len, int32_t priority = 0, int32_t first_token = 1, int32_t lora_id = 0) {
         auto g = std::make_unique<SequenceGroup>();
         g->priority = priority;
+        g->lora_id = lora_id;
         g->arrival = arrivals++;
         g->salt = block_hash_salt(0, "");
         auto s = std::make_unique<Sequence>();
@@ -161,6 +163,30 @@ TEST(Scheduler, PrefixHitSkipsCachedBlocks) {
     EXPECT_EQ(b->cached_prompt_tokens, 8);
     EXPECT_EQ(b->blocks.table[0], a->blocks.table[0]);
     EXPECT_EQ(h.kv.stats().hit_tokens, 8);
+}
+
+TEST(Scheduler, AdmitsAtMostMaxLorasAdaptersAtOnce) {
+    // Adapter slots for two: a request for a third adapter waits (later ones with a running adapter or none go
+    // first, as vLLM's scheduler lets them) until a running adapter's requests end.
+    Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_loras = 2}, 64, 4);
+    Sequence* a = h.add(4, 0, 1, /*lora_id=*/1);
+    Sequence* b = h.add(4, 0, 1, 2);
+    Sequence* c = h.add(4, 0, 1, 3);
+    Sequence* d = h.add(4, 0, 1, 1);
+    Sequence* base = h.add(4, 0, 1, 0);
+    h.step();
+    EXPECT_TRUE(a->running && b->running && d->running && base->running);
+    EXPECT_FALSE(c->running);
+    std::vector<int32_t> ids;
+    h.scheduler.lora_ids(/*running=*/true, ids);
+    EXPECT_EQ(ids, (std::vector<int32_t>{1, 2}));
+    h.scheduler.lora_ids(/*running=*/false, ids);
+    EXPECT_EQ(ids, (std::vector<int32_t>{3}));
+    h.step();
+    EXPECT_FALSE(c->running);
+    h.scheduler.remove(b);  // adapter 2's only request ends: its slot frees
+    h.step();
+    EXPECT_TRUE(c->running);
 }
 
 }  // namespace

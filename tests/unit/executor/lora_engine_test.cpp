@@ -1,6 +1,7 @@
 // Multi-LoRA through the whole engine on the CPU: requests for three adapters of the golden qwen3 model and for the
 // base model, batched together, each get what they get alone (greedy tokens and their logprobs); fewer adapter slots
-// than adapters (--max-loras 2) make requests wait and adapters take turns, with the same results; an adapter unloaded
+// than adapters (--max-loras 2, and as many host copies) make requests wait and adapters take turns, read again from
+// disk, with the same results; an adapter unloaded
 // while a request uses it stays until that request ends; the stats name the running adapters.
 #include <gtest/gtest.h>
 
@@ -30,12 +31,12 @@ class LoraEngineTest : public ::testing::Test {
         for (int32_t t = 0; t < 20; ++t)
             prompt_.push_back((t * 37 + 11) % 1000);
     }
-    std::unique_ptr<ServingEngine> start(int32_t max_loras) {
+    std::unique_ptr<ServingEngine> start(int32_t max_loras, int32_t max_cpu_loras = 3) {
         EngineOptions o;
         o.enable_lora = true;
         o.max_loras = max_loras;
         o.max_lora_rank = 8;
-        o.max_cpu_loras = 3;
+        o.max_cpu_loras = max_cpu_loras;
         for (const char* a : kAdapters)
             o.lora_modules.emplace_back(a, golden::dir(std::string("lora/qwen3/") + a));
         o.lora_reserved_names = {"qwen3"};
@@ -127,7 +128,8 @@ TEST_F(LoraEngineTest, FewerSlotsThanAdaptersTakeTurns) {
     ASSERT_TRUE(wide);
     const std::vector<Output> solo = each_alone(*wide);
     wide.reset();
-    auto s = start(2);
+    // Two device slots and two host copies for three adapters: the third is read again from its directory.
+    auto s = start(2, 2);
     ASSERT_TRUE(s);
     const std::vector<Output> mixed = together(*s);
     for (size_t i = 0; i < solo.size(); ++i)
