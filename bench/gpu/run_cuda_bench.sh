@@ -195,6 +195,15 @@ if want bench; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
+    # The same binary with programmatic dependent launch off (kernels/cuda/common.cuh): what it gains, same call.
+    PAGODA_CUDA_PDL=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 \
+        --context 512 --decode 128 > "$OUT/pagoda_bench_pdl_off.log" 2>&1
+    summary+=("pagoda, PDL off: $(tail -1 "$OUT/pagoda_bench_pdl_off.log")")
+    if grep -q '"num_experts"' "$MODEL/config.json"; then  # MoE: the grouped passes at batch 1 instead of the pair ones
+        PAGODA_MOE_PAIR_PASSES=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
+            --prefill 2048 --context 512 --decode 128 > "$OUT/pagoda_bench_grouped.log" 2>&1
+        summary+=("pagoda, grouped MoE passes at batch 1: $(tail -1 "$OUT/pagoda_bench_grouped.log")")
+    fi
 fi
 if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench ]]; then
     # The A100 build's code (compute_80 PTX, sm80 tiles) at the real shape on this GPU, as the bench part runs it.
@@ -203,7 +212,8 @@ if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pag
         > "$OUT/arch_ptx_bench.log" 2>&1
     summary+=("compute_80 PTX, sm80 tiles: $(tail -1 "$OUT/arch_ptx_bench.log")")
 fi
-if want bench; then
+# BENCH_EXTRAS=0 keeps the bench part to the speed runs above (no per-op profiles, nsys or serve probe).
+if want bench && [[ ${BENCH_EXTRAS:-1} == 1 ]]; then
     # Per-op GPU time: prefill steps (2,048 tokens), then decode steps at batch 1 (512-token context).
     profiles=("prefill 2048 --context 16 --decode 2" "decode 16 --context 512 --decode 64")
     for what in "${profiles[@]}"; do
@@ -213,7 +223,7 @@ if want bench; then
         summary+=("profile ($1): $(grep -E 'steps: GPU' "$OUT/profile_$1.log" | tr '\n' ' ')")
     done
 fi
-if want bench; then
+if want bench && [[ ${BENCH_EXTRAS:-1} == 1 ]]; then
     if [[ ${NSYS:-1} == 1 ]] && command -v nsys > /dev/null; then
         LD_LIBRARY_PATH=$LIBS timeout 120 nsys profile -t cuda -o "$OUT/decode" --force-overwrite true --stats=true \
             "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 16 --context 512 --decode 32 > "$OUT/nsys.log" 2>&1
@@ -327,6 +337,9 @@ if want peer; then
     for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done || -x $LLAMA/build/bin/llama-bench ]] && break; sleep 2; done
     cp /tmp/llama_build.log "$OUT/" 2> /dev/null
     GGUF=/tmp/$SHAPE.gguf
+    # The converter names the pre-tokenizer from the tokenizer files: the real Qwen ones (the serve probe copies them
+    # too; with BENCH_EXTRAS=0 nothing else does).
+    [[ -f $BIN/tok/vocab.json && ! -f $MODEL/vocab.json ]] && cp "$BIN"/tok/* "$MODEL"/
     [[ -f $GGUF ]] || (cd $LLAMA && PYTHONPATH=gguf-py timeout 300 python3 convert_hf_to_gguf.py "$MODEL" --outtype bf16 \
         --outfile "$GGUF" $([[ $SHAPE == qwen3.5* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
     timeout 200 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048 -n 128 -o json > "$OUT/llama_bench.json" \

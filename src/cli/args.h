@@ -66,6 +66,12 @@ std::string read_stdin();
 // stops at the first error, which comes back prefixed with "FILE:LINE: ".
 Status for_each_line(const std::string& path, const std::function<Status(std::string_view line)>& each);
 
+// The --help line of --device for the commands that load a model through the engine (serve, generate), as
+// executor/create_engine.cpp resolves it: every family runs on CUDA, so auto means the GPU whenever one is usable.
+inline constexpr const char* kDeviceHelp =
+    "auto | cpu | cuda (auto: cuda when this build has CUDA and a GPU is visible, for every model family; else the "
+    "CPU)";
+
 // Prints "pagoda <command>: <message>" on stderr and returns exit status 1.
 int fail(std::string_view command, std::string_view message);
 

@@ -55,7 +55,7 @@ int run_generate(std::span<const std::string_view> args) {
     parser.add_option("threads", "N", "CPU threads (default: all cores)");
     parser.add_option("tensor-parallel-size", "N",
                       "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
-    parser.add_option("device", "DEV", "auto | cpu | cuda (auto: cuda when a GPU is present)");
+    parser.add_option("device", "DEV", cli::kDeviceHelp);
     parser.add_option("quantization", "METHOD", "fp8: quantize a bf16 checkpoint at load (as serve)");
     // The shared parser knows long flags only; accept the conventional -n too.
     std::vector<std::string_view> fixed(args.begin(), args.end());

@@ -410,7 +410,7 @@ cli::ArgParser make_serve_parser() {
                  "-q: fp8 quantizes a bf16 checkpoint's projections at load (e4m3, per-channel scales); a quantized "
                  "checkpoint's method (fp8, compressed-tensors) is read from config.json and, if given, checked");
     p.add_option("seed", "S", "seed for requests that bring none (default 0)");
-    p.add_option("device", "DEV", "auto | cpu | cuda");
+    p.add_option("device", "DEV", cli::kDeviceHelp);
     p.add_option("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 (also PAGODA_API_KEY, VLLM_API_KEY)",
                  true);
     p.add_option("allowed-origins", "LIST", "CORS origins, JSON list (default [\"*\"])");

@@ -24,8 +24,7 @@ namespace {
 struct RequestState : SequenceGroup {
     RequestId id = 0;
     std::shared_ptr<RequestStream> stream;
-    Request request;  // params resolved against the generation config
-    int32_t max_tokens = 0;
+    Request request;             // params resolved against the generation config
     std::vector<Sequence> seqs;  // one per choice; never resized after creation (the scheduler holds pointers)
     int32_t unfinished = 0;
     int32_t prompt_logprobs_done = 0;  // prompt positions whose row was turned into prompt logprobs
@@ -71,8 +70,12 @@ struct Engine::Impl {
           state(c.num_state_slots > 0
                     ? std::optional<StateCache>(std::in_place, c.num_state_slots, c.max_state_snapshots)
                     : std::nullopt),
-          scheduler(SchedulerConfig{c.max_num_seqs, c.max_num_batched_tokens, c.priority_scheduling,
-                                    c.num_state_slots > 0, c.max_loras},
+          scheduler(SchedulerConfig{.max_num_seqs = c.max_num_seqs,
+                                    .max_num_batched_tokens = c.max_num_batched_tokens,
+                                    .priority_scheduling = c.priority_scheduling,
+                                    .hybrid = c.num_state_slots > 0,
+                                    .admission = c.admission,
+                                    .max_loras = c.max_loras},
                     kv, state ? &*state : nullptr),
           sampler(vocab_size) {}
 
@@ -265,7 +268,7 @@ void Engine::Impl::erase_ended() {
 void Engine::Impl::finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message,
                                  int32_t stop_id) {
     if (s.finished) return;
-    scheduler.remove(&s);
+    scheduler.remove(&s, reason == FinishReason::kStop ? SequenceEnd::kModelStop : SequenceEnd::kCut);
     s.finished = true;
     r.stream->finish(s.index, reason, std::move(message), stop_id, r.usage);
     touch(r);

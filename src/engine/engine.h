@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "engine/admission_policy.h"
 #include "engine/model_runner.h"
 #include "engine/request.h"
 #include "engine/sampling_params.h"
@@ -23,6 +24,7 @@ struct EngineConfig {
     int32_t num_kv_blocks = 0;  // must hold at least one max_model_len sequence
     bool enable_prefix_caching = true;
     bool priority_scheduling = false;
+    AdmissionPolicy admission = AdmissionPolicy::kReserveExpected;
     int32_t max_waiting_requests = 1024;  // a fuller queue rejects new requests
     int32_t max_unread_tokens = 8192;     // per request; a reader further behind is cancelled
 

@@ -88,6 +88,13 @@ int32_t KvCacheManager::take_block() {
     return b;
 }
 
+int32_t KvCacheManager::count_referenced(std::span<const int32_t> blocks, int32_t min_refs) const {
+    int32_t n = 0;
+    for (int32_t b : blocks)
+        n += ref_[b] >= min_refs ? 1 : 0;
+    return n;
+}
+
 bool KvCacheManager::reserve(int32_t n_new, std::span<const int32_t> cached) {
     int32_t revived = 0;  // cached blocks that leave the LRU, consuming free capacity
     for (int32_t b : cached)

@@ -41,6 +41,8 @@ class KvCacheManager {
     int32_t find_cached_prefix(std::span<const BlockHash> hashes, std::vector<int32_t>& out) const;
     int32_t find_cached_block(const BlockHash& hash) const;  // -1 when absent
 
+    // How many of `blocks` have at least `min_refs` references (1: held by some sequence; 2: shared).
+    int32_t count_referenced(std::span<const int32_t> blocks, int32_t min_refs) const;
     // A new (or resumed) sequence: takes references on `cached` (its prefix hit, from find_cached_prefix) and
     // allocates fresh blocks so that it covers `num_tokens`. All or nothing: false leaves everything unchanged.
     bool allocate_for_prefill(SeqBlocks& seq, std::span<const int32_t> cached, int32_t num_tokens);

@@ -1,7 +1,34 @@
 // The step scheduler.
+//
+// Admission. Admitting whatever first chunk fits now (vLLM V1's rule, AdmissionPolicy::kPromptOnly) overcommits the
+// pool: 1,024 requests of 1,000 prompt and 1,000 output tokens want 2.05 M tokens of KV where a 0.78 M-token pool
+// holds every prompt, and each sequence admitted beyond what the pool holds at full length is later preempted and
+// recomputed (546 preemptions and 7% less throughput than 256 at a time on an H200). Reserving every request's whole
+// max_tokens (TGI, kReserveMaxTokens) never preempts but starves the batch when outputs end early, as most do long
+// before their max_tokens. SGLang reserves new_token_ratio x the remaining max_new_tokens (clipped at 4,096), the
+// ratio decaying each step from 0.7 towards a floor and raised again when a decode runs out of memory and retracts
+// requests: a controller that learns by preempting, so a load whose outputs all run to max_tokens is preempted anew
+// each time the ratio has decayed.
+//
+// Ours (kReserveExpected) admits a sequence while the free blocks carry every running sequence and the new one up to
+// the output each is still expected to produce: E[min(L, max_tokens) - k | L > k] for a sequence k tokens into its
+// output, read off an output-length survival curve (OutputLengthEstimator) learned from how earlier sequences ended.
+// The model's stops are samples of L; sequences cut short and those still running count as "at least this long", so
+// the curve is not fooled by the short outputs that finish first, and a length nobody has reached is assumed to run
+// on to the limit. With nothing learned yet, or a load whose outputs all run to max_tokens, this is TGI's full
+// reservation and nothing is preempted; when outputs stop early it is what they are seen to use, conditioned on how
+// far each sequence already is. "Carry" is a projection over the coming steps (KvProjection), not a sum: each
+// sequence grows a token a step until its expected end, when its unshared blocks return, and the peak of that must
+// fit, so a new sequence can start while older ones are about to finish. Expectations over hundreds of sequences are
+// close to what they will hold; when they fall short, preemption by recompute in the running pass stays the
+// fallback. The reservation per sequence is clipped (max_reserved_output_tokens) so that a cold start with max_tokens
+// near max_model_len does not shrink the batch to a few sequences. A sequence that arrives when nothing runs always
+// starts (Engine::create makes the pool hold one max_model_len sequence), so admission never stalls. State slots of
+// hybrid models are taken at admission as before.
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/check.h"
 
@@ -22,7 +49,11 @@ bool Scheduler::Before::operator()(const Sequence* a, const Sequence* b) const {
 }
 
 Scheduler::Scheduler(const SchedulerConfig& config, KvCacheManager& kv, StateCache* state)
-    : config_(config), kv_(kv), state_(state), waiting_(Before{config.priority_scheduling}) {
+    : config_(config),
+      kv_(kv),
+      state_(state),
+      waiting_(Before{config.priority_scheduling}),
+      projection_(kv.block_size()) {
     PAGODA_CHECK(config.max_num_seqs > 0 && config.max_num_batched_tokens > 0);
     PAGODA_CHECK(!config.hybrid || state != nullptr);
     running_.reserve(config.max_num_seqs);
@@ -80,6 +111,45 @@ void Scheduler::plan_chunk(Sequence* s, int32_t length, StepPlan& plan) {
     plan.num_tokens += length;
 }
 
+int32_t Scheduler::expected_steps(const Sequence* s) const {
+    const int32_t left = std::max(0, s->group->max_tokens - s->num_output());
+    int32_t output = left;
+    if (config_.admission == AdmissionPolicy::kReserveExpected) {
+        const double expected = output_lengths_.expected_remaining(s->num_output(), s->group->max_tokens);
+        output = std::min({left, config_.max_reserved_output_tokens, static_cast<int32_t>(std::ceil(expected))});
+    }
+    // A prompt still to run takes steps of its own before the first output token.
+    const int32_t unprefilled = std::max(0, s->prompt_len - s->num_computed);
+    const int32_t prefill = (unprefilled + config_.max_num_batched_tokens - 1) / config_.max_num_batched_tokens;
+    return std::max(1, output + prefill);
+}
+
+void Scheduler::project_running() {
+    if (config_.admission == AdmissionPolicy::kPromptOnly) return;
+    if (config_.admission == AdmissionPolicy::kReserveExpected) {
+        output_lengths_.begin_pass();
+        for (const Sequence* s : running_)
+            output_lengths_.add_running(s->num_output());
+        output_lengths_.end_pass();
+    }
+    projection_.clear();
+    for (const Sequence* s : running_) {
+        const auto& table = s->blocks.table;
+        KvProjection::Item item;
+        item.tokens = static_cast<int32_t>(s->tokens.size());
+        item.held = static_cast<int32_t>(table.size());
+        // Blocks are shared through prefix hits, which are leading runs of a table: count the leading shared run.
+        int32_t shared = 0;
+        while (shared < item.held && kv_.ref_count(table[shared]) > 1)
+            ++shared;
+        item.exclusive = item.held - shared;
+        item.steps = expected_steps(s);
+        projection_.add(item);
+    }
+    projection_.build();
+    free_at_schedule_ = kv_.num_free_blocks();
+}
+
 bool Scheduler::try_admit(Sequence* s, int32_t& budget, StepPlan& plan) {
     const int32_t b = kv_.block_size();
     const int32_t total = static_cast<int32_t>(s->tokens.size());
@@ -101,6 +171,15 @@ bool Scheduler::try_admit(Sequence* s, int32_t& budget, StepPlan& plan) {
     }
     const int32_t computed = hit * b;
     const int32_t length = align_chunk(s, computed, std::min(total - computed, budget));
+    // Would the pool carry the running sequences and this one until their expected ends? (A hit's blocks that other
+    // sequences hold cost nothing; cached ones nobody holds come out of the free blocks.)
+    KvProjection::Item item;
+    if (config_.admission != AdmissionPolicy::kPromptOnly) {
+        item.tokens = total;
+        item.held = kv_.count_referenced(cached, 1);
+        item.steps = expected_steps(s);
+        if (!running_.empty() && projection_.peak_with(item) > free_at_schedule_) return false;
+    }
 
     int32_t slot = -1;
     if (config_.hybrid) {
@@ -121,6 +200,10 @@ bool Scheduler::try_admit(Sequence* s, int32_t& budget, StepPlan& plan) {
     insert_running(s);
     plan_chunk(s, length, plan);
     budget -= length;
+    if (config_.admission != AdmissionPolicy::kPromptOnly) {
+        projection_.add(item);
+        projection_.build();
+    }
     return true;
 }
 
@@ -149,8 +232,11 @@ void Scheduler::schedule(StepPlan& plan) {
     }
 
     // Then admissions, in order, unless memory was short this step. A head that does not fit stops the admissions
-    // (no overtaking by smaller requests, so nothing starves).
-    if (!plan.preempted.empty()) return;
+    // (no overtaking by smaller requests, so nothing starves); only a request whose adapter finds no free slot is
+    // passed over (--max-loras).
+    if (!plan.preempted.empty() || waiting_.empty() || budget <= 0) return;
+    if (static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) return;
+    project_running();
     if (config_.max_loras > 0) lora_ids(/*running=*/true, active_loras_);
     for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0;) {
         if (static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) break;
@@ -217,7 +303,8 @@ void Scheduler::preempt(Sequence* s, StepPlan& plan) {
     ++stats_.num_preemptions;
 }
 
-void Scheduler::remove(Sequence* s) {
+void Scheduler::remove(Sequence* s, SequenceEnd end) {
+    if (s->running || s->num_output() > 0) output_lengths_.record(s->num_output(), end == SequenceEnd::kModelStop);
     if (s->running) {
         auto it = std::find(running_.begin(), running_.end(), s);
         PAGODA_CHECK(it != running_.end());

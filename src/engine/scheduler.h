@@ -1,15 +1,19 @@
 // Scheduler: continuous batching under a token budget. Each step it first advances running sequences (decodes and
 // prefill chunks, in priority/arrival order), preempting the newest (lowest priority) by recompute when KV blocks run
-// out, then admits waiting sequences with their prefix-cache hits. Engine thread only.
+// out, then admits waiting sequences with their prefix-cache hits while the pool can carry the expected growth of
+// every running sequence and the new one (AdmissionPolicy). Engine thread only.
 #pragma once
 
 #include <cstdint>
 #include <set>
 #include <vector>
 
+#include "engine/admission_policy.h"
 #include "engine/block_hash.h"
 #include "engine/kv_cache_manager.h"
+#include "engine/kv_projection.h"
 #include "engine/model_runner.h"
+#include "engine/output_length_estimator.h"
 #include "engine/state_cache.h"
 
 namespace pagoda::engine {
@@ -18,9 +22,10 @@ namespace pagoda::engine {
 struct SequenceGroup {
     int32_t n = 1;
     int32_t priority = 0;
-    int64_t arrival = 0;  // submission order
-    BlockHash salt;       // root of the block-hash chain (LoRA id, cache_salt)
-    int32_t lora_id = 0;  // the adapter its steps add (0 = none)
+    int64_t arrival = 0;     // submission order
+    BlockHash salt;          // root of the block-hash chain (LoRA id, cache_salt)
+    int32_t max_tokens = 0;  // output tokens each choice may produce; 0 (tests): admission reserves no output
+    int32_t lora_id = 0;     // the adapter its steps add (0 = none)
     bool use_prefix_cache = true;
     bool prompt_computed = false;  // the first choice has computed the prompt once (siblings may then start)
 };
@@ -70,10 +75,19 @@ struct SchedulerConfig {
     int32_t max_num_batched_tokens = 2048;
     bool priority_scheduling = false;
     bool hybrid = false;  // the model has linear-attention layers: every sequence holds a state slot
+    AdmissionPolicy admission = AdmissionPolicy::kReserveExpected;
+    // kReserveExpected reserves at most this many further output tokens per sequence, so that a cold start (no
+    // output seen yet: every sequence expected to reach its max_tokens) or a max_tokens near max_model_len does not
+    // shrink the batch to a handful; beyond it, preemption is the fallback (SGLang clips likewise at 4,096).
+    int32_t max_reserved_output_tokens = 4096;
     // Multi-LoRA: the adapters running sequences may use at once (the model's adapter slots); a waiting sequence
     // with another adapter waits, and later ones may go first (as vLLM's scheduler does). 0: no limit (LoRA off).
     int32_t max_loras = 0;
 };
+
+// How a sequence left: the model ended it (EOS, a stop token: its output length is a sample of how long outputs
+// run) or something cut it short (max_tokens, max_model_len, a cancel or abort: it would have run at least as long).
+enum class SequenceEnd { kModelStop, kCut };
 
 struct SchedulerStats {
     int64_t num_preemptions = 0;
@@ -86,8 +100,9 @@ class Scheduler {
     Scheduler(const SchedulerConfig& config, KvCacheManager& kv, StateCache* state);
 
     void add(Sequence* seq);
-    // Takes the sequence out (finished or cancelled), releasing its blocks, slots and checkpoint.
-    void remove(Sequence* seq);
+    // Takes the sequence out (finished or cancelled), releasing its blocks, slots and checkpoint; its output length
+    // teaches the admission estimate.
+    void remove(Sequence* seq, SequenceEnd end = SequenceEnd::kCut);
     void schedule(StepPlan& plan);
     // After the step ran: advances num_computed, publishes full blocks and checkpoints.
     void complete(const StepPlan& plan);
@@ -98,6 +113,7 @@ class Scheduler {
     int32_t num_waiting() const { return static_cast<int32_t>(waiting_.size()); }
     const SchedulerStats& stats() const { return stats_; }
     const std::vector<Sequence*>& running() const { return running_; }
+    const OutputLengthEstimator& output_lengths() const { return output_lengths_; }
     // The distinct adapter ids (non-zero) of the running or the waiting sequences.
     void lora_ids(bool running, std::vector<int32_t>& out) const;
 
@@ -109,6 +125,8 @@ class Scheduler {
     };
     void ensure_hashes(Sequence* s, int32_t num_blocks);
     int32_t align_chunk(const Sequence* s, int32_t start, int32_t length) const;
+    int32_t expected_steps(const Sequence* s) const;
+    void project_running();
     bool try_admit(Sequence* s, int32_t& budget, StepPlan& plan);
     void preempt(Sequence* s, StepPlan& plan);
     void release(Sequence* s);
@@ -122,6 +140,9 @@ class Scheduler {
     std::set<Sequence*, Before> waiting_;
     std::vector<Sequence*> running_;  // sorted by key: the back is the first to be preempted
     std::vector<int32_t> cached_scratch_;
+    OutputLengthEstimator output_lengths_;
+    KvProjection projection_;  // this step's running sequences (and admissions), for admission
+    int64_t free_at_schedule_ = 0;
     std::vector<int32_t> active_loras_;  // schedule()'s scratch
     SchedulerStats stats_;
 };

@@ -77,6 +77,7 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
     c.block_size = o.block_size;
     c.enable_prefix_caching = o.enable_prefix_caching;
     c.priority_scheduling = o.priority_scheduling;
+    c.admission = o.admission;
     c.max_waiting_requests = o.max_waiting_requests;
     c.max_unread_tokens = o.max_unread_tokens;
     c.seed = o.seed;

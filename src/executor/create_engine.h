@@ -39,6 +39,8 @@ struct EngineOptions {
     int32_t max_state_snapshots = -1;
     bool enable_prefix_caching = true;
     bool priority_scheduling = false;
+    // When a waiting request may start (engine/admission_policy.h); serve keeps the default, tests pick others.
+    engine::AdmissionPolicy admission = engine::AdmissionPolicy::kReserveExpected;
     int32_t max_waiting_requests = 1024;
     int32_t max_unread_tokens = 8192;
     uint64_t seed = 0;    // seeds of requests that bring none are drawn from this

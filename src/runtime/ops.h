@@ -114,6 +114,14 @@ class Ops {
 
     // out = silu(gate) * up; all [T, N] (gate/up usually the halves of one fused output).
     virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;
+    // The gated MLP's first half: [g | u] = x · wᵀ (w is gate and up stacked, [2I, K]) into gu [T, 2I], then
+    // out [T, I] = silu(g) * u. A device backend may skip gu and compute out directly (CUDA does for one token, so a
+    // batch-1 decode step has no silu_mul launch per layer); the result is the same to the bit.
+    virtual void linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) {
+        const int64_t I = out.dim(1);
+        linear(x, w, gu);
+        silu_mul(gu.narrow(1, 0, I), gu.narrow(1, I, I), out);
+    }
     // x *= sigmoid(gate) in place; gate [T, N] like x, or [T, 1] (one gate per row: the shared-expert gate); or x and
     // gate [T, H, D] of one shape (the per-head output gate of gated attention, interleaved with the queries).
     virtual void sigmoid_mul(const Tensor& x, const Tensor& gate) = 0;

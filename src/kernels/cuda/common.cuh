@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cuda/types.h"
 
@@ -84,6 +85,15 @@ __device__ __forceinline__ __half from_f32<__half>(float v) {
     return __float2half_rn(v);
 }
 
+// The activations every kernel computes alike, as the CPU kernels write them (kernels/cpu/internal.h): the fused
+// GEMV's silu equals silu_mul's to the bit.
+__device__ __forceinline__ float silu(float x) {
+    return x / (1.0f + expf(-x));
+}
+__device__ __forceinline__ float sigmoid(float x) {
+    return 1.0f / (1.0f + expf(-x));
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1)
@@ -122,6 +132,62 @@ void allow_dynamic_smem(int bytes) {
     if (devices_done.load(std::memory_order_acquire) & bit) return;
     PAGODA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
     devices_done.fetch_or(bit, std::memory_order_release);
+}
+
+// Programmatic dependent launch (sm_90+). A kernel launched by launch_kernel below may start while the kernel before
+// it in the stream is still running, so that its launch, its blocks' set-up and loads of what no kernel writes (the
+// weights) overlap that kernel's tail: at batch 1 a decode step is ~400 kernels of a few microseconds each, and the
+// gaps between them were a fifth of the step. The price: every kernel must call pdl_wait() before it reads what an
+// earlier kernel wrote or writes what an earlier kernel reads, in every block, before any early return (a block that
+// exits without waiting would let the kernel complete early and break the chain the next kernel waits on).
+// pdl_launch_dependents() then lets the next kernel's blocks be scheduled; it is called right after the wait, so at
+// most one kernel runs ahead. Compiled for sm_80 (and as compute_80 PTX) both are no-ops, and launch_kernel launches
+// such a binary the classic way: the attribute is set only for kernels whose loaded binary is sm_90 or newer.
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+// The prologue of every kernel that launch_kernel starts (tests/unit/kernels/kernel_prologue_test.cpp checks that each
+// __global__ function in src/kernels/cuda begins with it).
+#define PAGODA_KERNEL_PROLOGUE() \
+    do {                         \
+        pdl_wait();              \
+        pdl_launch_dependents(); \
+    } while (0)
+
+// Whether launch_kernel may set the attribute for a kernel whose loaded binary targets `binary_version` (major * 10 +
+// minor): sm_90 code or newer, unless PAGODA_CUDA_PDL=0 (for measuring what it gains).
+bool pdl_allowed(int binary_version);
+
+// Launches Kernel<<<grid, block, smem, stream>>>(args...), with programmatic dependent launch where pdl_allowed says so
+// (decided once per kernel: the binary the driver loaded for it does not change).
+template <auto Kernel, typename... Args>
+void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+    static std::atomic<int> pdl{-1};  // -1 not known yet, else 0 / 1
+    int use = pdl.load(std::memory_order_relaxed);
+    if (use < 0) {
+        cudaFuncAttributes attr{};
+        PAGODA_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
+        use = pdl_allowed(attr.binaryVersion) ? 1 : 0;
+        pdl.store(use, std::memory_order_relaxed);
+    }
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = block;
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = &attribute;
+    config.numAttrs = use ? 1 : 0;
+    PAGODA_CUDA_CHECK(cudaLaunchKernelEx(&config, Kernel, std::forward<Args>(args)...));
 }
 
 inline unsigned grid_for(int64_t n, int threads) {

@@ -48,4 +48,12 @@ int max_block_smem() {
     return bytes;
 }
 
+bool pdl_allowed(int binary_version) {
+    static const bool off = [] {
+        const char* env = std::getenv("PAGODA_CUDA_PDL");
+        return env && std::strcmp(env, "0") == 0;
+    }();
+    return binary_version >= 90 && !off;
+}
+
 }  // namespace pagoda::kernels::cuda

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "model/parallel_copy.h"
 
 namespace pagoda::model {
 
@@ -141,20 +142,15 @@ Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitU
 
 void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out) {
     const int64_t T = x.dim(0), I = w.gate.out_features();
-    Tensor g, u;
+    Tensor h = arena.f32(T, I);
     if (w.gate_up.defined()) {  // one projection; gate and up are the halves of its output
-        Tensor gu = arena.f32(T, 2 * I);
-        ops.linear(x, w.gate_up, gu);
-        g = gu.narrow(1, 0, I);
-        u = gu.narrow(1, I, I);
+        ops.linear_silu_mul(x, w.gate_up, arena.f32(T, 2 * I), h);
     } else {
-        g = arena.f32(T, I);
-        u = arena.f32(T, I);
+        Tensor g = arena.f32(T, I), u = arena.f32(T, I);
         ops.linear(x, w.gate, g);
         ops.linear(x, w.up, u);
+        ops.silu_mul(g, u, h);
     }
-    Tensor h = arena.f32(T, I);
-    ops.silu_mul(g, u, h);
     ops.linear(h, w.down, out);
 }
 
@@ -217,19 +213,20 @@ void fuse_projections(DeltaNetWeights& w) {
 
 namespace {
 // Qwen3-MoE's per-expert tensors (experts.{e}.gate_proj/up_proj/down_proj) stacked once into owned [E, 2I, H] and
-// [E, H, I] buffers, the layout Qwen3.5-MoE checkpoints store.
+// [E, H, I] buffers, the layout Qwen3.5-MoE checkpoints store; the copies run on all cores (parallel_copy.h says why).
 // fp8 experts (Qwen3-30B-A3B-FP8 stores them one by one, each with its weight_scale_inv): the data stacked as the
 // dense ones, each expert's scale grid stacked likewise. The gate|up grid is the gate's above the up's, which holds
 // only when I is a whole number of scale blocks; H must be too, so that a stack is also one [E*N, K] matrix with one
 // grid (CUDA dequantises it so). Per-tensor scales do not stack (gate and up have one each).
 Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
     LinearWeight gate_up, down;
-    // Copies `src`'s data and scales into expert e's rows of `dst`, from row `row` on.
-    const auto place = [](const LinearWeight& src, const LinearWeight& dst, int64_t e, int64_t row) {
+    std::vector<CopyJob> copies;
+    // Copies `src`'s data and scales into expert e's rows of `dst`, from row `row` on (after the loop).
+    const auto place = [&copies](const LinearWeight& src, const LinearWeight& dst, int64_t e, int64_t row) {
         const Tensor d = dst.data.select(e), s = dst.scales.select(e);
         const int64_t scale_row = dst.scale_layout == ScaleLayout::kBlock ? row / dst.block_rows : row;
-        std::memcpy(d.narrow(0, row, src.out_features()).data(), src.data.data(), src.data.nbytes());
-        std::memcpy(s.narrow(0, scale_row, src.scales.dim(0)).data(), src.scales.data(), src.scales.nbytes());
+        copies.push_back({d.narrow(0, row, src.out_features()).data(), src.data.data(), src.data.nbytes()});
+        copies.push_back({s.narrow(0, scale_row, src.scales.dim(0)).data(), src.scales.data(), src.scales.nbytes()});
     };
     for (int64_t e = 0; e < E; ++e) {
         const std::string ep = p + std::to_string(e) + ".";
@@ -259,6 +256,7 @@ Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, 
         place(u, gate_up, e, I);
         place(d, down, e, 0);
     }
+    parallel_copy(copies);
     out.gate_up = std::move(gate_up);
     out.down = std::move(down);
     return ok_status();
@@ -267,6 +265,7 @@ Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, 
 Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
     if (loader.stored_fp8(p + "0.gate_proj.weight")) return stack_fp8_experts(loader, p, E, I, H, out);
     Tensor gate_up, down;
+    std::vector<CopyJob> copies;
     for (int64_t e = 0; e < E; ++e) {
         const std::string ep = p + std::to_string(e) + ".";
         PAGODA_ASSIGN_OR_RETURN(Tensor g, loader.view(ep + "gate_proj.weight", Shape{I, H}));
@@ -282,10 +281,11 @@ Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int6
                                  std::string(dtype_name(d.dtype())) + ")");
         }
         Tensor ge = gate_up.select(e);
-        std::memcpy(ge.narrow(0, 0, I).data(), g.data(), g.nbytes());
-        std::memcpy(ge.narrow(0, I, I).data(), u.data(), u.nbytes());
-        std::memcpy(down.select(e).data(), d.data(), d.nbytes());
+        copies.push_back({ge.narrow(0, 0, I).data(), g.data(), g.nbytes()});
+        copies.push_back({ge.narrow(0, I, I).data(), u.data(), u.nbytes()});
+        copies.push_back({down.select(e).data(), d.data(), d.nbytes()});
     }
+    parallel_copy(copies);
     out.gate_up = LinearWeight::dense(gate_up);
     out.down = LinearWeight::dense(down);
     return ok_status();

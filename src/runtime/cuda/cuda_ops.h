@@ -105,6 +105,7 @@ class CudaOps final : public CudaOpsBase {
     void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override;
 
     void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override;
+    void linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) override;
 
     void rope(const Tensor& x, std::span<const int32_t> positions, const RopeTable& table) override;
 
@@ -219,9 +220,14 @@ class CudaOps final : public CudaOpsBase {
     // linear() of a weight-only fp8 weight: the GEMV for one token, else the weight dequantised to bf16 scratch and
     // the bf16 cuBLASLt GEMM.
     void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // The GEMV of one token of x through w (dense or weight-only fp8) into y.
+    kcu::GemvArgs gemv_args(const Tensor& x, const LinearWeight& w, const Tensor& y);
     // An fp8 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a dense
     // stack is returned as it is).
     LinearWeight dequantized_experts(const LinearWeight& w, void* dst);
+    // moe_experts' arguments but the weight type and scales, the shapes checked and the workspace taken.
+    kcu::MoeExpertsArgs moe_args(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                                 const LinearWeight& gu, const LinearWeight& dn, const Tensor& out);
 
     // --- GEMM input conversion, reused by consecutive linears of the same input (q/k/v, gate/up) -------------
     // Valid only while nothing but linear() has run since the conversion, and no linear wrote over its source.

@@ -37,9 +37,7 @@ void CudaOps::linear_dense(const Tensor& x, const LinearWeight& w, const Tensor&
     static_assert(kcu::kGemvTokens == 1);
     if (T == kcu::kGemvTokens) {
         const auto profile = profiler_.scope("linear (gemv)");
-        kcu::launch_gemv({x.data_as<float>(), weight.data(), wt, weight.stride(0),
-                          bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K},
-                         stream_);
+        kcu::launch_gemv(gemv_args(x, w, y), stream_);
         return;
     }
     const void* b = x.data();
@@ -65,9 +63,7 @@ void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y
     const kcu::WeightScales scales{w.scales.data_as<float>(), blocks.rows, blocks.cols, blocks.stride};
     if (T == kcu::kGemvTokens) {
         const auto profile = profiler_.scope("linear fp8 (gemv)");
-        kcu::launch_gemv({x.data_as<float>(), w.data.data(), kcu::ElemType::F8E4M3, w.data.stride(0),
-                          bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K, scales},
-                         stream_);
+        kcu::launch_gemv(gemv_args(x, w, y), stream_);
         return;
     }
     void* weight = dequantized_weight_.get(static_cast<size_t>(N * K) * 2, stream_);
@@ -83,6 +79,41 @@ void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y
     const auto profile = profiler_.scope("linear fp8 (gemm)");
     gemm_.run(kcu::ElemType::BF16, weight, K, b, K, y.data_as<float>(), y.stride(0), N, T, K);
     if (bias.defined()) kcu::launch_add_bias(y.data_as<float>(), y.stride(0), bias.data(), bt, T, N, stream_);
+}
+
+void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) {
+    const int64_t I = out.dim(1);
+    const bool gemv_format = w.is_dense() || w.format == WeightFormat::kFp8E4M3;
+    if (x.dim(0) != kcu::kGemvTokens || !gemv_format) return Ops::linear_silu_mul(x, w, gu, out);
+    ops_checks::expect_linear(x, w, gu, kHere, "linear_silu_mul");
+    expect(w.out_features() == 2 * I && out.dim(0) == x.dim(0) && out.dtype() == DType::F32, "linear_silu_mul",
+           "out must be F32 [T, " + std::to_string(w.out_features() / 2) + "], got " + out.to_string());
+    if (w.format == WeightFormat::kFp8E4M3) ops_checks::expect_fp8(w, kHere, "linear_silu_mul");
+    if (overlaps(out, converted_src_)) invalidate_converted();
+    const auto profile = profiler_.scope("linear + silu_mul (gemv)");
+    kcu::GemvArgs a = gemv_args(x, w, out);
+    a.N = I;
+    a.glu_rows = I;
+    kcu::launch_gemv(a, stream_);
+}
+
+kcu::GemvArgs CudaOps::gemv_args(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    const Tensor& bias = w.bias;
+    const bool fp8 = w.format == WeightFormat::kFp8E4M3;
+    kcu::GemvArgs a{x.data_as<float>(),
+                    w.data.data(),
+                    fp8 ? kcu::ElemType::F8E4M3 : elem_type(w.data.dtype(), "linear"),
+                    w.data.stride(0),
+                    bias.defined() ? bias.data() : nullptr,
+                    bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32,
+                    y.data_as<float>(),
+                    w.out_features(),
+                    w.in_features()};
+    if (fp8) {
+        const ScaleBlocks blocks = w.scale_blocks();
+        a.scales = {w.scales.data_as<float>(), blocks.rows, blocks.cols, blocks.stride};
+    }
+    return a;
 }
 
 const void* CudaOps::converted_input(const Tensor& x, kcu::ElemType type) {

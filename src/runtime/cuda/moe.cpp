@@ -35,36 +35,59 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
     ops_checks::expect_mat(x, kHere, op, "x");
     ops_checks::expect_mat(out, kHere, op, "out");
     expect(x.rank() == 2 && x.shape() == out.shape(), op, "x and out must be [T, H] of one shape");
-    if (experts.gate_up.format == WeightFormat::kFp8E4M3 || experts.down.format == WeightFormat::kFp8E4M3) {
-        // fp8 experts: every expert dequantised to a bf16 stack, then the bf16 kernels (simple and correct first;
-        // the grouped kernels reading e4m3 themselves would skip the copies).
+    const LinearWeight& gu = experts.gate_up;
+    const LinearWeight& dn = experts.down;
+    if (gu.format == WeightFormat::kFp8E4M3 || dn.format == WeightFormat::kFp8E4M3) {
+        // fp8 experts: a few tokens' pair passes read the e4m3 stacks themselves (moe.h: moe_experts_read_fp8);
+        // otherwise every expert is dequantised to a bf16 stack, then the bf16 kernels.
+        if (gu.format == WeightFormat::kFp8E4M3 && dn.format == WeightFormat::kFp8E4M3) {
+            ops_checks::expect_fp8(gu, kHere, op);
+            ops_checks::expect_fp8(dn, kHere, op);
+            kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
+            a.weight_type = kcu::ElemType::F8E4M3;
+            const auto scales = [](const LinearWeight& w) {
+                const ScaleBlocks b = w.scale_blocks();
+                return kcu::WeightScales{w.scales.data_as<float>(), b.rows, b.cols, b.stride};
+            };
+            a.gate_up_scales = scales(gu), a.down_scales = scales(dn);
+            if (kcu::moe_experts_read_fp8(a)) {
+                kcu::launch_moe_experts(a, stream_);
+                return invalidate_converted();
+            }
+        }
         // Both stacks in one scratch buffer, gate_up first, taken once (a second get could move the first stack).
         const auto bf16_bytes = [](const LinearWeight& w) {
             return w.format == WeightFormat::kFp8E4M3 ? static_cast<size_t>(w.data.numel()) * 2 : size_t{0};
         };
-        const size_t gate_up_bytes = bf16_bytes(experts.gate_up);
-        auto* scratch =
-            static_cast<std::byte*>(dequantized_weight_.get(gate_up_bytes + bf16_bytes(experts.down), stream_));
-        const LinearWeight gu = dequantized_experts(experts.gate_up, scratch);
-        const LinearWeight dn = dequantized_experts(experts.down, scratch + gate_up_bytes);
-        return moe_experts(x, topk_weights, topk_ids, MoeExpertWeights{gu, dn}, out);
+        const size_t gate_up_bytes = bf16_bytes(gu);
+        auto* scratch = static_cast<std::byte*>(dequantized_weight_.get(gate_up_bytes + bf16_bytes(dn), stream_));
+        const LinearWeight gu16 = dequantized_experts(gu, scratch);
+        const LinearWeight dn16 = dequantized_experts(dn, scratch + gate_up_bytes);
+        return moe_experts(x, topk_weights, topk_ids, MoeExpertWeights{gu16, dn16}, out);
     }
-    const LinearWeight& gu = experts.gate_up;
-    const LinearWeight& dn = experts.down;
     for (const LinearWeight* w : {&gu, &dn})
         if (w->format != WeightFormat::kBf16 && w->format != WeightFormat::kF16)
             ops_checks::unsupported_format(*w, "CUDA", op);
-    expect(on_gpu(gu.data) && on_gpu(dn.data) && gu.data.rank() == 3 && dn.data.rank() == 3 && gu.data.stride(2) == 1 &&
-               dn.data.stride(2) == 1,
-           op,
-           "gate_up and down must be stacked CUDA tensors [E, 2I, H] and [E, H, I] with a contiguous last dim, got " +
-               gu.data.to_string() + " and " + dn.data.to_string());
     const kcu::ElemType wt = elem_type(gu.data.dtype(), op);
     expect(wt != kcu::ElemType::F32 && dn.data.dtype() == gu.data.dtype() && gu.input_dtype() == gu.data.dtype() &&
                dn.input_dtype() == dn.data.dtype(),
            op,
            "gate_up and down must both be BF16 or both F16 and match their format, got " + gu.describe() + " " +
                gu.data.to_string() + " and " + dn.describe() + " " + dn.data.to_string());
+    kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
+    a.weight_type = wt;
+    kcu::launch_moe_experts(a, stream_);
+    invalidate_converted();
+}
+
+kcu::MoeExpertsArgs CudaOps::moe_args(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                                      const LinearWeight& gu, const LinearWeight& dn, const Tensor& out) {
+    const char* op = "moe_experts";
+    expect(on_gpu(gu.data) && on_gpu(dn.data) && gu.data.rank() == 3 && dn.data.rank() == 3 && gu.data.stride(2) == 1 &&
+               dn.data.stride(2) == 1,
+           op,
+           "gate_up and down must be stacked CUDA tensors [E, 2I, H] and [E, H, I] with a contiguous last dim, got " +
+               gu.data.to_string() + " and " + dn.data.to_string());
     const int64_t T = x.dim(0), E = gu.data.dim(0), H = x.dim(1), I = gu.data.dim(1) / 2;
     expect(E > 0 && gu.data.dim(1) == 2 * I && gu.data.dim(2) == H && dn.data.dim(0) == E && dn.data.dim(1) == H &&
                dn.data.dim(2) == I,
@@ -85,12 +108,10 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
     a.out = out.data_as<float>(), a.out_stride = out.stride(0);
     a.T = T, a.H = H, a.I = I, a.E = E, a.k = k;
     a.topk_weights = topk_weights.data_as<float>(), a.topk_ids = topk_ids.data_as<int32_t>();
-    a.weight_type = wt;
     a.gate_up = {gu.data.data(), gu.data.stride(0), gu.data.stride(1)};
     a.down = {dn.data.data(), dn.data.stride(0), dn.data.stride(1)};
     a.workspace = workspace;
-    kcu::launch_moe_experts(a, stream_);
-    invalidate_converted();
+    return a;
 }
 
 LinearWeight CudaOps::dequantized_experts(const LinearWeight& w, void* dst) {

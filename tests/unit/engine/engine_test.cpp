@@ -488,24 +488,34 @@ void batch_invariance(bool hybrid) {
             alone.push_back(collect(**(*engine)->submit(r)));
         expect_no_leaks(**engine, roomy, runner);
     }
-    // All at once in a tight engine with prefix caching: preemption, chunking and cache hits all happen.
-    EngineConfig tight = small_config(hybrid);
-    FakeModelRunner runner(kVocab, tight.num_kv_blocks, tight.block_size, tight.num_state_slots);
-    auto engine = Engine::create(tight, runner);
-    ASSERT_TRUE(engine.ok());
-    std::vector<std::shared_ptr<RequestStream>> streams;
-    for (const Request& r : requests)
-        streams.push_back(*(*engine)->submit(r));
-    for (size_t i = 0; i < requests.size(); ++i) {
-        const Outcome crowded = collect(*streams[i]);
-        EXPECT_EQ(crowded.tokens, alone[i].tokens) << "request " << i;
-        EXPECT_EQ(crowded.reasons, alone[i].reasons) << "request " << i;
-        expect_matches(crowded, requests[i], tight, "request " + std::to_string(i));
+    // All at once in a tight engine with prefix caching: chunking and cache hits happen, and preemption when
+    // admission looks at the prompt only. Reserving the growth (every output here runs to max_tokens, so the whole
+    // max_tokens) never preempts.
+    for (AdmissionPolicy admission : {AdmissionPolicy::kPromptOnly, AdmissionPolicy::kReserveExpected}) {
+        const bool prompt_only = admission == AdmissionPolicy::kPromptOnly;
+        SCOPED_TRACE(prompt_only ? "admission by prompt" : "admission by expected growth");
+        EngineConfig tight = small_config(hybrid);
+        tight.admission = admission;
+        FakeModelRunner runner(kVocab, tight.num_kv_blocks, tight.block_size, tight.num_state_slots);
+        auto engine = Engine::create(tight, runner);
+        ASSERT_TRUE(engine.ok());
+        std::vector<std::shared_ptr<RequestStream>> streams;
+        for (const Request& r : requests)
+            streams.push_back(*(*engine)->submit(r));
+        for (size_t i = 0; i < requests.size(); ++i) {
+            const Outcome crowded = collect(*streams[i]);
+            EXPECT_EQ(crowded.tokens, alone[i].tokens) << "request " << i;
+            EXPECT_EQ(crowded.reasons, alone[i].reasons) << "request " << i;
+            expect_matches(crowded, requests[i], tight, "request " + std::to_string(i));
+        }
+        const EngineStats st = (*engine)->stats();
+        if (prompt_only)
+            EXPECT_GT(st.num_preemptions, 0);
+        else
+            EXPECT_EQ(st.num_preemptions, 0);
+        EXPECT_GT(st.prefix_hit_tokens, 0);
+        expect_no_leaks(**engine, tight, runner);
     }
-    const EngineStats st = (*engine)->stats();
-    EXPECT_GT(st.num_preemptions, 0);
-    EXPECT_GT(st.prefix_hit_tokens, 0);
-    expect_no_leaks(**engine, tight, runner);
 }
 
 TEST(Engine, BatchInvarianceDense) {
@@ -583,6 +593,7 @@ TEST(Engine, NChoicesSharePromptBlocksAndDiffer) {
 TEST(Engine, PromptLogprobsOverChunksAndPreemption) {
     for (bool hybrid : {false, true}) {
         EngineConfig config = small_config(hybrid);
+        config.admission = AdmissionPolicy::kPromptOnly;  // so that the crowd below is preempted
         FakeModelRunner runner(kVocab, config.num_kv_blocks, config.block_size, config.num_state_slots);
         auto engine = Engine::create(config, runner);
         ASSERT_TRUE(engine.ok());

@@ -1,4 +1,5 @@
-// Scheduler: budget, chunked prefill mixed with decode, preemption order, priority, max_num_seqs.
+// Scheduler: budget, chunked prefill mixed with decode, preemption order, priority, max_num_seqs, admission by
+// expected growth (with preemption as its fallback) and by state slots.
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -11,15 +12,18 @@ namespace pagoda::engine {
 namespace {
 
 struct Harness {
-    Harness(SchedulerConfig config, int32_t num_blocks, int32_t block_size, bool prefix = true)
-        : kv(num_blocks, block_size, prefix), scheduler(config, kv, nullptr) {}
+    Harness(SchedulerConfig config, int32_t num_blocks, int32_t block_size, bool prefix = true,
+            StateCache* state = nullptr)
+        : kv(num_blocks, block_size, prefix), scheduler(config, kv, state) {}
 
-    Sequence* add(int32_t prompt_len, int32_t priority = 0, int32_t first_token = 1, int32_t lora_id = 0) {
+    Sequence* add(int32_t prompt_len, int32_t priority = 0, int32_t first_token = 1, int32_t max_tokens = 0,
+                  int32_t lora_id = 0) {
         auto g = std::make_unique<SequenceGroup>();
         g->priority = priority;
         g->lora_id = lora_id;
         g->arrival = arrivals++;
         g->salt = block_hash_salt(0, "");
+        g->max_tokens = max_tokens;
         auto s = std::make_unique<Sequence>();
         s->group = g.get();
         for (int32_t i = 0; i < prompt_len; ++i)
@@ -165,15 +169,84 @@ TEST(Scheduler, PrefixHitSkipsCachedBlocks) {
     EXPECT_EQ(h.kv.stats().hit_tokens, 8);
 }
 
+// Steps until `s` has produced `n` output tokens, then takes it out as the model's stop.
+void run_until_output(Harness& h, Sequence* s, int32_t n, SequenceEnd end) {
+    for (int i = 0; i < 1000 && s->num_output() < n; ++i)
+        h.step();
+    ASSERT_EQ(s->num_output(), n);
+    h.scheduler.remove(s, end);
+}
+
+TEST(Scheduler, AdmissionWaitsUntilTheRunningCanGrow) {
+    // 8 blocks of 4 tokens. Each request: 8 prompt tokens and up to 16 output tokens, 23 KV tokens = 6 blocks at its
+    // end. Nothing is known of output lengths yet, so each is expected to use all of it: the second waits.
+    for (AdmissionPolicy admission : {AdmissionPolicy::kPromptOnly, AdmissionPolicy::kReserveExpected}) {
+        Harness h({.max_num_seqs = 4, .max_num_batched_tokens = 64, .admission = admission}, 8, 4, false);
+        Sequence* a = h.add(8, 0, 1, 16);
+        Sequence* b = h.add(8, 0, 50, 16);
+        h.step();
+        if (admission == AdmissionPolicy::kPromptOnly) {
+            EXPECT_TRUE(b->running);  // both prompts fit now; their growth does not
+            run_until_output(h, a, 16, SequenceEnd::kCut);
+            EXPECT_GT(h.scheduler.stats().num_preemptions, 0);
+            continue;
+        }
+        EXPECT_TRUE(a->running);
+        EXPECT_TRUE(b->in_waiting);
+        run_until_output(h, a, 16, SequenceEnd::kCut);
+        h.step();
+        EXPECT_TRUE(b->running);
+        run_until_output(h, b, 16, SequenceEnd::kCut);
+        EXPECT_EQ(h.scheduler.stats().num_preemptions, 0);
+        EXPECT_EQ(h.kv.num_free_blocks(), 8);
+    }
+}
+
+TEST(Scheduler, LearnedShortOutputsAdmitMoreAndPreemptionCatchesTheLongOnes) {
+    // 24 blocks of 4 tokens; requests of 4 prompt and up to 60 output tokens (16 blocks at full length).
+    Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64}, 24, 4, false);
+    // Teach the scheduler that outputs end after 2 tokens.
+    for (int i = 0; i < 64; ++i)
+        run_until_output(h, h.add(4, 0, 1000 + 10 * i, 60), 2, SequenceEnd::kModelStop);
+    EXPECT_LE(h.scheduler.output_lengths().expected_remaining(0, 60), 4.0);  // bins are 8 tokens wide
+    // Now three requests whose outputs run on: all three start, which only pays off for short outputs...
+    std::vector<Sequence*> s;
+    for (int i = 0; i < 3; ++i)
+        s.push_back(h.add(4, 0, 5000 + 10 * i, 60));
+    h.step();
+    for (Sequence* q : s)
+        EXPECT_TRUE(q->running);
+    // ...so growth runs out of blocks and the newest is preempted, and every one still completes.
+    for (Sequence* q : s)
+        run_until_output(h, q, 60, SequenceEnd::kCut);
+    EXPECT_GT(h.scheduler.stats().num_preemptions, 0);
+    EXPECT_EQ(h.kv.num_free_blocks(), 24);
+}
+
+TEST(Scheduler, HybridAdmissionIsBoundedByStateSlots) {
+    // Plenty of KV, three state slots: a fourth sequence waits for a slot, whatever the policy.
+    StateCache state(3, 0);
+    Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .hybrid = true}, 100, 4, false, &state);
+    std::vector<Sequence*> s;
+    for (int i = 0; i < 4; ++i)
+        s.push_back(h.add(4, 0, 100 * i + 1, 8));
+    h.step();
+    EXPECT_EQ(h.scheduler.num_running(), 3);
+    EXPECT_TRUE(s[3]->in_waiting);
+    run_until_output(h, s[0], 8, SequenceEnd::kModelStop);
+    h.step();
+    EXPECT_TRUE(s[3]->running);
+}
+
 TEST(Scheduler, AdmitsAtMostMaxLorasAdaptersAtOnce) {
     // Adapter slots for two: a request for a third adapter waits (later ones with a running adapter or none go
     // first, as vLLM's scheduler lets them) until a running adapter's requests end.
     Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_loras = 2}, 64, 4);
-    Sequence* a = h.add(4, 0, 1, /*lora_id=*/1);
-    Sequence* b = h.add(4, 0, 1, 2);
-    Sequence* c = h.add(4, 0, 1, 3);
-    Sequence* d = h.add(4, 0, 1, 1);
-    Sequence* base = h.add(4, 0, 1, 0);
+    Sequence* a = h.add(4, 0, 1, 0, /*lora_id=*/1);
+    Sequence* b = h.add(4, 0, 1, 0, 2);
+    Sequence* c = h.add(4, 0, 1, 0, 3);
+    Sequence* d = h.add(4, 0, 1, 0, 1);
+    Sequence* base = h.add(4, 0, 1, 0, 0);
     h.step();
     EXPECT_TRUE(a->running && b->running && d->running && base->running);
     EXPECT_FALSE(c->running);

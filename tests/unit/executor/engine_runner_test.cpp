@@ -256,6 +256,8 @@ TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokens) {
     EngineOptions tight;
     tight.max_model_len = 128;
     tight.num_kv_blocks = 8;  // one max_model_len sequence; four 80-token sequences cannot run together
+    // Admitted on their prompts alone, so that they are preempted (the default would run them one by one).
+    tight.admission = engine::AdmissionPolicy::kPromptOnly;
     auto s = start(tight);
     ASSERT_TRUE(s);
     const std::vector<Outcome> together = run_all(*s, requests);

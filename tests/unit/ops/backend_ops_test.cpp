@@ -94,6 +94,7 @@ TEST(OpCasesTest, NamesAreUniqueAndEveryOpIsCovered) {
                            "write_kv",
                            "paged_attention",
                            "silu_mul",
+                           "linear_silu_mul",
                            "sigmoid_mul",
                            "add",
                            "copy",
@@ -176,6 +177,107 @@ TEST(MoeExpertsTest, RunsAreBitIdentical) {
             const float e = rel_error(run->checked()[0].host_view, run->checked()[1].host_view);
             std::printf("  %-20s T=%lld first vs second run: max rel err %.3g\n", b->name().c_str(), (long long)T, e);
             EXPECT_EQ(e, 0.0f) << b->name() << " T=" << T;
+        }
+    }
+}
+
+// On every backend: linear_silu_mul gives what linear then silu_mul give, to the bit (on CUDA one token takes the
+// fused GEMV; the sums are the unfused GEMV's), with four warps per row, one warp per row, the element-wise GEMV and
+// fp8 weights.
+TEST(LinearSiluMulTest, FusedEqualsLinearThenSiluMul) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    ASSERT_NO_FATAL_FAILURE(every_backend(backends));
+    struct Shape3 {
+        int64_t I, K;
+        DType wt;
+    };
+    for (const Shape3 s : {Shape3{96, 256, DType::BF16}, Shape3{4500, 512, DType::BF16}, Shape3{40, 100, DType::F16},
+                           Shape3{300, 256, DType::F8_E4M3}}) {
+        const OpCase c{"fused and not", "linear_silu_mul", [s](CaseRun& r) {
+                           const bool fp8 = s.wt == DType::F8_E4M3;
+                           const Tensor x = r.act(Shape{1, s.K});
+                           const Tensor data = r.dense(Shape{2 * s.I, s.K}, s.wt, fp8 ? 448.0f : 0.1f);
+                           LinearWeight w = fp8 ? LinearWeight::fp8(data, Tensor(), ScaleLayout::kBlock, 128, 128)
+                                                : LinearWeight::dense(data);
+                           if (fp8) w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
+                           auto& kept = r.keep(std::move(w));
+                           const Tensor gu = r.act(Shape{1, 2 * s.I});
+                           const Tensor fused = r.out(Shape{1, s.I}, "fused", kF32Tol);
+                           const Tensor apart = r.out(Shape{1, s.I}, "apart", kF32Tol);
+                           return [=, &r, &kept] {
+                               r.ops().linear_silu_mul(x, kept, gu, fused);
+                               r.ops().linear(x, kept, gu);
+                               r.ops().silu_mul(gu.narrow(1, 0, s.I), gu.narrow(1, s.I, s.I), apart);
+                           };
+                       }};
+        for (auto& b : backends) {
+            const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
+            ASSERT_NE(run, nullptr);
+            const float e = rel_error(run->checked()[0].host_view, run->checked()[1].host_view);
+            std::printf("  %-20s I=%lld K=%lld fused vs apart: max rel err %.3g\n", b->name().c_str(), (long long)s.I,
+                        (long long)s.K, e);
+            EXPECT_EQ(e, 0.0f) << b->name() << " I=" << s.I << " K=" << s.K;
+        }
+    }
+}
+
+// A token's experts give the same bits on CUDA alone (T = 1 and 3: the pair passes, which route nothing; fp8 experts
+// read as stored there) as in a batch of 64 (the grouped GEMV passes; fp8 experts dequantised to a bf16 stack first)
+// and of 300 (the grouped mma passes: up to fp32 summation order, which may round an h element to the neighbouring
+// bf16).
+TEST(MoeExpertsTest, TokensDoNotDependOnTheTokenCount) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    ASSERT_NO_FATAL_FAILURE(every_backend(backends));
+    const int64_t H = 256, I = 96, E = 128, k = 8;
+    for (const DType wt : {DType::BF16, DType::F8_E4M3}) {
+        const OpCase c{"alone and in batches", "moe_experts", [=](CaseRun& r) {
+                           const int64_t T = 300;
+                           const bool fp8 = wt == DType::F8_E4M3;
+                           const Tensor x = r.act(Shape{T, H});
+                           const auto stack = [&r, fp8, wt](const Shape& shape) {  // as op_cases' moe_experts
+                               const Tensor data = r.dense(shape, wt, fp8 ? 448.0f : 0.3f);
+                               if (!fp8) return LinearWeight::dense(data);
+                               LinearWeight w = LinearWeight::fp8(data, Tensor(), ScaleLayout::kBlock, 32, 32);
+                               w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
+                               return w;
+                           };
+                           auto& gu = r.keep(stack(Shape{E, 2 * I, H}));
+                           auto& dn = r.keep(stack(Shape{E, H, I}));
+                           HostTensor w = HostTensor::empty(DType::F32, Shape{T, k});
+                           HostTensor ids = HostTensor::empty(DType::I32, Shape{T, k});
+                           for (int64_t i = 0; i < T * k; ++i) {
+                               ids.tensor.data_as<int32_t>()[i] = static_cast<int32_t>((i * 37 + i / k) % E);
+                               w.tensor.data_as<float>()[i] = 0.05f + 0.01f * static_cast<float>(i % 9);
+                           }
+                           const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
+                           const auto rows = [](const Tensor& t, int64_t n) { return t.narrow(0, 0, n); };
+                           const Tensor one = r.out(Shape{1, H}, "T=1", kF32Tol);
+                           const Tensor three = r.out(Shape{3, H}, "T=3", kF32Tol);
+                           const Tensor b64 = r.out(Shape{64, H}, "T=64", kF32Tol);
+                           const Tensor b300 = r.out(Shape{T, H}, "T=300", kF32Tol);
+                           return [=, &r, &gu, &dn] {
+                               const MoeExpertWeights experts{gu, dn};
+                               r.ops().moe_experts(rows(x, 1), rows(dw, 1), rows(dids, 1), experts, one);
+                               r.ops().moe_experts(rows(x, 3), rows(dw, 3), rows(dids, 3), experts, three);
+                               r.ops().moe_experts(rows(x, 64), rows(dw, 64), rows(dids, 64), experts, b64);
+                               r.ops().moe_experts(x, dw, dids, experts, b300);
+                           };
+                       }};
+        const char* label = wt == DType::BF16 ? "bf16" : "fp8";
+        for (auto& b : backends) {
+            const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
+            ASSERT_NE(run, nullptr);
+            const auto& got = run->checked();
+            const float alone_vs_64 = rel_error(got[0].host_view, got[2].host_view.narrow(0, 0, 1));
+            const float three_vs_64 = rel_error(got[1].host_view, got[2].host_view.narrow(0, 0, 3));
+            const float b64_vs_300 = rel_error(got[2].host_view, got[3].host_view.narrow(0, 0, 64));
+            std::printf("  %-20s %s: T=1 vs T=64 %.3g, T=3 vs T=64 %.3g, T=64 vs T=300 %.3g\n", b->name().c_str(),
+                        label, alone_vs_64, three_vs_64, b64_vs_300);
+            // The CPU groups a step's rows per expert into GEMMs whose blocking follows the row count: fp32 order.
+            const float exact = b->device().kind == DeviceKind::Cuda ? 0.0f : kF32Tol;
+            EXPECT_LE(alone_vs_64, exact) << b->name() << " " << label;
+            EXPECT_LE(three_vs_64, exact) << b->name() << " " << label;
+            EXPECT_LE(b64_vs_300, kBf16Tol) << b->name() << " " << label;
         }
     }
 }

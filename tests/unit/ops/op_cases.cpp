@@ -313,6 +313,26 @@ OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int
 }
 
 // gate and up are the halves of one fused [T, 2N] output.
+// The gated MLP's first half, gate and up stacked in one weight [2I, K]: one token takes the fused GEMV on CUDA (no
+// silu_mul launch), more tokens linear then silu_mul. bf16 weights, or fp8 with 128x128 blocks.
+OpCase linear_silu_mul(int64_t T, int64_t I, int64_t K, DType wt) {
+    return {fmt("linear_silu_mul T=%lld I=%lld K=%lld %s", (long long)T, (long long)I, (long long)K, dtype_str(wt)),
+            "linear_silu_mul", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K});
+                const bool fp8 = wt == DType::F8_E4M3;
+                const Tensor data = r.dense(Shape{2 * I, K}, wt, fp8 ? 448.0f : 0.1f);
+                LinearWeight w =
+                    fp8 ? LinearWeight::fp8(data, Tensor(), ScaleLayout::kBlock, 128, 128) : LinearWeight::dense(data);
+                if (fp8) w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
+                auto& kept = r.keep(std::move(w));
+                const Tensor gu = r.act(Shape{T, 2 * I});  // scratch: what the op leaves there is not compared
+                const Tensor out = r.out(Shape{T, I}, "out", kBf16Tol);
+                r.set_bytes(static_cast<double>(2 * I * K * dtype_size(wt) + (T * K + T * I) * 4));
+                r.set_flops(4.0 * T * I * K);
+                return [=, &r, &kept] { r.ops().linear_silu_mul(x, kept, gu, out); };
+            }};
+}
+
 OpCase silu_mul(int64_t T, int64_t N) {
     return {fmt("silu_mul T=%lld N=%lld", (long long)T, (long long)N), "silu_mul", [=](CaseRun& r) {
                 const Tensor gu = r.act(Shape{T, 2 * N}, 4.0f);
@@ -618,6 +638,13 @@ const std::vector<OpCase>& op_cases() {
             linear(300, 1000, 1024, BF16, false),
             linear(512, 384, 256, BF16, true),
             linear(512, 128, 128, F32, false),
+            // Gated MLP: four warps per row (2I < 8192), one warp per row (2I >= 8192), an odd K (the element-wise
+            // GEMV), fp8, and more tokens (the default: linear then silu_mul).
+            linear_silu_mul(1, 96, 256, BF16),
+            linear_silu_mul(1, 4500, 512, BF16),
+            linear_silu_mul(1, 40, 100, F16),
+            linear_silu_mul(1, 300, 256, DType::F8_E4M3),
+            linear_silu_mul(6, 96, 256, BF16),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             linear_fp8(1, 256, 512, ScaleLayout::kBlock, false),
@@ -772,6 +799,7 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(add_rms_norm(T, H, kPlain));
             c.push_back(silu_mul(T, I));
         }
+        c.push_back(linear_silu_mul(1, I, H, BF16));
         c.push_back(embedding(V, H, 256, BF16));
         c.push_back(argmax(256, V));
         const std::vector<Seq> decode256(256, Seq{1535, 1}), decode16(16, Seq{4095, 1});

@@ -32,6 +32,7 @@ constexpr size_t smem_floats() {
 
 template <int D, typename C>
 __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
+    PAGODA_KERNEL_PROLOGUE();
     extern __shared__ float smem[];
     constexpr int QS = D + 1;                     // padded: the 4 rows a warp reads at once fall in different banks
     constexpr int DC = D / 8;                     // output dims per thread
@@ -238,6 +239,7 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
 
 // One block per (token, query head): out = Σ_s acc_s · e^(m_s - M) / Σ_s l_s · e^(m_s - M).
 __global__ void combine_splits_kernel(PagedAttentionArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t th = blockIdx.x;  // t * H_q + h
     const int64_t t = th / a.H_q, h = th % a.H_q;
     const int64_t per_split = a.T * a.H_q;
@@ -271,7 +273,7 @@ void launch_typed(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cuda
                           "paged_attention: this head_dim's fp16/fp32-cache kernel needs more shared memory than the "
                           "GPU allows a block; use a bf16 KV cache");
     allow_dynamic_smem<paged_attention_kernel<D, C>>(int(bytes));
-    paged_attention_kernel<D, C><<<grid, kThreads, bytes, stream>>>(a, filter);
+    launch_kernel<paged_attention_kernel<D, C>>(grid, kThreads, bytes, stream, a, filter);
 }
 
 template <int D>
@@ -366,7 +368,7 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
         PAGODA_CUDA_CHECK_LAUNCH();
     }
     if (a.num_splits > 1) {
-        combine_splits_kernel<<<static_cast<unsigned>(a.T * a.H_q), std::min(a.D, 256), 0, stream>>>(a);
+        launch_kernel<combine_splits_kernel>(static_cast<unsigned>(a.T * a.H_q), std::min(a.D, 256), 0, stream, a);
         PAGODA_CUDA_CHECK_LAUNCH();
     }
 }

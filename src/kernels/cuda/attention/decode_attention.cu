@@ -43,6 +43,7 @@ namespace {
 
 template <int D, int W, int S>
 __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
+    PAGODA_KERNEL_PROLOGUE();
     using Sh = DecodeShape<D, W, S>;
     constexpr int LD = Sh::LD, kTileKeys = Sh::kTileKeys, kThreads = Sh::kThreads;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -245,7 +246,7 @@ void launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cuda
         if constexpr (!kSmallest) launch_shape<D, 2, 2>(a, grid, filter, stream);
     } else {
         allow_dynamic_smem<decode_attention_kernel<D, W, S>>(int(Sh::kSmemBytes));
-        decode_attention_kernel<D, W, S><<<grid, Sh::kThreads, Sh::kSmemBytes, stream>>>(a, filter);
+        launch_kernel<decode_attention_kernel<D, W, S>>(grid, Sh::kThreads, Sh::kSmemBytes, stream, a, filter);
     }
 }
 

@@ -26,6 +26,7 @@ constexpr size_t smem_bytes() {
 
 template <int D, int kBlockK>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
+    PAGODA_KERNEL_PROLOGUE();
     constexpr int LD = D + 8;                         // row stride in bf16 elements
     constexpr int kChunks = D / 8;                    // 16-byte pieces per row
     constexpr int kRowsPerPass = kThreads / kChunks;  // rows the block copies at once
@@ -186,7 +187,7 @@ void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t st
     allow_dynamic_smem<prefill_attention_kernel<D, kBlockK>>(int(bytes));
     const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_q));
-    prefill_attention_kernel<D, kBlockK><<<grid, kThreads, bytes, stream>>>(a, filter);
+    launch_kernel<prefill_attention_kernel<D, kBlockK>>(grid, kThreads, bytes, stream, a, filter);
 }
 
 template <int D>

@@ -10,6 +10,7 @@ namespace {
 // One thread per (t, h, j < rotary_dim/2). Angles in fp32 as the reference: float(pos) * inv_freq[j]; full-range
 // sincosf (not the fast intrinsic: positions reach 1e5+ radians); cos and sin then scaled as the reference scales them.
 __global__ void rope_kernel(RopeArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int half = a.rotary_dim / 2;
     const int64_t n = a.T * a.H * half;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
@@ -34,6 +35,7 @@ constexpr int kRowsPerBlock = 8;  // one warp per (token, head) row
 // wrote; finished k rows and v rows also go to the caches. Rows of one token's heads are neighbouring warps.
 template <typename C>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNormRopeArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     __shared__ float rows[kRowsPerBlock][kMaxHeadDim];
     __shared__ float inv_freq[kMaxRotaryHalf];  // the launch parameter, read by every lane at its own index
     const int half = a.rotary_dim / 2;
@@ -98,6 +100,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
 
 template <typename C>
 __global__ void kv_write_kernel(KvWriteArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t row = a.H_kv * a.D, n = a.T * row;
     C* kc = static_cast<C*>(a.key_cache);
     C* vc = static_cast<C*>(a.value_cache);
@@ -117,7 +120,7 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
                           "rope: rotary_dim must be even and at most 512");
     const int64_t n = a.T * a.H * (a.rotary_dim / 2);
     if (n == 0) return;
-    rope_kernel<<<grid_for(n, 256), 256, 0, stream>>>(a);
+    launch_kernel<rope_kernel>(grid_for(n, 256), 256, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
@@ -129,13 +132,13 @@ void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
     const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
     switch (a.key_cache ? a.cache_type : ElemType::F32) {
         case ElemType::BF16:
-            qk_norm_rope_kernel<__nv_bfloat16><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            launch_kernel<qk_norm_rope_kernel<__nv_bfloat16>>(blocks, kRowsPerBlock * 32, 0, stream, a);
             break;
         case ElemType::F16:
-            qk_norm_rope_kernel<__half><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            launch_kernel<qk_norm_rope_kernel<__half>>(blocks, kRowsPerBlock * 32, 0, stream, a);
             break;
         default:
-            qk_norm_rope_kernel<float><<<blocks, kRowsPerBlock * 32, 0, stream>>>(a);
+            launch_kernel<qk_norm_rope_kernel<float>>(blocks, kRowsPerBlock * 32, 0, stream, a);
             break;
     }
     PAGODA_CUDA_CHECK_LAUNCH();
@@ -147,13 +150,13 @@ void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream) {
     const unsigned blocks = grid_for(n, 256);
     switch (a.cache_type) {
         case ElemType::BF16:
-            kv_write_kernel<__nv_bfloat16><<<blocks, 256, 0, stream>>>(a);
+            launch_kernel<kv_write_kernel<__nv_bfloat16>>(blocks, 256, 0, stream, a);
             break;
         case ElemType::F16:
-            kv_write_kernel<__half><<<blocks, 256, 0, stream>>>(a);
+            launch_kernel<kv_write_kernel<__half>>(blocks, 256, 0, stream, a);
             break;
         default:
-            kv_write_kernel<float><<<blocks, 256, 0, stream>>>(a);
+            launch_kernel<kv_write_kernel<float>>(blocks, 256, 0, stream, a);
             break;
     }
     PAGODA_CUDA_CHECK_LAUNCH();

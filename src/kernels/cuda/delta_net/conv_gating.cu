@@ -13,6 +13,7 @@ constexpr int kMaxConvK = 8;
 // before token lane 0 overwrites the state with the last K-1 inputs, so no other block touches the state.
 template <typename W, int CT>
 __global__ void __launch_bounds__(kThreads) causal_conv1d_silu_kernel(CausalConv1dArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     constexpr int kLanes = kThreads / CT;
     const int s = blockIdx.y;
     const int64_t c = static_cast<int64_t>(blockIdx.x) * CT + threadIdx.x % CT;
@@ -43,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) causal_conv1d_silu_kernel(CausalConv
                                          : state[H + p];
                 acc += w[i] * xv;
             }
-            a.out[static_cast<int64_t>(begin + t) * a.out_stride + c] = delta_net::silu(acc);
+            a.out[static_cast<int64_t>(begin + t) * a.out_stride + c] = silu(acc);
         }
     }
     __syncthreads();
@@ -68,24 +69,25 @@ void conv_launch(const CausalConv1dArgs& a, cudaStream_t stream) {
     if (a.num_tokens == a.seqs.num_seqs) {
         // Decode: one token per sequence, so every thread takes its own channel.
         constexpr int CT = kThreads;
-        causal_conv1d_silu_kernel<W, CT>
-            <<<dim3(static_cast<unsigned>((a.C + CT - 1) / CT), seqs), kThreads, 0, stream>>>(a);
+        launch_kernel<causal_conv1d_silu_kernel<W, CT>>(dim3(static_cast<unsigned>((a.C + CT - 1) / CT), seqs),
+                                                        kThreads, 0, stream, a);
     } else {
         // Prefill: 32 channels (128 contiguous bytes per token row) × 8 token lanes per block.
         constexpr int CT = 32;
-        causal_conv1d_silu_kernel<W, CT>
-            <<<dim3(static_cast<unsigned>((a.C + CT - 1) / CT), seqs), kThreads, 0, stream>>>(a);
+        launch_kernel<causal_conv1d_silu_kernel<W, CT>>(dim3(static_cast<unsigned>((a.C + CT - 1) / CT), seqs),
+                                                        kThreads, 0, stream, a);
     }
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 __global__ void gdn_gating_kernel(GdnGatingArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t n = a.T * a.H;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t t = i / a.H, h = i % a.H;
         a.g[t * a.g_stride + h] = delta_net::gdn_g(a.a[t * a.a_stride + h], load_as_f32(a.a_log, a.a_log_type, h),
                                                    load_as_f32(a.dt_bias, a.dt_bias_type, h));
-        a.beta[t * a.beta_stride + h] = delta_net::sigmoid(a.b[t * a.b_stride + h]);
+        a.beta[t * a.beta_stride + h] = sigmoid(a.b[t * a.b_stride + h]);
     }
 }
 
@@ -111,7 +113,7 @@ void launch_causal_conv1d_silu(const CausalConv1dArgs& a, cudaStream_t stream) {
 void launch_gdn_gating(const GdnGatingArgs& a, cudaStream_t stream) {
     const int64_t n = a.T * a.H;
     if (n == 0) return;
-    gdn_gating_kernel<<<grid_for(n, kThreads), kThreads, 0, stream>>>(a);
+    launch_kernel<gdn_gating_kernel>(grid_for(n, kThreads), kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

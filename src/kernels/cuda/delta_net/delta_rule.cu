@@ -32,6 +32,7 @@ struct DeltaRuleShape {
 
 template <int R, int TB>
 __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     using Shape = DeltaRuleShape<R, TB>;
     constexpr int kMaxDk = Shape::kMaxDk, kVals = Shape::kVals, kStageRows = Shape::kStageRows;
     constexpr int kVPer = Shape::kVPerThread;
@@ -116,7 +117,7 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
         }
         if (tid < n) {
             gs[tid] = expf(fused_gates ? delta_net::gdn_g(g_reg, a_log, dt_bias) : g_reg);
-            bs[tid] = fused_gates ? delta_net::sigmoid(b_reg) : b_reg;
+            bs[tid] = fused_gates ? sigmoid(b_reg) : b_reg;
         }
     };
 
@@ -193,9 +194,9 @@ void delta_rule_launch(const GatedDeltaRuleArgs& a, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((a.dv + kCols - 1) / kCols), static_cast<unsigned>(a.Hv),
                     static_cast<unsigned>(a.seqs.num_seqs));
     if (a.num_tokens == a.seqs.num_seqs)
-        delta_rule_kernel<R, 1><<<grid, kThreads, 0, stream>>>(a);
+        launch_kernel<delta_rule_kernel<R, 1>>(grid, kThreads, 0, stream, a);
     else
-        delta_rule_kernel<R, 16><<<grid, kThreads, 0, stream>>>(a);
+        launch_kernel<delta_rule_kernel<R, 16>>(grid, kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -10,6 +10,7 @@ constexpr int kThreads = 256;
 constexpr int kRowsPerBlock = kThreads / 32;
 
 __global__ void __launch_bounds__(kThreads) l2_norm_kernel(L2NormArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
     if (row >= a.T * a.H) return;  // whole warps
     const int lane = threadIdx.x & 31;
@@ -25,6 +26,7 @@ __global__ void __launch_bounds__(kThreads) l2_norm_kernel(L2NormArgs a) {
 // Each lane reads and writes the same indices in both passes, so out may alias x.
 template <typename W>
 __global__ void __launch_bounds__(kThreads) gated_rms_norm_kernel(GatedRmsNormArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t row = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / 32;
     if (row >= a.T * a.H) return;
     const int lane = threadIdx.x & 31;
@@ -38,7 +40,7 @@ __global__ void __launch_bounds__(kThreads) gated_rms_norm_kernel(GatedRmsNormAr
         ss += x[d] * x[d];
     const float s = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(a.D) + a.eps);
     for (int64_t d = lane; d < a.D; d += 32)
-        out[d] = x[d] * s * to_f32(w[d]) * delta_net::silu(z[d]);
+        out[d] = x[d] * s * to_f32(w[d]) * silu(z[d]);
 }
 
 unsigned row_blocks(int64_t rows) {
@@ -51,7 +53,7 @@ void launch_l2_norm(const L2NormArgs& a, cudaStream_t stream) {
     const int64_t rows = a.T * a.H;
     if (rows == 0) return;
     PAGODA_KERNEL_REQUIRE(rows <= 0x7fffffffLL, "l2_norm: too many rows");
-    l2_norm_kernel<<<row_blocks(rows), kThreads, 0, stream>>>(a);
+    launch_kernel<l2_norm_kernel>(row_blocks(rows), kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
@@ -61,13 +63,13 @@ void launch_gated_rms_norm(const GatedRmsNormArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(rows <= 0x7fffffffLL, "gated_rms_norm: too many rows");
     switch (a.weight_type) {
         case ElemType::BF16:
-            gated_rms_norm_kernel<__nv_bfloat16><<<row_blocks(rows), kThreads, 0, stream>>>(a);
+            launch_kernel<gated_rms_norm_kernel<__nv_bfloat16>>(row_blocks(rows), kThreads, 0, stream, a);
             break;
         case ElemType::F16:
-            gated_rms_norm_kernel<__half><<<row_blocks(rows), kThreads, 0, stream>>>(a);
+            launch_kernel<gated_rms_norm_kernel<__half>>(row_blocks(rows), kThreads, 0, stream, a);
             break;
         default:
-            gated_rms_norm_kernel<float><<<row_blocks(rows), kThreads, 0, stream>>>(a);
+            launch_kernel<gated_rms_norm_kernel<float>>(row_blocks(rows), kThreads, 0, stream, a);
             break;
     }
     PAGODA_CUDA_CHECK_LAUNCH();

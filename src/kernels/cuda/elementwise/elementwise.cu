@@ -12,6 +12,7 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void embedding_kernel(EmbeddingArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t n = a.T * a.H;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t t = i / a.H, h = i % a.H;
@@ -20,14 +21,8 @@ __global__ void embedding_kernel(EmbeddingArgs a) {
     }
 }
 
-__device__ __forceinline__ float silu(float x) {
-    return x / (1.0f + expf(-x));
-}
-__device__ __forceinline__ float sigmoid(float x) {
-    return 1.0f / (1.0f + expf(-x));
-}
-
 __global__ void binary_kernel(BinaryArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t n = a.T * a.H * a.N;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t row = i / a.N, c = i % a.N, t = row / a.H, h = row % a.H;
@@ -50,6 +45,7 @@ __global__ void binary_kernel(BinaryArgs a) {
 }
 
 __global__ void copy_kernel(CopyArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t n = a.T * a.N;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t t = i / a.N, c = i % a.N;
@@ -61,6 +57,7 @@ __global__ void copy_kernel(CopyArgs a) {
 
 __global__ void add_bias_kernel(float* y, int64_t y_stride, const void* bias, ElemType bias_type, int64_t T,
                                 int64_t N) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t n = T * N;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t t = i / N, c = i % N;
@@ -70,6 +67,7 @@ __global__ void add_bias_kernel(float* y, int64_t y_stride, const void* bias, El
 
 // One block per row; (value, index) reduced with the lower index winning ties. NaN compares false and loses.
 __global__ void argmax_kernel(const float* logits, int64_t stride, int64_t V, int32_t* out) {
+    PAGODA_KERNEL_PROLOGUE();
     const float* row = logits + blockIdx.x * stride;
     float best = -INFINITY;
     int64_t best_i = V;  // "none yet": loses every tie
@@ -98,6 +96,7 @@ __global__ void argmax_kernel(const float* logits, int64_t stride, int64_t V, in
 
 template <typename T>
 __global__ void convert_rows_kernel(const float* src, int64_t src_stride, T* dst, int64_t rows, int64_t K) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t n = rows * K;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t t = i / K, c = i % K;
@@ -108,6 +107,7 @@ __global__ void convert_rows_kernel(const float* src, int64_t src_stride, T* dst
 // Four elements per thread when rows are 16-byte aligned (the usual case: contiguous activations, K % 4 == 0).
 template <typename T>
 __global__ void convert_rows_vec4_kernel(const float* src, int64_t src_stride, T* dst, int64_t rows, int64_t K) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t k4 = K / 4, n = rows * k4;
     for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
         const int64_t t = i / k4, c = (i % k4) * 4;
@@ -115,6 +115,16 @@ __global__ void convert_rows_vec4_kernel(const float* src, int64_t src_stride, T
         T* d = dst + t * K + c;
         d[0] = from_f32<T>(v.x), d[1] = from_f32<T>(v.y), d[2] = from_f32<T>(v.z), d[3] = from_f32<T>(v.w);
     }
+}
+
+template <typename T>
+void convert_rows(bool vec4, unsigned blocks, const float* src, int64_t src_stride, void* dst, int64_t rows, int64_t K,
+                  cudaStream_t stream) {
+    T* d = static_cast<T*>(dst);
+    if (vec4)
+        launch_kernel<convert_rows_vec4_kernel<T>>(blocks, kThreads, 0, stream, src, src_stride, d, rows, K);
+    else
+        launch_kernel<convert_rows_kernel<T>>(blocks, kThreads, 0, stream, src, src_stride, d, rows, K);
 }
 
 unsigned blocks_for(int64_t n) {
@@ -126,32 +136,32 @@ unsigned blocks_for(int64_t n) {
 
 void launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
     if (a.T == 0) return;
-    embedding_kernel<<<blocks_for(a.T * a.H), kThreads, 0, stream>>>(a);
+    launch_kernel<embedding_kernel>(blocks_for(a.T * a.H), kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 void launch_binary(const BinaryArgs& a, cudaStream_t stream) {
     if (a.T == 0 || a.N == 0 || a.H == 0) return;
-    binary_kernel<<<blocks_for(a.T * a.H * a.N), kThreads, 0, stream>>>(a);
+    launch_kernel<binary_kernel>(blocks_for(a.T * a.H * a.N), kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 void launch_copy(const CopyArgs& a, cudaStream_t stream) {
     if (a.T == 0 || a.N == 0) return;
-    copy_kernel<<<blocks_for(a.T * a.N), kThreads, 0, stream>>>(a);
+    launch_kernel<copy_kernel>(blocks_for(a.T * a.N), kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 void launch_add_bias(float* y, int64_t y_stride, const void* bias, ElemType bias_type, int64_t T, int64_t N,
                      cudaStream_t stream) {
     if (T == 0 || N == 0) return;
-    add_bias_kernel<<<blocks_for(T * N), kThreads, 0, stream>>>(y, y_stride, bias, bias_type, T, N);
+    launch_kernel<add_bias_kernel>(blocks_for(T * N), kThreads, 0, stream, y, y_stride, bias, bias_type, T, N);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 void launch_argmax(const float* logits, int64_t stride, int64_t R, int64_t V, int32_t* out, cudaStream_t stream) {
     if (R == 0) return;
-    argmax_kernel<<<static_cast<unsigned>(R), kThreads, 0, stream>>>(logits, stride, V, out);
+    launch_kernel<argmax_kernel>(static_cast<unsigned>(R), kThreads, 0, stream, logits, stride, V, out);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
@@ -161,19 +171,10 @@ void launch_convert_rows(const float* src, int64_t src_stride, void* dst, ElemTy
     PAGODA_KERNEL_REQUIRE(dst_type != ElemType::F32, "convert_rows: destination must be BF16 or F16");
     const bool vec4 = K % 4 == 0 && src_stride % 4 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
     const unsigned blocks = blocks_for(vec4 ? T * K / 4 : T * K);
-    if (dst_type == ElemType::BF16) {
-        auto* d = static_cast<__nv_bfloat16*>(dst);
-        if (vec4)
-            convert_rows_vec4_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
-        else
-            convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
-    } else {
-        auto* d = static_cast<__half*>(dst);
-        if (vec4)
-            convert_rows_vec4_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
-        else
-            convert_rows_kernel<<<blocks, kThreads, 0, stream>>>(src, src_stride, d, T, K);
-    }
+    if (dst_type == ElemType::BF16)
+        convert_rows<__nv_bfloat16>(vec4, blocks, src, src_stride, dst, T, K, stream);
+    else
+        convert_rows<__half>(vec4, blocks, src, src_stride, dst, T, K, stream);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -21,6 +21,7 @@ __device__ __forceinline__ __nv_bfloat16 dequantize(__nv_fp8_storage_t q, float 
 
 // 8 weights per thread; the 8 share a scale (block columns are a multiple of 8: the launcher checks).
 __global__ void dequantize8_kernel(DequantizeFp8Args a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t groups = a.K / 8;
     const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
     if (i >= a.N * groups) return;
@@ -36,6 +37,7 @@ __global__ void dequantize8_kernel(DequantizeFp8Args a) {
 }
 
 __global__ void dequantize1_kernel(DequantizeFp8Args a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
     if (i >= a.N * a.K) return;
     const int64_t n = i / a.K, k = i % a.K;
@@ -57,9 +59,9 @@ void launch_dequantize_fp8(const DequantizeFp8Args& a, cudaStream_t stream) {
     const int64_t work = by8 ? a.N * (a.K / 8) : a.N * a.K;
     const auto blocks = static_cast<unsigned>((work + kThreads - 1) / kThreads);
     if (by8)
-        dequantize8_kernel<<<blocks, kThreads, 0, stream>>>(a);
+        launch_kernel<dequantize8_kernel>(blocks, kThreads, 0, stream, a);
     else
-        dequantize1_kernel<<<blocks, kThreads, 0, stream>>>(a);
+        launch_kernel<dequantize1_kernel>(blocks, kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

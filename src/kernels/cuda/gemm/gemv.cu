@@ -14,6 +14,7 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
+constexpr int kGemvUnroll = 4;  // 16-byte loads in flight per lane
 
 template <typename W>
 struct Vec16;  // 16 bytes of weights and their fp32 values
@@ -105,30 +106,23 @@ __device__ __forceinline__ void dequantize_group(const GemvArgs& a, int64_t n, i
     }
 }
 
-// WPR warps share one output row (each takes every WPR-th 16-byte column group), so a small N still puts enough
-// loads in flight to reach the memory bandwidth; their sums meet in shared memory.
+// This lane's share of x · w[n] (w: row n's weights): WPR warps share one row (each takes every WPR-th 16-byte column
+// group), so a small N still puts enough loads in flight to reach the memory bandwidth.
 template <typename W, int WPR>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a) {
+__device__ __forceinline__ float row_partial(const GemvArgs& a, const W* w, int64_t n, int64_t k) {
     constexpr int kN = Vec16<W>::kN;
-    constexpr int kUnroll = 4;                         // 16-byte loads in flight per lane
     constexpr int64_t kStep = int64_t(WPR) * 32 * kN;  // elements between one lane's consecutive loads
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
-    const bool active = n < a.N;
-    const W* w = static_cast<const W*>(a.w) + (active ? n : 0) * a.w_stride;
     float acc = 0.0f;
-    int64_t k = (int64_t(warp % WPR) * 32 + lane) * kN;
-    if (!active) k = a.K;
-    for (; k + int64_t(kUnroll - 1) * kStep < a.K; k += int64_t(kUnroll) * kStep) {
-        float wv[kUnroll][kN];
+    for (; k + int64_t(kGemvUnroll - 1) * kStep < a.K; k += int64_t(kGemvUnroll) * kStep) {
+        float wv[kGemvUnroll][kN];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < kGemvUnroll; ++u)
             Vec16<W>::load(w + k + u * kStep, wv[u]);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
+        for (int u = 0; u < kGemvUnroll; ++u)
             dequantize_group<W>(a, n, k + u * kStep, wv[u]);
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
+        for (int u = 0; u < kGemvUnroll; ++u) {
             const float* x = a.x + k + u * kStep;
 #pragma unroll
             for (int i = 0; i < kN; i += 4) {
@@ -148,25 +142,55 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
             acc += wv[i] * xv.x + wv[i + 1] * xv.y + wv[i + 2] * xv.z + wv[i + 3] * xv.w;
         }
     }
-    acc = warp_sum(acc);
-    if constexpr (WPR > 1) {
-        __shared__ float partial[kWarpsPerBlock];
-        if (lane == 0) partial[warp] = acc;
+    return acc;
+}
+
+// Asks L2 for the weights row_partial's first iteration loads (one request per 128-byte line). Issued before
+// pdl_wait: weights are written by no kernel, so they stream in while the previous kernel finishes.
+template <typename W, int WPR>
+__device__ __forceinline__ void prefetch_first_loads(const GemvArgs& a, const W* w, int64_t k, int lane) {
+    constexpr int64_t kStep = int64_t(WPR) * 32 * Vec16<W>::kN;
+    if ((lane & 7) != 0) return;
+#pragma unroll
+    for (int u = 0; u < kGemvUnroll; ++u)
+        if (k + u * kStep < a.K) asm volatile("prefetch.global.L2 [%0];" ::"l"(w + k + u * kStep));
+}
+
+// One output row per WPR warps; with Glu, output n is silu(row n) * row (n + glu_rows), the two sums taken exactly as
+// for two separate rows, so the result equals linear then silu_mul to the bit.
+template <typename W, int WPR, bool Glu>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a) {
+    constexpr int kN = Vec16<W>::kN;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
+    const bool active = n < a.N;
+    const W* w = static_cast<const W*>(a.w) + (active ? n : 0) * a.w_stride;
+    const W* w_up = Glu ? w + a.glu_rows * a.w_stride : nullptr;
+    const int64_t k = active ? (int64_t(warp % WPR) * 32 + lane) * kN : a.K;
+    prefetch_first_loads<W, WPR>(a, w, k, lane);
+    if constexpr (Glu) prefetch_first_loads<W, WPR>(a, w_up, k, lane);
+    PAGODA_KERNEL_PROLOGUE();
+    float acc = warp_sum(row_partial<W, WPR>(a, w, n, k));
+    float acc_up = Glu ? warp_sum(row_partial<W, WPR>(a, w_up, n + a.glu_rows, k)) : 0.0f;
+    if constexpr (WPR > 1) {  // the row's warps meet in shared memory
+        __shared__ float partial[2][kWarpsPerBlock];
+        if (lane == 0) partial[0][warp] = acc, partial[1][warp] = acc_up;
         __syncthreads();
         if (warp % WPR != 0) return;
 #pragma unroll
         for (int j = 1; j < WPR; ++j)
-            acc += partial[warp + j];
+            acc += partial[0][warp + j], acc_up += partial[1][warp + j];
     }
     if (!active || lane != 0) return;
-    a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
+    const float y = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
+    if constexpr (Glu)
+        a.y[n] = silu(y) * (acc_up + (a.bias ? load_as_f32(a.bias, a.bias_type, n + a.glu_rows) : 0.0f));
+    else
+        a.y[n] = y;
 }
 
 // Any alignment, any weight type: element by element (odd shapes in tests and tiny models).
-__global__ void gemv_scalar_kernel(GemvArgs a) {
-    const int lane = threadIdx.x & 31;
-    const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
-    if (n >= a.N) return;
+__device__ float scalar_row(const GemvArgs& a, int64_t n, int lane) {
     const bool fp8 = a.w_type == ElemType::F8E4M3;
     float acc = 0.0f;
     for (int64_t k = lane; k < a.K; k += 32) {
@@ -177,23 +201,36 @@ __global__ void gemv_scalar_kernel(GemvArgs a) {
         if (fp8) w = __bfloat162float(__float2bfloat16_rn(w * weight_scale(a.scales, n, k)));
         acc += w * x;
     }
-    acc = warp_sum(acc);
-    if (lane == 0) a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
+    return warp_sum(acc) + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
+}
+
+__global__ void gemv_scalar_kernel(GemvArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
+    const int lane = threadIdx.x & 31;
+    const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
+    if (n >= a.N) return;
+    const float y = scalar_row(a, n, lane);
+    const float y_up = a.glu_rows ? scalar_row(a, n + a.glu_rows, lane) : 0.0f;
+    if (lane == 0) a.y[n] = a.glu_rows ? silu(y) * y_up : y;
 }
 
 template <typename W, int WPR>
 void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const unsigned blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
-    gemv_vec_kernel<W, WPR><<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a);
+    if (a.glu_rows)
+        launch_kernel<gemv_vec_kernel<W, WPR, true>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
+    else
+        launch_kernel<gemv_vec_kernel<W, WPR, false>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
 }
 
-// Rows that fill the GPU with one warp each get one; fewer rows get four warps each.
+// Rows that fill the GPU with one warp each get one; fewer rows get four warps each. A fused gate/up GEMV reads two
+// rows per output and chooses as the unfused one over all its rows did, so both sum alike.
 constexpr int64_t kOneWarpRows = 8192;
 
 template <typename W>
 void launch_vec(const GemvArgs& a, cudaStream_t stream) {
-    if (a.N >= kOneWarpRows)
+    if ((a.glu_rows ? 2 * a.N : a.N) >= kOneWarpRows)
         launch_vec_wpr<W, 1>(a, stream);
     else
         launch_vec_wpr<W, 4>(a, stream);
@@ -207,6 +244,7 @@ bool aligned16(const void* p) {
 
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     if (a.N == 0) return;
+    PAGODA_KERNEL_REQUIRE(a.glu_rows == 0 || a.glu_rows == a.N, "a fused gate/up GEMV has one output per row pair");
     const unsigned blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
     const bool fp8 = a.w_type == ElemType::F8E4M3;
     PAGODA_KERNEL_REQUIRE(!fp8 || (a.scales.data && a.scales.rows > 0 && a.scales.cols > 0), "fp8 GEMV needs scales");
@@ -214,7 +252,7 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned16(a.w) && aligned16(a.x) &&
                         (!fp8 || a.scales.cols % vec == 0);
     if (!vec_ok) {
-        gemv_scalar_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(a);
+        launch_kernel<gemv_scalar_kernel>(blocks, kWarpsPerBlock * 32, 0, stream, a);
     } else if (fp8) {
         launch_vec<__nv_fp8_e4m3>(a, stream);
     } else if (a.w_type == ElemType::BF16) {

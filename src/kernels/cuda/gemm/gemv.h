@@ -22,6 +22,9 @@ struct GemvArgs {
     float* y;  // [N]
     int64_t N, K;
     WeightScales scales = {};  // fp8 weights only
+    // 0, or the gated MLP fused (= N): w holds gate rows [0, N) and up rows [N, 2N), and y[n] = silu(gate_n) * up_n,
+    // each sum taken as for a plain row, so y equals the GEMV of all 2N rows followed by silu_mul.
+    int64_t glu_rows = 0;
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
 

@@ -32,6 +32,7 @@ __device__ __forceinline__ void load_f32(const W* p, float* out) {
 // Down: column n dots down row n with h[row] and stores y[pair(row), n].
 template <typename W, Pass P, int VEC>
 __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     moe::Tile tile;
     if (!moe::find_tile(a.routing, static_cast<int32_t>(blockIdx.x), tile)) return;
     const int lane = threadIdx.x & 31;
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedArgs a
         const float d0 = warp_sum(acc0[m]);
         if constexpr (P == Pass::GateUp) {
             const float d1 = warp_sum(acc1[m]);
-            if (lane == m) static_cast<W*>(a.h)[int64_t(tile.row0 + m) * a.N + n] = from_f32<W>(moe::silu(d0) * d1);
+            if (lane == m) static_cast<W*>(a.h)[int64_t(tile.row0 + m) * a.N + n] = from_f32<W>(silu(d0) * d1);
         } else {
             if (lane == m) a.y[int64_t(a.routing.sorted_pairs[tile.row0 + m]) * a.N + n] = d0;
         }
@@ -82,9 +83,9 @@ template <typename W, Pass P>
 void launch_typed(const GroupedArgs& a, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(a.tiles), static_cast<unsigned>((a.N + kWarps - 1) / kWarps));
     if (moe::vector_loads_fit(a))
-        grouped_gemv_kernel<W, P, 8><<<grid, kWarps * 32, 0, stream>>>(a);
+        launch_kernel<grouped_gemv_kernel<W, P, 8>>(grid, kWarps * 32, 0, stream, a);
     else
-        grouped_gemv_kernel<W, P, 1><<<grid, kWarps * 32, 0, stream>>>(a);
+        launch_kernel<grouped_gemv_kernel<W, P, 1>>(grid, kWarps * 32, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -89,6 +89,7 @@ struct TileRows {
 
 template <typename W, Pass P, bool VEC>
 __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     __shared__ __align__(16) W As[kStages][kBM][kLd];
     __shared__ __align__(16) W Bs[kStages][kBN][kLd];
     moe::Tile tile;
@@ -177,7 +178,7 @@ __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
                     for (int c = 0; c < 2; ++c) {
                         const int64_t i = src.c0 + 16 * wn + nt * 8 + 2 * t4 + c;
                         const float gate = acc[mt][nt][2 * half + c], up = acc[mt][nt + 2][2 * half + c];
-                        if (i < a.N) h[i] = from_f32<W>(moe::silu(gate) * up);
+                        if (i < a.N) h[i] = from_f32<W>(silu(gate) * up);
                     }
             } else {
                 float* y = a.y + int64_t(a.routing.sorted_pairs[row]) * a.N;
@@ -197,9 +198,9 @@ void launch_typed(const GroupedArgs& a, cudaStream_t stream) {
     constexpr int64_t cols = P == Pass::GateUp ? kBN / 2 : kBN;
     const dim3 grid(static_cast<unsigned>(a.tiles), static_cast<unsigned>((a.N + cols - 1) / cols));
     if (moe::vector_loads_fit(a))
-        grouped_mma_kernel<W, P, true><<<grid, kThreads, 0, stream>>>(a);
+        launch_kernel<grouped_mma_kernel<W, P, true>>(grid, kThreads, 0, stream, a);
     else
-        grouped_mma_kernel<W, P, false><<<grid, kThreads, 0, stream>>>(a);
+        launch_kernel<grouped_mma_kernel<W, P, false>>(grid, kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -52,11 +52,16 @@ struct MoeExpertsArgs {
     int64_t T = 0, H = 0, I = 0, E = 0, k = 0;
     const float* topk_weights = nullptr;
     const int32_t* topk_ids = nullptr;
-    ElemType weight_type = ElemType::BF16;  // BF16 or F16
+    ElemType weight_type = ElemType::BF16;  // BF16 or F16; F8E4M3 only where moe_experts_read_fp8 says so
     MoeStackedWeight gate_up, down;
+    // F8E4M3 weights: each stack's scale grid as one [E*N, K] matrix's (the loader stacks experts so).
+    WeightScales gate_up_scales, down_scales;
     void* workspace = nullptr;  // moe_experts_workspace_bytes(T, H, I, E, k), 256-byte aligned
 };
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k);
+// Whether launch_moe_experts takes these fp8 (e4m3) stacks as they are: a few tokens, on the pair passes, each weight
+// dequantised in registers exactly as launch_dequantize_fp8 writes it. Otherwise dequantise the stacks to bf16 first.
+bool moe_experts_read_fp8(const MoeExpertsArgs& a);
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream);
 
 }  // namespace pagoda::kernels::cuda

@@ -41,6 +41,7 @@ __device__ int block_exclusive_scan(int v, int& total) {
 }
 
 __global__ void __launch_bounds__(kRoutingThreads) routing_kernel(const int32_t* ids, int64_t pairs, Routing r) {
+    PAGODA_KERNEL_PROLOGUE();
     __shared__ int count[kMoeMaxExperts], next[kMoeMaxExperts];
     const int e = threadIdx.x;
     if (e < r.E) count[e] = 0;
@@ -74,6 +75,7 @@ __global__ void __launch_bounds__(kRoutingThreads) routing_kernel(const int32_t*
 // out[t, c] = Σ_j w[t, j] · y[t*k + j, c] in slot order, skipping ids outside [0, E) (their rows were not written).
 __global__ void reduce_kernel(const float* y, const float* weights, const int32_t* ids, int64_t H, int64_t k, int64_t E,
                               float* out, int64_t out_stride) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t t = blockIdx.x;
     const int64_t c = blockIdx.y * int64_t(blockDim.x) + threadIdx.x;
     if (c >= H) return;
@@ -122,10 +124,14 @@ constexpr int64_t kGemvMaxRowsPerExpert = 4;
 
 namespace moe {
 void launch_routing(const int32_t* topk_ids, int64_t pairs, const Routing& r, cudaStream_t stream) {
-    routing_kernel<<<1, kRoutingThreads, 0, stream>>>(topk_ids, pairs, r);
+    launch_kernel<routing_kernel>(1, kRoutingThreads, 0, stream, topk_ids, pairs, r);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 }  // namespace moe
+
+bool moe_experts_read_fp8(const MoeExpertsArgs& a) {
+    return a.weight_type == ElemType::F8E4M3 && moe::pair_passes_fit(a) && moe::pair_passes_enabled();
+}
 
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
     return carve(nullptr, T, H, I, E, k).bytes;
@@ -133,12 +139,14 @@ size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, i
 
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(a.E >= 1 && a.E <= kMoeMaxExperts && a.k >= 1, "moe_experts: E or k out of range");
-    PAGODA_KERNEL_REQUIRE(a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16,
-                          "moe_experts: expert weights must be BF16 or F16");
+    PAGODA_KERNEL_REQUIRE(a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16 ||
+                              (a.weight_type == ElemType::F8E4M3 && moe_experts_read_fp8(a)),
+                          "moe_experts: expert weights must be BF16 or F16 (fp8 ones where moe_experts_read_fp8)");
     PAGODA_KERNEL_REQUIRE(a.T * a.k < (int64_t{1} << 31), "moe_experts: too many (token, slot) pairs");
     if (a.T == 0 || a.H == 0) return;
     const int64_t pairs = a.T * a.k;
     const Workspace ws = carve(static_cast<char*>(a.workspace), a.T, a.H, a.I, a.E, a.k);
+    if (moe::pair_passes_fit(a) && moe::pair_passes_enabled()) return moe::launch_pair_passes(a, ws.h, stream);
     launch_convert_rows(a.x, a.x_stride, ws.x_w, a.weight_type, a.T, a.H, stream);
 
     const bool gemv = pairs <= kGemvMaxRowsPerExpert * a.E;
@@ -170,7 +178,8 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
 
     constexpr int kThreads = 256;
     const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>((a.H + kThreads - 1) / kThreads));
-    reduce_kernel<<<grid, kThreads, 0, stream>>>(ws.y, a.topk_weights, a.topk_ids, a.H, a.k, a.E, a.out, a.out_stride);
+    launch_kernel<reduce_kernel>(grid, kThreads, 0, stream, ws.y, a.topk_weights, a.topk_ids, a.H, a.k, a.E, a.out,
+                                 a.out_stride);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -13,6 +13,7 @@ namespace {
 constexpr int kWarps = 4;
 
 __global__ void __launch_bounds__(kWarps * 32) topk_softmax_kernel(MoeTopkSoftmaxArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     // Lane l owns the experts e with e % 32 == l: no other lane reads its probabilities, so no syncs are needed.
     extern __shared__ float probs[];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -68,7 +69,7 @@ void launch_moe_topk_softmax(const MoeTopkSoftmaxArgs& a, cudaStream_t stream) {
     if (a.T == 0) return;
     const unsigned blocks = static_cast<unsigned>((a.T + kWarps - 1) / kWarps);
     const size_t smem = static_cast<size_t>(kWarps * a.E) * sizeof(float);
-    topk_softmax_kernel<<<blocks, kWarps * 32, smem, stream>>>(a);
+    launch_kernel<topk_softmax_kernel>(blocks, kWarps * 32, smem, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

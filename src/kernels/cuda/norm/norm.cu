@@ -8,6 +8,7 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 __global__ void rms_norm_kernel(RmsNormArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t row = blockIdx.x;
     const int64_t t = row / a.H, h = row % a.H;
     const float* x = a.x.data + t * a.x.stride_t + h * a.x.stride_h;
@@ -45,7 +46,7 @@ void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
     // costs a full memory latency, so the block must issue them all at once.
     const int64_t want = (a.D / 4 + 31) / 32 * 32;
     const int threads = static_cast<int>(want < 32 ? 32 : want > 1024 ? 1024 : want);
-    rms_norm_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(a);
+    launch_kernel<rms_norm_kernel>(static_cast<unsigned>(rows), threads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

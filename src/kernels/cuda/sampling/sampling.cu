@@ -287,6 +287,7 @@ __device__ int64_t draw(const float* w, int64_t n, float inv_t, float m, double 
 }
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     __shared__ Scratch s;
     const SampleRow r = a.rows[blockIdx.x];
     float* w = a.logits + static_cast<int64_t>(r.logits_row) * a.stride;
@@ -409,7 +410,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
 void launch_sample(const SampleArgs& a, cudaStream_t stream) {
     if (a.num_rows == 0) return;
     PAGODA_KERNEL_REQUIRE(a.V > 0 && a.V < INT_MAX, "sample: vocabulary size out of range");
-    sample_kernel<<<static_cast<unsigned>(a.num_rows), kThreads, 0, stream>>>(a);
+    launch_kernel<sample_kernel>(static_cast<unsigned>(a.num_rows), kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
