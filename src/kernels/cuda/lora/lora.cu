@@ -12,6 +12,7 @@ constexpr int kShrinkThreads = 128;
 constexpr int kExpandThreads = 256;
 
 __global__ void lora_shrink_kernel(LoraShrinkArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t i = blockIdx.x, j = blockIdx.y;
     const float* x = a.x + static_cast<int64_t>(a.tokens[i]) * a.x_stride;
     const float* row = a.a + j * a.K;
@@ -23,6 +24,7 @@ __global__ void lora_shrink_kernel(LoraShrinkArgs a) {
 }
 
 __global__ void lora_expand_kernel(LoraExpandArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
     const int64_t i = blockIdx.x;
     const int64_t n = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
     if (n >= a.N) return;
@@ -40,8 +42,7 @@ void launch_lora_shrink(const LoraShrinkArgs& a, cudaStream_t stream) {
     if (a.num_tokens <= 0 || a.rank <= 0) return;
     PAGODA_KERNEL_REQUIRE(a.num_tokens < (int64_t{1} << 31) && a.rank <= 65535, "LoRA shrink grid too large");
     const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.rank));
-    lora_shrink_kernel<<<grid, kShrinkThreads, 0, stream>>>(a);
-    PAGODA_CUDA_CHECK_LAUNCH();
+    launch_kernel<lora_shrink_kernel>(grid, kShrinkThreads, 0, stream, a);
 }
 
 void launch_lora_expand(const LoraExpandArgs& a, cudaStream_t stream) {
@@ -49,8 +50,7 @@ void launch_lora_expand(const LoraExpandArgs& a, cudaStream_t stream) {
     const int64_t col_blocks = (a.N + kExpandThreads - 1) / kExpandThreads;
     PAGODA_KERNEL_REQUIRE(a.num_tokens < (int64_t{1} << 31) && col_blocks <= 65535, "LoRA expand grid too large");
     const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(col_blocks));
-    lora_expand_kernel<<<grid, kExpandThreads, 0, stream>>>(a);
-    PAGODA_CUDA_CHECK_LAUNCH();
+    launch_kernel<lora_expand_kernel>(grid, kExpandThreads, 0, stream, a);
 }
 
 }  // namespace pagoda::kernels::cuda
