@@ -19,6 +19,7 @@
 #include "chat/output/tool_parser.h"
 #include "cli/args.h"
 #include "cli/command.h"
+#include "cli/serve_lora_flags.h"
 #include "cli/serve_ops.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -88,10 +89,6 @@ const RefusedFlag kRefused[] = {
     {"data-parallel-size", true, "1", "data parallelism is not implemented"},
     {"enable-expert-parallel", false, "", "expert parallelism is not implemented"},
     {"kv-cache-dtype", true, "auto", "only the model's dtype is supported for the KV cache yet"},
-    {"enable-lora", false, "", "LoRA adapters are not supported yet"},
-    {"lora-modules", true, "", "LoRA adapters are not supported yet"},
-    {"max-loras", true, "", "LoRA adapters are not supported yet"},
-    {"max-lora-rank", true, "", "LoRA adapters are not supported yet"},
     {"enable-sleep-mode", false, "", "sleep mode is not supported"},
     {"tokenizer", true, "", "the tokenizer is read from MODEL_DIR; a separate tokenizer is not supported yet"},
     {"pooler-config", true, "", "pooling models are not supported"},
@@ -352,6 +349,7 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
     std::vector<std::string_view> raw_args(expanded.begin(), expanded.end());
     std::vector<std::string> kept;
     PAGODA_RETURN_IF_ERROR(filter_foreign_flags(raw_args, kept));
+    kept = cli::split_lora_modules(std::move(kept));
     std::map<std::string, std::vector<std::string>> hidden;
     for (size_t i = 0; i < kept.size(); ++i) {
         const std::string& a = kept[i];
@@ -434,6 +432,7 @@ cli::ArgParser make_serve_parser() {
     p.add_option("metrics-prefix", "PREFIX", "prefix of the /metrics names: pagoda (default) | vllm (vLLM dashboards)");
     p.add_option("scheduling-policy", "POLICY", "fcfs | priority");
     p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
+    cli::add_lora_flags(p);
     p.add_option("tensor-parallel-size", "N",
                  "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
     p.add_option("nnodes", "M",
@@ -595,6 +594,8 @@ Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<T
         o.service.max_model_len = o.test_max_model_len;
     } else {
         PAGODA_ASSIGN_OR_RETURN(o.engine, engine_options(p, device, gpu_memory_utilization, o.nodes));
+        PAGODA_RETURN_IF_ERROR(cli::apply_lora_flags(p, o.service.served_model_names, *o.engine));
+        o.service.enable_lora = o.engine->enable_lora;
         // A --quantization the checkpoint does not take is refused before the server listens (the model loads
         // later, in the background).
         if (!o.engine->quantization.empty()) {
@@ -734,6 +735,7 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
         load.engine = std::move(g).value();
         load.generator = std::make_unique<server::openai::EngineGenerator>(load.engine->engine());
         service.set_max_model_len(load.engine->config().max_model_len);
+        service.set_lora_registry(load.engine->lora());
         deferred.set(load.generator.get());
         service.set_ready(true);
         // The watchdog's proof of life: stats() is answered by the engine thread between two steps.
@@ -786,6 +788,7 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     std::fprintf(stderr, "pagoda serve: stopped\n");
     // In-flight requests have finished or timed out; stop the engine before the service and server go away.
     deferred.set(nullptr);
+    service.set_lora_registry(nullptr);
     if (load.engine) load.engine->engine().shutdown();
     std::lock_guard<std::mutex> lock(load.group_error_mutex);
     if (!load.group_error.empty()) return cli::fail(kCmd, load.group_error);

@@ -76,7 +76,8 @@ struct Engine::Impl {
                                     .max_num_batched_tokens = c.max_num_batched_tokens,
                                     .priority_scheduling = c.priority_scheduling,
                                     .hybrid = c.num_state_slots > 0,
-                                    .admission = c.admission},
+                                    .admission = c.admission,
+                                    .max_loras = c.max_loras},
                     kv, state ? &*state : nullptr),
           sampler(vocab_size),
           grammar_masks(vocab_size, c.eos_token_ids) {
@@ -295,8 +296,9 @@ void Engine::Impl::build_batch() {
     sampled_seqs.clear();
     for (const ScheduledChunk& c : plan.chunks) {
         const Sequence& s = *c.seq;
-        const int32_t row0 = arrays.add_sequence(std::span<const int32_t>(s.tokens).subspan(c.start, c.length), c.start,
-                                                 s.blocks.table, config.block_size, s.state_slot);
+        const int32_t row0 =
+            arrays.add_sequence(std::span<const int32_t>(s.tokens).subspan(c.start, c.length), c.start, s.blocks.table,
+                                config.block_size, s.state_slot, owner(s).request.lora_id);
         // Prompt logprobs: every prompt position but the last produces a row (the last one samples), once.
         const RequestState& r = owner(s);
         int32_t first = 0, count = 0;
@@ -478,6 +480,10 @@ EngineStats Engine::Impl::collect_stats() const {
     st.num_steps = scheduler.stats().num_steps;
     st.num_generated_tokens = generated_tokens;
     st.max_step_tokens = max_step_tokens;
+    if (config.max_loras > 0) {
+        scheduler.lora_ids(/*running=*/true, st.running_lora_ids);
+        scheduler.lora_ids(/*running=*/false, st.waiting_lora_ids);
+    }
     return st;
 }
 
@@ -525,6 +531,9 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request request) {
         return Status::error("the prompt has " + std::to_string(prompt_len) +
                              " tokens; this model's maximum context length is " +
                              std::to_string(e.config.max_model_len) + " tokens, which leaves no room for output");
+    if (request.lora_id < 0 || (request.lora_id != 0 && e.config.max_loras == 0))
+        return Status::error("LoRA adapter " + std::to_string(request.lora_id) +
+                             " requested but this engine runs no adapters");
     SamplingParams& p = request.params;
     apply_generation_config(p, e.config.generation_config);
     PAGODA_RETURN_IF_ERROR(validate(p, e.vocab_size));
@@ -541,6 +550,7 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request request) {
     r->n = p.n;
     r->priority = request.priority;
     r->salt = block_hash_salt(request.lora_id, request.cache_salt);
+    r->lora_id = request.lora_id;
     // Cached prompt tokens produce no logits, so a request for prompt logprobs computes its whole prompt.
     r->use_prefix_cache = !p.prompt_logprobs.has_value();
     r->usage.prompt_tokens = prompt_len;

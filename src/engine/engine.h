@@ -36,6 +36,9 @@ struct EngineConfig {
     std::vector<int32_t> eos_token_ids;  // stop a request unless ignore_eos
     GenerationConfig generation_config;  // sampling defaults from generation_config.json
     uint64_t seed = 0;                   // seeds of the requests that bring none are drawn from this
+    // Multi-LoRA: the adapters running requests may use at once (--max-loras); 0 = LoRA off (a request with a
+    // lora_id is refused).
+    int32_t max_loras = 0;
 };
 
 struct EngineStats {
@@ -55,6 +58,8 @@ struct EngineStats {
     int64_t num_steps = 0;
     int64_t num_generated_tokens = 0;
     int64_t max_step_tokens = 0;  // the largest batch a step ran (must stay <= max_num_batched_tokens)
+    // The distinct adapters (lora_id) of the running and the waiting requests (filled only with LoRA on).
+    std::vector<int32_t> running_lora_ids, waiting_lora_ids;
 };
 
 // Observes each step on the engine thread (tests and metrics); must not call into the engine.

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <span>
 #include <string>
@@ -28,8 +29,11 @@ inline double clock_seconds() {
 struct Request {
     std::vector<int32_t> prompt_tokens;
     SamplingParams params;
-    int32_t priority = 0;    // lower runs earlier when priority scheduling is on (vLLM's convention)
-    int32_t lora_id = 0;     // 0 = base model; part of the prefix-cache salt
+    int32_t priority = 0;  // lower runs earlier when priority scheduling is on (vLLM's convention)
+    int32_t lora_id = 0;   // 0 = base model; part of the prefix-cache salt
+    // Keeps the adapter of lora_id loadable until the engine drops the request (an unloaded adapter stays until its
+    // requests in flight end); whoever resolved the adapter's name sets it. The engine only holds it.
+    std::shared_ptr<const void> lora_hold;
     std::string cache_salt;  // optional per-tenant prefix-cache isolation
 };
 

@@ -232,17 +232,39 @@ void Scheduler::schedule(StepPlan& plan) {
     }
 
     // Then admissions, in order, unless memory was short this step. A head that does not fit stops the admissions
-    // (no overtaking by smaller requests, so nothing starves).
+    // (no overtaking by smaller requests, so nothing starves); only a request whose adapter finds no free slot is
+    // passed over (--max-loras).
     if (!plan.preempted.empty() || waiting_.empty() || budget <= 0) return;
     if (static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) return;
     project_running();
+    if (config_.max_loras > 0) lora_ids(/*running=*/true, active_loras_);
     for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0;) {
         if (static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) break;
         Sequence* s = *it;
         ++it;  // try_admit erases s
         // Choices after the first wait until the first has computed the prompt, then share its blocks.
         if (s->index > 0 && kv_.prefix_caching() && s->group->use_prefix_cache && !s->group->prompt_computed) continue;
+        const int32_t lora = s->group->lora_id;
+        const bool new_lora = config_.max_loras > 0 && lora != 0 &&
+                              std::find(active_loras_.begin(), active_loras_.end(), lora) == active_loras_.end();
+        if (new_lora && static_cast<int32_t>(active_loras_.size()) >= config_.max_loras) continue;  // no free slot
         if (!try_admit(s, budget, plan)) break;
+        if (new_lora) active_loras_.push_back(lora);
+    }
+}
+
+void Scheduler::lora_ids(bool running, std::vector<int32_t>& out) const {
+    out.clear();
+    const auto add = [&out](const Sequence* s) {
+        const int32_t id = s->group->lora_id;
+        if (id != 0 && std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+    };
+    if (running) {
+        for (const Sequence* s : running_)
+            add(s);
+    } else {
+        for (const Sequence* s : waiting_)
+            add(s);
     }
 }
 

@@ -25,6 +25,7 @@ struct SequenceGroup {
     int64_t arrival = 0;     // submission order
     BlockHash salt;          // root of the block-hash chain (LoRA id, cache_salt)
     int32_t max_tokens = 0;  // output tokens each choice may produce; 0 (tests): admission reserves no output
+    int32_t lora_id = 0;     // the adapter its steps add (0 = none)
     bool use_prefix_cache = true;
     bool prompt_computed = false;  // the first choice has computed the prompt once (siblings may then start)
 };
@@ -79,6 +80,9 @@ struct SchedulerConfig {
     // output seen yet: every sequence expected to reach its max_tokens) or a max_tokens near max_model_len does not
     // shrink the batch to a handful; beyond it, preemption is the fallback (SGLang clips likewise at 4,096).
     int32_t max_reserved_output_tokens = 4096;
+    // Multi-LoRA: the adapters running sequences may use at once (the model's adapter slots); a waiting sequence
+    // with another adapter waits, and later ones may go first (as vLLM's scheduler does). 0: no limit (LoRA off).
+    int32_t max_loras = 0;
 };
 
 // How a sequence left: the model ended it (EOS, a stop token: its output length is a sample of how long outputs
@@ -110,6 +114,8 @@ class Scheduler {
     const SchedulerStats& stats() const { return stats_; }
     const std::vector<Sequence*>& running() const { return running_; }
     const OutputLengthEstimator& output_lengths() const { return output_lengths_; }
+    // The distinct adapter ids (non-zero) of the running or the waiting sequences.
+    void lora_ids(bool running, std::vector<int32_t>& out) const;
 
   private:
     // Order of service: (priority if enabled, arrival, choice index); lower first.
@@ -137,6 +143,7 @@ class Scheduler {
     OutputLengthEstimator output_lengths_;
     KvProjection projection_;  // this step's running sequences (and admissions), for admission
     int64_t free_at_schedule_ = 0;
+    std::vector<int32_t> active_loras_;  // schedule()'s scratch
     SchedulerStats stats_;
 };
 

@@ -9,10 +9,13 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/status.h"
 #include "dist/node_group.h"
 #include "engine/engine.h"
+#include "executor/lora_manager.h"
 #include "executor/model_engine_runner.h"
 #include "executor/tensor_parallel_runner.h"
 #include "model/model.h"
@@ -58,6 +61,16 @@ struct EngineOptions {
     std::string quantization;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
 
+    // Multi-LoRA (--enable-lora; one device, no tensor parallelism yet): adapter slots on the device (--max-loras),
+    // their largest rank (--max-lora-rank), adapters kept in host memory (--max-cpu-loras; 0: max_loras), the
+    // adapters served from the start (--lora-modules name=path) and names an adapter may not take (the model's).
+    bool enable_lora = false;
+    int32_t max_loras = 1;
+    int32_t max_lora_rank = 16;
+    int32_t max_cpu_loras = 0;
+    std::vector<std::pair<std::string, std::string>> lora_modules;
+    std::vector<std::string> lora_reserved_names;
+
     // Tensor parallelism across nodes (docs/deployment-multinode.md): one process per node, tensor_parallel_size /
     // nnodes ranks each. create_engine runs node 0 (it listens on dist_init_addr's port and schedules); the other
     // nodes run run_tensor_parallel_worker (tensor_parallel_worker.h). Sizes (KV blocks, max_model_len, ...) are
@@ -89,6 +102,8 @@ class ServingEngine {
     size_t replayed_cuda_graphs() const { return runner_ ? runner_->replayed_cuda_graphs() : 0; }
     // Steps that reallocated scratch memory after the warm-up step (ModelEngineRunner::warm_up; GPU only, one rank).
     uint64_t scratch_growths_after_warm_up() const { return runner_ ? runner_->scratch_growths_after_warm_up() : 0; }
+    // The adapters served (null without enable_lora).
+    engine::LoraRegistry* lora() { return lora_.get(); }
 
   private:
     friend Result<std::unique_ptr<ServingEngine>> create_engine(const std::string&, const EngineOptions&);
@@ -98,6 +113,7 @@ class ServingEngine {
     std::unique_ptr<model::Model> model_;
     std::unique_ptr<ModelEngineRunner> runner_;
     std::unique_ptr<TensorParallelRunner> tp_runner_;  // instead of the three above when tensor_parallel_size > 1
+    std::unique_ptr<LoraManager> lora_;
     engine::EngineConfig config_;
     std::unique_ptr<engine::Engine> engine_;
 };

@@ -133,7 +133,19 @@ void ModelEngineRunner::copy_states(std::span<const engine::StateCopy> copies) {
         copy_state(c);
 }
 
+Status ModelEngineRunner::prepare_lora(const ForwardBatch& batch) {
+    if (batch.lora_ids.empty()) return ok_status();
+    if (model_.lora() == nullptr || !lora_fetch_)
+        return Status::error("a step asks for LoRA adapters; none are served");
+    step_loras_.clear();
+    for (int32_t id : batch.lora_ids)
+        if (id != 0 && std::find(step_loras_.begin(), step_loras_.end(), id) == step_loras_.end())
+            step_loras_.push_back(id);
+    return model_.lora()->make_resident(step_loras_, lora_fetch_);
+}
+
 Status ModelEngineRunner::forward_with_copies(const engine::StepInput& input, const Tensor& logits) {
+    PAGODA_RETURN_IF_ERROR(prepare_lora(input.batch));
     copy_states(input.state_restores);
     PAGODA_RETURN_IF_ERROR(model_.forward(input.batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
     copy_states(input.state_saves);

@@ -52,6 +52,9 @@ class ModelEngineRunner final : public engine::ModelRunner {
     // node 0 runs: its collectives are those of execute(), since the vocabulary-parallel logits all-gather happens
     // inside Model::forward whether or not the rank samples. input.sample_rows / sampling are ignored.
     Status forward_only(const engine::StepInput& input);
+    // Multi-LoRA: where the adapters of a step's lora ids come from (model/lora_table.h); the model must have LoRA
+    // enabled. Steps with adapters run eagerly (their deltas are not part of a recorded graph).
+    void set_lora_fetch(model::LoraFetch fetch) { lora_fetch_ = std::move(fetch); }
     // CUDA graphs recorded for decode steps, and decode steps replayed from them, so far (0 without graphs); safe
     // from any thread.
     size_t recorded_cuda_graphs() const { return graphs_ ? graphs_->recordings() : 0; }
@@ -74,8 +77,13 @@ class ModelEngineRunner final : public engine::ModelRunner {
     // `rows` logits rows for a forward: the device buffer (grown when a step needs more rows) or the host one.
     Result<Tensor> logits_rows(int64_t rows, bool on_device);
 
+    // Makes the step's adapters resident in the model's adapter table.
+    Status prepare_lora(const ForwardBatch& batch);
+
     model::Model& model_;
     int32_t block_size_ = 16;
+    model::LoraFetch lora_fetch_;
+    std::vector<int32_t> step_loras_;          // the step's distinct adapter ids
     std::optional<uint64_t> warm_generation_;  // Model::memory_generation() after warm_up
     std::atomic<uint64_t> growths_after_warm_up_{0};
     std::optional<KvCachePool> kv_;

@@ -41,7 +41,8 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
     Status status = model->load_weights(*quantization);
     if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
-    if (status.ok() && backend.device().kind != DeviceKind::Host) status = model->upload_weights();
+    if (status.ok() && (backend.device().kind != DeviceKind::Host || options.pack_weights))
+        status = model->upload_weights();
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
     // One launch for q/k/v, one for gate/up and one for the delta-net input projections where the weights lie back to
     // back (upload_weights places them so when their sizes allow).
@@ -142,6 +143,22 @@ Status Model::load_weights(const QuantizationPlan& quantization) {
     return ok_status();
 }
 
+Status Model::enable_lora(int32_t max_loras, int64_t max_rank) {
+    if (comm_.size() > 1)
+        return Status::error("LoRA adapters are not supported with tensor parallelism yet (--tensor-parallel-size " +
+                             std::to_string(comm_.size()) + ")");
+    if (max_loras <= 0 || max_rank <= 0 || max_rank > kMaxLoraRank)
+        return Status::error("--max-loras must be positive and --max-lora-rank in [1, " + std::to_string(kMaxLoraRank) +
+                             "]");
+    lora_ = std::make_unique<LoraTable>(weights_, dir_.spec, backend_, max_loras, max_rank);
+    return ok_status();
+}
+
+Result<std::shared_ptr<const LoraAdapter>> Model::read_lora(const std::string& dir) const {
+    if (!lora_) return Status::error("LoRA is not enabled (--enable-lora)");
+    return read_lora_adapter(dir, lora_->targets(), dir_.spec.weight_prefix, lora_->max_rank());
+}
+
 KvCacheConfig Model::kv_cache_config(int32_t num_blocks, int32_t block_size) const {
     const ModelSpec& spec = dir_.spec;
     KvCacheConfig c;
@@ -218,13 +235,22 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
     if (copy_logits && !logits.is_contiguous()) return Status::error("host logits tensor must be contiguous");
     const size_t logits_bytes = copy_logits ? static_cast<size_t>(R * V) * sizeof(float) + 64 : 0;
 
+    // The adapters' ids become slots of the adapter table, which the ops read (the runner made them resident).
+    ForwardBatch step = batch;
+    if (!batch.lora_ids.empty()) {
+        if (!lora_) return Status::error("the batch asks for LoRA adapters but LoRA is not enabled");
+        if (static_cast<int64_t>(batch.lora_ids.size()) != T) return Status::error("one LoRA id per token");
+        PAGODA_RETURN_IF_ERROR(lora_->map_tokens(batch.lora_ids, lora_slots_));
+        step.lora_slots = lora_slots_;
+    }
+
     Ops& ops = backend_.ops();
     arena_.reserve(backend_.allocator(), scratch_bytes(T, R) + logits_bytes);
     struct StepScope {  // the device backend uploads the batch's arrays once per step
         Ops& ops;
         StepScope(Ops& o, const ForwardBatch& b) : ops(o) { ops.begin_step(b); }
         ~StepScope() { ops.end_step(); }
-    } step_scope(ops, batch);
+    } step_scope(ops, step);
     const NormKind kind = norm_kind(spec);
     const float eps = static_cast<float>(spec.rms_norm_eps);
 

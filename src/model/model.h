@@ -12,6 +12,7 @@
 
 #include "common/status.h"
 #include "model/arch/arch.h"
+#include "model/lora_table.h"
 #include "model/model_dir.h"
 #include "model/quantization.h"
 #include "model/shard_plan.h"
@@ -36,6 +37,10 @@ struct LoadOptions {
     // --quantization: "" (config.json decides), the checkpoint's own quant_method (checked against it), or "fp8" on an
     // unquantized checkpoint (its projections quantized to fp8 e4m3 with per-channel scales at load).
     std::string quantization;
+    // Copy the weights into one buffer in declaration order, as a device backend does, also on the CPU (whose
+    // mmapped views are seldom back to back), so that the fused q/k/v, gate/up and delta-net projections run there
+    // too: what tests of the fused paths (and of LoRA on them) use.
+    bool pack_weights = false;
 };
 
 class Model {
@@ -66,6 +71,15 @@ class Model {
     Status forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states, const Tensor& logits,
                    const HiddenObserver& observer = {});
 
+    // Multi-LoRA: makes every projection able to take adapter deltas, with `max_loras` adapter slots of rank up to
+    // `max_rank` (model/lora_table.h). Refused for a model split over several ranks. Before the first forward.
+    Status enable_lora(int32_t max_loras, int64_t max_rank);
+    // The adapter table; null unless enable_lora ran.
+    LoraTable* lora() { return lora_.get(); }
+    const LoraTable* lora() const { return lora_.get(); }
+    // Reads and checks a PEFT adapter directory against this model (model/lora_adapter.h); needs enable_lora.
+    Result<std::shared_ptr<const LoraAdapter>> read_lora(const std::string& dir) const;
+
     // Changes whenever scratch memory a forward pass uses was reallocated (the model's and the ops'): a recorded
     // forward pass (DecodeGraphs) is valid only while this stays the same.
     uint64_t memory_generation() const { return arena_.reallocations() + backend_.ops().memory_generation(); }
@@ -86,6 +100,8 @@ class Model {
     std::vector<int32_t> cache_layer_;  // layer -> index among the layers of its kind (KV or state pool)
     RopeTable rope_;                    // the config's RoPE frequencies (rope_table_for)
     Arena arena_;
+    std::unique_ptr<LoraTable> lora_;
+    std::vector<int32_t> lora_slots_;  // the step's ForwardBatch::lora_slots
 };
 
 }  // namespace pagoda::model

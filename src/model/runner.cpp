@@ -50,7 +50,8 @@ Result<std::vector<std::vector<float>>> SequenceRunner::step(std::span<const Fee
         std::vector<int32_t> table(static_cast<size_t>(blocks_per_seq_));
         std::iota(table.begin(), table.end(), feed.seq * blocks_per_seq_);
         builder.add_sequence(feed.tokens, len, table, feed.seq,
-                             feed.all_logits ? ForwardBatchBuilder::Logits::All : ForwardBatchBuilder::Logits::Last);
+                             feed.all_logits ? ForwardBatchBuilder::Logits::All : ForwardBatchBuilder::Logits::Last,
+                             feed.lora_id);
         rows_of[f] = feed.all_logits ? static_cast<int64_t>(feed.tokens.size()) : 1;
         total_rows += rows_of[f];
     }

@@ -22,6 +22,7 @@ class SequenceRunner {
         int32_t seq = 0;                  // 0 .. max_seqs-1
         std::span<const int32_t> tokens;  // new tokens, appended to what the sequence already holds
         bool all_logits = false;          // logits of every new token, or only of the last
+        int32_t lora_id = 0;              // the adapter (resident in the model's LoRA table), 0 = none
     };
     // One forward step over several sequences (each sequence at most once). Returns, per feed, its logits rows
     // flattened: [rows, vocab].

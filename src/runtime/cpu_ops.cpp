@@ -1,12 +1,14 @@
 // CpuOps: checks shapes and dtypes of the Tensor views, then calls the kernels/cpu launchers.
 #include "runtime/cpu_ops.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "common/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "runtime/forward_batch.h"
+#include "runtime/lora.h"
 #include "runtime/ops_checks.h"
 
 namespace pagoda {
@@ -18,6 +20,7 @@ namespace {
 // The shared contract checks (ops_checks.h), for host tensors.
 #define expect(cond, op, what) PAGODA_OP_EXPECT(cond, op, what)
 constexpr DeviceKind kHere = DeviceKind::Host;
+static_assert(kc::kLoraMaxRank == kMaxLoraRank, "the CPU LoRA kernel holds ranks up to --max-lora-rank's limit");
 
 kc::RowsF32 rows2(const Tensor& t) {
     return {t.data_as<float>(), t.stride(0), 0};
@@ -33,6 +36,13 @@ kc::SeqInfo seq_info(const ForwardBatch& b) {
 
 class CpuOps final : public Ops {
   public:
+    // The step's adapter slots, grouped once for every projection of the step (runtime/lora.h).
+    void begin_step(const ForwardBatch& batch) override {
+        lora_slots_ = batch.lora_slots;
+        if (!lora_slots_.empty()) lora_groups_.build(lora_slots_, max_slot(lora_slots_) + 1);
+    }
+    void end_step() override { lora_slots_ = {}; }
+
     void embedding(const Tensor& table, std::span<const int32_t> ids, const Tensor& out) override {
         ops_checks::expect_mat(out, kHere, "embedding", "out");
         expect(table.rank() == 2 && table.stride(1) == 1 && dtype_is_float(table.dtype()), "embedding",
@@ -67,7 +77,15 @@ class CpuOps final : public Ops {
 
     void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override {
         ops_checks::expect_linear(x, w, y, kHere, "linear");
-        if (w.format == WeightFormat::kFp8E4M3) return linear_fp8(x, w, y);
+        if (w.format == WeightFormat::kFp8E4M3) {
+            linear_fp8(x, w, y);
+        } else {
+            linear_dense(x, w, y);
+        }
+        if (w.lora != nullptr && !lora_slots_.empty()) add_lora(x, *w.lora, y);
+    }
+
+    void linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y) {
         if (!w.is_dense()) ops_checks::unsupported_format(w, "CPU", "linear");
         expect_dense(w, "linear");
         kc::LinearArgs a;
@@ -275,6 +293,39 @@ class CpuOps final : public Ops {
     }
 
   private:
+    static int32_t max_slot(std::span<const int32_t> slots) {
+        int32_t m = -1;
+        for (int32_t s : slots)
+            m = std::max(m, s);
+        return m;
+    }
+
+    // y += each token's adapter delta, adapter by adapter (the tokens of one are lora_groups_.tokens(slot)).
+    void add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor& y) {
+        expect(x.dim(0) == static_cast<int64_t>(lora_slots_.size()), "linear",
+               "a projection with adapters ran on " + std::to_string(x.dim(0)) + " rows, not the step's " +
+                   std::to_string(lora_slots_.size()) + " tokens");
+        const int32_t slots = std::min(lora_groups_.num_slots(), static_cast<int32_t>(set.slots.size()));
+        for (int32_t s = 0; s < slots; ++s) {
+            const std::span<const int32_t> tokens = lora_groups_.tokens(s);
+            if (tokens.empty()) continue;
+            for (const LoraSlice& slice : set.slots[static_cast<size_t>(s)]) {
+                kc::LoraDeltaArgs a;
+                a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+                a.y = y.data_as<float>(), a.y_stride = y.stride(0), a.row_offset = slice.row_offset;
+                a.a = slice.a.data_as<float>(), a.b = slice.b.data_as<float>();
+                a.rank = slice.a.dim(0), a.K = slice.a.dim(1), a.N = slice.b.dim(0), a.scale = slice.scale;
+                expect(a.K == x.dim(1) && a.row_offset + a.N <= y.dim(1) && a.rank <= kc::kLoraMaxRank, "linear",
+                       "a LoRA slice does not fit its projection");
+                a.tokens = tokens.data(), a.num_tokens = static_cast<int64_t>(tokens.size());
+                kc::launch_lora_delta(a);
+            }
+        }
+    }
+
+    std::span<const int32_t> lora_slots_;
+    LoraTokenGroups lora_groups_;
+
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                    NormKind kind, const Tensor& out) {
         ops_checks::expect_mat(x, kHere, op, "x");

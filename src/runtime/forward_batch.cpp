@@ -22,11 +22,13 @@ int32_t ForwardBatch::max_seq_len() const {
 }
 
 void ForwardBatchBuilder::add_sequence(std::span<const int32_t> new_tokens, int32_t context_len,
-                                       std::span<const int32_t> block_table, int32_t state_slot, Logits logits) {
+                                       std::span<const int32_t> block_table, int32_t state_slot, Logits logits,
+                                       int32_t lora_id) {
     const auto n = static_cast<int32_t>(new_tokens.size());
     PAGODA_CHECK_MSG(static_cast<int64_t>(block_table.size()) * block_size_ >= context_len + n,
                      "block table does not cover the sequence");
-    const int32_t first_row = arrays_.add_sequence(new_tokens, context_len, block_table, block_size_, state_slot);
+    const int32_t first_row =
+        arrays_.add_sequence(new_tokens, context_len, block_table, block_size_, state_slot, lora_id);
     for (int32_t i = 0; i < n; ++i)
         if (logits == Logits::All || (logits == Logits::Last && i == n - 1))
             arrays_.logits_indices.push_back(first_row + i);

@@ -36,6 +36,12 @@ struct ForwardBatch {
     // Rows (indices into the T tokens) whose hidden state produces logits, in output order.
     std::span<const int32_t> logits_indices;
 
+    // Multi-LoRA. lora_ids: the adapter id of each token's request (0 = the base model), as the engine knows them;
+    // empty when no token of the step has one. lora_slots: the adapter-table slot of each token (-1 = none), filled
+    // by the model from lora_ids once the adapters are resident; what Ops::linear reads (runtime/lora.h).
+    std::span<const int32_t> lora_ids;    // [T] or empty
+    std::span<const int32_t> lora_slots;  // [T] or empty
+
     // When > 0, kernels that size their work by the longest sequence (split-KV attention) plan for sequences of up
     // to this many tokens instead: a recorded step (CUDA graph) is replayed for longer sequences than it saw.
     int32_t seq_len_bound = 0;
@@ -53,6 +59,8 @@ struct ForwardBatch {
 struct ForwardBatchArrays {
     std::vector<int32_t> token_ids, positions, query_start_loc{0}, seq_lens, block_tables, state_slots, logits_indices;
     std::vector<int64_t> slot_mapping;
+    std::vector<int32_t> lora_ids;  // [T]: kept empty until a sequence with an adapter is added
+    bool has_lora = false;
 
     void clear() {
         token_ids.clear();
@@ -63,14 +71,17 @@ struct ForwardBatchArrays {
         state_slots.clear();
         logits_indices.clear();
         slot_mapping.clear();
+        lora_ids.clear();
+        has_lora = false;
     }
 
     // Appends a sequence that has `context_len` tokens cached and now feeds `tokens`: their ids, positions and K/V
     // slots (block_table[pos / block_size] * block_size + pos % block_size; an empty table stores none, slot -1, as
     // the warm-up step does), then its query start, length and state slot. Returns the row of its first token. Its
     // logits rows and its block table (lay_out_block_tables, once every sequence is in) are the caller's.
+    // `lora_id`: the sequence's adapter (0 = none); ids are kept per token once any sequence has one.
     int32_t add_sequence(std::span<const int32_t> tokens, int32_t context_len, std::span<const int32_t> block_table,
-                         int32_t block_size, int32_t state_slot) {
+                         int32_t block_size, int32_t state_slot, int32_t lora_id = 0) {
         const auto n = static_cast<int32_t>(tokens.size());
         PAGODA_CHECK_MSG(
             block_table.empty() || static_cast<int64_t>(block_table.size()) * block_size >= context_len + n,
@@ -85,6 +96,8 @@ struct ForwardBatchArrays {
                                        : static_cast<int64_t>(block_table[pos / block_size]) * block_size +
                                              pos % block_size);
         }
+        if (lora_id != 0 && !has_lora) lora_ids.assign(static_cast<size_t>(first_row), 0), has_lora = true;
+        if (has_lora) lora_ids.insert(lora_ids.end(), static_cast<size_t>(n), lora_id);
         query_start_loc.push_back(first_row + n);
         seq_lens.push_back(context_len + n);
         state_slots.push_back(state_slot);
@@ -125,6 +138,7 @@ struct ForwardBatchArrays {
         b.slot_mapping = slot_mapping;
         b.state_slots = state_slots;
         b.logits_indices = logits_indices;
+        if (has_lora) b.lora_ids = lora_ids;
         b.seq_len_bound = seq_len_bound;
         return b;
     }
@@ -135,12 +149,13 @@ class ForwardBatchBuilder {
   public:
     explicit ForwardBatchBuilder(int32_t block_size = 16) : block_size_(block_size) {}
 
-    // Adds a sequence that already has `context_len` tokens cached and now feeds `new_tokens`.
+    // Adds a sequence that already has `context_len` tokens cached and now feeds `new_tokens` (with adapter `lora_id`;
+    // 0: none).
     // `block_table` must cover context_len + new_tokens.size() tokens. `logits`: Last = only the final new token,
     // All = every new token, None = no logits.
     enum class Logits { None, Last, All };
     void add_sequence(std::span<const int32_t> new_tokens, int32_t context_len, std::span<const int32_t> block_table,
-                      int32_t state_slot, Logits logits = Logits::Last);
+                      int32_t state_slot, Logits logits = Logits::Last, int32_t lora_id = 0);
     void clear();
 
     // A view valid until the builder is modified or destroyed.

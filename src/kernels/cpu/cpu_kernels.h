@@ -59,6 +59,24 @@ struct LinearArgs {
 };
 void launch_linear(const LinearArgs& a);
 
+// The LoRA delta of one adapter on the tokens that use it: for t in tokens, y[t, row_offset + n] += scale ·
+// Σ_j B[n, j] · (Σ_k A[j, k] · x[t, k]). A [rank, K] and B [N, rank] contiguous F32; rank <= kLoraMaxRank.
+inline constexpr int64_t kLoraMaxRank = 512;
+struct LoraDeltaArgs {
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    int64_t row_offset = 0;
+    const float* a = nullptr;
+    const float* b = nullptr;
+    int64_t rank = 0, K = 0, N = 0;
+    float scale = 1.0f;
+    const int32_t* tokens = nullptr;
+    int64_t num_tokens = 0;
+};
+void launch_lora_delta(const LoraDeltaArgs& a);
+
 // The scales of an fp8 weight: weight (n, k) is q(n, k) · data[(n / block_rows) * stride + k / block_cols], one grid
 // for per-tensor (one block, stride 0), per-channel (blocks of one row) and 128x128 block scales alike.
 struct Fp8Scales {

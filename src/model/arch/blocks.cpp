@@ -422,6 +422,29 @@ Status visit_weights(DeltaNetWeights& w, const ModelSpec& spec, DeltaNetLayout l
     return visit_all(e, visit);
 }
 
+PackedDeltaNetRows packed_delta_net_rows(const ModelSpec& spec) {
+    const DeltaDims d = delta_dims(spec);
+    const int64_t group = 2 * d.dk + 2 * d.r * d.dv;  // rows per key head: q(dk) k(dk) v(r*dv) z(r*dv)
+    PackedDeltaNetRows rows;
+    rows.qkvz.resize(static_cast<size_t>(d.C + d.Vd));
+    rows.ba.resize(static_cast<size_t>(2 * d.Hv));
+    // Value head g*r+j of group g keeps its index, so the split layout (and the shared forward) applies unchanged.
+    const auto place = [](std::vector<int64_t>& to, int64_t dst, int64_t src, int64_t n) {
+        for (int64_t i = 0; i < n; ++i)
+            to[static_cast<size_t>(dst + i)] = src + i;
+    };
+    for (int64_t g = 0; g < d.Hk; ++g) {
+        const int64_t src = g * group;
+        place(rows.qkvz, g * d.dk, src, d.dk);
+        place(rows.qkvz, d.Kd + g * d.dk, src + d.dk, d.dk);
+        place(rows.qkvz, 2 * d.Kd + g * d.r * d.dv, src + 2 * d.dk, d.r * d.dv);
+        place(rows.qkvz, d.C + g * d.r * d.dv, src + 2 * d.dk + d.r * d.dv, d.r * d.dv);
+        place(rows.ba, g * d.r, g * 2 * d.r, d.r);
+        place(rows.ba, d.Hv + g * d.r, g * 2 * d.r + d.r, d.r);
+    }
+    return rows;
+}
+
 Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLayout layout, const std::string& p,
                          DeltaNetWeights& out) {
     const DeltaDims d = delta_dims(spec);
@@ -434,19 +457,14 @@ Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLa
     }
     PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
     PAGODA_ASSIGN_OR_RETURN(Tensor ba, loader.view(p + "in_proj_ba.weight", Shape{d.Hk * 2 * d.r, d.H}));
-    // Re-order once into [q_all | k_all | v_all | z_all] and [b_all | a_all]: value head g*r+j of group g keeps
-    // its index, so the split layout (and the shared forward) applies unchanged.
+    // Re-order once into [q_all | k_all | v_all | z_all] and [b_all | a_all] (packed_delta_net_rows).
+    const PackedDeltaNetRows rows = packed_delta_net_rows(spec);
     Tensor split = loader.allocate(qkvz.dtype(), Shape{d.C + d.Vd, d.H});
     Tensor split_ba = loader.allocate(ba.dtype(), Shape{2 * d.Hv, d.H});
-    for (int64_t g = 0; g < d.Hk; ++g) {
-        const int64_t src = g * group;
-        copy_rows(split, g * d.dk, qkvz, src, d.dk);
-        copy_rows(split, d.Kd + g * d.dk, qkvz, src + d.dk, d.dk);
-        copy_rows(split, 2 * d.Kd + g * d.r * d.dv, qkvz, src + 2 * d.dk, d.r * d.dv);
-        copy_rows(split, d.C + g * d.r * d.dv, qkvz, src + 2 * d.dk + d.r * d.dv, d.r * d.dv);
-        copy_rows(split_ba, g * d.r, ba, g * 2 * d.r, d.r);
-        copy_rows(split_ba, d.Hv + g * d.r, ba, g * 2 * d.r + d.r, d.r);
-    }
+    for (size_t i = 0; i < rows.qkvz.size(); ++i)
+        copy_rows(split, static_cast<int64_t>(i), qkvz, rows.qkvz[i], 1);
+    for (size_t i = 0; i < rows.ba.size(); ++i)
+        copy_rows(split_ba, static_cast<int64_t>(i), ba, rows.ba[i], 1);
     out.qkv = LinearWeight::dense(split.narrow(0, 0, d.C));
     out.z = LinearWeight::dense(split.narrow(0, d.C, d.Vd));
     out.b = LinearWeight::dense(split_ba.narrow(0, 0, d.Hv));

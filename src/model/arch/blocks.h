@@ -143,6 +143,13 @@ void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w
                        const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state, Arena& arena,
                        const Tensor& out);
 size_t delta_net_scratch_floats(const ModelSpec& spec);
+// Qwen3-Next's packed layout as a row map: qkvz[i] is the row of in_proj_qkvz that row i of the split [qkv | z]
+// comes from, ba[i] the row of in_proj_ba for row i of [b | a]. prepare_delta_net re-orders the weights with it, and
+// a LoRA adapter's B matrices of those modules are re-ordered alike.
+struct PackedDeltaNetRows {
+    std::vector<int64_t> qkvz, ba;
+};
+PackedDeltaNetRows packed_delta_net_rows(const ModelSpec& spec);
 
 NormKind norm_kind(const ModelSpec& spec);
 

@@ -32,6 +32,7 @@ void CudaOps::begin_step(const ForwardBatch& b) {
         PAGODA_CUDA_OK(cudaMemcpyAsync(step_device_.get(bytes, stream_), step_staging_.get(bytes), bytes,
                                        cudaMemcpyHostToDevice, stream_));
     if (bytes > 0 && !capturing_) PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
+    begin_lora_step(b);
 }
 
 void CudaOps::end_step() {
@@ -39,6 +40,7 @@ void CudaOps::end_step() {
     step_.clear();
     checked_.clear();
     invalidate_converted();
+    lora_slots_ = {};
 }
 
 void CudaOps::begin_capture() {

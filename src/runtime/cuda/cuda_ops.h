@@ -23,6 +23,7 @@
 #include "runtime/cuda/internal.h"
 #include "runtime/cuda/op_profiler.h"
 #include "runtime/forward_batch.h"
+#include "runtime/lora.h"
 #include "runtime/ops_checks.h"
 
 namespace pagoda {
@@ -209,6 +210,11 @@ class CudaOps final : public CudaOpsBase {
     void check_cache(const Tensor& kc, const Tensor& vc, int64_t H_kv, int64_t D, const ForwardBatch& batch,
                      const char* op);
 
+    // Multi-LoRA (lora.cpp): the step's tokens grouped by adapter slot, the groups' token lists on the device, and
+    // y += each token's adapter delta after a projection that has adapters.
+    void begin_lora_step(const ForwardBatch& b);
+    void add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor& y);
+
     // linear() of a BF16/F16/F32 weight (the checks shared with other formats done).
     void linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y);
     // linear() of a weight-only fp8 weight: the GEMV for one token, else the weight dequantised to bf16 scratch and
@@ -255,6 +261,11 @@ class CudaOps final : public CudaOpsBase {
     DeviceScratch moe_workspace_;  // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows
     DeviceScratch argmax_device_;
     PinnedScratch argmax_host_;
+
+    std::span<const int32_t> lora_slots_;  // the step's (empty: no adapters)
+    LoraTokenGroups lora_groups_;
+    DeviceScratch lora_tokens_;  // lora_groups_.order on the device
+    DeviceScratch lora_shrunk_;  // the shrink's [tokens, rank] output
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

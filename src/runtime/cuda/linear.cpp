@@ -11,13 +11,15 @@ void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
         case WeightFormat::kBf16:
         case WeightFormat::kF16:
         case WeightFormat::kF32:
-            return linear_dense(x, w, y);
-        case WeightFormat::kFp8E4M3:
-            return linear_fp8(x, w, y);
-        case WeightFormat::kInt4:
+            linear_dense(x, w, y);
             break;
+        case WeightFormat::kFp8E4M3:
+            linear_fp8(x, w, y);
+            break;
+        case WeightFormat::kInt4:
+            ops_checks::unsupported_format(w, "CUDA", "linear");
     }
-    ops_checks::unsupported_format(w, "CUDA", "linear");
+    if (w.lora != nullptr && !lora_slots_.empty()) add_lora(x, *w.lora, y);
 }
 
 void CudaOps::linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y) {
@@ -82,7 +84,8 @@ void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y
 void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) {
     const int64_t I = out.dim(1);
     const bool gemv_format = w.is_dense() || w.format == WeightFormat::kFp8E4M3;
-    if (x.dim(0) != kcu::kGemvTokens || !gemv_format) return Ops::linear_silu_mul(x, w, gu, out);
+    const bool adapters = w.lora != nullptr && !lora_slots_.empty();  // the delta goes on gu, before silu_mul
+    if (x.dim(0) != kcu::kGemvTokens || !gemv_format || adapters) return Ops::linear_silu_mul(x, w, gu, out);
     ops_checks::expect_linear(x, w, gu, kHere, "linear_silu_mul");
     expect(w.out_features() == 2 * I && out.dim(0) == x.dim(0) && out.dtype() == DType::F32, "linear_silu_mul",
            "out must be F32 [T, " + std::to_string(w.out_features() / 2) + "], got " + out.to_string());

@@ -312,4 +312,23 @@ std::string render_tenant_counters(std::span<const TenantCounters> tenants, std:
     return w.take();
 }
 
+std::string render_lora_requests_info(const LoraRequestsInfo& info, std::string_view prefix, double unix_time) {
+    const std::string name = std::string(prefix) + ":lora_requests_info";
+    std::string out = "# HELP " + name + " Running stats on lora requests.\n# TYPE " + name + " gauge\n" + name +
+                      "{max_lora=\"" + std::to_string(info.max_lora) + "\"";
+    for (const auto& [label, names] :
+         {std::pair{"running_lora_adapters", &info.running}, std::pair{"waiting_lora_adapters", &info.waiting}}) {
+        out += std::string(",") + label + "=\"";
+        for (size_t i = 0; i < names->size(); ++i) {
+            if (i > 0) out += ',';
+            append_label_value(out, (*names)[i]);
+        }
+        out += '"';
+    }
+    out += "} ";
+    append_number(out, unix_time);
+    out += '\n';
+    return out;
+}
+
 }  // namespace pagoda::server::metrics

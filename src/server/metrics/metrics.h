@@ -59,6 +59,14 @@ struct FinishedChoice {
 // vLLM's token-count buckets: 1, 2, 5, 10, 20, 50, ... up to max_model_len (vllm build_1_2_5_buckets).
 std::vector<double> one_two_five_buckets(int64_t max_value);
 
+// vLLM's lora_requests_info gauge: the adapters of the running and the waiting requests (names, comma-separated) and
+// --max-loras as labels, the time of the sample (unix seconds) as its value, as vLLM reports it.
+struct LoraRequestsInfo {
+    std::vector<std::string> running, waiting;
+    int32_t max_lora = 0;
+};
+std::string render_lora_requests_info(const LoraRequestsInfo& info, std::string_view prefix, double unix_time);
+
 class ServingMetrics {
   public:
     ServingMetrics();

@@ -63,7 +63,9 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
 }
 
 void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
-    if (auto err = check_model(ctx, x, cr.model)) return send_error(x, *err);
+    const auto target = ctx.resolve_model(cr.model);  // the base model or a LoRA adapter
+    if (!target) return send_error(x, unknown_model(cr.model));
+    if (auto err = check_tenant_model(ctx, x, cr.model)) return send_error(x, *err);
     if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) {
         // A Responses request's text.format is chat's response_format with the json_schema fields one level up.
         if (sink && err->param.rfind("response_format", 0) == 0) {
@@ -129,6 +131,8 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
         if (auto* err = std::get_if<ApiError>(&compiled)) return send_error(x, *err);
         request.params.grammar = std::get<0>(std::move(compiled));
     }
+    request.lora_id = target->id;
+    request.lora_hold = target->hold;
 
     chat::OutputParserOptions& parser_options = job->parser_options;
     if (ctx.config.reasoning_parser && cr.include_reasoning) {

@@ -41,7 +41,9 @@ void handle_completions(ServiceContext& ctx, Exchange x) {
     if (!body) return;
     CompletionRequest cr;
     if (auto err = parse_completion_request(*body, cr)) return send_error(x, *err);
-    if (auto err = check_model(ctx, x, cr.model)) return send_error(x, *err);
+    const auto target = ctx.resolve_model(cr.model);  // the base model or a LoRA adapter
+    if (!target) return send_error(x, unknown_model(cr.model));
+    if (auto err = check_tenant_model(ctx, x, cr.model)) return send_error(x, *err);
     if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) return send_error(x, *err);
     if (ctx.config.sampling_defaults) engine::apply_generation_config(cr.params, *ctx.config.sampling_defaults);
     // echo + logprobs: the prompt's tokens get logprobs too (vLLM asks the engine for prompt logprobs).
@@ -55,6 +57,8 @@ void handle_completions(ServiceContext& ctx, Exchange x) {
     std::vector<std::string> echoes(cr.prompts.size());
     for (size_t i = 0; i < cr.prompts.size(); ++i) {
         if (auto err = prepare_prompt(ctx, cr, cr.prompts[i], requests[i], echoes[i])) return send_error(x, *err);
+        requests[i].lora_id = target->id;
+        requests[i].lora_hold = target->hold;
         job->prompt_ids.push_back(requests[i].prompt_tokens);
     }
     job->choices.resize(requests.size() * static_cast<size_t>(job->n));

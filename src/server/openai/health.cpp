@@ -1,5 +1,7 @@
 // Probes and observability: GET /health and GET|POST /ping (200 once the model is ready), GET /version,
 // GET /metrics (Prometheus).
+#include <chrono>
+
 #include "server/openai/service_context.h"
 
 namespace pagoda::server::openai {
@@ -19,13 +21,24 @@ void handle_version(ServiceContext& ctx, Exchange x) {
 }
 
 void handle_metrics(ServiceContext& ctx, Exchange x) {
-    std::string text =
-        ctx.metrics.render(ctx.generator.stats(), ctx.config.metrics_prefix, ctx.config.served_model_names.front());
+    const engine::EngineStats stats = ctx.generator.stats();
+    std::string text = ctx.metrics.render(stats, ctx.config.metrics_prefix, ctx.config.served_model_names.front());
     std::vector<metrics::TenantCounters> tenants;
     for (const auto& u : ctx.tenants->usage())
         tenants.push_back({u->name, u->requests.load(), u->prompt_tokens.load(), u->generation_tokens.load(),
                            u->rate_limited.load()});
     text += metrics::render_tenant_counters(tenants, ctx.config.metrics_prefix, ctx.config.served_model_names.front());
+    if (engine::LoraRegistry* lora = ctx.lora.load()) {
+        metrics::LoraRequestsInfo info;
+        info.max_lora = lora->max_loras();
+        for (int32_t id : stats.running_lora_ids)
+            info.running.push_back(lora->name_of(id));
+        for (int32_t id : stats.waiting_lora_ids)
+            info.waiting.push_back(lora->name_of(id));
+        text += metrics::render_lora_requests_info(
+            info, ctx.config.metrics_prefix,
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+    }
     x.responder->send(
         http::Response{200, std::move(x.headers), std::move(text), "text/plain; version=0.0.4; charset=utf-8"});
 }

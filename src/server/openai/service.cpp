@@ -44,8 +44,7 @@ ApiError unknown_model(const std::string& name) {
     return ApiError::not_found("The model `" + name + "` does not exist.", "model");
 }
 
-std::optional<ApiError> check_model(const ServiceContext& ctx, const Exchange& x, const std::string& name) {
-    if (!ctx.serves_model(name)) return unknown_model(name);
+std::optional<ApiError> check_tenant_model(const ServiceContext& ctx, const Exchange& x, const std::string& name) {
     const std::string& served = name.empty() ? ctx.config.served_model_names.front() : name;
     if (x.tenant && !x.tenant->may_use(served))
         return ApiError{403, "tenant " + x.tenant->spec.name + " may not use the model `" + served + "`",
@@ -87,7 +86,7 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         return [&ctx, handler](Exchange x) { handler(ctx, std::move(x)); };
     };
     // method, path, handler, needs the model, answered while draining, path is a prefix ({id} follows)
-    return {
+    std::vector<Route> routes = {
         {"POST", "/v1/chat/completions", to(handle_chat_completions), true, false},
         {"POST", "/v1/completions", to(handle_completions), true, false},
         {"POST", "/v1/responses", to(handle_create_response), true, false},
@@ -103,6 +102,11 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         {"GET", "/version", to(handle_version), false, false},
         {"GET", "/metrics", to(handle_metrics), false, true},
     };
+    if (ctx.config.enable_lora) {  // as vLLM: the adapter endpoints exist only when adapters can be served
+        routes.push_back({"POST", "/v1/load_lora_adapter", to(handle_load_lora_adapter), true, false});
+        routes.push_back({"POST", "/v1/unload_lora_adapter", to(handle_unload_lora_adapter), true, false});
+    }
+    return routes;
 }
 
 RouterOptions router_options(const ServiceContext& ctx) {
@@ -144,6 +148,10 @@ void OpenAiService::count_http_response(int status) {
 
 Status OpenAiService::reload_tenants(std::vector<auth::TenantSpec> tenants) {
     return ctx_->tenants->load(ctx_->config.api_keys, std::move(tenants));
+}
+
+void OpenAiService::set_lora_registry(engine::LoraRegistry* lora) {
+    ctx_->lora.store(lora);
 }
 
 void OpenAiService::set_max_model_len(int32_t n) {

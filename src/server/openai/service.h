@@ -13,6 +13,7 @@
 #include "chat/chat_template.h"
 #include "chat/output/tool_parser.h"
 #include "common/json.h"
+#include "engine/lora_registry.h"
 #include "engine/sampling_params.h"
 #include "server/auth/tenants.h"
 #include "server/http/http_server.h"
@@ -32,6 +33,7 @@ struct ServiceConfig {
     std::vector<std::string> allowed_headers = {"*"};
     bool allow_credentials = false;
     bool enable_auto_tool_choice = false;
+    bool enable_lora = false;  // --enable-lora: the adapter endpoints are routed (the adapters come with the model)
     std::optional<chat::ToolParserKind> tool_parser;
     bool reasoning_parser = false;          // qwen3: split <think>...</think>
     Json default_chat_template_kwargs;      // object or null; request values win
@@ -71,6 +73,8 @@ class OpenAiService {
     Status reload_tenants(std::vector<auth::TenantSpec> tenants);
     // The context length the engine settled on (known once the model is loaded; before set_ready).
     void set_max_model_len(int32_t n);
+    // The LoRA adapters of the loaded model (--enable-lora); must outlive the service, or be set back to null first.
+    void set_lora_registry(engine::LoraRegistry* lora);
 
     const ServiceConfig& config() const;
 

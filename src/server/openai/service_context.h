@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "chat/chat_template.h"
+#include "engine/lora_registry.h"
 #include "server/metrics/metrics.h"
 #include "server/openai/generator.h"
 #include "server/openai/response_store.h"
@@ -40,6 +41,10 @@ struct ServiceContext {
     int64_t created = 0;  // unix seconds, for /v1/models
 
     bool serves_model(std::string_view name) const;  // empty: the default
+    // Multi-LoRA (lora_endpoints.cpp): the adapters, once the model is loaded with --enable-lora (else null).
+    std::atomic<engine::LoraRegistry*> lora{nullptr};
+    // What a request's "model" names: the base model (id 0, no hold) or a served adapter; nullopt: neither (404).
+    std::optional<engine::LoraRegistry::Ref> resolve_model(std::string_view name) const;
 };
 
 // POST /v1/chat/completions (chat_completions.cpp)
@@ -55,6 +60,11 @@ void handle_delete_response(ServiceContext& ctx, Exchange x);
 void handle_completions(ServiceContext& ctx, Exchange x);
 // GET /v1/models (models.cpp)
 void handle_models(ServiceContext& ctx, Exchange x);
+// POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter (lora_endpoints.cpp; routed with --enable-lora only)
+void handle_load_lora_adapter(ServiceContext& ctx, Exchange x);
+void handle_unload_lora_adapter(ServiceContext& ctx, Exchange x);
+// The served adapters as /v1/models entries (lora_endpoints.cpp).
+void append_lora_models(ServiceContext& ctx, Json& data);
 // POST /tokenize, POST /detokenize (tokenize.cpp)
 void handle_tokenize(ServiceContext& ctx, Exchange x);
 void handle_detokenize(ServiceContext& ctx, Exchange x);
@@ -76,8 +86,9 @@ ApiError unknown_model(const std::string& name);
 std::optional<ApiError> apply_structured_output(ServiceContext& ctx,
                                                 const std::optional<StructuredOutputRequest>& structured,
                                                 engine::SamplingParams& params);
-// 404 for a model that is not served, 403 for one the request's tenant may not use (empty: the default model).
-std::optional<ApiError> check_model(const ServiceContext& ctx, const Exchange& x, const std::string& name);
+// 403 for a model (the base model or a LoRA adapter, ServiceContext::resolve_model) the request's tenant may not use
+// (empty: the default model).
+std::optional<ApiError> check_tenant_model(const ServiceContext& ctx, const Exchange& x, const std::string& name);
 // The tenant's token-rate limit at admission: 429 (with Retry-After) while its bucket is empty, else the prompt's
 // tokens are charged (see auth::Tenant::admit_prompt).
 std::optional<ApiError> admit_prompt_tokens(Exchange& x, int64_t prompt_tokens);

@@ -6,6 +6,7 @@
 
 #include <deque>
 #include <memory>
+#include <vector>
 
 namespace pagoda::engine {
 namespace {
@@ -15,9 +16,11 @@ struct Harness {
             StateCache* state = nullptr)
         : kv(num_blocks, block_size, prefix), scheduler(config, kv, state) {}
 
-    Sequence* add(int32_t prompt_len, int32_t priority = 0, int32_t first_token = 1, int32_t max_tokens = 0) {
+    Sequence* add(int32_t prompt_len, int32_t priority = 0, int32_t first_token = 1, int32_t max_tokens = 0,
+                  int32_t lora_id = 0) {
         auto g = std::make_unique<SequenceGroup>();
         g->priority = priority;
+        g->lora_id = lora_id;
         g->arrival = arrivals++;
         g->salt = block_hash_salt(0, "");
         g->max_tokens = max_tokens;
@@ -233,6 +236,30 @@ TEST(Scheduler, HybridAdmissionIsBoundedByStateSlots) {
     run_until_output(h, s[0], 8, SequenceEnd::kModelStop);
     h.step();
     EXPECT_TRUE(s[3]->running);
+}
+
+TEST(Scheduler, AdmitsAtMostMaxLorasAdaptersAtOnce) {
+    // Adapter slots for two: a request for a third adapter waits (later ones with a running adapter or none go
+    // first, as vLLM's scheduler lets them) until a running adapter's requests end.
+    Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_loras = 2}, 64, 4);
+    Sequence* a = h.add(4, 0, 1, 0, /*lora_id=*/1);
+    Sequence* b = h.add(4, 0, 1, 0, 2);
+    Sequence* c = h.add(4, 0, 1, 0, 3);
+    Sequence* d = h.add(4, 0, 1, 0, 1);
+    Sequence* base = h.add(4, 0, 1, 0, 0);
+    h.step();
+    EXPECT_TRUE(a->running && b->running && d->running && base->running);
+    EXPECT_FALSE(c->running);
+    std::vector<int32_t> ids;
+    h.scheduler.lora_ids(/*running=*/true, ids);
+    EXPECT_EQ(ids, (std::vector<int32_t>{1, 2}));
+    h.scheduler.lora_ids(/*running=*/false, ids);
+    EXPECT_EQ(ids, (std::vector<int32_t>{3}));
+    h.step();
+    EXPECT_FALSE(c->running);
+    h.scheduler.remove(b);  // adapter 2's only request ends: its slot frees
+    h.step();
+    EXPECT_TRUE(c->running);
 }
 
 }  // namespace

@@ -58,5 +58,19 @@ TEST(CachePools, LayerViewsAreDisjoint) {
     EXPECT_FALSE(KvCachePool::create(host_allocator(), {1, 0, 4, 2, 8, DType::F32}).ok());
 }
 
+TEST(ForwardBatchArrays, LoraIdsPerTokenOnlyWhenASequenceHasAnAdapter) {
+    ForwardBatchArrays arrays;
+    const std::vector<int32_t> tokens = {5, 6, 7};
+    arrays.add_sequence(tokens, 0, {}, 16, 0);
+    EXPECT_TRUE(arrays.view(16, 0).lora_ids.empty());  // no adapter: the step carries no ids
+    arrays.add_sequence(std::span<const int32_t>(tokens).first(2), 0, {}, 16, 1, /*lora_id=*/4);
+    arrays.add_sequence(std::span<const int32_t>(tokens).first(1), 0, {}, 16, 2);
+    const ForwardBatch b = arrays.view(16, 0);
+    EXPECT_EQ(std::vector<int32_t>(b.lora_ids.begin(), b.lora_ids.end()), (std::vector<int32_t>{0, 0, 0, 4, 4, 0}));
+    arrays.clear();
+    arrays.add_sequence(tokens, 0, {}, 16, 0);
+    EXPECT_TRUE(arrays.view(16, 0).lora_ids.empty());
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -1,0 +1,56 @@
+// LoraManager: the LoraRegistry of one served model. Adapters are read (model::Model::read_lora, on the calling
+// thread, so a slow disk never stalls the engine) and kept in host memory up to --max-cpu-loras, least recently used
+// dropped first and read again from their directory when a request needs them; the model's adapter table
+// (model/lora_table.h) holds up to --max-loras of them on the device. Any thread, except weights(): the engine's.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine/lora_registry.h"
+#include "model/model.h"
+
+namespace pagoda::executor {
+
+class LoraManager final : public engine::LoraRegistry {
+  public:
+    // `model` must have LoRA enabled and outlive the manager. `reserved_names`: names an adapter may not take (the
+    // served model names).
+    LoraManager(const model::Model& model, int32_t max_cpu_loras, std::vector<std::string> reserved_names);
+
+    std::optional<Ref> find(std::string_view name) override;
+    std::vector<engine::LoraInfo> list() override;
+    Status load(const std::string& name, const std::string& path) override;
+    Status unload(const std::string& name) override;
+    std::string name_of(int32_t id) override;
+    int32_t max_loras() const override { return max_loras_; }
+
+    // The engine thread (the adapter table's fetch): the weights of adapter `id`, read again if they were dropped.
+    Result<std::shared_ptr<const model::LoraAdapter>> weights(int32_t id);
+
+  private:
+    struct Entry {
+        std::string name, path;
+        int32_t id = 0;
+        std::shared_ptr<const model::LoraAdapter> weights;  // null once dropped from host memory
+        uint64_t last_used = 0;
+    };
+    // Drops the host weights of the least recently used entries beyond max_cpu_loras_ (keeping `keep`). Holds mu_.
+    void trim_locked(const Entry* keep);
+
+    const model::Model& model_;
+    const int32_t max_cpu_loras_;
+    const int32_t max_loras_;
+    const std::vector<std::string> reserved_names_;
+    std::mutex mu_;
+    std::vector<std::shared_ptr<Entry>> served_;     // in load order
+    std::map<int32_t, std::weak_ptr<Entry>> by_id_;  // also unloaded entries that requests still hold
+    int32_t next_id_ = 1;
+    uint64_t clock_ = 0;
+};
+
+}  // namespace pagoda::executor

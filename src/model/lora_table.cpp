@@ -1,0 +1,193 @@
+#include "model/lora_table.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "common/check.h"
+
+namespace pagoda::model {
+
+namespace {
+
+constexpr std::string_view kWeightSuffix = ".weight";
+
+std::string module_of(const std::string& weight) {
+    return weight.substr(0, weight.size() - kWeightSuffix.size());
+}
+
+// The projections of one layer that a fused view may replace: the fused weight, then its parts in row order.
+struct FusedGroup {
+    LinearWeight* fused;
+    std::vector<LinearWeight*> parts;
+};
+
+std::vector<FusedGroup> fused_groups(LayerWeights& l) {
+    return {
+        {&l.attn.qkv, {&l.attn.q, &l.attn.k, &l.attn.v}},
+        {&l.dense.gate_up, {&l.dense.gate, &l.dense.up}},
+        {&l.moe.shared.gate_up, {&l.moe.shared.gate, &l.moe.shared.up}},
+        {&l.delta.in_proj, {&l.delta.qkv, &l.delta.z, &l.delta.b, &l.delta.a}},
+    };
+}
+
+// Qwen3-Next's packed modules, as an adapter names them, over the split weights the model holds.
+void add_packed_targets(const ModelSpec& spec, const std::string& layer, const LinearWeight& qkv,
+                        LoraTargets& targets) {
+    const PackedDeltaNetRows rows = packed_delta_net_rows(spec);
+    const auto n_qkv = static_cast<size_t>(qkv.out_features());
+    const int64_t K = qkv.in_features();
+    const auto take = [](const std::vector<int64_t>& all, size_t begin, size_t end) {
+        return std::vector<int64_t>(all.begin() + static_cast<ptrdiff_t>(begin),
+                                    all.begin() + static_cast<ptrdiff_t>(end));
+    };
+    const size_t hv = rows.ba.size() / 2;
+    targets[layer + "in_proj_qkvz"] =
+        LoraTarget{static_cast<int64_t>(rows.qkvz.size()),
+                   K,
+                   {{layer + "in_proj_qkv.weight", take(rows.qkvz, 0, n_qkv)},
+                    {layer + "in_proj_z.weight", take(rows.qkvz, n_qkv, rows.qkvz.size())}}};
+    targets[layer + "in_proj_ba"] = LoraTarget{static_cast<int64_t>(rows.ba.size()),
+                                               K,
+                                               {{layer + "in_proj_b.weight", take(rows.ba, 0, hv)},
+                                                {layer + "in_proj_a.weight", take(rows.ba, hv, rows.ba.size())}}};
+}
+
+}  // namespace
+
+LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, Backend& backend, int32_t max_loras,
+                     int64_t max_rank)
+    : backend_(backend), max_rank_(max_rank), slots_(static_cast<size_t>(max_loras)) {
+    // Every rank-2 projection of the decoder layers, by checkpoint name (the stacked experts are rank 3; the LM head
+    // and the embedding are not under layers.).
+    const std::string layers = spec.weight_prefix + "layers.";
+    std::unordered_map<LinearWeight*, std::string> names;
+    Status walked = visit_weights(weights, spec, [&](const WeightEntry& e) {
+        if (e.linear == nullptr || !e.name.starts_with(layers) || !e.name.ends_with(kWeightSuffix) ||
+            e.shape.rank() != 2)
+            return ok_status();
+        names[e.linear] = e.name;
+        if (e.source == WeightSource::kLinear) {
+            targets_[module_of(e.name)] = LoraTarget{e.shape[0], e.shape[1], {{e.name, {}}}};
+        } else if (e.name.ends_with(".in_proj_qkv.weight")) {  // built from Qwen3-Next's packed projections
+            add_packed_targets(spec, e.name.substr(0, e.name.size() - std::string_view("in_proj_qkv.weight").size()),
+                               *e.linear, targets_);
+        }
+        return ok_status();
+    });
+    PAGODA_CHECK_MSG(walked.ok(), walked.message().c_str());  // the visitor never fails
+
+    const auto new_set = [this](LinearWeight& w) {
+        sets_.push_back(std::make_unique<LoraAdapterSet>());
+        sets_.back()->slots.resize(slots_.size());
+        w.lora = sets_.back().get();
+        return sets_.back().get();
+    };
+    for (LayerWeights& layer : weights.layers) {
+        for (FusedGroup& g : fused_groups(layer)) {
+            if (!g.fused->defined()) continue;  // its parts run one by one: each gets its own set below
+            LoraAdapterSet* set = new_set(*g.fused);
+            int64_t offset = 0;
+            for (LinearWeight* part : g.parts) {
+                if (auto it = names.find(part); it != names.end()) landing_[it->second] = Landing{set, offset};
+                offset += part->out_features();
+            }
+        }
+    }
+    for (auto& [w, name] : names)
+        if (!landing_.count(name)) landing_[name] = Landing{new_set(*w), 0};
+}
+
+int32_t LoraTable::slot_of(int32_t id) const {
+    for (size_t s = 0; s < slots_.size(); ++s)
+        if (slots_[s].id == id) return static_cast<int32_t>(s);
+    return -1;
+}
+
+void LoraTable::clear(int32_t slot) {
+    for (auto& set : sets_)
+        set->slots[static_cast<size_t>(slot)].clear();
+    slots_[static_cast<size_t>(slot)] = Slot{};
+}
+
+Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter) {
+    clear(slot);
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    const bool host = backend_.device().kind == DeviceKind::Host;
+    std::byte* base = nullptr;
+    if (!host) {  // one device buffer per adapter: its A and B matrices back to back
+        size_t bytes = 0;
+        for (const LoraModule& m : adapter->modules)
+            bytes += m.a.nbytes() + m.b.nbytes();
+        auto buffer = Buffer::allocate(backend_.allocator(), bytes, 256);
+        if (!buffer.ok()) return buffer.status().with_context("LoRA adapter " + adapter->path);
+        s.device = std::move(buffer).value();
+        base = static_cast<std::byte*>(s.device.data());
+    }
+    const auto place = [&](const Tensor& t) {
+        if (host) return t;
+        Tensor d(base, DType::F32, t.shape(), backend_.device());
+        backend_.copy(d, t);
+        base += t.nbytes();
+        return d;
+    };
+    for (const LoraModule& m : adapter->modules) {
+        const auto it = landing_.find(m.weight);
+        PAGODA_CHECK_MSG(it != landing_.end(), "an adapter read against this model targets a weight it lacks");
+        it->second.set->slots[static_cast<size_t>(slot)].push_back(
+            LoraSlice{it->second.row_offset, place(m.a), place(m.b), adapter->scale});
+    }
+    s.id = id;
+    s.adapter = std::move(adapter);
+    return ok_status();
+}
+
+Status LoraTable::make_resident(std::span<const int32_t> ids, const LoraFetch& fetch) {
+    if (ids.size() > slots_.size())
+        return Status::error("a step uses " + std::to_string(ids.size()) + " LoRA adapters; --max-loras is " +
+                             std::to_string(slots_.size()));
+    ++clock_;
+    for (int32_t id : ids)
+        if (const int32_t s = slot_of(id); s >= 0) slots_[static_cast<size_t>(s)].last_used = clock_;
+    for (int32_t id : ids) {
+        if (slot_of(id) >= 0) continue;
+        // A free slot, else the least recently used one this step does not need.
+        int32_t victim = -1;
+        for (size_t s = 0; s < slots_.size(); ++s) {
+            const Slot& slot = slots_[s];
+            if (slot.last_used == clock_) continue;
+            if (slot.id == 0) {
+                victim = static_cast<int32_t>(s);
+                break;
+            }
+            if (victim < 0 || slot.last_used < slots_[static_cast<size_t>(victim)].last_used)
+                victim = static_cast<int32_t>(s);
+        }
+        PAGODA_CHECK(victim >= 0);  // ids.size() <= slots
+        auto adapter = fetch(id);
+        if (!adapter.ok()) return adapter.status();
+        PAGODA_RETURN_IF_ERROR(install(victim, id, std::move(adapter).value()));
+        slots_[static_cast<size_t>(victim)].last_used = clock_;
+    }
+    return ok_status();
+}
+
+Status LoraTable::map_tokens(std::span<const int32_t> ids, std::vector<int32_t>& slots) const {
+    slots.resize(ids.size());
+    int32_t last_id = 0, last_slot = -1;  // tokens of one sequence come together
+    for (size_t t = 0; t < ids.size(); ++t) {
+        if (ids[t] != last_id) {
+            last_id = ids[t];
+            last_slot = last_id == 0 ? -1 : slot_of(last_id);
+            if (last_id != 0 && last_slot < 0)
+                return Status::error("LoRA adapter " + std::to_string(last_id) + " is not resident");
+        }
+        slots[t] = ids[t] == 0 ? -1 : last_slot;
+    }
+    return ok_status();
+}
+
+void LoraTable::evict(int32_t id) {
+    if (const int32_t s = slot_of(id); s >= 0) clear(s);
+}
+
+}  // namespace pagoda::model

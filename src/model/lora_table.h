@@ -1,0 +1,72 @@
+// The model's adapter table: `max_loras` slots, each holding one adapter's A and B matrices on the model's device,
+// and one LoraAdapterSet per projection that LoRA may touch (LinearWeight::lora points at it; a fused q/k/v or
+// gate/up view gets one set, each part's slices at its rows). Adapters come in by id, least recently used out when
+// the slots are full; ids are mapped to slots per token for each step. Engine thread only (between steps).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "model/arch/arch.h"
+#include "model/lora_adapter.h"
+#include "runtime/backend.h"
+#include "runtime/lora.h"
+#include "tensor/buffer.h"
+
+namespace pagoda::model {
+
+// Gives the adapter of an id (reading it again from disk if the host copy was dropped).
+using LoraFetch = std::function<Result<std::shared_ptr<const LoraAdapter>>(int32_t id)>;
+
+class LoraTable {
+  public:
+    // Points the projections of `weights` (after fuse_projections) at empty sets of `max_loras` slots.
+    LoraTable(ModelWeights& weights, const ModelSpec& spec, Backend& backend, int32_t max_loras, int64_t max_rank);
+
+    // The modules an adapter may target (read_lora_adapter checks adapters against these).
+    const LoraTargets& targets() const { return targets_; }
+    int32_t max_loras() const { return static_cast<int32_t>(slots_.size()); }
+    int64_t max_rank() const { return max_rank_; }
+
+    // Makes the adapters of `ids` (non-zero, distinct, at most max_loras) resident, evicting the least recently used
+    // others; a failure (too many ids, an adapter that cannot be fetched or uploaded) says which.
+    Status make_resident(std::span<const int32_t> ids, const LoraFetch& fetch);
+    // slots[t] = the slot of ids[t] (-1 for 0); every non-zero id must be resident.
+    Status map_tokens(std::span<const int32_t> ids, std::vector<int32_t>& slots) const;
+    // Frees the slot of `id`, if it has one (an unloaded adapter).
+    void evict(int32_t id);
+    bool resident(int32_t id) const { return slot_of(id) >= 0; }
+    // Projections with an adapter set (a fused q/k/v, gate/up or delta-net input projection counts once).
+    size_t num_sets() const { return sets_.size(); }
+
+  private:
+    struct Slot {
+        int32_t id = 0;  // 0: free
+        std::shared_ptr<const LoraAdapter> adapter;
+        Buffer device;  // the adapter's tensors on a device backend
+        uint64_t last_used = 0;
+    };
+    struct Landing {
+        LoraAdapterSet* set = nullptr;
+        int64_t row_offset = 0;
+    };
+    int32_t slot_of(int32_t id) const;
+    Status install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter);
+    void clear(int32_t slot);
+
+    Backend& backend_;
+    int64_t max_rank_;
+    LoraTargets targets_;
+    std::map<std::string, Landing> landing_;  // model weight name -> where its deltas go
+    std::vector<std::unique_ptr<LoraAdapterSet>> sets_;
+    std::vector<Slot> slots_;
+    uint64_t clock_ = 0;
+};
+
+}  // namespace pagoda::model
