@@ -49,7 +49,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 summary=()
 
 if want tests; then
-    for t in backend_ops_test delta_net_kernels_test cuda_golden_test cuda_sampler_test cuda_tensor_parallel_test; do
+    for t in backend_ops_test delta_net_kernels_test cuda_golden_test cuda_sampler_test cuda_lora_test \
+        cuda_tensor_parallel_test; do
         LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/$t.log" 2>&1
         rc=$?
         summary+=("$t rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) |sampling 256' "$OUT/$t.log" | tr '\n' ' ')")
