@@ -1,8 +1,8 @@
 // Multi-LoRA on the CUDA backend (the gathered shrink/expand kernels, kernels/cuda/lora): the adapters of
-// tests/golden/lora against transformers + peft's logits within the CUDA golden tolerance (2e-2 of max|ref|: the GPU
-// rounds GEMM inputs of more than one token to bf16), in a step that mixes the adapter's sequence with a base one
-// (whose logits must stay the base model's), and for one-token decode steps (the GEMV path plus the delta).
-// Skips without a GPU. NOT RUN YET: written and compiled without a GPU.
+// tests/golden/lora against transformers + peft's logits within cuda_golden_test's bound for the base model (2e-2 of
+// max|ref|, or 1.5x transformers' bf16 drift where that is more), in a step that mixes the adapter's sequence with a
+// base one (whose logits must stay the base model's), and for one-token decode steps (the GEMV path plus the delta).
+// Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -22,6 +22,7 @@ namespace pagoda::model {
 namespace {
 
 constexpr float kRelTolerance = 2e-2f;
+constexpr float kTransformersFactor = 1.5f;
 
 struct Case {
     std::string model, adapter;
@@ -49,7 +50,12 @@ TEST_P(CudaLoraTest, PrefillAndDecodeMatchPeft) {
     float max_abs = 0;
     for (float v : want)
         max_abs = std::max(max_abs, std::fabs(v));
-    const float tol = kRelTolerance * max_abs;
+    // cuda_golden_test's bound for the base model: 2e-2 of max|ref|, or 1.5x transformers' own bf16 drift on it where
+    // that is more (the hybrid models: a decay gate or a routing choice flips in bf16). An adapter adds no rounding
+    // of its own beyond the base model's.
+    const float tol = std::max(
+        kRelTolerance * max_abs,
+        kTransformersFactor * static_cast<float>(golden::load(golden::dir(c.model)).transformers_bf16_max_abs_diff));
 
     auto backend = make_cuda_backend();
     ASSERT_TRUE(backend.ok()) << backend.message();
@@ -86,7 +92,9 @@ TEST_P(CudaLoraTest, PrefillAndDecodeMatchPeft) {
                 c.model.c_str(), c.adapter.c_str(), prefill, decode, tol, base_gap);
     EXPECT_LE(prefill, tol);
     EXPECT_LE(decode, tol);
-    EXPECT_GT(base_gap, 2 * tol) << "the base sequence of the step must not get the adapter";
+    // The adapter moves the logits far more than the GPU's rounding does: the base sequence (no adapter) stays far
+    // from the adapter's reference while the adapter's sequences come close to it.
+    EXPECT_GT(base_gap, 4 * std::max(prefill, decode)) << "the base sequence of the step must not get the adapter";
 }
 
 INSTANTIATE_TEST_SUITE_P(Peft, CudaLoraTest,
