@@ -650,7 +650,10 @@ const std::unordered_map<std::string_view, FilterFn>& filter_table() {
 }  // namespace
 
 Value Interpreter::apply_filter(const std::string& name, const Value& v, CallArgs& args, const ScopePtr& scope) {
-    if (name == "__slice__") return filter_slice(*this, name, v, args, scope);
+    // The slice syntax x[a:b:c] calls the internal __slice__ with exactly three arguments; a template that names it
+    // as a filter itself gets what any unknown filter gets (the fuzzer found `x|__slice__` read past its arguments).
+    if (name == "__slice__" && args.positional.size() == 3 && args.keyword.empty())
+        return filter_slice(*this, name, v, args, scope);
     const auto it = filter_table().find(name);
     if (it == filter_table().end()) throw TemplateError("no filter named '" + name + "'");
     return it->second(*this, name, v, args, scope);
