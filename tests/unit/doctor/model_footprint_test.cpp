@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "tools/doctor/model_fit.h"
 
@@ -15,7 +16,10 @@ namespace fs = std::filesystem;
 
 // A one-tensor checkpoint with this config.json, read back.
 Result<ModelFootprint> footprint_with(const std::string& rope_fields) {
-    const fs::path dir = fs::temp_directory_path() / "doctor-model-footprint";
+    // One directory per test: ctest runs this file's tests as parallel processes (a shared name raced in CI).
+    const fs::path dir =
+        fs::temp_directory_path() /
+        ("doctor-model-footprint-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir);
     fs::create_directories(dir);
     std::ofstream(dir / "config.json") << R"({"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"],
