@@ -16,8 +16,8 @@ struct SampleArgs {
     const LogitEdit* edits;  // device
     const uint32_t* masks;   // device, mask_words per mask row (SampleRow::mask_row); bit t = token t allowed
     int64_t mask_words;
-    float* edit_raw;         // device, one per edit
-    SampledToken* out;       // device, [num_rows]
+    float* edit_raw;    // device, one per edit
+    SampledToken* out;  // device, [num_rows]
 };
 void launch_sample(const SampleArgs& a, cudaStream_t stream);
 
