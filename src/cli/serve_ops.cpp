@@ -1,9 +1,7 @@
 // The production flags of `pagoda serve` and its systemd link (see serve_ops.h).
 #include "cli/serve_ops.h"
 
-#include <fstream>
-#include <sstream>
-
+#include "common/file.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "server/http/access_log.h"
@@ -27,11 +25,9 @@ void add_serve_ops_flags(ArgParser& p) {
 }
 
 Result<std::vector<server::auth::TenantSpec>> read_tenants_file(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::error("--api-keys-file: cannot read " + path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto specs = server::auth::parse_tenants_file(ss.str());
+    auto text = read_file(path);
+    if (!text.ok()) return text.status().with_context("--api-keys-file");
+    auto specs = server::auth::parse_tenants_file(*text);
     if (!specs.ok()) return specs.status().with_context("--api-keys-file " + path);
     return specs;
 }

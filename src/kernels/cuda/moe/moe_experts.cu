@@ -130,7 +130,7 @@ void launch_routing(const int32_t* topk_ids, int64_t pairs, const Routing& r, cu
 }  // namespace moe
 
 bool moe_experts_read_fp8(const MoeExpertsArgs& a) {
-    return a.weight_type == ElemType::F8E4M3 && moe::pair_passes_fit(a) && moe::pair_passes_enabled();
+    return a.weight_type == ElemType::F8E4M3 && moe::take_pair_passes(a);
 }
 
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
@@ -146,7 +146,7 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     if (a.T == 0 || a.H == 0) return;
     const int64_t pairs = a.T * a.k;
     const Workspace ws = carve(static_cast<char*>(a.workspace), a.T, a.H, a.I, a.E, a.k);
-    if (moe::pair_passes_fit(a) && moe::pair_passes_enabled()) return moe::launch_pair_passes(a, ws.h, stream);
+    if (moe::take_pair_passes(a)) return moe::launch_pair_passes(a, ws.h, stream);
     launch_convert_rows(a.x, a.x_stride, ws.x_w, a.weight_type, a.T, a.H, stream);
 
     const bool gemv = pairs <= kGemvMaxRowsPerExpert * a.E;

@@ -77,8 +77,9 @@ void launch_grouped_mma(Pass pass, const GroupedArgs& a, ElemType w_type, cudaSt
 // Up to kPairMaxTokens tokens: the two pair passes (pair_gemv.cu) compute the experts without routing them, x read
 // in fp32 and h [T*k, I] (in the weights' type) the only workspace; they sum as the grouped GEMV passes do.
 inline constexpr int64_t kPairMaxTokens = 4;
-bool pair_passes_fit(const MoeExpertsArgs& a);  // few tokens, k <= 32, 16-byte rows everywhere, I > 0
-bool pair_passes_enabled();                     // unless PAGODA_MOE_PAIR_PASSES=0 (to measure what they gain)
+// Few tokens, k <= 32, 16-byte rows everywhere, I > 0, and not turned off by PAGODA_MOE_PAIR_PASSES=0 (to measure
+// what they gain).
+bool take_pair_passes(const MoeExpertsArgs& a);
 void launch_pair_passes(const MoeExpertsArgs& a, void* h, cudaStream_t stream);
 
 inline bool aligned16(const void* p) {

@@ -168,7 +168,7 @@ void launch_typed(const MoeExpertsArgs& a, void* h, cudaStream_t stream) {
 
 namespace moe {
 
-bool pair_passes_fit(const MoeExpertsArgs& a) {
+bool take_pair_passes(const MoeExpertsArgs& a) {
     const auto rows16 = [](const MoeStackedWeight& w) {
         return w.expert_stride % kVec == 0 && w.row_stride % kVec == 0 && aligned16(w.data);
     };
@@ -178,17 +178,13 @@ bool pair_passes_fit(const MoeExpertsArgs& a) {
         return a.weight_type != ElemType::F8E4M3 ||
                (s.data && s.rows > 0 && s.cols % kVec == 0 && rows_per_expert % s.rows == 0);
     };
-    return a.T <= kPairMaxTokens && a.I > 0 && a.k <= kMaxSlots && a.H % kVec == 0 && a.I % kVec == 0 &&
-           a.x_stride % 4 == 0 && aligned16(a.x) && rows16(a.gate_up) && rows16(a.down) &&
-           grid_fits(a.gate_up_scales, 2 * a.I) && grid_fits(a.down_scales, a.H);
-}
-
-bool pair_passes_enabled() {
     static const bool enabled = [] {
         const char* env = std::getenv("PAGODA_MOE_PAIR_PASSES");
         return !(env && std::strcmp(env, "0") == 0);
     }();
-    return enabled;
+    return enabled && a.T <= kPairMaxTokens && a.I > 0 && a.k <= kMaxSlots && a.H % kVec == 0 && a.I % kVec == 0 &&
+           a.x_stride % 4 == 0 && aligned16(a.x) && rows16(a.gate_up) && rows16(a.down) &&
+           grid_fits(a.gate_up_scales, 2 * a.I) && grid_fits(a.down_scales, a.H);
 }
 
 void launch_pair_passes(const MoeExpertsArgs& a, void* h, cudaStream_t stream) {
