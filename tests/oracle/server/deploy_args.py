@@ -67,14 +67,14 @@ def flag_value(args, flag, default=None):
 
 
 def runnable_here(args, flags, model_dir):
-    """`args` with the model directory replaced by `model_dir`, --host by loopback and --port left out (the test's
-    server adds --port 0); every other flag stays as the deployment file gives it."""
+    """`args` with the model directory replaced by `model_dir`, --host by loopback, --device by cpu (no GPU here) and
+    --port left out (the test's server adds --port 0); every other flag stays as the deployment file gives it."""
     out, i = [], 0
     while i < len(args):
         arg = args[i]
         takes_value = flags.get(arg, False)
-        if arg == "--host":
-            out += ["--host", "127.0.0.1"]
+        if arg in ("--host", "--device"):
+            out += [arg, "127.0.0.1" if arg == "--host" else "cpu"]
         elif arg == "--port":
             pass
         elif arg.startswith("-"):

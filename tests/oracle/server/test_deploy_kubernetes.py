@@ -316,6 +316,8 @@ def test_pods_run_as_the_images_user_with_their_gpus_and_models():
             sec = c["securityContext"]
             assert sec["allowPrivilegeEscalation"] is False and sec["capabilities"]["drop"] == ["ALL"], where
             assert int(c["resources"]["limits"]["nvidia.com/gpu"]) >= 1, where
+            # A pod that got a GPU it cannot use must fail, not serve on the CPU (--device auto would).
+            assert flag_value(c["args"], "--device") == "cuda", where
             mounts = {m["mountPath"]: m for m in c["volumeMounts"]}
             model_dir = next(a for a in c["args"] if a.startswith("/"))
             mount = next(m for path, m in mounts.items() if model_dir.startswith(path + "/"))
