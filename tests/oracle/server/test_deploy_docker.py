@@ -374,3 +374,25 @@ def test_build_stage_configures_the_context(tmp_path):
                              text=True, timeout=60).stdout
     assert re.search(r"^src/cli/pagoda: ", targets, re.M), "no pagoda target"
     assert not re.search(r"_test: ", targets), "PAGODA_BUILD_TESTS=OFF should leave the tests out"
+
+
+def test_the_troubleshooting_rows_quote_what_pagoda_says(pagoda_bin, demo_dir, tmp_path):  # noqa: F811
+    table = (ROOT / "docs" / "operations.md").read_text().split("## Troubleshooting", 1)[1]
+    cmd = exec_form(one(final_stage(), "CMD"))
+    # `serve` repeated (the entrypoint already says it), and a flag pagoda does not have.
+    for args, said, row in [(["serve", *cmd], "pagoda serve: unexpected argument '/models' (see --help)",
+                             "`pagoda serve: unexpected argument '/models/...' (see --help)`"),
+                            ([*cmd, "--x"], "pagoda serve: unknown option --x (see --help)",
+                             "`pagoda serve: unknown option --x (see --help)`")]:
+        r = subprocess.run([str(pagoda_bin), "serve", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode != 0 and said in r.stderr, r.stderr
+        assert row in table
+    if Path("/dev/nvidia0").exists():
+        pytest.skip("a GPU is visible: --device auto would not take the CPU")
+    server = OpsServer(runnable_here(cmd, serve_flags(pagoda_bin), demo_dir), tmp_path)
+    try:
+        server.wait_for(r"model loaded; ready")
+        assert "engine sizes for the CPU" in server.log()  # --device auto without a GPU
+        assert "the log says `engine sizes for the CPU`" in table
+    finally:
+        assert server.stop() == 0
