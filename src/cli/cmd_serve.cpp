@@ -326,6 +326,8 @@ struct TestGeneratorFlags {
     std::vector<std::string> texts;
     int token_interval_us = 0;
 };
+// --x-test-reload-delay-ms N (hidden too): each model reload waits N ms before loading, as a large model's load
+// takes seconds, so that the reload tests can remove the directory or send requests while it runs.
 
 // What `pagoda serve` was asked for, every flag parsed and checked before anything is loaded.
 struct ServeOptions {
@@ -337,6 +339,7 @@ struct ServeOptions {
     std::optional<std::string> tool_call_parser;  // --tool-call-parser NAME
     std::optional<TestGeneratorFlags> test_generator;
     int32_t test_max_model_len = 4096;  // the test generator's context
+    int test_reload_delay_ms = 0;       // --x-test-reload-delay-ms
     NodeFlags nodes;
     std::optional<executor::EngineOptions> engine;  // what loads the model (unset with the test generator)
     std::string api_keys_file;                      // --api-keys-file, re-read on SIGHUP
@@ -345,7 +348,7 @@ struct ServeOptions {
 
 // --config, vLLM's foreign flags and the hidden flags, resolved: what is left goes to the ArgParser.
 Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<std::string>& args,
-                       std::optional<TestGeneratorFlags>& test_generator) {
+                       std::optional<TestGeneratorFlags>& test_generator, int& test_reload_delay_ms) {
     std::vector<std::string> expanded;
     PAGODA_RETURN_IF_ERROR(expand_config_file(cli_args, expanded));
     std::vector<std::string_view> raw_args(expanded.begin(), expanded.end());
@@ -356,7 +359,7 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
     for (size_t i = 0; i < kept.size(); ++i) {
         const std::string& a = kept[i];
         bool taken = false;
-        for (const char* name : {"x-test-generator-text", "x-test-token-interval-us"}) {
+        for (const char* name : {"x-test-generator-text", "x-test-token-interval-us", "x-test-reload-delay-ms"}) {
             const std::string flag = std::string("--") + name;
             if (a == flag && i + 1 < kept.size()) {
                 hidden[name].push_back(kept[++i]);
@@ -368,6 +371,8 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
         }
         if (!taken) args.push_back(a);
     }
+    if (hidden.count("x-test-reload-delay-ms"))
+        test_reload_delay_ms = std::atoi(hidden["x-test-reload-delay-ms"].back().c_str());
     if (hidden.count("x-test-generator-text")) {
         test_generator = TestGeneratorFlags{hidden["x-test-generator-text"], 0};
         if (hidden.count("x-test-token-interval-us"))
@@ -729,7 +734,7 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     if (parts.test_generator) no_reload = "this server runs the test generator, not a model";
     if (o.nodes.nnodes > 1) no_reload = "not with --nnodes > 1 yet";
     service.set_model_loader(cli::make_model_loader(o.engine.value_or(executor::EngineOptions{}), o.chat_template,
-                                                    o.reload_strategy, no_reload));
+                                                    o.reload_strategy, no_reload, o.test_reload_delay_ms));
     http::ServerOptions http_options = o.http;
     http_options.on_status = [&service](int status) { service.count_http_response(status); };
     auto srv = http::Server::create(http_options, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
@@ -770,12 +775,15 @@ int serve(const ServeOptions& o, ServiceParts parts) {
 int run_serve(std::span<const std::string_view> cli_args) {
     std::vector<std::string> kept;
     std::optional<TestGeneratorFlags> test_generator;
-    if (Status s = preprocess_args(cli_args, kept, test_generator); !s.ok()) return cli::fail(kCmd, s.message());
+    int test_reload_delay_ms = 0;
+    if (Status s = preprocess_args(cli_args, kept, test_generator, test_reload_delay_ms); !s.ok())
+        return cli::fail(kCmd, s.message());
     const std::vector<std::string_view> args(kept.begin(), kept.end());
     cli::ArgParser p = make_serve_parser();
     if (auto exit = cli::parse_or_exit(p, kCmd, args)) return *exit;
     auto options = options_from_flags(p, std::move(test_generator));
     if (!options.ok()) return cli::fail(kCmd, options.message());
+    options->test_reload_delay_ms = test_reload_delay_ms;
     if (options->nodes.node_rank > 0) return run_worker_node(*options);
     auto parts = build_service_parts(*options);
     if (!parts.ok()) return cli::fail(kCmd, parts.message());

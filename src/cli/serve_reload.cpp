@@ -1,10 +1,12 @@
 // Loading a model directory for `pagoda serve`, at start and on a hot reload (see serve_reload.h).
 #include "cli/serve_reload.h"
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/file.h"
 #include "common/log.h"
@@ -144,11 +146,12 @@ Result<ReloadStrategy> reload_strategy_from(const ArgParser& p) {
 
 server::openai::ModelLoader make_model_loader(executor::EngineOptions options,
                                               std::optional<std::string> chat_template_flag, ReloadStrategy strategy,
-                                              std::string unavailable) {
+                                              std::string unavailable, int test_delay_ms) {
     server::openai::ModelLoader loader;
     loader.unavailable = std::move(unavailable);
     loader.check = [options](const std::string& dir) { return check_model_dir(dir, options); };
-    loader.load = [options, chat_template_flag](const std::string& dir) {
+    loader.load = [options, chat_template_flag, test_delay_ms](const std::string& dir) {
+        if (test_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(test_delay_ms));
         return load_served_model(dir, chat_template_flag, options);
     };
     const bool on_cpu = options.device == "cpu" || (options.device == "auto" && cuda_device_count() == 0);

@@ -39,8 +39,10 @@ Result<ReloadStrategy> reload_strategy_from(const ArgParser& p);
 
 // The loader the reload endpoint uses: checks a directory, loads it with the server's engine options and
 // --chat-template, and says whether it fits beside the served model. `unavailable`: why reloading is off (empty: on).
+// `test_delay_ms` (the hidden --x-test-reload-delay-ms) stretches each reload's load as a large model's would, so
+// that tests can act while it runs.
 server::openai::ModelLoader make_model_loader(executor::EngineOptions options,
                                               std::optional<std::string> chat_template_flag, ReloadStrategy strategy,
-                                              std::string unavailable);
+                                              std::string unavailable, int test_delay_ms = 0);
 
 }  // namespace pagoda::cli
