@@ -389,8 +389,9 @@ cli::ArgParser make_serve_parser() {
         "flags that do not apply are ignored with a warning when harmless and refused when they would change the\n"
         "results. SIGINT/SIGTERM: /health and new requests get 503, in-flight requests finish (up to\n"
         "--shutdown-timeout; a second signal stops waiting), exit 0. SIGHUP re-reads --api-keys-file and reopens\n"
-        "--access-log. POST /v1/models/reload {\"model\": DIR} swaps the model without a restart. Under systemd "
-        "(Type=notify) it sends READY=1, STOPPING=1 and WATCHDOG=1 keep-alives.\n"
+        "--access-log. POST /v1/models/reload {\"model\": DIR} swaps the model without a restart (requests in\n"
+        "flight finish on the old one). Under systemd (Type=notify) it sends READY=1, STOPPING=1 and WATCHDOG=1\n"
+        "keep-alives.\n"
         "docs/serving.md and docs/operations.md have the details.\n"
         "--config FILE: a JSON object of the same flags ({\"port\": 8001, \"served-model-name\": [\"a\"]}); the\n"
         "command line overrides it.");
