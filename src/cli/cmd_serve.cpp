@@ -707,7 +707,8 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
     };
     load.thread = std::thread([&o, options = std::move(options), &srv, &service, &load, &systemd] {
         std::string summary;
-        auto m = cli::load_served_model(o.model_dir, o.chat_template, options, &summary);
+        const auto first = service.model();  // the tokenizer and template read before listening
+        auto m = cli::start_served_model(o.model_dir, first->tokenizer, first->chat_template, options, &summary);
         if (!m.ok()) {
             load.error = o.model_dir + ": " + m.message();
             srv.shutdown();

@@ -108,6 +108,12 @@ Result<std::shared_ptr<server::openai::ServedModel>> load_served_model(
     const std::string& model_dir, const std::optional<std::string>& chat_template_flag,
     const executor::EngineOptions& options, std::string* summary) {
     PAGODA_ASSIGN_OR_RETURN(ModelTextParts parts, load_model_text_parts(model_dir, chat_template_flag));
+    return start_served_model(model_dir, std::move(parts.tokenizer), std::move(parts.chat_template), options, summary);
+}
+
+Result<std::shared_ptr<server::openai::ServedModel>> start_served_model(
+    const std::string& model_dir, Tokenizer tokenizer, std::shared_ptr<const chat::ChatTemplate> chat_template,
+    const executor::EngineOptions& options, std::string* summary) {
     auto owned = std::make_shared<OwnedEngine>();
     PAGODA_ASSIGN_OR_RETURN(owned->engine, executor::create_engine(model_dir, options));
     owned->generator = std::make_unique<server::openai::EngineGenerator>(owned->engine->engine());
@@ -119,8 +125,8 @@ Result<std::shared_ptr<server::openai::ServedModel>> load_served_model(
                    " tokens; max_model_len " + std::to_string(c.max_model_len) + ", max_num_seqs " +
                    std::to_string(c.max_num_seqs);
     }
-    auto model = std::make_shared<server::openai::ServedModel>(std::move(parts.tokenizer),
-                                                               std::move(parts.chat_template), *owned->generator);
+    auto model = std::make_shared<server::openai::ServedModel>(std::move(tokenizer), std::move(chat_template),
+                                                               *owned->generator);
     model->model_dir = model_dir;
     model->max_model_len.store(c.max_model_len);
     model->lora = owned->engine->lora();

@@ -26,8 +26,13 @@ struct ModelTextParts {
 Result<ModelTextParts> load_model_text_parts(const std::string& model_dir,
                                              const std::optional<std::string>& chat_template_flag);
 
-// The directory loaded and its engine started: a ServedModel that owns the engine. `summary` gets the KV cache's
-// size and the limits chosen, for the log.
+// The engine of `model_dir` started, served with `tokenizer` and `chat_template` (the server's first model reuses
+// those it read before listening): a ServedModel that owns the engine. `summary` gets the KV cache's size and the
+// limits chosen, for the log.
+Result<std::shared_ptr<server::openai::ServedModel>> start_served_model(
+    const std::string& model_dir, Tokenizer tokenizer, std::shared_ptr<const chat::ChatTemplate> chat_template,
+    const executor::EngineOptions& options, std::string* summary = nullptr);
+// load_model_text_parts, then start_served_model (a reload).
 Result<std::shared_ptr<server::openai::ServedModel>> load_served_model(
     const std::string& model_dir, const std::optional<std::string>& chat_template_flag,
     const executor::EngineOptions& options, std::string* summary = nullptr);

@@ -189,6 +189,10 @@ void OpenAiService::install_model(std::shared_ptr<ServedModel> model) {
     (void)ctx_->models.install(std::move(model));
 }
 
+std::shared_ptr<const ServedModel> OpenAiService::model() const {
+    return ctx_->models.current();
+}
+
 void OpenAiService::probe_engine() {
     (void)ctx_->models.current()->generator.stats();
 }

@@ -81,6 +81,8 @@ class OpenAiService {
     void set_model_loader(ModelLoader loader);
     // The model loaded at start, in place of the one the service was constructed with (served names: the config's).
     void install_model(std::shared_ptr<ServedModel> model);
+    // The model served now.
+    std::shared_ptr<const ServedModel> model() const;
     // The watchdog's proof of life: returns once the served engine answered between two steps.
     void probe_engine();
     // At exit, once the HTTP server stopped serving: stops the served engine (a reload in progress is waited for
