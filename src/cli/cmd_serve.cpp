@@ -21,6 +21,7 @@
 #include "cli/command.h"
 #include "cli/serve_lora_flags.h"
 #include "cli/serve_ops.h"
+#include "cli/serve_reload.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "dist/tcp_channel.h"
@@ -325,6 +326,8 @@ struct TestGeneratorFlags {
     std::vector<std::string> texts;
     int token_interval_us = 0;
 };
+// --x-test-reload-delay-ms N (hidden too): each model reload waits N ms before loading, as a large model's load
+// takes seconds, so that the reload tests can remove the directory or send requests while it runs.
 
 // What `pagoda serve` was asked for, every flag parsed and checked before anything is loaded.
 struct ServeOptions {
@@ -336,14 +339,16 @@ struct ServeOptions {
     std::optional<std::string> tool_call_parser;  // --tool-call-parser NAME
     std::optional<TestGeneratorFlags> test_generator;
     int32_t test_max_model_len = 4096;  // the test generator's context
+    int test_reload_delay_ms = 0;       // --x-test-reload-delay-ms
     NodeFlags nodes;
     std::optional<executor::EngineOptions> engine;  // what loads the model (unset with the test generator)
     std::string api_keys_file;                      // --api-keys-file, re-read on SIGHUP
+    cli::ReloadStrategy reload_strategy = cli::ReloadStrategy::kAuto;
 };
 
 // --config, vLLM's foreign flags and the hidden flags, resolved: what is left goes to the ArgParser.
 Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<std::string>& args,
-                       std::optional<TestGeneratorFlags>& test_generator) {
+                       std::optional<TestGeneratorFlags>& test_generator, int& test_reload_delay_ms) {
     std::vector<std::string> expanded;
     PAGODA_RETURN_IF_ERROR(expand_config_file(cli_args, expanded));
     std::vector<std::string_view> raw_args(expanded.begin(), expanded.end());
@@ -354,7 +359,7 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
     for (size_t i = 0; i < kept.size(); ++i) {
         const std::string& a = kept[i];
         bool taken = false;
-        for (const char* name : {"x-test-generator-text", "x-test-token-interval-us"}) {
+        for (const char* name : {"x-test-generator-text", "x-test-token-interval-us", "x-test-reload-delay-ms"}) {
             const std::string flag = std::string("--") + name;
             if (a == flag && i + 1 < kept.size()) {
                 hidden[name].push_back(kept[++i]);
@@ -366,6 +371,8 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
         }
         if (!taken) args.push_back(a);
     }
+    if (hidden.count("x-test-reload-delay-ms"))
+        test_reload_delay_ms = std::atoi(hidden["x-test-reload-delay-ms"].back().c_str());
     if (hidden.count("x-test-generator-text")) {
         test_generator = TestGeneratorFlags{hidden["x-test-generator-text"], 0};
         if (hidden.count("x-test-token-interval-us"))
@@ -382,7 +389,9 @@ cli::ArgParser make_serve_parser() {
         "flags that do not apply are ignored with a warning when harmless and refused when they would change the\n"
         "results. SIGINT/SIGTERM: /health and new requests get 503, in-flight requests finish (up to\n"
         "--shutdown-timeout; a second signal stops waiting), exit 0. SIGHUP re-reads --api-keys-file and reopens\n"
-        "--access-log. Under systemd (Type=notify) it sends READY=1, STOPPING=1 and WATCHDOG=1 keep-alives.\n"
+        "--access-log. POST /v1/models/reload {\"model\": DIR} swaps the model without a restart (requests in\n"
+        "flight finish on the old one). Under systemd (Type=notify) it sends READY=1, STOPPING=1 and WATCHDOG=1\n"
+        "keep-alives.\n"
         "docs/serving.md and docs/operations.md have the details.\n"
         "--config FILE: a JSON object of the same flags ({\"port\": 8001, \"served-model-name\": [\"a\"]}); the\n"
         "command line overrides it.");
@@ -450,6 +459,7 @@ cli::ArgParser make_serve_parser() {
     p.add_option("http-read-timeout", "SECONDS", "time a client has to send one whole request (default 60)");
     p.add_option("shutdown-timeout", "SECONDS", "how long in-flight requests may finish after SIGTERM (default 30)");
     cli::add_serve_ops_flags(p);
+    cli::add_reload_flags(p);
     return p;
 }
 
@@ -580,6 +590,7 @@ Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<T
         if (allowed_ips.empty()) return Status::error("--allowed-ips: the list is empty (it would refuse everyone)");
     }
     PAGODA_RETURN_IF_ERROR(cli::serve_ops_options_from(p, allowed_ips, o.http, o.service, o.api_keys_file));
+    PAGODA_ASSIGN_OR_RETURN(o.reload_strategy, cli::reload_strategy_from(p));
     if (auto v = p.get("dtype"); v && *v != "auto" && *v != "float32" && *v != "float")
         std::fprintf(stderr, "pagoda serve: warning: --dtype %s: the CPU backend computes in float32\n", v->c_str());
     PAGODA_ASSIGN_OR_RETURN(const std::string device, device_from(p));
@@ -616,39 +627,10 @@ struct ServiceParts {
     std::unique_ptr<server::openai::Generator> test_generator;  // the test double, when asked for
 };
 
-// --chat-template (a file, or the template's text), else the model's own (none: a warning).
-Result<std::unique_ptr<chat::ChatTemplate>> load_chat_template(const ServeOptions& o, const Json& tokenizer_config) {
-    if (o.chat_template) {
-        std::string text = *o.chat_template;
-        if (text.find("{%") == std::string::npos && text.find("{{") == std::string::npos) {
-            auto file = read_text_file(text);
-            if (!file.ok()) return file.status().with_context("--chat-template");
-            text = std::move(file).value();
-        }
-        auto t = chat::ChatTemplate::from_string(text, tokenizer_config);
-        if (!t.ok()) return t.status().with_context("--chat-template");
-        return std::make_unique<chat::ChatTemplate>(std::move(t).value());
-    }
-    auto t = chat::ChatTemplate::from_model_dir(o.model_dir);
-    if (t.ok()) return std::make_unique<chat::ChatTemplate>(std::move(t).value());
-    std::fprintf(stderr, "pagoda serve: warning: no chat template (%s); /v1/chat/completions needs one\n",
-                 t.message().c_str());
-    return std::unique_ptr<chat::ChatTemplate>();
-}
-
 Result<ServiceParts> build_service_parts(const ServeOptions& o) {
-    auto tokenizer = Tokenizer::load_from_dir(o.model_dir);
-    if (!tokenizer.ok()) return tokenizer.status().with_context(o.model_dir);
-    ServiceParts parts{std::move(tokenizer).value(), nullptr, o.service, nullptr};
-    // tokenizer_config.json gives the special tokens (bos_token, eos_token, ...) templates may use; the model's own
-    // template reads it itself, a --chat-template or a request's template gets it from here.
-    if (const std::string path = o.model_dir + "/tokenizer_config.json"; std::ifstream(path).good()) {
-        auto text = read_text_file(path);
-        auto j = text.ok() ? Json::parse(*text) : Result<Json>(text.status());
-        if (!j.ok()) return j.status().with_context(path);
-        parts.config.tokenizer_config = std::move(j).value();
-    }
-    PAGODA_ASSIGN_OR_RETURN(parts.chat_template, load_chat_template(o, parts.config.tokenizer_config));
+    PAGODA_ASSIGN_OR_RETURN(cli::ModelTextParts text, cli::load_model_text_parts(o.model_dir, o.chat_template));
+    ServiceParts parts{std::move(text.tokenizer), std::move(text.chat_template), o.service, nullptr};
+    parts.config.tokenizer_config = std::move(text.tokenizer_config);
     if (o.tool_call_parser) {
         if (*o.tool_call_parser == "auto") {
             parts.config.tool_parser =
@@ -704,16 +686,14 @@ void print_banner(const ServeOptions& o, const std::string& served_name, uint16_
 // The model loaded in the background while the server already answers (/health: 503 until it is ready).
 struct ModelLoad {
     std::thread thread;
-    std::unique_ptr<executor::ServingEngine> engine;
-    std::unique_ptr<server::openai::Generator> generator;
     std::string error;
     std::mutex group_error_mutex;
     std::string group_error;  // set on the engine thread when a group of several nodes breaks
 };
 
 void start_model_load(const ServeOptions& o, executor::EngineOptions options, http::Server& srv,
-                      server::openai::OpenAiService& service, server::openai::DeferredGenerator& deferred,
-                      const std::atomic<bool>& stopping, ModelLoad& load, cli::SystemdLink& systemd) {
+                      server::openai::OpenAiService& service, const std::atomic<bool>& stopping, ModelLoad& load,
+                      cli::SystemdLink& systemd) {
     std::fprintf(stderr, "pagoda serve: loading %s ...\n", o.model_dir.c_str());
     // Several nodes: a broken group fails every later step, so node 0 stops serving (and exits 1) for the launcher
     // to restart the whole group.
@@ -725,28 +705,23 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
         }
         srv.shutdown();
     };
-    load.thread = std::thread([&o, options = std::move(options), &srv, &service, &deferred, &load, &systemd] {
-        auto g = executor::create_engine(o.model_dir, options);
-        if (!g.ok()) {
-            load.error = o.model_dir + ": " + g.message();
+    load.thread = std::thread([&o, options = std::move(options), &srv, &service, &load, &systemd] {
+        std::string summary;
+        const auto first = service.model();  // the tokenizer and template read before listening
+        auto m = cli::start_served_model(o.model_dir, first->tokenizer, first->chat_template, options, &summary);
+        if (!m.ok()) {
+            load.error = o.model_dir + ": " + m.message();
             srv.shutdown();
             return;
         }
-        load.engine = std::move(g).value();
-        load.generator = std::make_unique<server::openai::EngineGenerator>(load.engine->engine());
-        service.set_max_model_len(load.engine->config().max_model_len);
-        service.set_lora_registry(load.engine->lora());
-        deferred.set(load.generator.get());
+        const int32_t max_model_len = (*m)->max_model_len.load();
+        service.set_max_model_len(max_model_len);
+        service.set_lora_registry((*m)->lora);
+        service.install_model(std::move(m).value());
         service.set_ready(true);
         // The watchdog's proof of life: stats() is answered by the engine thread between two steps.
-        systemd.ready([&engine = load.engine->engine()] { (void)engine.stats(); });
-        // As vLLM logs its GPU blocks: how many tokens the KV cache holds tells an operator what concurrency fits.
-        const engine::EngineConfig& c = load.engine->config();
-        std::fprintf(stderr,
-                     "pagoda serve: model loaded; ready (KV cache: %d blocks of %d tokens = %lld tokens; "
-                     "max_model_len %d, max_num_seqs %d)\n",
-                     c.num_kv_blocks, c.block_size, static_cast<long long>(c.num_kv_blocks) * c.block_size,
-                     c.max_model_len, c.max_num_seqs);
+        systemd.ready([&service] { service.probe_engine(); });
+        std::fprintf(stderr, "pagoda serve: model loaded; ready (%s)\n", summary.c_str());
     });
 }
 
@@ -757,6 +732,11 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     const std::string served_name = parts.config.served_model_names.front();
     server::openai::OpenAiService service(std::move(parts.config), std::move(parts.tokenizer),
                                           std::move(parts.chat_template), deferred);
+    std::string no_reload;  // why POST /v1/models/reload is refused; empty: it is served
+    if (parts.test_generator) no_reload = "this server runs the test generator, not a model";
+    if (o.nodes.nnodes > 1) no_reload = "not with --nnodes > 1 yet";
+    service.set_model_loader(cli::make_model_loader(o.engine.value_or(executor::EngineOptions{}), o.chat_template,
+                                                    o.reload_strategy, no_reload, o.test_reload_delay_ms));
     http::ServerOptions http_options = o.http;
     http_options.on_status = [&service](int status) { service.count_http_response(status); };
     auto srv = http::Server::create(http_options, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
@@ -779,7 +759,7 @@ int serve(const ServeOptions& o, ServiceParts parts) {
         systemd.ready([&deferred] { (void)deferred.stats(); });
     } else {
         systemd.status("loading " + o.model_dir);
-        start_model_load(o, *o.engine, **srv, service, deferred, stopping, load, systemd);
+        start_model_load(o, *o.engine, **srv, service, stopping, load, systemd);
     }
     (*srv)->run();
     if (load.thread.joinable()) load.thread.join();
@@ -787,9 +767,8 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     if (!load.error.empty()) return cli::fail(kCmd, load.error);
     std::fprintf(stderr, "pagoda serve: stopped\n");
     // In-flight requests have finished or timed out; stop the engine before the service and server go away.
-    deferred.set(nullptr);
     service.set_lora_registry(nullptr);
-    if (load.engine) load.engine->engine().shutdown();
+    service.stop_engine();
     std::lock_guard<std::mutex> lock(load.group_error_mutex);
     if (!load.group_error.empty()) return cli::fail(kCmd, load.group_error);
     return 0;
@@ -798,12 +777,15 @@ int serve(const ServeOptions& o, ServiceParts parts) {
 int run_serve(std::span<const std::string_view> cli_args) {
     std::vector<std::string> kept;
     std::optional<TestGeneratorFlags> test_generator;
-    if (Status s = preprocess_args(cli_args, kept, test_generator); !s.ok()) return cli::fail(kCmd, s.message());
+    int test_reload_delay_ms = 0;
+    if (Status s = preprocess_args(cli_args, kept, test_generator, test_reload_delay_ms); !s.ok())
+        return cli::fail(kCmd, s.message());
     const std::vector<std::string_view> args(kept.begin(), kept.end());
     cli::ArgParser p = make_serve_parser();
     if (auto exit = cli::parse_or_exit(p, kCmd, args)) return *exit;
     auto options = options_from_flags(p, std::move(test_generator));
     if (!options.ok()) return cli::fail(kCmd, options.message());
+    options->test_reload_delay_ms = test_reload_delay_ms;
     if (options->nodes.node_rank > 0) return run_worker_node(*options);
     auto parts = build_service_parts(*options);
     if (!parts.ok()) return cli::fail(kCmd, parts.message());

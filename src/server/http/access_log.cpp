@@ -1,9 +1,11 @@
 // AccessLog: a queue of formatted lines and the thread that writes them (see access_log.h).
 #include "server/http/access_log.h"
 
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <deque>
 #include <mutex>
@@ -67,6 +69,8 @@ struct AccessLog::Impl {
     bool stopping = false;
     uint64_t dropped = 0;
     std::thread writer;
+    bool failing = false;  // the writer thread's: the last batch did not reach the file
+    uint64_t failed_lines = 0;
 
     void run() {
         std::deque<std::string> batch;
@@ -80,11 +84,32 @@ struct AccessLog::Impl {
             if (queue.empty() && stopping) return;
             batch.swap(queue);
             lock.unlock();
-            for (const std::string& line : batch)
-                std::fwrite(line.data(), 1, line.size(), file);
-            if (!batch.empty()) std::fflush(file);
+            if (!batch.empty()) write_batch(batch);
             batch.clear();
             lock.lock();
+        }
+    }
+
+    // A full disk (ENOSPC) or a failing device loses lines but never stops the server; the log says so once per
+    // outage, and again when writing works again.
+    void write_batch(const std::deque<std::string>& batch) {
+        bool ok = true;
+        for (const std::string& line : batch)
+            ok = std::fwrite(line.data(), 1, line.size(), file) == line.size() && ok;
+        ok = std::fflush(file) == 0 && ok;
+        const int err = errno;
+        if (!ok) {
+            std::clearerr(file);
+            failed_lines += batch.size();
+            if (!failing)
+                PAGODA_LOG_ERROR("access log: writing " + path + " failed (" + std::strerror(err) +
+                                 "); requests are served, their lines are lost until it works again");
+            failing = true;
+        } else if (failing) {
+            PAGODA_LOG_INFO("access log: writing " + path + " works again (" + std::to_string(failed_lines) +
+                            " line(s) lost)");
+            failing = false;
+            failed_lines = 0;
         }
     }
 

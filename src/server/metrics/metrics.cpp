@@ -312,6 +312,21 @@ std::string render_tenant_counters(std::span<const TenantCounters> tenants, std:
     return w.take();
 }
 
+std::string render_model_info(const ModelInfo& info, std::string_view prefix) {
+    Writer w(prefix, info.name);
+    w.family("model_info", "gauge", "The served model: its directory as a label, the unix time it started serving.");
+    std::string label = "path=\"";
+    append_label_value(label, info.path);
+    label += '"';
+    w.sample("model_info", static_cast<double>(info.loaded_at), label);
+    w.family("model_reloads_total", "counter", "Model reloads (POST /v1/models/reload) by result.");
+    w.sample("model_reloads_total", static_cast<double>(info.reloads_ok), "result=\"ok\"");
+    w.sample("model_reloads_total", static_cast<double>(info.reloads_failed), "result=\"failed\"");
+    w.gauge("model_reload_parked_requests", "Requests waiting for a reload to switch models.",
+            static_cast<double>(info.parked));
+    return w.take();
+}
+
 std::string render_lora_requests_info(const LoraRequestsInfo& info, std::string_view prefix, double unix_time) {
     const std::string name = std::string(prefix) + ":lora_requests_info";
     std::string out = "# HELP " + name + " Running stats on lora requests.\n# TYPE " + name + " gauge\n" + name +

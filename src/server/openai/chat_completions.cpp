@@ -66,7 +66,7 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     const auto target = ctx.resolve_model(cr.model);  // the base model or a LoRA adapter
     if (!target) return send_error(x, unknown_model(cr.model));
     if (auto err = check_tenant_model(ctx, x, cr.model)) return send_error(x, *err);
-    if (auto err = apply_structured_output(ctx, cr.structured, cr.params)) {
+    if (auto err = apply_structured_output(*x.model, cr.structured, cr.params)) {
         // A Responses request's text.format is chat's response_format with the json_schema fields one level up.
         if (sink && err->param.rfind("response_format", 0) == 0) {
             std::string rest = err->param.substr(std::string_view("response_format").size());
@@ -85,7 +85,7 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     const Json kwargs = template_kwargs(ctx.config, cr);
 
     std::unique_ptr<chat::ChatTemplate> request_template;
-    const chat::ChatTemplate* tmpl = ctx.chat_template.get();
+    const chat::ChatTemplate* tmpl = x.model->chat_template.get();
     if (cr.chat_template) {
         auto t = chat::ChatTemplate::from_string(*cr.chat_template, ctx.config.tokenizer_config);
         if (!t.ok()) return send_error(x, ApiError::bad_request("chat_template: " + t.message(), "chat_template"));
@@ -117,7 +117,7 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     }
 
     engine::Request request;
-    request.prompt_tokens = ctx.tokenizer.encode(prompt_text, /*parse_special=*/true);
+    request.prompt_tokens = x.model->tokenizer.encode(prompt_text, /*parse_special=*/true);
     request.params = cr.params;
     request.priority = cr.priority;
     request.cache_salt = cr.cache_salt;
@@ -127,7 +127,7 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
             return send_error(x, ApiError::bad_request("a forced 'tool_choice' cannot be combined with structured "
                                                        "output (response_format, structured_outputs, guided_*)",
                                                        "tool_choice"));
-        auto compiled = ctx.grammars.compile_tool_calls(job->tools, job->tool_policy.parallel);
+        auto compiled = x.model->grammars.compile_tool_calls(job->tools, job->tool_policy.parallel);
         if (auto* err = std::get_if<ApiError>(&compiled)) return send_error(x, *err);
         request.params.grammar = std::get<0>(std::move(compiled));
     }
@@ -147,7 +147,7 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     const std::string* echo = cr.echo ? last_content(cr) : nullptr;
     job->choices.resize(static_cast<size_t>(job->n));
     for (auto& ch : job->choices) {
-        ch.decoder.emplace(ctx.tokenizer, cr.text.skip_special_tokens);
+        ch.decoder.emplace(x.model->tokenizer, cr.text.skip_special_tokens);
         ch.stop.emplace(cr.text.stop, cr.text.include_stop_str_in_output);
         if (job->stream && (parser_options.reasoning || parser_options.tool_parser)) {
             ch.parser.emplace(parser_options);
@@ -158,7 +158,7 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     job->prompt_ids.push_back(request.prompt_tokens);
     if (auto err = admit_prompt_tokens(x, static_cast<int64_t>(request.prompt_tokens.size())))
         return send_error(x, *err);
-    auto submitted = ctx.generator.submit(std::move(request));
+    auto submitted = x.model->generator.submit(std::move(request));
     if (!submitted.ok()) return send_error(x, ApiError::bad_request(submitted.message()));
     job->streams.push_back(std::move(submitted).value());
     job->start();

@@ -19,6 +19,7 @@
 #include "server/http/http_server.h"
 #include "server/metrics/metrics.h"
 #include "server/openai/generator.h"
+#include "server/openai/model_holder.h"
 #include "server/openai/protocol.h"
 #include "server/openai/sse.h"
 #include "server/openai/tool_choice.h"
@@ -85,7 +86,8 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     int64_t created = 0;
     std::shared_ptr<http::Responder> responder;
     http::Headers headers;
-    Generator* generator = nullptr;
+    std::shared_ptr<const ServedModel> served;  // keeps the model (its engine) alive while the job lives
+    Generator* generator = nullptr;             // served's
     const Tokenizer* tokenizer = nullptr;
     metrics::ServingMetrics* metrics = nullptr;
     std::shared_ptr<const auth::Tenant> tenant;  // charged for generated tokens; may be null

@@ -1,5 +1,5 @@
-// Probes and observability: GET /health and GET|POST /ping (200 once the model is ready), GET /version,
-// GET /metrics (Prometheus).
+// Probes and observability: GET /health and GET|POST /ping (200 once the model is ready, with the served model and
+// since when), GET /version, GET /metrics (Prometheus).
 #include <chrono>
 
 #include "server/openai/service_context.h"
@@ -8,7 +8,14 @@ namespace pagoda::server::openai {
 
 void handle_health(ServiceContext& ctx, Exchange x) {
     if (ctx.ready.load()) {
-        x.responder->send(http::Response{200, std::move(x.headers), "", ""});
+        // Which model answers and since when (a reload changes both); a body probes that only read the status ignore.
+        Json body = Json::object();
+        body.set("status", Json("ok"));
+        body.set("model", Json(x.model->served_model_names.front()));
+        body.set("path", Json(x.model->model_dir));
+        body.set("loaded_at", Json(x.model->loaded_at));
+        body.set("reloading", Json(ctx.reloading.load()));
+        send_json(x, 200, body.dump());
     } else {
         send_error(x, ApiError::unavailable("the model is loading"));
     }
@@ -21,13 +28,18 @@ void handle_version(ServiceContext& ctx, Exchange x) {
 }
 
 void handle_metrics(ServiceContext& ctx, Exchange x) {
-    const engine::EngineStats stats = ctx.generator.stats();
-    std::string text = ctx.metrics.render(stats, ctx.config.metrics_prefix, ctx.config.served_model_names.front());
+    const ServedModel& model = *x.model;
+    const engine::EngineStats stats = model.generator.stats();
+    const std::string& name = model.served_model_names.front();
+    std::string text = ctx.metrics.render(stats, ctx.config.metrics_prefix, name);
+    text += metrics::render_model_info(
+        {name, model.model_dir, model.loaded_at, ctx.reloads_ok.load(), ctx.reloads_failed.load(), ctx.models.parked()},
+        ctx.config.metrics_prefix);
     std::vector<metrics::TenantCounters> tenants;
     for (const auto& u : ctx.tenants->usage())
         tenants.push_back({u->name, u->requests.load(), u->prompt_tokens.load(), u->generation_tokens.load(),
                            u->rate_limited.load()});
-    text += metrics::render_tenant_counters(tenants, ctx.config.metrics_prefix, ctx.config.served_model_names.front());
+    text += metrics::render_tenant_counters(tenants, ctx.config.metrics_prefix, name);
     if (engine::LoraRegistry* lora = ctx.lora.load()) {
         metrics::LoraRequestsInfo info;
         info.max_lora = lora->max_loras();

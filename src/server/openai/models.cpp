@@ -5,15 +5,16 @@ namespace pagoda::server::openai {
 
 void handle_models(ServiceContext& ctx, Exchange x) {
     Json data = Json::array();
-    for (const auto& name : ctx.config.served_model_names) {
+    const ServedModel& model = *x.model;
+    for (const auto& name : model.served_model_names) {
         Json m = Json::object();
         m.set("id", Json(name));
         m.set("object", Json("model"));
-        m.set("created", Json(ctx.created));
+        m.set("created", Json(model.loaded_at));
         m.set("owned_by", Json("pagoda"));
-        m.set("root", Json(ctx.config.model_root.empty() ? name : ctx.config.model_root));
+        m.set("root", Json(model.model_dir.empty() ? name : model.model_dir));
         m.set("parent", Json());
-        m.set("max_model_len", Json(ctx.max_model_len.load()));
+        m.set("max_model_len", Json(model.max_model_len.load()));
         m.set("permission", Json::array());
         data.push_back(std::move(m));
     }

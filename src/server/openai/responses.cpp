@@ -40,14 +40,14 @@ void handle_create_response(ServiceContext& ctx, Exchange x) {
 
     ResponseContext rc;
     rc.base = response_base(rr, random_id("resp_"), unix_seconds(),
-                            cr.model.empty() ? ctx.config.served_model_names.front() : cr.model);
+                            cr.model.empty() ? x.model->served_model_names.front() : cr.model);
     if (rr.store) {
         rc.store_to = &ctx.responses;
         rc.conversation = std::move(history);
         for (const Json& m : rr.input_messages.as_array())
             rc.conversation.push_back(m);
     }
-    rc.tokenizer = &ctx.tokenizer;
+    rc.tokenizer = &x.model->tokenizer;
     start_chat(ctx, std::move(x), cr, make_responses_sink(std::move(rc)));
 }
 

@@ -113,7 +113,7 @@ bool Router::authenticate(Exchange& x) const {
 }
 
 void Router::dispatch(http::Request req, std::shared_ptr<http::Responder> r) const {
-    Exchange x{std::move(req), std::move(r), {}, {}, {}};
+    Exchange x{std::move(req), std::move(r), {}, {}, {}, {}};
     x.request_id = http::request_id_for(x.request.headers);
     x.headers.emplace_back("X-Request-Id", x.request_id);
     if (apply_cors(x.request, x.responder, x.headers)) return;

@@ -18,6 +18,8 @@
 
 namespace pagoda::server::openai {
 
+struct ServedModel;  // model_holder.h
+
 // One request and the way to answer it.
 struct Exchange {
     http::Request request;
@@ -25,6 +27,8 @@ struct Exchange {
     http::Headers headers;   // sent with every answer: X-Request-Id, CORS
     std::string request_id;  // the X-Request-Id (the client's, sanitised, or a fresh one); logs name it
     std::shared_ptr<const auth::Tenant> tenant;  // whose key authenticated it; null when no key was needed
+    // The model it runs on, taken when its handler starts and held until the answer is done (model_holder.h).
+    std::shared_ptr<const ServedModel> model;
 };
 
 // 429 for a tenant over `limit` ("requests_per_minute", "tokens_per_minute"): adds Retry-After (whole seconds,

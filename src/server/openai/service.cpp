@@ -45,7 +45,7 @@ ApiError unknown_model(const std::string& name) {
 }
 
 std::optional<ApiError> check_tenant_model(const ServiceContext& ctx, const Exchange& x, const std::string& name) {
-    const std::string& served = name.empty() ? ctx.config.served_model_names.front() : name;
+    const std::string& served = name.empty() ? x.model->served_model_names.front() : name;
     if (x.tenant && !x.tenant->may_use(served))
         return ApiError{403, "tenant " + x.tenant->spec.name + " may not use the model `" + served + "`",
                         "PermissionDeniedError", "model"};
@@ -62,19 +62,26 @@ std::optional<ApiError> admit_prompt_tokens(Exchange& x, int64_t prompt_tokens) 
 ServiceContext::ServiceContext(ServiceConfig config_, Tokenizer tokenizer_,
                                std::unique_ptr<chat::ChatTemplate> chat_template_, Generator& generator_)
     : config(std::move(config_)),
-      tokenizer(std::move(tokenizer_)),
-      chat_template(std::move(chat_template_)),
-      generator(generator_),
       responses(config.max_stored_responses, config.max_stored_response_bytes),
       max_model_len(config.max_model_len),
       created(unix_seconds()) {
     if (config.served_model_names.empty()) config.served_model_names.push_back("model");
+    // The model the server starts with; its generator answers once the engine is there (set_ready).
+    auto first = std::make_shared<ServedModel>(std::move(tokenizer_), std::move(chat_template_), generator_);
+    first->served_model_names = config.served_model_names;
+    first->model_dir = config.model_root;
+    first->max_model_len.store(config.max_model_len);
+    (void)models.install(std::move(first));
     (void)tenants->load(config.api_keys, config.tenants);
+}
+
+ServiceContext::~ServiceContext() {
+    if (reload_thread.joinable()) reload_thread.join();
 }
 
 bool ServiceContext::serves_model(std::string_view name) const {
     if (name.empty()) return true;
-    for (const std::string& served : config.served_model_names)
+    for (const std::string& served : models.current()->served_model_names)
         if (served == name) return true;
     return false;
 }
@@ -82,14 +89,30 @@ bool ServiceContext::serves_model(std::string_view name) const {
 namespace {
 
 std::vector<Route> route_table(ServiceContext& ctx) {
+    // Every handler gets the served model in x.model. Those that need the model wait while a reload switches it
+    // (the holder parks them and runs them on their connection's strand once the new model is in).
     auto to = [&ctx](void (*handler)(ServiceContext&, Exchange)) {
-        return [&ctx, handler](Exchange x) { handler(ctx, std::move(x)); };
+        return [&ctx, handler](Exchange x) {
+            x.model = ctx.models.current();
+            handler(ctx, std::move(x));
+        };
+    };
+    auto to_model = [&ctx](void (*handler)(ServiceContext&, Exchange)) {
+        return [&ctx, handler](Exchange x) {
+            auto parked = std::make_shared<Exchange>(std::move(x));
+            auto run = [&ctx, handler, parked] {
+                parked->model = ctx.models.current();
+                handler(ctx, std::move(*parked));
+            };
+            if (!ctx.models.paused()) return run();
+            ctx.models.run_when_serving([parked, run] { parked->responder->post(run); });
+        };
     };
     // method, path, handler, needs the model, answered while draining, path is a prefix ({id} follows)
     std::vector<Route> routes = {
-        {"POST", "/v1/chat/completions", to(handle_chat_completions), true, false},
-        {"POST", "/v1/completions", to(handle_completions), true, false},
-        {"POST", "/v1/responses", to(handle_create_response), true, false},
+        {"POST", "/v1/chat/completions", to_model(handle_chat_completions), true, false},
+        {"POST", "/v1/completions", to_model(handle_completions), true, false},
+        {"POST", "/v1/responses", to_model(handle_create_response), true, false},
         {"GET", "/v1/responses/", to(handle_get_response), false, false, true},
         {"DELETE", "/v1/responses/", to(handle_delete_response), false, false, true},
         {"GET", "/v1/models", to(handle_models), false, false},
@@ -101,6 +124,7 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         {"POST", "/ping", to(handle_health), false, false},  // SageMaker pings with either
         {"GET", "/version", to(handle_version), false, false},
         {"GET", "/metrics", to(handle_metrics), false, true},
+        {"POST", "/v1/models/reload", to(handle_reload_model), true, false, false, true},
     };
     if (ctx.config.enable_lora) {  // as vLLM: the adapter endpoints exist only when adapters can be served
         routes.push_back({"POST", "/v1/load_lora_adapter", to(handle_load_lora_adapter), true, false});
@@ -152,6 +176,29 @@ Status OpenAiService::reload_tenants(std::vector<auth::TenantSpec> tenants) {
 
 void OpenAiService::set_lora_registry(engine::LoraRegistry* lora) {
     ctx_->lora.store(lora);
+}
+
+void OpenAiService::set_model_loader(ModelLoader loader) {
+    ctx_->loader = std::make_shared<const ModelLoader>(std::move(loader));
+}
+
+void OpenAiService::install_model(std::shared_ptr<ServedModel> model) {
+    if (model->served_model_names.empty()) model->served_model_names = ctx_->config.served_model_names;
+    if (model->model_dir.empty()) model->model_dir = ctx_->config.model_root;
+    ctx_->max_model_len.store(model->max_model_len.load());
+    (void)ctx_->models.install(std::move(model));
+}
+
+std::shared_ptr<const ServedModel> OpenAiService::model() const {
+    return ctx_->models.current();
+}
+
+void OpenAiService::probe_engine() {
+    (void)ctx_->models.current()->generator.stats();
+}
+
+void OpenAiService::stop_engine() {
+    if (const auto model = ctx_->models.current(); model->stop) model->stop();
 }
 
 void OpenAiService::set_max_model_len(int32_t n) {

@@ -50,6 +50,8 @@ struct ServiceConfig {
 };
 
 struct ServiceContext;  // what the endpoint handlers share (service_context.h)
+struct ServedModel;     // model_holder.h
+struct ModelLoader;     // model_reload.h
 class Router;
 
 class OpenAiService {
@@ -75,6 +77,17 @@ class OpenAiService {
     void set_max_model_len(int32_t n);
     // The LoRA adapters of the loaded model (--enable-lora); must outlive the service, or be set back to null first.
     void set_lora_registry(engine::LoraRegistry* lora);
+    // Model hot reload: how a model directory is loaded (POST /v1/models/reload answers 400 without it).
+    void set_model_loader(ModelLoader loader);
+    // The model loaded at start, in place of the one the service was constructed with (served names: the config's).
+    void install_model(std::shared_ptr<ServedModel> model);
+    // The model served now.
+    std::shared_ptr<const ServedModel> model() const;
+    // The watchdog's proof of life: returns once the served engine answered between two steps.
+    void probe_engine();
+    // At exit, once the HTTP server stopped serving: stops the served engine (a reload in progress is waited for
+    // when the service is destroyed).
+    void stop_engine();
 
     const ServiceConfig& config() const;
 

@@ -1,5 +1,6 @@
-// What the endpoint handlers of OpenAiService share (internal to server/openai): the configuration, tokenizer, chat
-// template, generator and metrics, and one handler function per endpoint, each in its family's file.
+// What the endpoint handlers of OpenAiService share (internal to server/openai): the configuration, the served model
+// (model_holder.h: generator, tokenizer, chat template; a request takes it as Exchange::model) and metrics, and one
+// handler function per endpoint, each in its family's file.
 #pragma once
 
 #include <atomic>
@@ -8,11 +9,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "chat/chat_template.h"
 #include "engine/lora_registry.h"
 #include "server/metrics/metrics.h"
 #include "server/openai/generator.h"
+#include "server/openai/model_holder.h"
+#include "server/openai/model_reload.h"
 #include "server/openai/response_store.h"
 #include "server/openai/router.h"
 #include "server/openai/service.h"
@@ -26,21 +30,24 @@ class OutputSink;  // completion_job.h
 struct ServiceContext {
     ServiceContext(ServiceConfig config_, Tokenizer tokenizer_, std::unique_ptr<chat::ChatTemplate> chat_template_,
                    Generator& generator_);
+    ~ServiceContext();  // waits for a reload in progress
 
     ServiceConfig config;
-    Tokenizer tokenizer;
-    std::unique_ptr<chat::ChatTemplate> chat_template;  // may be null
-    Generator& generator;
+    ModelHolder models;  // the served model; a reload swaps it (model_reload.cpp)
     metrics::ServingMetrics metrics;
     std::shared_ptr<auth::TenantRegistry> tenants = std::make_shared<auth::TenantRegistry>();
-    ResponseStore responses;              // /v1/responses kept for previous_response_id and GET
-    GrammarCompiler grammars{tokenizer};  // structured output
+    ResponseStore responses;  // /v1/responses kept for previous_response_id and GET
     std::atomic<bool> ready{false};
     std::atomic<bool> draining{false};
     std::atomic<int32_t> max_model_len{0};
     int64_t created = 0;  // unix seconds, for /v1/models
+    // Model hot reload (model_reload.cpp): one at a time, on its own thread (it waits for requests to drain).
+    std::shared_ptr<const ModelLoader> loader;  // set before the server answers; null: reload unavailable
+    std::atomic<bool> reloading{false};
+    std::thread reload_thread;
+    std::atomic<uint64_t> reloads_ok{0}, reloads_failed{0};
 
-    bool serves_model(std::string_view name) const;  // empty: the default
+    bool serves_model(std::string_view name) const;  // empty: the default (the current model's names)
     // Multi-LoRA (lora_endpoints.cpp): the adapters, once the model is loaded with --enable-lora (else null).
     std::atomic<engine::LoraRegistry*> lora{nullptr};
     // What a request's "model" names: the base model (id 0, no hold) or a served adapter; nullopt: neither (404).
@@ -70,6 +77,8 @@ void handle_tokenize(ServiceContext& ctx, Exchange x);
 void handle_detokenize(ServiceContext& ctx, Exchange x);
 // GET /v1/admin/tenants: every tenant's usage (admin.cpp)
 void handle_admin_tenants(ServiceContext& ctx, Exchange x);
+// POST /v1/models/reload (model_reload.cpp; admin only)
+void handle_reload_model(ServiceContext& ctx, Exchange x);
 // GET /health, GET|POST /ping, GET /version, GET /metrics (health.cpp)
 void handle_health(ServiceContext& ctx, Exchange x);
 void handle_version(ServiceContext& ctx, Exchange x);
@@ -83,7 +92,7 @@ std::string lossy_utf8(std::string_view s);
 // 404 for a model name that is not served.
 ApiError unknown_model(const std::string& name);
 // Structured output: compiles what `structured` asks for into `params.grammar`; the 400 when it cannot be used.
-std::optional<ApiError> apply_structured_output(ServiceContext& ctx,
+std::optional<ApiError> apply_structured_output(const ServedModel& model,
                                                 const std::optional<StructuredOutputRequest>& structured,
                                                 engine::SamplingParams& params);
 // 403 for a model (the base model or a LoRA adapter, ServiceContext::resolve_model) the request's tenant may not use

@@ -258,11 +258,11 @@ GrammarCompiler::Compiled GrammarCompiler::cached(const std::string& key, const 
     return g;
 }
 
-std::optional<ApiError> apply_structured_output(ServiceContext& ctx,
+std::optional<ApiError> apply_structured_output(const ServedModel& model,
                                                 const std::optional<StructuredOutputRequest>& structured,
                                                 engine::SamplingParams& params) {
     if (!structured) return std::nullopt;
-    auto compiled = ctx.grammars.compile(*structured);
+    auto compiled = model.grammars.compile(*structured);
     if (auto* err = std::get_if<ApiError>(&compiled)) return *err;
     params.grammar = std::get<std::shared_ptr<const grammar::CompiledGrammar>>(std::move(compiled));
     return std::nullopt;

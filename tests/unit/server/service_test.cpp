@@ -3,11 +3,15 @@
 // content is that text (decode(encode(x)) == x is the tokenizer's own, separately tested, property).
 #include "server/openai/service.h"
 
+#include "server/openai/model_holder.h"
+#include "server/openai/model_reload.h"
+
 #include <gtest/gtest.h>
 
 #include <condition_variable>
 #include <deque>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -806,6 +810,137 @@ TEST_F(ServiceTest, ClientDisconnectCancelsTheRequest) {
             if (const Json* s = c.find("delta")->find("content"))
                 words += static_cast<size_t>(std::count(s->as_string().begin(), s->as_string().end(), 'w'));
     EXPECT_LT(words, 2000u);
+}
+
+// --- Model hot reload (POST /v1/models/reload) over scripted generators: the loader's answers decide the status,
+// the old model serves until the new one is in, requests in flight finish on the model they started on.
+class ReloadTest : public ServiceTest {
+  protected:
+    // A model whose every request "generates" `text`, paced by `interval_us` per token.
+    std::shared_ptr<ServedModel> scripted_model(const std::string& text, int interval_us = 0) {
+        ScriptedGenerator::Options go;
+        go.script = tokenizer_->encode(text);
+        go.max_model_len = 4096;
+        go.token_interval_us = interval_us;
+        auto g = std::make_shared<ScriptedGenerator>(go);
+        auto m = std::make_shared<ServedModel>(*tokenizer_, nullptr, *g);
+        m->max_model_len.store(4096);
+        m->keep_alive = g;
+        return m;
+    }
+    // "missing" fails the check, "broken" the load; any other directory loads a model answering "Bye".
+    ModelLoader loader(bool beside = true) {
+        ModelLoader l;
+        l.check = [](const std::string& dir) {
+            return dir == "missing" ? Status::error("missing is not a directory") : ok_status();
+        };
+        l.load = [this](const std::string& dir) -> Result<std::shared_ptr<ServedModel>> {
+            if (dir == "broken") return Status::error("safetensors header is truncated");
+            if (load_gate) load_gate->wait();
+            return scripted_model("Bye");
+        };
+        l.fits_beside = [beside](const std::string&) { return beside; };
+        return l;
+    }
+    std::string completion_text(const std::string& model) {
+        auto r = call("POST", "/v1/completions", R"({"model":")" + model + R"(","prompt":"a","max_tokens":8})");
+        EXPECT_EQ(r->status(), 200) << r->body();
+        const Json j = json_of(r->body());
+        const Json* choices = j.find("choices");
+        return choices ? choices->as_array().at(0).find("text")->as_string() : "";
+    }
+    std::shared_future<void>* load_gate = nullptr;
+};
+
+TEST_F(ReloadTest, FailedReloadsKeepTheOldModelAndSayWhy) {
+    make_service("Hi");
+    const std::string reload = "/v1/models/reload";
+    auto r = call("POST", reload, R"({"model":"good"})");
+    EXPECT_EQ(r->status(), 400);  // no loader: this server cannot reload
+    EXPECT_NE(r->body().find("model reload is not available"), std::string::npos) << r->body();
+    service_->set_model_loader(loader());
+    EXPECT_EQ(call("POST", reload, R"({})")->status(), 400);
+    EXPECT_EQ(call("POST", reload, R"({"model":"good","served_model_name":5})")->status(), 400);
+    r = call("POST", reload, R"({"model":"missing"})");
+    EXPECT_EQ(r->status(), 400);
+    EXPECT_NE(r->body().find("missing is not a directory"), std::string::npos) << r->body();
+    r = call("POST", reload, R"({"model":"broken"})");
+    EXPECT_EQ(r->status(), 500);  // a genuine load failure
+    EXPECT_NE(r->body().find("safetensors header is truncated; still serving"), std::string::npos) << r->body();
+    EXPECT_EQ(completion_text("qwen-test"), "Hi");
+    const std::string metrics = call("GET", "/metrics", "")->body();
+    EXPECT_NE(metrics.find("pagoda:model_reloads_total{engine=\"0\",model_name=\"qwen-test\",result=\"failed\"} 2"),
+              std::string::npos)
+        << metrics;
+}
+
+TEST_F(ReloadTest, ReloadSwapsTheModelAndItsName) {
+    make_service("Hi");
+    service_->set_model_loader(loader());
+    auto r = call("POST", "/v1/models/reload", R"({"model":"good","served_model_name":"other"})");
+    ASSERT_EQ(r->status(), 200) << r->body();
+    const Json answer = json_of(r->body());
+    EXPECT_EQ(answer.find("model")->as_string(), "other");
+    EXPECT_EQ(answer.find("path")->as_string(), "good");
+    EXPECT_EQ(answer.find("strategy")->as_string(), "beside");
+    EXPECT_EQ(completion_text("other"), "Bye");
+    EXPECT_EQ(call("POST", "/v1/completions", R"({"model":"qwen-test","prompt":"a"})")->status(), 404);
+    const Json health = json_of(call("GET", "/health", "")->body());
+    EXPECT_EQ(health.find("model")->as_string(), "other");
+    EXPECT_EQ(health.find("path")->as_string(), "good");
+    EXPECT_EQ(health.find("loaded_at")->as_int(), answer.find("loaded_at")->as_int());
+    const std::string metrics = call("GET", "/metrics", "")->body();
+    EXPECT_NE(metrics.find("pagoda:model_info{engine=\"0\",model_name=\"other\",path=\"good\"}"), std::string::npos)
+        << metrics;
+    // Without a served name the served names stay.
+    ASSERT_EQ(call("POST", "/v1/models/reload", R"({"model":"again"})")->status(), 200);
+    EXPECT_EQ(completion_text("other"), "Bye");
+}
+
+// A stream in flight finishes on the model it started on; the reload answers once that model is gone. After drain,
+// a request arriving during the switch waits and is answered by the new model.
+TEST_F(ReloadTest, InFlightStreamsFinishAndNewRequestsWait) {
+    for (const bool beside : {true, false}) {
+        SCOPED_TRACE(beside ? "beside" : "after drain");
+        make_service("w w w w w w w w w w w w w w w w w w w w", {}, {}, /*interval_us=*/5000);
+        service_->set_model_loader(loader(beside));
+        auto stream = std::make_shared<RecordingResponder>();
+        http::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.body = R"({"prompt":"a","stream":true,"max_tokens":100})";
+        service_->handle(std::move(req), stream);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        std::promise<void> open;
+        std::shared_future<void> gate = open.get_future().share();
+        load_gate = beside ? &gate : nullptr;
+        std::shared_ptr<RecordingResponder> reload;
+        std::thread t([&] { reload = call("POST", "/v1/models/reload", R"({"model":"good"})"); });
+        std::string waiting_text;
+        if (beside) {
+            // While the new model loads, the old one serves, and a second reload is refused.
+            EXPECT_EQ(completion_text(""), "w w w w w w w w");
+            EXPECT_EQ(call("POST", "/v1/models/reload", R"({"model":"good"})")->status(), 409);
+            open.set_value();
+        } else {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            waiting_text = completion_text("");  // parked until the switch, then run on the new model
+        }
+        t.join();
+        EXPECT_EQ(reload->status(), 200) << reload->body();
+        ASSERT_TRUE(stream->wait_done());
+        bool done = false;
+        std::string text;
+        for (const Json& e : events(stream->body(), &done))
+            text += e.find("choices")->as_array().at(0).find("text")->as_string();
+        EXPECT_TRUE(done);
+        EXPECT_EQ(text, "w w w w w w w w w w w w w w w w w w w w");
+        if (!beside) {
+            EXPECT_EQ(waiting_text, "Bye");
+        }
+        EXPECT_EQ(completion_text(""), "Bye");
+        load_gate = nullptr;
+    }
 }
 
 }  // namespace
