@@ -44,7 +44,7 @@ std::string load_edited(const std::string& name, const std::function<void(std::v
     return model.ok() ? std::string() : model.message();
 }
 
-void erase(std::vector<Entry>& entries, const std::string& name) {
+void drop_tensor(std::vector<Entry>& entries, const std::string& name) {
     std::erase_if(entries, [&](const Entry& e) { return e.name == name; });
 }
 
@@ -57,8 +57,8 @@ TEST(Int4Checkpoint, TheGoldensLoadUnedited) {
 }
 
 TEST(Int4Checkpoint, MissingZeroPointsAreNamed) {
-    const std::string message =
-        load_edited("qwen3_awq", [](auto& entries, Json&) { erase(entries, "model.layers.1.mlp.up_proj.qzeros"); });
+    const std::string message = load_edited(
+        "qwen3_awq", [](auto& entries, Json&) { drop_tensor(entries, "model.layers.1.mlp.up_proj.qzeros"); });
     if (message == "skip") GTEST_SKIP();
     EXPECT_NE(message.find("missing tensor 'model.layers.1.mlp.up_proj.qzeros'"), std::string::npos) << message;
 }
