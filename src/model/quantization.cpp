@@ -133,6 +133,10 @@ Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const Quan
 Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::string_view requested) {
     QuantizationPlan plan;
     if (q.quantized()) {
+        // vLLM's names of its Marlin kernels for these formats name the same checkpoints: commands written for vLLM
+        // pass them.
+        if (requested == "awq_marlin" || requested == "gptq_marlin")
+            requested = requested.substr(0, requested.find('_'));
         if (!requested.empty() && requested != q.method) {
             return Status::error("--quantization " + std::string(requested) +
                                  " does not match the checkpoint's quantization_config (" + q.describe() +

@@ -61,7 +61,8 @@ struct QuantizationPlan {
 };
 
 // `requested` is --quantization as given ("" when not: config.json decides). On a quantized checkpoint it may name the
-// checkpoint's quant_method (it is then only checked); another name is an error naming both. On an unquantized
+// checkpoint's quant_method (it is then only checked; vLLM's awq_marlin and gptq_marlin count as awq and gptq);
+// another name is an error naming both. On an unquantized
 // checkpoint, "fp8" quantizes at load and any other method is an error saying which methods apply.
 Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::string_view requested);
 

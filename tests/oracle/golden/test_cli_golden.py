@@ -96,6 +96,8 @@ def test_int4_checkpoints_take_their_method_and_refuse_another():
         d, ref, _ = reference(name)
         ids = " ".join(map(str, ref["ids"][:4]))
         assert run("logits", "--model", str(d), "--quantization", method, "--ids", ids).returncode == 0
+        if method in ("awq", "gptq"):  # vLLM's Marlin spellings of the same method
+            assert run("logits", "--model", str(d), "--quantization", method + "_marlin", "--ids", ids).returncode == 0
         p = run("logits", "--model", str(d), "--quantization", "fp8", "--ids", ids, check=False)
         assert p.returncode != 0 and "--quantization fp8 does not match" in p.stderr, p.stderr
         assert method in p.stderr, p.stderr

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "model/int4_repack.h"
@@ -110,10 +111,10 @@ TEST(Int4Repack, AwqGemm) {
     }
 }
 
-TEST(Int4Repack, GptqV1AndV2) {
+TEST(Int4Repack, GptqV1AndV2GroupsAndPerChannel) {
     std::mt19937 rng(2);
-    for (int minus : {1, 0}) {
-        const Values v = random_values(16, 96, 32, rng);
+    for (const auto& [minus, group] : {std::pair{1, 32}, std::pair{0, 32}, std::pair{1, 96}}) {  // 96: one group a row
+        const Values v = random_values(16, 96, group, rng);
         std::vector<int32_t> qweight;  // [K/8, N]: 8 consecutive inputs per word
         for (int64_t r = 0; r < v.K / 8; ++r)
             for (int64_t n = 0; n < v.N; ++n) {
