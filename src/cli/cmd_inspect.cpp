@@ -182,19 +182,42 @@ std::optional<LoadedWeights> loaded_weights(const ModelSpec& s, const Checkpoint
 }
 
 // The format each decoder layer's linear weights are stored in (as the loader reads them: a weight stored F8_E4M3
-// is fp8 with the quantization_config's scales, any other dtype dense), with runs of layers alike merged: what a
-// quantized checkpoint left unquantized shows by name ("fp8-e4m3 (128x128 block scales); bf16: mlp.gate").
+// is fp8 with the quantization_config's scales, one whose module holds an int4 checkpoint's packed tensor is int4,
+// any other dtype dense), with runs of layers alike merged: what a quantized checkpoint left unquantized shows by
+// name ("fp8-e4m3 (128x128 block scales); bf16: mlp.gate"). With it, the bytes of linear weights one token reads in
+// each layer as pagoda holds them (data, plus F32 scales and zero points; of a stack of experts the routed share).
 struct LayerFormats {
     std::string layers;  // "0-47", "3"
     std::string formats;
+    size_t bytes_per_token = 0;
 };
-std::string stored_format(const TensorView& t, const std::optional<CheckpointQuantization>& q) {
-    if (t.dtype == StorageDType::kF8_E4M3) return q ? q->describe() : "fp8-e4m3 (no quantization_config)";
-    std::string name(storage_dtype_name(t.dtype));
+struct StoredLinear {
+    std::string format;
+    size_t bytes = 0;  // what one token reads of it
+};
+// `t`: the stored weight tensor, or null when the module holds the packed int4 tensors instead.
+StoredLinear stored_linear(const WeightEntry& e, const TensorView* t, const std::optional<CheckpointQuantization>& q,
+                           const Checkpoint& checkpoint) {
+    const auto numel = static_cast<size_t>(e.shape.numel());
+    if (t == nullptr) {  // int4: the layout's nibbles, scales and zero points
+        const auto group = static_cast<size_t>(q->group_size > 0 ? q->group_size : e.shape[e.shape.rank() - 1]);
+        return {q->describe(), numel / 2 + numel / group * 4 * (q->zero_points ? 2 : 1)};
+    }
+    if (t->dtype == StorageDType::kF8_E4M3) {
+        const TensorView* scales = q ? checkpoint.find(scale_name(e.name, *q)) : nullptr;
+        size_t scale_count = 0;
+        if (scales != nullptr) {
+            scale_count = 1;
+            for (int64_t d : scales->shape)
+                scale_count *= static_cast<size_t>(d);
+        }
+        return {q ? q->describe() : "fp8-e4m3 (no quantization_config)", numel + scale_count * 4};
+    }
+    std::string name(storage_dtype_name(t->dtype));
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    return name;
-}
-// One layer's (or the top level's) formats: the most common one first, then each other one with the weights it holds.
+    return {name, numel * storage_dtype_size(t->dtype)};
+}  // One layer's (or the top level's) formats: the most common one first, then each other one with the weights it
+   // holds.
 std::string describe_formats(const std::vector<std::pair<std::string, std::string>>& weights) {
     std::map<std::string, std::vector<std::string>> by_format;
     for (const auto& [format, name] : weights)
@@ -214,8 +237,10 @@ std::string describe_formats(const std::vector<std::pair<std::string, std::strin
 std::vector<LayerFormats> layer_formats(const ModelSpec& s, const Checkpoint& checkpoint, std::string& lm_head) {
     const auto quantization = checkpoint_quantization(s.quantization);
     const std::optional<CheckpointQuantization> q = quantization.ok() ? *quantization : std::nullopt;
+    const bool int4 = q && q->format == pagoda::WeightFormat::kInt4;
     ModelWeights declared = declared_weights(s);
     std::vector<std::vector<std::pair<std::string, std::string>>> per_layer(declared.layers.size());
+    std::vector<size_t> layer_bytes(declared.layers.size());
     const std::string layers = s.weight_prefix + "layers.";
     lm_head = s.tie_word_embeddings ? "tied to the embedding" : "-";
     const pagoda::Status walked = visit_weights(declared, s, [&](const WeightEntry& e) {
@@ -229,15 +254,23 @@ std::vector<LayerFormats> layer_formats(const ModelSpec& s, const Checkpoint& ch
                     t = checkpoint.find(e.name.substr(0, e.name.size() - std::strlen(stack)) + first);
             }
         }
-        if (e.linear == nullptr || t == nullptr) return pagoda::ok_status();  // norms; packed projections
+        const bool packed = t == nullptr && int4 && checkpoint.find(packed_name(e.name, *q)) != nullptr;
+        if (e.linear == nullptr || (t == nullptr && !packed)) return pagoda::ok_status();  // norms; packed projections
+        StoredLinear stored = stored_linear(e, t, q, checkpoint);
+        if (e.shape.rank() == 3 && s.num_experts > 0)  // a token reads its routed experts' share of the stack
+            stored.bytes =
+                stored.bytes / static_cast<size_t>(s.num_experts) * static_cast<size_t>(s.num_experts_per_tok);
         if (e.linear == &declared.lm_head) {
-            lm_head = stored_format(*t, q);
+            lm_head = stored.format;
         } else if (e.name.rfind(layers, 0) == 0) {
             const size_t dot = e.name.find('.', layers.size());
             const size_t i = std::stoul(e.name.substr(layers.size(), dot - layers.size()));
             std::string short_name = e.name.substr(dot + 1);
             if (short_name.ends_with(".weight")) short_name.resize(short_name.size() - 7);
-            if (i < per_layer.size()) per_layer[i].emplace_back(stored_format(*t, q), short_name);
+            if (i < per_layer.size()) {
+                per_layer[i].emplace_back(stored.format, short_name);
+                layer_bytes[i] += stored.bytes;
+            }
         }
         return pagoda::ok_status();
     });
@@ -245,11 +278,11 @@ std::vector<LayerFormats> layer_formats(const ModelSpec& s, const Checkpoint& ch
     if (!walked.ok()) return out;
     for (size_t i = 0; i < per_layer.size(); ++i) {
         const std::string f = describe_formats(per_layer[i]);
-        if (!out.empty() && out.back().formats == f) {
+        if (!out.empty() && out.back().formats == f && out.back().bytes_per_token == layer_bytes[i]) {
             const size_t dash = out.back().layers.find('-');
             out.back().layers = out.back().layers.substr(0, dash) + "-" + std::to_string(i);
         } else {
-            out.push_back({std::to_string(i), f});
+            out.push_back({std::to_string(i), f, layer_bytes[i]});
         }
     }
     return out;
@@ -325,6 +358,7 @@ int run_inspect(std::span<const std::string_view> args) {
                 Json e = Json::object();
                 e.set("layers", Json(f.layers));
                 e.set("formats", Json(f.formats));
+                e.set("bytes_per_token", size_json(f.bytes_per_token));
                 lf.push_back(e);
             }
             j.set("layer_formats", lf);
@@ -417,9 +451,9 @@ int run_inspect(std::span<const std::string_view> args) {
             std::printf("loaded:         %s parameters as %zu tensors (experts stacked, packed projections split)\n",
                         human_count(loaded->params).c_str(), loaded->tensors);
         for (const LayerFormats& f : formats)
-            std::printf("%-15s %s\n",
+            std::printf("%-15s %s; reads %s of linear weights per token and layer\n",
                         ((f.layers.find('-') == std::string::npos ? "layer " : "layers ") + f.layers + ":").c_str(),
-                        f.formats.c_str());
+                        f.formats.c_str(), human_bytes(f.bytes_per_token).c_str());
         if (!formats.empty()) std::printf("lm_head:        %s\n", lm_head_format.c_str());
     } else {
         std::printf("weights:        none found\n");

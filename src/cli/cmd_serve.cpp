@@ -417,9 +417,10 @@ cli::ArgParser make_serve_parser() {
     p.add_switch("no-enable-prefix-caching", "turn prefix caching off");
     p.add_switch("enforce-eager", "CUDA: run decode steps eagerly instead of replaying recorded CUDA graphs");
     p.add_option("dtype", "DTYPE", "auto | float32 | float (CPU computes in float32)");
-    p.add_option("quantization", "METHOD",
-                 "-q: fp8 quantizes a bf16 checkpoint's projections at load (e4m3, per-channel scales); a quantized "
-                 "checkpoint's method (fp8, compressed-tensors) is read from config.json and, if given, checked");
+    p.add_option(
+        "quantization", "METHOD",
+        "-q: fp8 quantizes a bf16 checkpoint's projections at load (e4m3, per-channel scales); a quantized "
+        "checkpoint's method (fp8, compressed-tensors, awq, gptq) is read from config.json and, if given, checked");
     p.add_option("seed", "S", "seed for requests that bring none (default 0)");
     p.add_option("device", "DEV", cli::kDeviceHelp);
     p.add_option("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 (also PAGODA_API_KEY, VLLM_API_KEY)",

@@ -64,7 +64,10 @@ Status Model::upload_weights() {
     const auto for_each_weight = [this](const std::function<void(Tensor&)>& f) {
         Status walked = visit_weights(weights_, dir_.spec, [&f](const WeightEntry& e) {
             f(e.data());
-            if (e.linear != nullptr) f(e.linear->scales);  // after the data: dense neighbours stay back to back
+            if (e.linear != nullptr) {  // after the data: dense neighbours stay back to back
+                f(e.linear->scales);
+                f(e.linear->zeros);
+            }
             return ok_status();
         });
         PAGODA_CHECK_MSG(walked.ok(), walked.message().c_str());  // the visitor never fails

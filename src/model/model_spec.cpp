@@ -518,6 +518,7 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
     PAGODA_RETURN_IF_ERROR(f.get("desc_act", q.desc_act));
     PAGODA_RETURN_IF_ERROR(f.get("sym", q.sym));
     PAGODA_RETURN_IF_ERROR(f.get("format", q.format));
+    PAGODA_RETURN_IF_ERROR(f.get("checkpoint_format", q.checkpoint_format));
     PAGODA_RETURN_IF_ERROR(f.get_string_list("modules_to_not_convert", q.ignore));
     if (f.has("ignore")) PAGODA_RETURN_IF_ERROR(f.get_string_list("ignore", q.ignore));
     if (const Json* groups = f.find("config_groups")) {
@@ -526,6 +527,7 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
         const auto& [name, group] = groups->as_object().front();
         if (!group.is_object()) return f.error("config_groups", "an object of quantization groups", group);
         const Fields g(group, f.prefix() + "config_groups." + name + ".");
+        PAGODA_RETURN_IF_ERROR(g.get("format", q.format));  // a group's own format (newer compressed-tensors) wins
         if (const Json* w = g.find("weights")) {
             if (!w->is_object()) return g.error("weights", "an object", *w);
             const Fields wf(*w, g.prefix() + "weights.");

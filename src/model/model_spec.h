@@ -54,11 +54,12 @@ struct QuantizationSpec {
     std::string activation_scheme;           // "dynamic" / "static"
     // awq, gptq, and compressed-tensors' weights
     int64_t bits = 0;
-    int64_t group_size = 0;   // -1 or 0: per output channel
-    bool zero_point = false;  // awq: asymmetric with zero points
-    std::string version;      // awq kernel layout: "gemm" / "gemv"
-    bool desc_act = false;    // gptq: act-order (columns permuted by g_idx)
-    bool sym = true;          // gptq / compressed-tensors: symmetric
+    int64_t group_size = 0;         // -1 or 0: per output channel
+    bool zero_point = false;        // awq: asymmetric with zero points
+    std::string version;            // awq kernel layout: "gemm" / "gemv"
+    bool desc_act = false;          // gptq: act-order (columns permuted by g_idx)
+    bool sym = true;                // gptq / compressed-tensors: symmetric
+    std::string checkpoint_format;  // gptq: "gptq" (zeros stored minus one) / "gptq_v2"; empty: not given (gptq)
     // compressed-tensors (the first of config_groups)
     std::string format;               // "float-quantized", "pack-quantized", "int-quantized", ...
     std::string weight_type;          // "int" / "float"

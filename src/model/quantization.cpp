@@ -1,11 +1,15 @@
 #include "model/quantization.h"
 
+#include <algorithm>
+
 namespace pagoda::model {
 
 namespace {
 
 constexpr const char* kServed =
-    "pagoda serves fp8 e4m3 checkpoints (quant_method fp8, or compressed-tensors float-quantized 8-bit float weights)";
+    "pagoda serves fp8 e4m3 checkpoints (quant_method fp8, or compressed-tensors float-quantized 8-bit float weights) "
+    "and int4 weight-only ones (awq gemm, gptq 4-bit without act-order, compressed-tensors pack-quantized symmetric "
+    "W4A16)";
 
 Status not_served(const QuantizationSpec& q, const std::string& why) {
     return Status::error("quantized checkpoint (" + q.describe() + "): " + why + "; " + kServed);
@@ -31,7 +35,56 @@ Result<std::optional<CheckpointQuantization>> fp8(const QuantizationSpec& q) {
     return std::optional<CheckpointQuantization>(c);
 }
 
+// An int4 weight-only checkpoint with groups of `group_size` inputs (<= 0: per channel).
+Result<std::optional<CheckpointQuantization>> int4(const QuantizationSpec& q, Int4Packing packing, int64_t group_size,
+                                                   bool zero_points, int32_t zero_offset) {
+    if (group_size > 0 && group_size % 2 != 0) return not_served(q, "odd group sizes are not served");
+    CheckpointQuantization c;
+    c.format = WeightFormat::kInt4;
+    c.layout = ScaleLayout::kGroup;
+    c.packing = packing;
+    c.group_size = std::max<int64_t>(group_size, 0);
+    c.zero_points = zero_points;
+    c.zero_offset = zero_offset;
+    return std::optional<CheckpointQuantization>(c);
+}
+
+Result<std::optional<CheckpointQuantization>> awq(const QuantizationSpec& q) {
+    if (q.bits != 4) return not_served(q, std::to_string(q.bits) + "-bit AWQ weights are not served");
+    if (!q.version.empty() && q.version != "gemm") {
+        return not_served(q, "AWQ version '" + q.version + "' packing is not served (version gemm is)");
+    }
+    if (!q.zero_point) return not_served(q, "AWQ without zero points is not served");
+    if (q.group_size <= 0) return not_served(q, "AWQ without groups is not served");
+    return int4(q, Int4Packing::kAwqGemm, q.group_size, true, 0);
+}
+
+Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
+    if (q.bits != 4) return not_served(q, std::to_string(q.bits) + "-bit GPTQ weights are not served yet (4-bit are)");
+    if (q.desc_act) {
+        return not_served(q, "GPTQ act-order (desc_act true: inputs permuted by g_idx) is not served yet");
+    }
+    const std::string& format = q.checkpoint_format.empty() ? q.format : q.checkpoint_format;
+    if (!format.empty() && format != "gptq" && format != "gptq_v2") {
+        return not_served(q, "GPTQ checkpoint format '" + format + "' is not served (gptq and gptq_v2 are)");
+    }
+    // The v1 format stores each zero point minus one (AutoGPTQ's historical off-by-one), v2 as is.
+    return int4(q, Int4Packing::kGptq, q.group_size, true, format == "gptq_v2" ? 0 : 1);
+}
+
 Result<std::optional<CheckpointQuantization>> compressed_tensors(const QuantizationSpec& q) {
+    if (q.format == "pack-quantized") {
+        if (q.weight_type != "int" || q.bits != 4) return not_served(q, "this pack-quantized variant is not served");
+        if (!q.sym) return not_served(q, "asymmetric int4 weights (weight_zero_point) are not served yet");
+        if (q.input_bits != 0) {
+            return not_served(q, std::to_string(q.input_bits) + "-bit " + q.input_type +
+                                     " activations are not served (W4A16: weight-only is)");
+        }
+        if (q.strategy != "group" && q.strategy != "channel") {
+            return not_served(q, "weight scale strategy '" + q.strategy + "' is not served for int4 (group, channel)");
+        }
+        return int4(q, Int4Packing::kPackQuantized, q.strategy == "group" ? q.group_size : 0, false, 0);
+    }
     if (q.format != "float-quantized" || q.weight_type != "float" || q.bits != 8) {
         return not_served(q, "this variant is not served yet");
     }
@@ -58,6 +111,11 @@ Result<std::optional<CheckpointQuantization>> compressed_tensors(const Quantizat
 }  // namespace
 
 std::string CheckpointQuantization::describe() const {
+    if (format == WeightFormat::kInt4) {
+        const char* packings[] = {"", "AWQ GEMM packing", "GPTQ packing", "compressed-tensors pack-quantized"};
+        return std::string("int4 (") + (group_size > 0 ? "group " + std::to_string(group_size) : "per-channel") +
+               (zero_points ? ", zero points" : ", symmetric") + "), " + packings[static_cast<int>(packing)];
+    }
     LinearWeight w;
     w.format = format, w.scale_layout = layout, w.block_rows = block_rows, w.block_cols = block_cols;
     return w.describe();
@@ -67,12 +125,18 @@ Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const Quan
     if (!q.quantized()) return std::optional<CheckpointQuantization>();
     if (q.method == "fp8") return fp8(q);
     if (q.method == "compressed-tensors") return compressed_tensors(q);
+    if (q.method == "awq") return awq(q);
+    if (q.method == "gptq") return gptq(q);
     return not_served(q, "quant_method '" + q.method + "' is not served yet");
 }
 
 Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::string_view requested) {
     QuantizationPlan plan;
     if (q.quantized()) {
+        // vLLM's names of its Marlin kernels for these formats name the same checkpoints: commands written for vLLM
+        // pass them.
+        if (requested == "awq_marlin" || requested == "gptq_marlin")
+            requested = requested.substr(0, requested.find('_'));
         if (!requested.empty() && requested != q.method) {
             return Status::error("--quantization " + std::string(requested) +
                                  " does not match the checkpoint's quantization_config (" + q.describe() +
@@ -91,14 +155,22 @@ Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::strin
     return plan;
 }
 
-std::string scale_name(const std::string& weight_name, const CheckpointQuantization& q) {
+std::string module_prefix(const std::string& weight_name) {
     constexpr std::string_view kWeight = "weight";
     std::string module = weight_name;
     if (module.size() >= kWeight.size() && module.compare(module.size() - kWeight.size(), kWeight.size(), kWeight) == 0)
         module.resize(module.size() - kWeight.size());
     else
         module += ".";
-    return module + q.scale_suffix;
+    return module;
+}
+
+std::string packed_name(const std::string& weight_name, const CheckpointQuantization& q) {
+    return module_prefix(weight_name) + (q.packing == Int4Packing::kPackQuantized ? "weight_packed" : "qweight");
+}
+
+std::string scale_name(const std::string& weight_name, const CheckpointQuantization& q) {
+    return module_prefix(weight_name) + q.scale_suffix;
 }
 
 }  // namespace pagoda::model

@@ -13,17 +13,30 @@
 
 namespace pagoda::model {
 
+// How an int4 checkpoint packs its weights (model/int4_repack.h has each layout).
+enum class Int4Packing : uint8_t {
+    kNone,           // not int4
+    kAwqGemm,        // AutoAWQ version "gemm": <module>.qweight [K, N/8], .qzeros, .scales [K/group, N]
+    kGptq,           // GPTQ: <module>.qweight [K/8, N], .qzeros (stored zero - 1 in the v1 format), .scales, .g_idx
+    kPackQuantized,  // compressed-tensors pack-quantized: <module>.weight_packed [N, K/8], .weight_scale, .weight_shape
+};
+
 // The stored form of the checkpoint's quantized linear weights. A weight is quantized when the checkpoint stores it
-// in the quantized dtype (F8_E4M3); the ones the config leaves out (modules_to_not_convert / ignore: lm_head, router
-// gates, ...) are stored bf16 and load as dense weights.
+// in the quantized form (F8_E4M3 data; for int4 the packed tensors beside the module); the ones the config leaves out
+// (modules_to_not_convert / ignore: lm_head, router gates, ...) are stored bf16 and load as dense weights.
 struct CheckpointQuantization {
     WeightFormat format = WeightFormat::kFp8E4M3;
     ScaleLayout layout = ScaleLayout::kBlock;
     int64_t block_rows = 0, block_cols = 0;  // kBlock
     // The scale tensor of "<module>.weight" is "<module>.<scale_suffix>": a multiplier either way
     // (dequantised weight = q · scale).
-    std::string scale_suffix;      // "weight_scale_inv" (fp8: Qwen, DeepSeek) / "weight_scale" (compressed-tensors)
-    std::string describe() const;  // "fp8-e4m3 (128x128 block scales)"
+    std::string scale_suffix;  // "weight_scale_inv" (fp8: Qwen, DeepSeek) / "weight_scale" (compressed-tensors)
+    // int4 (format kInt4, layout kGroup)
+    Int4Packing packing = Int4Packing::kNone;
+    int64_t group_size = 0;        // inputs per scale; 0: one group per row (per channel)
+    bool zero_points = false;      // asymmetric (AWQ, GPTQ); compressed-tensors W4A16 is symmetric
+    int32_t zero_offset = 0;       // added to each stored zero (1 for GPTQ's v1 format)
+    std::string describe() const;  // "fp8-e4m3 (128x128 block scales)", "int4 (group 128, zero points), AWQ GEMM"
 };
 
 // nullopt when the config has no quantization_config; an error naming the format and variant when pagoda does not
@@ -31,7 +44,13 @@ struct CheckpointQuantization {
 //  - fp8 (Qwen3-*-FP8, Qwen3.5-*-FP8): fmt e4m3, weight_block_size [r, c] (block scales) or none (per-tensor),
 //    dynamic activation scales (served weight-only: activations stay f32, as transformers' dequantised CPU path);
 //  - compressed-tensors float-quantized FP8 (llm-compressor W8A8-FP8 / FP8_DYNAMIC): 8-bit float weights, symmetric,
-//    channel, tensor or block scales; 8-bit float activations run weight-only likewise.
+//    channel, tensor or block scales; 8-bit float activations run weight-only likewise;
+//  - awq (Qwen*-AWQ, AutoAWQ): 4 bits, version gemm, zero points, groups;
+//  - gptq (Qwen*-GPTQ-Int4, GPTQModel / AutoGPTQ): 4 bits, sym or not, groups or per channel, desc_act false,
+//  checkpoint
+//    format gptq (v1) or gptq_v2;
+//  - compressed-tensors pack-quantized W4A16 (llm-compressor): 4-bit int weights, symmetric, group or channel
+//    scales, no activation quantization.
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q);
 
 // What loading does about quantization: read the checkpoint's quantized weights as stored, and (--quantization fp8 on
@@ -42,9 +61,16 @@ struct QuantizationPlan {
 };
 
 // `requested` is --quantization as given ("" when not: config.json decides). On a quantized checkpoint it may name the
-// checkpoint's quant_method (it is then only checked); another name is an error naming both. On an unquantized
+// checkpoint's quant_method (it is then only checked; vLLM's awq_marlin and gptq_marlin count as awq and gptq);
+// another name is an error naming both. On an unquantized
 // checkpoint, "fp8" quantizes at load and any other method is an error saying which methods apply.
 Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::string_view requested);
+
+// "<module>." for a weight "<module>.weight" (the prefix of the tensors a quantized module stores beside it).
+std::string module_prefix(const std::string& weight_name);
+// The name of the tensor an int4 checkpoint packs the weight "<module>.weight" in: "<module>.qweight" (AWQ, GPTQ) or
+// "<module>.weight_packed" (compressed-tensors).
+std::string packed_name(const std::string& weight_name, const CheckpointQuantization& q);
 
 // The scale tensor's name for a weight "<module>.weight".
 std::string scale_name(const std::string& weight_name, const CheckpointQuantization& q);

@@ -36,7 +36,7 @@ Result<std::vector<int64_t>> WeightLoader::shape_of(const std::string& name) con
     return t->shape;
 }
 
-Result<const TensorView*> WeightLoader::lookup(const std::string& name, const Shape& shape, bool fp8) {
+Result<const TensorView*> WeightLoader::find_shaped(const std::string& name, const Shape& shape) {
     const TensorView* t = checkpoint_.find(name);
     if (t == nullptr) {
         return Status::error("missing tensor '" + name + "' (expected shape " + shape.to_string() + ")");
@@ -46,12 +46,17 @@ Result<const TensorView*> WeightLoader::lookup(const std::string& name, const Sh
         return Status::error("tensor '" + name + "': expected shape " + shape.to_string() + ", found " +
                              found.to_string());
     }
+    used_.insert(name);
+    return t;
+}
+
+Result<const TensorView*> WeightLoader::lookup(const std::string& name, const Shape& shape, bool fp8) {
+    PAGODA_ASSIGN_OR_RETURN(const TensorView* t, find_shaped(name, shape));
     DType dtype = DType::F32;
     if (!to_tensor_dtype(t->dtype, dtype, fp8)) {
         return Status::error("tensor '" + name + "': expected dtype BF16, F16 or F32" + (fp8 ? " (or F8_E4M3)" : "") +
                              ", found " + std::string(storage_dtype_name(t->dtype)));
     }
-    used_.insert(name);
     return t;
 }
 
@@ -79,6 +84,18 @@ LinearWeight WeightLoader::quantize_fp8(const LinearWeight& dense) {
 Result<LinearWeight> WeightLoader::linear(const std::string& name, const Shape& shape) {
     if (const TensorView* t = checkpoint_.find(name); t != nullptr && t->dtype == StorageDType::kF8_E4M3)
         return fp8_linear(name, shape);
+    if (stored_int4(name)) return int4_linear(name, shape);
+    if (!has(name)) {
+        const std::string m = module_prefix(name);
+        for (const char* packed : {"qweight", "weight_packed"}) {
+            if (has(m + packed)) {
+                return Status::error("tensor '" + name + "' is stored packed ('" + m + packed +
+                                     "') but config.json's quantization_config (" +
+                                     (quantization_ ? quantization_->describe() : std::string("none")) +
+                                     ") does not say it is packed that way");
+            }
+        }
+    }
     PAGODA_ASSIGN_OR_RETURN(Tensor data, view(name, shape));
     return LinearWeight::dense(std::move(data));
 }

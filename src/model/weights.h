@@ -40,6 +40,9 @@ class WeightLoader {
         const TensorView* t = checkpoint_.find(name);
         return t != nullptr && t->dtype == StorageDType::kF8_E4M3;
     }
+    // Whether the weight `name` ("<module>.weight") is stored packed as int4 by the checkpoint's quantization_config
+    // (<module>.qweight or <module>.weight_packed beside it).
+    bool stored_int4(const std::string& name) const;
     // Shape of a tensor, or an error naming it when absent.
     Result<std::vector<int64_t>> shape_of(const std::string& name) const;
 
@@ -47,7 +50,8 @@ class WeightLoader {
     Result<Tensor> view(const std::string& name, const Shape& shape);
     // A linear weight of `shape` as stored: a view of a float tensor as a dense weight (its dtype gives the format),
     // or of an F8_E4M3 tensor as an fp8 weight with its scale tensor (an F32 copy in the layout the
-    // quantization_config gives; an error naming both tensors when it is missing or of the wrong shape).
+    // quantization_config gives; an error naming both tensors when it is missing or of the wrong shape), or of an int4
+    // checkpoint's packed tensors (AWQ, GPTQ, compressed-tensors) repacked into LinearWeight's int4 layout.
     Result<LinearWeight> linear(const std::string& name, const Shape& shape);
     // A contiguous F32 copy (norm weights, biases, gate parameters, conv kernels): any float dtype in the file.
     // `shape` is the expected stored shape; `as` (optional) the shape of the returned tensor (same element count).
@@ -71,6 +75,13 @@ class WeightLoader {
     // The stored tensor `name` of exactly `shape`, of a float dtype (F32, BF16, F16; also F8_E4M3 when `fp8`).
     Result<const TensorView*> lookup(const std::string& name, const Shape& shape, bool fp8 = false);
     Result<LinearWeight> fp8_linear(const std::string& name, const Shape& shape);
+    Result<LinearWeight> int4_linear(const std::string& name, const Shape& shape);
+    // The stored tensor `name` of exactly `shape`, whatever its dtype (marked used).
+    Result<const TensorView*> find_shaped(const std::string& name, const Shape& shape);
+    // A packed int4 tensor (I32, or U32 as some packers write) as int32 words; the int4 loaders' inputs.
+    Result<std::vector<int32_t>> words(const std::string& name, const Shape& shape);
+    // A float tensor of any float dtype as f32 values, not kept (scales before their repacking).
+    Result<std::vector<float>> floats(const std::string& name, const Shape& shape);
 
     const Checkpoint& checkpoint_;
     OwnedWeights& owned_;

@@ -79,6 +79,8 @@ class CpuOps final : public Ops {
         ops_checks::expect_linear(x, w, y, kHere, "linear");
         if (w.format == WeightFormat::kFp8E4M3) {
             linear_fp8(x, w, y);
+        } else if (w.format == WeightFormat::kInt4) {
+            linear_int4(x, w, y);
         } else {
             linear_dense(x, w, y);
         }
@@ -392,6 +394,27 @@ class CpuOps final : public Ops {
         a.y = y.data_as<float>(), a.y_stride = y.stride(0);
         a.T = x.dim(0), a.N = w.out_features(), a.K = w.in_features();
         kc::launch_linear_fp8(a);
+    }
+
+    // Weight-only int4: dequantised to f32 chunk by chunk, then the f32 GEMM (gemm_int4.cpp).
+    static void linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+        ops_checks::expect_int4(w, kHere, "linear");
+        kc::LinearInt4Args a;
+        a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+        a.w = int4_weight(w);
+        a.bias = w.bias.defined() ? w.bias.data() : nullptr, a.bias_dtype = w.bias.dtype();
+        a.y = y.data_as<float>(), a.y_stride = y.stride(0);
+        a.T = x.dim(0), a.N = w.out_features(), a.K = w.in_features();
+        kc::launch_linear_int4(a);
+    }
+    static kc::Int4Weight int4_weight(const LinearWeight& w) {
+        return {static_cast<const uint8_t*>(w.data.data()),
+                w.data.stride(0),
+                w.scales.data_as<float>(),
+                w.zeros.defined() ? w.zeros.data_as<float>() : nullptr,
+                w.group_size,
+                w.in_features() / w.group_size,
+                w.dequant_dtype};
     }
 
     // A dense weight's data must be of the format's dtype (LinearWeight::dense makes them agree).

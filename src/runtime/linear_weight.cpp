@@ -71,6 +71,18 @@ LinearWeight LinearWeight::fp8(Tensor data, Tensor scales, ScaleLayout layout, i
     return w;
 }
 
+LinearWeight LinearWeight::int4(Tensor data, Tensor scales, Tensor zeros, int64_t group_size, Tensor bias) {
+    LinearWeight w;
+    w.format = WeightFormat::kInt4;
+    w.data = std::move(data);
+    w.scales = std::move(scales);
+    w.zeros = std::move(zeros);
+    w.scale_layout = ScaleLayout::kGroup;
+    w.group_size = group_size;
+    w.bias = std::move(bias);
+    return w;
+}
+
 namespace {
 int64_t ceil_div(int64_t a, int64_t b) {
     return (a + b - 1) / b;

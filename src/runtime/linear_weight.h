@@ -1,8 +1,8 @@
 // LinearWeight: the weight of one linear layer as Ops::linear takes it: the data, an optional bias, and the format
 // that decides which kernel runs it (per layer, as TurboMind's LinearWeight and vLLM's per-layer QuantizeMethod do).
-// Dense formats (bf16/f16/f32) and fp8-e4m3 (weight-only: dequantised by the kernel) run today; int4 is declared with
-// its scale/zero tensors so that a loader and a kernel can be added without changing the type or the model code.
-// Knows nothing about models.
+// Dense formats (bf16/f16/f32), fp8-e4m3 and int4 (both weight-only: dequantised by the kernel). AWQ, GPTQ and
+// compressed-tensors checkpoints are repacked into the one int4 layout below at load (model/int4_repack.h), so every
+// kernel reads one layout. Knows nothing about models.
 #pragma once
 
 #include <cstdint>
@@ -19,9 +19,10 @@ enum class WeightFormat : uint8_t {
     kF32,      // data F32 [N, K]
     kFp8E4M3,  // data F8_E4M3 [N, K]; scales F32 as `scale_layout` says; value = q · scale (the scale is a multiplier,
                // what Qwen's checkpoints call weight_scale_inv and compressed-tensors weight_scale)
-    kInt4,     // data U8 [N, K/2], two values per byte, the element of even k in the low nibble; scales and
-               // (asymmetric) zeros per group of `group_size` inputs: scales [N, K/group_size] (F16/BF16/F32),
-               // zeros like scales (already unpacked); value = (q - zero) · scale, zero = 8 when `zeros` is undefined
+    kInt4,     // data U8 [N, K/2], two unsigned values (0..15) per byte, the element of even k in the low nibble;
+               // scales and (asymmetric) zero points per group of `group_size` inputs: scales F32 [N, K/group_size],
+               // zeros F32 of the same shape (whole numbers, already unpacked) or undefined (symmetric: zero 8);
+               // value = (q - zero) · scale, rounded to `dequant_dtype`
 };
 
 // How the scales of a quantized weight cover it.
@@ -60,6 +61,10 @@ struct LinearWeight {
     Tensor zeros;                            // int4 with zero points; undefined when symmetric
     int64_t block_rows = 0, block_cols = 0;  // kBlock: the block of weights one scale covers (128 x 128)
     int64_t group_size = 0;                  // kGroup: inputs per scale (128)
+    // int4: the type each dequantised weight (q - zero) · scale is rounded to, as the format's own dequantisation
+    // computes it in the dtype of its stored scales (F16 for AWQ and GPTQ, the model's dtype for compressed-tensors);
+    // F32: not rounded.
+    DType dequant_dtype = DType::F32;
 
     // Adapters whose low-rank deltas a request may add to this projection's output; null (always, for now) when
     // there are none. A pointer into a per-layer set owned beside the model, so loading an adapter changes no weight
@@ -73,6 +78,9 @@ struct LinearWeight {
     // ceil(K/block_cols)] for kBlock).
     static LinearWeight fp8(Tensor data, Tensor scales, ScaleLayout layout, int64_t block_rows = 0,
                             int64_t block_cols = 0, Tensor bias = Tensor());
+
+    // An int4 weight (kInt4 above): data U8 [N, K/2], scales F32 [N, K/group_size], zeros like scales or undefined.
+    static LinearWeight int4(Tensor data, Tensor scales, Tensor zeros, int64_t group_size, Tensor bias = Tensor());
 
     bool defined() const { return data.defined(); }
     bool is_dense() const {

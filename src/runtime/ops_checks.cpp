@@ -69,6 +69,24 @@ void expect_fp8(const LinearWeight& w, DeviceKind device, const char* op) {
                          w.expected_scales_shape().to_string() + " on the weight's device, got " + s.to_string());
 }
 
+void expect_int4(const LinearWeight& w, DeviceKind device, const char* op) {
+    PAGODA_OP_EXPECT(w.data.dtype() == DType::U8 && w.data.rank() == 2 && w.scale_layout == ScaleLayout::kGroup, op,
+                     "weight data " + w.data.to_string() + " does not match its format " + w.describe());
+    const int64_t K = w.in_features();
+    PAGODA_OP_EXPECT(w.group_size > 0 && K % w.group_size == 0, op,
+                     "int4 group size " + std::to_string(w.group_size) + " does not divide K = " + std::to_string(K));
+    const Shape want = w.expected_scales_shape();
+    for (const Tensor* t : {&w.scales, &w.zeros}) {
+        if (t == &w.zeros && !t->defined()) continue;  // symmetric
+        PAGODA_OP_EXPECT(t->defined() && t->dtype() == DType::F32 && t->is_contiguous() && t->device().kind == device &&
+                             t->shape() == want,
+                         op,
+                         std::string(t == &w.scales ? "scales" : "zeros") + " of " + w.describe() + " weight " +
+                             w.data.to_string() + " must be contiguous F32 " + want.to_string() +
+                             " on the weight's device, got " + t->to_string());
+    }
+}
+
 void unsupported_format(const LinearWeight& w, const char* backend, const char* op) {
     fail(op, "weight format " + w.describe() + " is not run by the " + backend + " backend yet");
 }

@@ -1,6 +1,7 @@
 // CPU kernels: the math of every op as one plain launcher per op taking an args struct. Activations are fp32;
-// weights may be bf16/f16/f32, or fp8-e4m3 with scales (dequantised, then the f32 path). Parallel with OpenMP over the
-// machine's cores. No allocation visible to callers (scratch is thread-local and grows once). Strides are in elements.
+// weights may be bf16/f16/f32, or fp8-e4m3 / int4 with scales (dequantised, then the f32 path). Parallel with OpenMP
+// over the machine's cores. No allocation visible to callers (scratch is thread-local and grows once). Strides are in
+// elements.
 #pragma once
 
 #include <cstdint>
@@ -124,6 +125,43 @@ struct QuantizeFp8RowsArgs {
     float* scales = nullptr;  // [N]
 };
 void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a);
+
+// An int4 weight [N, K] as LinearWeight's kInt4 holds it: two unsigned 4-bit values per byte (even k in the low
+// nibble), row stride `row_bytes`; weight (n, k) = (q(n, k) - zero) · scale with scale = scales[n * groups + k / group]
+// and zero = zeros[same] (8 where zeros is null: symmetric), the product rounded to `round_to` (F16, BF16; F32: not
+// rounded) as the format's own dequantisation computes it in its scales' dtype.
+struct Int4Weight {
+    const uint8_t* data = nullptr;
+    int64_t row_bytes = 0;
+    const float* scales = nullptr;
+    const float* zeros = nullptr;
+    int64_t group_size = 0, groups = 0;  // groups per row: K / group_size
+    DType round_to = DType::F32;
+};
+
+// out[n - n0, :] = dequantised rows [n0, n1) of an int4 weight, in f32: (q - zero) · scale, one f32 subtraction (exact)
+// and one product, rounded to round_to.
+struct DequantizeInt4Args {
+    Int4Weight w;
+    int64_t n0 = 0, n1 = 0, K = 0;
+    float* out = nullptr;
+    int64_t out_stride = 0;
+};
+void launch_dequantize_int4(const DequantizeInt4Args& a);
+
+// y[T, N] = x[T, K] · dequant(W)[N, K]ᵀ (+ bias[N]) for an int4 weight (weight-only: x stays f32), by chunks of
+// dequantised rows as launch_linear_fp8.
+struct LinearInt4Args {
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    Int4Weight w;
+    const void* bias = nullptr;
+    DType bias_dtype = DType::F32;
+    float* y = nullptr;
+    int64_t y_stride = 0;
+    int64_t T = 0, N = 0, K = 0;
+};
+void launch_linear_int4(const LinearInt4Args& a);
 
 struct RopeArgs {
     RowsF32 x;

@@ -1,13 +1,12 @@
 // Weight-only fp8 (e4m3) on the CPU: the linear that is the reference the CUDA kernels are checked against, and the
 // per-channel quantization of dense weights at load. The linear dequantises weight rows chunk by chunk into
-// thread-local f32 scratch (grown once) and multiplies by the f32 GEMM/GEMV, so the numbers are those of an f32 linear
-// over the dequantised weight, which is what transformers computes when it loads an fp8 checkpoint on a machine
+// thread-local f32 scratch (linear_dequantized) and multiplies by the f32 GEMM/GEMV, so the numbers are those of an f32
+// linear over the dequantised weight, which is what transformers computes when it loads an fp8 checkpoint on a machine
 // without fp8 kernels.
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstddef>
-#include <vector>
 
 #include <omp.h>
 
@@ -29,9 +28,6 @@ const std::array<float, 256>& e4m3_table() {
     }();
     return table;
 }
-
-// Weight rows per chunk: enough for the GEMM to reuse each x row, little enough to stay a few MiB of scratch.
-constexpr int64_t kChunkBytes = int64_t{8} << 20;
 
 void dequantize_rows(const DequantizeFp8Args& a, int64_t n0, int64_t n1) {
     const float* lut = e4m3_table().data();
@@ -65,26 +61,15 @@ void launch_dequantize_fp8(const DequantizeFp8Args& a) {
 
 void launch_linear_fp8(const LinearFp8Args& a) {
     PAGODA_CHECK(a.x && a.w && a.y && a.K > 0);
-    if (a.T == 0 || a.N == 0) return;
-    thread_local std::vector<float> scratch;
-    const int64_t chunk = std::clamp<int64_t>(kChunkBytes / (a.K * 4), 1, a.N);
-    if (scratch.size() < static_cast<size_t>(chunk * a.K)) scratch.resize(static_cast<size_t>(chunk * a.K));
-    const size_t bias_elem = a.bias ? dtype_size(a.bias_dtype) : 0;
-    for (int64_t n0 = 0; n0 < a.N; n0 += chunk) {
-        const int64_t n1 = std::min(a.N, n0 + chunk);
+    LinearArgs l;
+    l.x = a.x, l.x_stride = a.x_stride, l.bias = a.bias, l.bias_dtype = a.bias_dtype;
+    l.y = a.y, l.y_stride = a.y_stride, l.T = a.T, l.N = a.N, l.K = a.K;
+    linear_dequantized(l, [&a](int64_t n0, int64_t n1, float* out) {
         DequantizeFp8Args d;
         d.w = a.w, d.w_stride = a.w_stride, d.scales = a.scales;
-        d.n0 = n0, d.n1 = n1, d.K = a.K, d.out = scratch.data(), d.out_stride = a.K;
+        d.n0 = n0, d.n1 = n1, d.K = a.K, d.out = out, d.out_stride = a.K;
         launch_dequantize_fp8(d);
-        LinearArgs l;
-        l.x = a.x, l.x_stride = a.x_stride;
-        l.w = scratch.data(), l.w_dtype = DType::F32, l.w_stride = a.K;
-        l.bias = a.bias ? static_cast<const std::byte*>(a.bias) + n0 * bias_elem : nullptr;
-        l.bias_dtype = a.bias_dtype;
-        l.y = a.y + n0, l.y_stride = a.y_stride;
-        l.T = a.T, l.N = n1 - n0, l.K = a.K;
-        launch_linear(l);
-    }
+    });
 }
 
 void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a) {

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <vector>
 
+#include "kernels/cpu/cpu_kernels.h"
 #include "tensor/dtype.h"
 
 // Hot kernels are compiled three times (AVX-512, AVX2+FMA, baseline x86-64) and picked once by CPU features,
@@ -134,5 +136,11 @@ PAGODA_INLINE float softplus(float x) {
 
 // Reads n elements of a float array of any float dtype into f32.
 void to_f32(const void* src, DType dtype, int64_t n, float* dst);
+
+// y = x · Wᵀ (+ bias) for a weight stored quantized (fp8, int4): `dequantize(n0, n1, out)` writes weight rows [n0, n1)
+// as f32 (K per row, contiguous) into thread-local scratch a chunk at a time, and each chunk runs through
+// launch_linear, so the numbers are those of an f32 linear over the dequantised weight. `a` gives x, bias, y and T, N,
+// K (its w is not read).
+void linear_dequantized(const LinearArgs& a, const std::function<void(int64_t n0, int64_t n1, float* out)>& dequantize);
 
 }  // namespace pagoda::kernels::cpu

@@ -264,6 +264,8 @@ Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, 
 
 Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
     if (loader.stored_fp8(p + "0.gate_proj.weight")) return stack_fp8_experts(loader, p, E, I, H, out);
+    if (loader.stored_int4(p + "0.gate_proj.weight"))
+        return Status::error(p + "0.gate_proj: int4 MoE experts are not served yet (dense int4 layers are)");
     Tensor gate_up, down;
     std::vector<CopyJob> copies;
     for (int64_t e = 0; e < E; ++e) {

@@ -220,6 +220,10 @@ class CudaOps final : public CudaOpsBase {
     // linear() of a weight-only fp8 weight: the GEMV for one token, else the weight dequantised to bf16 scratch and
     // the bf16 cuBLASLt GEMM.
     void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // linear() of an int4 weight: the int4 GEMV for one token, else as linear_fp8.
+    void linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // The GEMM both take for more tokens: the input converted to bf16, cuBLASLt over `dense` (w's bf16 copy), w's bias.
+    void gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWeight& w, const Tensor& y);
     // The GEMV of one token of x through w (dense or weight-only fp8) into y.
     kcu::GemvArgs gemv_args(const Tensor& x, const LinearWeight& w, const Tensor& y);
     // An fp8 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a dense
@@ -255,7 +259,7 @@ class CudaOps final : public CudaOpsBase {
     DeviceScratch convert_scratch_;
     void* converted_buffer_ = nullptr;
     Converted converted_src_;
-    DeviceScratch dequantized_weight_;  // linear_fp8 with more than one token: the bf16 copy of the weight
+    DeviceScratch dequantized_weight_;  // linear_fp8/int4 with more than one token: the bf16 copy of the weight
 
     DeviceScratch attention_workspace_;
     DeviceScratch moe_workspace_;  // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows

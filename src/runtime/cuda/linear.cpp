@@ -1,6 +1,6 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
-// otherwise, with the input conversion they share; weight-only fp8 runs the GEMV on its e4m3 bytes, or cuBLASLt on a
-// bf16 copy of the weight.
+// otherwise, with the input conversion they share; weight-only fp8 and int4 run their GEMV on the stored bytes, or
+// cuBLASLt on a bf16 copy of the weight.
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -17,7 +17,8 @@ void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
             linear_fp8(x, w, y);
             break;
         case WeightFormat::kInt4:
-            ops_checks::unsupported_format(w, "CUDA", "linear");
+            linear_int4(x, w, y);
+            break;
     }
     if (w.lora != nullptr && !lora_slots_.empty()) add_lora(x, *w.lora, y);
 }
@@ -54,9 +55,7 @@ void CudaOps::linear_dense(const Tensor& x, const LinearWeight& w, const Tensor&
 
 void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y) {
     ops_checks::expect_fp8(w, kHere, "linear");
-    const Tensor& bias = w.bias;
     const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
-    const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
     if (overlaps(y, converted_src_)) invalidate_converted();
     if (T == 0 || N == 0) return;
     const ScaleBlocks blocks = w.scale_blocks();
@@ -71,14 +70,53 @@ void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y
         const auto profile = profiler_.scope("dequantize fp8");
         kcu::launch_dequantize_fp8({w.data.data(), w.data.stride(0), scales, N, K, weight}, stream_);
     }
+    gemm_bf16_copy(x, weight, w, y);
+}
+
+// y = x · dense(w)ᵀ (+ w's bias) with `dense` the weight-only format's bf16 copy of w ([N, K], contiguous): cuBLASLt on
+// the bf16 input, as the dense path.
+void CudaOps::gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWeight& w, const Tensor& y) {
+    const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
     const void* b = nullptr;
     {
         const auto profile = profiler_.scope("convert to bf16");
         b = converted_input(x, kcu::ElemType::BF16);
     }
-    const auto profile = profiler_.scope("linear fp8 (gemm)");
-    gemm_.run(kcu::ElemType::BF16, weight, K, b, K, y.data_as<float>(), y.stride(0), N, T, K);
-    if (bias.defined()) kcu::launch_add_bias(y.data_as<float>(), y.stride(0), bias.data(), bt, T, N, stream_);
+    const auto profile = profiler_.scope("linear (gemm of the dequantised weight)");
+    gemm_.run(kcu::ElemType::BF16, dense, K, b, K, y.data_as<float>(), y.stride(0), N, T, K);
+    if (w.bias.defined()) {
+        kcu::launch_add_bias(y.data_as<float>(), y.stride(0), w.bias.data(), elem_type(w.bias.dtype(), "linear"), T, N,
+                             stream_);
+    }
+}
+
+void CudaOps::linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    ops_checks::expect_int4(w, kHere, "linear");
+    const Tensor& bias = w.bias;
+    const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
+    const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
+    if (overlaps(y, converted_src_)) invalidate_converted();
+    if (T == 0 || N == 0) return;
+    const kcu::Int4Weight weight{
+        w.data.data(),
+        w.data.stride(0),
+        w.scales.data_as<float>(),
+        w.zeros.defined() ? w.zeros.data_as<float>() : nullptr,
+        w.group_size,
+        w.dequant_dtype == DType::F32 ? kcu::ElemType::F32 : elem_type(w.dequant_dtype, "linear")};
+    if (T == kcu::kGemvTokens) {
+        const auto profile = profiler_.scope("linear int4 (gemv)");
+        kcu::launch_gemv_int4(
+            {x.data_as<float>(), weight, bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K},
+            stream_);
+        return;
+    }
+    void* dense = dequantized_weight_.get(static_cast<size_t>(N * K) * 2, stream_);
+    {
+        const auto profile = profiler_.scope("dequantize int4");
+        kcu::launch_dequantize_int4({weight, N, K, dense}, stream_);
+    }
+    gemm_bf16_copy(x, dense, w, y);
 }
 
 void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) {

@@ -1,7 +1,8 @@
 """`pagoda logits`, `pagoda generate` and `pagoda demo-model` against the transformers references in tests/golden/.
 
 The references (logits.bin, reference.json) were recorded by tools/make_tiny_models.py with transformers in fp32 (the
-*_fp8 ones by tools/make_fp8_golden.py, transformers dequantising the fp8 checkpoint).
+*_fp8 ones by tools/make_fp8_golden.py, transformers dequantising the fp8 checkpoint; the int4 ones by
+tools/make_int4_golden.py, from each format's own dequantisation of the packed checkpoint).
 """
 import json
 import os
@@ -14,7 +15,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden"
 NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_yarn",
-         "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_moe_fp8"]
+         "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_moe_fp8", "qwen3_awq", "qwen3_gptq",
+         "qwen2_gptq", "qwen3_w4a16"]
 
 
 def pagoda_bin():
@@ -87,6 +89,31 @@ def test_quantization_flag_is_checked_against_the_checkpoint():
     assert "--quantization awq does not match" in p.stderr and "fp8, 128x128 block scales" in p.stderr, p.stderr
     p = run("generate", "--model", str(fp8), "--quantization", "gptq", "--ids", ids, "-n", "1", check=False)
     assert p.returncode != 0 and "--quantization gptq does not match" in p.stderr, p.stderr
+
+
+def test_int4_checkpoints_take_their_method_and_refuse_another():
+    for name, method in (("qwen3_awq", "awq"), ("qwen3_gptq", "gptq"), ("qwen3_w4a16", "compressed-tensors")):
+        d, ref, _ = reference(name)
+        ids = " ".join(map(str, ref["ids"][:4]))
+        assert run("logits", "--model", str(d), "--quantization", method, "--ids", ids).returncode == 0
+        if method in ("awq", "gptq"):  # vLLM's Marlin spellings of the same method
+            assert run("logits", "--model", str(d), "--quantization", method + "_marlin", "--ids", ids).returncode == 0
+        p = run("logits", "--model", str(d), "--quantization", "fp8", "--ids", ids, check=False)
+        assert p.returncode != 0 and "--quantization fp8 does not match" in p.stderr, p.stderr
+        assert method in p.stderr, p.stderr
+
+
+def test_unserved_int4_variant_exits_nonzero_naming_it(tmp_path):
+    # qwen3_gptq declared act-order: refused by name before anything runs.
+    d, ref, _ = reference("qwen3_gptq")
+    for f in d.iterdir():
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    config = json.loads((d / "config.json").read_text())
+    config["quantization_config"]["desc_act"] = True
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    p = run("logits", "--model", str(tmp_path), "--ids", " ".join(map(str, ref["ids"][:4])), check=False)
+    assert p.returncode != 0 and p.stdout == ""
+    assert "act-order" in p.stderr and "not served" in p.stderr, p.stderr
 
 
 def test_logits_rejects_bad_ids():

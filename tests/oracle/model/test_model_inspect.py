@@ -122,20 +122,38 @@ def test_single_file_checkpoint(pagoda_bin, tmp_path):
 GOLDEN = Path(__file__).resolve().parents[3] / "tests" / "golden"
 
 
-@pytest.mark.parametrize("name,layers,formats,lm_head", [
-    ("qwen3", "0-2", "bf16", "bf16"),
-    ("qwen3_fp8", "0-2", "fp8-e4m3 (128x128 block scales)", "bf16"),
-    ("qwen3_5_fp8", "0-3", "fp8-e4m3 (32x32 block scales)", "tied to the embedding"),
+def formats_of(report):
+    return [{"layers": f["layers"], "formats": f["formats"]} for f in report["layer_formats"]]
+
+
+# qwen3's layer: q 128x64, k and v 64x64, o 64x128, gate and up 128x64, down 64x128: 49,152 weights.
+QWEN3_LAYER = 49152
+
+
+@pytest.mark.parametrize("name,layers,formats,lm_head,layer_bytes", [
+    ("qwen3", "0-2", "bf16", "bf16", 2 * QWEN3_LAYER),
+    ("qwen3_fp8", "0-2", "fp8-e4m3 (128x128 block scales)", "bf16", QWEN3_LAYER + 7 * 4),
+    # Gated DeltaNet layers 0, 1 and 3 read other bytes than the attention layer 2: runs split where bytes differ.
+    ("qwen3_5_fp8", ["0-1", "2", "3"], "fp8-e4m3 (32x32 block scales)", "tied to the embedding", None),
+    # int4: half a byte a weight, an F32 scale (and zero point) per group, as pagoda holds them after repacking.
+    ("qwen3_awq", "0-2", "int4 (group 32, zero points), AWQ GEMM packing", "bf16", QWEN3_LAYER // 2 + QWEN3_LAYER // 32 * 8),
+    # GPTQ stores zero points even when symmetric (all 8): they are read as stored.
+    ("qwen3_gptq", "0-2", "int4 (group 64, zero points), GPTQ packing", "bf16", QWEN3_LAYER // 2 + QWEN3_LAYER // 64 * 8),
+    ("qwen3_w4a16", "0-2", "int4 (group 32, symmetric), compressed-tensors pack-quantized", "bf16",
+     QWEN3_LAYER // 2 + QWEN3_LAYER // 32 * 4),
 ])
-def test_layer_formats(pagoda_bin, name, layers, formats, lm_head):
+def test_layer_formats(pagoda_bin, name, layers, formats, lm_head, layer_bytes):
     d = GOLDEN / name
     if not (d / "config.json").exists():
         pytest.skip(f"no golden data in {d}")
     report = inspect(pagoda_bin, d)
-    assert report["layer_formats"] == [{"layers": layers, "formats": formats}]
+    runs = layers if isinstance(layers, list) else [layers]
+    assert formats_of(report) == [{"layers": run, "formats": formats} for run in runs]
+    if layer_bytes is not None:
+        assert report["layer_formats"][0]["bytes_per_token"] == layer_bytes
     assert report["lm_head_format"] == lm_head
     text = subprocess.run([pagoda_bin, "inspect", str(d)], capture_output=True, text=True, check=True).stdout
-    assert f"layers {layers}:" in text and formats in text
+    assert f"layers {runs[0]}:" in text and formats in text
     quantization = json.loads((d / "config.json").read_text()).get("quantization_config")
     assert ("quantization:   none" in text) == (quantization is None), text
 
@@ -166,7 +184,7 @@ def test_layer_formats_name_what_a_quantized_checkpoint_left_dense(pagoda_bin, t
     (tmp_path / "config.json").write_text((src / "config.json").read_text())
     report = inspect(pagoda_bin, tmp_path)
     fp8 = "fp8-e4m3 (128x128 block scales)"
-    assert report["layer_formats"] == [{"layers": "0", "formats": fp8},
+    assert formats_of(report) == [{"layers": "0", "formats": fp8},
                                        {"layers": "1", "formats": fp8 + "; f16: mlp.down_proj"},
                                        {"layers": "2", "formats": fp8}]
 

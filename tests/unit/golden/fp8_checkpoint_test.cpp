@@ -151,15 +151,21 @@ TEST_F(Fp8CheckpointTest, Fp8TensorsNeedAQuantizationConfig) {
 // Each refusal names the format (and its variant), and says what is served.
 TEST_F(Fp8CheckpointTest, UnservedFormatsAreRefusedByName) {
     const std::pair<const char*, const char*> cases[] = {
-        {R"({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": true, "version": "gemm"})",
-         "awq, int4, group 128, zero points"},
-        {R"({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": true, "desc_act": false})",
-         "gptq, int4, group 128"},
+        {R"({"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": true, "version": "gemv"})",
+         "AWQ version 'gemv'"},
+        {R"({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": true, "desc_act": true})",
+         "gptq, int4, group 128, symmetric, act-order"},
+        {R"({"quant_method": "gptq", "bits": 8, "group_size": 128, "sym": true, "desc_act": false})", "8-bit GPTQ"},
+        {R"({"quant_method": "gptq", "bits": 4, "group_size": 128, "checkpoint_format": "marlin"})", "'marlin'"},
         {R"({"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [128, 128]})", "e5m2"},
         {R"({"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": [128, 128]})", "static"},
         {R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {
-             "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128}}}})",
-         "pack-quantized, int4 weights, group 128"},
+             "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": false}}}})",
+         "asymmetric int4"},
+        {R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {
+             "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128},
+             "input_activations": {"num_bits": 8, "type": "int"}}}})",
+         "8-bit int activations"},
     };
     for (const auto& [qc, named] : cases) {
         set_quantization(qc);

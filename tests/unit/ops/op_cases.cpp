@@ -184,6 +184,28 @@ OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias
             }};
 }
 
+// Weight-only int4 in LinearWeight's layout (as AWQ, GPTQ and compressed-tensors checkpoints load): random packed
+// bytes, group scales, zero points or the symmetric 8, each weight rounded to f16 (AWQ/GPTQ's dequantisation) or not.
+// T = 1 takes the int4 GEMV on CUDA (its 16-byte path when the group is a multiple of 32, else its element path),
+// more tokens the bf16 copy and cuBLASLt; both round the weight and x to bf16 (bf16 tolerance against the CPU's f32).
+OpCase linear_int4(int64_t T, int64_t N, int64_t K, int64_t group, bool zero_points, DType round_to, bool bias) {
+    return {
+        fmt("linear int4 T=%lld N=%lld K=%lld group %lld%s%s%s", (long long)T, (long long)N, (long long)K,
+            (long long)group, zero_points ? " zeros" : "", round_to == DType::F16 ? " f16" : "", bias ? " bias" : ""),
+        "linear", [=](CaseRun& r) {
+            const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
+            const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
+            const Tensor scales = r.dense(Shape{N, K / group}, DType::F32, 2e-2f);
+            const Tensor zeros = zero_points ? r.dense(Shape{N, K / group}, DType::F32, 8.0f) : Tensor();
+            LinearWeight w = LinearWeight::int4(r.dense(Shape{N, K / 2}, DType::U8), scales, zeros, group, b);
+            w.dequant_dtype = round_to;
+            const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
+            r.set_bytes(static_cast<double>(N * K / 2 + (zero_points ? 8 : 4) * N * (K / group) + (T * K + T * N) * 4));
+            r.set_flops(2.0 * T * N * K);
+            return [=, &r] { call_linear(r.ops(), x, w, y); };
+        }};
+}
+
 // q/k/v share one converted input on CUDA; a linear that overwrites that input must not reuse the stale conversion.
 OpCase linear_overwritten_input(int64_t T, int64_t K) {
     return {fmt("linear after its input was overwritten T=%lld K=%lld", (long long)T, (long long)K), "linear",
@@ -647,6 +669,14 @@ const std::vector<OpCase>& op_cases() {
             linear_silu_mul(6, 96, 256, BF16),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
+            // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element
+            // path (group 16), zero points or symmetric, f16 rounding, and the dequantise-then-GEMM path.
+            linear_int4(1, 256, 512, 128, true, DType::F16, false),
+            linear_int4(1, 300, 256, 32, false, DType::F32, true),
+            linear_int4(1, 8200, 256, 64, true, DType::F16, true),
+            linear_int4(1, 72, 96, 16, true, DType::F16, false),
+            linear_int4(2, 300, 256, 32, true, DType::F16, true),
+            linear_int4(37, 512, 384, 128, false, DType::BF16, false),
             linear_fp8(1, 256, 512, ScaleLayout::kBlock, false),
             linear_fp8(1, 300, 264, ScaleLayout::kBlock, true),
             linear_fp8(1, 129, 100, ScaleLayout::kBlock, false),
@@ -791,6 +821,11 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(linear_fp8(T, (Hq + 2 * Hkv) * D, H, ScaleLayout::kBlock, false, "qkv"));
             c.push_back(linear_fp8(T, 2 * I, H, ScaleLayout::kBlock, false, "gate_up"));
             c.push_back(linear_fp8(T, H, I, ScaleLayout::kBlock, false, "down"));
+            // Qwen3-8B-AWQ: int4, group 128, zero points, f16 products; q/k/v and gate/up stay separate weights.
+            c.push_back(linear_int4(T, Hq * D, H, 128, true, DType::F16, false));
+            c.push_back(linear_int4(T, Hkv * D, H, 128, true, DType::F16, false));
+            c.push_back(linear_int4(T, I, H, 128, true, DType::F16, false));
+            c.push_back(linear_int4(T, H, I, 128, true, DType::F16, false));
         }
         for (int64_t T : {1, 256})
             c.push_back(linear(T, V, H, BF16, false, "lm_head"));

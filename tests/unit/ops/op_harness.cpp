@@ -45,6 +45,10 @@ void store(const Tensor& t, int64_t i, float v) {
         case DType::I32:
             t.data_as<int32_t>()[i] = std::isnan(v) ? -1 : static_cast<int32_t>(v);
             break;
+        case DType::U8:  // packed int4 weights: a random byte from a random value in [-1, 1]
+            t.data_as<uint8_t>()[i] =
+                std::isnan(v) ? 0 : static_cast<uint8_t>(static_cast<int64_t>(std::floor(v * 128.0f)) & 0xFF);
+            break;
         case DType::F8_E4M3:  // weights only (NaN in, NaN out)
             t.data_as<uint8_t>()[i] = f32_to_f8e4m3(v);
             break;

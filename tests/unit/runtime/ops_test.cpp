@@ -383,9 +383,9 @@ TEST(LinearWeightTest, QuantizedFormatsDescribeTheirVariant) {
     EXPECT_FALSE(int4.is_dense());
 }
 
-// A format the backend does not run is refused by name, not run as if it were dense; an fp8 weight whose scales do not
-// fit its layout is refused with the shape it needs.
-TEST(OpsDeathTest, LinearRefusesFormatsTheCpuDoesNotRun) {
+// A quantized weight whose scales do not fit its layout is refused with the shape it needs, an int4 group size that
+// does not divide K by name.
+TEST(OpsDeathTest, LinearRefusesQuantizedWeightsThatBreakTheirLayout) {
     GTEST_FLAG_SET(death_test_style, "threadsafe");
     auto backend = make_cpu_backend();
     HostTensor x = HostTensor::zeros(DType::F32, {2, 256});
@@ -401,7 +401,10 @@ TEST(OpsDeathTest, LinearRefusesFormatsTheCpuDoesNotRun) {
     int4.data = w4.tensor, int4.format = WeightFormat::kInt4, int4.scale_layout = ScaleLayout::kGroup;
     int4.group_size = 128, int4.scales = s4.tensor;
     EXPECT_DEATH(backend->ops().linear(x.tensor, int4, y.tensor),
-                 "linear: weight format int4 \\(group 128, symmetric\\) is not run by the CPU backend");
+                 "linear: scales of int4 \\(group 128, symmetric\\) weight .* must be contiguous F32 \\[128, 2\\]");
+    HostTensor s4f = HostTensor::zeros(DType::F32, {128, 2});
+    int4.scales = s4f.tensor, int4.group_size = 96;
+    EXPECT_DEATH(backend->ops().linear(x.tensor, int4, y.tensor), "linear: int4 group size 96 does not divide K = 256");
 }
 
 }  // namespace

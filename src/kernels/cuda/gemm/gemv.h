@@ -1,5 +1,5 @@
 // CUDA launchers for linear layers on few tokens (GEMV), the fp32 -> 16-bit input conversion before cuBLASLt, and the
-// fp8 weight dequantisation before it.
+// fp8 and int4 weight dequantisation before it.
 #pragma once
 
 #include "kernels/cuda/types.h"
@@ -38,6 +38,41 @@ struct DequantizeFp8Args {
     void* out;  // BF16 [N, K]
 };
 void launch_dequantize_fp8(const DequantizeFp8Args& a, cudaStream_t stream);
+
+// An int4 weight [N, K] in LinearWeight's kInt4 layout: two unsigned 4-bit values per byte (even k in the low nibble),
+// rows row_bytes apart; weight (n, k) = (q - zero) · scale with scale = scales[n * (K / group_size) + k / group_size]
+// and zero = zeros[same] (8 where zeros is null: symmetric), the product rounded to round_to (F16 or BF16; F32: not
+// rounded) as the format's own dequantisation computes it in its scales' dtype.
+struct Int4Weight {
+    const void* data;
+    int64_t row_bytes;
+    const float* scales;
+    const float* zeros;
+    int64_t group_size;
+    ElemType round_to;
+};
+
+// y[n] = Σ_k x[k] · w(n, k) (+ bias[n]) for one token and an int4 weight: reads the packed bytes and the group scales
+// and zeros once, dequantises in registers exactly as launch_dequantize_int4 writes the weight, bf16((q - zero) ·
+// scale), with x rounded to bf16 as the GEMM path's input: one token gives what it would give in a batch.
+struct GemvInt4Args {
+    const float* x;  // [K]
+    Int4Weight w;
+    const void* bias;  // null or [N]
+    ElemType bias_type;
+    float* y;  // [N]
+    int64_t N, K;
+};
+void launch_gemv_int4(const GemvInt4Args& a, cudaStream_t stream);
+
+// out[n, k] = bf16((q(n, k) - zero) · scale) for an int4 weight: the bf16 weight the cuBLASLt GEMM takes for more
+// tokens than the GEMV serves. out is dense [N, K].
+struct DequantizeInt4Args {
+    Int4Weight w;
+    int64_t N, K;
+    void* out;  // BF16 [N, K]
+};
+void launch_dequantize_int4(const DequantizeInt4Args& a, cudaStream_t stream);
 
 // F32 [T, K] (row stride) -> dense BF16 or F16 [T, K]: the GEMM input of cuBLASLt.
 void launch_convert_rows(const float* src, int64_t src_stride, void* dst, ElemType dst_type, int64_t T, int64_t K,

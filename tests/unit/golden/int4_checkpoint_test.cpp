@@ -1,0 +1,115 @@
+// Loading int4 checkpoints beyond what the golden test runs: each format's packed tensors broken or mislabelled one way
+// at a time (a missing zero-point tensor, an act-order g_idx, packed tensors without a quantization_config, a
+// weight_shape that disagrees with the config) is an error naming the tensor and what is wrong; and the layout pagoda
+// holds after repacking reads what inspect counts.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/file.h"
+#include "common/json.h"
+#include "golden/checkpoint_entries.h"
+#include "golden/golden_reference.h"
+#include "model/model.h"
+#include "runtime/backend.h"
+
+namespace pagoda::model {
+namespace {
+
+namespace fs = std::filesystem;
+using test::Entry;
+
+// Loads golden `name` after `edit` changed its tensors and config.json; the error message, or "" when it loaded.
+std::string load_edited(const std::string& name, const std::function<void(std::vector<Entry>&, Json&)>& edit) {
+    const std::string src = golden::dir(name);
+    if (!file_exists(src + "/model.safetensors")) return "skip";
+    const fs::path dir = fs::temp_directory_path() / ("pagoda_int4_test_" + name + "_" +
+                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir);
+    std::vector<Entry> entries = test::read_entries(src + "/model.safetensors");
+    auto config = Json::parse(*read_file(src + "/config.json"));
+    EXPECT_TRUE(config.ok());
+    edit(entries, *config);
+    std::ofstream(dir / "config.json") << config->dump_pretty();
+    test::write_entries((dir / "model.safetensors").string(), entries);
+    auto backend = make_cpu_backend();
+    auto model = Model::load(dir.string(), *backend);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    return model.ok() ? std::string() : model.message();
+}
+
+void drop_tensor(std::vector<Entry>& entries, const std::string& name) {
+    std::erase_if(entries, [&](const Entry& e) { return e.name == name; });
+}
+
+TEST(Int4Checkpoint, TheGoldensLoadUnedited) {
+    for (const char* name : {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16"}) {
+        const std::string message = load_edited(name, [](std::vector<Entry>&, Json&) {});
+        if (message == "skip") GTEST_SKIP() << "no golden " << name;
+        EXPECT_EQ(message, "") << name;
+    }
+}
+
+TEST(Int4Checkpoint, MissingZeroPointsAreNamed) {
+    const std::string message = load_edited(
+        "qwen3_awq", [](auto& entries, Json&) { drop_tensor(entries, "model.layers.1.mlp.up_proj.qzeros"); });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("missing tensor 'model.layers.1.mlp.up_proj.qzeros'"), std::string::npos) << message;
+}
+
+// desc_act false in the config but a g_idx that permutes the groups: act-order, refused by name.
+TEST(Int4Checkpoint, ActOrderGroupIndexIsRefused) {
+    const std::string message = load_edited("qwen3_gptq", [](auto& entries, Json&) {
+        for (Entry& e : entries) {
+            if (e.name != "model.layers.0.self_attn.q_proj.g_idx") continue;
+            int32_t first;
+            std::memcpy(&first, e.data.data(), 4);
+            first = 1;  // input 0 in group 1
+            std::memcpy(e.data.data(), &first, 4);
+        }
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("model.layers.0.self_attn.q_proj.g_idx"), std::string::npos) << message;
+    EXPECT_NE(message.find("act-order"), std::string::npos) << message;
+}
+
+TEST(Int4Checkpoint, PackedTensorsNeedTheirQuantizationConfig) {
+    const std::string message = load_edited("qwen3_w4a16", [](auto&, Json& config) {
+        std::erase_if(config.as_object(), [](const Json::Member& m) { return m.first == "quantization_config"; });
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("weight_packed"), std::string::npos) << message;
+    EXPECT_NE(message.find("quantization_config"), std::string::npos) << message;
+}
+
+TEST(Int4Checkpoint, WeightShapeMustAgreeWithTheConfig) {
+    const std::string message = load_edited("qwen3_w4a16", [](auto& entries, Json&) {
+        for (Entry& e : entries) {
+            if (e.name != "model.layers.2.self_attn.o_proj.weight_shape") continue;
+            const int64_t wrong[2] = {64, 64};
+            e.data.assign(reinterpret_cast<const char*>(wrong), sizeof wrong);
+        }
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("model.layers.2.self_attn.o_proj.weight_shape"), std::string::npos) << message;
+}
+
+// A group size that does not divide a projection's inputs (qwen3's K = 64 against groups of 128).
+TEST(Int4Checkpoint, GroupsThatDoNotDivideTheInputsAreNamed) {
+    const std::string message = load_edited("qwen3_gptq", [](auto&, Json& config) {
+        Json qc = *config.find("quantization_config");
+        qc.set("group_size", Json(int64_t{128}));
+        config.set("quantization_config", qc);
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("group size dividing the input features"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace pagoda::model

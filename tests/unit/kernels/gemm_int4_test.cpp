@@ -1,0 +1,115 @@
+// launch_linear_int4 against a naive double-precision reference that dequantises each weight on its own, (q - zero)
+// · scale of its group: group sizes from 2 to the whole row, zero points or the symmetric 8, the GEMV and GEMM paths,
+// several dequantisation chunks, strided operands, bias; and the dequantisation itself, exactly.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/cpu_kernels.h"
+
+namespace pagoda::kernels::cpu {
+namespace {
+
+struct RandomInt4 {
+    std::vector<uint8_t> bytes;  // [N, K/2]
+    std::vector<float> scales, zeros;
+    Int4Weight view;
+    int64_t K = 0;
+    float at(int64_t n, int64_t k) const {
+        const int q = (bytes[n * (K / 2) + k / 2] >> (4 * (k % 2))) & 0xF;
+        const int64_t g = n * view.groups + k / view.group_size;
+        return (static_cast<float>(q) - (zeros.empty() ? 8.0f : zeros[g])) * scales[g];
+    }
+};
+
+RandomInt4 random_weight(int64_t N, int64_t K, int64_t group, bool zero_points, std::mt19937& rng) {
+    RandomInt4 w;
+    w.K = K;
+    std::uniform_int_distribution<int> byte(0, 255), zero(0, 15);
+    std::uniform_real_distribution<float> scale(1e-3f, 2e-2f);
+    w.bytes.resize(N * K / 2);
+    for (auto& b : w.bytes)
+        b = static_cast<uint8_t>(byte(rng));
+    w.scales.resize(N * (K / group));
+    for (auto& s : w.scales)
+        s = scale(rng);
+    if (zero_points) {
+        w.zeros.resize(w.scales.size());
+        for (auto& z : w.zeros)
+            z = static_cast<float>(zero(rng));
+    }
+    w.view = {w.bytes.data(), K / 2, w.scales.data(), zero_points ? w.zeros.data() : nullptr, group, K / group};
+    return w;
+}
+
+void run_case(int64_t T, int64_t N, int64_t K, int64_t group, bool zero_points, bool bias, std::mt19937& rng) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    const int64_t xs = K + 3, ys = N + 5;  // padded row strides
+    std::vector<float> x(T * xs), y(T * ys, 123.0f);
+    std::vector<uint16_t> b(N);  // a bf16 bias, as qwen2's q/k/v
+    for (auto& v : x)
+        v = dist(rng);
+    for (auto& v : b)
+        v = f32_to_bf16(dist(rng));
+    const RandomInt4 w = random_weight(N, K, group, zero_points, rng);
+    LinearInt4Args a;
+    a.x = x.data(), a.x_stride = xs, a.w = w.view;
+    a.bias = bias ? b.data() : nullptr, a.bias_dtype = DType::BF16;
+    a.y = y.data(), a.y_stride = ys;
+    a.T = T, a.N = N, a.K = K;
+    launch_linear_int4(a);
+    for (int64_t t = 0; t < T; ++t) {
+        for (int64_t n = 0; n < N; ++n) {
+            double ref = bias ? bf16_to_f32(b[n]) : 0.0, mag = std::abs(ref);
+            for (int64_t k = 0; k < K; ++k) {
+                const double p = static_cast<double>(x[t * xs + k]) * w.at(n, k);
+                ref += p, mag += std::abs(p);
+            }
+            ASSERT_NEAR(y[t * ys + n], ref, 1e-5 * mag + 1e-6)
+                << "T=" << T << " N=" << N << " K=" << K << " group " << group << " t=" << t << " n=" << n;
+        }
+        for (int64_t n = N; n < ys; ++n)
+            ASSERT_EQ(y[t * ys + n], 123.0f) << "wrote past N";
+    }
+}
+
+TEST(LinearInt4, MatchesNaiveReference) {
+    std::mt19937 rng(21);
+    struct Case {
+        int64_t T, N, K, group;
+    };
+    const Case cases[] = {{1, 1, 2, 2},    {1, 72, 128, 32},    {3, 64, 128, 128}, {4, 200, 256, 64},
+                          {5, 33, 96, 96}, {37, 130, 384, 128}, {2, 8, 6, 2}};
+    for (const Case& c : cases) {
+        for (bool zero_points : {false, true}) {
+            run_case(c.T, c.N, c.K, c.group, zero_points, false, rng);
+            run_case(c.T, c.N, c.K, c.group, zero_points, true, rng);
+        }
+    }
+}
+
+// 8 MiB of f32 rows per chunk: 600 rows of K = 4096 take two chunks (the second ragged).
+TEST(LinearInt4, SeveralDequantisationChunks) {
+    std::mt19937 rng(22);
+    run_case(1, 600, 4096, 128, true, true, rng);
+    run_case(6, 600, 4096, 4096, false, false, rng);
+}
+
+TEST(DequantizeInt4, IsOneSubtractionAndOneProductPerWeight) {
+    std::mt19937 rng(23);
+    const int64_t N = 77, K = 320, n0 = 5, n1 = 70, os = K + 2;
+    const RandomInt4 w = random_weight(N, K, 64, true, rng);
+    std::vector<float> out((n1 - n0) * os, -7.0f);
+    launch_dequantize_int4({w.view, n0, n1, K, out.data(), os});
+    for (int64_t n = n0; n < n1; ++n) {
+        for (int64_t k = 0; k < K; ++k)
+            ASSERT_EQ(out[(n - n0) * os + k], w.at(n, k)) << "n=" << n << " k=" << k;
+        for (int64_t k = K; k < os; ++k)
+            ASSERT_EQ(out[(n - n0) * os + k], -7.0f) << "wrote past K";
+    }
+}
+
+}  // namespace
+}  // namespace pagoda::kernels::cpu

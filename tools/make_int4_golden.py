@@ -1,0 +1,294 @@
+#!/usr/bin/env python3
+"""INT4 golden checkpoints: tiny golden models (tests/golden/<name>) with their decoder-layer projections quantized to
+4 bits in the AWQ, GPTQ and compressed-tensors (W4A16) formats, packed by those formats' own tools, and the reference
+logits of each quantized checkpoint.
+
+Needs torch, transformers, accelerate, gptqmodel (transformers' AWQ and GPTQ loader, and the AWQ / GPTQ packers) and
+compressed-tensors; runs on the CPU.
+
+For every entry of SPECS it writes OUT/<name>/ from the source model tests/golden/<source>/:
+  config.json        the source's, plus the quantization_config the format's tool writes
+  model.safetensors  each decoder-layer projection (q/k/v/o, gate/up/down) as the format stores it; everything else
+                     (embedding, norms, q/k/v biases, lm_head) as the source stores it
+  logits.bin, hidden.bin, reference.json   as tools/make_tiny_models.py writes them (fp32 on the CPU)
+
+Quantization: round to nearest per group of inputs (min/max asymmetric with a zero point for AWQ and GPTQ sym=False,
+absmax symmetric for GPTQ sym=True and compressed-tensors), the scales rounded to the dtype the format stores first.
+(The formats' calibrating algorithms choose other scales; the packed layout and its dequantisation, which is what
+pagoda reads, are the same.) Packing, by the formats' own code:
+  awq         gptqmodel's AwqTorchLinear.pack (AutoAWQ's GEMM layout: qweight [K, N/8] in AWQ's interleaved order,
+              qzeros [K/group, N/8], scales F16 [K/group, N])
+  gptq        gptqmodel's TorchQuantLinear.pack, then its convert_gptq_v2_to_v1_format_module (the "gptq" checkpoint
+              format: qzeros stored as zero - 1), as GPTQModel.save writes it
+  w4a16       compressed-tensors' pack_to_int32 (weight_packed [N, K/8], q + 8), weight_scale [N, K/group] in the
+              model's dtype, weight_shape; the quantization_config from compressed-tensors' QuantizationConfig
+The reference is computed from each tool's own dequantisation of the stored tensors (AWQ: gptqmodel's dequantize_gemm,
+the AutoAWQ reference; GPTQ: TorchLinear.dequantize_weight; compressed-tensors: unpack_from_int32 and its dequantize), each product in the
+dtype of the stored scales as those functions compute it (F16 for AWQ/GPTQ, BF16 for compressed-tensors),
+put into the fp32 source model in place of each projection's weight; transformers' own loading of the same checkpoint
+(gptqmodel / compressed-tensors kernels) is run too and its distance to that reference recorded in reference.json.
+
+The prompt is the source model's; the greedy continuation is the quantized model's own.
+
+Usage: python3 tools/make_int4_golden.py OUT_DIR [name ...]   (then copy OUT/<name> to tests/golden/)
+"""
+import json
+import os
+import re
+import shutil
+import sys
+import time
+
+import numpy as np
+import torch
+import transformers
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_tiny_models as tiny  # noqa: E402
+from make_fp8_golden import to_torch  # noqa: E402
+
+GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
+
+# output name -> (source model, format, group size, symmetric)
+SPECS = {
+    "qwen3_awq": ("qwen3", "awq", 32, False),
+    "qwen3_gptq": ("qwen3", "gptq", 64, True),
+    "qwen2_gptq": ("qwen2", "gptq", 32, False),
+    "qwen3_w4a16": ("qwen3", "w4a16", 32, True),
+}
+
+QUANTIZED = re.compile(r"^model\.layers\.\d+\.(self_attn|mlp)\.\w+_proj\.weight$")
+
+
+def st_entry(t):
+    """A torch tensor as a (dtype, shape, bytes) safetensors entry."""
+    names = {torch.int32: "I32", torch.int64: "I64", torch.float16: "F16", torch.bfloat16: "BF16",
+             torch.float32: "F32"}
+    t = t.detach().contiguous().cpu()
+    raw = t.view(torch.int16) if t.dtype == torch.bfloat16 else t
+    return names[t.dtype], list(t.shape), raw.numpy().tobytes()
+
+
+def rtn(w, group, sym, scale_dtype):
+    """Round-to-nearest 4-bit codes of w [N, K] per group: (q [N, K] in 0..15, scales [N, G], zeros [N, G]) with
+    w ≈ (q - zero) · scale; symmetric: zero 8, scale = absmax / 7.5 (so that -8 · scale reaches -absmax' )."""
+    N, K = w.shape
+    g = w.view(N, K // group, group)
+    if sym:
+        scale = (g.abs().amax(-1) / 7.5).clamp(min=1e-8)
+        zero = torch.full_like(scale, 8.0)
+    else:
+        lo, hi = g.amin(-1).clamp(max=0), g.amax(-1).clamp(min=0)
+        scale = ((hi - lo) / 15).clamp(min=1e-8)
+    scale = scale.to(scale_dtype).float()  # quantize with the scale as stored
+    if not sym:
+        zero = torch.round(-lo / scale).clamp(0, 15)
+    q = torch.clamp(torch.round(g / scale[..., None]) + zero[..., None], 0, 15)
+    return q.view(N, K).to(torch.int32), scale, zero
+
+
+def dequantised(q, scale, zero, group):
+    return ((q.float() - zero.repeat_interleave(group, 1)) * scale.repeat_interleave(group, 1))
+
+
+# ---- the formats: each returns (stored tensors of the module, the weight its tool dequantises them to) ----------
+
+def pack_awq(module, w, group, sym):
+    from gptqmodel.nn_modules.qlinear.torch_awq import AwqTorchLinear
+    from gptqmodel.quantization.awq.utils.packing_utils import dequantize_gemm
+    N, K = w.shape
+    q, scale, zero = rtn(w, group, sym, torch.float16)
+    lin = torch.nn.Linear(K, N, bias=False)
+    lin.weight.data = dequantised(q, scale, zero, group)  # the pack's round() then gives q back exactly
+    ql = AwqTorchLinear(bits=4, group_size=group, sym=sym, desc_act=False, in_features=K, out_features=N, bias=False,
+                        register_buffers=False)
+    ql.pack(lin, scale.half(), zero.to(torch.int32))
+    stored = {module + "qweight": ql.qweight, module + "qzeros": ql.qzeros, module + "scales": ql.scales.half()}
+    ref = dequantize_gemm(ql.qweight, ql.qzeros, ql.scales.half(), 4, group).float().t()  # [K, N] -> [N, K]
+    check_codes(ref, q, scale, zero, group, module)
+    return stored, ref
+
+
+def pack_gptq(module, w, group, sym):
+    from gptqmodel.nn_modules.qlinear.torch import TorchLinear
+    from gptqmodel.quantization import QuantizeConfig
+    from gptqmodel.utils.model import convert_gptq_v2_to_v1_format_module
+    N, K = w.shape
+    q, scale, zero = rtn(w, group, sym, torch.float16)
+    lin = torch.nn.Linear(K, N, bias=False)
+    lin.weight.data = dequantised(q, scale, zero, group)
+    ql = TorchLinear(bits=4, group_size=group, sym=sym, desc_act=False, in_features=K, out_features=N,
+                          bias=False, register_buffers=False)
+    g_idx = torch.arange(K, dtype=torch.int32) // group
+    ql.pack(lin, scale.half(), zero.to(torch.int32), g_idx)
+    ref = ql.dequantize_weight().float().t()  # the module's own dequantisation of its (v2) buffers
+    check_codes(ref, q, scale, zero, group, module)
+    convert_gptq_v2_to_v1_format_module(ql, QuantizeConfig(bits=4, group_size=group, sym=sym, desc_act=False))
+    stored = {module + "qweight": ql.qweight, module + "qzeros": ql.qzeros, module + "scales": ql.scales.half(),
+              module + "g_idx": ql.g_idx.to(torch.int32)}
+    return stored, ref
+
+
+def pack_w4a16(module, w, group, sym):
+    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32, unpack_from_int32
+    from compressed_tensors.quantization import QuantizationArgs
+    from compressed_tensors.quantization.lifecycle.forward import dequantize
+    N, K = w.shape
+    q, scale, zero = rtn(w, group, True, torch.bfloat16)
+    signed = (q - 8).to(torch.int8)
+    packed = pack_to_int32(signed, 4)
+    unpacked = unpack_from_int32(packed, 4, torch.Size([N, K]))
+    args = QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=group)
+    ref = dequantize(unpacked, scale.to(torch.bfloat16), args=args).float()  # in the scale's dtype, as it loads
+    check_codes(ref, q, scale, zero, group, module)
+    stored = {module + "weight_packed": packed, module + "weight_scale": scale.to(torch.bfloat16),
+              module + "weight_shape": torch.tensor([N, K], dtype=torch.int64)}
+    return stored, ref
+
+
+def check_codes(ref, q, scale, zero, group, module):
+    """The tool's dequantisation of what it packed must be our codes' (q - zero) · scale (up to the rounding of the
+    product to the scales' 16-bit dtype)."""
+    want = dequantised(q, scale, zero, group)
+    err = float(((ref - want).abs() - 2.0 ** -8 * want.abs()).max())
+    if err > 1e-9:
+        raise AssertionError(f"{module}: the tool's dequantisation differs from the codes by {err}")
+
+
+PACKERS = {"awq": pack_awq, "gptq": pack_gptq, "w4a16": pack_w4a16}
+
+
+def quantization_config(fmt, group, sym):
+    if fmt == "awq":  # as AutoAWQ / GPTQModel write it for Qwen*-AWQ
+        return {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": not sym, "version": "gemm",
+                "modules_to_not_convert": None}
+    if fmt == "gptq":
+        return {"quant_method": "gptq", "bits": 4, "group_size": group, "sym": sym, "desc_act": False,
+                "checkpoint_format": "gptq", "true_sequential": True, "damp_percent": 0.01}
+    from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
+    scheme = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
+        num_bits=4, type="int", symmetric=True, strategy="group", group_size=group))
+    cfg = QuantizationConfig(config_groups={"group_0": scheme}, format="pack-quantized", ignore=["lm_head"],
+                             quantization_status="compressed")
+    out = cfg.model_dump(exclude_none=False) if hasattr(cfg, "model_dump") else cfg.dict()
+    out["quant_method"] = "compressed-tensors"
+    return json.loads(json.dumps(out, default=str))
+
+
+def make_one(name, out_root, log):
+    t0 = time.time()
+    source, fmt, group, sym = SPECS[name]
+    src = os.path.join(GOLDEN, source)
+    d = os.path.join(out_root, name)
+    os.makedirs(d, exist_ok=True)
+    files, tensors, meta = tiny.load_checkpoint(src)
+    out, refs = {}, {}
+    for n in sorted(tensors):
+        dtype, shape, data = tensors[n]
+        if not QUANTIZED.match(n):
+            out[n] = tensors[n]
+            continue
+        module = n[: -len("weight")]
+        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), group, sym)
+        for k, v in stored.items():
+            out[k] = st_entry(v)
+        refs[n] = ref
+    tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
+    cfg = json.load(open(os.path.join(src, "config.json")))
+    cfg["quantization_config"] = quantization_config(fmt, group, sym)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    if os.path.exists(os.path.join(src, "generation_config.json")):
+        shutil.copy(os.path.join(src, "generation_config.json"), d)
+
+    ref = json.load(open(os.path.join(src, "reference.json")))
+    kind = ref["model_type"]
+    tiny.cls = tiny.type_for(kind)
+    # The source model in fp32 with each projection's weight replaced by the tool's dequantisation.
+    model = tiny.type_for(kind).from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for n, w in refs.items():
+            params[n].copy_(w)
+    tiny.record_reference(model, d, name, kind, ref["prompt_ids"], log,
+                          f"fp32 on CPU: transformers {transformers.__version__}, the source model with each "
+                          f"projection's weight replaced by the {fmt} tool's dequantisation of the stored tensors")
+    drift = bf16_drift(src, d, kind, refs)
+    log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
+    note_transformers_load(d, kind, log, name)
+    log(f"{name}: {len(refs)} weights quantized ({fmt}, group {group}, {'symmetric' if sym else 'zero points'}), "
+        f"ok in {time.time() - t0:.1f}s, {tiny.dir_summary(d)}")
+
+
+def bf16_drift(src, d, kind, refs):
+    """transformers' bf16 forward of the same dequantised weights (the source model loaded in bf16, each projection's
+    weight the tool's dequantisation rounded to bf16) against the fp32 reference just recorded: the number from which
+    the CUDA golden test derives its bound, as bench/gpu/golden_bf16_drift.py records it for the bf16 goldens. Measured
+    on the CPU. Recorded in reference.json."""
+    ref_path = os.path.join(d, "reference.json")
+    ref = json.load(open(ref_path))
+    want = np.fromfile(os.path.join(d, "logits.bin"), dtype=np.float32).reshape(ref["logits_shape"])
+    model = tiny.type_for(kind).from_pretrained(src, dtype=torch.bfloat16, attn_implementation="eager").eval()
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for n, w in refs.items():
+            params[n].copy_(w.to(torch.bfloat16))
+        got = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0].float().numpy()
+    drift = float(np.abs(got - want).max())
+    ref["transformers_bf16_max_abs_diff"] = round(drift, 6)
+    ref["transformers_bf16_note"] = "measured on the CPU by tools/make_int4_golden.py (dequantised weights in bf16)"
+    with open(ref_path, "w") as f:
+        json.dump(ref, f, indent=1)
+    return drift
+
+
+def note_transformers_load(d, kind, log, name):
+    """transformers' own loading of the quantized checkpoint (its AWQ/GPTQ integration through gptqmodel, its
+    compressed-tensors integration decompressing), in fp32 where it allows: its logits' distance to the reference is
+    recorded; an error loading is recorded instead."""
+    ref_path = os.path.join(d, "reference.json")
+    ref = json.load(open(ref_path))
+    want = np.fromfile(os.path.join(d, "logits.bin"), dtype=np.float32).reshape(ref["logits_shape"])
+    try:
+        kwargs = {}
+        if "w4a16" in name:
+            from transformers import CompressedTensorsConfig
+            kwargs["quantization_config"] = CompressedTensorsConfig(run_compressed=False)
+        model = tiny.type_for(kind).from_pretrained(d, dtype=torch.float32, device_map="cpu", **kwargs).eval()
+        dtype = str(next(p for p in model.parameters() if p.is_floating_point()).dtype)
+        with torch.no_grad():
+            got = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0].float().numpy()
+        ref["transformers_load_max_abs_diff"] = round(float(np.abs(got - want).max()), 6)
+        ref["transformers_load_note"] = f"transformers.from_pretrained of this checkpoint on the CPU (first float " \
+                                        f"parameter {dtype})"
+        log(f"{name}: transformers' own load of the checkpoint: max |Δ| {ref['transformers_load_max_abs_diff']}")
+    except Exception as e:  # noqa: BLE001
+        ref["transformers_load_error"] = repr(e)[:400]
+        log(f"{name}: transformers could not load the checkpoint here: {repr(e)[:200]}")
+    with open(ref_path, "w") as f:
+        json.dump(ref, f, indent=1)
+
+
+def main():
+    out_root = sys.argv[1]
+    names = sys.argv[2:] or list(SPECS)
+    os.makedirs(out_root, exist_ok=True)
+    torch.set_num_threads(2)
+    logf = open(os.path.join(out_root, "make_int4_golden.log"), "a")
+
+    def log(msg):
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    import compressed_tensors
+    import gptqmodel
+    log(f"torch {torch.__version__} transformers {transformers.__version__} gptqmodel {gptqmodel.__version__} "
+        f"compressed-tensors {compressed_tensors.__version__}")
+    for name in names:
+        make_one(name, out_root, log)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
