@@ -121,13 +121,14 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     request.params = cr.params;
     request.priority = cr.priority;
     request.cache_salt = cr.cache_salt;
-    // A forced tool choice in the hermes format is generated under the call grammar, so the output holds a call.
-    if (job->tool_policy.forced && tool_parser == chat::ToolParserKind::kHermes) {
+    // A forced tool choice is generated under the grammar of the parser's call format, so the output holds a call.
+    if (job->tool_policy.forced && tool_parser) {
         if (cr.structured)
             return send_error(x, ApiError::bad_request("a forced 'tool_choice' cannot be combined with structured "
                                                        "output (response_format, structured_outputs, guided_*)",
                                                        "tool_choice"));
-        auto compiled = ctx.grammars.compile_tool_calls(job->tools, job->tool_policy.parallel);
+        auto compiled = ctx.grammars.compile_tool_calls(job->tools, job->tool_policy.parallel,
+                                                        *tool_parser == chat::ToolParserKind::kQwen3Coder);
         if (auto* err = std::get_if<ApiError>(&compiled)) return send_error(x, *err);
         request.params.grammar = std::get<0>(std::move(compiled));
     }
