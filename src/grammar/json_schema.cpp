@@ -390,6 +390,9 @@ class SchemaCompiler {
         std::vector<bool> is_required;
         if (props) {
             for (const auto& [key, sub] : props->as_object()) {
+                if (!sub.is_object() && !sub.is_bool())
+                    fail("'properties' entry '" + key + "' must be a schema (an object or a boolean), got " +
+                         Json::type_name(sub.type()));
                 members.push_back(seq({lit(Json(key).dump() + ":"), compile(sub, name + "-" + key, depth + 1)}));
                 is_required.push_back(required.erase(key) > 0);
             }

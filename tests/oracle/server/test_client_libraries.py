@@ -19,6 +19,7 @@ import typing
 import pytest
 
 from test_openai_sdk import Server, demo_dir  # noqa: F401  (fixture)
+from test_responses_api import script_server  # noqa: F401  (fixture: the scripted call turn, then the answer)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm fetches its cost map at import otherwise
 
@@ -26,9 +27,6 @@ openai = pytest.importorskip("openai")
 pydantic = pytest.importorskip("pydantic")
 jsonschema = pytest.importorskip("jsonschema")
 
-CALL_TURN = ('<think>\nThe user wants the weather.\n</think>\n\n<tool_call>\n'
-             '{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>')
-ANSWER_TURN = "<think>\nThe tool answered.\n</think>\n\nIt is sunny in Paris."
 PERSON_JSON = '{"name": "Ada", "age": 36}'
 
 # A tool whose arguments a random-weight model can finish quickly under the grammar (no free strings).
@@ -67,12 +65,8 @@ def demo(demo_dir):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def scripted(demo_dir):  # noqa: F811
-    s = Server([str(demo_dir), "--served-model-name", "scripted", "--x-test-generator-text", CALL_TURN,
-                "--x-test-generator-text", ANSWER_TURN, "--reasoning-parser", "qwen3", "--enable-auto-tool-choice",
-                "--tool-call-parser", "hermes"])
-    yield s
-    assert s.stop() == 0
+def scripted(script_server):  # noqa: F811
+    return script_server  # a hermes call, then "It is sunny in Paris." once the tool answered
 
 
 @pytest.fixture(scope="module")

@@ -178,7 +178,8 @@ TEST(JsonSchema, RefusalsNameTheKeyword) {
           Bad{R"({"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false})", "required"},
           Bad{R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "allOf"},
           Bad{R"({"type":"string","oneOf":[{"maxLength":2},{"minLength":5}]})", "'oneOf' beside other keywords"},
-          Bad{R"(false)", "false"}, Bad{R"(3)", "schema must be"}}) {
+          Bad{R"({"properties":{"$comment":"a note"}})", "'properties' entry '$comment'"}, Bad{R"(false)", "false"},
+          Bad{R"(3)", "schema must be"}}) {
         auto schema = Json::parse(b.schema);
         ASSERT_TRUE(schema.ok()) << b.schema;
         auto r = json_schema_grammar(*schema);
