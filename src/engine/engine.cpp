@@ -31,6 +31,7 @@ struct RequestState : SequenceGroup {
     int32_t prompt_logprobs_done = 0;  // prompt positions whose row was turned into prompt logprobs
     Usage usage;
     std::vector<grammar::GrammarMatcher> matchers;  // structured output: one per choice; empty without a grammar
+    std::vector<uint8_t> grammar_waiting;           // per choice: the grammar_after_token was not generated yet
     int64_t touched_step = -1;
     bool scheduled = false;  // its first chunk was put into a step (RequestTimes::scheduled is set)
 };
@@ -335,14 +336,18 @@ void Engine::Impl::build_batch() {
 // helper thread while the forward runs (StepInput::await_sampling_inputs).
 void Engine::Impl::fill_grammar_masks() {
     size_t rows = 0;
+    // A choice whose grammar waits for the end of its reasoning draws from the whole vocabulary.
+    auto constrained = [](const RequestState& r, int32_t index) {
+        return !r.matchers.empty() && !r.grammar_waiting[static_cast<size_t>(index)];
+    };
     for (const Sequence* s : sampled_seqs)
-        rows += !owner(*s).matchers.empty();
+        rows += constrained(owner(*s), s->index);
     if (rows == 0) return;
     grammar_masks.begin_step(rows);
     size_t row = 0;
     for (size_t k = 0; k < sampled_seqs.size(); ++k) {
         RequestState& r = owner(*sampled_seqs[k]);
-        if (r.matchers.empty()) continue;
+        if (!constrained(r, sampled_seqs[k]->index)) continue;
         grammar_masks.add(row, &r.matchers[sampled_seqs[k]->index]);
         sampling[k].allowed_tokens = grammar_masks.mask(row++);
     }
@@ -437,7 +442,9 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
         }
         // EOS and stop ids end the choice (or, with ignore_eos, leave the grammar where it ended).
         const bool ends = contains(p.stop_token_ids, tok) || contains(config.eos_token_ids, tok);
-        if (!r.matchers.empty() && !ends && !r.matchers[s.index].accept_token(tok)) {
+        if (!r.matchers.empty() && r.grammar_waiting[static_cast<size_t>(s.index)]) {
+            r.grammar_waiting[static_cast<size_t>(s.index)] = tok != *p.grammar_after_token;
+        } else if (!r.matchers.empty() && !ends && !r.matchers[s.index].accept_token(tok)) {
             // The mask keeps this from happening; a runner that ignored it must not make the engine crash.
             finish_choice(r, s, FinishReason::kAbort,
                           "structured output: token " + std::to_string(tok) + " does not follow the grammar", -1);
@@ -562,6 +569,7 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request request) {
         r->matchers.reserve(p.n);
         for (int32_t i = 0; i < p.n; ++i)
             r->matchers.emplace_back(p.grammar);
+        r->grammar_waiting.assign(static_cast<size_t>(p.n), p.grammar_after_token.has_value());
     }
     for (int32_t i = 0; i < p.n; ++i) {
         Sequence& s = r->seqs[i];

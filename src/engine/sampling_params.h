@@ -59,6 +59,9 @@ struct SamplingParams {
     // distribution, as vLLM's are; EOS is allowed only where the grammar may end. Shared by requests with the same
     // grammar (its mask cache is shared too).
     std::shared_ptr<const grammar::CompiledGrammar> grammar;
+    // Reasoning models: the grammar applies only after this token (Qwen's </think>) has been generated; before it
+    // the output is free (vLLM's reasoning-aware structured output). Unset: from the first token.
+    std::optional<int32_t> grammar_after_token;
 
     // Number of top log-probabilities per prompt token. A request that asks for them bypasses the prefix cache,
     // since cached tokens produce no logits.

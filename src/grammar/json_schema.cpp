@@ -39,6 +39,15 @@ constexpr const char* kUnsupported[] = {"patternProperties",
 
 constexpr int kMaxDepth = 64;
 
+// Keywords that describe without constraining (the specification's annotations, SchemaStore's editor hints,
+// "x-" extensions): an allOf branch made of them and object keywords still merges.
+bool is_annotation(std::string_view k) {
+    for (const char* a : {"title", "description", "markdownDescription", "$comment", "$schema", "$id", "id", "default",
+                          "examples", "deprecated", "readOnly", "writeOnly"})
+        if (k == a) return true;
+    return k.rfind("x-", 0) == 0;
+}
+
 struct SchemaError {
     std::string message;
 };
@@ -190,9 +199,22 @@ class SchemaCompiler {
             if (const Json* list = s.find(key)) {
                 if (!list->is_array() || list->as_array().empty())
                     fail(std::string("'") + key + "' must be a non-empty array");
+                // Keywords beside anyOf/oneOf apply to every branch (SchemaStore writes "type", "properties" and
+                // "required" next to a oneOf of "required" lists): each branch becomes allOf[siblings, branch].
+                Json siblings = Json::object();
+                bool constrained = false;
+                for (const auto& [k, v] : s.as_object()) {
+                    if (k == key) continue;
+                    siblings.set(k, v);
+                    constrained = constrained || !(is_annotation(k) || k == "$defs" || k == "definitions");
+                }
                 std::vector<Expr> alts;
                 for (const Json& sub : list->as_array())
-                    alts.push_back(compile(sub, name, depth + 1));
+                    alts.push_back(constrained
+                                       ? compile(merge_all_of(Json::object(), Json::array({siblings, sub}),
+                                                              std::string("'") + key + "' beside other keywords"),
+                                                 name, depth + 1)
+                                       : compile(sub, name, depth + 1));
                 return alt(std::move(alts));
             }
         }
@@ -226,7 +248,8 @@ class SchemaCompiler {
 
     // allOf: the object schemas (after $ref) merged into one: properties and required joined, the strictest
     // additionalProperties kept. Anything else cannot be intersected here.
-    Json merge_all_of(const Json& s, const Json& all) {
+    // `what` names the construct in errors: allOf itself, or anyOf/oneOf whose sibling keywords are merged.
+    Json merge_all_of(const Json& s, const Json& all, const std::string& what = "'allOf'") {
         if (!all.is_array() || all.as_array().empty()) fail("'allOf' must be a non-empty array");
         Json merged = Json::object();
         for (const auto& [k, v] : s.as_object())
@@ -240,7 +263,7 @@ class SchemaCompiler {
                 if (!r->is_string()) fail("'$ref' must be a string");
                 part = &resolve(r->as_string());
             }
-            if (!part->is_object()) fail("'allOf' entries must be schemas");
+            if (!part->is_object()) fail(what + " entries must be schemas");
             for (const auto& [k, v] : part->as_object()) {
                 if (k == "properties" && v.is_object()) {
                     for (const auto& [pk, pv] : v.as_object())
@@ -248,13 +271,13 @@ class SchemaCompiler {
                 } else if (k == "required" && v.is_array()) {
                     for (const Json& r : v.as_array())
                         required.push_back(r);
-                } else if (k == "type" || k == "additionalProperties" || k == "title" || k == "description" ||
-                           k == "$defs" || k == "definitions") {
+                } else if (k == "type" || k == "additionalProperties" || k == "$defs" || k == "definitions" ||
+                           is_annotation(k)) {
                     if (k == "type" && !(v.is_string() && v.as_string() == "object"))
-                        fail("'allOf' is supported only for object schemas");
+                        fail(what + " is supported only for object schemas");
                     if (k == "additionalProperties" && !merged.find(k)) merged.set(k, v);
                 } else {
-                    fail("'allOf' is supported only for object schemas (found '" + k + "')");
+                    fail(what + " is supported only for object schemas (found '" + k + "')");
                 }
             }
         }
@@ -367,12 +390,20 @@ class SchemaCompiler {
         std::vector<bool> is_required;
         if (props) {
             for (const auto& [key, sub] : props->as_object()) {
+                if (!sub.is_object() && !sub.is_bool())
+                    fail("'properties' entry '" + key + "' must be a schema (an object or a boolean), got " +
+                         Json::type_name(sub.type()));
                 members.push_back(seq({lit(Json(key).dump() + ":"), compile(sub, name + "-" + key, depth + 1)}));
                 is_required.push_back(required.erase(key) > 0);
             }
         }
         if (!required.empty() && !extra_value)
             fail("'required' names '" + *required.begin() + "', which 'properties' does not define");
+        // Required names that 'properties' leaves out are extra members that must be there.
+        for (const std::string& key : required) {
+            members.push_back(seq({lit(Json(key).dump() + ":"), *extra_value}));
+            is_required.push_back(true);
+        }
 
         // rest(i, first): members i.. with `first` telling whether none was written yet (no comma before the next).
         const std::string base = fresh(name);

@@ -46,6 +46,14 @@ std::optional<chat::ToolParserKind> choose_tools(const ServiceConfig& config, co
     return tool_parser;
 }
 
+// Will the model think first? With a reasoning parser, unless chat_template_kwargs.enable_thinking is false or the
+// rendered prompt already closed the thinking block.
+bool thinks_first(const ServiceConfig& config, const Json& kwargs, const std::string& prompt) {
+    const Json* thinking = kwargs.find("enable_thinking");
+    return config.reasoning_parser && !(thinking && thinking->is_bool() && !thinking->as_bool()) &&
+           !chat::prompt_closes_reasoning(prompt);
+}
+
 // The last message's content, when it is a string (echo and continue_final_message use it).
 const std::string* last_content(const ChatRequest& cr) {
     const Json* content = cr.messages.as_array().back().find("content");
@@ -121,25 +129,28 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     request.params = cr.params;
     request.priority = cr.priority;
     request.cache_salt = cr.cache_salt;
-    // A forced tool choice in the hermes format is generated under the call grammar, so the output holds a call.
-    if (job->tool_policy.forced && tool_parser == chat::ToolParserKind::kHermes) {
+    // A forced tool choice is generated under the grammar of the parser's call format, so the output holds a call.
+    if (job->tool_policy.forced && tool_parser) {
         if (cr.structured)
             return send_error(x, ApiError::bad_request("a forced 'tool_choice' cannot be combined with structured "
                                                        "output (response_format, structured_outputs, guided_*)",
                                                        "tool_choice"));
-        auto compiled = x.model->grammars.compile_tool_calls(job->tools, job->tool_policy.parallel);
+        auto compiled = x.model->grammars.compile_tool_calls(job->tools, job->tool_policy.parallel,
+                                                             *tool_parser == chat::ToolParserKind::kQwen3Coder);
         if (auto* err = std::get_if<ApiError>(&compiled)) return send_error(x, *err);
         request.params.grammar = std::get<0>(std::move(compiled));
     }
+    // A thinking model's reasoning is free; its grammar starts after </think> (vLLM's reasoning-aware structured
+    // output), so a schema or a forced call constrains the answer, not the thought.
+    const bool thinking = thinks_first(ctx.config, kwargs, prompt_text);
+    if (request.params.grammar && thinking) request.params.grammar_after_token = x.model->tokenizer.token_to_id("</think>");
     request.lora_id = target->id;
     request.lora_hold = target->hold;
 
     chat::OutputParserOptions& parser_options = job->parser_options;
     if (ctx.config.reasoning_parser && cr.include_reasoning) {
         chat::ReasoningOptions ro;
-        const Json* thinking = kwargs.find("enable_thinking");
-        ro.thinking_enabled =
-            !(thinking && thinking->is_bool() && !thinking->as_bool()) && !chat::prompt_closes_reasoning(prompt_text);
+        ro.thinking_enabled = thinking;
         parser_options.reasoning = ro;
     }
     parser_options.tool_parser = tool_parser;

@@ -325,8 +325,9 @@ void CompletionJob::observe_request_end(size_t s, const engine::RequestTimes& t)
     metrics->observe_request(l, n, max_generated);
 }
 
-// A forced tool_choice (required or named) whose output holds no call: nothing enforced the format, so the
-// request fails rather than come back as an answer without the call the client asked for.
+// A forced tool_choice (required or named) whose output holds no complete call: the grammar keeps the output in the
+// call format, so this is a call cut off by max_tokens (or a format no grammar is built for); the request fails
+// rather than come back as an answer without the call the client asked for.
 ApiError CompletionJob::missing_tool_call_error() const {
     return ApiError{
         422,
@@ -334,8 +335,7 @@ ApiError CompletionJob::missing_tool_call_error() const {
             (tool_policy.function_name.empty() ? std::string("'required'") : "'" + tool_policy.function_name + "'") +
             ": the model's output holds no valid call" +
             (tool_policy.function_name.empty() ? "" : " to that function") +
-            " (pagoda has no guided decoding yet, so the format is asked of the model, not forced); "
-            "retry, or use tool_choice 'auto'",
+            " (was it cut off by max_tokens?); raise max_tokens, or use tool_choice 'auto'",
         "UnprocessableEntityError", "tool_choice"};
 }
 

@@ -228,9 +228,10 @@ GrammarCompiler::Compiled GrammarCompiler::compile(const StructuredOutputRequest
     });
 }
 
-GrammarCompiler::Compiled GrammarCompiler::compile_tool_calls(const Json& tools, bool parallel) {
-    return cached(std::string(parallel ? "T" : "t") + tools.dump(), "tools",
-                  [&] { return hermes_tool_call_grammar(tools, parallel); });
+GrammarCompiler::Compiled GrammarCompiler::compile_tool_calls(const Json& tools, bool parallel, bool xml) {
+    return cached(std::string(xml ? "x" : "h") + (parallel ? "T" : "t") + tools.dump(), "tools", [&] {
+        return xml ? xml_tool_call_grammar(tools, parallel) : hermes_tool_call_grammar(tools, parallel);
+    });
 }
 
 GrammarCompiler::Compiled GrammarCompiler::cached(const std::string& key, const std::string& param,

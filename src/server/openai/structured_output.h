@@ -34,8 +34,9 @@ class GrammarCompiler {
 
     // The compiled grammar for `request`, or a 400 saying what in the schema, regex or grammar cannot be used.
     Compiled compile(const StructuredOutputRequest& request);
-    // A forced tool call in the hermes format over `tools` (tool_call_grammar.h).
-    Compiled compile_tool_calls(const Json& tools, bool parallel);
+    // A forced tool call over `tools` in the hermes format, or the qwen3_coder XML one when `xml`
+    // (tool_call_grammar.h).
+    Compiled compile_tool_calls(const Json& tools, bool parallel, bool xml);
 
   private:
     Compiled cached(const std::string& key, const std::string& param,

@@ -1,7 +1,7 @@
-// What a chat request's tool_choice and parallel_tool_calls mean for the calls the model's output holds. pagoda has no
-// grammar engine (vLLM forces "required" and named choices with guided decoding), so a forced choice is asked of the
-// model (the tools are rendered; a named choice renders that tool only), the calls it made are filtered here, and an
-// output without a call is reported as an error instead of being passed off as an answer.
+// What a chat request's tool_choice and parallel_tool_calls mean for the calls the model's output holds. A forced
+// choice ("required" or a named function) is generated under the grammar of the call format (tool_call_grammar.h);
+// the calls are still filtered here (a named choice keeps that function's calls), and an output without a complete
+// call (cut off by max_tokens) is reported as an error instead of being passed off as an answer.
 #pragma once
 
 #include <string>

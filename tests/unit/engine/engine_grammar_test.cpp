@@ -123,6 +123,30 @@ TEST_P(EngineGrammar, EveryChoiceFollowsTheGrammar) {
     }
 }
 
+// Reasoning: the output is free until grammar_after_token (</think> in the server), the grammar holds after it. A
+// bias makes that token the first draw; the grammar would never allow it ('z' is not in the regex).
+TEST_P(EngineGrammar, TheGrammarStartsAfterItsToken) {
+    EngineConfig c = config();
+    FakeModelRunner runner(kVocab, c.num_kv_blocks, c.block_size, 0);
+    runner.samples_on_runner = GetParam();
+    auto engine = Engine::create(c, runner);
+    ASSERT_TRUE(engine.ok());
+    constexpr int32_t kThinkEnd = 26;  // "z"
+    Request r;
+    r.prompt_tokens = {3, 4, 5};
+    r.params.n = 2;
+    r.params.max_tokens = 60;
+    r.params.grammar = regex("(ab|c|dd)+e");
+    r.params.grammar_after_token = kThinkEnd;
+    r.params.logit_bias = {{kThinkEnd, 100.0f}};
+    for (Choice ch : run(**engine, r)) {
+        ASSERT_FALSE(ch.tokens.empty());
+        EXPECT_EQ(ch.tokens.front(), kThinkEnd) << "the free part drew the biased token";
+        ch.tokens.erase(ch.tokens.begin());
+        check(r.params.grammar, ch, false);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuAndRunnerSampling, EngineGrammar, ::testing::Bool());
 
 // An engine over the fake model, for the tests below.

@@ -139,6 +139,25 @@ TEST(JsonSchema, AllOfOfObjectsIsMerged) {
     expect(compile_schema(R"({"allOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
                                         {"properties":{"b":{"type":"string"}},"required":["b"]}]})"),
            {R"({"a":1,"b":"x"})"}, {R"({"a":1})", R"({"b":"x"})"});
+    // Annotations in a branch (SchemaStore writes $schema, markdownDescription, x- hints there) do not stop it.
+    expect(compile_schema(R"({"allOf":[{"$schema":"http://json-schema.org/draft-07/schema#","$comment":"c",
+                                        "markdownDescription":"d","x-intellij-html-description":"e",
+                                        "properties":{"a":{"type":"integer"}},"required":["a"]}]})"),
+           {R"({"a":1})"}, {R"({})", R"({"a":"x"})"});
+}
+
+TEST(JsonSchema, RequiredNamesOutsidePropertiesAreExtraMembersThatMustBeThere) {
+    expect(compile_schema(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["b"],
+                              "additionalProperties":{"type":"boolean"}})"),
+           {R"({"b":true})", R"({"a":1,"b":false})", R"({"a":1,"b":true,"c":false})"},
+           {R"({})", R"({"a":1})", R"({"b":1})"});
+}
+
+TEST(JsonSchema, KeywordsBesideOneOfApplyToEveryBranch) {
+    expect(compile_schema(R"({"type":"object","properties":{"id":{"type":"integer"},"a":{"type":"string"},
+                              "b":{"type":"string"}},"required":["id"],"oneOf":[{"required":["a"]},{"required":["b"]}]})"),
+           {R"({"id":1,"a":"x"})", R"({"id":1,"b":"x"})", R"({"id":1,"a":"x","b":"y"})"},
+           {R"({"a":"x"})", R"({"id":1})", R"({"":"x"})"});
 }
 
 TEST(JsonSchema, RefusalsNameTheKeyword) {
@@ -157,7 +176,9 @@ TEST(JsonSchema, RefusalsNameTheKeyword) {
           Bad{R"({"type":"string","maxLength":1,"minLength":2})", "maxLength"},
           Bad{R"({"type":"integer","minimum":5,"maximum":1})", "minimum"},
           Bad{R"({"type":"object","properties":{"a":{}},"required":["b"],"additionalProperties":false})", "required"},
-          Bad{R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "allOf"}, Bad{R"(false)", "false"},
+          Bad{R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "allOf"},
+          Bad{R"({"type":"string","oneOf":[{"maxLength":2},{"minLength":5}]})", "'oneOf' beside other keywords"},
+          Bad{R"({"properties":{"$comment":"a note"}})", "'properties' entry '$comment'"}, Bad{R"(false)", "false"},
           Bad{R"(3)", "schema must be"}}) {
         auto schema = Json::parse(b.schema);
         ASSERT_TRUE(schema.ok()) << b.schema;
