@@ -21,6 +21,7 @@
 #include "cli/command.h"
 #include "cli/serve_lora_flags.h"
 #include "cli/serve_ops.h"
+#include "cli/serve_task.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "dist/tcp_channel.h"
@@ -92,8 +93,6 @@ const RefusedFlag kRefused[] = {
     {"enable-sleep-mode", false, "", "sleep mode is not supported"},
     {"tokenizer", true, "", "the tokenizer is read from MODEL_DIR; a separate tokenizer is not supported yet"},
     {"pooler-config", true, "", "pooling models are not supported"},
-    {"task", true, "generate", "only text generation is supported"},
-    {"runner", true, "generate", "only text generation is supported"},
     {"structured-outputs-config", true, "", "structured output is not supported yet"},
 };
 
@@ -378,7 +377,8 @@ cli::ArgParser make_serve_parser() {
     cli::ArgParser p(
         "pagoda serve MODEL_DIR [--host H] [--port P] [--served-model-name NAME ...] [flags]",
         "Serves the model in MODEL_DIR over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions,\n"
-        "/v1/models, /tokenize, /detokenize, /health, /ping, /version, /metrics). Flags follow vLLM's names; vLLM\n"
+        "/v1/models, /tokenize, /detokenize, /health, /ping, /version, /metrics; an embedding model /v1/embeddings,\n"
+        "a reranker /v1/score and /v1/rerank: see --task). Flags follow vLLM's names; vLLM\n"
         "flags that do not apply are ignored with a warning when harmless and refused when they would change the\n"
         "results. SIGINT/SIGTERM: /health and new requests get 503, in-flight requests finish (up to\n"
         "--shutdown-timeout; a second signal stops waiting), exit 0. SIGHUP re-reads --api-keys-file and reopens\n"
@@ -433,6 +433,7 @@ cli::ArgParser make_serve_parser() {
     p.add_option("scheduling-policy", "POLICY", "fcfs | priority");
     p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
     cli::add_lora_flags(p);
+    cli::add_task_flags(p);
     p.add_option("tensor-parallel-size", "N",
                  "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
     p.add_option("nnodes", "M",
@@ -574,6 +575,7 @@ Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<T
     o.tool_call_parser = p.get("tool-call-parser");
     PAGODA_RETURN_IF_ERROR(http_options_from(p, o.http));
     PAGODA_RETURN_IF_ERROR(service_config_from(p, o.model_dir, o.service));
+    PAGODA_ASSIGN_OR_RETURN(o.service.task, cli::serve_task_from(p, o.model_dir));
     std::vector<std::string> allowed_ips;
     if (auto v = p.get("allowed-ips")) {
         PAGODA_ASSIGN_OR_RETURN(allowed_ips, parse_list("allowed-ips", *v));
@@ -648,6 +650,7 @@ Result<ServiceParts> build_service_parts(const ServeOptions& o) {
         if (!j.ok()) return j.status().with_context(path);
         parts.config.tokenizer_config = std::move(j).value();
     }
+    PAGODA_RETURN_IF_ERROR(cli::apply_task(o.service.task, parts.tokenizer, o.model_dir, parts.config));
     PAGODA_ASSIGN_OR_RETURN(parts.chat_template, load_chat_template(o, parts.config.tokenizer_config));
     if (o.tool_call_parser) {
         if (*o.tool_call_parser == "auto") {
