@@ -7,6 +7,7 @@
 // apply, as in vLLM's example: docs/serving.md gives it.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 
 #include "server/openai/json_fields.h"
@@ -83,16 +84,29 @@ void score_pairs(ServiceContext& ctx, Exchange x, const std::vector<std::string>
                       });
 }
 
-// Both endpoints' common fields: the model (checked) and vLLM's truncate_prompt_tokens.
-std::optional<ApiError> check_common(ServiceContext& ctx, const Exchange& x, Fields& f, std::string& model,
-                                     std::optional<int64_t>& truncate) {
-    if (auto v = f.string("model")) model = *v;
-    truncate = f.integer("truncate_prompt_tokens", -1, std::numeric_limits<int32_t>::max());
-    if (truncate == 0) f.fail("'truncate_prompt_tokens' must be -1 or positive", "truncate_prompt_tokens");
+// The body of a request to a scoring endpoint, or nullopt after answering (a model served for another task, bad JSON).
+std::optional<Json> score_body(ServiceContext& ctx, const Exchange& x) {
+    if (auto err = check_task(ctx, ModelTask::kScore, x.request.path)) {
+        send_error(x, *err);
+        return std::nullopt;
+    }
+    return parse_json_body(x);
+}
+
+// Both endpoints' common fields: the model (checked; empty: the default) and vLLM's truncate_prompt_tokens.
+struct CommonFields {
+    std::string model;
+    std::optional<int64_t> truncate;
+};
+
+std::optional<ApiError> check_common(ServiceContext& ctx, const Exchange& x, Fields& f, CommonFields& c) {
+    if (auto v = f.string("model")) c.model = *v;
+    c.truncate = f.integer("truncate_prompt_tokens", -1, std::numeric_limits<int32_t>::max());
+    if (c.truncate == 0) f.fail("'truncate_prompt_tokens' must be -1 or positive", "truncate_prompt_tokens");
     if (f.error) return f.error;
-    if (!ctx.serves_model(model)) return unknown_model(model);
-    if (auto err = check_tenant_model(ctx, x, model)) return err;
-    if (model.empty()) model = ctx.config.served_model_names.front();
+    if (!ctx.serves_model(c.model)) return unknown_model(c.model);
+    if (auto err = check_tenant_model(ctx, x, c.model)) return err;
+    if (c.model.empty()) c.model = ctx.config.served_model_names.front();
     return std::nullopt;
 }
 
@@ -105,16 +119,14 @@ Json usage_json(int64_t prompt_tokens) {
 }  // namespace
 
 void handle_score(ServiceContext& ctx, Exchange x) {
-    if (auto err = check_task(ctx, ModelTask::kScore, x.request.path)) return send_error(x, *err);
-    auto body = parse_json_body(x);
+    auto body = score_body(ctx, x);
     if (!body) return;
     Fields f(*body);
-    std::string model;
-    std::optional<int64_t> truncate;
+    CommonFields common;
     std::vector<std::string> a, b;
     parse_texts(f, "text_1", a);
     parse_texts(f, "text_2", b);
-    if (auto err = check_common(ctx, x, f, model, truncate)) return send_error(x, *err);
+    if (auto err = check_common(ctx, x, f, common)) return send_error(x, *err);
     // One to one, or one text_1 against every text_2 (vLLM's rule).
     if (a.size() != 1 && a.size() != b.size())
         return send_error(x, ApiError::bad_request("'text_1' must hold one text or as many as 'text_2' (" +
@@ -125,8 +137,8 @@ void handle_score(ServiceContext& ctx, Exchange x) {
         pairs.push_back({a.size() == 1 ? 0 : i, i});
     const int64_t created = unix_seconds();
     score_pairs(
-        ctx, std::move(x), a, b, pairs, truncate,
-        [model, created](const Exchange& x, const std::vector<double>& scores, int64_t tokens) {
+        ctx, std::move(x), a, b, pairs, common.truncate,
+        [model = common.model, created](const Exchange& x, const std::vector<double>& scores, int64_t tokens) {
             Json data = Json::array();
             for (size_t i = 0; i < scores.size(); ++i)
                 data.push_back(json_object(
@@ -143,26 +155,24 @@ void handle_score(ServiceContext& ctx, Exchange x) {
 }
 
 void handle_rerank(ServiceContext& ctx, Exchange x) {
-    if (auto err = check_task(ctx, ModelTask::kScore, x.request.path)) return send_error(x, *err);
-    auto body = parse_json_body(x);
+    auto body = score_body(ctx, x);
     if (!body) return;
     Fields f(*body);
-    std::string model;
-    std::optional<int64_t> truncate;
+    CommonFields common;
     std::vector<std::string> query, documents;
     if (const Json* q = f.get("query"); q && !q->is_string()) f.wrong_type("query", "a string", *q);
     parse_texts(f, "query", query);
     parse_texts(f, "documents", documents);
     const int64_t top_n = f.integer("top_n", 0, std::numeric_limits<int32_t>::max()).value_or(0);
     const bool return_documents = f.boolean("return_documents").value_or(true);
-    if (auto err = check_common(ctx, x, f, model, truncate)) return send_error(x, *err);
+    if (auto err = check_common(ctx, x, f, common)) return send_error(x, *err);
     std::vector<Pair> pairs;
     for (size_t i = 0; i < documents.size(); ++i)
         pairs.push_back({0, i});
     score_pairs(
-        ctx, std::move(x), query, documents, pairs, truncate,
-        [model, documents, top_n, return_documents](const Exchange& x, const std::vector<double>& scores,
-                                                    int64_t tokens) {
+        ctx, std::move(x), query, documents, pairs, common.truncate,
+        [model = common.model, documents, top_n, return_documents](const Exchange& x, const std::vector<double>& scores,
+                                                                   int64_t tokens) {
             // Best first; top_n (0: all) of them.
             std::vector<size_t> order(scores.size());
             std::iota(order.begin(), order.end(), 0);
