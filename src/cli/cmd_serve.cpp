@@ -22,6 +22,7 @@
 #include "cli/serve_lora_flags.h"
 #include "cli/serve_ops.h"
 #include "cli/serve_reload.h"
+#include "cli/serve_task.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "dist/tcp_channel.h"
@@ -93,8 +94,6 @@ const RefusedFlag kRefused[] = {
     {"enable-sleep-mode", false, "", "sleep mode is not supported"},
     {"tokenizer", true, "", "the tokenizer is read from MODEL_DIR; a separate tokenizer is not supported yet"},
     {"pooler-config", true, "", "pooling models are not supported"},
-    {"task", true, "generate", "only text generation is supported"},
-    {"runner", true, "generate", "only text generation is supported"},
     {"structured-outputs-config", true, "", "structured output is not supported yet"},
 };
 
@@ -385,7 +384,8 @@ cli::ArgParser make_serve_parser() {
     cli::ArgParser p(
         "pagoda serve MODEL_DIR [--host H] [--port P] [--served-model-name NAME ...] [flags]",
         "Serves the model in MODEL_DIR over an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions,\n"
-        "/v1/models, /tokenize, /detokenize, /health, /ping, /version, /metrics). Flags follow vLLM's names; vLLM\n"
+        "/v1/models, /tokenize, /detokenize, /health, /ping, /version, /metrics; an embedding model /v1/embeddings,\n"
+        "a reranker /v1/score and /v1/rerank: see --task). Flags follow vLLM's names; vLLM\n"
         "flags that do not apply are ignored with a warning when harmless and refused when they would change the\n"
         "results. SIGINT/SIGTERM: /health and new requests get 503, in-flight requests finish (up to\n"
         "--shutdown-timeout; a second signal stops waiting), exit 0. SIGHUP re-reads --api-keys-file and reopens\n"
@@ -443,6 +443,7 @@ cli::ArgParser make_serve_parser() {
     p.add_option("scheduling-policy", "POLICY", "fcfs | priority");
     p.add_option("threads", "N", "CPU threads for the model (default: all cores)");
     cli::add_lora_flags(p);
+    cli::add_task_flags(p);
     p.add_option("tensor-parallel-size", "N",
                  "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
     p.add_option("nnodes", "M",
@@ -585,6 +586,7 @@ Result<ServeOptions> options_from_flags(const cli::ArgParser& p, std::optional<T
     o.tool_call_parser = p.get("tool-call-parser");
     PAGODA_RETURN_IF_ERROR(http_options_from(p, o.http));
     PAGODA_RETURN_IF_ERROR(service_config_from(p, o.model_dir, o.service));
+    PAGODA_ASSIGN_OR_RETURN(o.service.task, cli::serve_task_from(p, o.model_dir));
     std::vector<std::string> allowed_ips;
     if (auto v = p.get("allowed-ips")) {
         PAGODA_ASSIGN_OR_RETURN(allowed_ips, parse_list("allowed-ips", *v));
@@ -632,6 +634,7 @@ Result<ServiceParts> build_service_parts(const ServeOptions& o) {
     PAGODA_ASSIGN_OR_RETURN(cli::ModelTextParts text, cli::load_model_text_parts(o.model_dir, o.chat_template));
     ServiceParts parts{std::move(text.tokenizer), std::move(text.chat_template), o.service, nullptr};
     parts.config.tokenizer_config = std::move(text.tokenizer_config);
+    PAGODA_RETURN_IF_ERROR(cli::apply_task(o.service.task, parts.tokenizer, o.model_dir, parts.config));
     if (o.tool_call_parser) {
         if (*o.tool_call_parser == "auto") {
             parts.config.tool_parser =
@@ -736,6 +739,9 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     std::string no_reload;  // why POST /v1/models/reload is refused; empty: it is served
     if (parts.test_generator) no_reload = "this server runs the test generator, not a model";
     if (o.nodes.nnodes > 1) no_reload = "not with --nnodes > 1 yet";
+    // The pooling settings (hidden size, the score tokens) are read once at start from the first model's files.
+    if (o.service.task != server::openai::ModelTask::kGenerate)
+        no_reload = "not for a model served with --task embed or score yet";
     service.set_model_loader(cli::make_model_loader(o.engine.value_or(executor::EngineOptions{}), o.chat_template,
                                                     o.reload_strategy, no_reload, o.test_reload_delay_ms));
     http::ServerOptions http_options = o.http;

@@ -93,6 +93,7 @@ struct Engine::Impl {
     void build_batch();
     void fill_grammar_masks();
     void sample_and_update(const StepOutput& out, double now);
+    void deliver_pooled(RequestState& r, Sequence& s, std::span<const float> values);
     void finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message, int32_t stop_id);
     void touch(RequestState& r);
     void flush_touched();
@@ -131,6 +132,7 @@ struct Engine::Impl {
     std::vector<SamplingContext> sampling;                 // one per sample row
     std::vector<Sequence*> sampled_seqs;                   // one per sample row
     std::vector<std::pair<int32_t, int32_t>> prompt_rows;  // per chunk: first prompt position, number of rows
+    std::vector<float> pooled_scratch;                     // a kTokenLogits request's logits
     std::vector<TokenLogprobs> prompt_scratch;
     StepInput input;
 
@@ -310,9 +312,14 @@ void Engine::Impl::build_batch() {
                 arrays.logits_indices.push_back(row0 + (p - c.start));
         }
         prompt_rows.emplace_back(first, count);
-        if (c.samples) {
+        const int32_t last_row = static_cast<int32_t>(arrays.token_ids.size()) - 1;
+        if (c.samples && r.request.pooling == PoolingTask::kLastHidden) {
+            arrays.pooled_indices.push_back(last_row);
+        } else if (c.samples && r.request.pooling == PoolingTask::kTokenLogits) {
+            arrays.logits_indices.push_back(last_row);  // a host row, as prompt logprobs rows are
+        } else if (c.samples) {
             sample_rows.push_back(static_cast<int32_t>(arrays.logits_indices.size()));
-            arrays.logits_indices.push_back(static_cast<int32_t>(arrays.token_ids.size()) - 1);
+            arrays.logits_indices.push_back(last_row);
             SamplingContext& ctx = sampling.emplace_back();
             ctx.params = &r.request.params;
             ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(s.prompt_len);
@@ -384,6 +391,13 @@ void Engine::Impl::step() {
     const size_t host_rows = arrays.logits_indices.size() - (out.samples.empty() ? 0 : sample_rows.size());
     PAGODA_CHECK(out.samples.empty() || out.samples.size() == sample_rows.size());
     PAGODA_CHECK(out.logits.size() == host_rows * static_cast<size_t>(vocab_size));
+    if (const size_t pooled_rows = arrays.pooled_indices.size();
+        pooled_rows > 0 && (out.pooled.empty() || out.pooled.size() % pooled_rows != 0)) {
+        // A runner that cannot pool (a test double): its pooling requests end, the rest of the step stands.
+        for (const ScheduledChunk& c : plan.chunks)
+            if (c.samples && owner(*c.seq).request.pooling == PoolingTask::kLastHidden)
+                end_request_choices(owner(*c.seq), FinishReason::kAbort, "the model runner returns no hidden states");
+    }
     scheduler.complete(plan);
     sample_and_update(out, clock_seconds());
     if (observer) observer->on_step(input, collect_stats());
@@ -393,6 +407,8 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
     const std::span<const float> logits = out.logits;
     size_t row = 0;     // next host logits row
     size_t sample = 0;  // next sampling entry
+    size_t pooled = 0;  // next pooled hidden-state row
+    const size_t hidden_width = arrays.pooled_indices.empty() ? 0 : out.pooled.size() / arrays.pooled_indices.size();
     for (size_t ci = 0; ci < plan.chunks.size(); ++ci) {
         const ScheduledChunk& c = plan.chunks[ci];
         Sequence& s = *c.seq;
@@ -414,6 +430,19 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
             }
         }
         if (!c.samples) continue;
+        if (r.request.pooling == PoolingTask::kLastHidden) {
+            const size_t p = pooled++;
+            if (!s.finished) deliver_pooled(r, s, out.pooled.subspan(p * hidden_width, hidden_width));
+            continue;
+        }
+        if (r.request.pooling == PoolingTask::kTokenLogits) {
+            const std::span<const float> lg = logits.subspan(row++ * vocab_size, vocab_size);
+            pooled_scratch.clear();
+            for (int32_t id : r.request.pooling_token_ids)
+                pooled_scratch.push_back(lg[static_cast<size_t>(id)]);
+            if (!s.finished) deliver_pooled(r, s, pooled_scratch);
+            continue;
+        }
         const size_t k = sample++;
         const std::span<const float> row_logits =
             out.samples.empty() ? logits.subspan(row++ * vocab_size, vocab_size) : std::span<const float>();
@@ -459,6 +488,13 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
         else if (static_cast<int32_t>(s.tokens.size()) >= config.max_model_len)
             finish_choice(r, s, FinishReason::kLength, {}, -1);
     }
+}
+
+// A pooling request's one result: its vector, then its end (its blocks go back; full ones stay in the prefix cache).
+void Engine::Impl::deliver_pooled(RequestState& r, Sequence& s, std::span<const float> values) {
+    if (s.index == 0) r.usage.cached_tokens = std::max(0, s.cached_prompt_tokens);
+    r.stream->push_pooled(values);
+    finish_choice(r, s, FinishReason::kStop, {}, -1);
 }
 
 void Engine::Impl::publish_stats() {
@@ -534,7 +570,8 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request request) {
         if (t < 0 || t >= e.vocab_size)
             return Status::error("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
                                  std::to_string(e.vocab_size) + ")");
-    if (prompt_len >= e.config.max_model_len)
+    const bool pooling = request.pooling != PoolingTask::kNone;
+    if (prompt_len > e.config.max_model_len || (!pooling && prompt_len == e.config.max_model_len))
         return Status::error("the prompt has " + std::to_string(prompt_len) +
                              " tokens; this model's maximum context length is " +
                              std::to_string(e.config.max_model_len) + " tokens, which leaves no room for output");
@@ -542,6 +579,17 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request request) {
         return Status::error("LoRA adapter " + std::to_string(request.lora_id) +
                              " requested but this engine runs no adapters");
     SamplingParams& p = request.params;
+    if (pooling) {
+        if (p.n != 1 || p.prompt_logprobs || p.grammar)
+            return Status::error(
+                "a pooling request runs its prompt once: n must be 1, without prompt logprobs or a "
+                "grammar");
+        if (request.pooling == PoolingTask::kTokenLogits && request.pooling_token_ids.empty())
+            return Status::error("a token-logits pooling request names no tokens");
+        for (int32_t id : request.pooling_token_ids)
+            if (id < 0 || id >= e.vocab_size)
+                return Status::error("pooling token id " + std::to_string(id) + " is outside the vocabulary");
+    }
     apply_generation_config(p, e.config.generation_config);
     PAGODA_RETURN_IF_ERROR(validate(p, e.vocab_size));
     if (p.max_tokens && static_cast<int64_t>(prompt_len) + *p.max_tokens > e.config.max_model_len)
@@ -553,11 +601,12 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(Request request) {
     auto r = std::make_unique<RequestState>();
     r->id = e.next_id.fetch_add(1);
     r->stream = std::make_shared<RequestStream>(r->id, p.n);
-    r->max_tokens = p.max_tokens.value_or(e.config.max_model_len - prompt_len);
+    r->max_tokens = pooling ? 0 : p.max_tokens.value_or(e.config.max_model_len - prompt_len);
     r->n = p.n;
     r->priority = request.priority;
     r->salt = block_hash_salt(request.lora_id, request.cache_salt);
     r->lora_id = request.lora_id;
+    r->pooling = pooling;
     // Cached prompt tokens produce no logits, so a request for prompt logprobs computes its whole prompt.
     r->use_prefix_cache = !p.prompt_logprobs.has_value();
     r->usage.prompt_tokens = prompt_len;

@@ -45,6 +45,9 @@ struct StepOutput {
     std::span<const float> logits;
     // Empty, or one result per input.sampling entry: the runner sampled on its device.
     std::span<const SampleResult> samples;
+    // Row-major fp32 final-norm hidden states, one row per batch.pooled_indices entry (hidden_size wide); owned by
+    // the runner, valid until the next execute(). Empty when the batch pools no row (or the runner cannot pool).
+    std::span<const float> pooled;
 };
 
 class ModelRunner {

@@ -47,6 +47,8 @@ bool RequestStream::take_locked(StreamChunk& out) {
     }
     out.prompt_logprobs.clear();
     std::swap(out.prompt_logprobs, pending_prompt_);
+    out.pooled.clear();
+    std::swap(out.pooled, pending_pooled_);
     out.usage = usage_;
     out.times = times_;
     out.done = unfinished_ == 0;
@@ -94,6 +96,12 @@ int32_t RequestStream::push_token(int32_t choice, int32_t token, const TokenLogp
 void RequestStream::push_prompt_logprobs(std::span<const TokenLogprobs> logprobs) {
     std::lock_guard lock(mu_);
     pending_prompt_.insert(pending_prompt_.end(), logprobs.begin(), logprobs.end());
+    has_new_ = true;
+}
+
+void RequestStream::push_pooled(std::span<const float> values) {
+    std::lock_guard lock(mu_);
+    pending_pooled_.assign(values.begin(), values.end());
     has_new_ = true;
 }
 

@@ -26,8 +26,19 @@ inline double clock_seconds() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// What a prompt-only request (embeddings, scores) returns instead of generating: the prompt runs (prefill, chunked
+// and batched with generation as any prompt), nothing is sampled, and the request ends with one vector of its last
+// prompt position in StreamChunk::pooled.
+enum class PoolingTask {
+    kNone,         // generate
+    kLastHidden,   // the final-norm hidden state of the last prompt token (last-token pooling: Qwen3-Embedding)
+    kTokenLogits,  // the logits of Request::pooling_token_ids at the last prompt token (Qwen3-Reranker's yes/no)
+};
+
 struct Request {
     std::vector<int32_t> prompt_tokens;
+    PoolingTask pooling = PoolingTask::kNone;  // not kNone: n = 1, no sampling; params other than n are unused
+    std::vector<int32_t> pooling_token_ids;    // kTokenLogits: whose logits, in this order
     SamplingParams params;
     int32_t priority = 0;  // lower runs earlier when priority scheduling is on (vLLM's convention)
     int32_t lora_id = 0;   // 0 = base model; part of the prefix-cache salt
@@ -80,7 +91,9 @@ struct StreamChunk {
     std::vector<TokenLogprobs> prompt_logprobs;
     Usage usage;         // cumulative
     RequestTimes times;  // cumulative
-    bool done = false;   // every choice has finished; nothing more will come
+    // A pooling request's vector (Request::pooling), in the read that delivers its end; empty otherwise.
+    std::vector<float> pooled;
+    bool done = false;  // every choice has finished; nothing more will come
 };
 
 class RequestStream {
@@ -101,6 +114,7 @@ class RequestStream {
     void mark_scheduled(double time);
     int32_t push_token(int32_t choice, int32_t token, const TokenLogprobs* logprobs, const Usage& usage, double time);
     void push_prompt_logprobs(std::span<const TokenLogprobs> logprobs);
+    void push_pooled(std::span<const float> values);
     void finish(int32_t choice, FinishReason reason, std::string message, int32_t stop_token_id, const Usage& usage);
     void notify();
 
@@ -112,6 +126,7 @@ class RequestStream {
     std::condition_variable cv_;
     std::vector<ChoiceDelta> pending_;
     std::vector<TokenLogprobs> pending_prompt_;
+    std::vector<float> pending_pooled_;
     Usage usage_;
     RequestTimes times_;
     int32_t pending_tokens_ = 0;

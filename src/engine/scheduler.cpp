@@ -304,7 +304,8 @@ void Scheduler::preempt(Sequence* s, StepPlan& plan) {
 }
 
 void Scheduler::remove(Sequence* s, SequenceEnd end) {
-    if (s->running || s->num_output() > 0) output_lengths_.record(s->num_output(), end == SequenceEnd::kModelStop);
+    if (!s->group->pooling && (s->running || s->num_output() > 0))
+        output_lengths_.record(s->num_output(), end == SequenceEnd::kModelStop);
     if (s->running) {
         auto it = std::find(running_.begin(), running_.end(), s);
         PAGODA_CHECK(it != running_.end());

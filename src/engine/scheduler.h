@@ -28,6 +28,7 @@ struct SequenceGroup {
     int32_t lora_id = 0;     // the adapter its steps add (0 = none)
     bool use_prefix_cache = true;
     bool prompt_computed = false;  // the first choice has computed the prompt once (siblings may then start)
+    bool pooling = false;          // prompt only (embeddings, scores): its zero output says nothing of output lengths
 };
 
 struct Sequence {

@@ -147,7 +147,13 @@ Status ModelEngineRunner::prepare_lora(const ForwardBatch& batch) {
 Status ModelEngineRunner::forward_with_copies(const engine::StepInput& input, const Tensor& logits) {
     PAGODA_RETURN_IF_ERROR(prepare_lora(input.batch));
     copy_states(input.state_restores);
-    PAGODA_RETURN_IF_ERROR(model_.forward(input.batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits));
+    // Pooling requests' hidden states go straight to host memory (a device backend copies the rows over).
+    const int64_t pooled_rows = static_cast<int64_t>(input.batch.pooled_indices.size());
+    const int64_t hidden = model_.spec().hidden_size;
+    pooled_.resize(static_cast<size_t>(pooled_rows * hidden));
+    const Tensor pooled = pooled_rows > 0 ? Tensor(pooled_.data(), DType::F32, Shape{pooled_rows, hidden}) : Tensor();
+    PAGODA_RETURN_IF_ERROR(
+        model_.forward(input.batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr, logits, {}, pooled));
     copy_states(input.state_saves);
     return ok_status();
 }
@@ -184,7 +190,7 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
         is_sample_row_[r] = 1;
     }
     Tensor logits;
-    if (graphs_ && graphs_->accepts(batch)) {
+    if (graphs_ && graphs_->accepts(batch) && batch.pooled_indices.empty()) {
         copy_states(input.state_restores);
         PAGODA_ASSIGN_OR_RETURN(logits, graphs_->forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr));
         copy_states(input.state_saves);
@@ -284,6 +290,7 @@ engine::StepOutput ModelEngineRunner::execute(const engine::StepInput& input) {
     }
     if (out.status.ok()) {
         out.logits = logits_;
+        if (!input.batch.pooled_indices.empty()) out.pooled = pooled_;
         if (device_sampler_ && !input.sampling.empty()) out.samples = results_;
     }
     return out;

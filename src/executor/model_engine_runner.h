@@ -89,6 +89,7 @@ class ModelEngineRunner final : public engine::ModelRunner {
     std::optional<KvCachePool> kv_;
     std::optional<StateCachePool> states_;
     std::vector<float> logits_;  // host rows, [rows, vocab], reused across steps
+    std::vector<float> pooled_;  // host rows, [pooled rows, hidden], reused across steps
 
     // Device sampling (null on the CPU backend): the logits buffer on the device, grown when a step needs more rows.
     std::unique_ptr<DeviceSampler> device_sampler_;

@@ -343,19 +343,27 @@ Status TensorParallelRunner::execute_with_nodes(const engine::StepInput& input) 
     return ok_status();
 }
 
+namespace {
+engine::StepOutput failed_step(Status status) {
+    engine::StepOutput out;
+    out.status = std::move(status);
+    return out;
+}
+}  // namespace
+
 engine::StepOutput TensorParallelRunner::execute(const engine::StepInput& input) {
-    if (!ranks_[0].runner) return {Status::error("TensorParallelRunner::start was not called"), {}, {}};
+    if (!ranks_[0].runner) return failed_step(Status::error("TensorParallelRunner::start was not called"));
     if (group_) {
-        if (!group_failure_.ok()) return {group_failure_, {}, {}};
+        if (!group_failure_.ok()) return failed_step(group_failure_);
         if (Status s = execute_with_nodes(input); !s.ok()) {
             break_group(s);
-            return {group_failure_, {}, {}};
+            return failed_step(group_failure_);
         }
         return outputs_[0];
     }
     // Each rank's ModelEngineRunner::execute binds its backend to the thread that runs it (the GPU's current device).
     if (Status s = on_every_rank([&](ModelEngineRunner& rank) { return rank.execute(input); }); !s.ok())
-        return {s, {}, {}};
+        return failed_step(s);
     return outputs_[0];
 }
 

@@ -210,7 +210,7 @@ size_t Model::scratch_bytes(int64_t tokens, int64_t logits_rows) const {
 }
 
 Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states,
-                      const Tensor& logits, const HiddenObserver& observer) {
+                      const Tensor& logits, const HiddenObserver& observer, const Tensor& pooled) {
     const ModelSpec& spec = dir_.spec;
     const int64_t T = batch.num_tokens, H = spec.hidden_size, V = vocab_size();
     const int64_t R = static_cast<int64_t>(batch.logits_indices.size());
@@ -231,6 +231,14 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
     for (int32_t row : batch.logits_indices) {
         if (row < 0 || row >= T) return Status::error("logits index out of range");
     }
+    const int64_t P = static_cast<int64_t>(batch.pooled_indices.size());
+    if (P > 0 && (pooled.rank() != 2 || pooled.dim(0) != P || pooled.dim(1) != H || pooled.dtype() != DType::F32 ||
+                  !pooled.is_contiguous()))
+        return Status::error("pooled tensor must be a contiguous f32[" + std::to_string(P) + ", " + std::to_string(H) +
+                             "], got " + pooled.to_string());
+    for (int32_t row : batch.pooled_indices) {
+        if (row < 0 || row >= T) return Status::error("pooled index out of range");
+    }
 
     // A host logits tensor with a device backend: computed on the device, then copied over.
     const bool on_device = backend_.device().kind != DeviceKind::Host;
@@ -248,7 +256,9 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
     }
 
     Ops& ops = backend_.ops();
-    arena_.reserve(backend_.allocator(), scratch_bytes(T, R) + logits_bytes);
+    const bool copy_pooled = on_device && P > 0 && pooled.is_host();
+    const size_t pooled_bytes = copy_pooled ? static_cast<size_t>(P * H) * sizeof(float) + 64 : 0;
+    arena_.reserve(backend_.allocator(), scratch_bytes(T, R) + logits_bytes + pooled_bytes);
     struct StepScope {  // the device backend uploads the batch's arrays once per step
         Ops& ops;
         StepScope(Ops& o, const ForwardBatch& b) : ops(o) { ops.begin_step(b); }
@@ -300,6 +310,11 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
         const Tensor& next_norm =
             i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm : weights_.final_norm;
         ops.add_rms_norm(hidden, y, next_norm, eps, kind, x);
+    }
+    if (P > 0) {  // pooling requests: the final-norm hidden state itself
+        const Tensor out = copy_pooled ? arena_.f32(P, H) : pooled;
+        ops.gather_rows(x, batch.pooled_indices, out);
+        if (copy_pooled) backend_.copy(pooled, out);
     }
     if (R == 0) return ok_status();
     Tensor rows = arena_.f32(R, H);

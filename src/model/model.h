@@ -67,9 +67,12 @@ class Model {
 
     // Runs one step. `logits` is F32 [batch.logits_indices.size(), vocab_size()] on the backend's device.
     // `kv` may be null for a model without full-attention layers, `states` for one without linear attention.
+    // `pooled` (needed when batch.pooled_indices is not empty): F32 [pooled_indices.size(), hidden_size], on the
+    // device or in host memory, gets those rows' final-norm hidden states (what transformers returns as
+    // last_hidden_state, and the LM head reads).
     // Errors (token id out of range, missing pools) are returned, never CHECKed.
     Status forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states, const Tensor& logits,
-                   const HiddenObserver& observer = {});
+                   const HiddenObserver& observer = {}, const Tensor& pooled = Tensor());
 
     // Multi-LoRA: makes every projection able to take adapter deltas, with `max_loras` adapter slots of rank up to
     // `max_rank` (model/lora_table.h). Refused for a model split over several ranks. Before the first forward.

@@ -35,6 +35,8 @@ struct ForwardBatch {
 
     // Rows (indices into the T tokens) whose hidden state produces logits, in output order.
     std::span<const int32_t> logits_indices;
+    // Rows whose final-norm hidden state is returned as it is (pooling requests: embeddings), in output order.
+    std::span<const int32_t> pooled_indices;
 
     // Multi-LoRA. lora_ids: the adapter id of each token's request (0 = the base model), as the engine knows them;
     // empty when no token of the step has one. lora_slots: the adapter-table slot of each token (-1 = none), filled
@@ -57,7 +59,8 @@ struct ForwardBatch {
 // these and take view(). Kept across steps, since clear() keeps the capacity (steady-state steps do not allocate).
 // Header-only: the engine assembles its steps with it without linking the runtime.
 struct ForwardBatchArrays {
-    std::vector<int32_t> token_ids, positions, query_start_loc{0}, seq_lens, block_tables, state_slots, logits_indices;
+    std::vector<int32_t> token_ids, positions, query_start_loc{0}, seq_lens, block_tables, state_slots, logits_indices,
+        pooled_indices;
     std::vector<int64_t> slot_mapping;
     std::vector<int32_t> lora_ids;  // [T]: kept empty until a sequence with an adapter is added
     bool has_lora = false;
@@ -70,6 +73,7 @@ struct ForwardBatchArrays {
         block_tables.clear();
         state_slots.clear();
         logits_indices.clear();
+        pooled_indices.clear();
         slot_mapping.clear();
         lora_ids.clear();
         has_lora = false;
@@ -138,6 +142,7 @@ struct ForwardBatchArrays {
         b.slot_mapping = slot_mapping;
         b.state_slots = state_slots;
         b.logits_indices = logits_indices;
+        b.pooled_indices = pooled_indices;
         if (has_lora) b.lora_ids = lora_ids;
         b.seq_len_bound = seq_len_bound;
         return b;

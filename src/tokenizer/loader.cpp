@@ -147,6 +147,49 @@ Status check_passthrough(const Json* j, std::string_view key) {
                          "\" (only ByteLevel or none)");
 }
 
+// TemplateProcessing's "single" template: the special tokens around the sequence ("A"), by their ids in
+// "special_tokens". Pair templates are not read (nothing here encodes pairs).
+Status parse_template_processing(const Json& j, TokenizerSpec& spec) {
+    const Json* single = j.find("single");
+    const Json* specials = j.find("special_tokens");
+    if (!single || !single->is_array()) return Status::error("TemplateProcessing has no \"single\" list");
+    bool seen_sequence = false;
+    for (const Json& item : single->as_array()) {
+        if (item.find("Sequence")) {
+            seen_sequence = true;
+            continue;
+        }
+        const Json* special = item.find("SpecialToken");
+        const Json* name = special ? special->find("id") : nullptr;
+        if (!name || !name->is_string())
+            return Status::error("TemplateProcessing: an item is neither Sequence nor SpecialToken");
+        const Json* entry = specials && specials->is_object() ? specials->find(name->as_string()) : nullptr;
+        const Json* ids = entry ? entry->find("ids") : nullptr;
+        if (!ids || !ids->is_array())
+            return Status::error("TemplateProcessing: no ids for \"" + name->as_string() + "\"");
+        for (const Json& id : ids->as_array()) {
+            if (!id.is_int()) return Status::error("TemplateProcessing: a non-integer id");
+            (seen_sequence ? spec.template_suffix : spec.template_prefix).push_back(static_cast<int32_t>(id.as_int()));
+        }
+    }
+    return ok_status();
+}
+
+// ByteLevel (offsets only: nothing to do), TemplateProcessing, or a Sequence of those.
+Status parse_post_processor(const Json* j, TokenizerSpec& spec) {
+    if (!j || j->is_null()) return ok_status();
+    const std::string type = type_of(*j);
+    if (type == "TemplateProcessing") return parse_template_processing(*j, spec);
+    if (type == "Sequence") {
+        const Json* list = j->find("processors");
+        if (!list || !list->is_array()) return Status::error("post_processor Sequence has no \"processors\" list");
+        for (const Json& p : list->as_array())
+            PAGODA_RETURN_IF_ERROR(parse_post_processor(&p, spec));
+        return ok_status();
+    }
+    return check_passthrough(j, "post_processor");
+}
+
 }  // namespace
 
 Result<Tokenizer> Tokenizer::from_tokenizer_json(std::string_view json_text) {
@@ -159,7 +202,7 @@ Result<Tokenizer> Tokenizer::from_tokenizer_json(std::string_view json_text) {
     if (st.ok()) st = parse_normalizer(root.find("normalizer"), spec);
     if (st.ok()) st = parse_pre_tokenizer(root.find("pre_tokenizer"), spec);
     if (st.ok()) st = check_passthrough(root.find("decoder"), "decoder");
-    if (st.ok()) st = check_passthrough(root.find("post_processor"), "post_processor");
+    if (st.ok()) st = parse_post_processor(root.find("post_processor"), spec);
     if (st.ok()) {
         if (const Json* added = root.find("added_tokens"); added && added->is_array()) {
             for (const Json& t : added->as_array()) {

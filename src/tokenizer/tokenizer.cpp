@@ -64,6 +64,8 @@ Result<std::shared_ptr<const TokenizerImpl>> build_tokenizer(TokenizerSpec spec)
     PAGODA_ASSIGN_OR_RETURN(impl->bpe, BpeModel::build(spec.vocab, spec.merges, spec.ignore_merges));
     impl->nfc = spec.nfc;
     impl->added = std::move(spec.added);
+    impl->template_prefix = std::move(spec.template_prefix);
+    impl->template_suffix = std::move(spec.template_suffix);
     {
         // HF gives an added token whose text is already a model token that token's id (the file's id
         // for it stays unassigned).
@@ -321,6 +323,14 @@ bool Tokenizer::is_valid_id(int32_t id) const {
 
 bool Tokenizer::is_special(int32_t id) const {
     return is_valid_id(id) && (impl_->id_flags[static_cast<size_t>(id)] & TokenizerImpl::kSpecial);
+}
+
+std::span<const int32_t> Tokenizer::special_prefix() const {
+    return impl_->template_prefix;
+}
+
+std::span<const int32_t> Tokenizer::special_suffix() const {
+    return impl_->template_suffix;
 }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {

@@ -46,6 +46,11 @@ class Tokenizer {
     bool is_special(int32_t id) const;  // an added token flagged special (skipped by skip_special_tokens)
     // Id of a token given as written in the vocabulary (byte-level form, e.g. "Ġthe") or an added token.
     std::optional<int32_t> token_to_id(std::string_view token) const;
+    // The ids tokenizer.json's TemplateProcessing post-processor puts before and after one sequence, which HF adds
+    // with add_special_tokens=True (Qwen3-Embedding appends <|endoftext|>). encode() never adds them; both are
+    // empty for the plain Qwen tokenizers (whose post-processor is ByteLevel or none).
+    std::span<const int32_t> special_prefix() const;
+    std::span<const int32_t> special_suffix() const;
     // The bytes `id` decodes to (empty for an invalid id); may be an incomplete UTF-8 sequence.
     std::string_view token_bytes(int32_t id) const;
 

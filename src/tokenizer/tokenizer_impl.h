@@ -34,6 +34,8 @@ struct TokenizerSpec {
     bool nfc = true;
     std::string split_regex;
     std::vector<AddedToken> added;
+    // tokenizer.json's TemplateProcessing post-processor for one sequence: ids before and after it.
+    std::vector<int32_t> template_prefix, template_suffix;
 };
 
 // Leftmost-longest, non-overlapping matching of a set of added tokens (as HF's Aho-Corasick does).
@@ -67,8 +69,9 @@ struct TokenizerImpl {
     std::string id_bytes;
     std::vector<uint32_t> id_offset;  // vocab_size + 1 entries
     std::vector<uint8_t> id_flags;
-    std::unordered_map<std::string, int32_t> token_ids;  // byte-level vocab spellings and added contents
-    uint64_t serial = 0;                                 // tells per-thread caches apart
+    std::unordered_map<std::string, int32_t> token_ids;     // byte-level vocab spellings and added contents
+    std::vector<int32_t> template_prefix, template_suffix;  // TokenizerSpec's
+    uint64_t serial = 0;                                    // tells per-thread caches apart
 
     static constexpr uint8_t kValid = 1, kSpecial = 2;
 };

@@ -134,6 +134,8 @@ ScriptedGenerator::~ScriptedGenerator() {
 Result<std::shared_ptr<engine::RequestStream>> ScriptedGenerator::submit(engine::Request request) {
     const auto prompt_len = static_cast<int32_t>(request.prompt_tokens.size());
     if (prompt_len == 0) return Status::error("the prompt is empty");
+    if (request.pooling != engine::PoolingTask::kNone)
+        return Status::error("the test generator runs no model: it has no embeddings or scores");
     if (prompt_len >= impl_->options.max_model_len) {
         return Status::error("the prompt has " + std::to_string(prompt_len) +
                              " tokens; this model's maximum context length is " +

@@ -24,6 +24,9 @@ std::string format_number(double v);
 Json json_object(std::initializer_list<std::pair<const char*, Json>> members);
 
 class Fields;
+// `name` as /v1/completions reads "prompt" (and /v1/embeddings "input"): a string, a list of strings, a list of token
+// ids, or a list of such lists, appended to `out`; the first error goes to `f`.
+void parse_prompt_list(Fields& f, const std::string& name, std::vector<Prompt>& out);
 // A message's "content" made a string: text parts (text, input_text, output_text) joined with "\n"; images, audio
 // and files refused. False (and `f` holds the error, named after `where`) when refused.
 bool normalize_content(Fields& f, Json& message, const std::string& where);

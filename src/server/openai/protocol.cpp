@@ -397,31 +397,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
     if (!body.is_object()) return ApiError::bad_request("the request body must be a JSON object");
     Fields f(body);
     if (auto v = f.string("model")) out.model = *v;
-    const Json* prompt = f.get("prompt");
-    if (!prompt) {
-        f.fail("'prompt' is required", "prompt");
-    } else if (prompt->is_string()) {
-        out.prompts.push_back(Prompt{prompt->as_string(), {}, false});
-    } else if (prompt->is_array() && !prompt->as_array().empty()) {
-        const Json::Array& items = prompt->as_array();
-        if (items[0].is_int()) {
-            if (auto ids = token_list(f, *prompt, "prompt")) out.prompts.push_back(Prompt{"", std::move(*ids), true});
-        } else {
-            for (size_t i = 0; i < items.size() && !f.failed(); ++i) {
-                const std::string where = "prompt[" + std::to_string(i) + "]";
-                if (items[i].is_string()) {
-                    out.prompts.push_back(Prompt{items[i].as_string(), {}, false});
-                } else if (items[i].is_array() && !items[i].as_array().empty()) {
-                    if (auto ids = token_list(f, items[i], where))
-                        out.prompts.push_back(Prompt{"", std::move(*ids), true});
-                } else {
-                    f.fail("'" + where + "' must be a string or a non-empty list of token ids", where);
-                }
-            }
-        }
-    } else {
-        f.fail("'prompt' must be a string, a list of strings, a list of token ids or a list of such lists", "prompt");
-    }
+    parse_prompt_list(f, "prompt", out.prompts);
     parse_sampling(f, out.params, out.text, out.priority, out.cache_salt);
     if (auto v = f.integer("logprobs", 0, engine::kMaxTopLogprobs)) {
         out.params.logprobs = true;
@@ -436,6 +412,33 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
     }
     parse_structured(f, body, out.params, out.structured);
     return f.error;
+}
+
+void parse_prompt_list(Fields& f, const std::string& name, std::vector<Prompt>& out) {
+    const Json* prompt = f.get(name.c_str());
+    if (!prompt) {
+        f.fail("'" + name + "' is required", name);
+    } else if (prompt->is_string()) {
+        out.push_back(Prompt{prompt->as_string(), {}, false});
+    } else if (prompt->is_array() && !prompt->as_array().empty()) {
+        const Json::Array& items = prompt->as_array();
+        if (items[0].is_int()) {
+            if (auto ids = token_list(f, *prompt, name)) out.push_back(Prompt{"", std::move(*ids), true});
+        } else {
+            for (size_t i = 0; i < items.size() && !f.failed(); ++i) {
+                const std::string where = name + "[" + std::to_string(i) + "]";
+                if (items[i].is_string()) {
+                    out.push_back(Prompt{items[i].as_string(), {}, false});
+                } else if (items[i].is_array() && !items[i].as_array().empty()) {
+                    if (auto ids = token_list(f, items[i], where)) out.push_back(Prompt{"", std::move(*ids), true});
+                } else {
+                    f.fail("'" + where + "' must be a string or a non-empty list of token ids", where);
+                }
+            }
+        }
+    } else {
+        f.fail("'" + name + "' must be a string, a list of strings, a list of token ids or a list of such lists", name);
+    }
 }
 
 }  // namespace pagoda::server::openai

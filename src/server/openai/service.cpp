@@ -115,6 +115,12 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         {"POST", "/v1/responses", to_model(handle_create_response), true, false},
         {"GET", "/v1/responses/", to(handle_get_response), false, false, true},
         {"DELETE", "/v1/responses/", to(handle_delete_response), false, false, true},
+        {"POST", "/v1/embeddings", to(handle_embeddings), true, false},
+        {"POST", "/v1/score", to(handle_score), true, false},
+        {"POST", "/score", to(handle_score), true, false},
+        {"POST", "/v1/rerank", to(handle_rerank), true, false},
+        {"POST", "/rerank", to(handle_rerank), true, false},
+        {"POST", "/v2/rerank", to(handle_rerank), true, false},
         {"GET", "/v1/models", to(handle_models), false, false},
         {"GET", "/v1/admin/tenants", to(handle_admin_tenants), false, false, false, true},
         {"POST", "/tokenize", to(handle_tokenize), false, false},
@@ -126,6 +132,12 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         {"GET", "/metrics", to(handle_metrics), false, true},
         {"POST", "/v1/models/reload", to(handle_reload_model), true, false, false, true},
     };
+    if (ctx.config.task != ModelTask::kGenerate) {  // a pooling model: the generation endpoints say why they refuse
+        for (Route& route : routes)
+            if (route.method == "POST" && (route.path == "/v1/chat/completions" || route.path == "/v1/completions" ||
+                                           route.path == "/v1/responses"))
+                route.handler = to(handle_not_generating);
+    }
     if (ctx.config.enable_lora) {  // as vLLM: the adapter endpoints exist only when adapters can be served
         routes.push_back({"POST", "/v1/load_lora_adapter", to(handle_load_lora_adapter), true, false});
         routes.push_back({"POST", "/v1/unload_lora_adapter", to(handle_unload_lora_adapter), true, false});

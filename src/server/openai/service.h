@@ -22,7 +22,17 @@
 
 namespace pagoda::server::openai {
 
+// What the served model is for (--task, or the model directory's sentence-transformers files): text generation, or a
+// pooling model whose endpoints are /v1/embeddings (kEmbed) or /v1/score and /v1/rerank (kScore). A pooling model
+// refuses the generation endpoints with 400, as vLLM's pooling runner does.
+enum class ModelTask { kGenerate, kEmbed, kScore };
+
 struct ServiceConfig {
+    ModelTask task = ModelTask::kGenerate;
+    // kScore: the tokens whose logits at the end of a query + document make the score, p = softmax([no, yes])[yes]
+    // (Qwen3-Reranker's "no" and "yes"; vLLM's classifier_from_token).
+    std::vector<int32_t> score_token_ids;
+    int32_t hidden_size = 0;  // the model's (config.json), which bounds /v1/embeddings' dimensions; 0: unknown
     std::vector<std::string> served_model_names;  // the first is the default; at least one
     std::string model_root;                       // "root" of /v1/models entries (the model directory)
     int32_t max_model_len = 4096;

@@ -65,6 +65,20 @@ void handle_get_response(ServiceContext& ctx, Exchange x);
 void handle_delete_response(ServiceContext& ctx, Exchange x);
 // POST /v1/completions (completions.cpp)
 void handle_completions(ServiceContext& ctx, Exchange x);
+// POST /v1/embeddings (embeddings.cpp)
+void handle_embeddings(ServiceContext& ctx, Exchange x);
+// POST /v1/score and /score; POST /v1/rerank, /rerank and /v2/rerank (rerank.cpp)
+void handle_score(ServiceContext& ctx, Exchange x);
+void handle_rerank(ServiceContext& ctx, Exchange x);
+// What a pooling model answers on the generation endpoints, and the check of the pooling endpoints (model_task.cpp).
+void handle_not_generating(ServiceContext& ctx, Exchange x);
+std::optional<ApiError> check_task(const ServiceContext& ctx, ModelTask want, std::string_view endpoint);
+// A prompt-only request's tokens (model_task.cpp): a text's (with the tokenizer's special tokens around it when
+// `add_special_tokens`, as Hugging Face tokenizers add them), or the client's ids, checked; cut to the last
+// `truncate` tokens when it is given (-1: max_model_len), else refused past max_model_len. `where` names the input.
+std::optional<ApiError> pooling_prompt_tokens(const ServedModel& model, const Prompt& p, bool add_special_tokens,
+                                              std::optional<int64_t> truncate, const std::string& where,
+                                              std::vector<int32_t>& out);
 // GET /v1/models (models.cpp)
 void handle_models(ServiceContext& ctx, Exchange x);
 // POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter (lora_endpoints.cpp; routed with --enable-lora only)

@@ -7,9 +7,10 @@
 #include <unistd.h>
 #include <atomic>
 #include <filesystem>
-#include <thread>
 #include <fstream>
+#include <thread>
 
+#include "common/json.h"
 #include "tiny_tokenizer.h"
 
 namespace pagoda {
@@ -153,6 +154,44 @@ TEST(TokenizerLoading, ErrorsSayWhatIsWrong) {
     EXPECT_NE(bad_merge.message().find("not in the vocabulary"), std::string::npos) << bad_merge.message();
 }
 
+// tokenizer.json's TemplateProcessing (Qwen3-Embedding appends <|endoftext|> with one, inside a Sequence after
+// ByteLevel): the ids around one sequence, which HF adds with add_special_tokens and encode() leaves to the caller.
+TEST(TokenizerLoading, TemplateProcessingGivesTheSpecialTokensAroundASequence) {
+    const std::string plain_json = test::tiny_tokenizer_files().tokenizer_json;
+    auto plain = Tokenizer::from_tokenizer_json(plain_json);
+    ASSERT_TRUE(plain.ok()) << plain.message();
+    EXPECT_TRUE(plain->special_prefix().empty());
+    EXPECT_TRUE(plain->special_suffix().empty());
+
+    auto with_template = [&](const std::string& processor) {
+        auto doc = Json::parse(plain_json);
+        EXPECT_TRUE(doc.ok());
+        auto p = Json::parse(processor);
+        EXPECT_TRUE(p.ok()) << processor;
+        doc->set("post_processor", std::move(p).value());
+        return Tokenizer::from_tokenizer_json(doc->dump());
+    };
+    const std::string specials =
+        R"("special_tokens": {"<s>": {"id": "<s>", "ids": [7]}, "</s>": {"id": "</s>", "ids": [8, 9]}})";
+    auto t = with_template(R"({"type": "Sequence", "processors": [{"type": "ByteLevel"}, {"type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>"}}, {"Sequence": {"id": "A"}}, {"SpecialToken": {"id": "</s>"}}],)" +
+                           specials + "}]}");
+    ASSERT_TRUE(t.ok()) << t.message();
+    EXPECT_EQ(std::vector<int32_t>(t->special_prefix().begin(), t->special_prefix().end()), std::vector<int32_t>{7});
+    EXPECT_EQ(std::vector<int32_t>(t->special_suffix().begin(), t->special_suffix().end()),
+              (std::vector<int32_t>{8, 9}));
+    EXPECT_EQ(t->encode("hello"), plain->encode("hello"));  // encode() itself adds nothing
+
+    auto unknown = with_template(R"({"type": "TemplateProcessing", "single": [{"Sequence": {"id": "A"}},
+        {"SpecialToken": {"id": "<eos>"}}], )" +
+                                 specials + "}");
+    ASSERT_FALSE(unknown.ok());
+    EXPECT_NE(unknown.message().find("<eos>"), std::string::npos) << unknown.message();
+    auto other = with_template(R"({"type": "BertProcessing"})");
+    ASSERT_FALSE(other.ok());
+    EXPECT_NE(other.message().find("BertProcessing"), std::string::npos) << other.message();
+}
+
 }  // namespace
 }  // namespace pagoda
 
@@ -166,7 +205,8 @@ TEST(Tokenizer, ConcurrentEncodesAgree) {
     const std::vector<std::string> texts = {"hello world", "aaaaa aaa", "hi<|end|>there<x>", "e\xCC\x81 \xC3(",
                                             "  hello\n\n world  "};
     std::vector<Ids> want;
-    for (const auto& s : texts) want.push_back(t.encode(s));
+    for (const auto& s : texts)
+        want.push_back(t.encode(s));
     std::vector<std::thread> threads;
     std::atomic<int> mismatches{0};
     for (int k = 0; k < 4; ++k) {
@@ -177,7 +217,8 @@ TEST(Tokenizer, ConcurrentEncodesAgree) {
             }
         });
     }
-    for (auto& th : threads) th.join();
+    for (auto& th : threads)
+        th.join();
     EXPECT_EQ(mismatches.load(), 0);
 }
 
