@@ -19,17 +19,6 @@ namespace pagoda::kernels::cpu {
 
 namespace {
 
-// All 256 e4m3 values: a table lookup instead of bit twiddling per weight.
-const std::array<float, 256>& e4m3_table() {
-    static const std::array<float, 256> table = [] {
-        std::array<float, 256> t{};
-        for (int i = 0; i < 256; ++i)
-            t[i] = f8e4m3_to_f32(static_cast<uint8_t>(i));
-        return t;
-    }();
-    return table;
-}
-
 // Weight rows per chunk: enough for the GEMM to reuse each x row, little enough to stay a few MiB of scratch.
 constexpr int64_t kChunkBytes = int64_t{8} << 20;
 
