@@ -43,6 +43,12 @@ void CudaOps::qk_norm_rope(const Tensor& q, const Tensor& k, const Tensor& q_nor
 void CudaOps::qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                                     const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
                                     const RopeTable& table, const KvCacheLayer& cache) {
+    if (settles_kv_scales(cache.scales, batch.slot_mapping)) {
+        // Calculated scales come from the finished k rows, which the one-kernel prologue makes and stores at once:
+        // this once (the first stored step), the two ops one after the other.
+        Ops::qk_norm_rope_write_kv(q, k, v, q_norm, k_norm, eps, kind, batch, table, cache);
+        return;
+    }
     const auto profile = profiler_.scope("qk_norm_rope + write_kv");
     const void* d[2] = {};  // one resolve: per-op uploads of one call share a scratch buffer
     resolve({{batch.positions.data(), batch.positions.size_bytes()},

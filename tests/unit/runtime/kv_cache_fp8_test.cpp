@@ -88,6 +88,12 @@ Tensor rows(std::vector<float>& x, int64_t T) {
     return Tensor(x.data(), DType::F32, {T, kH, kD});
 }
 
+// T rows [T, H, D] of values in [-range, range].
+std::vector<float> random_rows(int64_t T, std::mt19937& rng, float range) {
+    const HostTensor t = testing::random_f32({T, kH, kD}, rng, -range, range);
+    return std::vector<float>(t.tensor.data_as<float>(), t.tensor.data_as<float>() + T * kH * kD);
+}
+
 TEST(KvCacheFp8, WriteQuantisesWithTheLayerScale) {
     auto backend = make_cpu_backend();
     KvCacheConfig c{1, 4, kBlock, kH, kD, DType::F8_E4M3};
@@ -97,9 +103,7 @@ TEST(KvCacheFp8, WriteQuantisesWithTheLayerScale) {
     std::mt19937 rng(3);
     const int32_t T = 6;
     // K up to ±6: beyond 448 · 0.01 = 4.48, so some values saturate.
-    auto k = testing::random_f32({T, kH, kD}, rng, -6.0f, 6.0f), v = testing::random_f32({T, kH, kD}, rng);
-    std::vector<float> kx(k.tensor.data_as<float>(), k.tensor.data_as<float>() + T * kH * kD);
-    std::vector<float> vx(v.tensor.data_as<float>(), v.tensor.data_as<float>() + T * kH * kD);
+    std::vector<float> kx = random_rows(T, rng, 6.0f), vx = random_rows(T, rng, 1.0f);
     ForwardBatchBuilder b(kBlock);
     std::vector<int32_t> table;
     const ForwardBatch fb = one_sequence(b, T, table);
@@ -131,9 +135,7 @@ TEST(KvCacheFp8, CalculatedScalesComeFromTheStoredRowsAmax) {
     ASSERT_TRUE(pool.ok()) << pool.message();
     std::mt19937 rng(4);
     const int32_t T = 5;
-    auto k = testing::random_f32({T, kH, kD}, rng, -3.0f, 3.0f), v = testing::random_f32({T, kH, kD}, rng);
-    std::vector<float> kx(k.tensor.data_as<float>(), k.tensor.data_as<float>() + T * kH * kD);
-    std::vector<float> vx(v.tensor.data_as<float>(), v.tensor.data_as<float>() + T * kH * kD);
+    std::vector<float> kx = random_rows(T, rng, 3.0f), vx = random_rows(T, rng, 1.0f);
     kx[3 * kH * kD] = 1000.0f;  // token 3 is not stored below: no part of the amax
     ForwardBatchBuilder b(kBlock);
     std::vector<int32_t> table;

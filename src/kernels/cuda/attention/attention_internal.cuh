@@ -154,26 +154,37 @@ __device__ __forceinline__ void store_e4m3_as_bf16(__nv_bfloat16* dst, uint2 raw
     *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
 }
 
-// One tile's K/V row chunks, `kPasses` per thread: BF16 caches copy them with cp.async (`issue`), F8E4M3 ones (kFp8)
-// load them into registers in `issue` and write them to shared memory in `land`.
-template <bool kFp8, int kPasses>
+// One tile's K/V rows copied into a stage of shared memory (rows of LD bf16): this thread's 16-byte chunk `ch` of rows
+// r0 + kRowsPerPass · p, p < kPasses, from the cache offsets (in elements; negative: a key past the end, zeros) the
+// kernel computed. BF16 caches copy with cp.async in `issue`; F8E4M3 ones (kFp8) load into registers in `issue` and
+// write to shared memory in `land`, which the kernel calls once the tile in hand is computed.
+template <bool kFp8, int kPasses, int LD, int kRowsPerPass>
 struct KvTileCopy {
-    E4m3Chunk chunk[kFp8 ? kPasses : 1];
+    int r0, ch;
+    E4m3Chunk chunk[kFp8 ? kPasses : 1] = {};
 
-    __device__ __forceinline__ void issue(int p, const void* key_cache, const void* value_cache, int64_t off,
+    __device__ __forceinline__ int at(int p) const { return (r0 + p * kRowsPerPass) * LD + ch * 8; }
+    __device__ __forceinline__ void issue(const void* key_cache, const void* value_cache, const int64_t (&off)[kPasses],
                                           __nv_bfloat16* k_dst, __nv_bfloat16* v_dst) {
-        const bool valid = off >= 0;
-        if constexpr (kFp8) {
-            chunk[p] = load_e4m3_chunk(key_cache, value_cache, valid ? off : 0, valid);
-        } else {
-            cp_async16(k_dst, static_cast<const __nv_bfloat16*>(key_cache) + (valid ? off : 0), valid);
-            cp_async16(v_dst, static_cast<const __nv_bfloat16*>(value_cache) + (valid ? off : 0), valid);
+#pragma unroll
+        for (int p = 0; p < kPasses; ++p) {
+            const bool valid = off[p] >= 0;
+            const int64_t o = valid ? off[p] : 0;
+            if constexpr (kFp8) {
+                chunk[p] = load_e4m3_chunk(key_cache, value_cache, o, valid);
+            } else {
+                cp_async16(k_dst + at(p), static_cast<const __nv_bfloat16*>(key_cache) + o, valid);
+                cp_async16(v_dst + at(p), static_cast<const __nv_bfloat16*>(value_cache) + o, valid);
+            }
         }
     }
-    __device__ __forceinline__ void land(int p, __nv_bfloat16* k_dst, __nv_bfloat16* v_dst) {
+    __device__ __forceinline__ void land(__nv_bfloat16* k_dst, __nv_bfloat16* v_dst) {
         if constexpr (kFp8) {
-            store_e4m3_as_bf16(k_dst, chunk[p].k);
-            store_e4m3_as_bf16(v_dst, chunk[p].v);
+#pragma unroll
+            for (int p = 0; p < kPasses; ++p) {
+                store_e4m3_as_bf16(k_dst + at(p), chunk[p].k);
+                store_e4m3_as_bf16(v_dst + at(p), chunk[p].v);
+            }
         }
     }
 };

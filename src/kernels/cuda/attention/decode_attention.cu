@@ -85,27 +85,12 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
             }
         }
     };
-    KvTileCopy<kFp8, Sh::kPasses> copier;
+    KvTileCopy<kFp8, Sh::kPasses, LD, Sh::kRowsPerPass> copier{r0, ch};
+    auto k_stage = [&](int stage) { return kv_s + size_t(stage) * 2 * kTileKeys * LD; };  // its V rows follow
     auto copy_tile = [&](int stage, const int64_t(&off)[Sh::kPasses]) {
-        __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kTileKeys * LD;
-        __nv_bfloat16* v_dst = k_dst + kTileKeys * LD;
-#pragma unroll
-        for (int p = 0; p < Sh::kPasses; ++p) {
-            const int j = r0 + p * Sh::kRowsPerPass;
-            copier.issue(p, a.key_cache, a.value_cache, off[p], k_dst + j * LD + ch * 8, v_dst + j * LD + ch * 8);
-        }
+        copier.issue(a.key_cache, a.value_cache, off, k_stage(stage), k_stage(stage) + kTileKeys * LD);
     };
-    auto land_tile = [&](int stage) {  // fp8: the issued rows into shared memory (a bf16 cache's are already there)
-        if constexpr (kFp8) {
-            __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kTileKeys * LD;
-            __nv_bfloat16* v_dst = k_dst + kTileKeys * LD;
-#pragma unroll
-            for (int p = 0; p < Sh::kPasses; ++p) {
-                const int j = r0 + p * Sh::kRowsPerPass;
-                copier.land(p, k_dst + j * LD + ch * 8, v_dst + j * LD + ch * 8);
-            }
-        }
-    };
+    auto land_tile = [&](int stage) { copier.land(k_stage(stage), k_stage(stage) + kTileKeys * LD); };
     int64_t next_off[Sh::kPasses];  // of tile S - 1, then of each tile the loop copies next
 #pragma unroll
     for (int st = 0; st < S - 1; ++st) {

@@ -52,38 +52,22 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     const int num_tiles = (kv_end + kBlockK - 1) / kBlockK;
     // Thread tid copies chunk tid % kChunks of rows tid / kChunks + kRowsPerPass * p; zeros past the end.
     constexpr int kPasses = kBlockK / kRowsPerPass;
-    const int ch = tid % kChunks, r0 = tid / kChunks;
-    KvTileCopy<kFp8, kPasses> copier;
+    KvTileCopy<kFp8, kPasses, LD, kRowsPerPass> copier{tid / kChunks, tid % kChunks};
+    auto k_stage = [&](int stage) { return kv_s + size_t(stage) * 2 * kBlockK * LD; };  // its V rows follow
     auto load_tile = [&](int tile, int stage) {
-        __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kBlockK * LD;
-        __nv_bfloat16* v_dst = k_dst + kBlockK * LD;
         int64_t off[kPasses];
 #pragma unroll
-        for (int p = 0; p < kBlockK / kRowsPerPass; ++p) {
-            const int key = tile * kBlockK + r0 + p * kRowsPerPass;
+        for (int p = 0; p < kPasses; ++p) {
+            const int key = tile * kBlockK + copier.r0 + p * kRowsPerPass;
             off[p] =
                 key < kv_end
                     ? ((int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size) * a.H_kv + kvh) * D +
-                          ch * 8
+                          copier.ch * 8
                     : -1;
         }
-#pragma unroll
-        for (int p = 0; p < kPasses; ++p) {
-            const int j = r0 + p * kRowsPerPass;
-            copier.issue(p, a.key_cache, a.value_cache, off[p], k_dst + j * LD + ch * 8, v_dst + j * LD + ch * 8);
-        }
+        copier.issue(a.key_cache, a.value_cache, off, k_stage(stage), k_stage(stage) + kBlockK * LD);
     };
-    auto land_tile = [&](int stage) {  // fp8: the issued rows into shared memory (a bf16 cache's are already there)
-        if constexpr (kFp8) {
-            __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kBlockK * LD;
-            __nv_bfloat16* v_dst = k_dst + kBlockK * LD;
-#pragma unroll
-            for (int p = 0; p < kPasses; ++p) {
-                const int j = r0 + p * kRowsPerPass;
-                copier.land(p, k_dst + j * LD + ch * 8, v_dst + j * LD + ch * 8);
-            }
-        }
-    };
+    auto land_tile = [&](int stage) { copier.land(k_stage(stage), k_stage(stage) + kBlockK * LD); };
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) {
         if (st < num_tiles) {
