@@ -90,7 +90,6 @@ const RefusedFlag kRefused[] = {
     {"pipeline-parallel-size", true, "1", "pipeline parallelism is not implemented"},
     {"data-parallel-size", true, "1", "data parallelism is not implemented"},
     {"enable-expert-parallel", false, "", "expert parallelism is not implemented"},
-    {"kv-cache-dtype", true, "auto", "only the model's dtype is supported for the KV cache yet"},
     {"enable-sleep-mode", false, "", "sleep mode is not supported"},
     {"tokenizer", true, "", "the tokenizer is read from MODEL_DIR; a separate tokenizer is not supported yet"},
     {"pooler-config", true, "", "pooling models are not supported"},
@@ -301,6 +300,10 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
     eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
     eo.enforce_eager = p.has("enforce-eager");
     eo.quantization = p.get("quantization").value_or("");
+    if (auto v = p.get("kv-cache-dtype")) {
+        PAGODA_ASSIGN_OR_RETURN(eo.kv_cache_dtype, parse_kv_cache_dtype(*v));
+    }
+    eo.calculate_kv_scales = p.has("calculate-kv-scales");
     if (auto v = p.get("scheduling-policy")) {
         if (*v != "fcfs" && *v != "priority") return Status::error("--scheduling-policy: fcfs or priority");
         eo.priority_scheduling = *v == "priority";
@@ -421,6 +424,11 @@ cli::ArgParser make_serve_parser() {
         "quantization", "METHOD",
         "-q: fp8 quantizes a bf16 checkpoint's projections at load (e4m3, per-channel scales); a quantized "
         "checkpoint's method (fp8, compressed-tensors, awq, gptq) is read from config.json and, if given, checked");
+    p.add_option("kv-cache-dtype", "DTYPE",
+                 "auto (bf16 on a GPU, f32 on the CPU) | bfloat16 | fp8 | fp8_e4m3: fp8 stores K and V as e4m3 with "
+                 "a scale per layer (1.0 unless calculated), half a GPU's bytes per token: twice the tokens");
+    p.add_switch("calculate-kv-scales",
+                 "fp8 KV cache: each layer's K and V scales from the first prefill's amax / 448");
     p.add_option("seed", "S", "seed for requests that bring none (default 0)");
     p.add_option("device", "DEV", cli::kDeviceHelp);
     p.add_option("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 (also PAGODA_API_KEY, VLLM_API_KEY)",

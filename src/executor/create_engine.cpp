@@ -39,6 +39,14 @@ SizeFacts model_size_facts(const model::Model& model, int32_t block_size) {
     return f;
 }
 
+// The KV pool's element type for the start-up log: "bf16", "f32", or "fp8_e4m3 (scales 1.0)" and the like.
+std::string kv_dtype_phrase(const model::Model& model, const engine::EngineConfig& config) {
+    const KvCacheConfig c = model.kv_cache_config(1, config.block_size);
+    if (c.dtype != DType::F8_E4M3) return c.dtype == DType::BF16 ? "bf16" : "f32";
+    return std::string("fp8_e4m3 (") +
+           (c.calculate_scales ? "scales from the first prefill's amax" : "scales 1.0: no --calculate-kv-scales") + ")";
+}
+
 EngineOptions with_chosen(EngineOptions o, const EngineSizes& s) {
     o.max_num_seqs = s.max_num_seqs;
     o.max_num_batched_tokens = s.max_num_batched_tokens;
@@ -236,7 +244,12 @@ Result<std::unique_ptr<ModelEngineRunner>> start_runner(model::Model& model, con
     PAGODA_ASSIGN_OR_RETURN(config, engine_config_for(model, first));
     PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<ModelEngineRunner> runner,
                             ModelEngineRunner::create(model, config, !options.enforce_eager));
-    if (!device) return runner;
+    if (!device) {
+        if (model.spec().num_full_attention_layers() > 0)
+            PAGODA_LOG_INFO("KV pool: " + std::to_string(int64_t{config.num_kv_blocks} * config.block_size) +
+                            " tokens of " + kv_dtype_phrase(model, config));
+        return runner;
+    }
     PAGODA_ASSIGN_OR_RETURN(const CudaDeviceInfo before, cuda_device_info(model.backend().device().index));
     PAGODA_RETURN_IF_ERROR(runner->warm_up(config));
     PAGODA_ASSIGN_OR_RETURN(const CudaDeviceInfo after, cuda_device_info(model.backend().device().index));
@@ -258,8 +271,8 @@ Result<std::unique_ptr<ModelEngineRunner>> start_runner(model::Model& model, con
     PAGODA_LOG_INFO("GPU memory: the warm-up step (" + std::to_string(config.max_num_batched_tokens) + " tokens, " +
                     std::to_string(config.max_num_seqs) + " sequences) took " +
                     std::to_string((before.free_bytes - std::min(before.free_bytes, after.free_bytes)) >> 20) +
-                    " MiB; KV pool " + std::to_string(kv_bytes >> 20) + " MiB (" +
-                    std::to_string(config.num_kv_blocks) + " blocks of " + std::to_string(config.block_size) +
+                    " MiB; KV pool " + std::to_string(kv_bytes >> 20) + " MiB of " + kv_dtype_phrase(model, config) +
+                    " (" + std::to_string(config.num_kv_blocks) + " blocks of " + std::to_string(config.block_size) +
                     " tokens = " + std::to_string(pool_tokens) + " tokens, " +
                     std::to_string(pool_tokens / std::max(config.max_model_len, 1)) + " sequences of " +
                     std::to_string(config.max_model_len) + " at once)");
@@ -292,6 +305,11 @@ Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::st
         // The split ranks load with the checkpoint's own format; quantized weights do not shard yet.
         return Status::error("--quantization " + o.quantization + " with --tensor-parallel-size " +
                              std::to_string(o.tensor_parallel_size) + " is not supported yet");
+    }
+    if (o.kv_cache_dtype != KvCacheDtype::kAuto) {
+        return Status::error("--kv-cache-dtype " + std::string(kv_cache_dtype_name(o.kv_cache_dtype)) +
+                             " with --tensor-parallel-size " + std::to_string(o.tensor_parallel_size) +
+                             " is not supported yet");
     }
     if (o.nnodes > 1) return load_node_zero(model_dir, o);
     PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
@@ -372,8 +390,11 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     auto backend = make_backend(options, dir.spec);
     if (!backend.ok()) return backend.status().with_context(model_dir);
     s->backend_ = std::move(backend).value();
-    PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_, single_communicator(),
-                                                          model::LoadOptions{options.quantization}));
+    PAGODA_ASSIGN_OR_RETURN(s->model_,
+                            model::Model::load(std::move(dir), *s->backend_, single_communicator(),
+                                               model::LoadOptions{.quantization = options.quantization,
+                                                                  .kv_cache_dtype = options.kv_cache_dtype,
+                                                                  .calculate_kv_scales = options.calculate_kv_scales}));
     if (options.enable_lora)
         PAGODA_RETURN_IF_ERROR(
             s->model_->enable_lora(options.max_loras, options.max_lora_rank).with_context(model_dir));

@@ -59,6 +59,10 @@ struct EngineOptions {
     // --quantization (model::LoadOptions::quantization): "" as config.json says, the checkpoint's quant_method
     // (checked), or "fp8" to quantize an unquantized checkpoint's projections at load. Not with tensor parallelism yet.
     std::string quantization;
+    // --kv-cache-dtype and --calculate-kv-scales (model::LoadOptions): fp8 halves a GPU's KV bytes per token, so the
+    // pool holds twice the tokens. Not with tensor parallelism yet.
+    KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+    bool calculate_kv_scales = false;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
 
     // Multi-LoRA (--enable-lora; one device, no tensor parallelism yet): adapter slots on the device (--max-loras),

@@ -81,8 +81,8 @@ int32_t default_context(const SizeFacts& f, int32_t seqs, std::string& why) {
     const size_t kv_budget = f.memory_budget - std::min(f.memory_budget, states);
     const auto fit = static_cast<int64_t>(kv_budget / f.kv_bytes_per_token) / f.block_size * f.block_size;
     if (fit >= model_len) return to_i32(model_len);
-    why = "the most the KV cache holds (" + gib(kv_budget) + "; the model's context is " + std::to_string(model_len) +
-          ")";
+    why = "the most the KV cache holds (" + gib(kv_budget) + " at " + std::to_string(f.kv_bytes_per_token) +
+          " bytes a token; the model's context is " + std::to_string(model_len) + ")";
     return to_i32(std::max<int64_t>(fit, f.block_size));
 }
 

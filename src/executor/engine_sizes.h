@@ -20,7 +20,7 @@ struct SizeFacts {
     // the activations' estimate). Unused on the CPU.
     size_t memory_budget = 0;
     int64_t context_length = 0;       // the model's context: max_position_embeddings, or YaRN's extension (0: unknown)
-    size_t kv_bytes_per_token = 0;    // over all full-attention layers; 0: the model has none
+    size_t kv_bytes_per_token = 0;    // over all full-attention layers, in the pool's dtype (fp8: half bf16's)
     size_t state_bytes_per_slot = 0;  // conv + recurrent state of one sequence; 0: no linear-attention layer
     int32_t block_size = 16;
 };

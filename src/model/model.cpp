@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "common/check.h"
+#include "model/kv_cache_scales.h"
 #include "model/rope.h"
 #include "model/tensor_parallel.h"
 #include "runtime/ops.h"
@@ -36,9 +37,20 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
         return Status::error(std::string(family_name(dir.spec.family)) + " models do not run on " + backend.name() +
                              " yet (it has no " + std::string(missing) + " op); use --device cpu");
     }
+    if (options.kv_cache_dtype == KvCacheDtype::kBf16 && backend.device().kind == DeviceKind::Host)
+        return Status::error("--kv-cache-dtype bfloat16 needs a GPU: the CPU keeps its KV cache in f32 (or fp8)");
+    if (options.calculate_kv_scales && options.kv_cache_dtype != KvCacheDtype::kFp8E4M3)
+        return Status::error("--calculate-kv-scales applies to an fp8 KV cache: add --kv-cache-dtype fp8");
     auto plan = make_shard_plan(dir.spec, comm.size(), comm.rank());
     if (!plan.ok()) return plan.status().with_context(dir.files.dir);
     std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
+    model->kv_cache_dtype_ = options.kv_cache_dtype;
+    model->calculate_kv_scales_ = options.calculate_kv_scales;
+    if (options.kv_cache_dtype == KvCacheDtype::kFp8E4M3) {  // a checkpoint calibrated for it carries its scales
+        auto scales = read_kv_cache_scales(model->dir_.spec, *model->dir_.checkpoint);
+        if (!scales.ok()) return scales.status().with_context(model->dir_.files.dir);
+        model->kv_layer_scales_ = std::move(scales).value();
+    }
     Status status = model->load_weights(*quantization);
     if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
     if (status.ok() && (backend.device().kind != DeviceKind::Host || options.pack_weights))
@@ -170,8 +182,14 @@ KvCacheConfig Model::kv_cache_config(int32_t num_blocks, int32_t block_size) con
     c.block_size = block_size;
     c.num_kv_heads = static_cast<int32_t>(plan_.kv_heads);
     c.head_dim = static_cast<int32_t>(spec.head_dim);
-    // BF16 on a GPU (half the bytes the decode kernel reads), F32 on the CPU.
+    // By default BF16 on a GPU (half the bytes the decode kernel reads), F32 on the CPU; fp8 (e4m3) on either when
+    // asked for, with the checkpoint's scales (or 1.0) unless calculated.
     c.dtype = backend_.device().kind == DeviceKind::Host ? DType::F32 : DType::BF16;
+    if (kv_cache_dtype_ == KvCacheDtype::kFp8E4M3) {
+        c.dtype = DType::F8_E4M3;
+        c.calculate_scales = calculate_kv_scales_;
+        c.layer_scales = kv_layer_scales_;
+    }
     return c;
 }
 
@@ -287,8 +305,7 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
         const LayerWeights& layer = weights_.layers[i];
         const size_t mark = arena_.mark();
         if (layer.attention == AttentionKind::kFull) {
-            attention_forward(ops, spec, layer.attn, x, batch, rope_, kv->key(cache_layer_[i]),
-                              kv->value(cache_layer_[i]), arena_, y);
+            attention_forward(ops, spec, layer.attn, x, batch, rope_, kv->layer(cache_layer_[i]), arena_, y);
         } else {
             delta_net_forward(ops, spec, layer.delta, x, batch, states->conv_state(cache_layer_[i]),
                               states->recurrent_state(cache_layer_[i]), arena_, y);

@@ -41,6 +41,10 @@ struct LoadOptions {
     // mmapped views are seldom back to back), so that the fused q/k/v, gate/up and delta-net projections run there
     // too: what tests of the fused paths (and of LoRA on them) use.
     bool pack_weights = false;
+    // --kv-cache-dtype and --calculate-kv-scales: the KV pools kv_cache_config describes. bfloat16 needs a GPU (the
+    // CPU's caches are F32 or fp8); calculated scales need fp8.
+    KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
+    bool calculate_kv_scales = false;
 };
 
 class Model {
@@ -105,6 +109,9 @@ class Model {
     Arena arena_;
     std::unique_ptr<LoraTable> lora_;
     std::vector<int32_t> lora_slots_;  // the step's ForwardBatch::lora_slots
+    KvCacheDtype kv_cache_dtype_ = KvCacheDtype::kAuto;
+    bool calculate_kv_scales_ = false;
+    std::vector<KvScales> kv_layer_scales_;  // the checkpoint's k_scale / v_scale (fp8 KV cache), empty when none
 };
 
 }  // namespace pagoda::model

@@ -108,11 +108,10 @@ class CpuOps final : public Ops {
                          table.attention_factor});
     }
 
-    void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
-                  const Tensor& value_cache) override {
+    void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const KvCacheLayer& cache) override {
         ops_checks::expect_heads(k, kHere, "write_kv", "k");
         ops_checks::expect_heads(v, kHere, "write_kv", "v");
-        check_cache(key_cache, value_cache, k.dim(1), k.dim(2), batch, "write_kv");
+        check_cache(cache, k.dim(1), k.dim(2), batch, "write_kv");
         expect(k.shape() == v.shape() && k.dim(0) == batch.num_tokens &&
                    static_cast<int64_t>(batch.slot_mapping.size()) == k.dim(0),
                "write_kv", "k/v/slot_mapping do not match the batch's tokens");
@@ -121,18 +120,27 @@ class CpuOps final : public Ops {
         a.k_stride_t = k.stride(0), a.k_stride_h = k.stride(1), a.v_stride_t = v.stride(0), a.v_stride_h = v.stride(1);
         a.T = k.dim(0), a.H_kv = k.dim(1), a.D = k.dim(2);
         a.slot_mapping = batch.slot_mapping.data();
-        a.key_cache = key_cache.data_as<float>(), a.value_cache = value_cache.data_as<float>();
-        a.num_slots = key_cache.dim(0) * key_cache.dim(1);
+        a.key_cache = cache.key.data(), a.value_cache = cache.value.data();
+        a.num_slots = cache.key.dim(0) * cache.key.dim(1);
+        if (cache.scales) {
+            KvScales& s = *cache.scales;
+            if (settles_kv_scales(&s, batch.slot_mapping)) {
+                const kc::KvAmax m = kc::paged_kv_amax(a);
+                settle_kv_scales(s, m.k, m.v);
+            }
+            a.fp8 = true, a.k_inv_scale = 1.0f / s.k, a.v_inv_scale = 1.0f / s.v;
+        }
         kc::launch_paged_kv_write(a);
     }
 
-    void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache, const ForwardBatch& batch,
-                         float scale, const Tensor& out) override {
+    void paged_attention(const Tensor& q, const KvCacheLayer& cache, const ForwardBatch& batch, float scale,
+                         const Tensor& out) override {
         ops_checks::expect_heads(q, kHere, "paged_attention", "q");
         ops_checks::expect_heads(out, kHere, "paged_attention", "out");
         expect(q.shape() == out.shape() && q.dim(0) == batch.num_tokens, "paged_attention",
                "q/out shapes do not match the batch");
-        check_cache(key_cache, value_cache, key_cache.dim(2), q.dim(2), batch, "paged_attention");
+        const Tensor& key_cache = cache.key;
+        check_cache(cache, key_cache.dim(2), q.dim(2), batch, "paged_attention");
         expect(q.dim(1) % key_cache.dim(2) == 0, "paged_attention", "query heads not a multiple of kv heads");
         expect(static_cast<int64_t>(batch.block_tables.size()) >=
                    static_cast<int64_t>(batch.num_seqs) * batch.max_blocks_per_seq,
@@ -141,7 +149,8 @@ class CpuOps final : public Ops {
         kc::PagedAttentionArgs a;
         a.q = rows3(q), a.out = rows3(out);
         a.H_q = q.dim(1), a.H_kv = key_cache.dim(2), a.D = q.dim(2);
-        a.key_cache = key_cache.data_as<float>(), a.value_cache = value_cache.data_as<float>();
+        a.key_cache = key_cache.data(), a.value_cache = cache.value.data();
+        if (cache.scales) a.fp8 = true, a.k_scale = cache.scales->k, a.v_scale = cache.scales->v;
         a.block_size = batch.block_size, a.num_blocks = key_cache.dim(0);
         a.num_seqs = batch.num_seqs, a.query_start_loc = batch.query_start_loc.data();
         a.seq_lens = batch.seq_lens.data(), a.block_tables = batch.block_tables.data();
@@ -359,11 +368,15 @@ class CpuOps final : public Ops {
         kc::launch_elementwise(a);
     }
 
-    void check_cache(const Tensor& kc_, const Tensor& vc, int64_t H_kv, int64_t D, const ForwardBatch& batch,
-                     const char* op) {
-        expect(kc_.dtype() == DType::F32 && vc.dtype() == DType::F32 && kc_.is_contiguous() && vc.is_contiguous() &&
+    // F32 caches, or F8_E4M3 ones with their scales (the pool gives an fp8 layer its scales, and only an fp8 one).
+    void check_cache(const KvCacheLayer& cache, int64_t H_kv, int64_t D, const ForwardBatch& batch, const char* op) {
+        const Tensor &kc_ = cache.key, &vc = cache.value;
+        const DType want = cache.scales ? DType::F8_E4M3 : DType::F32;
+        expect(kc_.dtype() == want && vc.dtype() == want && kc_.is_contiguous() && vc.is_contiguous() &&
                    kc_.rank() == 4 && kc_.shape() == vc.shape(),
-               op, "caches must be contiguous F32 [blocks, block_size, H_kv, D], got " + kc_.to_string());
+               op,
+               "caches must be contiguous F32 (or F8_E4M3 with scales) [blocks, block_size, H_kv, D], got " +
+                   kc_.to_string());
         expect(kc_.dim(1) == batch.block_size && kc_.dim(2) == H_kv && kc_.dim(3) == D, op,
                "cache " + kc_.to_string() + " does not match block_size " + std::to_string(batch.block_size) +
                    ", heads " + std::to_string(H_kv) + ", head_dim " + std::to_string(D));

@@ -14,6 +14,7 @@
 #include <span>
 #include <string_view>
 
+#include "runtime/cache_pools.h"
 #include "runtime/forward_batch.h"
 #include "runtime/linear_weight.h"
 #include "runtime/rope_table.h"
@@ -93,24 +94,23 @@ class Ops {
     }
 
     // Paged KV. Caches are [num_blocks, block_size, H_kv, D] (see cache_pools.h). k, v [T, H_kv, D] are stored at
-    // batch.slot_mapping (negative slots skipped).
-    virtual void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
-                          const Tensor& value_cache) = 0;
+    // batch.slot_mapping (negative slots skipped). An fp8 cache stores e4m3(x / scale) with the layer's scales; scales
+    // still pending are first set from the amax of the rows stored (KvScales).
+    virtual void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const KvCacheLayer& cache) = 0;
 
     // The whole attention prologue: qk_norm_rope on q and k (positions from the batch), then write_kv of the finished
     // k and of v. A device backend runs it as one kernel; this default calls the two ops.
     virtual void qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                                        const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
-                                       const RopeTable& rope_table, const Tensor& key_cache,
-                                       const Tensor& value_cache) {
+                                       const RopeTable& rope_table, const KvCacheLayer& cache) {
         qk_norm_rope(q, k, q_norm, k_norm, eps, kind, batch.positions, rope_table);
-        write_kv(k, v, batch, key_cache, value_cache);
+        write_kv(k, v, batch, cache);
     }
     // Causal attention of the new tokens over each sequence's whole context (cached prefix + new tokens, read from
     // the caches through the block tables, so call write_kv first). q, out [T, H_q, D]; GQA: q head h uses kv head
-    // h / (H_q / H_kv). scale is usually 1/sqrt(D).
-    virtual void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache,
-                                 const ForwardBatch& batch, float scale, const Tensor& out) = 0;
+    // h / (H_q / H_kv). scale is usually 1/sqrt(D). An fp8 cache's rows are read as stored · the layer's scale.
+    virtual void paged_attention(const Tensor& q, const KvCacheLayer& cache, const ForwardBatch& batch, float scale,
+                                 const Tensor& out) = 0;
 
     // out = silu(gate) * up; all [T, N] (gate/up usually the halves of one fused output).
     virtual void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) = 0;

@@ -1,4 +1,5 @@
-// Paged KV write and paged causal attention (GQA) over several sequences of one batch.
+// Paged KV write and paged causal attention (GQA) over several sequences of one batch; caches of F32 or of e4m3 with a
+// per-tensor scale (--kv-cache-dtype fp8: quantised here when written, dequantised when read).
 #include <algorithm>
 #include <cmath>
 
@@ -8,6 +9,29 @@
 
 namespace pagoda::kernels::cpu {
 
+namespace {
+// One row of D values into the cache: copied, or quantised (x · inv_scale, then e4m3 by the one CPU rounding).
+void store_row(const float* x, void* cache, int64_t at, int64_t D, bool fp8, float inv_scale) {
+    if (fp8) {
+        uint8_t* dst = static_cast<uint8_t*>(cache) + at;
+        for (int64_t d = 0; d < D; ++d)
+            dst[d] = f32_to_f8e4m3(x[d] * inv_scale);
+    } else {
+        std::copy(x, x + D, static_cast<float*>(cache) + at);
+    }
+}
+
+// One cached row as F32: in place for an F32 cache, else dequantised into buf.
+PAGODA_INLINE const float* load_row(const void* cache, int64_t at, int64_t D, bool fp8, float scale, float* buf) {
+    if (!fp8) return static_cast<const float*>(cache) + at;
+    const float* lut = e4m3_table().data();
+    const uint8_t* src = static_cast<const uint8_t*>(cache) + at;
+    for (int64_t d = 0; d < D; ++d)
+        buf[d] = lut[src[d]] * scale;
+    return buf;
+}
+}  // namespace
+
 void launch_paged_kv_write(const PagedKvWriteArgs& a) {
     const int64_t row = a.H_kv * a.D;
 #pragma omp parallel for schedule(static) if (a.T * row > kParallelMinWork)
@@ -16,16 +40,28 @@ void launch_paged_kv_write(const PagedKvWriteArgs& a) {
         if (slot < 0) continue;
         PAGODA_CHECK_MSG(slot < a.num_slots, "write_kv: slot beyond the cache");
         for (int64_t h = 0; h < a.H_kv; ++h) {
-            const float* k = a.k + t * a.k_stride_t + h * a.k_stride_h;
-            const float* v = a.v + t * a.v_stride_t + h * a.v_stride_h;
-            float* kc = a.key_cache + slot * row + h * a.D;
-            float* vc = a.value_cache + slot * row + h * a.D;
-            for (int64_t d = 0; d < a.D; ++d)
-                kc[d] = k[d];
-            for (int64_t d = 0; d < a.D; ++d)
-                vc[d] = v[d];
+            store_row(a.k + t * a.k_stride_t + h * a.k_stride_h, a.key_cache, slot * row + h * a.D, a.D, a.fp8,
+                      a.k_inv_scale);
+            store_row(a.v + t * a.v_stride_t + h * a.v_stride_h, a.value_cache, slot * row + h * a.D, a.D, a.fp8,
+                      a.v_inv_scale);
         }
     }
+}
+
+KvAmax paged_kv_amax(const PagedKvWriteArgs& a) {
+    KvAmax m;
+    for (int64_t t = 0; t < a.T; ++t) {
+        if (a.slot_mapping[t] < 0) continue;
+        for (int64_t h = 0; h < a.H_kv; ++h) {
+            const float* k = a.k + t * a.k_stride_t + h * a.k_stride_h;
+            const float* v = a.v + t * a.v_stride_t + h * a.v_stride_h;
+            for (int64_t d = 0; d < a.D; ++d) {
+                m.k = std::max(m.k, std::fabs(k[d]));
+                m.v = std::max(m.v, std::fabs(v[d]));
+            }
+        }
+    }
+    return m;
 }
 
 namespace {
@@ -51,6 +87,7 @@ PAGODA_INLINE void attention_item(const AttnItem& it) {
 
     float* scores = scratch(1, static_cast<size_t>(group * L));
     float* acc = scratch(2, static_cast<size_t>(group * a.D));
+    float* row_buf = scratch(3, static_cast<size_t>(a.D));  // a dequantised fp8 row
     const float* qs[64];
     PAGODA_CHECK(group <= 64);
     for (int64_t g = 0; g < group; ++g)
@@ -59,7 +96,8 @@ PAGODA_INLINE void attention_item(const AttnItem& it) {
     for (int64_t j = 0; j < L; ++j) {
         const int64_t block = table[j / a.block_size];
         PAGODA_CHECK(block >= 0 && block < a.num_blocks);
-        const float* k = a.key_cache + (block * a.block_size + j % a.block_size) * row + kvh * a.D;
+        const float* k = load_row(a.key_cache, (block * a.block_size + j % a.block_size) * row + kvh * a.D, a.D, a.fp8,
+                                  a.k_scale, row_buf);
         for (int64_t g = 0; g < group; ++g) {
             scores[g * L + j] = dot_f32(qs[g], k, a.D) * a.scale;
         }
@@ -81,7 +119,8 @@ PAGODA_INLINE void attention_item(const AttnItem& it) {
     std::fill(acc, acc + group * a.D, 0.0f);
     for (int64_t j = 0; j < L; ++j) {
         const int64_t block = table[j / a.block_size];
-        const float* v = a.value_cache + (block * a.block_size + j % a.block_size) * row + kvh * a.D;
+        const float* v = load_row(a.value_cache, (block * a.block_size + j % a.block_size) * row + kvh * a.D, a.D,
+                                  a.fp8, a.v_scale, row_buf);
         for (int64_t g = 0; g < group; ++g) {
             const float p = scores[g * L + j];
             float* o = acc + g * a.D;

@@ -17,6 +17,16 @@ float* scratch(int which, size_t count) {
     return b.data();
 }
 
+const std::array<float, 256>& e4m3_table() {
+    static const std::array<float, 256> table = [] {
+        std::array<float, 256> t{};
+        for (int i = 0; i < 256; ++i)
+            t[i] = f8e4m3_to_f32(static_cast<uint8_t>(i));
+        return t;
+    }();
+    return table;
+}
+
 namespace {
 Isa detect_isa() {
 #if PAGODA_HAS_ISA_VARIANTS

@@ -173,24 +173,37 @@ struct RopeArgs {
 };
 void launch_rope(const RopeArgs& a);
 
-// Paged layout shared by write and attention: cache[block][offset][head][d], contiguous.
+// Paged layout shared by write and attention: cache[block][offset][head][d], contiguous. Caches hold F32, or with
+// fp8 set e4m3 bytes: stored = e4m3(x · inv_scale) (round to nearest even, saturating at ±448, as f32_to_f8e4m3 and
+// the CUDA writes round), read back as stored · scale.
 struct PagedKvWriteArgs {
     const float* k = nullptr;
     const float* v = nullptr;
     int64_t k_stride_t = 0, k_stride_h = 0, v_stride_t = 0, v_stride_h = 0;
     int64_t T = 0, H_kv = 0, D = 0;
     const int64_t* slot_mapping = nullptr;  // [T]
-    float* key_cache = nullptr;
-    float* value_cache = nullptr;
+    void* key_cache = nullptr;
+    void* value_cache = nullptr;
     int64_t num_slots = 0;  // num_blocks * block_size (bounds check)
+    bool fp8 = false;
+    float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
 };
 void launch_paged_kv_write(const PagedKvWriteArgs& a);
+
+// The largest |x| over the rows of k and of v [T, H_kv, D] that are stored (slot >= 0): what --calculate-kv-scales
+// derives a layer's scales from. {0, 0} when no row is stored.
+struct KvAmax {
+    float k = 0.0f, v = 0.0f;
+};
+KvAmax paged_kv_amax(const PagedKvWriteArgs& a);
 
 struct PagedAttentionArgs {
     RowsF32 q, out;
     int64_t H_q = 0, H_kv = 0, D = 0;
-    const float* key_cache = nullptr;
-    const float* value_cache = nullptr;
+    const void* key_cache = nullptr;  // F32, or e4m3 with fp8 (dequantised with k_scale / v_scale)
+    const void* value_cache = nullptr;
+    bool fp8 = false;
+    float k_scale = 1.0f, v_scale = 1.0f;
     int32_t block_size = 16;
     int64_t num_blocks = 0;
     int32_t num_seqs = 0;

@@ -18,17 +18,6 @@ namespace pagoda::kernels::cpu {
 
 namespace {
 
-// All 256 e4m3 values: a table lookup instead of bit twiddling per weight.
-const std::array<float, 256>& e4m3_table() {
-    static const std::array<float, 256> table = [] {
-        std::array<float, 256> t{};
-        for (int i = 0; i < 256; ++i)
-            t[i] = f8e4m3_to_f32(static_cast<uint8_t>(i));
-        return t;
-    }();
-    return table;
-}
-
 void dequantize_rows(const DequantizeFp8Args& a, int64_t n0, int64_t n1) {
     const float* lut = e4m3_table().data();
     const Fp8Scales& s = a.scales;

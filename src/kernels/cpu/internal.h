@@ -1,6 +1,7 @@
 // Helpers shared by the CPU kernel files (not a public header).
 #pragma once
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -120,6 +121,9 @@ PAGODA_INLINE float dot_f32(const float* a, const float* b, int64_t n) {
 // Below this many multiply-adds an op runs on the calling thread: a fork/join costs microseconds on an idle
 // machine and up to a scheduler time slice on a busy one.
 inline constexpr int64_t kParallelMinWork = int64_t{1} << 18;
+
+// All 256 e4m3 values (fp8 weights and KV caches): a table lookup instead of bit twiddling per element.
+const std::array<float, 256>& e4m3_table();
 
 // Thread-local scratch that only grows, so steady-state calls allocate nothing.
 float* scratch(int which, size_t count);

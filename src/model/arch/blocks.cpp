@@ -87,8 +87,8 @@ size_t attention_scratch_floats(const ModelSpec& spec) {
 }
 
 void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
-                       const ForwardBatch& batch, const RopeTable& rope, const Tensor& key_cache,
-                       const Tensor& value_cache, Arena& arena, const Tensor& out) {
+                       const ForwardBatch& batch, const RopeTable& rope, const KvCacheLayer& cache, Arena& arena,
+                       const Tensor& out) {
     // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
     const int64_t T = x.dim(0), hd = spec.head_dim, nq = w.o.in_features() / hd, nkv = w.k.out_features() / hd;
     const bool gated = w.q.out_features() == 2 * nq * hd;
@@ -116,10 +116,9 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
     Tensor v = heads_view(v_out, 0, nkv, hd, hd);
     const NormKind kind = norm_kind(spec);
     const float eps = static_cast<float>(spec.rms_norm_eps);
-    ops.qk_norm_rope_write_kv(q, k, v, w.q_norm, w.k_norm, eps, kind, batch, rope, key_cache, value_cache);
+    ops.qk_norm_rope_write_kv(q, k, v, w.q_norm, w.k_norm, eps, kind, batch, rope, cache);
     Tensor attn = arena.f32(T, nq * hd);
-    ops.paged_attention(q, key_cache, value_cache, batch, 1.0f / std::sqrt(static_cast<float>(hd)),
-                        attn.reshape(Shape{T, nq, hd}));
+    ops.paged_attention(q, cache, batch, 1.0f / std::sqrt(static_cast<float>(hd)), attn.reshape(Shape{T, nq, hd}));
     if (gated) {
         // attn[:, h] *= sigmoid(gate of head h): the gates are the second halves of q_out's per-head [q | gate].
         ops.sigmoid_mul(attn.reshape(Shape{T, nq, hd}), heads_view(q_out, hd, nq, hd, 2 * hd));

@@ -60,10 +60,10 @@ struct AttentionOptions {
 // Model::upload_weights places them, so q/k/v (and their biases) lie back to back for fuse_projections.
 Status visit_weights(AttentionWeights& w, const ModelSpec& spec, const AttentionOptions& options,
                      const std::string& prefix, const WeightVisitor& visit);
-// out [T, H]. rope: the model's frequencies (model/rope.h). key_cache/value_cache: this layer's paged caches.
+// out [T, H]. rope: the model's frequencies (model/rope.h). cache: this layer's paged caches (and fp8 scales).
 void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
-                       const ForwardBatch& batch, const RopeTable& rope, const Tensor& key_cache,
-                       const Tensor& value_cache, Arena& arena, const Tensor& out);
+                       const ForwardBatch& batch, const RopeTable& rope, const KvCacheLayer& cache, Arena& arena,
+                       const Tensor& out);
 size_t attention_scratch_floats(const ModelSpec& spec);  // per token
 
 // --- SwiGLU MLP -----------------------------------------------------------------------------------------------------

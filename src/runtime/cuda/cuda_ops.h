@@ -114,13 +114,12 @@ class CudaOps final : public CudaOpsBase {
 
     void qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& q_norm,
                                const Tensor& k_norm, float eps, NormKind kind, const ForwardBatch& batch,
-                               const RopeTable& table, const Tensor& key_cache, const Tensor& value_cache) override;
+                               const RopeTable& table, const KvCacheLayer& cache) override;
 
-    void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
-                  const Tensor& value_cache) override;
+    void write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const KvCacheLayer& cache) override;
 
-    void paged_attention(const Tensor& q, const Tensor& key_cache, const Tensor& value_cache, const ForwardBatch& batch,
-                         float scale, const Tensor& out) override;
+    void paged_attention(const Tensor& q, const KvCacheLayer& cache, const ForwardBatch& batch, float scale,
+                         const Tensor& out) override;
 
     void silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) override;
     void sigmoid_mul(const Tensor& x, const Tensor& gate) override;
@@ -175,14 +174,19 @@ class CudaOps final : public CudaOpsBase {
                                       float eps, NormKind kind, std::span<const int32_t> positions,
                                       const void* d_positions, const RopeTable& table);
 
-    // Where write_kv stores k and v: the checked caches, and the batch's slots on the device (`d_slots`, resolve()).
+    // Where write_kv stores k and v: the checked caches, and the batch's slots on the device (`d_slots`, resolve()),
+    // with an fp8 cache's 1 / scale (pending scales are settled first from the stored rows' amax: settle_scales).
     struct KvTarget {
         const int64_t* slots;
         kcu::ElemType type;
         int64_t num_slots;
+        float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
     };
-    KvTarget kv_target(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const Tensor& key_cache,
-                       const Tensor& value_cache, const void* d_slots, const char* op);
+    KvTarget kv_target(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const KvCacheLayer& cache,
+                       const void* d_slots, const char* op);
+    // --calculate-kv-scales on the first write that stores tokens: the amax kernel, then a wait for its two floats
+    // (once per layer in a server's life, on an eager prefill step).
+    void settle_scales(const Tensor& k, const Tensor& v, const int64_t* d_slots, KvScales& scales);
 
     static void check_tables(const ForwardBatch& batch, int64_t num_blocks);
 
@@ -207,8 +211,7 @@ class CudaOps final : public CudaOpsBase {
 
     void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out);
 
-    void check_cache(const Tensor& kc, const Tensor& vc, int64_t H_kv, int64_t D, const ForwardBatch& batch,
-                     const char* op);
+    void check_cache(const KvCacheLayer& cache, int64_t H_kv, int64_t D, const ForwardBatch& batch, const char* op);
 
     // Multi-LoRA (lora.cpp): the step's tokens grouped by adapter slot, the groups' token lists on the device, and
     // y += each token's adapter delta after a projection that has adapters.

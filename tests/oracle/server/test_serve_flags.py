@@ -72,3 +72,35 @@ def test_max_model_len_beyond_the_models_context_is_refused(demo_dir, pagoda_bin
                        text=True, timeout=60)
     assert r.returncode == 1
     assert "--max-model-len 32769" in r.stderr and "32768" in r.stderr
+
+
+# `--kv-cache-dtype fp8` (e4m3 K/V with per-layer scales) and `--calculate-kv-scales`, vLLM's flags: the server
+# answers through the openai SDK, a seeded request gives the same text twice (the second time from the prefix cache,
+# whose blocks hold the e4m3 values the first one wrote), and the start-up log names the pool's dtype.
+def test_fp8_kv_cache_serves_and_says_so(demo_dir):  # noqa: F811
+    s = serve(demo_dir, "--kv-cache-dtype", "fp8", "--calculate-kv-scales")
+    try:
+        first = completion(s, temperature=0.8)
+        assert first
+        assert completion(s, temperature=0.8) == first
+        # The model loads after the server listens: its lines are in the pipe by the time a request was answered.
+        lines = []
+        while not any("ready" in line for line in lines):
+            lines.append(s.proc.stderr.readline())
+            assert lines[-1], "".join(s.log + lines)
+        assert any("KV pool" in line and "fp8_e4m3" in line for line in lines), "".join(lines)
+    finally:
+        assert s.stop() == 0
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--kv-cache-dtype", "fp8_e5m2"], "fp8_e5m2 is not supported"),
+    (["--kv-cache-dtype", "int8"], "not one of auto, bfloat16, fp8, fp8_e4m3"),
+    (["--calculate-kv-scales"], "add --kv-cache-dtype fp8"),
+    (["--kv-cache-dtype", "bfloat16"], "needs a GPU"),
+])
+def test_kv_cache_flags_that_cannot_be_honoured_are_refused(demo_dir, pagoda_bin, flags, message):  # noqa: F811
+    r = subprocess.run([str(pagoda_bin), "serve", str(demo_dir), "--device", "cpu", *flags], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert message in r.stderr, r.stderr

@@ -14,6 +14,7 @@
 
 #include "common/file.h"
 #include "golden/golden_reference.h"
+#include "golden/kv_fp8_accuracy.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/cuda_backend.h"
@@ -107,6 +108,23 @@ TEST_P(CudaGoldenTest, AllPositionsAndMixedBatches) {
 
 // --quantization fp8 on the GPU: the bf16 qwen3 quantized at load (per channel, on the host) and uploaded; the
 // qwen3_fp8_channel golden holds the same weights (fp8_checkpoint_test checks that on the CPU, byte for byte).
+// --kv-cache-dtype fp8 against the bf16 cache (everything else alike) at every position, prefill then decode: the
+// tensor-core kernels on e4m3 tiles. Prints max|Δ| relative to max|logit| and the top-1 agreement; the bounds are
+// kv_fp8_golden_test's (kv_fp8_accuracy.h; the CPU's fp8-vs-f32 figures are in docs/status.md).
+TEST_P(CudaGoldenTest, Fp8KvCacheStaysCloseToTheBf16Cache) {
+    for (const bool calculate : {true, false}) {
+        const golden::KvFp8Accuracy a = golden::kv_fp8_accuracy(*backend_, dir_, ref_.ids, ref_.vocab, calculate);
+        std::printf("[ %s ] fp8 KV (%s) vs bf16 KV: max|Δ| %.4g of max|logit| %.4g (%.3g%%), top-1 agrees at %d/%d\n",
+                    GetParam().c_str(), calculate ? "calculated scales" : "scales 1.0", a.max_abs_diff, a.max_abs_logit,
+                    100.0 * a.relative(), a.top1_agree, a.positions);
+        EXPECT_GT(a.positions, 0);
+        const char* what = calculate ? "calculated scales" : "scales 1.0";
+        EXPECT_LE(a.max_abs_diff, golden::kv_fp8_max_diff_bound(a.max_abs_logit, ref_.transformers_bf16_max_abs_diff))
+            << what;
+        EXPECT_GE(a.agreement(), golden::kKvFp8MinTop1) << what;
+    }
+}
+
 TEST(CudaQuantizeAtLoad, Fp8MatchesThePerChannelGolden) {
     if (cuda_device_count() == 0)
         GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": skipped";

@@ -80,9 +80,14 @@ bool on_gpu() {
 constexpr float kNearTie = 0.02f, kLogprobNoise = 0.02f, kDriftShare = 0.05f;
 float g_model_noise = kLogprobNoise;  // this model's bound, set by the fixture
 constexpr size_t kSampledPrefix = 4;
-void expect_same_run(const Outcome& got, const Outcome& want, bool greedy, const std::string& what) {
+// What an fp8 KV cache's rounding may move a logprob by when one run recomputes what the other decoded.
+constexpr float kFp8RecomputeNoise = 0.25f;
+// kExact on the CPU; kUpToNearTies as on a GPU, where the runs' rounding may differ.
+enum class Compare { kExactOnCpu, kUpToNearTies };
+void expect_same_run(const Outcome& got, const Outcome& want, bool greedy, const std::string& what,
+                     Compare compare = Compare::kExactOnCpu) {
     ASSERT_EQ(got.tokens.size(), want.tokens.size()) << what;
-    if (!on_gpu()) {
+    if (!on_gpu() && compare == Compare::kExactOnCpu) {
         EXPECT_EQ(got.tokens, want.tokens) << what;
         return;
     }
@@ -155,6 +160,11 @@ class EngineRunnerTest : public ::testing::TestWithParam<std::string> {
                 make_request(prompt(50, 116), max_tokens), make_request(prompt(1, 2), max_tokens, 11)};
     }
 
+    // The engine-level invariants, with the cache `options` choose (the backend's own, or fp8).
+    void check_batch_invariance(EngineOptions options);
+    void check_prefix_hit(const EngineOptions& options);
+    void check_preemption(const EngineOptions& options, Compare compare = Compare::kExactOnCpu);
+
     std::string dir_;
     Reference ref_;
     int32_t context_ = 0;  // the longest max_model_len the model allows
@@ -184,8 +194,16 @@ TEST_P(EngineRunnerTest, GreedyMatchesTransformersWhereTheMarginAllows) {
     EXPECT_GE(checked, 4u) << "too few steps with a clear margin to test anything";
 }
 
-TEST_P(EngineRunnerTest, TokensDoNotDependOnTheBatch) {
-    EngineOptions options;
+// --kv-cache-dtype fp8 with scales calculated from the first prefill (each engine's first request below is the same,
+// so two engines get the same scales).
+EngineOptions fp8_kv(bool calculate_scales) {
+    EngineOptions o;
+    o.kv_cache_dtype = KvCacheDtype::kFp8E4M3;
+    o.calculate_kv_scales = calculate_scales;
+    return o;
+}
+
+void EngineRunnerTest::check_batch_invariance(EngineOptions options) {
     options.enable_prefix_caching = false;  // the repeats below must be computed, not served from the cache
     auto s = start(options);
     ASSERT_TRUE(s);
@@ -207,8 +225,16 @@ TEST_P(EngineRunnerTest, TokensDoNotDependOnTheBatch) {
     EXPECT_EQ(s->engine().stats().prefix_hit_tokens, 0);
 }
 
-TEST_P(EngineRunnerTest, PrefixHitGivesTheSameTokensAsAMiss) {
-    EngineOptions no_cache;
+TEST_P(EngineRunnerTest, TokensDoNotDependOnTheBatch) {
+    check_batch_invariance({});
+}
+
+TEST_P(EngineRunnerTest, TokensDoNotDependOnTheBatchWithAnFp8KvCache) {
+    check_batch_invariance(fp8_kv(true));
+}
+
+void EngineRunnerTest::check_prefix_hit(const EngineOptions& options) {
+    EngineOptions no_cache = options;
     no_cache.enable_prefix_caching = false;
     auto cold = start(no_cache);
     ASSERT_TRUE(cold);
@@ -220,7 +246,7 @@ TEST_P(EngineRunnerTest, PrefixHitGivesTheSameTokensAsAMiss) {
     const Outcome sampled_miss = run_one(*cold, sampled);
     cold.reset();
 
-    auto s = start();
+    auto s = start(options);
     ASSERT_TRUE(s);
     const Outcome first = run_one(*s, base);
     EXPECT_EQ(first.cached_tokens, 0);
@@ -241,19 +267,27 @@ TEST_P(EngineRunnerTest, PrefixHitGivesTheSameTokensAsAMiss) {
     }
 }
 
-TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokens) {
+TEST_P(EngineRunnerTest, PrefixHitGivesTheSameTokensAsAMiss) {
+    check_prefix_hit({});
+}
+
+TEST_P(EngineRunnerTest, PrefixHitGivesTheSameTokensAsAMissWithAnFp8KvCache) {
+    check_prefix_hit(fp8_kv(true));
+}
+
+void EngineRunnerTest::check_preemption(const EngineOptions& options, Compare compare) {
     std::vector<Request> requests;
     for (int i = 0; i < 4; ++i)
         requests.push_back(
             make_request(prompt(10 * i, 10 * i + 40), 40, i % 2 ? std::optional<uint64_t>(5 + i) : std::nullopt));
-    auto roomy = start();
+    auto roomy = start(options);
     ASSERT_TRUE(roomy);
     std::vector<Outcome> alone;
     for (const Request& r : requests)
         alone.push_back(run_one(*roomy, r));
     roomy.reset();
 
-    EngineOptions tight;
+    EngineOptions tight = options;
     tight.max_model_len = 128;
     tight.num_kv_blocks = 8;  // one max_model_len sequence; four 80-token sequences cannot run together
     // Admitted on their prompts alone, so that they are preempted (the default would run them one by one).
@@ -263,8 +297,23 @@ TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokens) {
     const std::vector<Outcome> together = run_all(*s, requests);
     ASSERT_EQ(together.size(), requests.size());
     for (size_t i = 0; i < requests.size(); ++i)
-        expect_same_run(together[i], alone[i], !requests[i].params.seed.has_value(), "request " + std::to_string(i));
+        expect_same_run(together[i], alone[i], !requests[i].params.seed.has_value(), "request " + std::to_string(i),
+                        compare);
     EXPECT_GT(s->engine().stats().num_preemptions, 0);
+}
+
+TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokens) {
+    check_preemption({});
+}
+
+// Scales of 1.0: calculated ones would come from each engine's first step, which differ here (one request alone,
+// four together), and the tokens with them. Recompute prefills the generated tokens that were decoded one by one, and
+// even on the CPU a GEMV and a GEMM sum in different orders: K rows differ in their last bits, which e4m3 rounding
+// can turn into a whole step (1/16 of a value). So the runs agree up to the first choice within that noise
+// (measured: qwen3_moe parts at step 24 of 40; the other models not at all).
+TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokensWithAnFp8KvCache) {
+    g_model_noise = std::max(g_model_noise, kFp8RecomputeNoise);
+    check_preemption(fp8_kv(false), Compare::kUpToNearTies);
 }
 
 // Decode steps replayed from recorded CUDA graphs (padded to a bucket, split-KV planned for max_model_len) give the

@@ -71,6 +71,15 @@ TEST(EngineSizes, ContextShrinksToWhatTheKvCacheHolds) {
     EXPECT_NE(c.chosen.back().find("the most the KV cache holds"), std::string::npos) << c.chosen.back();
 }
 
+TEST(EngineSizes, Fp8KvCacheHoldsTwiceTheContext) {
+    // --kv-cache-dtype fp8: one byte an element, 72 KiB a token, so the same 2 GiB hold twice the tokens.
+    SizeFacts f = qwen3_8b_on(24, 2);
+    f.kv_bytes_per_token /= 2;
+    const SizeChoice c = choose_sizes({}, f);
+    EXPECT_EQ(c.sizes.max_model_len, 29120);
+    EXPECT_NE(c.chosen.back().find("at 73728 bytes a token"), std::string::npos) << c.chosen.back();
+}
+
 TEST(EngineSizes, GivenSizesAreKeptAndNotReported) {
     const SizeChoice c = choose_sizes({64, 4096, 2048}, qwen3_8b_on(141, 100));
     EXPECT_EQ(c.sizes.max_num_seqs, 64);

@@ -116,7 +116,7 @@ TEST_P(FusedAttention, SameOutputAsSeparateWeights) {
         Arena arena;
         arena.reserve(backend->allocator(), size_t{1} << 20);
         std::vector<float> out(static_cast<size_t>(batch.num_tokens * H));
-        attention_forward(backend->ops(), spec, *weights, x.parts[0], batch, rope, pool->key(0), pool->value(0), arena,
+        attention_forward(backend->ops(), spec, *weights, x.parts[0], batch, rope, pool->layer(0), arena,
                           Tensor(out.data(), DType::F32, Shape{batch.num_tokens, H}));
         outputs.push_back(out);
     }

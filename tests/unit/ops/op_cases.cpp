@@ -42,6 +42,26 @@ Tensor gated_heads(const Tensor& buf, int64_t H, int64_t D) {
     return Tensor(buf.data(), DType::F32, Shape{buf.dim(0), H, D}, strides, buf.device());
 }
 
+// --- KV caches ---------------------------------------------------------------------------------------------------
+
+// The cache a case writes or reads: the backend's own dtype (F32 on the CPU, BF16 on CUDA), or e4m3 (the same on
+// every backend) with fixed scales or with scales pending, which the case's write calculates from its rows' amax.
+enum class Kv { Native, Fp8, Fp8Calc };
+
+const char* kv_suffix(Kv kv) {
+    return kv == Kv::Fp8 ? " kv=fp8" : kv == Kv::Fp8Calc ? " kv=fp8-calc" : "";
+}
+
+// A layer's K and V caches [blocks, bs, Hk, D]. Fixed fp8 scales are 1/64 (K) and 1/32 (V): activations in [-1, 1]
+// (or [-2, 2]) are stored in e4m3's upper range, and a case with `saturate` scales them by 1/1024 instead, so values
+// beyond ±448 show the saturation. The cached prefixes of an fp8 cache hold random e4m3 values of the stored range.
+KvCacheLayer kv_layer(CaseRun& r, const Shape& shape, Kv kv, bool saturate = false) {
+    if (kv == Kv::Native) return {r.kv_cache(shape), r.kv_cache(shape), nullptr};
+    KvScales& scales =
+        r.keep(KvScales{saturate ? 1.0f / 1024 : 1.0f / 64, saturate ? 1.0f / 1024 : 1.0f / 32, kv == Kv::Fp8Calc});
+    return {r.dense(shape, DType::F8_E4M3, 64.0f), r.dense(shape, DType::F8_E4M3, 32.0f), &scales};
+}
+
 // --- sequences of a paged batch --------------------------------------------------------------------------------
 
 struct Seq {
@@ -267,9 +287,9 @@ OpCase qk_norm_rope(int64_t T, int64_t Hq, int64_t Hk, int64_t D, int rot, int v
 // The whole prologue into the caches; one slot skipped (negative), GQA. Caches are BF16 on CUDA: within one bf16
 // rounding of the CPU's F32 values.
 OpCase qk_norm_rope_write_kv(std::vector<Seq> seqs, int64_t Hq, int64_t Hk, int64_t D, int rot, int variant,
-                             int32_t bs = 16, bool yarn = false) {
-    return {fmt("qk_norm_rope_write_kv %s Hq=%lld Hk=%lld D=%lld rot=%d v%d bs=%d%s", seqs_name(seqs).c_str(),
-                (long long)Hq, (long long)Hk, (long long)D, rot, variant, bs, yarn_suffix(yarn)),
+                             int32_t bs = 16, bool yarn = false, Kv kv = Kv::Native) {
+    return {fmt("qk_norm_rope_write_kv %s Hq=%lld Hk=%lld D=%lld rot=%d v%d bs=%d%s%s", seqs_name(seqs).c_str(),
+                (long long)Hq, (long long)Hk, (long long)D, rot, variant, bs, yarn_suffix(yarn), kv_suffix(kv)),
             "qk_norm_rope_write_kv", [=](CaseRun& r) {
                 PagedBatch p = paged_batch(r, seqs, bs);
                 auto& slots = r.keep(std::vector<int64_t>(p.batch->slot_mapping.begin(), p.batch->slot_mapping.end()));
@@ -280,57 +300,68 @@ OpCase qk_norm_rope_write_kv(std::vector<Seq> seqs, int64_t Hq, int64_t Hk, int6
                              v = r.act(Shape{T, Hk, D}, 2.0f);
                 const Tensor qw = variant ? r.dense(Shape{D}) : Tensor(), kw = variant ? r.dense(Shape{D}) : Tensor();
                 const NormKind kind = variant == 2 ? NormKind::ZeroCentred : NormKind::Plain;
-                const Tensor kc = r.kv_cache(Shape{p.num_blocks, bs, Hk, D}),
-                             vc = r.kv_cache(Shape{p.num_blocks, bs, Hk, D});
+                const KvCacheLayer cache = kv_layer(r, Shape{p.num_blocks, bs, Hk, D}, kv);
                 r.check(q, "q", kF32Tol);
                 r.check(k, "k", kF32Tol);
                 r.check(v, "v (unchanged)", kExact);
-                r.check(kc, "key cache", 8e-3f);
-                r.check(vc, "value cache", 8e-3f);
+                // fp8: v is quantised from the same bits on every backend; k from rows that differ in the last fp32
+                // bits, which can move a value across an e4m3 rounding boundary (one step: 1/16 of its binade's top).
+                r.check(cache.key, "key cache", kv == Kv::Native ? 8e-3f : 0.07f);
+                r.check(cache.value, "value cache", kv == Kv::Native ? 8e-3f : kExact);
                 r.set_bytes(static_cast<double>(T * (Hq + 2 * Hk) * D) * 4 * 2);
                 const ForwardBatch& batch = *p.batch;
                 return [=, &r, &batch, table = rope_table(rot, yarn)] {
-                    r.ops().qk_norm_rope_write_kv(q, k, v, qw, kw, 1e-6f, kind, batch, table, kc, vc);
+                    r.ops().qk_norm_rope_write_kv(q, k, v, qw, kw, 1e-6f, kind, batch, table, cache);
                 };
             }};
 }
 
-OpCase write_kv(std::vector<Seq> seqs, int64_t Hk, int64_t D, int32_t bs = 16) {
-    return {fmt("write_kv %s Hk=%lld D=%lld bs=%d", seqs_name(seqs).c_str(), (long long)Hk, (long long)D, bs),
+// fp8: quantised with the one rounding of each backend (e4m3 RNE, saturating): the same bytes. With `saturate`, most
+// values are beyond ±448 before rounding. Kv::Fp8Calc: the scales come from the rows' amax on each backend first.
+OpCase write_kv(std::vector<Seq> seqs, int64_t Hk, int64_t D, int32_t bs = 16, Kv kv = Kv::Native,
+                bool saturate = false) {
+    return {fmt("write_kv %s Hk=%lld D=%lld bs=%d%s%s", seqs_name(seqs).c_str(), (long long)Hk, (long long)D, bs,
+                kv_suffix(kv), saturate ? " saturating" : ""),
             "write_kv", [=](CaseRun& r) {
                 PagedBatch p = paged_batch(r, seqs, bs);
+                auto& slots = r.keep(std::vector<int64_t>(p.batch->slot_mapping.begin(), p.batch->slot_mapping.end()));
+                if (kv == Kv::Fp8Calc) slots[0] = -1;  // a row not stored is no part of the amax
+                p.batch->slot_mapping = slots;
                 const int64_t T = p.batch->num_tokens;
                 const Tensor k = r.act(Shape{T, Hk, D}), v = r.act(Shape{T, Hk, D});
-                const Tensor kc = r.kv_cache(Shape{p.num_blocks, bs, Hk, D}),
-                             vc = r.kv_cache(Shape{p.num_blocks, bs, Hk, D});
-                r.check(kc, "key cache", kExact);  // k and v are bf16-exact
-                r.check(vc, "value cache", kExact);
-                r.set_bytes(static_cast<double>(T * Hk * D) * 2 * (4 + (r.on_cuda() ? 2 : 4)));
+                const KvCacheLayer cache = kv_layer(r, Shape{p.num_blocks, bs, Hk, D}, kv, saturate);
+                r.check(cache.key, "key cache", kExact);  // k and v are bf16-exact
+                r.check(cache.value, "value cache", kExact);
+                const double cache_bytes = kv == Kv::Native ? (r.on_cuda() ? 2 : 4) : 1;
+                r.set_bytes(static_cast<double>(T * Hk * D) * 2 * (4 + cache_bytes));
                 const ForwardBatch& batch = *p.batch;
-                return [=, &r, &batch] { r.ops().write_kv(k, v, batch, kc, vc); };
+                return [=, &r, &batch] { r.ops().write_kv(k, v, batch, cache); };
             }};
 }
 
 // The new tokens' k/v are written first (setup), then attention over cached prefix + new tokens is the timed call.
 // Head dims 64/128/256 take the tensor-core kernels on CUDA (Q and softmax weights rounded to bf16, as
 // FlashAttention does); 16/32 the fp32 kernel.
-OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int64_t Hkv, int64_t D, int32_t bs = 16) {
-    return {fmt("paged_attention %s %s Hq=%lld Hkv=%lld D=%lld bs=%d", label, seqs_name(seqs).c_str(), (long long)Hq,
-                (long long)Hkv, (long long)D, bs),
+// fp8 caches: the same e4m3 values on every backend (the write is exact, as above); CUDA's tensor-core kernels fold
+// K's scale into Q before rounding it to bf16 and V's into the output, so the tolerance is the bf16 one.
+OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int64_t Hkv, int64_t D, int32_t bs = 16,
+                       Kv kv = Kv::Native) {
+    return {fmt("paged_attention %s %s Hq=%lld Hkv=%lld D=%lld bs=%d%s", label, seqs_name(seqs).c_str(), (long long)Hq,
+                (long long)Hkv, (long long)D, bs, kv_suffix(kv)),
             "paged_attention", [=](CaseRun& r) {
                 PagedBatch p = paged_batch(r, seqs, bs);
                 const int64_t T = p.batch->num_tokens;
-                const Tensor kc = r.kv_cache(Shape{p.num_blocks, bs, Hkv, D}),
-                             vc = r.kv_cache(Shape{p.num_blocks, bs, Hkv, D});
+                const KvCacheLayer cache = kv_layer(r, Shape{p.num_blocks, bs, Hkv, D}, kv);
                 const Tensor k = r.act(Shape{T, Hkv, D}), v = r.act(Shape{T, Hkv, D}), q = r.act(Shape{T, Hq, D});
-                r.ops().write_kv(k, v, *p.batch, kc, vc);
+                r.ops().write_kv(k, v, *p.batch, cache);
                 const Tensor out = r.out(Shape{T, Hq, D}, "out", D >= 64 ? 5e-3f : 2e-5f);
-                const double kv_bytes = 2.0 * p.kv_tokens * static_cast<double>(Hkv * D) * (r.on_cuda() ? 2 : 4);
+                const double cache_bytes = kv == Kv::Native ? (r.on_cuda() ? 2 : 4) : 1;
+                const double kv_bytes = 2.0 * p.kv_tokens * static_cast<double>(Hkv * D) * cache_bytes;
                 r.set_bytes(kv_bytes + 2.0 * static_cast<double>(T * Hq * D) * 4);
                 r.set_flops(4.0 * p.causal_pairs * static_cast<double>(Hq * D));
                 const float scale = 1.0f / std::sqrt(static_cast<float>(D));
                 const ForwardBatch& batch = *p.batch;
-                return [=, &r, &batch] { r.ops().paged_attention(q, kc, vc, batch, scale, out); };
+                return [=, &r, &batch] { r.ops().paged_attention(q, cache, batch, scale, out); };
             }};
 }
 
@@ -712,6 +743,14 @@ const std::vector<OpCase>& op_cases() {
             write_kv(kMixed, 2, 32),
             write_kv(kMixed, 8, 128, 32),
             write_kv(kDecode, 4, 256),
+            // fp8 (e4m3) KV caches: the writes, the prologue's store, scales calculated from the first rows.
+            write_kv(kMixed, 8, 128, 32, Kv::Fp8),
+            write_kv(kDecode, 4, 256, 16, Kv::Fp8),
+            write_kv(kMixed, 2, 32, 16, Kv::Fp8, true),
+            write_kv(kMixed, 8, 128, 16, Kv::Fp8Calc),
+            qk_norm_rope_write_kv(kPrologue, 8, 2, 128, 128, 1, 16, false, Kv::Fp8),
+            qk_norm_rope_write_kv(kMixed, 16, 4, 256, 64, 2, 32, false, Kv::Fp8),
+            qk_norm_rope_write_kv(kPrologue, 8, 2, 128, 128, 1, 16, false, Kv::Fp8Calc),
         };
         // Attention: every head-dim kernel, GQA group sizes 1 to 16, decode-only batches (split-KV and one split),
         // prefills, mixed batches, block sizes 16 and 32.
@@ -723,6 +762,8 @@ const std::vector<OpCase>& op_cases() {
             c.push_back(paged_attention("mixed", kMixed, h.Hq, h.Hkv, h.D));
             c.push_back(paged_attention("decode", kDecode, h.Hq, h.Hkv, h.D));
             c.push_back(paged_attention("decode", decode160, h.Hq, h.Hkv, h.D));
+            c.push_back(paged_attention("mixed", kMixed, h.Hq, h.Hkv, h.D, 16, Kv::Fp8));
+            c.push_back(paged_attention("decode", decode160, h.Hq, h.Hkv, h.D, 16, Kv::Fp8));
         }
         for (const OpCase& more : {
                  paged_attention("prefill", kPrefill, 32, 8, 128),
@@ -732,6 +773,10 @@ const std::vector<OpCase>& op_cases() {
                  paged_attention("mixed", kMixed, 32, 8, 128, 32),
                  paged_attention("decode", kDecode, 16, 2, 64, 32),
                  paged_attention("mixed", kMixed, 8, 8, 16),
+                 paged_attention("prefill", kPrefill, 32, 8, 128, 16, Kv::Fp8),
+                 paged_attention("prefill", kPrefill, 8, 2, 256, 16, Kv::Fp8),
+                 paged_attention("chunk", kChunk, 32, 8, 128, 16, Kv::Fp8),
+                 paged_attention("decode", kDecode, 16, 2, 64, 32, Kv::Fp8),
                  silu_mul(1, 17),
                  silu_mul(33, 4096),
                  sigmoid_mul(1, 17, 17),

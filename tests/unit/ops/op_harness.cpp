@@ -67,6 +67,8 @@ float load(const Tensor& t, int64_t i) {
             return f16_to_f32(t.data_as<uint16_t>()[i]);
         case DType::I32:
             return static_cast<float>(t.data_as<int32_t>()[i]);
+        case DType::F8_E4M3:  // fp8 KV caches: compared as the e4m3 values stored (the scale aside)
+            return f8e4m3_to_f32(t.data_as<uint8_t>()[i]);
         default:
             PAGODA_CHECK_MSG(false, "op harness: unsupported dtype");
     }

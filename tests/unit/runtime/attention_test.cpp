@@ -67,7 +67,7 @@ void run(int64_t Hq, int64_t Hkv, int64_t D, int32_t block_size, const std::vect
         ForwardBatch fb = b.view();
         if (fb.num_tokens > 0) {
             ops.write_kv(Tensor(k.data(), DType::F32, {fb.num_tokens, Hkv, D}),
-                         Tensor(v.data(), DType::F32, {fb.num_tokens, Hkv, D}), fb, pool->key(0), pool->value(0));
+                         Tensor(v.data(), DType::F32, {fb.num_tokens, Hkv, D}), fb, pool->layer(0));
         }
     }
     // Step 2: the new tokens of every sequence in one batch.
@@ -83,11 +83,11 @@ void run(int64_t Hq, int64_t Hkv, int64_t D, int32_t block_size, const std::vect
     }
     ForwardBatch fb = b.view();
     const int64_t T = fb.num_tokens;
-    ops.write_kv(Tensor(k.data(), DType::F32, {T, Hkv, D}), Tensor(v.data(), DType::F32, {T, Hkv, D}), fb, pool->key(0),
-                 pool->value(0));
+    ops.write_kv(Tensor(k.data(), DType::F32, {T, Hkv, D}), Tensor(v.data(), DType::F32, {T, Hkv, D}), fb,
+                 pool->layer(0));
     std::vector<float> out(T * Hq * D, -7.0f);
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    ops.paged_attention(Tensor(q.data(), DType::F32, {T, Hq, D}), pool->key(0), pool->value(0), fb, scale,
+    ops.paged_attention(Tensor(q.data(), DType::F32, {T, Hq, D}), pool->layer(0), fb, scale,
                         Tensor(out.data(), DType::F32, {T, Hq, D}));
 
     // Dense reference.

@@ -5,7 +5,7 @@
 // the GPU (decode), the KV range is split over blocks and a second kernel combines the partial results
 // (flash-decoding). This CUDA-core kernel is the fallback: with BF16 caches (what the engine uses on a GPU),
 // launch_paged_attention sends sequences with one query token to the tensor-core decode_attention.cu and longer ones
-// to the tensor-core prefill_attention.cu.
+// to the tensor-core prefill_attention.cu (F8E4M3 caches likewise; here they serve head dims 16/32 and large groups).
 #include <algorithm>
 #include <cfloat>
 
@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
             const C* vp = reinterpret_cast<const C*>(&v_raw[u]);
 #pragma unroll
             for (int e = 0; e < kPerVec; ++e) {
-                k_s[j * QS + d0 + e] = to_f32(kp[e]);
-                v_s[j * D + d0 + e] = to_f32(vp[e]);
+                k_s[j * QS + d0 + e] = to_f32(kp[e]) * a.k_scale;  // the scales are 1 but for e4m3 caches
+                v_s[j * D + d0 + e] = to_f32(vp[e]) * a.v_scale;
             }
         }
         __syncthreads();
@@ -284,6 +284,9 @@ void launch_dim(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaSt
             break;
         case ElemType::F16:
             launch_typed<D, __half>(a, grid, filter, stream);
+            break;
+        case ElemType::F8E4M3:
+            launch_typed<D, __nv_fp8_e4m3>(a, grid, filter, stream);
             break;
         default:
             launch_typed<D, float>(a, grid, filter, stream);

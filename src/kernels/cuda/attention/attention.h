@@ -40,6 +40,8 @@ struct QkNormRopeArgs {
     void* value_cache;
     ElemType cache_type;
     int64_t num_slots;
+    // F8E4M3 caches: rows are stored as e4m3(x · inv_scale) (quantize_e4m3: the CPU's rounding).
+    float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
 };
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
 
@@ -51,11 +53,18 @@ struct KvWriteArgs {
     void* value_cache;
     ElemType cache_type;
     int64_t num_slots;
+    float k_inv_scale = 1.0f, v_inv_scale = 1.0f;  // F8E4M3 caches, as QkNormRopeArgs
 };
 void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream);
 
+// --calculate-kv-scales: amax[0] = max |k|, amax[1] = max |v| over the rows stored (slot_mapping >= 0) of k and v
+// [T, H_kv, D] (the KvWriteArgs' rows; the caches are not touched). amax: 2 device floats.
+void launch_kv_amax(const KvWriteArgs& a, float* amax, cudaStream_t stream);
+
 // Causal attention of each new token over its sequence's context (cached prefix + new tokens) read from paged caches
-// [num_blocks, block_size, H_kv, D]. With BF16 caches and head dims 64/128/256, sequences with one query token take
+// [num_blocks, block_size, H_kv, D] (F8E4M3 caches read as stored · k_scale / v_scale). With BF16 or F8E4M3 caches
+// (e4m3 turned into bf16 as the tiles land in shared memory: exact; K's scale folded into Q, V's into the output)
+// and head dims 64/128/256, sequences with one query token take
 // a decode kernel (tensor cores, the GQA group as the rows of one tile, memory-bound) and longer ones a
 // flash-attention kernel (tensor cores); both round Q and P to bf16 as FlashAttention does. Anything else takes the
 // general CUDA-core kernel (fp32); long contexts with few blocks are split over the KV
@@ -72,7 +81,8 @@ struct PagedAttentionArgs {
     const int32_t* seq_lens;         // device, [S]
     const int32_t* block_tables;     // device, [S * max_blocks_per_seq]
     float scale;
-    int max_query_len;  // host-known bounds of the batch (grid size)
+    float k_scale = 1.0f, v_scale = 1.0f;  // F8E4M3 caches' dequantisation scales
+    int max_query_len;                     // host-known bounds of the batch (grid size)
     int max_seq_len;
     bool has_decode_seqs = false;  // some sequence has exactly one query token (they get the decode kernel)
     int num_splits = 1;            // from plan_paged_attention

@@ -1,11 +1,34 @@
-// Shared by the paged-attention .cu files: the decode-only kernel (decode_attention.cu) that launch_paged_attention
-// (attention.cu) picks for batches of one query token per sequence.
+// Shared by the attention .cu files: the fp8 KV cache's quantiser (rope_kv.cu writes, the kernels read), the
+// decode-only kernel (decode_attention.cu) that launch_paged_attention (attention.cu) picks for batches of one query
+// token per sequence, and the tensor-core pieces of the decode and prefill kernels.
 #pragma once
 
-#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/common.cuh"
 
 namespace pagoda::kernels::cuda {
+
+// --- fp8 (e4m3) KV caches ---------------------------------------------------------------------------------------
+// f32 -> e4m3 as the CPU's f32_to_f8e4m3 (tensor/dtype.h) rounds: to nearest even, saturating at ±448, NaN stays
+// NaN. The one quantiser of the fp8 KV cache's writes.
+__device__ __forceinline__ __nv_fp8_storage_t quantize_e4m3(float x) {
+    return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
+
+// A value as a KV cache of type C stores it: converted, or for e4m3 quantised with the layer's 1 / scale.
+template <typename C>
+__device__ __forceinline__ C to_cache(float v, float /*inv_scale*/) {
+    return from_f32<C>(v);
+}
+template <>
+__device__ __forceinline__ __nv_fp8_e4m3 to_cache<__nv_fp8_e4m3>(float v, float inv_scale) {
+    __nv_fp8_e4m3 q;
+    q.__x = quantize_e4m3(v * inv_scale);
+    return q;
+}
+__device__ __forceinline__ float to_f32(__nv_fp8_e4m3 v) {
+    return static_cast<float>(v);
+}
 
 // Which sequences a kernel launch serves: the batch is split by query length when both kinds are present.
 enum class SeqFilter : int { All, SingleToken, MultiToken, None };
@@ -13,7 +36,7 @@ __device__ __forceinline__ bool serves(SeqFilter f, int qlen) {
     return f == SeqFilter::All || (f == SeqFilter::SingleToken) == (qlen == 1);
 }
 
-// True when the decode kernel applies (BF16 caches, D 64/128/256, G <= 16).
+// True when the decode kernel applies (BF16 or F8E4M3 caches, D 64/128/256, G <= 16).
 bool decode_attention_applies(const PagedAttentionArgs& a);
 // Grid (H_kv * num_splits, num_seqs); same workspace layout as the general kernel.
 void launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
@@ -104,7 +127,69 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// True when the tensor-core prefill kernel applies (BF16 caches, D 64/128/256); it needs num_splits == 1.
+// --- fp8 (e4m3) caches in the tensor-core kernels ----------------------------------------------------------------
+// A tile's row chunk of 8 values is 8 bytes of an e4m3 cache where it is 16 of a bf16 one. The kernels load such
+// chunks into registers when they would issue the cp.async, and write them to shared memory as bf16 (exact: every
+// e4m3 value is a bf16 value) once the current tile is computed, so the loads are in flight meanwhile; everything
+// after the shared-memory tile is the bf16 path. K's scale is folded into Q and V's into the output.
+struct E4m3Chunk {
+    uint2 k, v;
+};
+// Zeros for a key past the end, as cp_async16 fills them.
+__device__ __forceinline__ E4m3Chunk load_e4m3_chunk(const void* key_cache, const void* value_cache, int64_t off,
+                                                     bool valid) {
+    if (!valid) return {make_uint2(0, 0), make_uint2(0, 0)};
+    return {*reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(key_cache) + off),
+            *reinterpret_cast<const uint2*>(static_cast<const uint8_t*>(value_cache) + off)};
+}
+__device__ __forceinline__ void store_e4m3_as_bf16(__nv_bfloat16* dst, uint2 raw) {
+    uint32_t out[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t word = i < 2 ? raw.x : raw.y;
+        const auto pair = static_cast<__nv_fp8x2_storage_t>((word >> (16 * (i & 1))) & 0xffffu);
+        const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+        out[i] = pack(f.x, f.y);
+    }
+    *reinterpret_cast<uint4*>(dst) = make_uint4(out[0], out[1], out[2], out[3]);
+}
+
+// One tile's K/V rows copied into a stage of shared memory (rows of LD bf16): this thread's 16-byte chunk `ch` of rows
+// r0 + kRowsPerPass · p, p < kPasses, from the cache offsets (in elements; negative: a key past the end, zeros) the
+// kernel computed. BF16 caches copy with cp.async in `issue`; F8E4M3 ones (kFp8) load into registers in `issue` and
+// write to shared memory in `land`, which the kernel calls once the tile in hand is computed.
+template <bool kFp8, int kPasses, int LD, int kRowsPerPass>
+struct KvTileCopy {
+    int r0, ch;
+    E4m3Chunk chunk[kFp8 ? kPasses : 1] = {};
+
+    __device__ __forceinline__ int at(int p) const { return (r0 + p * kRowsPerPass) * LD + ch * 8; }
+    __device__ __forceinline__ void issue(const void* key_cache, const void* value_cache, const int64_t (&off)[kPasses],
+                                          __nv_bfloat16* k_dst, __nv_bfloat16* v_dst) {
+#pragma unroll
+        for (int p = 0; p < kPasses; ++p) {
+            const bool valid = off[p] >= 0;
+            const int64_t o = valid ? off[p] : 0;
+            if constexpr (kFp8) {
+                chunk[p] = load_e4m3_chunk(key_cache, value_cache, o, valid);
+            } else {
+                cp_async16(k_dst + at(p), static_cast<const __nv_bfloat16*>(key_cache) + o, valid);
+                cp_async16(v_dst + at(p), static_cast<const __nv_bfloat16*>(value_cache) + o, valid);
+            }
+        }
+    }
+    __device__ __forceinline__ void land(__nv_bfloat16* k_dst, __nv_bfloat16* v_dst) {
+        if constexpr (kFp8) {
+#pragma unroll
+            for (int p = 0; p < kPasses; ++p) {
+                store_e4m3_as_bf16(k_dst + at(p), chunk[p].k);
+                store_e4m3_as_bf16(v_dst + at(p), chunk[p].v);
+            }
+        }
+    }
+};
+
+// True when the tensor-core prefill kernel applies (BF16 or F8E4M3 caches, D 64/128/256); it needs num_splits == 1.
 bool prefill_attention_applies(const PagedAttentionArgs& a);
 void launch_prefill_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
 

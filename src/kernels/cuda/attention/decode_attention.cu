@@ -1,5 +1,5 @@
-// Paged attention for sequences with one query token (decode), BF16 caches, on tensor cores. A block owns one
-// sequence, one KV head and one KV split. The G query heads of the group are the rows of one m16 tile (rows past G
+// Paged attention for sequences with one query token (decode), BF16 or F8E4M3 caches, on tensor cores. A block owns
+// one sequence, one KV head and one KV split. The G query heads of the group are the rows of one m16 tile (rows past G
 // are zero), so each K/V byte read from the cache serves the whole group, and the scores and the weighted sum are
 // mma.sync m16n8k16 (bf16 in, fp32 accumulate) as in the prefill kernel: Q rounded to bf16 once with the softmax
 // scale and log2 e folded in, an online softmax in base 2, P rounded to bf16.
@@ -8,7 +8,8 @@
 // several tiles in flight, every 16-byte chunk of a K/V row copied by one thread (rows are read whole, in full
 // sectors); the mma fragments come out of shared memory with ldmatrix. Each warp scores its own 16 keys of a tile
 // and keeps its own softmax state; the warps' states are merged at the end. With several splits the partial results
-// go to the general kernel's workspace (maxima in natural-log units) and its combine kernel finishes them.
+// go to the general kernel's workspace (maxima in natural-log units) and its combine kernel finishes them. An e4m3
+// cache's tiles are loaded into registers and turned into bf16 in shared memory (KvTileCopy); the rest is the same.
 #include <cstdlib>
 #include <string>
 
@@ -41,7 +42,7 @@ struct DecodeShape {
 
 namespace {
 
-template <int D, int W, int S>
+template <int D, int W, int S, bool kFp8>
 __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
     PAGODA_KERNEL_PROLOGUE();
     using Sh = DecodeShape<D, W, S>;
@@ -64,8 +65,6 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
     const int kv_hi = min(seq_len, kv_lo + chunk);
     const int num_tiles = kv_hi > kv_lo ? (kv_hi - kv_lo + kTileKeys - 1) / kTileKeys : 0;
 
-    const auto* kc = static_cast<const __nv_bfloat16*>(a.key_cache);
-    const auto* vc = static_cast<const __nv_bfloat16*>(a.value_cache);
     const int32_t* table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;
     const int bs = a.block_size;
     const bool bs_pow2 = (bs & (bs - 1)) == 0;  // the usual 16: shifts instead of divisions
@@ -86,28 +85,26 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
             }
         }
     };
+    KvTileCopy<kFp8, Sh::kPasses, LD, Sh::kRowsPerPass> copier{r0, ch};
+    auto k_stage = [&](int stage) { return kv_s + size_t(stage) * 2 * kTileKeys * LD; };  // its V rows follow
     auto copy_tile = [&](int stage, const int64_t(&off)[Sh::kPasses]) {
-        __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kTileKeys * LD;
-        __nv_bfloat16* v_dst = k_dst + kTileKeys * LD;
-#pragma unroll
-        for (int p = 0; p < Sh::kPasses; ++p) {
-            const int j = r0 + p * Sh::kRowsPerPass;
-            const bool valid = off[p] >= 0;
-            cp_async16(k_dst + j * LD + ch * 8, kc + (valid ? off[p] : 0), valid);
-            cp_async16(v_dst + j * LD + ch * 8, vc + (valid ? off[p] : 0), valid);
-        }
+        copier.issue(a.key_cache, a.value_cache, off, k_stage(stage), k_stage(stage) + kTileKeys * LD);
     };
+    auto land_tile = [&](int stage) { copier.land(k_stage(stage), k_stage(stage) + kTileKeys * LD); };
     int64_t next_off[Sh::kPasses];  // of tile S - 1, then of each tile the loop copies next
 #pragma unroll
     for (int st = 0; st < S - 1; ++st) {
         offsets(st, next_off);
-        if (st < num_tiles) copy_tile(st, next_off);
+        if (st < num_tiles) {
+            copy_tile(st, next_off);
+            land_tile(st);
+        }
         cp_async_commit();
     }
     offsets(S - 1, next_off);
 
     // Q as mma A fragments: rows g and g + 8 (query heads of the group; zero past G), dims kd + 2c (+1, +8, +9).
-    const float q_scale = a.scale * 1.4426950408889634f;
+    const float q_scale = a.scale * 1.4426950408889634f * a.k_scale;
     const float* q_row = a.q.data + t * a.q.stride_t + int64_t(kvh * G) * a.q.stride_h;
     auto q_at = [&](int r, int d) { return r < G ? q_row[int64_t(r) * a.q.stride_h + d] * q_scale : 0.0f; };
     uint32_t qa[D / 16][4];
@@ -135,12 +132,16 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
     for (int tile = 0; tile < num_tiles; ++tile) {
         cp_async_wait<S - 2>();  // this thread's copies of `tile` have landed
         __syncthreads();         // everyone's have, and everyone is done with the stage about to be refilled
-        if (tile + S - 1 < num_tiles) copy_tile((tile + S - 1) % S, next_off);
+        const bool copying = tile + S - 1 < num_tiles;
+        if (copying) copy_tile((tile + S - 1) % S, next_off);
         cp_async_commit();
         offsets(tile + S, next_off);
 
         const int key0 = kv_lo + tile * kTileKeys + warp * 16;  // this warp's 16 keys
-        if (key0 >= kv_hi) continue;
+        if (key0 >= kv_hi) {
+            if (copying) land_tile((tile + S - 1) % S);
+            continue;
+        }
         const __nv_bfloat16* k_s = kv_s + size_t(tile % S) * 2 * kTileKeys * LD + warp * 16 * LD;
         const __nv_bfloat16* v_s = k_s + kTileKeys * LD;
 
@@ -181,6 +182,7 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
             mma_bf16(o[i], pa, b0);
             mma_bf16(o[i + 1], pa, b1);
         }
+        if (copying) land_tile((tile + S - 1) % S);
     }
     cp_async_wait<0>();
     __syncthreads();  // the pipeline's shared memory becomes the merge area
@@ -222,10 +224,10 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
         }
         const int h = kvh * G + r;
         if (a.num_splits == 1) {
-            a.out.data[t * a.out.stride_t + int64_t(h) * a.out.stride_h + d] = O / L;
+            a.out.data[t * a.out.stride_t + int64_t(h) * a.out.stride_h + d] = O / L * a.v_scale;
         } else {
             const int64_t row = (int64_t(split) * a.T + t) * a.H_q + h;
-            a.workspace[row * D + d] = O;
+            a.workspace[row * D + d] = O * a.v_scale;
             if (d == 0) {
                 const int64_t stats = int64_t(a.num_splits) * a.T * a.H_q * D;
                 a.workspace[stats + row] = M * 0.6931471805599453f;  // ln 2: the combine kernel works in base e
@@ -235,18 +237,18 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
     }
 }
 
-template <int D, int W, int S>
+template <int D, int W, int S, bool kFp8>
 void launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
     using Sh = DecodeShape<D, W, S>;
     // The smallest shape, 2x2, takes 67.5 KB at head_dim 256: it fits every supported GPU (99 KB on sm_86 / sm_89).
     constexpr bool kSmallest = W == 2 && S == 2;
     if constexpr (!Sh::kFits) {
-        launch_shape<D, 4, 2>(a, grid, filter, stream);  // fits every head dim on Hopper
+        launch_shape<D, 4, 2, kFp8>(a, grid, filter, stream);  // fits every head dim on Hopper
     } else if (!kSmallest && Sh::kSmemBytes > size_t(max_block_smem())) {
-        if constexpr (!kSmallest) launch_shape<D, 2, 2>(a, grid, filter, stream);
+        if constexpr (!kSmallest) launch_shape<D, 2, 2, kFp8>(a, grid, filter, stream);
     } else {
-        allow_dynamic_smem<decode_attention_kernel<D, W, S>>(int(Sh::kSmemBytes));
-        launch_kernel<decode_attention_kernel<D, W, S>>(grid, Sh::kThreads, Sh::kSmemBytes, stream, a, filter);
+        allow_dynamic_smem<decode_attention_kernel<D, W, S, kFp8>>(int(Sh::kSmemBytes));
+        launch_kernel<decode_attention_kernel<D, W, S, kFp8>>(grid, Sh::kThreads, Sh::kSmemBytes, stream, a, filter);
     }
 }
 
@@ -263,20 +265,39 @@ int shape_choice() {
     return choice;
 }
 
-template <int D>
+template <int D, bool kFp8>
 void launch_d(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
+    if constexpr (kFp8) {  // the tuning knob's shapes are instantiated for bf16 caches only
+        launch_shape<D, 4, 2, true>(a, grid, filter, stream);
+        return;
+    }
     switch (shape_choice()) {
         case 1:
-            launch_shape<D, 4, 3>(a, grid, filter, stream);
+            launch_shape<D, 4, 3, false>(a, grid, filter, stream);
             break;
         case 2:
-            launch_shape<D, 2, 4>(a, grid, filter, stream);
+            launch_shape<D, 2, 4, false>(a, grid, filter, stream);
             break;
         case 3:
-            launch_shape<D, 8, 2>(a, grid, filter, stream);
+            launch_shape<D, 8, 2, false>(a, grid, filter, stream);
             break;
         default:
-            launch_shape<D, 4, 2>(a, grid, filter, stream);
+            launch_shape<D, 4, 2, false>(a, grid, filter, stream);
+            break;
+    }
+}
+
+template <bool kFp8>
+void launch_cache(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStream_t stream) {
+    switch (a.D) {
+        case 64:
+            launch_d<64, kFp8>(a, grid, filter, stream);
+            break;
+        case 128:
+            launch_d<128, kFp8>(a, grid, filter, stream);
+            break;
+        default:
+            launch_d<256, kFp8>(a, grid, filter, stream);
             break;
     }
 }
@@ -284,22 +305,16 @@ void launch_d(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, cudaStre
 }  // namespace
 
 bool decode_attention_applies(const PagedAttentionArgs& a) {
-    return a.cache_type == ElemType::BF16 && (a.D == 64 || a.D == 128 || a.D == 256) && a.H_q / a.H_kv <= kMaxGroup;
+    return (a.cache_type == ElemType::BF16 || a.cache_type == ElemType::F8E4M3) &&
+           (a.D == 64 || a.D == 128 || a.D == 256) && a.H_q / a.H_kv <= kMaxGroup;
 }
 
 void launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(a.H_kv * a.num_splits), static_cast<unsigned>(a.num_seqs));
-    switch (a.D) {
-        case 64:
-            launch_d<64>(a, grid, filter, stream);
-            break;
-        case 128:
-            launch_d<128>(a, grid, filter, stream);
-            break;
-        default:
-            launch_d<256>(a, grid, filter, stream);
-            break;
-    }
+    if (a.cache_type == ElemType::F8E4M3)
+        launch_cache<true>(a, grid, filter, stream);
+    else
+        launch_cache<false>(a, grid, filter, stream);
 }
 
 }  // namespace pagoda::kernels::cuda

@@ -5,7 +5,9 @@
 // tile loading while the current one is computed. Per tile: S = Q·Kᵀ with mma.sync m16n8k16 (bf16 in, fp32 accumulate;
 // fragments via ldmatrix), the causal mask, an online softmax in base 2, then O += P·V with P rounded to bf16, reusing
 // S's accumulator layout as the A operand. Q is rounded to bf16 once (with the softmax scale and log2 e folded in).
-// Rows of shared memory are padded by 16 bytes so the fragment loads of a warp fall in distinct banks.
+// Rows of shared memory are padded by 16 bytes so the fragment loads of a warp fall in distinct banks. An e4m3
+// cache's tiles are loaded into registers and turned into bf16 in shared memory (KvTileCopy); K's scale is folded
+// into Q and V's into the output.
 #include "kernels/cuda/attention/attention_internal.cuh"
 #include "kernels/cuda/device_caps.h"
 
@@ -24,7 +26,7 @@ constexpr size_t smem_bytes() {
     return size_t(kBlockQ + kStages * 2 * kBlockK) * (D + 8) * sizeof(__nv_bfloat16);
 }
 
-template <int D, int kBlockK>
+template <int D, int kBlockK, bool kFp8>
 __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
     PAGODA_KERNEL_PROLOGUE();
     constexpr int LD = D + 8;                         // row stride in bf16 elements
@@ -45,41 +47,37 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     const int rows = min(kBlockQ, qlen - q0);
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
 
-    const auto* kc = static_cast<const __nv_bfloat16*>(a.key_cache);
-    const auto* vc = static_cast<const __nv_bfloat16*>(a.value_cache);
     const int32_t* table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;
     const int kv_end = ctx + q0 + rows;  // keys the block's last row sees
     const int num_tiles = (kv_end + kBlockK - 1) / kBlockK;
     // Thread tid copies chunk tid % kChunks of rows tid / kChunks + kRowsPerPass * p; zeros past the end.
+    constexpr int kPasses = kBlockK / kRowsPerPass;
+    KvTileCopy<kFp8, kPasses, LD, kRowsPerPass> copier{tid / kChunks, tid % kChunks};
+    auto k_stage = [&](int stage) { return kv_s + size_t(stage) * 2 * kBlockK * LD; };  // its V rows follow
     auto load_tile = [&](int tile, int stage) {
-        __nv_bfloat16* k_dst = kv_s + size_t(stage) * 2 * kBlockK * LD;
-        __nv_bfloat16* v_dst = k_dst + kBlockK * LD;
-        const int ch = tid % kChunks, r0 = tid / kChunks;
-        int64_t off[kBlockK / kRowsPerPass];
+        int64_t off[kPasses];
 #pragma unroll
-        for (int p = 0; p < kBlockK / kRowsPerPass; ++p) {
-            const int key = tile * kBlockK + r0 + p * kRowsPerPass;
+        for (int p = 0; p < kPasses; ++p) {
+            const int key = tile * kBlockK + copier.r0 + p * kRowsPerPass;
             off[p] =
                 key < kv_end
                     ? ((int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size) * a.H_kv + kvh) * D +
-                          ch * 8
+                          copier.ch * 8
                     : -1;
         }
-#pragma unroll
-        for (int p = 0; p < kBlockK / kRowsPerPass; ++p) {
-            const int j = r0 + p * kRowsPerPass;
-            const bool valid = off[p] >= 0;
-            cp_async16(k_dst + j * LD + ch * 8, kc + (valid ? off[p] : 0), valid);
-            cp_async16(v_dst + j * LD + ch * 8, vc + (valid ? off[p] : 0), valid);
-        }
+        copier.issue(a.key_cache, a.value_cache, off, k_stage(stage), k_stage(stage) + kBlockK * LD);
     };
+    auto land_tile = [&](int stage) { copier.land(k_stage(stage), k_stage(stage) + kBlockK * LD); };
 #pragma unroll
     for (int st = 0; st < kStages - 1; ++st) {
-        if (st < num_tiles) load_tile(st, st);
+        if (st < num_tiles) {
+            load_tile(st, st);
+            land_tile(st);
+        }
         cp_async_commit();
     }
 
-    const float q_scale = a.scale * 1.4426950408889634f;  // softmax in base 2
+    const float q_scale = a.scale * 1.4426950408889634f * a.k_scale;  // softmax in base 2
     for (int i = tid; i < kBlockQ * D; i += kThreads) {
         const int r = i / D, d = i % D;
         float v = 0.0f;
@@ -110,10 +108,15 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     for (int tile = 0; tile < num_tiles; ++tile) {
         cp_async_wait<kStages - 2>();  // this thread's copies of `tile` have landed
         __syncthreads();               // everyone's have, and the stage about to be refilled is consumed
-        if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
+        const bool copying = tile + kStages - 1 < num_tiles;
+        const int next_stage = (tile + kStages - 1) % kStages;
+        if (copying) load_tile(tile + kStages - 1, next_stage);
         cp_async_commit();
         const int k0 = tile * kBlockK;
-        if (k0 >= ctx + q0 + warp * 16 + 16) continue;  // the whole tile is in this warp's future
+        if (k0 >= ctx + q0 + warp * 16 + 16) {  // the whole tile is in this warp's future
+            if (copying) land_tile(next_stage);
+            continue;
+        }
         const __nv_bfloat16* k_s = kv_s + size_t(tile % kStages) * 2 * kBlockK * LD;
         const __nv_bfloat16* v_s = k_s + kBlockK * LD;
 
@@ -163,6 +166,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
                 mma_bf16(o[i + 1], pa, b1);
             }
         }
+        if (copying) land_tile(next_stage);
     }
     cp_async_wait<0>();
 
@@ -170,7 +174,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-    const float inv_a = 1.0f / l_a, inv_b = 1.0f / l_b;
+    const float inv_a = a.v_scale / l_a, inv_b = a.v_scale / l_b;
     float* out_a = a.out.data + int64_t(q_begin + q0 + r_a) * a.out.stride_t + int64_t(h) * a.out.stride_h;
     float* out_b = a.out.data + int64_t(q_begin + q0 + r_b) * a.out.stride_t + int64_t(h) * a.out.stride_h;
 #pragma unroll
@@ -180,46 +184,55 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     }
 }
 
-template <int D, int kBlockK>
+template <int D, int kBlockK, bool kFp8>
 void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
     constexpr size_t bytes = smem_bytes<D, kBlockK>();
     PAGODA_KERNEL_REQUIRE(bytes <= size_t(max_block_smem()), "prefill attention: the tile does not fit this GPU");
-    allow_dynamic_smem<prefill_attention_kernel<D, kBlockK>>(int(bytes));
+    allow_dynamic_smem<prefill_attention_kernel<D, kBlockK, kFp8>>(int(bytes));
     const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_q));
-    launch_kernel<prefill_attention_kernel<D, kBlockK>>(grid, kThreads, bytes, stream, a, filter);
+    launch_kernel<prefill_attention_kernel<D, kBlockK, kFp8>>(grid, kThreads, bytes, stream, a, filter);
 }
 
-template <int D>
+template <int D, bool kFp8>
 void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
     // Head dims whose 64-key tiles fit every supported GPU need no second variant.
     if constexpr (smem_bytes<D, 64>() <= size_t(kLeastBlockSmem)) {
-        launch_tiles<D, 64>(a, filter, stream);
+        launch_tiles<D, 64, kFp8>(a, filter, stream);
     } else if (smem_bytes<D, 64>() <= size_t(max_block_smem())) {
-        launch_tiles<D, 64>(a, filter, stream);
+        launch_tiles<D, 64, kFp8>(a, filter, stream);
     } else {
-        launch_tiles<D, 32>(a, filter, stream);
+        launch_tiles<D, 32, kFp8>(a, filter, stream);
+    }
+}
+
+template <bool kFp8>
+void launch_cache(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    switch (a.D) {
+        case 64:
+            launch_d<64, kFp8>(a, filter, stream);
+            break;
+        case 128:
+            launch_d<128, kFp8>(a, filter, stream);
+            break;
+        default:
+            launch_d<256, kFp8>(a, filter, stream);
+            break;
     }
 }
 
 }  // namespace
 
 bool prefill_attention_applies(const PagedAttentionArgs& a) {
-    return a.cache_type == ElemType::BF16 && (a.D == 64 || a.D == 128 || a.D == 256);
+    return (a.cache_type == ElemType::BF16 || a.cache_type == ElemType::F8E4M3) &&
+           (a.D == 64 || a.D == 128 || a.D == 256);
 }
 
 void launch_prefill_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
-    switch (a.D) {
-        case 64:
-            launch_d<64>(a, filter, stream);
-            break;
-        case 128:
-            launch_d<128>(a, filter, stream);
-            break;
-        default:
-            launch_d<256>(a, filter, stream);
-            break;
-    }
+    if (a.cache_type == ElemType::F8E4M3)
+        launch_cache<true>(a, filter, stream);
+    else
+        launch_cache<false>(a, filter, stream);
 }
 
 }  // namespace pagoda::kernels::cuda

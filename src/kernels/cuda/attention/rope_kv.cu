@@ -1,7 +1,7 @@
 // NeoX RoPE in place (partial rotary dims), alone or after the per-head QK-norm in one kernel (which can also store
-// the K/V rows in the paged caches), and the paged KV write (F32 K/V rows into BF16/F16/F32 caches).
-#include "kernels/cuda/attention/attention.h"
-#include "kernels/cuda/common.cuh"
+// the K/V rows in the paged caches), and the paged KV write (F32 K/V rows into BF16/F16/F32 caches, or e4m3 ones
+// quantised with the layer's scale: to_cache), and the K/V amax that --calculate-kv-scales starts from.
+#include "kernels/cuda/attention/attention_internal.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -58,7 +58,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
         const float* x = a.v.data + t * a.v.stride_t + hv * a.v.stride_h;
         C* dst = static_cast<C*>(a.value_cache) + (slot * a.Hk + hv) * a.D;
         for (int d = lane; d < a.D; d += 32)
-            dst[d] = from_f32<C>(x[d]);
+            dst[d] = to_cache<C>(x[d], a.v_inv_scale);
         return;
     }
     const bool is_q = h < a.Hq;
@@ -94,7 +94,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
             out = d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
         }
         x[d] = out;
-        if (cached) cached[d] = from_f32<C>(out);
+        if (cached) cached[d] = to_cache<C>(out, a.k_inv_scale);
     }
 }
 
@@ -108,8 +108,30 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
         const int64_t t = i / row, hd = i % row, h = hd / a.D, d = hd % a.D;
         const int64_t slot = a.slot_mapping[t];
         if (slot < 0 || slot >= a.num_slots) continue;  // the runtime checked the range on the host
-        kc[slot * row + hd] = from_f32<C>(a.k.data[t * a.k.stride_t + h * a.k.stride_h + d]);
-        vc[slot * row + hd] = from_f32<C>(a.v.data[t * a.v.stride_t + h * a.v.stride_h + d]);
+        kc[slot * row + hd] = to_cache<C>(a.k.data[t * a.k.stride_t + h * a.k.stride_h + d], a.k_inv_scale);
+        vc[slot * row + hd] = to_cache<C>(a.v.data[t * a.v.stride_t + h * a.v.stride_h + d], a.v_inv_scale);
+    }
+}
+
+// One block: block 0 reduces k, block 1 v, over the stored rows. Once per layer in a server's life (the first stored
+// step), so simplicity over speed.
+constexpr int kAmaxThreads = 1024;
+__global__ void __launch_bounds__(kAmaxThreads) kv_amax_kernel(KvWriteArgs a, float* amax) {
+    PAGODA_KERNEL_PROLOGUE();
+    const Rows& x = blockIdx.x == 0 ? a.k : a.v;
+    const int64_t row = a.H_kv * a.D, n = a.T * row;
+    float m = 0.0f;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+        const int64_t t = i / row, hd = i % row, h = hd / a.D, d = hd % a.D;
+        if (a.slot_mapping[t] >= 0) m = fmaxf(m, fabsf(x.data[t * x.stride_t + h * x.stride_h + d]));
+    }
+    __shared__ float partial[kAmaxThreads / 32];
+    m = warp_max(m);
+    if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        m = warp_max(partial[threadIdx.x]);
+        if (threadIdx.x == 0) amax[blockIdx.x] = m;
     }
 }
 
@@ -137,6 +159,9 @@ void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
         case ElemType::F16:
             launch_kernel<qk_norm_rope_kernel<__half>>(blocks, kRowsPerBlock * 32, 0, stream, a);
             break;
+        case ElemType::F8E4M3:
+            launch_kernel<qk_norm_rope_kernel<__nv_fp8_e4m3>>(blocks, kRowsPerBlock * 32, 0, stream, a);
+            break;
         default:
             launch_kernel<qk_norm_rope_kernel<float>>(blocks, kRowsPerBlock * 32, 0, stream, a);
             break;
@@ -155,10 +180,18 @@ void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream) {
         case ElemType::F16:
             launch_kernel<kv_write_kernel<__half>>(blocks, 256, 0, stream, a);
             break;
+        case ElemType::F8E4M3:
+            launch_kernel<kv_write_kernel<__nv_fp8_e4m3>>(blocks, 256, 0, stream, a);
+            break;
         default:
             launch_kernel<kv_write_kernel<float>>(blocks, 256, 0, stream, a);
             break;
     }
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_kv_amax(const KvWriteArgs& a, float* amax, cudaStream_t stream) {
+    launch_kernel<kv_amax_kernel>(2, kAmaxThreads, 0, stream, a, amax);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
