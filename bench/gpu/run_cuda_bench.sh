@@ -18,6 +18,7 @@
 #   profile     a shorter profiled serving run (256 x 1000 in / 300 out, eager steps) whose per-op table shows where
 #               a large-batch step's time goes
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
+#   kernels     every kernel of a short decode run timed alone under ncu (bench/gpu/kernel_times.py)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
 #   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background
 #   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build)
@@ -205,6 +206,15 @@ if want bench; then
             --prefill 2048 --context 512 --decode 128 > "$OUT/pagoda_bench_grouped.log" 2>&1
         summary+=("pagoda, grouped MoE passes at batch 1: $(tail -1 "$OUT/pagoda_bench_grouped.log")")
     fi
+fi
+if want kernels && command -v ncu > /dev/null; then
+    # Each kernel of a short run (prefill 16, 8 decode steps, eager and replayed) alone under ncu: where a step's
+    # GPU time goes kernel by kernel (ncu serialises them, so launch boundaries and PDL overlap are not in it).
+    LD_LIBRARY_PATH=$LIBS timeout 300 ncu --graph-profiling node --metrics gpu__time_duration.sum --csv \
+        "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 16 --context 512 --decode 8 > "$OUT/ncu_kernels.csv" 2>&1
+    summary+=("ncu kernels rc=$?:")
+    python3 bench/gpu/kernel_times.py "$OUT/ncu_kernels.csv" > "$OUT/kernel_times.log" 2>&1
+    while read -r line; do summary+=("  $line"); done < <(head -40 "$OUT/kernel_times.log")
 fi
 if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench ]]; then
     # The A100 build's code (compute_80 PTX, sm80 tiles) at the real shape on this GPU, as the bench part runs it.

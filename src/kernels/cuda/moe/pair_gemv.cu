@@ -1,8 +1,8 @@
 // The routed experts for a few tokens (decode at batch 1 to kPairMaxTokens): no routing at all. A (token, slot) pair's
 // expert is read from topk_ids where it is needed, so a layer's experts take two kernels instead of five (input
-// conversion, routing, the two grouped passes, the slot sum): GateUp computes h for every pair, one warp per (pair,
-// column), reading x in fp32 and rounding it as the conversion would; Down gives each warp one slot of one output
-// column and sums the slots in slot order in shared memory. With a handful of tokens two pairs rarely share an expert,
+// conversion, routing, the two grouped passes, the slot sum): GateUp computes h for every pair, a warp per (pair,
+// C columns), reading x in fp32 and rounding it as the conversion would; Down gives each warp R columns of one slot
+// and sums the slots in slot order in shared memory. With a handful of tokens two pairs rarely share an expert,
 // so reading each pair's expert weights on its own costs little over the grouped passes' once per expert.
 //
 // The sums are taken exactly as the grouped GEMV passes take them (each lane walks k = lane*8, lane*8 + 256, ... and
@@ -14,6 +14,7 @@
 // bf16 stack would give, without writing that stack (1.2 GB a layer for Qwen3-30B-A3B) at every step.
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/moe/moe_internal.cuh"
@@ -23,9 +24,43 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kVec = 8;     // elements per 16-byte load
-constexpr int kUnroll = 4;  // 16-byte loads in flight per lane and weight row
+constexpr int kVec = 8;  // elements per load (16 bytes of 16-bit weights, 8 of fp8)
 constexpr int64_t kLaneStep = 32 * kVec;
+
+// A load's weights as they came from memory: kept raw until used (4 registers for 8 bf16 instead of 8 floats), so
+// a warp can keep many rows' loads in flight. The pair passes are few blocks of short rows (Qwen3-30B-A3B: 8 experts
+// of 768 x 2,048), so what bounds them is how many bytes each lane has asked for before it waits.
+template <typename W>
+struct RawLoad {
+    using Type = uint4;
+};
+template <>
+struct RawLoad<__nv_fp8_e4m3> {
+    using Type = uint2;
+};
+
+template <typename W>
+__device__ __forceinline__ typename RawLoad<W>::Type load_raw(const W* p) {
+    return __ldg(reinterpret_cast<const typename RawLoad<W>::Type*>(p));
+}
+
+// The 8 weights of a load of expert row `row` (counted over the whole stack, as its scale grid is) from column k on.
+template <typename W>
+__device__ __forceinline__ void unpack(const typename RawLoad<W>::Type& raw, const WeightScales& scales, int64_t row,
+                                       int64_t k, float* out) {
+    if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
+        const auto* q = reinterpret_cast<const __nv_fp8_storage_t*>(&raw);  // one scale (block columns % 8 == 0)
+        const float s = __ldg(scales.data + (row / scales.rows) * scales.stride + k / scales.cols);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+            out[i] = dequantize_e4m3(q[i], s);
+    } else {
+        const W* v = reinterpret_cast<const W*>(&raw);
+#pragma unroll
+        for (int i = 0; i < kVec; ++i)
+            out[i] = to_f32(v[i]);
+    }
+}
 
 // 8 consecutive 16-bit values as fp32 (one 16-byte load).
 template <typename T>
@@ -35,22 +70,6 @@ __device__ __forceinline__ void load8(const T* p, float* out) {
 #pragma unroll
     for (int i = 0; i < kVec; ++i)
         out[i] = to_f32(v[i]);
-}
-
-// The 8 weights of expert row `row` (counted over the whole stack, as its scale grid is) from column k on.
-template <typename W>
-__device__ __forceinline__ void load_weights8(const W* p, const WeightScales& scales, int64_t row, int64_t k,
-                                              float* out) {
-    if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
-        const uint2 raw = __ldg(reinterpret_cast<const uint2*>(p));  // 8 bytes: one scale (block columns % 8 == 0)
-        const auto* q = reinterpret_cast<const __nv_fp8_storage_t*>(&raw);
-        const float s = __ldg(scales.data + (row / scales.rows) * scales.stride + k / scales.cols);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i)
-            out[i] = dequantize_e4m3(q[i], s);
-    } else {
-        load8<W>(p, out);
-    }
 }
 
 // x[k .. k+8) in fp32, rounded to T as launch_convert_rows rounds the grouped passes' input.
@@ -64,32 +83,36 @@ __device__ __forceinline__ void load8_rounded(const float* p, float* out) {
 }
 
 // This lane's share of the dot products of R weight rows (stack rows `rows`, all of length K) with one input row:
-// x in fp32 (In = float, rounded to the compute type) or h in the compute type.
-template <typename W, typename In, int R>
+// x in fp32 (In = float, rounded to the compute type) or h in the compute type. U loads per row are issued before
+// the first is used. Each row's sum runs over k = lane*8, lane*8 + 256, ... in order whatever R and U are.
+template <typename W, typename In, int R, int U>
 __device__ __forceinline__ void lane_dots(const W* const (&w)[R], const int64_t (&rows)[R], const WeightScales& scales,
                                           const In* in, int64_t K, int lane, float (&acc)[R]) {
     using T = typename ComputeType<W>::T;
-    for (int64_t k0 = int64_t(lane) * kVec; k0 < K; k0 += kUnroll * kLaneStep) {
-        float wv[R][kUnroll][kVec];
+    for (int64_t k0 = int64_t(lane) * kVec; k0 < K; k0 += U * kLaneStep) {
+        typename RawLoad<W>::Type raw[R][U];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u)
-            if (k0 + u * kLaneStep < K)
-#pragma unroll
-                for (int r = 0; r < R; ++r)
-                    load_weights8<W>(w[r] + k0 + u * kLaneStep, scales, rows[r], k0 + u * kLaneStep, wv[r][u]);
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            if (k0 + u * kLaneStep >= K) break;
-            float av[kVec];
-            if constexpr (std::is_same_v<In, float>)
-                load8_rounded<T>(in + k0 + u * kLaneStep, av);
-            else
-                load8<T>(in + k0 + u * kLaneStep, av);
+        for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int r = 0; r < R; ++r)
+                raw[r][u] = k0 + u * kLaneStep < K ? load_raw<W>(w[r] + k0 + u * kLaneStep) : typename RawLoad<W>::Type{};
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int64_t k = k0 + u * kLaneStep;
+            if (k >= K) break;
+            float av[kVec];
+            if constexpr (std::is_same_v<In, float>)
+                load8_rounded<T>(in + k, av);
+            else
+                load8<T>(in + k, av);
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                float wv[kVec];
+                unpack<W>(raw[r][u], scales, rows[r], k, wv);
 #pragma unroll
                 for (int v = 0; v < kVec; ++v)
-                    acc[r] += wv[r][u][v] * av[v];
+                    acc[r] += wv[v] * av[v];
+            }
         }
     }
 }
@@ -98,50 +121,70 @@ __device__ __forceinline__ bool valid_expert(int32_t e, int64_t E) {
     return e >= 0 && e < E;
 }
 
-// h[p, i] = silu(gate_e[i] · x[t]) · (up_e[i] · x[t]) for pair p = t*k + j, e = ids[p]; grid (I / kWarps, T*k).
-template <typename W>
+// h[p, i] = silu(gate_e[i] · x[t]) · (up_e[i] · x[t]) for pair p = t*k + j, e = ids[p]; each warp takes C columns
+// (2C rows); grid (I / (kWarps C), T*k).
+template <typename W, int C, int U>
 __global__ void __launch_bounds__(kWarps * 32) pair_gate_up_kernel(MoeExpertsArgs a, typename ComputeType<W>::T* h) {
     PAGODA_KERNEL_PROLOGUE();
     using T = typename ComputeType<W>::T;
     const int lane = threadIdx.x & 31;
-    const int64_t p = blockIdx.y, i = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+    const int64_t p = blockIdx.y, i0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * C;
     const int32_t e = a.topk_ids[p];
-    if (i >= a.I || !valid_expert(e, a.E)) return;
+    if (i0 >= a.I || !valid_expert(e, a.E)) return;
     const W* expert = static_cast<const W*>(a.gate_up.data) + e * a.gate_up.expert_stride;
-    const W* const w[2] = {expert + i * a.gate_up.row_stride, expert + (a.I + i) * a.gate_up.row_stride};
-    const int64_t rows[2] = {e * 2 * a.I + i, e * 2 * a.I + a.I + i};
-    float acc[2] = {0.0f, 0.0f};
-    lane_dots<W, float, 2>(w, rows, a.gate_up_scales, a.x + (p / a.k) * a.x_stride, a.H, lane, acc);
-    const float g = warp_sum(acc[0]), u = warp_sum(acc[1]);
-    if (lane == 0) h[p * a.I + i] = from_f32<T>(silu(g) * u);
+    const W* w[2 * C];
+    int64_t rows[2 * C];
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+        const int64_t i = i0 + c < a.I ? i0 + c : a.I - 1;  // a partial group repeats its last column, unused
+        w[2 * c] = expert + i * a.gate_up.row_stride, rows[2 * c] = e * 2 * a.I + i;
+        w[2 * c + 1] = expert + (a.I + i) * a.gate_up.row_stride, rows[2 * c + 1] = e * 2 * a.I + a.I + i;
+    }
+    float acc[2 * C] = {};
+    lane_dots<W, float, 2 * C, U>(w, rows, a.gate_up_scales, a.x + (p / a.k) * a.x_stride, a.H, lane, acc);
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+        const float g = warp_sum(acc[2 * c]), u = warp_sum(acc[2 * c + 1]);
+        if (lane == 0 && i0 + c < a.I) h[p * a.I + i0 + c] = from_f32<T>(silu(g) * u);
+    }
 }
 
 // The most slots a token may have on this path (Qwen's MoE models take 8 or 10).
 constexpr int kMaxSlots = 32;
 
 // out[t, n] = Σ_j w[t, j] · (down_e[n] · h[t*k + j]) in slot order, e = ids[t*k + j], skipping ids outside [0, E).
-// A block takes `cols` consecutive columns of one token; its warps share the cols * k dot products.
-template <typename W>
+// A block takes `groups` x R consecutive columns of one token; a warp's task is R columns of one slot (R rows of
+// one expert against the same h), and the block's warps share the groups * k tasks.
+template <typename W, int R, int U>
 __global__ void __launch_bounds__(kWarps * 32)
-    pair_down_kernel(MoeExpertsArgs a, const typename ComputeType<W>::T* h, int cols) {
+    pair_down_kernel(MoeExpertsArgs a, const typename ComputeType<W>::T* h, int groups) {
     PAGODA_KERNEL_PROLOGUE();
     using T = typename ComputeType<W>::T;
-    __shared__ float dots[kWarps][kMaxSlots];  // [column in block][slot]; cols * k <= kWarps * kMaxSlots
+    __shared__ float dots[kWarps * R][kMaxSlots];  // [column in block][slot]; groups <= kWarps
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int cols = groups * R;
     const int64_t t = blockIdx.y, n0 = int64_t(blockIdx.x) * cols;
-    for (int task = warp; task < cols * a.k; task += kWarps) {
-        const int c = task / static_cast<int>(a.k), j = task % static_cast<int>(a.k);
-        const int64_t n = n0 + c, p = t * a.k + j;
+    for (int task = warp; task < groups * a.k; task += kWarps) {
+        const int g = task / static_cast<int>(a.k), j = task % static_cast<int>(a.k);
+        const int64_t p = t * a.k + j, ng = n0 + int64_t(g) * R;
         const int32_t e = a.topk_ids[p];
-        float acc[1] = {0.0f};
-        if (n < a.H && valid_expert(e, a.E)) {
-            const W* const w[1] = {static_cast<const W*>(a.down.data) + e * a.down.expert_stride +
-                                   n * a.down.row_stride};
-            const int64_t rows[1] = {e * a.H + n};
-            lane_dots<W, T, 1>(w, rows, a.down_scales, h + p * a.I, a.I, lane, acc);
+        float acc[R] = {};
+        if (ng < a.H && valid_expert(e, a.E)) {
+            const W* w[R];
+            int64_t rows[R];
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const int64_t n = ng + r < a.H ? ng + r : a.H - 1;  // past the end: a repeat, never stored
+                w[r] = static_cast<const W*>(a.down.data) + e * a.down.expert_stride + n * a.down.row_stride;
+                rows[r] = e * a.H + n;
+            }
+            lane_dots<W, T, R, U>(w, rows, a.down_scales, h + p * a.I, a.I, lane, acc);
         }
-        const float d = warp_sum(acc[0]);
-        if (lane == 0) dots[c][j] = d;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+            const float d = warp_sum(acc[r]);
+            if (lane == 0) dots[g * R + r][j] = d;
+        }
     }
     __syncthreads();
     const int c = threadIdx.x;
@@ -152,16 +195,47 @@ __global__ void __launch_bounds__(kWarps * 32)
     a.out[t * a.out_stride + n0 + c] = sum;
 }
 
-template <typename W>
-void launch_typed(const MoeExpertsArgs& a, void* h, cudaStream_t stream) {
+// Columns per warp in the gate/up pass (C) and in the down pass (R), with the loads each row issues ahead (U);
+// PAGODA_MOE_PAIR_SHAPE ("CxR": 1x4 by default, 2x4, 1x2 or 1x1) picks one for pagoda_op_bench to compare.
+int pair_shape_choice() {
+    static const int choice = [] {
+        const char* env = std::getenv("PAGODA_MOE_PAIR_SHAPE");
+        const std::string v = env ? env : "";
+        if (v == "2x4") return 1;
+        if (v == "1x2") return 2;
+        if (v == "1x1") return 3;
+        return 0;
+    }();
+    return choice;
+}
+
+template <typename W, int C, int GU, int R, int DU>
+void launch_shape(const MoeExpertsArgs& a, void* h, cudaStream_t stream) {
     using T = typename ComputeType<W>::T;
     const auto pairs = static_cast<unsigned>(a.T * a.k);
-    launch_kernel<pair_gate_up_kernel<W>>(dim3(static_cast<unsigned>((a.I + kWarps - 1) / kWarps), pairs), kWarps * 32,
-                                          0, stream, a, static_cast<T*>(h));
-    const int cols = a.k >= kWarps ? 1 : kWarps / static_cast<int>(a.k);  // enough dot products for every warp
-    launch_kernel<pair_down_kernel<W>>(dim3(static_cast<unsigned>((a.H + cols - 1) / cols), static_cast<unsigned>(a.T)),
-                                       kWarps * 32, 0, stream, a, static_cast<const T*>(h), cols);
+    const int64_t per_block = int64_t(kWarps) * C;
+    launch_kernel<pair_gate_up_kernel<W, C, GU>>(dim3(static_cast<unsigned>((a.I + per_block - 1) / per_block), pairs),
+                                                 kWarps * 32, 0, stream, a, static_cast<T*>(h));
+    const int groups = a.k >= kWarps ? 1 : kWarps / static_cast<int>(a.k);  // enough tasks for every warp
+    const int64_t cols = int64_t(groups) * R;
+    launch_kernel<pair_down_kernel<W, R, DU>>(dim3(static_cast<unsigned>((a.H + cols - 1) / cols),
+                                                   static_cast<unsigned>(a.T)),
+                                              kWarps * 32, 0, stream, a, static_cast<const T*>(h), groups);
     PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+template <typename W>
+void launch_typed(const MoeExpertsArgs& a, void* h, cudaStream_t stream) {
+    switch (pair_shape_choice()) {
+        case 1:
+            return launch_shape<W, 2, 4, 4, 4>(a, h, stream);
+        case 2:
+            return launch_shape<W, 1, 8, 2, 4>(a, h, stream);
+        case 3:
+            return launch_shape<W, 1, 4, 1, 4>(a, h, stream);
+        default:
+            return launch_shape<W, 1, 8, 4, 4>(a, h, stream);
+    }
 }
 
 }  // namespace
