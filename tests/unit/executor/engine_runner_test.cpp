@@ -82,8 +82,10 @@ float g_model_noise = kLogprobNoise;  // this model's bound, set by the fixture
 constexpr size_t kSampledPrefix = 4;
 // What an fp8 KV cache's rounding may move a logprob by when one run recomputes what the other decoded.
 constexpr float kFp8RecomputeNoise = 0.25f;
-// kExact on the CPU; kUpToNearTies as on a GPU, where the runs' rounding may differ.
-enum class Compare { kExactOnCpu, kUpToNearTies };
+// kExact on the CPU; kUpToNearTies as on a GPU, where the runs' rounding may differ; kUpToNoise where a run's
+// logprobs may move by g_model_noise (an fp8 recompute): a sampled token then may change at any step, not only past
+// the first kSampledPrefix (a sample is a draw against the whole distribution, and all of it moves).
+enum class Compare { kExactOnCpu, kUpToNearTies, kUpToNoise };
 void expect_same_run(const Outcome& got, const Outcome& want, bool greedy, const std::string& what,
                      Compare compare = Compare::kExactOnCpu) {
     ASSERT_EQ(got.tokens.size(), want.tokens.size()) << what;
@@ -101,7 +103,9 @@ void expect_same_run(const Outcome& got, const Outcome& want, bool greedy, const
                 EXPECT_LT(w.top[0].logprob - w.top[1].logprob, std::max(kNearTie, g_model_noise))
                     << what << ": step " << i << " differs but its choice was clear";
             } else {
-                EXPECT_GE(i, kSampledPrefix) << what << ": sampled tokens differ from step " << i;
+                if (compare != Compare::kUpToNoise) {
+                    EXPECT_GE(i, kSampledPrefix) << what << ": sampled tokens differ from step " << i;
+                }
             }
             return;
         }
@@ -310,10 +314,11 @@ TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokens) {
 // four together), and the tokens with them. Recompute prefills the generated tokens that were decoded one by one, and
 // even on the CPU a GEMV and a GEMM sum in different orders: K rows differ in their last bits, which e4m3 rounding
 // can turn into a whole step (1/16 of a value). So the runs agree up to the first choice within that noise
-// (measured: qwen3_moe parts at step 24 of 40; the other models not at all).
+// (measured on the CPU: qwen3_moe parts at step 24 of 40, the other models not at all; on an H200 a sampled
+// qwen3_yarn request at step 2).
 TEST_P(EngineRunnerTest, PreemptionDoesNotChangeTheTokensWithAnFp8KvCache) {
     g_model_noise = std::max(g_model_noise, kFp8RecomputeNoise);
-    check_preemption(fp8_kv(false), Compare::kUpToNearTies);
+    check_preemption(fp8_kv(false), Compare::kUpToNoise);
 }
 
 // Decode steps replayed from recorded CUDA graphs (padded to a bucket, split-KV planned for max_model_len) give the

@@ -51,32 +51,8 @@ __device__ __forceinline__ int2 split_keys(const PagedAttentionArgs& a, int seq_
     return make_int2(lo, min(seq_len, lo + chunk));
 }
 
-// Asks L2 for the block's first tile of K and V rows before the kernel waits on the one before it (at batch 1 a
-// split is often a single tile, so this is most of its reads, issued while the QK-norm/RoPE kernel still runs).
-// Everything read here was written before that kernel started: the lengths and block tables before the step, the
-// rows of earlier tokens by earlier steps (griddepcontrol.wait orders this kernel only after its predecessor, which
-// writes q and the newest token's row; prefetching that row is harmless, its write lands in L2 too). The values read
-// only choose addresses to prefetch; the kernel reads them again after the wait.
-template <int D, int kTileKeys, int kThreads, int kElemBytes>
-__device__ __forceinline__ void prefetch_first_tile(const PagedAttentionArgs& a, int s, int kvh, int split) {
-    if (a.query_start_loc[s + 1] - a.query_start_loc[s] != 1) return;  // not a decode sequence
-    const int2 keys = split_keys<kTileKeys>(a, a.seq_lens[s], split);
-    const int n = min(keys.y - keys.x, kTileKeys);
-    constexpr int kRowBytes = D * kElemBytes, kLines = kRowBytes < 128 ? 1 : kRowBytes / 128;  // lines per row
-    const int32_t* table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;
-    for (int i = threadIdx.x; i < n * kLines; i += kThreads) {
-        const int key = keys.x + i / kLines;
-        const int blk = key / a.block_size;
-        const int64_t row = (int64_t(table[blk]) * a.block_size + key - blk * a.block_size) * a.H_kv + kvh;
-        const int64_t off = row * kRowBytes + (i % kLines) * 128;
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(a.key_cache) + off));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(static_cast<const char*>(a.value_cache) + off));
-    }
-}
-
 template <int D, int W, int S, bool kFp8>
 __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
-    prefetch_first_tile<D, 16 * W, 32 * W, kFp8 ? 1 : 2>(a, blockIdx.y, blockIdx.x % a.H_kv, blockIdx.x / a.H_kv);
     PAGODA_KERNEL_PROLOGUE();
     using Sh = DecodeShape<D, W, S>;
     constexpr int LD = Sh::LD, kTileKeys = Sh::kTileKeys, kThreads = Sh::kThreads;
