@@ -233,7 +233,8 @@ RUNTIME_PACKAGE = {
     r"libxxhash\.so\.0": r"libxxhash0",
     r"libz\.so\.1": r"zlib1g",
 }
-IN_BASE_IMAGE = (r"linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|lib(c|m|dl|rt|pthread)\.so\.6|libstdc\+\+\.so\.6"
+IN_BASE_IMAGE = (r"linux-vdso\.so\.1|ld-linux-x86-64\.so\.2|lib(c|m)\.so\.6|librt\.so\.1|libpthread\.so\.0|libdl\.so\.2"
+                 r"|libstdc\+\+\.so\.6"
                  r"|libgcc_s\.so\.1|libcudart\.so\.\d+|libcublas(Lt)?\.so\.\d+|libnccl\.so\.2")
 
 
