@@ -3,6 +3,7 @@
 // ignoring them would change what the user gets.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -328,8 +329,26 @@ struct TestGeneratorFlags {
     std::vector<std::string> texts;
     int token_interval_us = 0;
 };
-// --x-test-reload-delay-ms N (hidden too): each model reload waits N ms before loading, as a large model's load
-// takes seconds, so that the reload tests can remove the directory or send requests while it runs.
+// Hidden too: --x-test-reload-delay-ms N makes each model reload wait N ms before loading, as a large model's load
+// takes seconds, so that the reload tests can remove the directory or send requests while it runs;
+// --x-test-step-delay-ms N makes every engine step N ms longer (on the engine thread), an engine stuck in a step for
+// the /health test.
+struct TestHooks {
+    int reload_delay_ms = 0;
+    int step_delay_ms = 0;
+};
+
+// The step delay of --x-test-step-delay-ms: an observer that sleeps on the engine thread after each step.
+class StepDelay final : public engine::StepObserver {
+  public:
+    explicit StepDelay(int ms) : ms_(ms) {}
+    void on_step(const engine::StepInput&, const engine::EngineStats&) override {
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
+    }
+
+  private:
+    int ms_;
+};
 
 // What `pagoda serve` was asked for, every flag parsed and checked before anything is loaded.
 struct ServeOptions {
@@ -341,7 +360,7 @@ struct ServeOptions {
     std::optional<std::string> tool_call_parser;  // --tool-call-parser NAME
     std::optional<TestGeneratorFlags> test_generator;
     int32_t test_max_model_len = 4096;  // the test generator's context
-    int test_reload_delay_ms = 0;       // --x-test-reload-delay-ms
+    TestHooks test_hooks;
     NodeFlags nodes;
     std::optional<executor::EngineOptions> engine;  // what loads the model (unset with the test generator)
     std::string api_keys_file;                      // --api-keys-file, re-read on SIGHUP
@@ -350,7 +369,7 @@ struct ServeOptions {
 
 // --config, vLLM's foreign flags and the hidden flags, resolved: what is left goes to the ArgParser.
 Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<std::string>& args,
-                       std::optional<TestGeneratorFlags>& test_generator, int& test_reload_delay_ms) {
+                       std::optional<TestGeneratorFlags>& test_generator, TestHooks& hooks) {
     std::vector<std::string> expanded;
     PAGODA_RETURN_IF_ERROR(expand_config_file(cli_args, expanded));
     std::vector<std::string_view> raw_args(expanded.begin(), expanded.end());
@@ -361,7 +380,8 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
     for (size_t i = 0; i < kept.size(); ++i) {
         const std::string& a = kept[i];
         bool taken = false;
-        for (const char* name : {"x-test-generator-text", "x-test-token-interval-us", "x-test-reload-delay-ms"}) {
+        for (const char* name :
+             {"x-test-generator-text", "x-test-token-interval-us", "x-test-reload-delay-ms", "x-test-step-delay-ms"}) {
             const std::string flag = std::string("--") + name;
             if (a == flag && i + 1 < kept.size()) {
                 hidden[name].push_back(kept[++i]);
@@ -374,7 +394,9 @@ Status preprocess_args(std::span<const std::string_view> cli_args, std::vector<s
         if (!taken) args.push_back(a);
     }
     if (hidden.count("x-test-reload-delay-ms"))
-        test_reload_delay_ms = std::atoi(hidden["x-test-reload-delay-ms"].back().c_str());
+        hooks.reload_delay_ms = std::atoi(hidden["x-test-reload-delay-ms"].back().c_str());
+    if (hidden.count("x-test-step-delay-ms"))
+        hooks.step_delay_ms = std::atoi(hidden["x-test-step-delay-ms"].back().c_str());
     if (hidden.count("x-test-generator-text")) {
         test_generator = TestGeneratorFlags{hidden["x-test-generator-text"], 0};
         if (hidden.count("x-test-token-interval-us"))
@@ -468,6 +490,9 @@ cli::ArgParser make_serve_parser() {
     p.add_option("max-body-bytes", "N", "largest accepted request body (default 33554432)");
     p.add_option("http-read-timeout", "SECONDS", "time a client has to send one whole request (default 60)");
     p.add_option("shutdown-timeout", "SECONDS", "how long in-flight requests may finish after SIGTERM (default 30)");
+    p.add_option("engine-stall-timeout", "SECONDS",
+                 "/health answers 503 once the engine has been inside one step this long: a wedged engine fails "
+                 "liveness probes (default 300; 0: never)");
     cli::add_serve_ops_flags(p);
     cli::add_reload_flags(p);
     return p;
@@ -553,6 +578,10 @@ Status service_config_from(const cli::ArgParser& p, const std::string& model_dir
     }
     if (auto v = p.get("generation-config")) {
         PAGODA_ASSIGN_OR_RETURN(c.sampling_defaults, sampling_defaults_from(*v));
+    }
+    if (auto v = p.get("engine-stall-timeout")) {
+        PAGODA_ASSIGN_OR_RETURN(const int64_t n, parse_int("engine-stall-timeout", *v, 0, 86400));
+        c.engine_stall_seconds = static_cast<double>(n);
     }
     return ok_status();
 }
@@ -731,7 +760,8 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
         service.set_lora_registry((*m)->lora);
         service.install_model(std::move(m).value());
         service.set_ready(true);
-        // The watchdog's proof of life: stats() is answered by the engine thread between two steps.
+        service.watch_engine();
+        // The watchdog's proof of life: the engine thread answers between two steps (Generator::wait_for_turn).
         systemd.ready([&service] { service.probe_engine(); });
         std::fprintf(stderr, "pagoda serve: model loaded; ready (%s)\n", summary.c_str());
     });
@@ -751,7 +781,7 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     if (o.service.task != server::openai::ModelTask::kGenerate)
         no_reload = "not for a model served with --task embed or score yet";
     service.set_model_loader(cli::make_model_loader(o.engine.value_or(executor::EngineOptions{}), o.chat_template,
-                                                    o.reload_strategy, no_reload, o.test_reload_delay_ms));
+                                                    o.reload_strategy, no_reload, o.test_hooks.reload_delay_ms));
     http::ServerOptions http_options = o.http;
     http_options.on_status = [&service](int status) { service.count_http_response(status); };
     auto srv = http::Server::create(http_options, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
@@ -771,7 +801,8 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     ModelLoad load;
     if (parts.test_generator) {
         service.set_ready(true);
-        systemd.ready([&deferred] { (void)deferred.stats(); });
+        service.watch_engine();
+        systemd.ready([&deferred] { deferred.wait_for_turn(); });
     } else {
         systemd.status("loading " + o.model_dir);
         start_model_load(o, *o.engine, **srv, service, stopping, load, systemd);
@@ -792,15 +823,19 @@ int serve(const ServeOptions& o, ServiceParts parts) {
 int run_serve(std::span<const std::string_view> cli_args) {
     std::vector<std::string> kept;
     std::optional<TestGeneratorFlags> test_generator;
-    int test_reload_delay_ms = 0;
-    if (Status s = preprocess_args(cli_args, kept, test_generator, test_reload_delay_ms); !s.ok())
-        return cli::fail(kCmd, s.message());
+    TestHooks hooks;
+    if (Status s = preprocess_args(cli_args, kept, test_generator, hooks); !s.ok()) return cli::fail(kCmd, s.message());
     const std::vector<std::string_view> args(kept.begin(), kept.end());
     cli::ArgParser p = make_serve_parser();
     if (auto exit = cli::parse_or_exit(p, kCmd, args)) return *exit;
     auto options = options_from_flags(p, std::move(test_generator));
     if (!options.ok()) return cli::fail(kCmd, options.message());
-    options->test_reload_delay_ms = test_reload_delay_ms;
+    options->test_hooks = hooks;
+    static std::optional<StepDelay> step_delay;  // outlives every engine (reloads included)
+    if (hooks.step_delay_ms > 0 && options->engine) {
+        step_delay.emplace(hooks.step_delay_ms);
+        options->engine->observer = &*step_delay;
+    }
     if (options->nodes.node_rank > 0) return run_worker_node(*options);
     auto parts = build_service_parts(*options);
     if (!parts.ok()) return cli::fail(kCmd, parts.message());

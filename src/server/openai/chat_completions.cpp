@@ -143,7 +143,8 @@ void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_pt
     // A thinking model's reasoning is free; its grammar starts after </think> (vLLM's reasoning-aware structured
     // output), so a schema or a forced call constrains the answer, not the thought.
     const bool thinking = thinks_first(ctx.config, kwargs, prompt_text);
-    if (request.params.grammar && thinking) request.params.grammar_after_token = x.model->tokenizer.token_to_id("</think>");
+    if (request.params.grammar && thinking)
+        request.params.grammar_after_token = x.model->tokenizer.token_to_id("</think>");
     request.lora_id = target->id;
     request.lora_hold = target->hold;
 

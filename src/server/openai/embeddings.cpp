@@ -111,14 +111,15 @@ void handle_embeddings(ServiceContext& ctx, Exchange x) {
     std::vector<engine::Request> requests(er.inputs.size());
     for (size_t i = 0; i < er.inputs.size(); ++i) {
         const std::string where = er.inputs.size() == 1 ? "input" : "input[" + std::to_string(i) + "]";
-        if (auto err = pooling_prompt_tokens(*x.model, er.inputs[i], er.add_special_tokens, er.truncate_prompt_tokens, where,
-                                             requests[i].prompt_tokens))
+        if (auto err = pooling_prompt_tokens(*x.model, er.inputs[i], er.add_special_tokens, er.truncate_prompt_tokens,
+                                             where, requests[i].prompt_tokens))
             return send_error(x, *err);
         requests[i].pooling = engine::PoolingTask::kLastHidden;
     }
     const std::string model = er.model.empty() ? x.model->served_model_names.front() : er.model;
     const int64_t created = unix_seconds();
-    PoolingJob::start(std::move(x), std::move(requests),
+    PoolingJob::start(
+        std::move(x), std::move(requests),
         [er = std::move(er), model, created](const Exchange& x, PooledOutputs& outputs) {
             std::string body = "{\"id\":\"" + random_id("embd-") +
                                "\",\"object\":\"list\",\"created\":" + std::to_string(created) +

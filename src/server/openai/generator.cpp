@@ -25,6 +25,10 @@ engine::EngineStats EngineGenerator::stats() {
     return engine_.latest_stats();
 }
 
+void EngineGenerator::wait_for_turn() {
+    (void)engine_.stats();  // answered by the engine thread between two steps
+}
+
 struct ScriptedGenerator::Impl {
     struct Active {
         std::shared_ptr<engine::RequestStream> stream;

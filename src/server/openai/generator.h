@@ -25,6 +25,9 @@ class Generator {
     virtual void cancel(engine::RequestId id) = 0;
     // Any thread, without waiting for a step: queue and cache gauges for /metrics.
     virtual engine::EngineStats stats() = 0;
+    // Blocks until the engine thread has been between two steps: the liveness probes' proof of life (systemd's
+    // watchdog, /health). What has no engine thread returns at once.
+    virtual void wait_for_turn() {}
 };
 
 // Adapts an engine::Engine (which must outlive it).
@@ -34,6 +37,7 @@ class EngineGenerator final : public Generator {
     Result<std::shared_ptr<engine::RequestStream>> submit(engine::Request request) override;
     void cancel(engine::RequestId id) override;
     engine::EngineStats stats() override;
+    void wait_for_turn() override;
 
   private:
     engine::Engine& engine_;
@@ -54,6 +58,9 @@ class DeferredGenerator final : public Generator {
     engine::EngineStats stats() override {
         Generator* t = target_.load();
         return t ? t->stats() : engine::EngineStats{};
+    }
+    void wait_for_turn() override {
+        if (Generator* t = target_.load()) t->wait_for_turn();
     }
 
   private:

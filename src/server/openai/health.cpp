@@ -1,12 +1,29 @@
 // Probes and observability: GET /health and GET|POST /ping (200 once the model is ready, with the served model and
-// since when), GET /version, GET /metrics (Prometheus).
+// since when; 503 while loading, draining, or while the engine is stuck in one step), GET /version, GET /metrics
+// (Prometheus).
 #include <chrono>
 
 #include "server/openai/service_context.h"
 
 namespace pagoda::server::openai {
 
+namespace {
+
+// Seconds the engine has been inside one step, when that is past --engine-stall-timeout; else 0.
+double engine_stalled_for(const ServiceContext& ctx) {
+    std::lock_guard lock(ctx.liveness_mu);
+    const double silent = ctx.liveness ? ctx.liveness->seconds_silent() : 0.0;
+    return silent > ctx.config.engine_stall_seconds ? silent : 0.0;
+}
+
+}  // namespace
+
 void handle_health(ServiceContext& ctx, Exchange x) {
+    if (const double stalled = engine_stalled_for(ctx); stalled > 0) {
+        return send_error(
+            x, ApiError::unavailable("the engine has not finished a step for " +
+                                     std::to_string(static_cast<int>(stalled)) + " s (--engine-stall-timeout)"));
+    }
     if (ctx.ready.load()) {
         // Which model answers and since when (a reload changes both); a body probes that only read the status ignore.
         Json body = Json::object();

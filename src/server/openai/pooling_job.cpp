@@ -5,8 +5,7 @@
 
 namespace pagoda::server::openai {
 
-PoolingJob::PoolingJob(Exchange x, Finish finish)
-    : x_(std::move(x)), finish_(std::move(finish)) {}
+PoolingJob::PoolingJob(Exchange x, Finish finish) : x_(std::move(x)), finish_(std::move(finish)) {}
 
 void PoolingJob::start(Exchange x, std::vector<engine::Request> requests, Finish finish) {
     int64_t prompt_tokens = 0;

@@ -15,7 +15,6 @@
 
 namespace pagoda::server::openai {
 
-
 struct PooledOutputs {
     std::vector<std::vector<float>> vectors;  // one per request, in submission order
     int64_t prompt_tokens = 0;                // over all requests

@@ -58,8 +58,8 @@ void score_pairs(ServiceContext& ctx, Exchange x, const std::vector<std::string>
         if (auto err = pooling_prompt_tokens(*x.model, Prompt{a[pairs[i].first], {}, false}, false, std::nullopt, where,
                                              r.prompt_tokens))
             return send_error(x, *err);
-        if (auto err =
-                pooling_prompt_tokens(*x.model, Prompt{b[pairs[i].second], {}, false}, false, std::nullopt, where, second))
+        if (auto err = pooling_prompt_tokens(*x.model, Prompt{b[pairs[i].second], {}, false}, false, std::nullopt,
+                                             where, second))
             return send_error(x, *err);
         r.prompt_tokens.insert(r.prompt_tokens.end(), second.begin(), second.end());
         if (truncate) {

@@ -206,10 +206,20 @@ std::shared_ptr<const ServedModel> OpenAiService::model() const {
 }
 
 void OpenAiService::probe_engine() {
-    (void)ctx_->models.current()->generator.stats();
+    ctx_->models.current()->generator.wait_for_turn();
+}
+
+void OpenAiService::watch_engine() {
+    if (ctx_->config.engine_stall_seconds <= 0) return;
+    std::lock_guard lock(ctx_->liveness_mu);
+    ctx_->liveness = std::make_unique<ops::EngineLiveness>([this] { probe_engine(); }, std::chrono::seconds(1));
 }
 
 void OpenAiService::stop_engine() {
+    {
+        std::lock_guard lock(ctx_->liveness_mu);
+        ctx_->liveness.reset();  // its probe reads the engine
+    }
     if (const auto model = ctx_->models.current(); model->stop) model->stop();
 }
 

@@ -53,6 +53,8 @@ struct ServiceConfig {
     // that the model's generation_config.json (which the engine applies) never does. Unset: the model's.
     std::optional<engine::GenerationConfig> sampling_defaults;
     size_t max_unsent_bytes = 16 * 1024 * 1024;  // a streaming client this far behind is disconnected
+    // /health answers 503 once the engine has been inside one step this long (a wedged engine; 0: never).
+    double engine_stall_seconds = 300.0;
     // /v1/responses kept for previous_response_id (least recently used out first; 0 entries: none kept).
     size_t max_stored_responses = 4096;
     size_t max_stored_response_bytes = 256 * 1024 * 1024;
@@ -95,6 +97,8 @@ class OpenAiService {
     std::shared_ptr<const ServedModel> model() const;
     // The watchdog's proof of life: returns once the served engine answered between two steps.
     void probe_engine();
+    // From now on /health watches the engine (config().engine_stall_seconds): once it is loaded, until stop_engine().
+    void watch_engine();
     // At exit, once the HTTP server stopped serving: stops the served engine (a reload in progress is waited for
     // when the service is destroyed).
     void stop_engine();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,7 @@
 #include "server/openai/router.h"
 #include "server/openai/service.h"
 #include "server/openai/structured_output.h"
+#include "server/ops/engine_liveness.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::server::openai {
@@ -39,6 +41,9 @@ struct ServiceContext {
     ResponseStore responses;  // /v1/responses kept for previous_response_id and GET
     std::atomic<bool> ready{false};
     std::atomic<bool> draining{false};
+    // Whether the engine still turns (OpenAiService::watch_engine); null before it is loaded and after it stops.
+    mutable std::mutex liveness_mu;
+    std::unique_ptr<ops::EngineLiveness> liveness;
     std::atomic<int32_t> max_model_len{0};
     int64_t created = 0;  // unix seconds, for /v1/models
     // Model hot reload (model_reload.cpp): one at a time, on its own thread (it waits for requests to drain).

@@ -64,28 +64,11 @@ std::chrono::microseconds SystemdNotifier::watchdog_timeout_from_environment() {
 
 SystemdWatchdog::SystemdWatchdog(SystemdNotifier& notifier, std::chrono::microseconds timeout,
                                  std::function<void()> probe)
-    : notifier_(notifier), interval_(timeout / 2), probe_(std::move(probe)) {
-    thread_ = std::thread([this] { run(); });
-}
-
-SystemdWatchdog::~SystemdWatchdog() {
-    {
-        std::lock_guard lock(mu_);
-        stopping_ = true;
-    }
-    cv_.notify_one();
-    thread_.join();
-}
-
-void SystemdWatchdog::run() {
-    std::unique_lock lock(mu_);
-    while (!stopping_) {
-        lock.unlock();
-        probe_();  // blocks while the engine is inside a step; forever if it is wedged
-        notifier_.notify("WATCHDOG=1");
-        lock.lock();
-        cv_.wait_for(lock, interval_, [&] { return stopping_; });
-    }
-}
+    : pings_(
+          [&notifier, probe = std::move(probe)] {
+              probe();
+              notifier.notify("WATCHDOG=1");
+          },
+          std::chrono::duration_cast<std::chrono::milliseconds>(timeout / 2)) {}
 
 }  // namespace pagoda::server::ops

@@ -4,13 +4,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
+
+#include "server/ops/engine_liveness.h"
 
 namespace pagoda::server::ops {
 
@@ -42,19 +42,9 @@ class SystemdNotifier {
 class SystemdWatchdog {
   public:
     SystemdWatchdog(SystemdNotifier& notifier, std::chrono::microseconds timeout, std::function<void()> probe);
-    // Stops the pings; waits for a probe in progress (the engine must still exist).
-    ~SystemdWatchdog();
 
   private:
-    void run();
-
-    SystemdNotifier& notifier_;
-    std::chrono::microseconds interval_;
-    std::function<void()> probe_;
-    std::mutex mu_;
-    std::condition_variable cv_;
-    bool stopping_ = false;
-    std::thread thread_;
+    EngineLiveness pings_;  // its probe is `probe`, then the keep-alive; stops (and waits for a probe) when destroyed
 };
 
 }  // namespace pagoda::server::ops

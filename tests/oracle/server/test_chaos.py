@@ -3,10 +3,13 @@ clearly and nothing else breaks.
 - the model directory removed during a reload: the reload answers with the error, the old model serves on;
 - a keys file with a syntax error on SIGHUP: the old keys stay, the log says why;
 - the access log on a full disk (/dev/full): every request is still answered, the log says so once;
-- kill -9 of the server and a restart on the same port: it comes back and serves."""
+- kill -9 of the server and a restart on the same port: it comes back and serves;
+- an engine stuck inside a step: /health answers 503 (a liveness probe restarts the pod) until it turns again."""
 
 import json
 import shutil
+import urllib.error
+import urllib.request
 import signal
 import socket
 import threading
@@ -123,3 +126,31 @@ def test_kill_9_and_restart_on_the_same_port(models, tmp_path):
         assert complete(again) == before
     finally:
         assert again.stop() == 0
+
+
+def health(server):
+    """GET /health: (status, JSON body)."""
+    try:
+        with urllib.request.urlopen(server.url + "/health", timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_an_engine_stuck_in_a_step_fails_health_until_it_turns_again(models, tmp_path):
+    # Every engine step lasts 4 s longer (the hidden --x-test-step-delay-ms sleeps on the engine thread after the
+    # step): with --engine-stall-timeout 1 the one step of a 1-token request is an engine stuck for 4 s.
+    server = start_server(models["a"], tmp_path, "--engine-stall-timeout", "1", "--x-test-step-delay-ms", "4000")
+    try:
+        time.sleep(1.5)  # longer than the timeout: an idle engine still answers, so /health stays 200
+        assert health(server)[0] == 200
+        t = threading.Thread(target=complete, args=(server,), kwargs={"max_tokens": 1})
+        t.start()
+        wait_until(lambda: health(server)[0] == 503, timeout=10, what="/health 503 while the engine is stuck")
+        status, body = health(server)
+        assert status == 503 and "engine has not finished a step" in body["error"]["message"], body
+        t.join(timeout=60)
+        wait_until(lambda: health(server)[0] == 200, timeout=10, what="/health 200 once the engine turns again")
+        assert health(server)[1]["status"] == "ok"
+    finally:
+        assert server.stop() == 0

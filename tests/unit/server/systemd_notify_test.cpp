@@ -77,6 +77,26 @@ TEST(SystemdWatchdog, PingsWhileTheProbeReturnsAndStopsWhileItHangs) {
     }
 }
 
+// /health's view: the silence grows while the probe hangs (an engine inside a step) and drops once it returns.
+TEST(EngineLiveness, SilenceGrowsWhileTheProbeHangs) {
+    std::atomic<bool> wedged{false};
+    EngineLiveness live(
+        [&] {
+            while (wedged.load())
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        },
+        std::chrono::milliseconds(10));
+    // Bounds far from the 10 ms period, so that a busy machine delaying the thread does not fail the test.
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_LT(live.seconds_silent(), 0.2);
+    wedged.store(true);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    EXPECT_GT(live.seconds_silent(), 0.4);
+    wedged.store(false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    EXPECT_LT(live.seconds_silent(), 0.2);
+}
+
 TEST(SystemdNotifier, WatchdogTimeoutFromTheEnvironment) {
     ::setenv("WATCHDOG_USEC", "30000000", 1);
     ::unsetenv("WATCHDOG_PID");

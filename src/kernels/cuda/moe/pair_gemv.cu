@@ -94,7 +94,8 @@ __device__ __forceinline__ void lane_dots(const W* const (&w)[R], const int64_t 
         for (int u = 0; u < U; ++u)
 #pragma unroll
             for (int r = 0; r < R; ++r)
-                raw[r][u] = k0 + u * kLaneStep < K ? load_raw<W>(w[r] + k0 + u * kLaneStep) : typename RawLoad<W>::Type{};
+                raw[r][u] =
+                    k0 + u * kLaneStep < K ? load_raw<W>(w[r] + k0 + u * kLaneStep) : typename RawLoad<W>::Type{};
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int64_t k = k0 + u * kLaneStep;
@@ -203,9 +204,9 @@ void launch_shape(const MoeExpertsArgs& a, void* h, cudaStream_t stream) {
                                                  kWarps * 32, 0, stream, a, static_cast<T*>(h));
     const int groups = a.k >= kWarps ? 1 : kWarps / static_cast<int>(a.k);  // enough tasks for every warp
     const int64_t cols = int64_t(groups) * R;
-    launch_kernel<pair_down_kernel<W, R, DU>>(dim3(static_cast<unsigned>((a.H + cols - 1) / cols),
-                                                   static_cast<unsigned>(a.T)),
-                                              kWarps * 32, 0, stream, a, static_cast<const T*>(h), groups);
+    launch_kernel<pair_down_kernel<W, R, DU>>(
+        dim3(static_cast<unsigned>((a.H + cols - 1) / cols), static_cast<unsigned>(a.T)), kWarps * 32, 0, stream, a,
+        static_cast<const T*>(h), groups);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
