@@ -1,8 +1,10 @@
 // Structured output: the time to compute one token mask (GrammarMatcher::fill_mask) per decoding step, over the real
 // Qwen3 vocabulary (151,665 tokens), along the tokens of a valid answer to a JSON schema. "warm" reuses one compiled
 // grammar (its mask cache filled by an earlier pass, as when requests share a schema); "cold" compiles the grammar
-// afresh every pass (the first request with a new schema). The counter mask_time is seconds per step. Skips, saying
-// why, when the vocabulary is absent.
+// afresh every pass (the first request with a new schema). The counter mask_time is seconds per step. Two schemas:
+// a 7-property object (nested object, array, enum, integer bounds, email, pattern) and an object of three strings
+// with maxLength 64 (bounded repetition; one answer string runs to the limit). Skips, saying why, when the
+// vocabulary is absent.
 #include <benchmark/benchmark.h>
 
 #include <cstdlib>
@@ -19,7 +21,7 @@ namespace {
 using namespace pagoda;
 using namespace pagoda::grammar;
 
-constexpr const char* kSchema = R"({"type":"object","properties":{
+constexpr const char* kMixedSchema = R"({"type":"object","properties":{
   "name":{"type":"string"},
   "age":{"type":"integer","minimum":0,"maximum":150},
   "email":{"type":"string","format":"email"},
@@ -30,14 +32,25 @@ constexpr const char* kSchema = R"({"type":"object","properties":{
   "notes":{"type":["string","null"]}},
   "required":["name","age","address","tags","role"]})";
 
-constexpr const char* kAnswer =
+constexpr const char* kMixedAnswer =
     R"json({"name":"Ada Lovelace, Countess of Lovelace","age":36,"email":"ada@example.org","address":{"street":"12 St James's Square","city":"London","zip":"12345"},"tags":["mathematics","analytical engine","poetry (of science)"],"role":"admin","notes":"Wrote the first published algorithm \"for\" a machine; née Byron."})json";
 
-struct Setup {
-    std::optional<Tokenizer> tokenizer;
-    std::shared_ptr<const TokenVocabulary> vocab;
+// Three strings of at most 64 characters each; "c" is 64 characters long, so its last steps have almost no budget.
+constexpr const char* kMaxLengthSchema = R"({"type":"object","properties":{
+  "a":{"type":"string","maxLength":64},"b":{"type":"string","maxLength":64},"c":{"type":"string","maxLength":64}},
+  "required":["a","b","c"]})";
+
+constexpr const char* kMaxLengthAnswer =
+    R"json({"a":"Ada Lovelace","b":"née Byron, \"Enchantress of Numbers\"","c":"The Analytical Engine weaves algebraic patterns like a loom does"})json";
+
+struct Case {
     Grammar grammar;
     std::vector<int32_t> answer;
+};
+
+struct Setup {
+    std::shared_ptr<const TokenVocabulary> vocab;
+    Case mixed, max_length;
 };
 
 const Setup* setup() {
@@ -53,23 +66,30 @@ const Setup* setup() {
             bytes[id] = std::string(tok->token_bytes(id));
         }
         out.vocab = std::make_shared<TokenVocabulary>(std::move(bytes), excluded);
-        auto schema = Json::parse(kSchema);
-        auto src = json_schema_grammar(*schema);
-        auto g = compile_grammar(*src);
-        if (!g.ok()) return std::nullopt;
-        out.grammar = std::move(g).value();
-        out.answer = tok->encode(kAnswer, /*parse_special=*/false);
-        out.tokenizer = std::move(*tok);
+        auto make_case = [&](const char* schema_text, const char* answer) -> std::optional<Case> {
+            auto schema = Json::parse(schema_text);
+            if (!schema.ok()) return std::nullopt;
+            auto src = json_schema_grammar(*schema);
+            if (!src.ok()) return std::nullopt;
+            auto g = compile_grammar(*src);
+            if (!g.ok()) return std::nullopt;
+            return Case{std::move(g).value(), tok->encode(answer, /*parse_special=*/false)};
+        };
+        auto mixed = make_case(kMixedSchema, kMixedAnswer);
+        auto max_length = make_case(kMaxLengthSchema, kMaxLengthAnswer);
+        if (!mixed || !max_length) return std::nullopt;
+        out.mixed = std::move(*mixed);
+        out.max_length = std::move(*max_length);
         return out;
     }();
     return s ? &*s : nullptr;
 }
 
 // One pass over the answer: a mask per step, then the step's token. Returns the steps.
-int64_t pass(const std::shared_ptr<const CompiledGrammar>& g, std::vector<uint32_t>& mask, int64_t& hits) {
-    const Setup& s = *setup();
+int64_t pass(const Case& c, const std::shared_ptr<const CompiledGrammar>& g, std::vector<uint32_t>& mask,
+             int64_t& hits) {
     GrammarMatcher m(g);
-    for (int32_t token : s.answer) {
+    for (int32_t token : c.answer) {
         std::fill(mask.begin(), mask.end(), 0u);
         m.fill_mask(mask);
         hits += m.last_stats().cache_hit;
@@ -77,38 +97,47 @@ int64_t pass(const std::shared_ptr<const CompiledGrammar>& g, std::vector<uint32
     }
     std::fill(mask.begin(), mask.end(), 0u);
     if (!m.fill_mask(mask)) std::abort();  // and complete
-    return static_cast<int64_t>(s.answer.size()) + 1;
+    return static_cast<int64_t>(c.answer.size()) + 1;
 }
 
-void run(benchmark::State& state, bool warm) {
+void run(benchmark::State& state, Case Setup::*which, bool warm) {
     const Setup* s = setup();
     if (!s) {
         state.SkipWithError("the Qwen3 vocabulary (../shared/qwen-tokenizers/qwen3-4b) is not available");
         return;
     }
+    const Case& c = s->*which;
     std::vector<uint32_t> mask(mask_words(s->vocab->size()));
-    auto shared = std::make_shared<const CompiledGrammar>(s->grammar, s->vocab);
+    auto shared = std::make_shared<const CompiledGrammar>(c.grammar, s->vocab);
     int64_t hits = 0, steps = 0;
-    if (warm) pass(shared, mask, hits);
+    if (warm) pass(c, shared, mask, hits);
     hits = 0;
     for (auto _ : state) {
-        auto g = warm ? shared : std::make_shared<const CompiledGrammar>(s->grammar, s->vocab);
-        steps += pass(g, mask, hits);
+        auto g = warm ? shared : std::make_shared<const CompiledGrammar>(c.grammar, s->vocab);
+        steps += pass(c, g, mask, hits);
     }
-    state.counters["steps"] = static_cast<double>(s->answer.size() + 1);
+    state.counters["steps"] = static_cast<double>(c.answer.size() + 1);
     state.counters["cache_hit_rate"] = steps ? static_cast<double>(hits) / static_cast<double>(steps) : 0.0;
     state.counters["mask_time"] =
         benchmark::Counter(static_cast<double>(steps), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
 
 void BM_JsonSchemaMaskWarm(benchmark::State& state) {
-    run(state, true);
+    run(state, &Setup::mixed, true);
 }
 void BM_JsonSchemaMaskCold(benchmark::State& state) {
-    run(state, false);
+    run(state, &Setup::mixed, false);
+}
+void BM_MaxLengthMaskWarm(benchmark::State& state) {
+    run(state, &Setup::max_length, true);
+}
+void BM_MaxLengthMaskCold(benchmark::State& state) {
+    run(state, &Setup::max_length, false);
 }
 BENCHMARK(BM_JsonSchemaMaskWarm)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_JsonSchemaMaskCold)->Unit(benchmark::kMillisecond)->Iterations(2);
+BENCHMARK(BM_MaxLengthMaskWarm)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MaxLengthMaskCold)->Unit(benchmark::kMillisecond)->Iterations(2);
 
 }  // namespace
 

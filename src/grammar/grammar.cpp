@@ -1,5 +1,5 @@
-// Lowering GrammarSource to the flat byte-level Grammar. Nested alternatives, multi-byte classes and bounded
-// repetition become helper rules; an unbounded repetition becomes a starred element.
+// Lowering GrammarSource to the flat byte-level Grammar. Nested alternatives and multi-byte classes become helper
+// rules; an unbounded repetition becomes a starred element, a bounded one a counted element.
 #include "grammar/grammar.h"
 
 #include <map>
@@ -106,7 +106,7 @@ class Lowering {
             return bytes(static_cast<uint8_t>(e.text[0]), static_cast<uint8_t>(e.text[0]));
         std::vector<Sequence> alts;
         alternatives(e, base, alts);
-        if (alts.size() == 1 && alts[0].size() == 1 && !alts[0][0].star) return alts[0][0];
+        if (alts.size() == 1 && alts[0].size() == 1 && !alts[0][0].star && !alts[0][0].counted()) return alts[0][0];
         return {Element::kRule, false, helper(base, std::move(alts))};
     }
 
@@ -152,23 +152,20 @@ class Lowering {
                          ") in rule '" + base + "'";
             return;
         }
-        const Element u = unit(e.items[0], base);
-        for (int32_t i = 0; i < e.min; ++i)
-            out.push_back(u);
+        if (e.max == 0) return;
+        Element u = unit(e.items[0], base);
         if (e.max < 0) {
-            Element s = u;
-            s.star = true;
-            out.push_back(s);
+            for (int32_t i = 0; i < e.min; ++i)
+                out.push_back(u);
+            u.star = true;
+            out.push_back(u);
             return;
         }
-        // Up to (max - min) more, nested (u (u (u)?)?)? so that each count has one parse.
-        uint32_t inner = 0;
-        for (int32_t k = 0; k < e.max - e.min; ++k) {
-            Sequence more{u};
-            if (k > 0) more.push_back({Element::kRule, false, inner});
-            inner = helper(base, {std::move(more), Sequence{}});
-        }
-        if (e.max > e.min) out.push_back({Element::kRule, false, inner});
+        // One element that loops in place with a count: positions inside the repetition differ only in the count,
+        // which the mask cache can then share (matcher.h).
+        u.min = static_cast<uint16_t>(e.min);
+        u.max = static_cast<uint16_t>(e.max);
+        out.push_back(u);
     }
 
     Result<Grammar> layout(uint32_t start) {
@@ -194,7 +191,8 @@ class Lowering {
                 for (const Sequence& s : alts_[r]) {
                     bool all = true;
                     for (const Element& el : s)
-                        all = all && (el.star || (el.kind == Element::kRule && g_.nullable[el.arg]));
+                        all = all && (el.star || (el.counted() && el.min == 0) ||
+                                      (el.kind == Element::kRule && g_.nullable[el.arg]));
                     if (all) {
                         g_.nullable[r] = 1;
                         changed = true;
@@ -203,6 +201,9 @@ class Lowering {
                 }
             }
         }
+        // A nullable rule repeated min..max times: the missing iterations can be empty ones.
+        for (Element& el : g_.program)
+            if (el.counted() && el.kind == Element::kRule && g_.nullable[el.arg]) el.min = 0;
         return std::move(g_);
     }
 

@@ -1,6 +1,7 @@
 // The internal grammar form the matcher runs: every rule is a list of alternatives, each a sequence of elements over
 // bytes. An element is a byte set (one byte of input), a reference to a rule, or the end of an alternative; an element
-// may be starred (repeated zero or more times in place), which keeps repetition from growing the matcher's state.
+// may be starred (repeated zero or more times in place) or counted (repeated min..max times in place, the matcher's
+// items carrying the count), which keeps repetition from growing the matcher's state.
 // Character classes over codepoints are lowered to byte sequences of their UTF-8 forms, so a token that ends inside a
 // multi-byte character (byte-level BPE) simply leaves the matcher inside the sequence.
 #pragma once
@@ -31,6 +32,11 @@ struct Element {
     Kind kind = kEnd;
     bool star = false;  // zero or more times, in place
     uint32_t arg = 0;   // kBytes: index into byte_sets; kRule: rule id; kEnd: rule id
+    // Counted (max > 0): min..max times, in place. min is 0 when the repeated rule is nullable (an empty iteration
+    // adds nothing), so every counted iteration consumes at least one byte.
+    uint16_t min = 0, max = 0;
+
+    bool counted() const { return max > 0; }
 };
 
 struct Grammar {

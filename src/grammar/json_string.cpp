@@ -98,8 +98,7 @@ const char* format_regex(std::string_view format) {
         return R"([0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])T([01][0-9]|2[0-3]):[0-5][0-9]:([0-5][0-9]|60)(\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9]))";
     if (format == "uuid") return R"([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})";
     // A practical address: a dot-atom local part, '@', and dot-separated labels ending in an alphabetic one. Labels
-    // are unbounded here: a bounded repetition ({0,61}) gives every position its own matcher state, which defeats
-    // the mask cache (see docs/structured-output.md).
+    // are not limited to 63 characters (RFC 1035's limit is not enforced).
     if (format == "email")
         return R"([A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+(\.[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+)*@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z][A-Za-z]+)";
     if (format == "ipv4")

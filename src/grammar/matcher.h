@@ -8,6 +8,12 @@
 // before the current position is accepted or rejected by the current item set alone, whatever lies below it. So a
 // mask is cached under the current set with origins renamed relative to the position; on a hit, only the tokens that
 // did reach below ("context-dependent": in a JSON string, those that close the string) are walked again.
+//
+// Inside a bounded repetition (a string's maxLength, a regex {m,n}) the sets at different counts differ only in the
+// count, so the key leaves the count out (keeping only whether it is below the minimum; at the maximum it is exact)
+// and the mask is computed under a budget probe (earley.h): the walk ignores the maximum and records, per accepted
+// token, how many iterations it needs. A step then takes the tokens whose need fits the iterations left: a string
+// with maxLength 64 costs one vocabulary walk in all, not one per character.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +48,13 @@ class CompiledGrammar {
     const TokenVocabulary& vocab() const { return *vocab_; }
 
     struct CachedMask {
-        std::vector<uint64_t> key;          // the item set, origins relative to the position
-        std::vector<uint32_t> words;        // tokens accepted whatever the context
+        std::vector<uint64_t> key;    // the item set, origins relative to the position
+        std::vector<uint32_t> words;  // tokens accepted whatever the context (and the count of a repetition)
+        // Tokens accepted whatever the context that need `n` more iterations of the probed repetition: ids by
+        // ascending need, need_end[n] = how many need at most n, and the bits of them all.
+        std::vector<int32_t> by_need;
+        std::vector<uint32_t> need_end;
+        std::vector<uint32_t> budgeted_words;
         std::vector<IndexRange> dependent;  // sorted-vocabulary indices that need the context, ascending
     };
     std::shared_ptr<const CachedMask> find(uint64_t hash, std::span<const uint64_t> key) const;
@@ -85,6 +96,7 @@ class GrammarMatcher {
     // Statistics of the latest fill_mask, for tests and benchmarks.
     struct Stats {
         bool cache_hit = false;
+        bool probed = false;       // the mask came from (or went into) an entry shared by a repetition's counts
         int64_t walked_bytes = 0;  // advances tried
     };
     const Stats& last_stats() const { return stats_; }
@@ -94,14 +106,25 @@ class GrammarMatcher {
     // found(begin, end, accepted, tainted) for an accepted token (end = begin + 1) or a run of rejected ones.
     template <typename Found>
     void walk(std::span<const IndexRange> ranges, Found&& found);
-    // The current item set with origins relative to the position, sorted; returns its hash.
-    uint64_t relative_key(std::vector<uint64_t>& key);
+    // The one bounded repetition of the current set with iterations done and more allowed (nullptr when there is
+    // none, or more than one), and the iterations it has left.
+    const RepeatProbe* find_probe(uint32_t& remaining);
+    // The current item set with origins relative to the position, sorted; the probed repetition's count is reduced
+    // to its class (below the minimum or not). Returns the key's hash.
+    uint64_t relative_key(std::vector<uint64_t>& key, const RepeatProbe* probe);
+    // Walks the whole vocabulary from the current position into a new entry: under `probe` when given, otherwise
+    // setting the bits of `mask` on the way (that walk is the real one).
+    std::shared_ptr<CompiledGrammar::CachedMask> compute(const RepeatProbe* probe, std::span<uint32_t> mask);
+    // Sets the bits of the tokens `entry` allows with `remaining` iterations left, walking its dependent tokens.
+    void apply(const CompiledGrammar::CachedMask& entry, uint32_t remaining, std::span<uint32_t> mask);
 
     std::shared_ptr<const CompiledGrammar> grammar_;
     EarleyState state_;
     Stats stats_;
+    RepeatProbe probe_;
     std::vector<uint64_t> key_;
     std::vector<int32_t> origins_;
+    std::vector<uint32_t> scratch_;
 };
 
 }  // namespace pagoda::grammar

@@ -4,29 +4,18 @@
 // saying why, when the vocabulary is absent.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <string>
-
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
-#include "tokenizer/tokenizer.h"
+#include "qwen_vocabulary.h"
 
 namespace pagoda::grammar {
 namespace {
 
 TEST(QwenVocab, MasksEqualBruteForceAlongAnAnswer) {
-    const char* env = std::getenv("PAGODA_SHARED_DIR");
-    auto tok = Tokenizer::load_from_dir(std::string(env ? env : PAGODA_SHARED_DIR) + "/qwen-tokenizers/qwen3-4b");
-    if (!tok.ok()) GTEST_SKIP() << "the Qwen3 vocabulary is not available: " << tok.message();
-    std::vector<std::string> bytes(static_cast<size_t>(tok->vocab_size()));
-    std::vector<int32_t> excluded;
-    for (int32_t id = 0; id < tok->vocab_size(); ++id) {
-        if (tok->is_special(id))
-            excluded.push_back(id);
-        else
-            bytes[id] = std::string(tok->token_bytes(id));
-    }
-    auto vocab = std::make_shared<TokenVocabulary>(std::move(bytes), excluded);
+    auto qwen = testing::load_qwen_vocabulary();
+    if (!qwen.vocab) GTEST_SKIP() << "the Qwen3 vocabulary is not available: " << qwen.error;
+    const auto& vocab = qwen.vocab;
+    const Tokenizer* tok = &*qwen.tokenizer;
     auto schema = Json::parse(R"({"type":"object","properties":{"name":{"type":"string"},
         "tags":{"type":"array","items":{"type":"string"}},"n":{"type":"integer","minimum":-5,"maximum":500}},
         "required":["name","tags","n"]})");
