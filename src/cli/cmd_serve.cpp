@@ -74,10 +74,11 @@ const ForeignFlag kHarmless[] = {
     {"collect-detailed-traces", true, "no tracing yet"},
     {"speculative-config", true, "no speculative decoding yet (output is the same, only slower)"},
     {"compilation-config", true, "no compilation"},
-    {"async-scheduling", false, "not applicable"},
+    {"async-scheduling", false, "not implemented yet: each step is scheduled after the previous one ends"},
     {"api-server-count", true, "one API server"},
     {"max-num-partial-prefills", true, "not applicable"},
     {"chat-template-content-format", true, "text parts are joined into a string"},
+    {"structured-outputs-config", true, "pagoda's own grammar engine serves structured output (no backend to choose)"},
     {"response-role", true, "the role is always assistant"},
 };
 // Flags whose request cannot be honoured; ignoring them would silently give something else.
@@ -90,11 +91,11 @@ struct RefusedFlag {
 const RefusedFlag kRefused[] = {
     {"pipeline-parallel-size", true, "1", "pipeline parallelism is not implemented"},
     {"data-parallel-size", true, "1", "data parallelism is not implemented"},
-    {"enable-expert-parallel", false, "", "expert parallelism is not implemented"},
     {"enable-sleep-mode", false, "", "sleep mode is not supported"},
     {"tokenizer", true, "", "the tokenizer is read from MODEL_DIR; a separate tokenizer is not supported yet"},
-    {"pooler-config", true, "", "pooling models are not supported"},
-    {"structured-outputs-config", true, "", "structured output is not supported yet"},
+    {"pooler-config", true, "",
+     "pooling follows the model directory (sentence-transformers' Pooling module) or --task embed|score; "
+     "--pooler-config is not read"},
 };
 
 std::string short_alias(std::string_view a) {
@@ -300,6 +301,7 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
     eo.gpu_memory_utilization = gpu_memory_utilization;
     eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
     eo.enforce_eager = p.has("enforce-eager");
+    eo.enable_expert_parallel = p.has("enable-expert-parallel");
     eo.quantization = p.get("quantization").value_or("");
     if (auto v = p.get("kv-cache-dtype")) {
         PAGODA_ASSIGN_OR_RETURN(eo.kv_cache_dtype, parse_kv_cache_dtype(*v));
@@ -476,6 +478,9 @@ cli::ArgParser make_serve_parser() {
     cli::add_task_flags(p);
     p.add_option("tensor-parallel-size", "N",
                  "split the model over N ranks, one thread each (-tp; on cuda: GPUs 0..N-1)");
+    p.add_switch("enable-expert-parallel",
+                 "MoE models with -tp N: each rank holds num_experts / N whole routed experts instead of a slice of "
+                 "every expert (attention and the shared expert stay split by heads and features)");
     p.add_option("nnodes", "M",
                  "spread the N ranks over M processes, one per server, N / M each (default 1; on the CPU one rank "
                  "per node; docs/deployment-multinode.md)");

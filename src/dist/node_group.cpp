@@ -18,7 +18,7 @@ namespace {
 constexpr uint32_t kMagic = 0x41444750;  // "PGDA"
 // Bump when a message between nodes changes (the handshake, the steps, the collectives): nodes of different
 // versions then refuse each other instead of misreading each other.
-constexpr uint32_t kProtocolVersion = 1;
+constexpr uint32_t kProtocolVersion = 2;  // 2: the hello says whether expert parallelism is on
 
 // Handshake frame tags (the only frames before the group is formed).
 constexpr uint32_t kHelloTag = 0x4F4C4548;    // "HELO"
@@ -45,6 +45,7 @@ struct Hello {
     uint32_t channel = 0;
     uint64_t fingerprint = 0;
     std::string device;
+    uint8_t expert_parallel = 0;
 };
 
 void encode(const Hello& h, std::vector<std::byte>& out) {
@@ -57,6 +58,7 @@ void encode(const Hello& h, std::vector<std::byte>& out) {
     w.put(h.channel);
     w.put(h.fingerprint);
     w.put_string(h.device);
+    w.put(h.expert_parallel);
 }
 
 bool decode(std::span<const std::byte> in, Hello& h) {
@@ -66,7 +68,7 @@ bool decode(std::span<const std::byte> in, Hello& h) {
     // The rest (node_rank too) may differ in another version: the caller reports the version, naming no rank.
     if (h.version != kProtocolVersion) return true;
     return r.get(h.nnodes) && r.get(h.node_rank) && r.get(h.tensor_parallel_size) && r.get(h.channel) &&
-           r.get(h.fingerprint) && r.get_string(h.device, 64) && r.at_end();
+           r.get(h.fingerprint) && r.get_string(h.device, 64) && r.get(h.expert_parallel) && r.at_end();
 }
 
 // What differs between a node's hello and node 0's options, or "" when it may join.
@@ -87,6 +89,10 @@ std::string differences(const Hello& h, const NodeGroupOptions& o) {
     if (h.device != o.device) add("device " + h.device + " (node 0: " + o.device + ")");
     if (h.fingerprint != o.model_fingerprint)
         add("the model's config.json differs from node 0's (the nodes must load the same model)");
+    if ((h.expert_parallel != 0) != o.expert_parallel) {
+        add(std::string(h.expert_parallel ? "--enable-expert-parallel" : "no --enable-expert-parallel") +
+            " (node 0: " + (o.expert_parallel ? "on" : "off") + ")");
+    }
     if (h.node_rank < 1 || h.node_rank >= o.nnodes) {
         add("--node-rank " + std::to_string(h.node_rank) + " is outside 1.." + std::to_string(o.nnodes - 1));
     }
@@ -242,6 +248,7 @@ Result<std::unique_ptr<NodeGroup>> NodeGroup::connect(const NodeGroupOptions& op
         hello.channel = static_cast<uint32_t>(channel);
         hello.fingerprint = options.model_fingerprint;
         hello.device = options.device;
+        hello.expert_parallel = options.expert_parallel ? 1 : 0;
         std::vector<std::byte> payload;
         encode(hello, payload);
         PAGODA_RETURN_IF_ERROR(c.send(kHelloTag, payload, deadline.left()));

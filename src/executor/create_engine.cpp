@@ -299,6 +299,26 @@ Result<std::unique_ptr<TensorParallelRunner>> load_node_zero(const std::string& 
 
 // The ranks of a split model: one GPU each when the model goes to the GPU (the same rule as one device), else CPU
 // threads. What cannot work (more ranks than GPUs, a build without NCCL) is an error that says so.
+// One line on where the routed experts go when the ranks split an MoE model (or why the flag does nothing).
+void log_expert_placement(const model::ModelSpec& spec, const EngineOptions& o) {
+    const int n = o.tensor_parallel_size;
+    if (!spec.has_moe()) {
+        if (o.enable_expert_parallel) PAGODA_LOG_INFO("--enable-expert-parallel: the model has no experts; ignored");
+        return;
+    }
+    if (n <= 1) {
+        if (o.enable_expert_parallel) PAGODA_LOG_INFO("--enable-expert-parallel: one rank holds every expert");
+        return;
+    }
+    const std::string e = std::to_string(spec.num_experts);
+    PAGODA_LOG_INFO(o.enable_expert_parallel
+                        ? "experts: expert parallel, each of " + std::to_string(n) + " ranks holds " +
+                              std::to_string(spec.num_experts / n) + " of the " + e + " routed experts whole"
+                        : "experts: tensor parallel, each of " + std::to_string(n) + " ranks holds 1/" +
+                              std::to_string(n) + " of every one of the " + e +
+                              " routed experts (--enable-expert-parallel: whole experts instead)");
+}
+
 Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::string& model_dir,
                                                                    const EngineOptions& o) {
     if (!o.quantization.empty()) {
@@ -311,11 +331,14 @@ Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::st
                              " with --tensor-parallel-size " + std::to_string(o.tensor_parallel_size) +
                              " is not supported yet");
     }
-    if (o.nnodes > 1) return load_node_zero(model_dir, o);
     PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
+    log_expert_placement(dir.spec, o);
+    if (o.nnodes > 1) return load_node_zero(model_dir, o);
     PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
-    if (cuda) return TensorParallelRunner::load_cuda(model_dir, o.tensor_parallel_size);
-    return TensorParallelRunner::load_cpu(model_dir, o.tensor_parallel_size, o.num_threads);
+    model::LoadOptions load;
+    load.expert_parallel = o.enable_expert_parallel;
+    if (cuda) return TensorParallelRunner::load_cuda(model_dir, o.tensor_parallel_size, load);
+    return TensorParallelRunner::load_cpu(model_dir, o.tensor_parallel_size, o.num_threads, load);
 }
 
 }  // namespace
@@ -348,6 +371,7 @@ Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const 
     // Checked before any node listens or connects (load_node checks again, for callers that form groups directly).
     PAGODA_RETURN_IF_ERROR(TensorParallelRunner::check_node_layout(o.tensor_parallel_size, o.nnodes, g.device));
     PAGODA_ASSIGN_OR_RETURN(g.model_fingerprint, model_fingerprint(model_dir));
+    g.expert_parallel = o.enable_expert_parallel;
     return g;
 }
 
@@ -387,6 +411,7 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
         return s;
     }
     PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/true));
+    log_expert_placement(dir.spec, options);
     auto backend = make_backend(options, dir.spec);
     if (!backend.ok()) return backend.status().with_context(model_dir);
     s->backend_ = std::move(backend).value();

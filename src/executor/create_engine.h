@@ -48,6 +48,8 @@ struct EngineOptions {
     // Tensor-parallel ranks of the model, one thread each in this process (tensor_parallel_runner.h): CPU backends,
     // or GPUs 0..N-1 with NCCL when `device` puts the model on the GPU.
     int32_t tensor_parallel_size = 1;
+    // --enable-expert-parallel: the ranks hold whole routed experts instead of a slice of each (MoE models).
+    bool enable_expert_parallel = false;
     // "cpu", "cuda", or "auto" (cuda when a GPU is present and the CUDA backend runs every op the model needs).
     std::string device = "cpu";
     // CUDA: the fraction of the GPU's memory pagoda may fill; the KV pool gets what the weights and the activations

@@ -122,7 +122,8 @@ Result<NcclUniqueId> agree_on_nccl_id(NodeGroup& group, const Status& ready) {
 }  // namespace
 
 Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_cpu(const std::string& model_dir, int size,
-                                                                             int num_threads) {
+                                                                             int num_threads,
+                                                                             const model::LoadOptions& load) {
     PAGODA_RETURN_IF_ERROR(check_size(size));
     RankThreadsOptions threads;
     threads.size = size;
@@ -134,10 +135,11 @@ Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_cpu(con
         backend_options.num_threads = threads.cpu_threads_per_rank;
         backends.push_back(make_cpu_backend(backend_options));
     }
-    return load_ranks(model_dir, std::move(backends), make_cpu_communicators(size), threads);
+    return load_ranks(model_dir, std::move(backends), make_cpu_communicators(size), threads, load);
 }
 
-Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_cuda(const std::string& model_dir, int size) {
+Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_cuda(const std::string& model_dir, int size,
+                                                                              const model::LoadOptions& load) {
     PAGODA_RETURN_IF_ERROR(check_size(size));
     PAGODA_RETURN_IF_ERROR(check_gpus_for(size));
     PAGODA_ASSIGN_OR_RETURN(GpuRanks gpus, make_gpu_ranks(size, 0, size));
@@ -146,7 +148,7 @@ Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_cuda(co
     if (!comms.ok()) return comms.status().with_context("tensor parallelism over " + std::to_string(size) + " GPUs");
     RankThreadsOptions threads;
     threads.size = size;  // no OpenMP setting: a GPU rank's thread launches kernels, it runs no CPU ops
-    return load_ranks(model_dir, std::move(gpus.backends), std::move(comms).value(), threads);
+    return load_ranks(model_dir, std::move(gpus.backends), std::move(comms).value(), threads, load);
 }
 
 Status TensorParallelRunner::check_node_layout(int tensor_parallel_size, int nnodes, const std::string& device) {
@@ -194,7 +196,9 @@ Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_node(co
         backends = std::move(gpus->backends);
         comms = std::move(joined).value();
     }
-    auto loaded = load_ranks(model_dir, std::move(backends), std::move(comms), threads);
+    model::LoadOptions load;
+    load.expert_parallel = o.expert_parallel;
+    auto loaded = load_ranks(model_dir, std::move(backends), std::move(comms), threads, load);
     // Every node learns whether every node loaded: node 0 waits for the others' status, the others send theirs.
     Status status = loaded.status();
     if (node == 0) {
@@ -214,7 +218,8 @@ Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_node(co
 
 Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_ranks(
     const std::string& model_dir, std::vector<std::unique_ptr<Backend>> backends,
-    std::vector<std::unique_ptr<Communicator>> comms, const RankThreadsOptions& threads) {
+    std::vector<std::unique_ptr<Communicator>> comms, const RankThreadsOptions& threads,
+    const model::LoadOptions& load) {
     const int size = threads.size;
     PAGODA_CHECK_MSG(static_cast<int>(backends.size()) == size && static_cast<int>(comms.size()) == size,
                      "TensorParallelRunner: one backend and one communicator per rank");
@@ -232,7 +237,7 @@ Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_ranks(
         Rank& rank = tp->ranks_[static_cast<size_t>(r)];
         // Loading allocates and copies on the rank's device; the calling thread loads every rank, one after another.
         rank.backend->bind_thread();
-        auto model = model::Model::load(model_dir, *rank.backend, *rank.comm);
+        auto model = model::Model::load(model_dir, *rank.backend, *rank.comm, load);
         if (!model.ok()) return model.status().with_context(rank_context(rank.comm->rank(), rank.comm->size()));
         rank.model = std::move(model).value();
     }

@@ -33,18 +33,20 @@ class TensorParallelRunner final : public engine::ModelRunner {
     // Loads `size` ranks of the model on CPU backends with an in-process CPU communicator group; the OpenMP threads
     // (num_threads in all, 0: one per core) are split evenly between the ranks. Errors name the rank and say why
     // the model cannot be split this way (e.g. heads not divisible by size).
+    // `load` is what every rank loads with (expert_parallel; the other options are not supported with ranks yet).
     static Result<std::unique_ptr<TensorParallelRunner>> load_cpu(const std::string& model_dir, int size,
-                                                                  int num_threads);
+                                                                  int num_threads, const model::LoadOptions& load = {});
     // Loads `size` ranks on GPUs 0..size-1, rank r on GPU r, with NCCL communicators on the backends' streams. An
     // error (not an abort) when the binary lacks CUDA or NCCL or fewer than `size` GPUs are visible; model errors
     // name the rank as load_cpu's do.
-    static Result<std::unique_ptr<TensorParallelRunner>> load_cuda(const std::string& model_dir, int size);
+    static Result<std::unique_ptr<TensorParallelRunner>> load_cuda(const std::string& model_dir, int size,
+                                                                   const model::LoadOptions& load = {});
     // This node's ranks of a group over group->nnodes() nodes (formed: accept_all or connect done): G =
     // tensor_parallel_size / nnodes ranks, global ranks node_rank * G .. + G - 1. On the CPU one rank per node
     // (G = 1) with a TcpCommunicator over the group's collective channels and `num_threads` OpenMP threads; on GPUs
     // G GPUs (0..G-1 of this host) with NCCL, node 0 handing its unique id to the others. Returns once every node has
     // loaded (node 0 waits for the others' status; the others report theirs), so that a node that cannot load makes
-    // node 0's load fail with its reason.
+    // node 0's load fail with its reason. Expert parallelism is the group's (NodeGroupOptions::expert_parallel).
     static Result<std::unique_ptr<TensorParallelRunner>> load_node(const std::string& model_dir,
                                                                    std::unique_ptr<NodeGroup> group, int num_threads);
     // Why `tensor_parallel_size` ranks cannot spread over `nnodes` (>= 2) nodes on `device` ("cpu" or "cuda"), or
@@ -88,7 +90,8 @@ class TensorParallelRunner final : public engine::ModelRunner {
     static Result<std::unique_ptr<TensorParallelRunner>> load_ranks(const std::string& model_dir,
                                                                     std::vector<std::unique_ptr<Backend>> backends,
                                                                     std::vector<std::unique_ptr<Communicator>> comms,
-                                                                    const RankThreadsOptions& threads);
+                                                                    const RankThreadsOptions& threads,
+                                                                    const model::LoadOptions& load);
 
     // Node 0 of several nodes: sends the step to every other node, runs the local ranks, collects the statuses.
     Status execute_with_nodes(const engine::StepInput& input);

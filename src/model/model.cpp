@@ -41,7 +41,7 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
         return Status::error("--kv-cache-dtype bfloat16 needs a GPU: the CPU keeps its KV cache in f32 (or fp8)");
     if (options.calculate_kv_scales && options.kv_cache_dtype != KvCacheDtype::kFp8E4M3)
         return Status::error("--calculate-kv-scales applies to an fp8 KV cache: add --kv-cache-dtype fp8");
-    auto plan = make_shard_plan(dir.spec, comm.size(), comm.rank());
+    auto plan = make_shard_plan(dir.spec, comm.size(), comm.rank(), options.expert_parallel);
     if (!plan.ok()) return plan.status().with_context(dir.files.dir);
     std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
     model->kv_cache_dtype_ = options.kv_cache_dtype;

@@ -45,6 +45,9 @@ struct LoadOptions {
     // CPU's caches are F32 or fp8); calculated scales need fp8.
     KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
     bool calculate_kv_scales = false;
+    // --enable-expert-parallel: with tensor parallelism, each rank holds whole routed experts (num_experts / N of
+    // them) instead of a slice of every expert (shard_plan.h). Needs an MoE model.
+    bool expert_parallel = false;
 };
 
 class Model {

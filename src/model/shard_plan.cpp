@@ -104,6 +104,12 @@ WeightSlice ShardPlan::slice(const ShardRole& role) const {
     PAGODA_CHECK_MSG(role.splittable(), "no slice for a tensor that tensor parallelism does not split");
     if (role.split == Split::kReplicated || role.num_parts == 0) return {};
     WeightSlice s;
+    if (expert_parallel && role.unit() == SplitUnit::kExpertMlp) {  // whole experts instead of every expert's slice
+        s.dim = SplitDim::kExperts;
+        s.ranges.push_back({experts.first, experts.count});
+        s.padded_length = experts.count;
+        return s;
+    }
     s.dim = role.split == Split::kRows ? SplitDim::kRows : SplitDim::kColumns;
     if (role.unit() == SplitUnit::kVocab) {  // padded: the last ranks' shards end in zero rows
         PAGODA_CHECK_MSG(role.num_parts == 1, "a vocabulary split has one part");
@@ -139,7 +145,7 @@ bool has_dense_mlp(const ModelSpec& spec) {
 }
 
 // Why `size` cannot split this model, or an empty string when it can.
-std::string why_not(const ModelSpec& spec, int size) {
+std::string why_not(const ModelSpec& spec, int size, bool expert_parallel) {
     if (size == 1) return {};
     const int64_t n = size, nq = spec.num_attention_heads, nkv = spec.num_key_value_heads;
     if (spec.num_full_attention_layers() > 0) {
@@ -166,7 +172,10 @@ std::string why_not(const ModelSpec& spec, int size) {
         if (std::string why = indivisible("intermediate_size", spec.intermediate_size, n); !why.empty()) return why;
     }
     if (spec.has_moe()) {
-        if (std::string why = indivisible("moe_intermediate_size", spec.moe_intermediate_size, n); !why.empty())
+        // Expert parallelism gives each rank whole experts; otherwise each rank holds a slice of every expert.
+        if (std::string why = expert_parallel ? indivisible("num_experts", spec.num_experts, n)
+                                              : indivisible("moe_intermediate_size", spec.moe_intermediate_size, n);
+            !why.empty())
             return why;
         if (spec.shared_expert_intermediate_size > 0) {
             if (std::string why =
@@ -180,22 +189,22 @@ std::string why_not(const ModelSpec& spec, int size) {
 
 }  // namespace
 
-std::vector<int> valid_tensor_parallel_sizes(const ModelSpec& spec, int max_size) {
+std::vector<int> valid_tensor_parallel_sizes(const ModelSpec& spec, int max_size, bool expert_parallel) {
     std::vector<int> sizes;
     for (int n = 1; n <= max_size; ++n)
-        if (why_not(spec, n).empty()) sizes.push_back(n);
+        if (why_not(spec, n, expert_parallel).empty()) sizes.push_back(n);
     return sizes;
 }
 
-Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank) {
+Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank, bool expert_parallel) {
     if (size < 1) return Status::error("the tensor-parallel size must be at least 1, got " + std::to_string(size));
     if (rank < 0 || rank >= size) {
         return Status::error("rank " + std::to_string(rank) + " is outside a tensor-parallel group of " +
                              std::to_string(size));
     }
-    if (std::string why = why_not(spec, size); !why.empty()) {
+    if (std::string why = why_not(spec, size, expert_parallel); !why.empty()) {
         std::string valid;
-        for (int n : valid_tensor_parallel_sizes(spec))
+        for (int n : valid_tensor_parallel_sizes(spec, 64, expert_parallel))
             valid += (valid.empty() ? "" : ", ") + std::to_string(n);
         return Status::error(why + " (sizes that work for this model: " + valid + ")");
     }
@@ -221,7 +230,10 @@ Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank) {
     const auto share = [n, r](int64_t total) { return UnitRange{total / n, r * (total / n)}; };
     p.linear_key_heads = share(spec.linear_num_key_heads);
     p.linear_value_heads = share(spec.linear_num_value_heads);
-    p.expert_intermediate = share(spec.moe_intermediate_size);
+    p.expert_parallel = expert_parallel && spec.has_moe();  // a model without experts has nothing to place
+    p.expert_intermediate =
+        p.expert_parallel ? UnitRange{spec.moe_intermediate_size, 0} : share(spec.moe_intermediate_size);
+    p.experts = p.expert_parallel ? share(spec.num_experts) : UnitRange{spec.num_experts, 0};
     p.shared_expert_intermediate = share(spec.shared_expert_intermediate_size);
     p.vocab = spec.vocab_size;
     p.vocab_per_rank = (spec.vocab_size + n - 1) / n;

@@ -22,6 +22,7 @@ enum class SplitDim {
     kNone,     // replicated: every rank holds the whole tensor
     kRows,     // the output features: dimension 0 of a [out, in] weight or of a vector, dimension 1 of [E, out, in]
     kColumns,  // the input features: the last dimension of a [out, in] or [E, out, in] weight
+    kExperts,  // whole experts: dimension 0 of a stacked [E, out, in] weight (expert parallelism)
 };
 
 // The part of one checkpoint tensor a rank holds along dimension `dim`: the ranges [begin, begin + length), one after
@@ -117,7 +118,13 @@ struct ShardPlan {
     // The Gated DeltaNet's key and value heads of this rank; value head h reads key head h / (value / key heads) on
     // a rank as in the whole model, since both are split into N equal contiguous ranges.
     UnitRange linear_key_heads, linear_value_heads;
-    UnitRange expert_intermediate;         // each routed expert's intermediate features of this rank
+    UnitRange expert_intermediate;  // each routed expert's intermediate features of this rank
+    // Expert parallelism (vLLM's --enable-expert-parallel): each rank holds whole routed experts, this range of
+    // them, instead of a slice of every expert; a tensor whose role splits expert MLP features is then cut along its
+    // expert dimension, and the MoE output is a partial sum as before (each rank adds the experts it holds). Without
+    // it, every rank holds every expert: experts = {num_experts, 0}.
+    bool expert_parallel = false;
+    UnitRange experts;
     UnitRange shared_expert_intermediate;  // the shared expert's intermediate features of this rank
     int64_t vocab = 0;                     // the model's vocabulary
     int64_t vocab_per_rank = 0;            // ceil(vocab / N): the padded vocabulary is N times this
@@ -133,11 +140,13 @@ struct ShardPlan {
 // The plan of `rank` in a group of `size` for a model. size 1 works for every model (nothing is split); larger sizes
 // need num_attention_heads divisible by N and N either a divisor or a multiple of num_key_value_heads (KV heads are
 // split whole or replicated whole), and N dividing what the model's layers split: intermediate_size (dense MLPs),
-// linear_num_key_heads (Gated DeltaNet; the value heads are a multiple of them), moe_intermediate_size and
-// shared_expert_intermediate_size (MoE). Errors say which condition fails and which sizes would work.
-Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank);
+// linear_num_key_heads (Gated DeltaNet; the value heads are a multiple of them), moe_intermediate_size (MoE, or
+// num_experts with expert_parallel) and shared_expert_intermediate_size (the shared expert is split by features in
+// both modes; expert_parallel changes nothing for a model without experts). Errors say which condition fails and
+// which sizes would work.
+Result<ShardPlan> make_shard_plan(const ModelSpec& spec, int size, int rank, bool expert_parallel = false);
 
 // The tensor-parallel sizes in [1, max_size] that make_shard_plan accepts for this model.
-std::vector<int> valid_tensor_parallel_sizes(const ModelSpec& spec, int max_size = 64);
+std::vector<int> valid_tensor_parallel_sizes(const ModelSpec& spec, int max_size = 64, bool expert_parallel = false);
 
 }  // namespace pagoda::model

@@ -16,16 +16,18 @@ Tensor allocate_zeros(OwnedWeights& owned, DType dtype, const Shape& shape) {
 }
 
 // The slice `s` of a checkpoint tensor of rank 1 to 3, with `extra_rows` zero entries after the (zero-)padded ones
-// along the split dimension (rows: dimension 0, or 1 of stacked experts; columns: the last). One range of whole rows
-// of a matrix or vector is contiguous, so such a slice without padding is a view; anything else is copied, range
-// after range.
+// along the split dimension (rows: dimension 0, or 1 of stacked experts; columns: the last; experts: dimension 0 of
+// stacked experts). One range along dimension 0 is contiguous, so such a slice without padding is a view (whole
+// experts too); anything else is copied, range after range.
 Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, int64_t extra_rows = 0) {
     if (!w.defined() || s.dim == SplitDim::kNone) return w;
     if (!w.is_host() || !w.is_contiguous() || w.rank() < 1 || w.rank() > 3 ||
-        (s.dim == SplitDim::kColumns && w.rank() < 2)) {
+        (s.dim == SplitDim::kColumns && w.rank() < 2) || (s.dim == SplitDim::kExperts && w.rank() != 3)) {
         return Status::error("cannot shard weight " + w.to_string());
     }
-    const int axis = s.dim == SplitDim::kColumns ? w.rank() - 1 : std::max(w.rank() - 2, 0);
+    const int axis = s.dim == SplitDim::kColumns   ? w.rank() - 1
+                     : s.dim == SplitDim::kExperts ? 0
+                                                   : std::max(w.rank() - 2, 0);
     for (const WeightSlice::Range& r : s.ranges) {
         if (r.begin < 0 || r.length < 0 || r.begin + r.length > w.dim(axis)) {
             return Status::error("shard [" + std::to_string(r.begin) + ", +" + std::to_string(r.length) +
@@ -67,6 +69,8 @@ Status shard_weights(const ModelSpec& spec, const ShardPlan& plan, ModelWeights&
     if (plan.size == 1) return ok_status();
     OwnedWeights& owned = w.owned;
     const bool tied = w.lm_head.data.data() == w.embed.data();
+    for (LayerWeights& layer : w.layers)  // the experts each MoE layer keeps (all of them without expert parallelism)
+        layer.moe.first_expert = plan.experts.first;
     // Each tensor as its struct declares it (visit_weights): replicated ones stay, split ones are cut.
     return visit_weights(w, spec, [&](const WeightEntry& e) -> Status {
         Tensor& t = e.data();

@@ -227,6 +227,10 @@ class CpuOps final : public Ops {
         a.gate_up = stacked(gu);
         a.down = stacked(dn);
         a.out = out.data_as<float>(), a.out_stride = out.stride(0);
+        a.first_expert = experts.first_expert, a.num_experts = experts.num_experts;
+        expect(a.first_expert >= 0 && (a.num_experts == 0 || a.first_expert + E <= a.num_experts), "moe_experts",
+               "experts [" + std::to_string(a.first_expert) + ", +" + std::to_string(E) + ") are not among the " +
+                   std::to_string(a.num_experts) + " of the model");
         kc::launch_moe_experts(a);
     }
 

@@ -35,9 +35,13 @@ enum class NormKind : uint8_t {
 
 // Routed experts of one MoE layer as two stacked weights, as Qwen3.5-MoE checkpoints store them: expert e's gate
 // projection is rows [0, I) of gate_up[e], its up projection rows [I, 2I); a grouped GEMM takes each in one call.
+// With expert parallelism a rank's stacks hold experts [first_expert, first_expert + E) of the model's num_experts;
+// routed slots naming other experts are another rank's and contribute nothing here.
 struct MoeExpertWeights {
     const LinearWeight& gate_up;  // [E, 2I, H]
     const LinearWeight& down;     // [E, H, I]
+    int64_t first_expert = 0;
+    int64_t num_experts = 0;  // the model's experts, ids in [0, num_experts); 0: E (every expert is here)
 };
 
 enum class DeltaRuleMode : uint8_t {

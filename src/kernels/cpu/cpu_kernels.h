@@ -281,6 +281,10 @@ struct MoeExpertsArgs {
     StackedWeight down;                   // [E, H, I]
     float* out = nullptr;
     int64_t out_stride = 0;
+    // Expert parallelism: the stacks are experts [first_expert, first_expert + E) of num_experts (0: E); ids must be
+    // in [0, num_experts), and those outside the stacks contribute nothing.
+    int64_t first_expert = 0;
+    int64_t num_experts = 0;
 };
 void launch_moe_experts(const MoeExpertsArgs& a);
 

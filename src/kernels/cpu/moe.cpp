@@ -38,21 +38,27 @@ void launch_moe_experts(const MoeExpertsArgs& a) {
     const int64_t T = a.T, H = a.H, I = a.I;
     for (int64_t t = 0; t < T; ++t)
         std::fill(a.out + t * a.out_stride, a.out + t * a.out_stride + H, 0.0f);
-    // Bucket (token, weight) pairs per expert; counts first so the buckets are one flat array.
+    // Bucket (token, weight) pairs per expert held here; counts first so the buckets are one flat array.
+    const int64_t num_experts = a.num_experts > 0 ? a.num_experts : a.E;
+    PAGODA_CHECK_MSG(a.first_expert >= 0 && a.first_expert + a.E <= num_experts,
+                     "moe: the stacks' experts are out of range");
+    const auto local = [&a](int32_t id) { return static_cast<int64_t>(id) - a.first_expert; };
+    const auto here = [&a, &local](int32_t id) { return local(id) >= 0 && local(id) < a.E; };
     thread_local std::vector<int32_t> count, start, order;
     count.assign(static_cast<size_t>(a.E) + 1, 0);
     for (int64_t i = 0; i < T * a.k; ++i) {
-        PAGODA_CHECK_MSG(a.topk_ids[i] >= 0 && a.topk_ids[i] < a.E, "moe: expert id out of range");
-        ++count[static_cast<size_t>(a.topk_ids[i])];
+        PAGODA_CHECK_MSG(a.topk_ids[i] >= 0 && a.topk_ids[i] < num_experts, "moe: expert id out of range");
+        if (here(a.topk_ids[i])) ++count[static_cast<size_t>(local(a.topk_ids[i]))];
     }
     start.assign(static_cast<size_t>(a.E) + 1, 0);
     for (int64_t e = 0; e < a.E; ++e)
         start[e + 1] = start[e] + count[e];
-    order.resize(static_cast<size_t>(T * a.k));
+    order.resize(static_cast<size_t>(start[a.E]));
     std::vector<int32_t>& fill = count;
     std::fill(fill.begin(), fill.end(), 0);
     for (int64_t i = 0; i < T * a.k; ++i) {
-        const int32_t e = a.topk_ids[i];
+        if (!here(a.topk_ids[i])) continue;  // another rank's expert (expert parallelism)
+        const int64_t e = local(a.topk_ids[i]);
         order[static_cast<size_t>(start[e] + fill[e]++)] = static_cast<int32_t>(i);  // i = t*k + j
     }
 

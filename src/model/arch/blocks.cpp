@@ -344,7 +344,7 @@ void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Ten
     // Qwen3.5-MoE always renormalises the top-k weights (hard-coded in its router).
     const bool normalize = spec.norm_topk_prob || spec.family == ModelFamily::kQwen3_5Moe;
     ops.moe_topk_softmax(router_logits, normalize, topk_w, topk_ids);
-    ops.moe_experts(x, topk_w, topk_ids, MoeExpertWeights{w.gate_up, w.down}, out);
+    ops.moe_experts(x, topk_w, topk_ids, MoeExpertWeights{w.gate_up, w.down, w.first_expert, E}, out);
     if (w.has_shared) {
         Tensor shared = arena.f32(T, x.dim(1));
         mlp_forward(ops, w.shared, x, arena, shared);

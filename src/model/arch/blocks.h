@@ -99,6 +99,9 @@ struct MoeWeights {
     // The checkpoint stores one tensor per expert (experts.{e}.gate_proj.weight ...), stacked at load (Qwen3-MoE,
     // Qwen3-Next); otherwise it stores them fused as experts.gate_up_proj / experts.down_proj (Qwen3.5-MoE).
     bool per_expert_checkpoint = false;
+    // Expert parallelism: the stacks hold experts [first_expert, first_expert + gate_up's dim 0) of the model's
+    // spec.num_experts (shard_weights sets it); the router still scores them all.
+    int64_t first_expert = 0;
 };
 // router, the stacked experts, then the shared expert and its gate (spec.shared_expert_intermediate_size > 0).
 Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& prefix, const WeightVisitor& visit);

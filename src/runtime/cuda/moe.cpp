@@ -37,6 +37,9 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
     expect(x.rank() == 2 && x.shape() == out.shape(), op, "x and out must be [T, H] of one shape");
     const LinearWeight& gu = experts.gate_up;
     const LinearWeight& dn = experts.down;
+    expect(experts.first_expert >= 0 &&
+               (experts.num_experts == 0 || experts.first_expert + gu.data.dim(0) <= experts.num_experts),
+           op, "the stacks' experts are not among the model's");
     if (gu.format == WeightFormat::kFp8E4M3 || dn.format == WeightFormat::kFp8E4M3) {
         // fp8 experts: a few tokens' pair passes read the e4m3 stacks themselves (moe.h: moe_experts_read_fp8);
         // otherwise every expert is dequantised to a bf16 stack, then the bf16 kernels.
@@ -45,6 +48,7 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
             ops_checks::expect_fp8(dn, kHere, op);
             kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
             a.weight_type = kcu::ElemType::F8E4M3;
+            a.first_expert = experts.first_expert;
             const auto scales = [](const LinearWeight& w) {
                 const ScaleBlocks b = w.scale_blocks();
                 return kcu::WeightScales{w.scales.data_as<float>(), b.rows, b.cols, b.stride};
@@ -63,7 +67,8 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
         auto* scratch = static_cast<std::byte*>(dequantized_weight_.get(gate_up_bytes + bf16_bytes(dn), stream_));
         const LinearWeight gu16 = dequantized_experts(gu, scratch);
         const LinearWeight dn16 = dequantized_experts(dn, scratch + gate_up_bytes);
-        return moe_experts(x, topk_weights, topk_ids, MoeExpertWeights{gu16, dn16}, out);
+        return moe_experts(x, topk_weights, topk_ids,
+                           MoeExpertWeights{gu16, dn16, experts.first_expert, experts.num_experts}, out);
     }
     for (const LinearWeight* w : {&gu, &dn})
         if (w->format != WeightFormat::kBf16 && w->format != WeightFormat::kF16)
@@ -76,6 +81,7 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
                gu.data.to_string() + " and " + dn.describe() + " " + dn.data.to_string());
     kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
     a.weight_type = wt;
+    a.first_expert = experts.first_expert;
     kcu::launch_moe_experts(a, stream_);
     invalidate_converted();
 }

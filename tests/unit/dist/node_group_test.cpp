@@ -18,12 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "runtime/communicator.h"
 #include "dist/nccl_communicator.h"
 #include "dist/node_group.h"
 #include "dist/rank_threads.h"
 #include "dist/tcp_channel.h"
 #include "dist/tcp_communicator.h"
+#include "runtime/communicator.h"
 #include "tensor/buffer.h"
 
 namespace pagoda {
@@ -257,6 +257,10 @@ TEST(NodeGroup, ANodeThatDiffersIsRefusedWithWhatDiffers) {
              if (o.node_rank == 1) o.device = "cuda";
          },
          "device cuda (node 0: cpu)"},
+        {[](NodeGroupOptions& o) {
+             if (o.node_rank == 1) o.expert_parallel = true;
+         },
+         "--enable-expert-parallel (node 0: off)"},
     };
     for (const Case& c : cases) {
         Formed f = form_group(2, c.change);
@@ -277,6 +281,7 @@ std::unique_ptr<NodeGroup> listening_node0(int nnodes) {
 
 // A hello as another build might send it: node_group.cpp's tag and magic, then `version`, then nothing more.
 constexpr uint32_t kHelloTag = 0x4F4C4548, kRefuseTag = 0x46455252, kMagic = 0x41444750;
+constexpr uint32_t kThisVersion = 2;  // node_group.cpp's kProtocolVersion
 Status send_bare_hello(TcpChannel& c, uint32_t version) {
     const uint32_t words[] = {kMagic, version};
     return c.send(kHelloTag, std::as_bytes(std::span(words)), kTestTimeout);
@@ -357,7 +362,7 @@ TEST(NodeGroup, AShortHelloIsDroppedAndTheRealNodeStillJoins) {
     // This version's magic and version, then nothing: connected before node 1, so node 0 reads it first.
     auto short_hello = connect_with_retry(HostPort{"127.0.0.1", port}, kTestTimeout);
     ASSERT_TRUE(short_hello.ok()) << short_hello.message();
-    ASSERT_TRUE(send_bare_hello(*short_hello, 1).ok());
+    ASSERT_TRUE(send_bare_hello(*short_hello, kThisVersion).ok());
     Status node1;
     std::thread joining([&] { node1 = NodeGroup::connect(group_options(2, 1, port)).status(); });
     Status s = node0->accept_all();

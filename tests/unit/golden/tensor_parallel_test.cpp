@@ -5,7 +5,8 @@
 //  - TP = 2, 4 give them within fp32 tolerance (only the order of the sums changes), and every rank ends with the
 //    same logits, bit for bit;
 //  - a vocabulary that N does not divide (padding on the last rank) and tied embeddings;
-//  - the hybrid and MoE families: Gated DeltaNet heads, routed experts' and the shared expert's features split;
+//  - the hybrid and MoE families: Gated DeltaNet heads, routed experts' and the shared expert's features split, or
+//    with expert parallelism whole routed experts per rank;
 //  - sizes that do not split the model are clear load errors.
 #include <gtest/gtest.h>
 
@@ -68,14 +69,23 @@ Result<std::vector<Logits>> run_plain(const std::string& dir, const Script& scri
 }
 
 // The same script on `size` ranks: rank r's model holds shard r; out[r][step] are rank r's logits.
-Result<std::vector<std::vector<Logits>>> run_tensor_parallel(const std::string& dir, int size, const Script& script) {
+Result<std::vector<std::vector<Logits>>> run_tensor_parallel(const std::string& dir, int size, const Script& script,
+                                                             bool expert_parallel = false) {
+    LoadOptions load;
+    load.expert_parallel = expert_parallel;
     std::vector<std::unique_ptr<Communicator>> comms = make_cpu_communicators(size);
     std::vector<std::unique_ptr<Backend>> backends;
     std::vector<std::unique_ptr<Model>> models;
     std::vector<SequenceRunner> runners;
     for (int r = 0; r < size; ++r) {
         backends.push_back(make_cpu_backend());
-        PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(dir, *backends.back(), *comms[r]));
+        PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(dir, *backends.back(), *comms[r], load));
+        const ShardPlan& plan = model->shard_plan();
+        const int64_t E = model->spec().num_experts;
+        if (expert_parallel &&
+            (!plan.expert_parallel || plan.experts.count != E / size || plan.experts.first != r * E / size))
+            return Status::error("rank " + std::to_string(r) + " does not hold its " + std::to_string(E / size) +
+                                 " whole experts");
         PAGODA_ASSIGN_OR_RETURN(SequenceRunner runner,
                                 SequenceRunner::create(*model, 3, static_cast<int32_t>(script.ids.size()) + 8));
         models.push_back(std::move(model));
@@ -150,6 +160,7 @@ struct Case {
     int64_t vocab = 0;                // > 0: the model rewritten with its vocabulary cut to this size
     std::vector<int> sizes = {2, 4};  // the split sizes to run (those the model's heads allow)
     float tolerance = 1e-5f;          // max|Δ| allowed against the plain model, relative to max|logit|
+    bool expert_parallel = false;     // ranks hold whole experts (--enable-expert-parallel)
 };
 // The hybrid models carry rounding from step to step in their recurrent states, and the MoE ones through their routing
 // weights, so a changed order of additions grows more than in a dense model: the split tiny qwen3_5_moe lies 4.4e-5
@@ -158,7 +169,7 @@ struct Case {
 constexpr float kRecurrentTolerance = 1e-4f;
 
 void PrintTo(const Case& c, std::ostream* os) {
-    *os << c.model << (c.vocab > 0 ? " vocab " + std::to_string(c.vocab) : "");
+    *os << c.model << (c.vocab > 0 ? " vocab " + std::to_string(c.vocab) : "") << (c.expert_parallel ? " ep" : "");
 }
 
 class TensorParallelTest : public ::testing::TestWithParam<Case> {
@@ -191,7 +202,7 @@ class TensorParallelTest : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(TensorParallelTest, SizeOneThroughTheSameCodeIsExactlyThePlainModel) {
-    auto tp = run_tensor_parallel(dir_, 1, *script_);
+    auto tp = run_tensor_parallel(dir_, 1, *script_, GetParam().expert_parallel);
     ASSERT_TRUE(tp.ok()) << tp.message();
     const Diff d = compare((*tp)[0], plain_);
     EXPECT_EQ(d.max_abs_diff, 0.0f);
@@ -200,14 +211,14 @@ TEST_P(TensorParallelTest, SizeOneThroughTheSameCodeIsExactlyThePlainModel) {
 TEST_P(TensorParallelTest, SplitLogitsMatchThePlainModel) {
     for (int size : GetParam().sizes) {
         SCOPED_TRACE("tp " + std::to_string(size));
-        auto tp = run_tensor_parallel(dir_, size, *script_);
+        auto tp = run_tensor_parallel(dir_, size, *script_, GetParam().expert_parallel);
         ASSERT_TRUE(tp.ok()) << tp.message();
         const Diff d = compare((*tp)[0], plain_);
         // fp32 throughout; only the order of the additions differs (per-rank partial sums, then the all-reduce).
         const float tol = GetParam().tolerance * d.max_abs_ref;
         EXPECT_LE(d.max_abs_diff, tol);
-        std::printf("[ %s tp=%d ] max|Δ| vs plain %.3g (max|logit| %.3g, tolerance %.3g)\n", GetParam().model.c_str(),
-                    size, d.max_abs_diff, d.max_abs_ref, tol);
+        std::printf("[ %s tp=%d%s ] max|Δ| vs plain %.3g (max|logit| %.3g, tolerance %.3g)\n", GetParam().model.c_str(),
+                    size, GetParam().expert_parallel ? " ep" : "", d.max_abs_diff, d.max_abs_ref, tol);
         for (int r = 1; r < size; ++r) {
             EXPECT_EQ(compare((*tp)[static_cast<size_t>(r)], (*tp)[0]).max_abs_diff, 0.0f) << "rank " << r;
         }
@@ -220,10 +231,15 @@ INSTANTIATE_TEST_SUITE_P(Golden, TensorParallelTest,
                                            Case{"qwen3_moe", 0, {2, 4}, kRecurrentTolerance},
                                            Case{"qwen3_5", 0, {2}, kRecurrentTolerance},
                                            Case{"qwen3_next", 0, {2}, kRecurrentTolerance},
-                                           Case{"qwen3_5_moe", 0, {2}, kRecurrentTolerance}),
+                                           Case{"qwen3_5_moe", 0, {2}, kRecurrentTolerance},
+                                           // Expert parallelism: each rank holds 8 / N whole experts.
+                                           Case{"qwen3_moe", 0, {2, 4}, kRecurrentTolerance, true},
+                                           Case{"qwen3_next", 0, {2}, kRecurrentTolerance, true},
+                                           Case{"qwen3_5_moe", 0, {2}, kRecurrentTolerance, true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                              return info.param.model +
-                                    (info.param.vocab > 0 ? "_vocab" + std::to_string(info.param.vocab) : "");
+                                    (info.param.vocab > 0 ? "_vocab" + std::to_string(info.param.vocab) : "") +
+                                    (info.param.expert_parallel ? "_ep" : "");
                          });
 
 TEST(TensorParallel, Qwen2SplitsInTwoWithItsBiases) {

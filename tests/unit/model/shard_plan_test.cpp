@@ -254,6 +254,20 @@ TEST(ShardPlan, ClearErrorsForSizesThatDoNotSplitTheModel) {
     EXPECT_NE(e.find("shared_expert_intermediate_size (49) is not divisible"), std::string::npos) << e;
     EXPECT_TRUE(make_shard_plan(moe, 1, 0).ok());  // size 1: nothing to split, any model
 
+    // Expert parallelism splits whole experts: num_experts must divide, moe_intermediate_size need not.
+    moe = golden("qwen3_next");  // 8 experts
+    moe.moe_intermediate_size = 33;
+    EXPECT_TRUE(make_shard_plan(moe, 2, 1, /*expert_parallel=*/true).ok());
+    moe.num_experts = 6;
+    auto ep = make_shard_plan(moe, 2, 0, /*expert_parallel=*/true);
+    EXPECT_TRUE(ep.ok()) << ep.message();
+    moe.num_experts = 7;
+    ep = make_shard_plan(moe, 2, 0, /*expert_parallel=*/true);
+    ASSERT_FALSE(ep.ok());
+    EXPECT_NE(ep.message().find("num_experts (7) is not divisible by the tensor-parallel size 2"), std::string::npos)
+        << ep.message();
+    EXPECT_NE(ep.message().find("sizes that work for this model: 1\n"), std::string::npos - 1) << ep.message();
+
     EXPECT_NE(plan_error(qwen3_8b(), 0).find("at least 1"), std::string::npos);
     EXPECT_NE(plan_error(qwen3_8b(), 4, 4).find("rank 4 is outside a tensor-parallel group of 4"), std::string::npos);
     EXPECT_NE(plan_error(qwen3_8b(), 2, -1).find("outside"), std::string::npos);
@@ -513,6 +527,64 @@ TEST(ShardWeights, DeltaNetHeadsAndExpertFeaturesAreCutPartByPart) {
         EXPECT_EQ(plan->linear_key_heads.count, 1);
         EXPECT_EQ(plan->linear_value_heads.count, 2);
         EXPECT_EQ(plan->linear_value_heads.first, 2 * r);
+    }
+}
+
+TEST(ShardPlan, ExpertParallelRanksHoldWholeExperts) {
+    const ModelSpec moe = golden("qwen3_moe");  // 8 experts of 32 features
+    for (int rank = 0; rank < 4; ++rank) {
+        auto p = make_shard_plan(moe, 4, rank, /*expert_parallel=*/true);
+        ASSERT_TRUE(p.ok()) << p.message();
+        EXPECT_TRUE(p->expert_parallel);
+        EXPECT_EQ(p->experts.count, 2);
+        EXPECT_EQ(p->experts.first, 2 * rank);
+        EXPECT_EQ(p->expert_intermediate.count, 32);  // every feature of the experts it holds
+        EXPECT_EQ(p->expert_intermediate.first, 0);
+        const WeightSlice s = p->slice(role_of(moe, "mlp.experts.gate_up_proj"));
+        EXPECT_EQ(s.dim, SplitDim::kExperts);
+        ASSERT_EQ(s.ranges.size(), 1u);
+        EXPECT_EQ(s.ranges[0].begin, 2 * rank);
+        EXPECT_EQ(s.ranges[0].length, 2);
+    }
+    auto tp = make_shard_plan(moe, 4, 1);  // without it: every expert, a quarter of each one's features
+    ASSERT_TRUE(tp.ok());
+    EXPECT_FALSE(tp->expert_parallel);
+    EXPECT_EQ(tp->experts.count, 8);
+    EXPECT_EQ(tp->expert_intermediate.count, 8);
+    auto dense = make_shard_plan(golden("qwen3"), 2, 0, /*expert_parallel=*/true);  // nothing to place: a no-op
+    ASSERT_TRUE(dense.ok()) << dense.message();
+    EXPECT_FALSE(dense->expert_parallel);
+}
+
+TEST(ShardWeights, ExpertParallelCutsWholeExpertsAndKeepsTheRestAsTensorParallel) {
+    // TinyHybridMoe with 4 experts (two per rank); full and cut hold the same values (distinct_values is by tag).
+    const auto four_experts = [](TinyHybridMoe& m) {
+        m.spec.num_experts = 4;
+        MoeWeights& moe = m.weights.layers[0].moe;
+        moe.router = LinearWeight::dense(m.make(22, {4, 4}));
+        moe.gate_up = LinearWeight::dense(m.make(23, {4, 8, 4}));
+        moe.down = LinearWeight::dense(m.make(24, {4, 4, 4}));
+    };
+    for (int rank = 0; rank < 2; ++rank) {
+        SCOPED_TRACE("rank " + std::to_string(rank));
+        TinyHybridMoe full, cut;
+        four_experts(full);
+        four_experts(cut);
+        auto plan = make_shard_plan(cut.spec, 2, rank, /*expert_parallel=*/true);
+        ASSERT_TRUE(plan.ok()) << plan.message();
+        Status s = shard_weights(cut.spec, *plan, cut.weights);
+        ASSERT_TRUE(s.ok()) << s.message();
+        const int64_t r = rank;
+        const MoeWeights &fm = full.weights.layers[0].moe, &cm = cut.weights.layers[0].moe;
+        expect_taken("gate_up", fm.gate_up.data, cm.gate_up.data, 0, indices({{2 * r, 2 * r + 2}}));
+        expect_taken("down", fm.down.data, cm.down.data, 0, indices({{2 * r, 2 * r + 2}}));
+        EXPECT_EQ(cm.first_expert, 2 * r);
+        expect_taken("router", fm.router.data, cm.router.data, 0, indices({{0, 4}}));  // every rank routes alike
+        // The shared expert and the Gated DeltaNet stay split by features and heads.
+        expect_taken("shared gate", fm.shared.gate.data, cm.shared.gate.data, 0, {r});
+        expect_taken("shared down", fm.shared.down.data, cm.shared.down.data, 1, {r});
+        expect_taken("z", full.weights.layers[0].delta.z.data, cut.weights.layers[0].delta.z.data, 0,
+                     indices({{6 * r, 6 * r + 6}}));
     }
 }
 

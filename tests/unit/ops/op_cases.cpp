@@ -483,9 +483,11 @@ enum class Routing : uint8_t {
 };
 
 // Experts from one fused gate_up [E, 2I, H] and down [E, H, I] (Qwen3.5-MoE's layout). The bytes a call moves are
-// the experts it reads (the routed ones, each once), not the whole stack: decode reads k experts of E.
+// the experts it reads (the routed ones, each once), not the whole stack: decode reads k experts of E. held > 0:
+// expert parallelism, the stacks are experts [first, first + held) of the E (a middle range, as one rank of a group
+// holds), and the routed slots naming the others contribute nothing.
 OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routing routing = Routing::Strided,
-                   DType wt = DType::BF16, const char* label = "") {
+                   DType wt = DType::BF16, const char* label = "", int64_t held = 0) {
     const char* routing_name = routing == Routing::Strided ? "" : routing == Routing::Random ? " random" : " skewed";
     return {fmt("moe_experts%s T=%lld H=%lld I=%lld E=%lld k=%lld %s%s", label, (long long)T, (long long)H,
                 (long long)I, (long long)E, (long long)k, dtype_str(wt), routing_name),
@@ -533,12 +535,13 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                     w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
                     return w;
                 };
-                auto& gu = r.keep(stack(gate_up));
-                auto& dn = r.keep(stack(down));
+                const int64_t first = held > 0 ? (E - held) / 2 : 0, count = held > 0 ? held : E;
+                auto& gu = r.keep(stack(gate_up.narrow(0, first, count)));
+                auto& dn = r.keep(stack(down.narrow(0, first, count)));
                 const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
                 r.set_flops(6.0 * T * k * H * I);
                 r.set_bytes(static_cast<double>(experts_read) * 3.0 * H * I * 2.0 + 8.0 * T * H + 8.0 * T * k);
-                return [=, &r, &gu, &dn] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{gu, dn}, out); };
+                return [=, &r, &gu, &dn] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{gu, dn, first, E}, out); };
             }};
 }
 
@@ -813,6 +816,11 @@ const std::vector<OpCase>& op_cases() {
                  moe_experts(64, 256, 96, 128, 8, Routing::Random),
                  moe_experts(300, 256, 96, 128, 8, Routing::Random),
                  moe_experts(64, 256, 96, 128, 8, Routing::Skewed),
+                 // One rank of four in an expert-parallel group: the pair passes, the grouped GEMV and the mma path.
+                 moe_experts(1, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
+                 moe_experts(3, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
+                 moe_experts(64, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
+                 moe_experts(300, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
                  // fp8 experts (CUDA: dequantised to a bf16 stack, then the same kernels).
                  moe_experts(1, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
                  moe_experts(33, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),

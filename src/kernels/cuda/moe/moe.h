@@ -41,8 +41,10 @@ struct MoeStackedWeight {
 // out[t] = Σ_j w[t,j] · down_e(silu(gate_e x_t) ⊙ up_e x_t), e = ids[t,j]. x, out [T, H] F32 with row strides (must
 // not alias); topk_weights [T, k] F32 and topk_ids [T, k] I32 contiguous, on the device; gate_up [E, 2I, H] (rows
 // [0, I) gate, [I, 2I) up) and down [E, H, I], both BF16 or both F16. As the dense linear path does, the GEMM inputs
-// (x and silu(gate)·up) are rounded to the weights' type; accumulation is fp32. An id outside [0, E) contributes
-// nothing (the CPU kernel aborts instead: the device cannot stop the process). Deterministic: each (token, slot) gets
+// (x and silu(gate)·up) are rounded to the weights' type; accumulation is fp32. The stacks hold the model's experts
+// [first_expert, first_expert + E) (expert parallelism; 0 and all of them otherwise): an id outside that range
+// contributes nothing (an id outside the model's experts makes the CPU kernel abort instead: the device cannot stop
+// the process). Deterministic: each (token, slot) gets
 // its own output row and the k rows of a token are summed in slot order.
 struct MoeExpertsArgs {
     const float* x = nullptr;
@@ -50,6 +52,7 @@ struct MoeExpertsArgs {
     float* out = nullptr;
     int64_t out_stride = 0;
     int64_t T = 0, H = 0, I = 0, E = 0, k = 0;
+    int64_t first_expert = 0;
     const float* topk_weights = nullptr;
     const int32_t* topk_ids = nullptr;
     ElemType weight_type = ElemType::BF16;  // BF16 or F16; F8E4M3 only where moe_experts_read_fp8 says so

@@ -46,9 +46,12 @@ __global__ void __launch_bounds__(kRoutingThreads) routing_kernel(const int32_t*
     const int e = threadIdx.x;
     if (e < r.E) count[e] = 0;
     __syncthreads();
+    // Ids of experts not held here (outside [first_expert, first_expert + E)) are left out.
+    const auto local = [&r](int32_t id) { return static_cast<int>(int64_t(id) - r.first_expert); };
+    const auto here = [&r](int32_t id) { return id >= r.first_expert && id - r.first_expert < r.E; };
     for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
         const int32_t id = ids[i];
-        if (id >= 0 && id < r.E) atomicAdd(&count[id], 1);
+        if (here(id)) atomicAdd(&count[local(id)], 1);
     }
     __syncthreads();
     const int c = e < r.E ? count[e] : 0;
@@ -68,21 +71,22 @@ __global__ void __launch_bounds__(kRoutingThreads) routing_kernel(const int32_t*
     // The order within an expert depends on the atomics; the results do not (every row is computed on its own).
     for (int64_t i = threadIdx.x; i < pairs; i += blockDim.x) {
         const int32_t id = ids[i];
-        if (id >= 0 && id < r.E) r.sorted_pairs[atomicAdd(&next[id], 1)] = static_cast<int32_t>(i);
+        if (here(id)) r.sorted_pairs[atomicAdd(&next[local(id)], 1)] = static_cast<int32_t>(i);
     }
 }
 
-// out[t, c] = Σ_j w[t, j] · y[t*k + j, c] in slot order, skipping ids outside [0, E) (their rows were not written).
-__global__ void reduce_kernel(const float* y, const float* weights, const int32_t* ids, int64_t H, int64_t k, int64_t E,
-                              float* out, int64_t out_stride) {
+// out[t, c] = Σ_j w[t, j] · y[t*k + j, c] in slot order, skipping experts not held here, outside [first, first + E)
+// (their rows were not written).
+__global__ void reduce_kernel(const float* y, const float* weights, const int32_t* ids, int64_t H, int64_t k,
+                              int64_t first, int64_t E, float* out, int64_t out_stride) {
     PAGODA_KERNEL_PROLOGUE();
     const int64_t t = blockIdx.x;
     const int64_t c = blockIdx.y * int64_t(blockDim.x) + threadIdx.x;
     if (c >= H) return;
     float acc = 0.0f;
     for (int64_t j = 0; j < k; ++j) {
-        const int32_t id = ids[t * k + j];
-        if (id >= 0 && id < E) acc += weights[t * k + j] * y[(t * k + j) * H + c];
+        const int64_t e = int64_t(ids[t * k + j]) - first;
+        if (e >= 0 && e < E) acc += weights[t * k + j] * y[(t * k + j) * H + c];
     }
     out[t * out_stride + c] = acc;
 }
@@ -138,7 +142,8 @@ size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, i
 }
 
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
-    PAGODA_KERNEL_REQUIRE(a.E >= 1 && a.E <= kMoeMaxExperts && a.k >= 1, "moe_experts: E or k out of range");
+    PAGODA_KERNEL_REQUIRE(a.E >= 1 && a.E <= kMoeMaxExperts && a.k >= 1 && a.first_expert >= 0,
+                          "moe_experts: E, k or first_expert out of range");
     PAGODA_KERNEL_REQUIRE(a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16 ||
                               (a.weight_type == ElemType::F8E4M3 && moe_experts_read_fp8(a)),
                           "moe_experts: expert weights must be BF16 or F16 (fp8 ones where moe_experts_read_fp8)");
@@ -150,8 +155,13 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     launch_convert_rows(a.x, a.x_stride, ws.x_w, a.weight_type, a.T, a.H, stream);
 
     const bool gemv = pairs <= kGemvMaxRowsPerExpert * a.E;
-    Routing r{ws.sorted_pairs,           ws.expert_offsets,         ws.tile_offsets,
-              static_cast<int32_t>(a.E), static_cast<int32_t>(a.k), gemv ? moe::kGemvRows : moe::kMmaRows};
+    Routing r{ws.sorted_pairs,
+              ws.expert_offsets,
+              ws.tile_offsets,
+              static_cast<int32_t>(a.E),
+              static_cast<int32_t>(a.k),
+              gemv ? moe::kGemvRows : moe::kMmaRows,
+              a.first_expert};
     moe::launch_routing(a.topk_ids, pairs, r, stream);
 
     moe::GroupedArgs g;
@@ -178,8 +188,8 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
 
     constexpr int kThreads = 256;
     const dim3 grid(static_cast<unsigned>(a.T), static_cast<unsigned>((a.H + kThreads - 1) / kThreads));
-    launch_kernel<reduce_kernel>(grid, kThreads, 0, stream, ws.y, a.topk_weights, a.topk_ids, a.H, a.k, a.E, a.out,
-                                 a.out_stride);
+    launch_kernel<reduce_kernel>(grid, kThreads, 0, stream, ws.y, a.topk_weights, a.topk_ids, a.H, a.k, a.first_expert,
+                                 a.E, a.out, a.out_stride);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

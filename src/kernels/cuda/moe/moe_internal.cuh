@@ -17,6 +17,7 @@ struct Routing {
     int32_t* expert_offsets = nullptr;  // [E+1]
     int32_t* tile_offsets = nullptr;    // [E+1]
     int32_t E = 0, k = 0, tile_rows = 0;
+    int64_t first_expert = 0;  // expert e of the routing is the model's expert first_expert + e (expert parallelism)
 };
 
 // Each expert adds at most one partial tile.

@@ -117,8 +117,11 @@ __device__ __forceinline__ void lane_dots(const W* const (&w)[R], const int64_t 
     }
 }
 
-__device__ __forceinline__ bool valid_expert(int32_t e, int64_t E) {
-    return e >= 0 && e < E;
+// The stack index of expert `id`, or -1 where this call does not hold it (an id outside the model's experts, or with
+// expert parallelism another rank's expert: the stacks start at a.first_expert).
+__device__ __forceinline__ int32_t local_expert(const MoeExpertsArgs& a, int32_t id) {
+    const int64_t e = int64_t(id) - a.first_expert;
+    return e >= 0 && e < a.E ? static_cast<int32_t>(e) : -1;
 }
 
 // h[p, i] = silu(gate_e[i] · x[t]) · (up_e[i] · x[t]) for pair p = t*k + j, e = ids[p]; each warp takes C columns
@@ -129,8 +132,8 @@ __global__ void __launch_bounds__(kWarps * 32) pair_gate_up_kernel(MoeExpertsArg
     using T = typename ComputeType<W>::T;
     const int lane = threadIdx.x & 31;
     const int64_t p = blockIdx.y, i0 = (int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5)) * C;
-    const int32_t e = a.topk_ids[p];
-    if (i0 >= a.I || !valid_expert(e, a.E)) return;
+    const int32_t e = local_expert(a, a.topk_ids[p]);
+    if (i0 >= a.I || e < 0) return;
     const W* expert = static_cast<const W*>(a.gate_up.data) + e * a.gate_up.expert_stride;
     const W* w[2 * C];
     int64_t rows[2 * C];
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(kWarps * 32) pair_gate_up_kernel(MoeExpertsArg
 // The most slots a token may have on this path (Qwen's MoE models take 8 or 10).
 constexpr int kMaxSlots = 32;
 
-// out[t, n] = Σ_j w[t, j] · (down_e[n] · h[t*k + j]) in slot order, e = ids[t*k + j], skipping ids outside [0, E).
+// out[t, n] = Σ_j w[t, j] · (down_e[n] · h[t*k + j]) in slot order, e = ids[t*k + j], skipping experts not held here.
 // A block takes `groups` x R consecutive columns of one token; a warp's task is R columns of one slot (R rows of
 // one expert against the same h), and the block's warps share the groups * k tasks.
 template <typename W, int R, int U>
@@ -167,9 +170,9 @@ __global__ void __launch_bounds__(kWarps * 32)
     for (int task = warp; task < groups * a.k; task += kWarps) {
         const int g = task / static_cast<int>(a.k), j = task % static_cast<int>(a.k);
         const int64_t p = t * a.k + j, ng = n0 + int64_t(g) * R;
-        const int32_t e = a.topk_ids[p];
+        const int32_t e = local_expert(a, a.topk_ids[p]);
         float acc[R] = {};
-        if (ng < a.H && valid_expert(e, a.E)) {
+        if (ng < a.H && e >= 0) {
             const W* w[R];
             int64_t rows[R];
 #pragma unroll
@@ -191,7 +194,7 @@ __global__ void __launch_bounds__(kWarps * 32)
     if (c >= cols || n0 + c >= a.H) return;
     float sum = 0.0f;
     for (int64_t j = 0; j < a.k; ++j)
-        if (valid_expert(a.topk_ids[t * a.k + j], a.E)) sum += a.topk_weights[t * a.k + j] * dots[c][j];
+        if (local_expert(a, a.topk_ids[t * a.k + j]) >= 0) sum += a.topk_weights[t * a.k + j] * dots[c][j];
     a.out[t * a.out_stride + n0 + c] = sum;
 }
 
