@@ -41,7 +41,11 @@ struct ReloadJob {
     std::string dir;
     std::vector<std::string> names;  // empty: keep the served names
 
+    // Each run ends in exactly one of these two. The reload counts as over before its answer goes out, so that a
+    // client that sends the next reload as soon as it has this answer is not told one is in progress (the next
+    // reload joins this thread before it starts, and this thread does nothing after posting the answer).
     void answer(int status, std::string body) {
+        ctx.reloading.store(false);
         auto r = x.responder;
         r->post([r, status, body = std::move(body), headers = x.headers]() mutable {
             send_json(r, status, std::move(body), std::move(headers));
@@ -50,6 +54,7 @@ struct ReloadJob {
     void fail(const ApiError& e) {
         ctx.reloads_failed.fetch_add(1);
         PAGODA_LOG_ERROR("model reload of " + dir + " failed: " + e.message);
+        ctx.reloading.store(false);
         auto r = x.responder;
         r->post([r, e, headers = x.headers]() mutable { send_error(r, e, std::move(headers)); });
     }
@@ -183,11 +188,8 @@ void handle_reload_model(ServiceContext& ctx, Exchange x) {
             x, ApiError{409, "a model reload is already in progress; retry once it has answered", "ConflictError", ""});
     if (ctx.reload_thread.joinable()) ctx.reload_thread.join();  // the previous one, finished
     x.model.reset();  // the reload's own request must not hold the model it replaces
-    ctx.reload_thread =
-        std::thread([job = ReloadJob{ctx, std::move(x), model->as_string(), std::move(names)}]() mutable {
-            job.run();
-            job.ctx.reloading.store(false);
-        });
+    ctx.reload_thread = std::thread(
+        [job = ReloadJob{ctx, std::move(x), model->as_string(), std::move(names)}]() mutable { job.run(); });
 }
 
 }  // namespace pagoda::server::openai
