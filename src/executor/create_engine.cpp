@@ -377,9 +377,9 @@ Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const 
 
 namespace {
 
-// The adapters of --lora-modules, read and checked before the engine starts; the runner fetches adapters from them.
-Result<std::unique_ptr<LoraManager>> start_lora(model::Model& model, ModelEngineRunner& runner,
-                                                const EngineOptions& o) {
+// The adapters of --lora-modules, read and checked (against `model`, rank 0's when split) before the engine starts;
+// the runners fetch adapters from them.
+Result<std::unique_ptr<LoraManager>> start_lora(const model::Model& model, const EngineOptions& o) {
     const int32_t max_cpu = o.max_cpu_loras > 0 ? o.max_cpu_loras : o.max_loras;
     if (max_cpu < o.max_loras)
         return Status::error("--max-cpu-loras (" + std::to_string(max_cpu) + ") must be at least --max-loras (" +
@@ -387,24 +387,34 @@ Result<std::unique_ptr<LoraManager>> start_lora(model::Model& model, ModelEngine
     auto manager = std::make_unique<LoraManager>(model, max_cpu, o.lora_reserved_names);
     for (const auto& [name, path] : o.lora_modules)
         PAGODA_RETURN_IF_ERROR(manager->load(name, path).with_context("--lora-modules " + name + "=" + path));
-    runner.set_lora_fetch([m = manager.get()](int32_t id) { return m->weights(id); });
     return manager;
+}
+
+model::LoraFetch lora_fetch(LoraManager& manager) {
+    return [m = &manager](int32_t id) { return m->weights(id); };
 }
 
 }  // namespace
 
 Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options) {
     std::unique_ptr<ServingEngine> s(new ServingEngine());
-    if (options.enable_lora && (options.tensor_parallel_size > 1 || options.nnodes > 1))
-        return Status::error("--enable-lora with --tensor-parallel-size " +
-                             std::to_string(options.tensor_parallel_size) +
-                             " is not supported yet: adapters run on one device");
+    if (options.enable_lora && options.nnodes > 1)
+        return Status::error("--enable-lora with --nnodes " + std::to_string(options.nnodes) +
+                             " is not supported yet: the other nodes have no adapters");
     if (options.tensor_parallel_size > 1 || options.nnodes > 1) {
         // The ranks are threads of this process (docs/architecture.md, Tensor parallelism), and with several nodes
         // the threads of the other nodes' processes too.
         PAGODA_ASSIGN_OR_RETURN(s->tp_runner_, load_tensor_parallel(model_dir, options));
+        if (options.enable_lora)
+            PAGODA_RETURN_IF_ERROR(
+                s->tp_runner_->enable_lora(options.max_loras, options.max_lora_rank).with_context(model_dir));
         PAGODA_ASSIGN_OR_RETURN(s->config_, sized_engine_config(s->tp_runner_->model(), options));
         PAGODA_RETURN_IF_ERROR(s->tp_runner_->start(s->config_).with_context(model_dir));
+        if (options.enable_lora) {
+            PAGODA_ASSIGN_OR_RETURN(s->lora_, start_lora(s->tp_runner_->model(), options));
+            s->tp_runner_->set_lora_fetch(lora_fetch(*s->lora_));
+            s->config_.max_loras = options.max_loras;
+        }
         auto engine = engine::Engine::create(s->config_, *s->tp_runner_, options.observer);
         if (!engine.ok()) return engine.status().with_context(model_dir);
         s->engine_ = std::move(engine).value();
@@ -427,7 +437,8 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     if (!runner.ok()) return runner.status().with_context(model_dir);
     s->runner_ = std::move(runner).value();
     if (options.enable_lora) {
-        PAGODA_ASSIGN_OR_RETURN(s->lora_, start_lora(*s->model_, *s->runner_, options));
+        PAGODA_ASSIGN_OR_RETURN(s->lora_, start_lora(*s->model_, options));
+        s->runner_->set_lora_fetch(lora_fetch(*s->lora_));
         s->config_.max_loras = options.max_loras;
     }
     auto engine = engine::Engine::create(s->config_, *s->runner_, options.observer);

@@ -283,6 +283,21 @@ Status TensorParallelRunner::on_every_rank(Step&& step) {
     return first_rank_error();
 }
 
+Status TensorParallelRunner::enable_lora(int32_t max_loras, int64_t max_rank) {
+    if (group_) return Status::error("LoRA adapters across nodes are not supported yet");
+    for (Rank& rank : ranks_)
+        PAGODA_RETURN_IF_ERROR(
+            rank.model->enable_lora(max_loras, max_rank).with_context(rank_context(rank.comm->rank(), size())));
+    return ok_status();
+}
+
+void TensorParallelRunner::set_lora_fetch(const model::LoraFetch& fetch) {
+    for (Rank& rank : ranks_) {
+        PAGODA_CHECK_MSG(rank.runner != nullptr, "set_lora_fetch before start");
+        rank.runner->set_lora_fetch(fetch);
+    }
+}
+
 Status TensorParallelRunner::start(const engine::EngineConfig& config) {
     const bool leads_nodes = group_ && group_->node_rank() == 0;
     if (leads_nodes) {  // the other nodes make their pools while this one makes its own

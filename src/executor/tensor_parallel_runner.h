@@ -58,6 +58,12 @@ class TensorParallelRunner final : public engine::ModelRunner {
     // node 0 of several nodes it sends the pool sizes to the other nodes first and returns their first error.
     Status start(const engine::EngineConfig& config);
 
+    // Multi-LoRA on the ranks of one process: enable_lora gives every rank's model its adapter table (before
+    // start()); after start(), set_lora_fetch gives every rank's runner the adapters, which each rank cuts to its own
+    // share as its projections are cut (model/lora_table.h). Not across nodes (the other nodes have no adapters).
+    Status enable_lora(int32_t max_loras, int64_t max_rank);
+    void set_lora_fetch(const model::LoraFetch& fetch);
+
     int size() const { return static_cast<int>(ranks_.size()); }
     // Rank 0's model and backend: the spec, the whole vocabulary and the generation defaults are the same on all.
     const model::Model& model() const { return *ranks_[0].model; }

@@ -4,6 +4,7 @@
 #include <unordered_map>
 
 #include "common/check.h"
+#include "model/tensor_parallel.h"
 
 namespace pagoda::model {
 
@@ -30,12 +31,12 @@ std::vector<FusedGroup> fused_groups(LayerWeights& l) {
     };
 }
 
-// Qwen3-Next's packed modules, as an adapter names them, over the split weights the model holds.
-void add_packed_targets(const ModelSpec& spec, const std::string& layer, const LinearWeight& qkv,
-                        LoraTargets& targets) {
+// Qwen3-Next's packed modules, as an adapter names them, over the split weights the model holds. `qkv_shape` is the
+// whole in_proj_qkv's (the checkpoint's, not a tensor-parallel rank's shard): adapters are read whole, then cut.
+void add_packed_targets(const ModelSpec& spec, const std::string& layer, const Shape& qkv_shape, LoraTargets& targets) {
     const PackedDeltaNetRows rows = packed_delta_net_rows(spec);
-    const auto n_qkv = static_cast<size_t>(qkv.out_features());
-    const int64_t K = qkv.in_features();
+    const auto n_qkv = static_cast<size_t>(qkv_shape[0]);
+    const int64_t K = qkv_shape[1];
     const auto take = [](const std::vector<int64_t>& all, size_t begin, size_t end) {
         return std::vector<int64_t>(all.begin() + static_cast<ptrdiff_t>(begin),
                                     all.begin() + static_cast<ptrdiff_t>(end));
@@ -54,23 +55,25 @@ void add_packed_targets(const ModelSpec& spec, const std::string& layer, const L
 
 }  // namespace
 
-LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, Backend& backend, int32_t max_loras,
-                     int64_t max_rank)
-    : backend_(backend), max_rank_(max_rank), slots_(static_cast<size_t>(max_loras)) {
+LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPlan& plan, Backend& backend,
+                     int32_t max_loras, int64_t max_rank)
+    : backend_(backend), plan_(plan), max_rank_(max_rank), slots_(static_cast<size_t>(max_loras)) {
     // Every rank-2 projection of the decoder layers, by checkpoint name (the stacked experts are rank 3; the LM head
     // and the embedding are not under layers.).
     const std::string layers = spec.weight_prefix + "layers.";
     std::unordered_map<LinearWeight*, std::string> names;
+    std::unordered_map<std::string, ShardRole> roles;
     Status walked = visit_weights(weights, spec, [&](const WeightEntry& e) {
         if (e.linear == nullptr || !e.name.starts_with(layers) || !e.name.ends_with(kWeightSuffix) ||
             e.shape.rank() != 2)
             return ok_status();
         names[e.linear] = e.name;
+        roles[e.name] = e.role;
         if (e.source == WeightSource::kLinear) {
             targets_[module_of(e.name)] = LoraTarget{e.shape[0], e.shape[1], {{e.name, {}}}};
         } else if (e.name.ends_with(".in_proj_qkv.weight")) {  // built from Qwen3-Next's packed projections
             add_packed_targets(spec, e.name.substr(0, e.name.size() - std::string_view("in_proj_qkv.weight").size()),
-                               *e.linear, targets_);
+                               e.shape, targets_);
         }
         return ok_status();
     });
@@ -88,13 +91,14 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, Backend& back
             LoraAdapterSet* set = new_set(*g.fused);
             int64_t offset = 0;
             for (LinearWeight* part : g.parts) {
-                if (auto it = names.find(part); it != names.end()) landing_[it->second] = Landing{set, offset};
+                if (auto it = names.find(part); it != names.end())
+                    landing_[it->second] = Landing{set, offset, roles.at(it->second)};
                 offset += part->out_features();
             }
         }
     }
     for (auto& [w, name] : names)
-        if (!landing_.count(name)) landing_[name] = Landing{new_set(*w), 0};
+        if (!landing_.count(name)) landing_[name] = Landing{new_set(*w), 0, roles.at(name)};
 }
 
 int32_t LoraTable::slot_of(int32_t id) const {
@@ -112,12 +116,34 @@ void LoraTable::clear(int32_t slot) {
 Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter) {
     clear(slot);
     Slot& s = slots_[static_cast<size_t>(slot)];
+    // This rank's share of each module: B's rows of a column-parallel projection, A's columns of a row-parallel one.
+    struct Cut {
+        const Landing* landing;
+        Tensor a, b;
+    };
+    std::vector<Cut> cuts;
+    for (const LoraModule& m : adapter->modules) {
+        const auto it = landing_.find(m.weight);
+        PAGODA_CHECK_MSG(it != landing_.end(), "an adapter read against this model targets a weight it lacks");
+        Cut c{&it->second, m.a, m.b};
+        const ShardRole& role = it->second.role;
+        if (plan_.size > 1 && role.split != Split::kReplicated) {
+            if (!role.splittable() || role.unit() == SplitUnit::kVocab || role.unit() == SplitUnit::kExpertMlp)
+                return Status::error("LoRA adapter " + adapter->path + ": " + m.weight + " (" + describe(role) +
+                                     ") cannot be split for tensor parallelism");
+            Tensor& side = role.split == Split::kRows ? c.b : c.a;
+            auto shard = cut_tensor(side, plan_.slice(role), s.shards);
+            if (!shard.ok()) return shard.status().with_context("LoRA adapter " + adapter->path + ": " + m.weight);
+            side = std::move(shard).value();
+        }
+        cuts.push_back(std::move(c));
+    }
     const bool host = backend_.device().kind == DeviceKind::Host;
     std::byte* base = nullptr;
     if (!host) {  // one device buffer per adapter: its A and B matrices back to back
         size_t bytes = 0;
-        for (const LoraModule& m : adapter->modules)
-            bytes += m.a.nbytes() + m.b.nbytes();
+        for (const Cut& c : cuts)
+            bytes += c.a.nbytes() + c.b.nbytes();
         auto buffer = Buffer::allocate(backend_.allocator(), bytes, 256);
         if (!buffer.ok()) return buffer.status().with_context("LoRA adapter " + adapter->path);
         s.device = std::move(buffer).value();
@@ -130,12 +156,9 @@ Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAd
         base += t.nbytes();
         return d;
     };
-    for (const LoraModule& m : adapter->modules) {
-        const auto it = landing_.find(m.weight);
-        PAGODA_CHECK_MSG(it != landing_.end(), "an adapter read against this model targets a weight it lacks");
-        it->second.set->slots[static_cast<size_t>(slot)].push_back(
-            LoraSlice{it->second.row_offset, place(m.a), place(m.b), adapter->scale});
-    }
+    for (const Cut& c : cuts)
+        c.landing->set->slots[static_cast<size_t>(slot)].push_back(
+            LoraSlice{c.landing->row_offset, place(c.a), place(c.b), adapter->scale});
     s.id = id;
     s.adapter = std::move(adapter);
     return ok_status();

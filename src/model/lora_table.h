@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "model/arch/arch.h"
 #include "model/lora_adapter.h"
+#include "model/shard_plan.h"
 #include "runtime/backend.h"
 #include "runtime/lora.h"
 #include "tensor/buffer.h"
@@ -26,8 +27,12 @@ using LoraFetch = std::function<Result<std::shared_ptr<const LoraAdapter>>(int32
 
 class LoraTable {
   public:
-    // Points the projections of `weights` (after fuse_projections) at empty sets of `max_loras` slots.
-    LoraTable(ModelWeights& weights, const ModelSpec& spec, Backend& backend, int32_t max_loras, int64_t max_rank);
+    // Points the projections of `weights` (after fuse_projections) at empty sets of `max_loras` slots. With a split
+    // model (`plan` of N > 1 ranks) each adapter is cut as its projection is: a column-parallel projection (output
+    // features split) keeps its rows of B, a row-parallel one (input features split) its columns of A, whose partial
+    // delta then joins the projection's partial sum in the same all-reduce; replicated projections keep both whole.
+    LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPlan& plan, Backend& backend, int32_t max_loras,
+              int64_t max_rank);
 
     // The modules an adapter may target (read_lora_adapter checks adapters against these).
     const LoraTargets& targets() const { return targets_; }
@@ -49,18 +54,21 @@ class LoraTable {
     struct Slot {
         int32_t id = 0;  // 0: free
         std::shared_ptr<const LoraAdapter> adapter;
-        Buffer device;  // the adapter's tensors on a device backend
+        Buffer device;        // the adapter's tensors on a device backend
+        OwnedWeights shards;  // this rank's cuts of them, where a cut is a copy
         uint64_t last_used = 0;
     };
     struct Landing {
         LoraAdapterSet* set = nullptr;
         int64_t row_offset = 0;
+        ShardRole role;  // of the projection: how this rank's share of an adapter on it is cut
     };
     int32_t slot_of(int32_t id) const;
     Status install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter);
     void clear(int32_t slot);
 
     Backend& backend_;
+    ShardPlan plan_;
     int64_t max_rank_;
     LoraTargets targets_;
     std::map<std::string, Landing> landing_;  // model weight name -> where its deltas go

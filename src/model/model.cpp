@@ -159,13 +159,10 @@ Status Model::load_weights(const QuantizationPlan& quantization) {
 }
 
 Status Model::enable_lora(int32_t max_loras, int64_t max_rank) {
-    if (comm_.size() > 1)
-        return Status::error("LoRA adapters are not supported with tensor parallelism yet (--tensor-parallel-size " +
-                             std::to_string(comm_.size()) + ")");
     if (max_loras <= 0 || max_rank <= 0 || max_rank > kMaxLoraRank)
         return Status::error("--max-loras must be positive and --max-lora-rank in [1, " + std::to_string(kMaxLoraRank) +
                              "]");
-    lora_ = std::make_unique<LoraTable>(weights_, dir_.spec, backend_, max_loras, max_rank);
+    lora_ = std::make_unique<LoraTable>(weights_, dir_.spec, plan_, backend_, max_loras, max_rank);
     return ok_status();
 }
 

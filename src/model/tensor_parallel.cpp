@@ -65,6 +65,10 @@ Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, i
 
 }  // namespace
 
+Result<Tensor> cut_tensor(const Tensor& t, const WeightSlice& s, OwnedWeights& owned) {
+    return cut(t, s, owned);
+}
+
 Status shard_weights(const ModelSpec& spec, const ShardPlan& plan, ModelWeights& w) {
     if (plan.size == 1) return ok_status();
     OwnedWeights& owned = w.owned;

@@ -26,6 +26,10 @@ namespace pagoda::model {
 // of the embedding shard. Nothing changes for a size-1 plan. Errors for any tensor whose role has no split.
 Status shard_weights(const ModelSpec& spec, const ShardPlan& plan, ModelWeights& weights);
 
+// The slice `s` of one host tensor (rank 1 to 3) as shard_weights cuts weights: a view where one range of dimension
+// 0 is taken, otherwise a copy owned by `owned`. LoRA adapters are cut with their projection's slice this way.
+Result<Tensor> cut_tensor(const Tensor& t, const WeightSlice& s, OwnedWeights& owned);
+
 // out [T, H] = the embedding rows of `ids`. Split: each rank reads its own vocabulary range (other ids read the
 // shard's zero row) and an all-reduce adds up the ranks. `local_ids` is the caller's scratch, reused across steps.
 void embed_tokens(Ops& ops, Communicator& comm, const ShardPlan& plan, const Tensor& table,

@@ -31,8 +31,9 @@ class LoraEngineTest : public ::testing::Test {
         for (int32_t t = 0; t < 20; ++t)
             prompt_.push_back((t * 37 + 11) % 1000);
     }
-    std::unique_ptr<ServingEngine> start(int32_t max_loras, int32_t max_cpu_loras = 3) {
+    std::unique_ptr<ServingEngine> start(int32_t max_loras, int32_t max_cpu_loras = 3, int32_t tensor_parallel = 1) {
         EngineOptions o;
+        o.tensor_parallel_size = tensor_parallel;
         o.enable_lora = true;
         o.max_loras = max_loras;
         o.max_lora_rank = 8;
@@ -160,6 +161,22 @@ TEST_F(LoraEngineTest, UnloadedAdapterStaysUntilItsRequestEnds) {
     expect_same(alone(*s, "attn"), want, "attn loaded again");
 }
 
+// Two tensor-parallel ranks, each with its cut of every adapter: each request gets what one rank gives it, alone and
+// in a batch that mixes the adapters and the base model.
+TEST_F(LoraEngineTest, TensorParallelRanksGiveWhatOneRankGives) {
+    auto one = start(3);
+    auto two = start(3, 3, /*tensor_parallel=*/2);
+    ASSERT_TRUE(one && two);
+    const std::vector<Output> want = each_alone(*one);
+    const std::vector<Output> alone_on_two = each_alone(*two);
+    const std::vector<Output> together_on_two = together(*two);
+    for (size_t i = 0; i < want.size(); ++i) {
+        const std::string what = i == 0 ? std::string("base") : kAdapters[i - 1];
+        expect_same(alone_on_two[i], want[i], what + " alone on two ranks");
+        expect_same(together_on_two[i], want[i], what + " in a mixed batch on two ranks");
+    }
+}
+
 TEST_F(LoraEngineTest, RefusedSettings) {
     EngineOptions o;
     o.enable_lora = true;
@@ -170,10 +187,12 @@ TEST_F(LoraEngineTest, RefusedSettings) {
     EXPECT_NE(s.message().find("--max-cpu-loras"), std::string::npos) << s.message();
     o.max_cpu_loras = 0;
     o.tensor_parallel_size = 2;
+    o.nnodes = 2;
     s = create_engine(golden::dir("qwen3"), o);
     ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("--enable-lora with --tensor-parallel-size 2"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("--enable-lora with --nnodes 2"), std::string::npos) << s.message();
     o.tensor_parallel_size = 1;
+    o.nnodes = 1;
     o.lora_modules = {{"bad", golden::dir("lora/qwen3_next/mixed")}};  // another model's adapter
     s = create_engine(golden::dir("qwen3"), o);
     ASSERT_FALSE(s.ok());

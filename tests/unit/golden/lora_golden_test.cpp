@@ -1,7 +1,8 @@
 // Multi-LoRA against peft: tools/make_lora_golden.py saved small PEFT adapters for the tiny golden models
 // (tests/golden/lora/<model>/<adapter>/) with the logits transformers + peft compute for a prompt; pagoda's CPU
 // forward with the adapter must give them within the golden tolerance (1e-3 · max|ref|), and visibly differ from the
-// base model's. Bad adapters are refused with a message that names what is wrong.
+// base model's; so must a model split over two tensor-parallel ranks, each holding its cut of the adapter. Bad
+// adapters are refused with a message that names what is wrong.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -12,10 +13,12 @@
 
 #include "common/file.h"
 #include "common/json.h"
+#include "dist/rank_threads.h"
 #include "golden/golden_reference.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/backend.h"
+#include "runtime/communicator.h"
 
 namespace pagoda::model {
 namespace {
@@ -118,6 +121,64 @@ INSTANTIATE_TEST_SUITE_P(Peft, LoraGoldenTest,
                                            Case{"qwen3", "mlp_rslora", true}, Case{"qwen3_5", "all", true},
                                            Case{"qwen3_next", "mixed", true}),
                          case_name);
+
+// Two CPU ranks (threads, the in-process communicator), each with its shard of the model and its cut of the adapter:
+// column-parallel projections keep their rows of B, row-parallel ones their columns of A (lora_table.h).
+TEST_P(LoraGoldenTest, TwoTensorParallelRanksMatchPeft) {
+    const Case& c = GetParam();
+    const std::string dir = golden::dir("lora/" + c.model);
+    if (!file_exists(dir + "/reference.json")) GTEST_SKIP() << "no LoRA golden data in " << dir;
+    const LoraReference ref = read_reference(c.model);
+    const auto rows = static_cast<int64_t>(ref.prompt.size());
+    const std::vector<float> want =
+        golden::read_f32(dir + "/logits_" + c.adapter + ".bin", static_cast<size_t>(rows * ref.vocab));
+    ASSERT_EQ(want.size(), static_cast<size_t>(rows * ref.vocab));
+    float max_abs = 0;
+    for (float v : want)
+        max_abs = std::max(max_abs, std::fabs(v));
+    const float tol = 1e-3f * max_abs;
+
+    constexpr int kRanks = 2;
+    auto comms = make_cpu_communicators(kRanks);
+    std::vector<std::unique_ptr<Backend>> backends;
+    std::vector<std::unique_ptr<Model>> models;
+    std::vector<SequenceRunner> runners;
+    LoadOptions options;
+    options.pack_weights = c.packed;
+    for (int r = 0; r < kRanks; ++r) {
+        backends.push_back(make_cpu_backend());
+        auto m = Model::load(golden::dir(c.model), *backends.back(), *comms[static_cast<size_t>(r)], options);
+        ASSERT_TRUE(m.ok()) << m.message();
+        ASSERT_TRUE((*m)->enable_lora(4, 16).ok());
+        models.push_back(std::move(m).value());
+    }
+    auto adapter = models[0]->read_lora(dir + "/" + c.adapter);  // as the server reads it: once, on rank 0's model
+    ASSERT_TRUE(adapter.ok()) << adapter.message();
+    const std::shared_ptr<const LoraAdapter> a = *adapter;
+    for (auto& model : models) {
+        const int32_t ids[] = {1};
+        Status s = model->lora()->make_resident(ids, [a](int32_t) { return a; });
+        ASSERT_TRUE(s.ok()) << s.message();
+        auto runner = SequenceRunner::create(*model, 2, static_cast<int32_t>(rows) + 8);
+        ASSERT_TRUE(runner.ok()) << runner.message();
+        runners.push_back(std::move(runner).value());
+    }
+    const SequenceRunner::Feed feeds[] = {{0, ref.prompt, true, 1}, {1, ref.prompt, true, 0}};
+    std::vector<Result<std::vector<std::vector<float>>>> out(kRanks, Status::error("not run"));
+    RankThreads threads(RankThreadsOptions{kRanks, /*cpu_threads_per_rank=*/1});
+    threads.run([&](int r) { out[static_cast<size_t>(r)] = runners[static_cast<size_t>(r)].step(feeds); });
+    for (const auto& o : out)
+        ASSERT_TRUE(o.ok()) << o.message();
+    float d = 0, from_base = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        d = std::max(d, std::fabs((*out[0])[0][i] - want[i]));
+        from_base = std::max(from_base, std::fabs((*out[0])[1][i] - want[i]));
+        ASSERT_EQ((*out[1])[0][i], (*out[0])[0][i]) << "the ranks' logits differ at " << i;
+    }
+    EXPECT_LE(d, tol) << "max|Δ| from peft on two ranks";
+    EXPECT_GT(from_base, 20 * tol) << "the adapter barely changes the logits";
+    std::printf("[ %s/%s tp=2 ] max|Δ| from peft %.3g (tolerance %.3g)\n", c.model.c_str(), c.adapter.c_str(), d, tol);
+}
 
 // --- refusals ----------------------------------------------------------------------------------------------------
 
