@@ -22,6 +22,7 @@
 // (64·(DK+4) + 2·64·68 + 5·64) floats = 70 KB at DK 128, within every supported part's 99 KB; chunk_state_pass
 // (DK·40 + 64·40 + 4·64) floats = 31 KB.
 #include "kernels/cuda/delta_net/delta_net_internal.cuh"
+#include "kernels/cuda/device_caps.h"
 
 namespace pagoda::kernels::cuda {
 
@@ -417,6 +418,7 @@ template <int DK>
 void chunked_launch(const GatedDeltaRuleArgs& a, const ChunkWorkspace& ws, cudaStream_t stream) {
     const int64_t chunks = (a.num_tokens + kChunk - 1) / kChunk + a.seqs.num_seqs;  // a bound: one partial per seq
     constexpr int smem = prepare_smem_floats<DK>() * static_cast<int>(sizeof(float));
+    static_assert(smem <= kLeastBlockSmem, "chunk_prepare must fit every supported GPU: no per-device variant");
     allow_dynamic_smem<chunk_prepare_kernel<DK>>(smem);
     launch_kernel<chunk_prepare_kernel<DK>>(dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(a.Hv)), kThreads,
                                             smem, stream, a, ws);
