@@ -2,7 +2,10 @@
 // 128) on random data. Decode: state bytes read + written ÷ time, next to a device-to-device copy of the same bytes
 // (the ceiling) measured in the same run; each call uses another layer's state (64 of them), so the 2 MiB per layer
 // and sequence is not served from L2. Prefill: microseconds per call and per token. Calls are recorded in a CUDA graph
-// and replayed, so launch gaps count as they would in a decode graph. Prints one JSON line per case.
+// and replayed, so launch gaps count as they would in a decode graph. Prefills run both forms: "recurrent" and
+// "chunked" (the tensor-core kernels for every sequence, with their workspace) at 2,048 tokens of one sequence, 8 x
+// 512, and the short lengths (16, 32, 64) where CudaOps' Auto threshold (kChunkedMinTokens) should sit. Prints one JSON
+// line per case.
 //   pagoda_delta_net_bench
 #include <cuda_runtime.h>
 
@@ -70,7 +73,8 @@ double time_graph(cudaStream_t stream, int calls, F&& launch) {
     return ms / kReps / calls;
 }
 
-void run_case(cudaStream_t stream, std::mt19937& rng, int seqs, int tokens_per_seq) {
+// chunked: run the chunked kernels for every sequence (chunked_min_tokens 1) instead of the recurrent one.
+void run_case(cudaStream_t stream, std::mt19937& rng, int seqs, int tokens_per_seq, bool chunked = false) {
     const int T = seqs * tokens_per_seq;
     const int64_t proj = 2 * kHk * kD + kHv * kD;  // q|k|v columns of the conv output
     const size_t state_per_layer = static_cast<size_t>(seqs) * kHv * kD * kD;
@@ -97,11 +101,17 @@ void run_case(cudaStream_t stream, std::mt19937& rng, int seqs, int tokens_per_s
     a.Hk = kHk, a.Hv = kHv, a.dk = kD, a.dv = kD, a.q_scale = 1.0f / std::sqrt(static_cast<float>(kD));
     a.num_slots = seqs, a.seqs = {seqs, meta, meta + seqs + 1, meta + 2 * seqs + 1}, a.num_tokens = T;
     a.l2_norm_qk = true;
+    a.chunked_min_tokens = chunked ? 1 : 0;
+    void* workspace = nullptr;
+    if (chunked) BENCH_CUDA_CHECK(cudaMalloc(&workspace, gated_delta_rule_chunked_workspace_bytes(T, kHv, kD, kD)));
     const int calls = tokens_per_seq == 1 ? kLayers : 4;
     const double ms = time_graph(stream, calls, [&](int i) {
         GatedDeltaRuleArgs c = a;
         c.state = state + state_per_layer * (i % kLayers);
-        launch_gated_delta_rule(c, stream);
+        if (chunked)
+            launch_gated_delta_rule_chunked(c, workspace, stream);
+        else
+            launch_gated_delta_rule(c, stream);
     });
     const double state_bytes = 2.0 * static_cast<double>(state_per_layer) * sizeof(float);
     // The ceiling: the same bytes moved by a device-to-device copy of one layer's state into another's.
@@ -111,16 +121,18 @@ void run_case(cudaStream_t stream, std::mt19937& rng, int seqs, int tokens_per_s
                                          cudaMemcpyDeviceToDevice, stream));
     });
     std::printf(
-        "{\"op\":\"gated_delta_rule\",\"seqs\":%d,\"tokens_per_seq\":%d,\"us_per_call\":%.2f,\"us_per_token\":%.3f,"
+        "{\"op\":\"gated_delta_rule\",\"form\":\"%s\",\"seqs\":%d,\"tokens_per_seq\":%d,\"us_per_call\":%.2f,\"us_per_"
+        "token\":%.3f,"
         "\"state_GBps\":%.0f,\"copy_same_bytes_us\":%.2f,\"copy_GBps\":%.0f}\n",
-        seqs, tokens_per_seq, ms * 1e3, ms * 1e3 / tokens_per_seq, state_bytes / (ms * 1e-3) / 1e9, copy_ms * 1e3,
-        state_bytes / (copy_ms * 1e-3) / 1e9);
+        chunked ? "chunked" : "recurrent", seqs, tokens_per_seq, ms * 1e3, ms * 1e3 / tokens_per_seq,
+        state_bytes / (ms * 1e-3) / 1e9, copy_ms * 1e3, state_bytes / (copy_ms * 1e-3) / 1e9);
     BENCH_CUDA_CHECK(cudaFree(x));
     BENCH_CUDA_CHECK(cudaFree(g));
     BENCH_CUDA_CHECK(cudaFree(beta));
     BENCH_CUDA_CHECK(cudaFree(out));
     BENCH_CUDA_CHECK(cudaFree(state));
     BENCH_CUDA_CHECK(cudaFree(meta));
+    if (workspace != nullptr) BENCH_CUDA_CHECK(cudaFree(workspace));
 }
 
 }  // namespace
@@ -131,9 +143,12 @@ int main() {
     std::mt19937 rng(7);
     for (int seqs : {1, 4, 16, 64})
         run_case(stream, rng, seqs, 1);
-    for (int tokens : {64, 1024, 4096})
-        run_case(stream, rng, 1, tokens);
-    run_case(stream, rng, 8, 512);
+    for (bool chunked : {false, true}) {
+        for (int tokens : {16, 32, 64, 1024, 2048, 4096})
+            run_case(stream, rng, 1, tokens, chunked);
+        run_case(stream, rng, 8, 512, chunked);
+        run_case(stream, rng, 16, 32, chunked);
+    }
     BENCH_CUDA_CHECK(cudaStreamDestroy(stream));
     return 0;
 }

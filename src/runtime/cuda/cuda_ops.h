@@ -200,6 +200,8 @@ class CudaOps final : public CudaOpsBase {
     kcu::GatedDeltaRuleArgs delta_rule_args(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g,
                                             const Tensor& beta, const Tensor& state, const ForwardBatch& batch,
                                             float q_scale, const Tensor& out);
+    // Runs the delta rule of `a` in `mode`: the recurrent kernel, the chunked one, or both, each for its sequences.
+    void run_delta_rule(kcu::GatedDeltaRuleArgs a, const ForwardBatch& batch, DeltaRuleMode mode);
 
     // Device copies of host arrays: those of the current step come from its upload; any other array is copied now
     // into per-op scratch (stream order keeps the previous op's reads before this copy).
@@ -265,7 +267,8 @@ class CudaOps final : public CudaOpsBase {
     DeviceScratch dequantized_weight_;  // linear_fp8/int4 with more than one token: the bf16 copy of the weight
 
     DeviceScratch attention_workspace_;
-    DeviceScratch moe_workspace_;  // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows
+    DeviceScratch moe_workspace_;         // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows
+    DeviceScratch delta_rule_workspace_;  // the chunked delta rule's W, U, attention rows per (token, value head)
     DeviceScratch argmax_device_;
     PinnedScratch argmax_host_;
 

@@ -70,17 +70,46 @@ kcu::GatedDeltaRuleArgs CudaOps::delta_rule_args(const Tensor& q, const Tensor& 
     return a;
 }
 
-// Every DeltaRuleMode runs the recurrent kernels (delta_net.h): the modes differ only in fp32 rounding on the CPU,
-// and the GPU has no chunked kernel yet.
+// Auto: a sequence with at least this many new tokens runs chunked, a shorter one recurrent, both kinds in one step.
+// The recurrent kernel walks a sequence's tokens one barrier each (about 0.35 us per token and layer at Qwen3.5-9B's
+// shape: docs/benchmarks.md), the chunked path costs two launches and a whole 64-row chunk's products however few rows
+// it holds, so a short sequence is cheaper token by token, and decode batches (one token each) never leave the
+// recurrent decode kernel (a decode graph records only it). 32 is a first choice, not a measurement:
+// pagoda_delta_net_bench times both forms at 16, 32 and 64 tokens so the crossing point can be set from an H200.
+constexpr int32_t kChunkedMinTokens = 32;
+
+void CudaOps::run_delta_rule(kcu::GatedDeltaRuleArgs a, const ForwardBatch& batch, DeltaRuleMode mode) {
+    const bool chunked_ok = kcu::gated_delta_rule_chunked_supported(a.dk, a.dv);
+    a.chunked_min_tokens = !chunked_ok || mode == DeltaRuleMode::Recurrent ? 0
+                           : mode == DeltaRuleMode::Chunked                ? 1
+                                                                           : kChunkedMinTokens;
+    // Which kernels have sequences, from the host's copy of the batch (the kernels decide per sequence again).
+    bool any_recurrent = a.chunked_min_tokens == 0, any_chunked = false;
+    for (int32_t s = 0; s < batch.num_seqs && a.chunked_min_tokens > 0; ++s) {
+        const int32_t len = batch.query_start_loc[s + 1] - batch.query_start_loc[s];
+        (len >= a.chunked_min_tokens ? any_chunked : any_recurrent) = true;
+    }
+    if (any_recurrent) kcu::launch_gated_delta_rule(a, stream_);
+    if (any_chunked) {
+        void* workspace = delta_rule_workspace_.get(
+            kcu::gated_delta_rule_chunked_workspace_bytes(a.num_tokens, a.Hv, a.dk, a.dv), stream_);
+        kcu::launch_gated_delta_rule_chunked(a, workspace, stream_);
+    }
+}
+
+// Recurrent: the recurrent kernels only (the reference the tests hold the chunked kernels to); Auto and Chunked as
+// run_delta_rule says. The CPU's modes differ only in fp32 rounding; on the GPU the chunked kernels round their
+// products' operands to TF32 (delta_rule_chunked.cu).
 void CudaOps::gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
                                const Tensor& state, const ForwardBatch& batch, float q_scale, const Tensor& out,
-                               DeltaRuleMode) {
+                               DeltaRuleMode mode) {
     const auto profile = profiler_.scope("gated_delta_rule");
-    kcu::launch_gated_delta_rule(delta_rule_args(q, k, v, g, beta, state, batch, q_scale, out), stream_);
+    run_delta_rule(delta_rule_args(q, k, v, g, beta, state, batch, q_scale, out), batch, mode);
     invalidate_converted();
 }
 
-// One launch: the kernel L2-normalises q and k and computes g and beta from the gating inputs as it stages them.
+// No separate gating or norm launches: the kernels L2-normalise q and k and compute g and beta from the gating inputs
+// as they load them (one recurrent launch, or the chunked pair, or both).
 void CudaOps::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& a_in, const Tensor& b,
                               const Tensor& a_log, const Tensor& dt_bias, const Tensor& g, const Tensor& beta,
                               const Tensor& state, const ForwardBatch& batch, float q_scale, float l2_eps,
@@ -93,7 +122,7 @@ void CudaOps::gated_delta_net(const Tensor& q, const Tensor& k, const Tensor& v,
     a.gate_b = b.data_as<float>(), a.gate_b_stride = b.stride(0);
     a.a_log = a_log.data(), a.a_log_type = elem_type(a_log.dtype(), "gated_delta_net");
     a.dt_bias = dt_bias.data(), a.dt_bias_type = elem_type(dt_bias.dtype(), "gated_delta_net");
-    kcu::launch_gated_delta_rule(a, stream_);
+    run_delta_rule(a, batch, DeltaRuleMode::Auto);
     invalidate_converted();
 }
 

@@ -2,7 +2,8 @@
 // batches, a 1,000-token prefill, mixed prefill + decode batches, continuation from a non-zero state next to
 // sequences without cached context, GQA, Qwen3.5-9B sizes and small odd ones, strided q/k/v/out views. Outputs are
 // poisoned with NaN first; outputs and updated states are compared (max|Δ| / max|ref|; NaN never passes). The delta
-// rule is checked against both CPU forms (recurrent and chunked), unfused and with its fused q/k L2 norm and gates.
+// rule is checked against both CPU forms (recurrent and chunked), unfused and with its fused q/k L2 norm and gates;
+// its chunked (tensor-core) kernels against the recurrent CUDA kernel, incl. a sequence with an invalid slot.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -300,6 +301,118 @@ TEST_P(DeltaNetKernelsTest, MatchesCpu) {
     }
 }
 
+// The chunked delta rule (tensor cores, TF32 products) against the recurrent CUDA kernel on the same inputs: every
+// sequence chunked (chunked_min_tokens 1) and the Auto split (32: shorter sequences recurrent in the same step), with
+// q/k normalised before, the fused L2 norm, and the fused norm and gates. One sequence of each batch has a slot outside
+// the pool: both forms must skip it (its output rows stay NaN, no slot changes). Outputs and states within 3e-3 of
+// max|ref| (the op harness's kChunkedTol, which says why).
+TEST_P(DeltaNetKernelsTest, ChunkedMatchesRecurrent) {
+    const Case& c = GetParam();
+    if (!gpu::gated_delta_rule_chunked_supported(c.dk, c.dv)) {
+        std::printf("[%s] dk=%d: the chunked kernels do not take it (recurrent only)\n", c.name.c_str(), c.dk);
+        return;
+    }
+    const int S = static_cast<int>(c.seqs.size());
+    const int num_slots = 2 * S + 3;
+    const int skipped = S >= 2 ? 1 : -1;  // the sequence with an invalid slot
+    std::vector<int32_t> qsl{0}, seq_lens, slots;
+    for (int s = 0; s < S; ++s) {
+        qsl.push_back(qsl.back() + c.seqs[s].query);
+        seq_lens.push_back(c.seqs[s].context + c.seqs[s].query);
+        slots.push_back(s == skipped ? num_slots + 4 : num_slots - 1 - 2 * s);
+    }
+    const int64_t T = qsl.back();
+    std::printf("[%s] chunked vs recurrent: T=%lld S=%d dk=%d dv=%d\n", c.name.c_str(), static_cast<long long>(T), S,
+                c.dk, c.dv);
+    DevBuf d_qsl(qsl), d_seq_lens(seq_lens), d_slots(slots);
+    const gpu::DeltaNetSeqs d_seqs{S, d_qsl.as<int32_t>(), d_seq_lens.as<int32_t>(), d_slots.as<int32_t>()};
+
+    const int64_t qh = c.dk + c.head_pad, vh = c.dv + c.head_pad;
+    const int64_t row = 2 * c.Hk * qh + c.Hv * vh + c.row_pad;
+    const size_t rows = static_cast<size_t>(std::max<int64_t>(T, 1));
+    const std::vector<float> raw = uniform(rows * row, -1.0f, 1.0f);
+    std::vector<float> normed = raw;  // q and k heads L2-normalised on the host
+    for (size_t t = 0; t < rows; ++t)
+        for (int h = 0; h < 2 * c.Hk; ++h) {
+            float* x = normed.data() + t * row + h * qh;
+            float ss = 0.0f;
+            for (int d = 0; d < c.dk; ++d)
+                ss += x[d] * x[d];
+            for (int d = 0; d < c.dk; ++d)
+                x[d] /= std::sqrt(ss + 1e-6f);
+        }
+    const int64_t gs = c.Hv + 3;
+    const std::vector<float> a = uniform(rows * gs, -6.0f, 1.0f), b = uniform(rows * gs, -4.0f, 4.0f);
+    const std::vector<float> a_log = uniform(static_cast<size_t>(c.Hv), -5.0f, 0.0f);
+    const std::vector<float> dt = uniform(static_cast<size_t>(c.Hv), -2.0f, 1.0f);
+    DevBuf d_a(a), d_b(b), d_alog(a_log), d_dt(dt);
+    DevBuf d_g(std::vector<float>(rows * gs, kNaN)), d_beta(std::vector<float>(rows * gs, kNaN));
+    {
+        gpu::GdnGatingArgs ga;
+        ga.a = d_a.as<float>(), ga.a_stride = gs, ga.b = d_b.as<float>(), ga.b_stride = gs;
+        ga.a_log = d_alog.as<void>(), ga.a_log_type = gpu::ElemType::F32, ga.dt_bias = d_dt.as<void>();
+        ga.dt_bias_type = gpu::ElemType::F32, ga.g = d_g.as<float>(), ga.g_stride = gs, ga.beta = d_beta.as<float>();
+        ga.beta_stride = gs, ga.T = T, ga.H = c.Hv;
+        gpu::launch_gdn_gating(ga, nullptr);
+        TEST_CUDA_CHECK(cudaGetLastError());
+    }
+    const std::vector<float> state0 = uniform(static_cast<size_t>(num_slots) * c.Hv * c.dk * c.dv, -0.5f, 0.5f);
+    const int64_t ost = c.Hv * vh + c.row_pad;
+    const size_t workspace_bytes = gpu::gated_delta_rule_chunked_workspace_bytes(T, c.Hv, c.dk, c.dv);
+    DevBuf d_ws(std::vector<char>(std::max<size_t>(workspace_bytes, 1), 0x7f));  // garbage: everything read is written
+
+    // One run: chunked_min_tokens 0 is the recurrent reference.
+    auto run = [&](int fused, int min_tokens, std::vector<float>& out, std::vector<float>& state) {
+        DevBuf d_proj(fused ? raw : normed), d_state(state0), d_out(std::vector<float>(rows * ost, kNaN));
+        float* p = d_proj.as<float>();
+        gpu::GatedDeltaRuleArgs ga;
+        ga.q = {p, row, qh}, ga.k = {p + c.Hk * qh, row, qh}, ga.v = {p + 2 * c.Hk * qh, row, vh};
+        ga.out = {d_out.as<float>(), ost, vh}, ga.g = d_g.as<float>(), ga.g_stride = gs;
+        ga.beta = d_beta.as<float>(), ga.beta_stride = gs, ga.Hk = c.Hk, ga.Hv = c.Hv, ga.dk = c.dk, ga.dv = c.dv;
+        ga.q_scale = 1.0f / std::sqrt(static_cast<float>(c.dk)), ga.state = d_state.as<float>();
+        ga.num_slots = num_slots, ga.seqs = d_seqs, ga.num_tokens = T, ga.l2_norm_qk = fused >= 1, ga.l2_eps = 1e-6f;
+        if (fused == 2) {
+            ga.g = nullptr, ga.beta = nullptr;
+            ga.gate_a = d_a.as<float>(), ga.gate_a_stride = gs, ga.gate_b = d_b.as<float>(), ga.gate_b_stride = gs;
+            ga.a_log = d_alog.as<void>(), ga.a_log_type = gpu::ElemType::F32, ga.dt_bias = d_dt.as<void>();
+            ga.dt_bias_type = gpu::ElemType::F32;
+        }
+        ga.chunked_min_tokens = min_tokens;
+        gpu::launch_gated_delta_rule(ga, nullptr);
+        if (min_tokens > 0) gpu::launch_gated_delta_rule_chunked(ga, d_ws.as<void>(), nullptr);
+        EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+        out = d_out.download<float>();
+        state = d_state.download<float>();
+    };
+    // Output rows of the sequences with a valid slot, as offsets into out.
+    std::vector<int64_t> kept;
+    for (int s = 0; s < S; ++s)
+        for (int t = qsl[s]; t < qsl[s + 1] && s != skipped; ++t)
+            for (int64_t i = 0; i < c.Hv * c.dv; ++i)
+                kept.push_back(t * ost + (i / c.dv) * vh + i % c.dv);
+    for (int fused : {0, 1, 2}) {
+        std::vector<float> ref_out, ref_state;
+        run(fused, 0, ref_out, ref_state);
+        for (int min_tokens : {1, 32}) {
+            std::vector<float> out, state;
+            run(fused, min_tokens, out, state);
+            const std::string what = "chunked (from " + std::to_string(min_tokens) + " tokens) " +
+                                     (fused == 0   ? ""
+                                      : fused == 1 ? "+fused l2 "
+                                                   : "+fused l2,gates ");
+            expect_close(rel_error(ref_out, out, static_cast<int64_t>(kept.size()), [&](int64_t i) { return kept[i]; }),
+                         3e-3f, (what + "out").c_str());
+            expect_close(rel_error(ref_state, state, static_cast<int64_t>(state.size()), all()), 3e-3f,
+                         (what + "state").c_str());
+            if (skipped < 0) continue;
+            for (int t = qsl[skipped]; t < qsl[skipped + 1]; ++t)
+                for (int64_t i = 0; i < c.Hv * c.dv; ++i) {
+                    ASSERT_TRUE(std::isnan(out[t * ost + (i / c.dv) * vh + i % c.dv])) << "skipped row " << t;
+                }
+        }
+    }
+}
+
 // Qwen3.5-9B linear-attention sizes: Hk 16, Hv 32, dk = dv = 128, K 4.
 Case qwen(std::string name, std::vector<Seq> seqs, int head_pad = 0, int row_pad = 0) {
     return Case{std::move(name), 16, 32, 128, 128, 4, std::move(seqs), head_pad, row_pad, DType::BF16};
@@ -317,7 +430,11 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"dk200_gqa4_k5", 1, 4, 200, 64, 5, {{0, 70}, {12, 1}, {3, 3}}, 0, 2, DType::BF16},
         Case{"dk64_dv96_k8", 4, 8, 64, 96, 8, {{0, 3}, {6, 21}, {2, 1}}, 2, 0, DType::BF16},
         // Two new tokens and one with none: T == S takes the decode launch, which must still walk both tokens.
-        Case{"decode_shape_uneven", 2, 4, 32, 32, 4, {{3, 2}, {5, 0}, {0, 1}}, 0, 0, DType::F32}),
+        Case{"decode_shape_uneven", 2, 4, 32, 32, 4, {{3, 2}, {5, 0}, {0, 1}}, 0, 0, DType::F32},
+        // Chunk edges for the chunked form: 63/64/65/130 tokens, continuations, 4,097 tokens, Qwen3.5-27B's 48 heads.
+        qwen("chunk_edges", {{0, 63}, {0, 64}, {9, 65}, {0, 1}, {3, 130}, {0, 2}, {70, 128}}, 0, 3),
+        qwen("prefill_4097_continues", {{1000, 4097}, {5, 1}}),
+        Case{"qwen35_27b_heads", 16, 48, 128, 128, 4, {{0, 300}, {4, 1}, {2, 77}}, 0, 0, DType::BF16}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 
 #include "kernels/cuda/types.h"
@@ -103,13 +104,30 @@ struct GatedDeltaRuleArgs {
     ElemType a_log_type = ElemType::F32;
     const void* dt_bias = nullptr;  // [Hv]
     ElemType dt_bias_type = ElemType::F32;
+    // Sequences with at least this many new tokens (and a valid slot) run the chunked kernels, the rest the recurrent
+    // one; 0: the recurrent kernel runs every sequence. The split is per sequence on the device, so one step launches
+    // both launchers with the same args and each skips the other's sequences.
+    int chunked_min_tokens = 0;
 };
 inline constexpr int kMaxDeltaRuleDk = 256;
-// Decode-only batches (num_tokens == num_seqs) run the decode kernel; any other batch runs the prefill kernel for
-// every sequence, its decode sequences included (a one-token sequence is one short walk there). Both are the recurrent
-// form, exact to fp32 rounding against either CPU form; there is no chunked (tensor-core) kernel yet, so every
-// DeltaRuleMode maps here.
+// The recurrent form, exact to fp32 rounding against either CPU form. Decode-only batches (num_tokens == num_seqs) run
+// the decode kernel; any other batch runs the prefill kernel for every sequence it owns (chunked_min_tokens), its
+// decode sequences included (a one-token sequence is one short walk there).
 void launch_gated_delta_rule(const GatedDeltaRuleArgs& a, cudaStream_t stream);
+
+// The chunked form (delta_rule_chunked.cu): chunks of 64 tokens of one sequence, the intra-chunk products on tensor
+// cores (TF32 mma.sync, fp32 accumulation and state), for the sequences with at least a.chunked_min_tokens (>= 1) new
+// tokens; the others are left to launch_gated_delta_rule with the same args. Supports dk <= 128 (padded to 32, 64 or
+// 128) and any dv; a larger dk must run recurrent (gated_delta_rule_chunked_supported). `workspace` holds
+// gated_delta_rule_chunked_workspace_bytes(a.num_tokens, ...) bytes, 256-byte aligned: per token and value head
+// W [dk], U [dv], the intra-chunk attention row [64] and 4 row factors, written by one kernel and read by the next in
+// the same stream (so a step's workspace grows with its tokens: 84 MB at 2,048 tokens of Qwen3.5-9B's 32 heads).
+// Two launches, no allocation, no synchronisation.
+inline bool gated_delta_rule_chunked_supported(int dk, int dv) {
+    return dk >= 1 && dk <= 128 && dv >= 1;
+}
+size_t gated_delta_rule_chunked_workspace_bytes(int64_t num_tokens, int Hv, int dk, int dv);
+void launch_gated_delta_rule_chunked(const GatedDeltaRuleArgs& a, void* workspace, cudaStream_t stream);
 
 // out = RMSNorm_plain(x) · w · silu(z) per (t, h) row of D; out may alias x.
 struct GatedRmsNormArgs {

@@ -46,7 +46,8 @@ __global__ void __launch_bounds__(kThreads) delta_rule_kernel(GatedDeltaRuleArgs
     const bool col_ok = j < a.dv;
     const int begin = a.seqs.query_start_loc[s], end = a.seqs.query_start_loc[s + 1];
     const int slot = a.seqs.state_slots[s];
-    if (slot < 0 || slot >= a.num_slots) return;  // uniform over the block
+    if (slot < 0 || slot >= a.num_slots) return;                                  // uniform over the block
+    if (a.chunked_min_tokens > 0 && end - begin >= a.chunked_min_tokens) return;  // the chunked kernels' sequence
     const bool fresh = a.seqs.seq_lens[s] == end - begin;
     const int kh = hv / (a.Hv / a.Hk);
     float* S = a.state + (static_cast<int64_t>(slot) * a.Hv + hv) * a.dk * a.dv;
