@@ -59,7 +59,8 @@ struct EngineOptions {
     // CUDA: run every step eagerly instead of replaying decode steps as recorded CUDA graphs (vLLM's flag).
     bool enforce_eager = false;
     // --quantization (model::LoadOptions::quantization): "" as config.json says, the checkpoint's quant_method
-    // (checked), or "fp8" to quantize an unquantized checkpoint's projections at load. Not with tensor parallelism yet.
+    // (checked), or "fp8" to quantize an unquantized checkpoint's projections at load; with tensor parallelism each
+    // rank then cuts the quantized weights (not across nodes yet).
     std::string quantization;
     // --kv-cache-dtype and --calculate-kv-scales (model::LoadOptions): fp8 halves a GPU's KV bytes per token, so the
     // pool holds twice the tokens. Not with tensor parallelism yet.

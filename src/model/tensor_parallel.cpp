@@ -19,15 +19,10 @@ Tensor allocate_zeros(OwnedWeights& owned, DType dtype, const Shape& shape) {
 // along the split dimension (rows: dimension 0, or 1 of stacked experts; columns: the last; experts: dimension 0 of
 // stacked experts). One range along dimension 0 is contiguous, so such a slice without padding is a view (whole
 // experts too); anything else is copied, range after range.
-Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, int64_t extra_rows = 0) {
-    if (!w.defined() || s.dim == SplitDim::kNone) return w;
-    if (!w.is_host() || !w.is_contiguous() || w.rank() < 1 || w.rank() > 3 ||
-        (s.dim == SplitDim::kColumns && w.rank() < 2) || (s.dim == SplitDim::kExperts && w.rank() != 3)) {
+// The slice's ranges along `axis` of `w` (any rank), copied unless they are one range along dimension 0.
+Result<Tensor> cut_along(const Tensor& w, int axis, const WeightSlice& s, OwnedWeights& owned, int64_t extra_rows) {
+    if (!w.is_host() || !w.is_contiguous() || axis < 0 || axis >= w.rank())
         return Status::error("cannot shard weight " + w.to_string());
-    }
-    const int axis = s.dim == SplitDim::kColumns   ? w.rank() - 1
-                     : s.dim == SplitDim::kExperts ? 0
-                                                   : std::max(w.rank() - 2, 0);
     for (const WeightSlice::Range& r : s.ranges) {
         if (r.begin < 0 || r.length < 0 || r.begin + r.length > w.dim(axis)) {
             return Status::error("shard [" + std::to_string(r.begin) + ", +" + std::to_string(r.length) +
@@ -63,6 +58,93 @@ Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, i
     return out;
 }
 
+Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, int64_t extra_rows = 0) {
+    if (!w.defined() || s.dim == SplitDim::kNone) return w;
+    if (w.rank() < 1 || w.rank() > 3 || (s.dim == SplitDim::kColumns && w.rank() < 2) ||
+        (s.dim == SplitDim::kExperts && w.rank() != 3)) {
+        return Status::error("cannot shard weight " + w.to_string());
+    }
+    const int axis = s.dim == SplitDim::kColumns   ? w.rank() - 1
+                     : s.dim == SplitDim::kExperts ? 0
+                                                   : std::max(w.rank() - 2, 0);
+    return cut_along(w, axis, s, owned, extra_rows);
+}
+
+// `s` in units of `unit` entries (scale blocks or groups of a dimension of `full` entries): every range must start
+// on a unit and end on one or at the end of the dimension.
+Result<WeightSlice> in_units(const WeightSlice& s, int64_t unit, int64_t full, const char* what) {
+    WeightSlice out = s;
+    out.ranges.clear();
+    for (const WeightSlice::Range& r : s.ranges) {
+        if (r.begin % unit != 0 || (r.length % unit != 0 && r.begin + r.length != full)) {
+            return Status::error("its " + std::string(what) + " [" + std::to_string(r.begin) + ", +" +
+                                 std::to_string(r.length) + ") do not fall on its " + std::to_string(unit) +
+                                 "-wide scale blocks or groups");
+        }
+        out.ranges.push_back({r.begin / unit, (r.length + unit - 1) / unit});
+    }
+    out.padded_length = out.length();
+    return out;
+}
+
+// A quantized weight's shard: its data as a dense one's, and its scales (and int4 zero points) cut where the data's
+// cut crosses them. The scales mirror the data's layout (linear_weight.h: [nb, kb] / [N] / [1], with a leading E
+// for stacked experts), so a cut of rows takes the scale rows of those rows, a cut of columns the scale columns of
+// those columns (per-tensor and per-channel scales have none), and a cut of experts those experts' scales.
+Status cut_quantized(LinearWeight& w, const WeightSlice& s, OwnedWeights& owned) {
+    if (s.padded_length != s.length()) return Status::error("a padded shard of a quantized weight is not supported");
+    const bool int4 = w.format == WeightFormat::kInt4;
+    if (int4 && w.data.rank() != 2) return Status::error("tensor parallelism of stacked int4 experts is not supported");
+    const int64_t N = w.out_features(), K = w.in_features();
+    WeightSlice scale_slice;
+    int scale_axis = 0;
+    bool cut_scales = true;
+    switch (s.dim) {
+        case SplitDim::kNone:
+            return ok_status();
+        case SplitDim::kExperts:
+            scale_slice = s;  // every layout's stacked scales start with E
+            break;
+        case SplitDim::kRows: {
+            if (w.scale_layout == ScaleLayout::kPerTensor) {
+                cut_scales = false;
+                break;
+            }
+            const int64_t unit = w.scale_layout == ScaleLayout::kBlock ? w.block_rows : 1;
+            PAGODA_ASSIGN_OR_RETURN(scale_slice, in_units(s, unit, N, "rows"));
+            scale_axis = w.scale_layout == ScaleLayout::kPerChannel ? w.scales.rank() - 1 : w.scales.rank() - 2;
+            break;
+        }
+        case SplitDim::kColumns: {
+            if (w.scale_layout == ScaleLayout::kPerTensor || w.scale_layout == ScaleLayout::kPerChannel) {
+                cut_scales = false;
+                break;
+            }
+            const int64_t unit = w.scale_layout == ScaleLayout::kBlock ? w.block_cols : w.group_size;
+            PAGODA_ASSIGN_OR_RETURN(scale_slice, in_units(s, unit, K, "columns"));
+            scale_axis = w.scales.rank() - 1;
+            break;
+        }
+    }
+    if (int4 && s.dim == SplitDim::kColumns) {  // two inputs a byte: the data's columns are bytes
+        WeightSlice bytes = s;
+        for (WeightSlice::Range& r : bytes.ranges) {
+            if (r.begin % 2 != 0 || r.length % 2 != 0) return Status::error("an int4 cut at an odd column");
+            r.begin /= 2, r.length /= 2;
+        }
+        bytes.padded_length = bytes.length();
+        PAGODA_ASSIGN_OR_RETURN(w.data, cut_along(w.data, w.data.rank() - 1, bytes, owned, 0));
+    } else {
+        PAGODA_ASSIGN_OR_RETURN(w.data, cut(w.data, s, owned));
+    }
+    if (!cut_scales) return ok_status();
+    PAGODA_ASSIGN_OR_RETURN(w.scales, cut_along(w.scales, scale_axis, scale_slice, owned, 0));
+    if (w.zeros.defined()) {
+        PAGODA_ASSIGN_OR_RETURN(w.zeros, cut_along(w.zeros, scale_axis, scale_slice, owned, 0));
+    }
+    return ok_status();
+}
+
 }  // namespace
 
 Result<Tensor> cut_tensor(const Tensor& t, const WeightSlice& s, OwnedWeights& owned) {
@@ -79,15 +161,18 @@ Status shard_weights(const ModelSpec& spec, const ShardPlan& plan, ModelWeights&
     return visit_weights(w, spec, [&](const WeightEntry& e) -> Status {
         Tensor& t = e.data();
         if (!t.defined() || e.role.split == Split::kReplicated) return ok_status();
-        if (e.linear != nullptr && !e.linear->is_dense()) {
-            return Status::error(e.name + ": tensor parallelism of " + e.linear->describe() +
-                                 " weights is not supported");
-        }
         if (!e.role.splittable()) {
             return Status::error(e.name + ": tensor parallelism cannot split it yet (" + describe(e.role) + ")");
         }
         if (tied && e.linear == &w.lm_head) {  // a view of the embedding's shard, which was cut just before
             t = w.embed.narrow(0, 0, plan.vocab_per_rank);
+            return ok_status();
+        }
+        if (e.linear != nullptr && !e.linear->is_dense()) {
+            Status cut_status = cut_quantized(*e.linear, plan.slice(e.role), owned);
+            if (!cut_status.ok())
+                return Status::error(e.name + ": tensor parallelism cannot split this " + e.linear->describe() +
+                                     " weight as " + describe(e.role) + ": " + cut_status.message());
             return ok_status();
         }
         // The embedding keeps one zero row past its padded shard: the row ids of other ranks read (embed_tokens).

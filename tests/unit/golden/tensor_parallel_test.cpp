@@ -55,9 +55,9 @@ struct Script {
     }
 };
 
-Result<std::vector<Logits>> run_plain(const std::string& dir, const Script& script) {
+Result<std::vector<Logits>> run_plain(const std::string& dir, const Script& script, const LoadOptions& load = {}) {
     auto backend = make_cpu_backend();
-    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(dir, *backend));
+    PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, Model::load(dir, *backend, single_communicator(), load));
     PAGODA_ASSIGN_OR_RETURN(SequenceRunner runner,
                             SequenceRunner::create(*model, 3, static_cast<int32_t>(script.ids.size()) + 8));
     std::vector<Logits> out;
@@ -70,9 +70,8 @@ Result<std::vector<Logits>> run_plain(const std::string& dir, const Script& scri
 
 // The same script on `size` ranks: rank r's model holds shard r; out[r][step] are rank r's logits.
 Result<std::vector<std::vector<Logits>>> run_tensor_parallel(const std::string& dir, int size, const Script& script,
-                                                             bool expert_parallel = false) {
-    LoadOptions load;
-    load.expert_parallel = expert_parallel;
+                                                             LoadOptions load = {}) {
+    const bool expert_parallel = load.expert_parallel;
     std::vector<std::unique_ptr<Communicator>> comms = make_cpu_communicators(size);
     std::vector<std::unique_ptr<Backend>> backends;
     std::vector<std::unique_ptr<Model>> models;
@@ -161,6 +160,14 @@ struct Case {
     std::vector<int> sizes = {2, 4};  // the split sizes to run (those the model's heads allow)
     float tolerance = 1e-5f;          // max|Δ| allowed against the plain model, relative to max|logit|
     bool expert_parallel = false;     // ranks hold whole experts (--enable-expert-parallel)
+    std::string quantization = "";    // --quantization (fp8: the bf16 checkpoint quantized at load)
+
+    LoadOptions load() const {
+        LoadOptions o;
+        o.expert_parallel = expert_parallel;
+        o.quantization = quantization;
+        return o;
+    }
 };
 // The hybrid models carry rounding from step to step in their recurrent states, and the MoE ones through their routing
 // weights, so a changed order of additions grows more than in a dense model: the split tiny qwen3_5_moe lies 4.4e-5
@@ -169,7 +176,8 @@ struct Case {
 constexpr float kRecurrentTolerance = 1e-4f;
 
 void PrintTo(const Case& c, std::ostream* os) {
-    *os << c.model << (c.vocab > 0 ? " vocab " + std::to_string(c.vocab) : "") << (c.expert_parallel ? " ep" : "");
+    *os << c.model << (c.vocab > 0 ? " vocab " + std::to_string(c.vocab) : "") << (c.expert_parallel ? " ep" : "")
+        << (c.quantization.empty() ? "" : " " + c.quantization);
 }
 
 class TensorParallelTest : public ::testing::TestWithParam<Case> {
@@ -188,7 +196,7 @@ class TensorParallelTest : public ::testing::TestWithParam<Case> {
                 id = static_cast<int32_t>(id % GetParam().vocab);
         }
         script_ = std::make_unique<Script>(std::move(ids));
-        auto plain = run_plain(dir_, *script_);
+        auto plain = run_plain(dir_, *script_, GetParam().load());
         ASSERT_TRUE(plain.ok()) << plain.message();
         plain_ = std::move(plain).value();
     }
@@ -202,7 +210,7 @@ class TensorParallelTest : public ::testing::TestWithParam<Case> {
 };
 
 TEST_P(TensorParallelTest, SizeOneThroughTheSameCodeIsExactlyThePlainModel) {
-    auto tp = run_tensor_parallel(dir_, 1, *script_, GetParam().expert_parallel);
+    auto tp = run_tensor_parallel(dir_, 1, *script_, GetParam().load());
     ASSERT_TRUE(tp.ok()) << tp.message();
     const Diff d = compare((*tp)[0], plain_);
     EXPECT_EQ(d.max_abs_diff, 0.0f);
@@ -211,7 +219,7 @@ TEST_P(TensorParallelTest, SizeOneThroughTheSameCodeIsExactlyThePlainModel) {
 TEST_P(TensorParallelTest, SplitLogitsMatchThePlainModel) {
     for (int size : GetParam().sizes) {
         SCOPED_TRACE("tp " + std::to_string(size));
-        auto tp = run_tensor_parallel(dir_, size, *script_, GetParam().expert_parallel);
+        auto tp = run_tensor_parallel(dir_, size, *script_, GetParam().load());
         ASSERT_TRUE(tp.ok()) << tp.message();
         const Diff d = compare((*tp)[0], plain_);
         // fp32 throughout; only the order of the additions differs (per-rank partial sums, then the all-reduce).
@@ -235,11 +243,18 @@ INSTANTIATE_TEST_SUITE_P(Golden, TensorParallelTest,
                                            // Expert parallelism: each rank holds 8 / N whole experts.
                                            Case{"qwen3_moe", 0, {2, 4}, kRecurrentTolerance, true},
                                            Case{"qwen3_next", 0, {2}, kRecurrentTolerance, true},
-                                           Case{"qwen3_5_moe", 0, {2}, kRecurrentTolerance, true}),
+                                           Case{"qwen3_5_moe", 0, {2}, kRecurrentTolerance, true},
+                                           // Quantized weights, cut with their scales (and int4 zero points):
+                                           // --quantization fp8 (per channel), AWQ / GPTQ / compressed-tensors int4
+                                           // groups. (The tiny fp8 goldens' 32x32 and 128x128 blocks are wider than
+                                           // their heads' shares: shard_plan_test cuts fp8 blocks.)
+                                           Case{"qwen3", 0, {2, 4}, 1e-5f, false, "fp8"}, Case{"qwen3_awq", 0, {2}},
+                                           Case{"qwen3_gptq", 0, {2}}, Case{"qwen3_w4a16", 0, {2}}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                              return info.param.model +
                                     (info.param.vocab > 0 ? "_vocab" + std::to_string(info.param.vocab) : "") +
-                                    (info.param.expert_parallel ? "_ep" : "");
+                                    (info.param.expert_parallel ? "_ep" : "") +
+                                    (info.param.quantization.empty() ? "" : "_" + info.param.quantization);
                          });
 
 TEST(TensorParallel, Qwen2SplitsInTwoWithItsBiases) {
@@ -272,6 +287,21 @@ TEST(TensorParallel, SizesThatDoNotSplitTheModelAreLoadErrors) {
     EXPECT_NE(hybrid_model.message().find("linear_num_key_heads (2) is not divisible by the tensor-parallel size 4"),
               std::string::npos)
         << hybrid_model.message();
+}
+
+// Quantized weights whose cut would split a scale block or group are load errors that say so.
+TEST(TensorParallel, CutsThroughScaleBlocksAreLoadErrors) {
+    const std::string fp8 = golden::dir("qwen3_fp8"), moe = golden::dir("qwen3_moe_fp8");  // 128x128, 32x32 blocks
+    if (!file_exists(fp8 + "/config.json") || !file_exists(moe + "/config.json")) GTEST_SKIP() << "no golden data";
+    auto comms = make_cpu_communicators(2);
+    auto backend = make_cpu_backend();
+    auto model = Model::load(fp8, *backend, *comms[1]);  // 128 q rows in one 128-row block: 64 a rank
+    ASSERT_FALSE(model.ok());
+    EXPECT_NE(model.message().find("do not fall on its 128-wide scale blocks"), std::string::npos) << model.message();
+    auto experts = Model::load(moe, *backend, *comms[0]);  // 32 expert features in one block: 16 a rank
+    ASSERT_FALSE(experts.ok());
+    EXPECT_NE(experts.message().find("experts.gate_up_proj"), std::string::npos) << experts.message();
+    EXPECT_NE(experts.message().find("32-wide"), std::string::npos) << experts.message();
 }
 
 TEST(TensorParallel, EachRankCachesItsOwnKvHeads) {
