@@ -321,22 +321,24 @@ void log_expert_placement(const model::ModelSpec& spec, const EngineOptions& o) 
 
 Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::string& model_dir,
                                                                    const EngineOptions& o) {
-    if (o.kv_cache_dtype != KvCacheDtype::kAuto) {
-        return Status::error("--kv-cache-dtype " + std::string(kv_cache_dtype_name(o.kv_cache_dtype)) +
-                             " with --tensor-parallel-size " + std::to_string(o.tensor_parallel_size) +
-                             " is not supported yet");
-    }
     PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
     log_expert_placement(dir.spec, o);
+    // The other nodes load as their checkpoint says (a quantized checkpoint needs no flag to load in its format);
+    // what changes a rank's weights or caches beyond that does not reach them yet.
     if (o.nnodes > 1 && !o.quantization.empty()) {
-        // The other nodes load as their checkpoint says; a quantized checkpoint needs no flag to load in its format.
         return Status::error("--quantization " + o.quantization + " with --nnodes " + std::to_string(o.nnodes) +
                              " is not supported yet");
+    }
+    if (o.nnodes > 1 && o.kv_cache_dtype != KvCacheDtype::kAuto) {
+        return Status::error("--kv-cache-dtype " + std::string(kv_cache_dtype_name(o.kv_cache_dtype)) +
+                             " with --nnodes " + std::to_string(o.nnodes) + " is not supported yet");
     }
     if (o.nnodes > 1) return load_node_zero(model_dir, o);
     PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
     model::LoadOptions load;
     load.quantization = o.quantization;
+    load.kv_cache_dtype = o.kv_cache_dtype;
+    load.calculate_kv_scales = o.calculate_kv_scales;
     load.expert_parallel = o.enable_expert_parallel;
     if (cuda) return TensorParallelRunner::load_cuda(model_dir, o.tensor_parallel_size, load);
     return TensorParallelRunner::load_cpu(model_dir, o.tensor_parallel_size, o.num_threads, load);
