@@ -108,6 +108,21 @@ def test_adapter_prompt_logprobs_equal_peft(server, name, adapter):
     assert np.abs(base - want).max() > 0.05
 
 
+def test_two_tensor_parallel_ranks_equal_peft(model_dir):
+    # -tp 2: each rank holds its cut of every adapter (B's rows of column-parallel projections, A's columns of
+    # row-parallel ones); the prompt logprobs still equal peft's.
+    s = Server([str(model_dir), "--served-model-name", "base", "--max-model-len", "128", "--enable-lora",
+                "--lora-modules", f"attn={LORA / 'attn'}", f"mlp={LORA / 'mlp_rslora'}", "--max-loras", "2",
+                "--max-lora-rank", "8", "--tensor-parallel-size", "2"])
+    try:
+        for name, adapter in (("attn", "attn"), ("mlp", "mlp_rslora")):
+            want, max_abs = peft_prompt_logprobs(adapter)
+            got = prompt_logprobs(s.client(), name)
+            assert np.abs(got - want).max() <= 2e-3 * max_abs, (name, got, want)
+    finally:
+        assert s.stop() == 0
+
+
 def test_chat_and_completion_by_adapter_name(server):
     out = server.client().completions.create(model="attn", prompt=[1, 2, 3], max_tokens=4, temperature=0)
     assert out.model == "attn" and out.usage.completion_tokens == 4
