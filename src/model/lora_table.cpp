@@ -69,6 +69,11 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
             return ok_status();
         names[e.linear] = e.name;
         roles[e.name] = e.role;
+        // A slot's room on this projection: A [r, K] and B [N, r] at the largest rank, at this rank's K or N.
+        const WeightSlice cut = plan.size > 1 && e.role.splittable() ? plan.slice(e.role) : WeightSlice{};
+        const int64_t N = cut.dim == SplitDim::kRows ? cut.length() : e.shape[0];
+        const int64_t K = cut.dim == SplitDim::kColumns ? cut.length() : e.shape[1];
+        slot_bytes_ += static_cast<size_t>(max_rank * (N + K)) * sizeof(float);
         if (e.source == WeightSource::kLinear) {
             targets_[module_of(e.name)] = LoraTarget{e.shape[0], e.shape[1], {{e.name, {}}}};
         } else if (e.name.ends_with(".in_proj_qkv.weight")) {  // built from Qwen3-Next's packed projections
@@ -110,7 +115,25 @@ int32_t LoraTable::slot_of(int32_t id) const {
 void LoraTable::clear(int32_t slot) {
     for (auto& set : sets_)
         set->slots[static_cast<size_t>(slot)].clear();
-    slots_[static_cast<size_t>(slot)] = Slot{};
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    Buffer device = std::move(s.device);  // the slot keeps its memory for the next adapter
+    s = Slot{};
+    s.device = std::move(device);
+}
+
+Status LoraTable::reserve_slots() {
+    if (backend_.device().kind == DeviceKind::Host) return ok_status();
+    for (Slot& s : slots_) {
+        auto buffer = Buffer::allocate(backend_.allocator(), slot_bytes_, 256);
+        if (!buffer.ok()) {
+            return buffer.status().with_context("LoRA: " + std::to_string(slots_.size()) +
+                                                " adapter slots (--max-loras) of " + std::to_string(slot_bytes_ >> 20) +
+                                                " MiB each at rank " + std::to_string(max_rank_) +
+                                                " (--max-lora-rank)");
+        }
+        s.device = std::move(buffer).value();
+    }
+    return ok_status();
 }
 
 Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter) {
@@ -138,15 +161,16 @@ Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAd
         }
         cuts.push_back(std::move(c));
     }
+    // The adapter's A and B matrices back to back in the slot's memory: an adapter read against these targets at
+    // most max_rank (read_lora_adapter) fits the room reserve_slots took.
+    size_t bytes = 0;
+    for (const Cut& c : cuts)
+        bytes += c.a.nbytes() + c.b.nbytes();
+    PAGODA_CHECK_MSG(bytes <= slot_bytes_, "a LoRA adapter larger than its slot");
     const bool host = backend_.device().kind == DeviceKind::Host;
     std::byte* base = nullptr;
-    if (!host) {  // one device buffer per adapter: its A and B matrices back to back
-        size_t bytes = 0;
-        for (const Cut& c : cuts)
-            bytes += c.a.nbytes() + c.b.nbytes();
-        auto buffer = Buffer::allocate(backend_.allocator(), bytes, 256);
-        if (!buffer.ok()) return buffer.status().with_context("LoRA adapter " + adapter->path);
-        s.device = std::move(buffer).value();
+    if (!host) {
+        if (!s.device.data()) return Status::error("LoRA adapter slots were not reserved on the device");
         base = static_cast<std::byte*>(s.device.data());
     }
     const auto place = [&](const Tensor& t) {

@@ -34,6 +34,13 @@ class LoraTable {
     LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPlan& plan, Backend& backend, int32_t max_loras,
               int64_t max_rank);
 
+    // On a device backend, takes each slot's memory now: room for an adapter of max_rank on every projection (this
+    // rank's share of each), so that the KV pool, sized after this, leaves it free and no adapter fails to fit
+    // later. An error says how much could not be had. Nothing to do on the CPU (adapters stay in host memory).
+    Status reserve_slots();
+    // The bytes of one slot: A [max_rank, K] and B [N, max_rank] in F32 for every projection (this rank's share).
+    size_t slot_bytes() const { return slot_bytes_; }
+
     // The modules an adapter may target (read_lora_adapter checks adapters against these).
     const LoraTargets& targets() const { return targets_; }
     int32_t max_loras() const { return static_cast<int32_t>(slots_.size()); }
@@ -54,7 +61,7 @@ class LoraTable {
     struct Slot {
         int32_t id = 0;  // 0: free
         std::shared_ptr<const LoraAdapter> adapter;
-        Buffer device;        // the adapter's tensors on a device backend
+        Buffer device;        // the slot's memory on a device backend (reserve_slots): the adapter's A and B matrices
         OwnedWeights shards;  // this rank's cuts of them, where a cut is a copy
         uint64_t last_used = 0;
     };
@@ -70,6 +77,7 @@ class LoraTable {
     Backend& backend_;
     ShardPlan plan_;
     int64_t max_rank_;
+    size_t slot_bytes_ = 0;
     LoraTargets targets_;
     std::map<std::string, Landing> landing_;  // model weight name -> where its deltas go
     std::vector<std::unique_ptr<LoraAdapterSet>> sets_;

@@ -6,6 +6,7 @@
 #include <unordered_map>
 
 #include "common/check.h"
+#include "common/log.h"
 #include "model/kv_cache_scales.h"
 #include "model/rope.h"
 #include "model/tensor_parallel.h"
@@ -163,6 +164,15 @@ Status Model::enable_lora(int32_t max_loras, int64_t max_rank) {
         return Status::error("--max-loras must be positive and --max-lora-rank in [1, " + std::to_string(kMaxLoraRank) +
                              "]");
     lora_ = std::make_unique<LoraTable>(weights_, dir_.spec, plan_, backend_, max_loras, max_rank);
+    if (Status s = lora_->reserve_slots(); !s.ok()) {
+        lora_.reset();
+        return s;
+    }
+    if (backend_.device().kind != DeviceKind::Host && comm_.rank() == 0) {
+        PAGODA_LOG_INFO("LoRA: " + std::to_string(max_loras) + " adapter slots of rank <= " + std::to_string(max_rank) +
+                        ", " + std::to_string(lora_->slot_bytes() >> 20) + " MiB each" +
+                        (comm_.size() > 1 ? " a rank" : "") + ", reserved before the KV pool is sized");
+    }
     return ok_status();
 }
 

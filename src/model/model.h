@@ -82,7 +82,8 @@ class Model {
                    const HiddenObserver& observer = {}, const Tensor& pooled = Tensor());
 
     // Multi-LoRA: makes every projection able to take adapter deltas, with `max_loras` adapter slots of rank up to
-    // `max_rank` (model/lora_table.h). Refused for a model split over several ranks. Before the first forward.
+    // `max_rank` (model/lora_table.h); a split model's ranks each hold their cut of every adapter. On a device the
+    // slots' memory is taken here, so call it before the KV pool is sized. Before the first forward.
     Status enable_lora(int32_t max_loras, int64_t max_rank);
     // The adapter table; null unless enable_lora ran.
     LoraTable* lora() { return lora_.get(); }

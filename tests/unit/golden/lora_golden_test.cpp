@@ -180,6 +180,29 @@ TEST_P(LoraGoldenTest, TwoTensorParallelRanksMatchPeft) {
     std::printf("[ %s/%s tp=2 ] max|Δ| from peft %.3g (tolerance %.3g)\n", c.model.c_str(), c.adapter.c_str(), d, tol);
 }
 
+// A slot holds an adapter of the largest rank on every projection (A [r, K] and B [N, r] in F32), each rank's share
+// when the model is split; every adapter installed above passed the check that it fits its slot.
+TEST(LoraSlots, HoldTheLargestRankOnEveryProjection) {
+    const std::string dir = golden::dir("qwen3");
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    constexpr int64_t kRank = 16;
+    for (int size : {1, 2}) {
+        SCOPED_TRACE("tp " + std::to_string(size));
+        auto comms = make_cpu_communicators(size);
+        auto backend = make_cpu_backend();
+        auto model = Model::load(dir, *backend, *comms[static_cast<size_t>(size - 1)]);
+        ASSERT_TRUE(model.ok()) << model.message();
+        ASSERT_TRUE((*model)->enable_lora(2, kRank).ok());
+        const ModelSpec& sp = (*model)->spec();
+        const int64_t H = sp.hidden_size, I = sp.intermediate_size / size;
+        const int64_t Q = sp.num_attention_heads * sp.head_dim / size, KV = sp.num_key_value_heads * sp.head_dim / size;
+        // q, k, v, gate, up: N split; o, down: K split.
+        const int64_t per_layer = (Q + H) + 2 * (KV + H) + (H + Q) + 2 * (I + H) + (H + I);
+        EXPECT_EQ((*model)->lora()->slot_bytes(),
+                  static_cast<size_t>(sp.num_hidden_layers * per_layer * kRank) * sizeof(float));
+    }
+}
+
 // --- refusals ----------------------------------------------------------------------------------------------------
 
 // A copy of a good adapter in a temporary directory, to break one thing of.
