@@ -6,8 +6,6 @@ log says where the experts went.
 """
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,7 +13,7 @@ import pytest
 
 pytest.importorskip("openai")
 
-from test_openai_sdk import Server, _bin  # noqa: E402  (the server helper shared with the SDK tests)
+from test_openai_sdk import Server, golden_with_demo_tokenizer  # noqa: E402  (helpers shared with the SDK tests)
 
 GOLDEN = Path(__file__).resolve().parents[3] / "tests" / "golden"
 
@@ -24,16 +22,7 @@ GOLDEN = Path(__file__).resolve().parents[3] / "tests" / "golden"
 def model_dir(tmp_path_factory):
     if not (GOLDEN / "qwen3_moe" / "config.json").exists():
         pytest.skip("no golden data")
-    demo = tmp_path_factory.mktemp("demo")
-    r = subprocess.run([_bin(), "demo-model", str(demo)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    d = tmp_path_factory.mktemp("qwen3_moe")
-    for f in ("config.json", "generation_config.json", "model.safetensors"):
-        shutil.copy(GOLDEN / "qwen3_moe" / f, d / f)
-    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"):
-        if (demo / f).exists():
-            shutil.copy(demo / f, d / f)
-    return d
+    return golden_with_demo_tokenizer(tmp_path_factory, "qwen3_moe")
 
 
 def prompt_logprobs(server):

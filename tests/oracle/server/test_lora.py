@@ -10,7 +10,6 @@ load and unload over HTTP, bad adapters refused with the server still serving, t
 
 import json
 import os
-import shutil
 import subprocess
 import urllib.error
 import urllib.request
@@ -21,7 +20,7 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from test_openai_sdk import Server, _bin  # noqa: E402  (the server helper shared with the SDK tests)
+from test_openai_sdk import Server, _bin, golden_with_demo_tokenizer  # noqa: E402  (helpers shared with the SDK tests)
 
 ROOT = Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden"
@@ -61,16 +60,7 @@ def get(url, path):
 def model_dir(tmp_path_factory):
     if not (LORA / "reference.json").exists():
         pytest.skip("no LoRA golden data")
-    demo = tmp_path_factory.mktemp("demo")
-    r = subprocess.run([_bin(), "demo-model", str(demo)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
-    d = tmp_path_factory.mktemp("qwen3_lora")
-    for f in ("config.json", "generation_config.json", "model.safetensors"):
-        shutil.copy(GOLDEN / "qwen3" / f, d / f)
-    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"):
-        if (demo / f).exists():
-            shutil.copy(demo / f, d / f)
-    return d
+    return golden_with_demo_tokenizer(tmp_path_factory, "qwen3")
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,7 @@ Two servers on free loopback ports:
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -60,6 +61,21 @@ class Server:
             if self.proc.poll() is None:
                 self.proc.kill()
         return rc
+
+
+def golden_with_demo_tokenizer(tmp_path_factory, name):
+    """tests/golden/NAME's checkpoint with the demo model's tokenizer beside it (tests then prompt with token ids)."""
+    golden = Path(__file__).resolve().parents[3] / "tests" / "golden" / name
+    demo = tmp_path_factory.mktemp("demo")
+    r = subprocess.run([_bin(), "demo-model", str(demo)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = tmp_path_factory.mktemp(name)
+    for f in ("config.json", "generation_config.json", "model.safetensors"):
+        shutil.copy(golden / f, d / f)
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.json", "merges.txt"):
+        if (demo / f).exists():
+            shutil.copy(demo / f, d / f)
+    return d
 
 
 @pytest.fixture(scope="module")
