@@ -91,14 +91,22 @@ PeftLogits read_peft(const Case& c) {
     return p;
 }
 
-class LoraGoldenTest : public ::testing::TestWithParam<Case> {};
+class LoraGoldenTest : public ::testing::TestWithParam<Case> {
+  protected:
+    void SetUp() override {
+        dir_ = golden::dir("lora/" + GetParam().model);
+        if (!file_exists(dir_ + "/reference.json")) GTEST_SKIP() << "no LoRA golden data in " << dir_;
+        ref_ = read_peft(GetParam());
+        ASSERT_FALSE(ref_.logits.empty()) << "logits_" << GetParam().adapter << ".bin unreadable";
+    }
+    std::string dir_;
+    PeftLogits ref_;
+};
 
 TEST_P(LoraGoldenTest, LogitsMatchPeftAtEveryPosition) {
     const Case& c = GetParam();
-    const std::string dir = golden::dir("lora/" + c.model);
-    if (!file_exists(dir + "/reference.json")) GTEST_SKIP() << "no LoRA golden data in " << dir;
-    const PeftLogits ref = read_peft(c);
-    ASSERT_FALSE(ref.logits.empty()) << "logits_" << c.adapter << ".bin unreadable";
+    const std::string& dir = dir_;
+    const PeftLogits& ref = ref_;
     const auto rows = static_cast<int64_t>(ref.prompt.size());
     const std::vector<float>& want = ref.logits;
     const float tol = ref.tolerance;
@@ -141,10 +149,8 @@ INSTANTIATE_TEST_SUITE_P(Peft, LoraGoldenTest,
 // column-parallel projections keep their rows of B, row-parallel ones their columns of A (lora_table.h).
 TEST_P(LoraGoldenTest, TwoTensorParallelRanksMatchPeft) {
     const Case& c = GetParam();
-    const std::string dir = golden::dir("lora/" + c.model);
-    if (!file_exists(dir + "/reference.json")) GTEST_SKIP() << "no LoRA golden data in " << dir;
-    const PeftLogits ref = read_peft(c);
-    ASSERT_FALSE(ref.logits.empty()) << "logits_" << c.adapter << ".bin unreadable";
+    const std::string& dir = dir_;
+    const PeftLogits& ref = ref_;
     const auto rows = static_cast<int64_t>(ref.prompt.size());
     const std::vector<float>& want = ref.logits;
     const float tol = ref.tolerance;
