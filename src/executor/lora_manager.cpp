@@ -15,11 +15,47 @@ LoraManager::LoraManager(const model::Model& model, int32_t max_cpu_loras, std::
     PAGODA_CHECK_MSG(model.lora() != nullptr, "LoraManager needs a model with LoRA enabled");
 }
 
-std::optional<engine::LoraRegistry::Ref> LoraManager::find(std::string_view name) {
-    std::lock_guard lock(mu_);
+std::shared_ptr<LoraManager::Entry> LoraManager::find_locked(std::string_view name) const {
     for (const auto& e : served_)
-        if (e->name == name) return Ref{e->id, std::shared_ptr<const void>(e)};
-    return std::nullopt;
+        if (e->name == name) return e;
+    return nullptr;
+}
+
+std::optional<engine::LoraRegistry::Ref> LoraManager::find(std::string_view name) {
+    std::shared_ptr<Entry> entry;
+    {
+        std::lock_guard lock(mu_);
+        entry = find_locked(name);
+        if (!entry) return std::nullopt;
+    }
+    // Null when the files can no longer be read: the request then fails when it is scheduled, saying why.
+    auto weights = host_weights(entry);
+    struct Hold {
+        std::shared_ptr<Entry> entry;
+        std::shared_ptr<const model::LoraAdapter> weights;
+    };
+    return Ref{entry->id, std::make_shared<Hold>(Hold{entry, weights.ok() ? *weights : nullptr})};
+}
+
+Result<std::shared_ptr<const model::LoraAdapter>> LoraManager::host_weights(const std::shared_ptr<Entry>& entry) {
+    {
+        std::lock_guard lock(mu_);
+        entry->last_used = ++clock_;
+        if (entry->weights) return entry->weights;
+        if (auto held = entry->held.lock()) {  // dropped, but a request's hold still has it
+            entry->weights = held;
+            trim_locked(entry.get());
+            return held;
+        }
+    }
+    // Dropped from host memory: read again (the files were checked when it was loaded).
+    auto weights = model_.read_lora(entry->path);
+    if (!weights.ok()) return weights.status().with_context("LoRA adapter '" + entry->name + "' read again");
+    std::lock_guard lock(mu_);
+    if (!entry->weights) entry->weights = *weights;  // another thread may have read it meanwhile
+    entry->held = entry->weights;
+    trim_locked(entry.get());
+    return entry->weights;
 }
 
 std::vector<engine::LoraInfo> LoraManager::list() {
@@ -35,15 +71,19 @@ Status LoraManager::load(const std::string& name, const std::string& path) {
     if (path.empty()) return Status::error("lora_path must not be empty");
     if (std::find(reserved_names_.begin(), reserved_names_.end(), name) != reserved_names_.end())
         return Status::error("'" + name + "' is the base model's name; an adapter needs another");
-    if (find(name)) return Status::error("The lora adapter '" + name + "' has already been loaded.");
+    {
+        std::lock_guard lock(mu_);
+        if (find_locked(name)) return Status::error("The lora adapter '" + name + "' has already been loaded.");
+    }
     auto weights = model_.read_lora(path);  // outside the lock: reads the files
     if (!weights.ok()) return weights.status();
     std::lock_guard lock(mu_);
-    for (const auto& e : served_)  // another thread may have taken the name meanwhile
-        if (e->name == name) return Status::error("The lora adapter '" + name + "' has already been loaded.");
+    if (find_locked(name))  // another thread may have taken the name meanwhile
+        return Status::error("The lora adapter '" + name + "' has already been loaded.");
     auto entry = std::make_shared<Entry>();
     entry->name = name, entry->path = path, entry->id = next_id_++;
     entry->weights = std::move(weights).value();
+    entry->held = entry->weights;
     entry->last_used = ++clock_;
     served_.push_back(entry);
     by_id_[entry->id] = entry;
@@ -80,16 +120,9 @@ Result<std::shared_ptr<const model::LoraAdapter>> LoraManager::weights(int32_t i
         auto it = by_id_.find(id);
         if (it != by_id_.end()) entry = it->second.lock();
         if (!entry) return Status::error("LoRA adapter id " + std::to_string(id) + " is no longer loaded");
-        entry->last_used = ++clock_;
-        if (entry->weights) return entry->weights;
     }
-    // Dropped from host memory: read again (the files were checked when it was loaded).
-    auto weights = model_.read_lora(entry->path);
-    if (!weights.ok()) return weights.status().with_context("LoRA adapter '" + entry->name + "' read again");
-    std::lock_guard lock(mu_);
-    entry->weights = *weights;
-    trim_locked(entry.get());
-    return std::move(weights).value();
+    // In memory for every request that came through find(); read here only for a request without a hold.
+    return host_weights(entry);
 }
 
 void LoraManager::trim_locked(const Entry* keep) {

@@ -1,7 +1,10 @@
 // LoraManager: the LoraRegistry of one served model. Adapters are read (model::Model::read_lora, on the calling
 // thread, so a slow disk never stalls the engine) and kept in host memory up to --max-cpu-loras, least recently used
-// dropped first and read again from their directory when a request needs them; the model's adapter table
-// (model/lora_table.h) holds up to --max-loras of them on the device. Any thread, except weights(): the engine's.
+// dropped first. One that was dropped is read again when a request names it (find, on the request's thread), and the
+// request's hold keeps that copy until the request ends, so the engine thread finds it in memory when the request is
+// scheduled: a cold adapter costs the steps of the other requests nothing but its copy to the device. The model's
+// adapter table (model/lora_table.h) holds up to --max-loras of them on the device. Any thread, except weights(): the
+// engine's.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +25,7 @@ class LoraManager final : public engine::LoraRegistry {
     // served model names).
     LoraManager(const model::Model& model, int32_t max_cpu_loras, std::vector<std::string> reserved_names);
 
+    // The adapter's id and a hold on it and on its weights in host memory (read again here if they were dropped).
     std::optional<Ref> find(std::string_view name) override;
     std::vector<engine::LoraInfo> list() override;
     Status load(const std::string& name, const std::string& path) override;
@@ -37,8 +41,12 @@ class LoraManager final : public engine::LoraRegistry {
         std::string name, path;
         int32_t id = 0;
         std::shared_ptr<const model::LoraAdapter> weights;  // null once dropped from host memory
+        std::weak_ptr<const model::LoraAdapter> held;       // the copy requests' holds keep, when dropped meanwhile
         uint64_t last_used = 0;
     };
+    std::shared_ptr<Entry> find_locked(std::string_view name) const;
+    // The entry's weights in host memory, read again from its directory if they were dropped (outside mu_).
+    Result<std::shared_ptr<const model::LoraAdapter>> host_weights(const std::shared_ptr<Entry>& entry);
     // Drops the host weights of the least recently used entries beyond max_cpu_loras_ (keeping `keep`). Holds mu_.
     void trim_locked(const Entry* keep);
 

@@ -1,11 +1,15 @@
 // Multi-LoRA through the whole engine on the CPU: requests for three adapters of the golden qwen3 model and for the
 // base model, batched together, each get what they get alone (greedy tokens and their logprobs); fewer adapter slots
 // than adapters (--max-loras 2, and as many host copies) make requests wait and adapters take turns, read again from
-// disk, with the same results; an adapter unloaded
-// while a request uses it stays until that request ends; the stats name the running adapters.
+// disk, with the same results; an adapter dropped from host memory is read again when a request names it, so the
+// engine never reads the disk for it; an adapter unloaded while a request uses it stays until that request ends; the
+// stats name the running adapters.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -159,6 +163,34 @@ TEST_F(LoraEngineTest, UnloadedAdapterStaysUntilItsRequestEnds) {
     ASSERT_TRUE(s->lora()->load("attn", golden::dir("lora/qwen3/attn")).ok());
     EXPECT_NE(s->lora()->find("attn")->id, waiting.waiting_lora_ids[0]);
     expect_same(alone(*s, "attn"), want, "attn loaded again");
+}
+
+// One host copy for two adapters: naming the dropped one reads it again on the request's thread, and the request's
+// hold keeps that copy, so the engine thread does not read the disk for it (here the files are gone by then).
+TEST_F(LoraEngineTest, ANamedAdapterIsReadBeforeTheEngineNeedsIt) {
+    namespace fs = std::filesystem;
+    const fs::path tmp = fs::temp_directory_path() / ("pagoda_lora_fetch_" + std::to_string(::getpid()));
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    for (const char* a : {"attn", "mlp_rslora"})
+        fs::copy(golden::dir(std::string("lora/qwen3/") + a), tmp / a, fs::copy_options::recursive);
+    const Output want = [&] {
+        auto s = start(3);
+        return s ? alone(*s, "attn") : Output{};
+    }();
+    EngineOptions o;
+    o.enable_lora = true, o.max_loras = 1, o.max_lora_rank = 8, o.max_cpu_loras = 1;
+    o.lora_modules = {{"attn", (tmp / "attn").string()}, {"mlp", (tmp / "mlp_rslora").string()}};
+    o.max_model_len = 64, o.max_num_seqs = 8;
+    auto s = create_engine(golden::dir("qwen3"), o);
+    ASSERT_TRUE(s.ok()) << s.message();
+    // Loading mlp dropped attn from host memory; the request names it, then its files go away.
+    engine::Request r = request(**s, "attn");
+    fs::remove_all(tmp / "attn");
+    auto stream = (*s)->engine().submit(r);
+    ASSERT_TRUE(stream.ok()) << stream.message();
+    expect_same(collect(**stream), want, "attn read when named");
+    fs::remove_all(tmp);
 }
 
 // Two tensor-parallel ranks, each with its cut of every adapter: each request gets what one rank gives it, alone and
