@@ -1,7 +1,7 @@
 // Loading int4 checkpoints beyond what the golden test runs: each format's packed tensors broken or mislabelled one way
 // at a time (a missing zero-point tensor, an act-order g_idx, packed tensors without a quantization_config, a
-// weight_shape that disagrees with the config) is an error naming the tensor and what is wrong; and the layout pagoda
-// holds after repacking reads what inspect counts.
+// weight_shape that disagrees with the config, an int4 expert missing or of another format) is an error naming the
+// tensor and what is wrong; and the layout pagoda holds after repacking reads what inspect counts.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -49,7 +49,8 @@ void drop_tensor(std::vector<Entry>& entries, const std::string& name) {
 }
 
 TEST(Int4Checkpoint, TheGoldensLoadUnedited) {
-    for (const char* name : {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16"}) {
+    for (const char* name : {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq",
+                             "qwen3_moe_w4a16"}) {
         const std::string message = load_edited(name, [](std::vector<Entry>&, Json&) {});
         if (message == "skip") GTEST_SKIP() << "no golden " << name;
         EXPECT_EQ(message, "") << name;
@@ -109,6 +110,26 @@ TEST(Int4Checkpoint, GroupsThatDoNotDivideTheInputsAreNamed) {
     });
     if (message == "skip") GTEST_SKIP();
     EXPECT_NE(message.find("group size dividing the input features"), std::string::npos) << message;
+}
+
+// int4 experts are stacked from every expert's packed tensors: one missing is named, and an expert of another format
+// than expert 0 (here its packed weight gone) is refused naming it, not stacked with garbage.
+TEST(Int4Checkpoint, AnExpertsMissingTensorIsNamed) {
+    const std::string missing = load_edited("qwen3_moe_gptq", [](auto& entries, Json&) {
+        drop_tensor(entries, "model.layers.2.mlp.experts.7.down_proj.scales");
+    });
+    if (missing == "skip") GTEST_SKIP();
+    EXPECT_NE(missing.find("missing tensor 'model.layers.2.mlp.experts.7.down_proj.scales'"), std::string::npos)
+        << missing;
+}
+
+TEST(Int4Checkpoint, AnExpertOfAnotherFormatIsNamed) {
+    const std::string other = load_edited("qwen3_moe_awq", [](auto& entries, Json&) {
+        drop_tensor(entries, "model.layers.0.mlp.experts.5.up_proj.qweight");
+    });
+    if (other == "skip") GTEST_SKIP();
+    EXPECT_NE(other.find("experts.5.up_proj.weight: experts of one layer must share one format"), std::string::npos)
+        << other;
 }
 
 }  // namespace
