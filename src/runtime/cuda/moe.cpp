@@ -44,8 +44,8 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
         return w.format == WeightFormat::kFp8E4M3 || w.format == WeightFormat::kInt4;
     };
     if (quantized(gu) || quantized(dn)) {
-        // fp8 experts: a few tokens' pair passes read the e4m3 stacks themselves (moe.h: moe_experts_read_fp8);
-        // otherwise, and for int4 experts always, every expert is dequantised to a bf16 stack, then the bf16 kernels
+        // fp8 and int4 experts: a few tokens' pair passes read the stacks themselves (moe.h: moe_experts_read_fp8,
+        // moe_experts_read_int4); otherwise every expert is dequantised to a bf16 stack, then the bf16 kernels
         // (correct, not fast: the whole stack per call).
         if (gu.format == WeightFormat::kFp8E4M3 && dn.format == WeightFormat::kFp8E4M3) {
             ops_checks::expect_fp8(gu, kHere, op);
@@ -59,6 +59,26 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
             };
             a.gate_up_scales = scales(gu), a.down_scales = scales(dn);
             if (kcu::moe_experts_read_fp8(a)) {
+                kcu::launch_moe_experts(a, stream_);
+                return invalidate_converted();
+            }
+        }
+        if (gu.format == WeightFormat::kInt4 && dn.format == WeightFormat::kInt4 && gu.data.is_contiguous() &&
+            dn.data.is_contiguous() && gu.dequant_dtype == dn.dequant_dtype) {
+            ops_checks::expect_int4(gu, kHere, op, /*stacked=*/true);
+            ops_checks::expect_int4(dn, kHere, op, /*stacked=*/true);
+            kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
+            a.weight_type = kcu::ElemType::BF16, a.int4 = true;
+            a.first_expert = experts.first_expert;
+            a.int4_round_to = gu.dequant_dtype == DType::F32 ? kcu::ElemType::F32 : elem_type(gu.dequant_dtype, op);
+            // Each stack's groups as one [E*N, K] matrix's: rows, scales and zeros of expert e follow expert e - 1's.
+            const auto groups = [](const LinearWeight& w) {
+                return kcu::WeightScales{w.scales.data_as<float>(), 1, w.group_size, w.in_features() / w.group_size};
+            };
+            a.gate_up_scales = groups(gu), a.down_scales = groups(dn);
+            a.gate_up_zeros = gu.zeros.defined() ? gu.zeros.data_as<float>() : nullptr;
+            a.down_zeros = dn.zeros.defined() ? dn.zeros.data_as<float>() : nullptr;
+            if (kcu::moe_experts_read_int4(a)) {
                 kcu::launch_moe_experts(a, stream_);
                 return invalidate_converted();
             }
@@ -100,8 +120,8 @@ kcu::MoeExpertsArgs CudaOps::moe_args(const Tensor& x, const Tensor& topk_weight
            "gate_up and down must be stacked CUDA tensors [E, 2I, H] and [E, H, I] with a contiguous last dim, got " +
                gu.data.to_string() + " and " + dn.data.to_string());
     const int64_t T = x.dim(0), E = gu.data.dim(0), H = x.dim(1), I = gu.data.dim(1) / 2;
-    expect(E > 0 && gu.data.dim(1) == 2 * I && gu.data.dim(2) == H && dn.data.dim(0) == E && dn.data.dim(1) == H &&
-               dn.data.dim(2) == I,
+    expect(E > 0 && gu.data.dim(1) == 2 * I && gu.in_features() == H && dn.data.dim(0) == E && dn.data.dim(1) == H &&
+               dn.in_features() == I,
            op,
            "gate_up " + gu.data.to_string() + " and down " + dn.data.to_string() +
                " do not fit [E, 2I, H] and [E, H, I] with H = " + std::to_string(H));

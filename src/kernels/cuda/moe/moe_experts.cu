@@ -134,7 +134,11 @@ void launch_routing(const int32_t* topk_ids, int64_t pairs, const Routing& r, cu
 }  // namespace moe
 
 bool moe_experts_read_fp8(const MoeExpertsArgs& a) {
-    return a.weight_type == ElemType::F8E4M3 && moe::take_pair_passes(a);
+    return !a.int4 && a.weight_type == ElemType::F8E4M3 && moe::take_pair_passes(a);
+}
+
+bool moe_experts_read_int4(const MoeExpertsArgs& a) {
+    return a.int4 && a.weight_type == ElemType::BF16 && moe::take_pair_passes(a);
 }
 
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
@@ -144,9 +148,11 @@ size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, i
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(a.E >= 1 && a.E <= kMoeMaxExperts && a.k >= 1 && a.first_expert >= 0,
                           "moe_experts: E, k or first_expert out of range");
-    PAGODA_KERNEL_REQUIRE(a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16 ||
-                              (a.weight_type == ElemType::F8E4M3 && moe_experts_read_fp8(a)),
-                          "moe_experts: expert weights must be BF16 or F16 (fp8 ones where moe_experts_read_fp8)");
+    PAGODA_KERNEL_REQUIRE(a.int4 ? moe_experts_read_int4(a)
+                                 : a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16 ||
+                                       (a.weight_type == ElemType::F8E4M3 && moe_experts_read_fp8(a)),
+                          "moe_experts: expert weights must be BF16 or F16 (fp8 and int4 ones where "
+                          "moe_experts_read_fp8 / moe_experts_read_int4)");
     PAGODA_KERNEL_REQUIRE(a.T * a.k < (int64_t{1} << 31), "moe_experts: too many (token, slot) pairs");
     if (a.T == 0 || a.H == 0) return;
     const int64_t pairs = a.T * a.k;
