@@ -82,7 +82,9 @@ class WeightLoader {
     // The packed tensors of the int4 weight `name` of `shape` [N, K] (marked used), checked as int4_linear checks
     // them (shapes, dtypes, a trivial g_idx, a matching weight_shape). Not thread-safe.
     Result<Int4Module> int4_module(const std::string& name, const Shape& shape);
-    // Whether the checkpoint's int4 format has zero points (else the symmetric 8).
+    // Whether the checkpoint is an int4 one (its quantization_config), and whether its format has zero points (else
+    // the symmetric 8).
+    bool int4_checkpoint() const { return quantization_ != nullptr && quantization_->format == WeightFormat::kInt4; }
     bool int4_zero_points() const { return quantization_ != nullptr && quantization_->zero_points; }
     // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
     void repack_int4(const Int4Module& m, const Int4Layout& out) const;

@@ -320,6 +320,10 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t E,
 Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
     if (loader.stored_fp8(p + "0.gate_proj.weight")) return stack_fp8_experts(loader, p, E, I, H, out);
     if (loader.stored_int4(p + "0.gate_proj.weight")) return stack_int4_experts(loader, p, E, I, H, out);
+    if (loader.int4_checkpoint() && !loader.has(p + "0.gate_proj.weight")) {
+        return Status::error(p + "0.gate_proj: neither packed int4 tensors nor a weight; int4 MoE experts are served " +
+                             "stored one by one (experts.<e>.gate_proj.qweight ...), not fused (not yet)");
+    }
     Tensor gate_up, down;
     std::vector<CopyJob> copies;
     for (int64_t e = 0; e < E; ++e) {

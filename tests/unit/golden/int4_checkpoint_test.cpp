@@ -132,5 +132,19 @@ TEST(Int4Checkpoint, AnExpertOfAnotherFormatIsNamed) {
         << other;
 }
 
+// Experts whose first expert has no tensors at all (as when a checkpoint stores them fused under other names): refused
+// saying which layouts are served, not a bare missing tensor.
+TEST(Int4Checkpoint, ExpertsNotStoredOneByOneAreRefused) {
+    const std::string message = load_edited("qwen3_moe_w4a16", [](auto& entries, Json&) {
+        std::erase_if(entries,
+                      [](const Entry& e) { return e.name.starts_with("model.layers.0.mlp.experts.0.gate_proj."); });
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("model.layers.0.mlp.experts.0.gate_proj: neither packed int4 tensors nor a weight"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("not fused"), std::string::npos) << message;
+}
+
 }  // namespace
 }  // namespace pagoda::model
