@@ -44,9 +44,9 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
         return w.format == WeightFormat::kFp8E4M3 || w.format == WeightFormat::kInt4;
     };
     if (quantized(gu) || quantized(dn)) {
-        // fp8 and int4 experts: a few tokens' pair passes read the stacks themselves (moe.h: moe_experts_read_fp8,
-        // moe_experts_read_int4); otherwise every expert is dequantised to a bf16 stack, then the bf16 kernels
-        // (correct, not fast: the whole stack per call).
+        // fp8 experts: a few tokens' pair passes read the stacks themselves (moe.h: moe_experts_read_fp8); int4 ones
+        // the pair passes and the grouped GEMV passes (moe_experts_read_int4: decode batches). Otherwise every
+        // expert is dequantised to a bf16 stack, then the bf16 kernels (correct, not fast: the whole stack per call).
         if (gu.format == WeightFormat::kFp8E4M3 && dn.format == WeightFormat::kFp8E4M3) {
             ops_checks::expect_fp8(gu, kHere, op);
             ops_checks::expect_fp8(dn, kHere, op);

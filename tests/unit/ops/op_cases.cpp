@@ -858,14 +858,20 @@ const std::vector<OpCase>& op_cases() {
                  moe_experts(300, 200, 72, 16, 4, Routing::Random),
                  moe_experts(2, 128, 64, 8, 2, Routing::Random, F16),
                  moe_experts(40, 128, 64, 8, 2, Routing::Random, F16),
-                 // int4 experts (CUDA: dequantised to a bf16 stack, then the same kernels): decode (1 and 3 tokens:
-                 // the pair passes), a few rows per expert (grouped GEMV) and prefill (mma); groups of 128 with zero
-                 // points (GPTQ/AWQ), 32 symmetric, and 16 (an I not a multiple of 32).
+                 // int4 experts. CUDA: read as stored by the pair passes (1 and 3 tokens) and the grouped GEMV passes
+                 // (9 tokens over 32 experts; 64 skewed over 128), else dequantised to a bf16 stack first: prefill
+                 // (33, 300: mma) and a GEMV-sized call whose rows (I = 72: 36 bytes) do not fit the int4 loads;
+                 // groups of 128 with zero points (GPTQ/AWQ), 32 symmetric, 16, and 8.
                  moe_experts(1, 256, 128, 16, 4, Routing::Random, BF16, "", 0, 128, true),
                  moe_experts(3, 256, 96, 128, 8, Routing::Random, BF16, "", 0, 32, false),
                  moe_experts(33, 256, 96, 16, 4, Routing::Random, BF16, "", 0, 32, true),
                  moe_experts(300, 208, 80, 16, 4, Routing::Random, BF16, "", 0, 16, true),
                  moe_experts(64, 256, 96, 128, 8, Routing::Skewed, BF16, "", 0, 32, false),
+                 moe_experts(9, 256, 96, 32, 4, Routing::Random, BF16, "", 0, 32, true),
+                 moe_experts(6, 256, 72, 16, 2, Routing::Random, BF16, "", 0, 8, false),
+                 // int4 experts with expert parallelism (32 of 128 held): the pair and the grouped GEMV passes.
+                 moe_experts(3, 256, 96, 128, 8, Routing::Random, BF16, " ep", 32, 32, true),
+                 moe_experts(64, 256, 96, 128, 8, Routing::Random, BF16, " ep", 32, 32, true),
                  // Gated DeltaNet.
                  causal_conv1d_silu({{0, 7}, {5, 1}, {3, 4}}, 64, 4),
                  gdn_gating(9, 16),

@@ -23,19 +23,9 @@
 namespace pagoda::kernels::cuda {
 
 namespace {
-// Two int4 weights (one byte of LinearWeight's kInt4 layout): pointers to it step in bytes, as the stacks' strides do.
-struct Int4Pair {
-    uint8_t byte;
-};
-}  // namespace
 
-// int4 experts are computed in bf16, as their dequantised copy would be.
-template <>
-struct ComputeType<Int4Pair> {
-    using T = __nv_bfloat16;
-};
-
-namespace {
+using moe::Int4Pair;
+using moe::StackQuant;
 
 constexpr int kWarps = 8;
 constexpr int kVec = 8;  // elements per load (16 bytes of 16-bit weights, 8 of fp8, 4 of int4)
@@ -66,30 +56,19 @@ __device__ __forceinline__ typename RawLoad<W>::Type load_raw(const W* p, int64_
         return __ldg(reinterpret_cast<const typename RawLoad<W>::Type*>(p + k));
 }
 
-// How a stack's quantized weights are dequantised: fp8 and int4 scales, int4 zero points (null: 8) and rounding.
-struct StackQuant {
-    WeightScales scales;
-    const float* zeros;
-    ElemType round_to;
-};
-
 // The 8 weights of a load of expert row `row` (counted over the whole stack, as its scale grid is) from column k on.
 template <typename W>
 __device__ __forceinline__ void unpack(const typename RawLoad<W>::Type& raw, const StackQuant& quant, int64_t row,
                                        int64_t k, float* out) {
-    const WeightScales& scales = quant.scales;
     if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
         const auto* q = reinterpret_cast<const __nv_fp8_storage_t*>(&raw);  // one scale (block columns % 8 == 0)
+        const WeightScales& scales = quant.scales;
         const float s = __ldg(scales.data + (row / scales.rows) * scales.stride + k / scales.cols);
 #pragma unroll
         for (int i = 0; i < kVec; ++i)
             out[i] = dequantize_e4m3(q[i], s);
     } else if constexpr (std::is_same_v<W, Int4Pair>) {
-        const int64_t g = row * scales.stride + k / scales.cols;  // one group (group % 8 == 0)
-        const float s = __ldg(scales.data + g), z = quant.zeros ? __ldg(quant.zeros + g) : 8.0f;
-#pragma unroll
-        for (int i = 0; i < kVec; ++i)
-            out[i] = dequantize_int4((raw >> (4 * i)) & 0xFu, s, z, quant.round_to);
+        moe::unpack_int4(raw, quant, row, k, out);  // one group: group % 8 == 0
     } else {
         const W* v = reinterpret_cast<const W*>(&raw);
 #pragma unroll
