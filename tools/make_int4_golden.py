@@ -61,13 +61,18 @@ SPECS = {
     "qwen3_moe_gptq": ("qwen3_moe", "gptq", 32, True),
     "qwen3_moe_awq": ("qwen3_moe", "awq", 16, False),
     "qwen3_moe_w4a16": ("qwen3_moe", "w4a16", 32, True),
+    # Qwen3-Next: attention and experts int4; the Gated DeltaNet projections, the router, the shared expert (48 wide:
+    # gptqmodel packs only inputs a multiple of 32) and its gate stay bf16.
+    "qwen3_next_gptq": ("qwen3_next", "gptq", 32, True),
 }
 
 # The decoder layers' projections, each MoE expert's too; the router (mlp.gate), embeddings, norms and lm_head stay
 # as the source stores them.
 QUANTIZED = re.compile(r"^model\.layers\.\d+\.(self_attn|mlp)\.(experts\.\d+\.)?\w+_proj\.weight$")
 EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
-NOT_CONVERTED = ["mlp.gate"]  # the MoE router: a Linear the formats' tools leave unquantized
+# What each MoE source keeps bf16 by name in the quantization_config: the router (a Linear the formats' tools leave
+# unquantized), and Qwen3-Next's shared expert (left bf16 here).
+NOT_CONVERTED = {"qwen3_moe": ["mlp.gate"], "qwen3_next": ["mlp.gate", "mlp.shared_expert"]}
 # The dense MLP of a MoE model's mlp_only_layers: GPTQModel's Qwen3-MoE definition quantizes attention and experts
 # only (its loader reports such a layer "not quantized" and reads it dense), so the golden keeps it bf16 as well.
 MOE_DENSE_MLP = re.compile(r"^model\.layers\.\d+\.mlp\.(gate|up|down)_proj\.weight$")
@@ -186,20 +191,20 @@ def check_codes(ref, q, scale, zero, group, module):
 PACKERS = {"awq": pack_awq, "gptq": pack_gptq, "w4a16": pack_w4a16}
 
 
-def quantization_config(fmt, group, sym, moe=False):
+def quantization_config(fmt, group, sym, not_converted=None):
     if fmt == "awq":  # as AutoAWQ / GPTQModel write it for Qwen*-AWQ
         return {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": not sym, "version": "gemm",
-                "modules_to_not_convert": NOT_CONVERTED if moe else None}
+                "modules_to_not_convert": not_converted}
     if fmt == "gptq":
         out = {"quant_method": "gptq", "bits": 4, "group_size": group, "sym": sym, "desc_act": False,
                "checkpoint_format": "gptq", "true_sequential": True, "damp_percent": 0.01}
-        if moe:
-            out["modules_to_not_convert"] = NOT_CONVERTED
+        if not_converted:
+            out["modules_to_not_convert"] = not_converted
         return out
     from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
     scheme = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
         num_bits=4, type="int", symmetric=True, strategy="group", group_size=group))
-    ignore = ["lm_head"] + (["re:.*" + m.replace(".", "\\.") + "$" for m in NOT_CONVERTED] if moe else [])
+    ignore = ["lm_head"] + ["re:.*" + m.replace(".", "\\.") + "$" for m in not_converted or []]
     cfg = QuantizationConfig(config_groups={"group_0": scheme}, format="pack-quantized", ignore=ignore,
                              quantization_status="compressed")
     out = cfg.model_dump(exclude_none=False) if hasattr(cfg, "model_dump") else cfg.dict()
@@ -217,7 +222,7 @@ def make_one(name, out_root, log):
     out, refs = {}, {}
     for n in sorted(tensors):
         dtype, shape, data = tensors[n]
-        if not QUANTIZED.match(n) or ("moe" in source and MOE_DENSE_MLP.match(n)):
+        if not QUANTIZED.match(n) or (("moe" in source or "next" in source) and MOE_DENSE_MLP.match(n)):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]
@@ -227,7 +232,7 @@ def make_one(name, out_root, log):
         refs[n] = ref
     tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
     cfg = json.load(open(os.path.join(src, "config.json")))
-    cfg["quantization_config"] = quantization_config(fmt, group, sym, moe="moe" in source)
+    cfg["quantization_config"] = quantization_config(fmt, group, sym, NOT_CONVERTED.get(source))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     if os.path.exists(os.path.join(src, "generation_config.json")):
@@ -247,7 +252,7 @@ def make_one(name, out_root, log):
                           f"projection's weight replaced by the {fmt} tool's dequantisation of the stored tensors")
     drift = bf16_drift(src, d, kind, refs)
     log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
-    if "moe" in source:
+    if "moe" in source or "next" in source:
         note_gptqmodel_load(d, fmt, refs, log, name)
     else:
         note_transformers_load(d, kind, log, name)
