@@ -514,6 +514,8 @@ Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLa
     for (const char* packed : {"in_proj_qkvz.weight", "in_proj_ba.weight"}) {
         if (loader.stored_fp8(p + packed))
             return Status::error(p + packed + ": packed projections stored as fp8 are not served yet");
+        if (loader.stored_int4(p + packed))
+            return Status::error(p + packed + ": packed projections stored as int4 are not served yet");
     }
     PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
     PAGODA_ASSIGN_OR_RETURN(Tensor ba, loader.view(p + "in_proj_ba.weight", Shape{d.Hk * 2 * d.r, d.H}));
