@@ -36,6 +36,7 @@ import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 import time
 
@@ -55,9 +56,41 @@ SPECS = {
     "qwen3_gptq": ("qwen3", "gptq", 64, True),
     "qwen2_gptq": ("qwen2", "gptq", 32, False),
     "qwen3_w4a16": ("qwen3", "w4a16", 32, True),
+    # Qwen3-MoE with every expert quantized (the router mlp.gate stays bf16, as GPTQModel and AutoAWQ leave it):
+    # Qwen3-30B-A3B-GPTQ-Int4 is GPTQ, symmetric; the expert width (32) bounds the group of down_proj.
+    "qwen3_moe_gptq": ("qwen3_moe", "gptq", 32, True),
+    "qwen3_moe_awq": ("qwen3_moe", "awq", 16, False),
+    "qwen3_moe_w4a16": ("qwen3_moe", "w4a16", 32, True),
+    # Qwen3-Next: attention and experts int4; the Gated DeltaNet projections, the router, the shared expert (48 wide:
+    # gptqmodel packs only inputs a multiple of 32) and its gate stay bf16.
+    "qwen3_next_gptq": ("qwen3_next", "gptq", 32, True),
 }
 
-QUANTIZED = re.compile(r"^model\.layers\.\d+\.(self_attn|mlp)\.\w+_proj\.weight$")
+# The decoder layers' projections, each MoE expert's too; the router (mlp.gate), embeddings, norms and lm_head stay
+# as the source stores them.
+QUANTIZED = re.compile(r"^model\.layers\.\d+\.(self_attn|mlp)\.(experts\.\d+\.)?\w+_proj\.weight$")
+EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
+# What each MoE source keeps bf16 by name in the quantization_config: the router (a Linear the formats' tools leave
+# unquantized), and Qwen3-Next's shared expert (left bf16 here).
+NOT_CONVERTED = {"qwen3_moe": ["mlp.gate"], "qwen3_next": ["mlp.gate", "mlp.shared_expert"]}
+# The dense MLP of a MoE model's mlp_only_layers: GPTQModel's Qwen3-MoE definition quantizes attention and experts
+# only (its loader reports such a layer "not quantized" and reads it dense), so the golden keeps it bf16 as well.
+MOE_DENSE_MLP = re.compile(r"^model\.layers\.\d+\.mlp\.(gate|up|down)_proj\.weight$")
+
+
+def set_weight(params, name, w):
+    """Writes the checkpoint weight `name` into transformers' model: experts stored one by one are fused there into
+    experts.gate_up_proj [E, 2I, H] (gate rows first) and experts.down_proj [E, H, I]. (Once GPTQModel.load has run,
+    its defuser has patched transformers to build per-expert Linears: each MoE golden is made in a process of its own,
+    see main.)"""
+    if m := EXPERT.match(name):
+        e, part = int(m.group(2)), m.group(3)
+        fused = params[m.group(1) + (".down_proj" if part == "down" else ".gate_up_proj")]
+        rows = w.shape[0]
+        dst = fused[e] if part == "down" else fused[e, :rows] if part == "gate" else fused[e, rows:]
+        dst.copy_(w)
+    else:
+        params[name].copy_(w)
 
 
 def st_entry(t):
@@ -158,17 +191,21 @@ def check_codes(ref, q, scale, zero, group, module):
 PACKERS = {"awq": pack_awq, "gptq": pack_gptq, "w4a16": pack_w4a16}
 
 
-def quantization_config(fmt, group, sym):
+def quantization_config(fmt, group, sym, not_converted=None):
     if fmt == "awq":  # as AutoAWQ / GPTQModel write it for Qwen*-AWQ
         return {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": not sym, "version": "gemm",
-                "modules_to_not_convert": None}
+                "modules_to_not_convert": not_converted}
     if fmt == "gptq":
-        return {"quant_method": "gptq", "bits": 4, "group_size": group, "sym": sym, "desc_act": False,
-                "checkpoint_format": "gptq", "true_sequential": True, "damp_percent": 0.01}
+        out = {"quant_method": "gptq", "bits": 4, "group_size": group, "sym": sym, "desc_act": False,
+               "checkpoint_format": "gptq", "true_sequential": True, "damp_percent": 0.01}
+        if not_converted:
+            out["modules_to_not_convert"] = not_converted
+        return out
     from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
     scheme = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
         num_bits=4, type="int", symmetric=True, strategy="group", group_size=group))
-    cfg = QuantizationConfig(config_groups={"group_0": scheme}, format="pack-quantized", ignore=["lm_head"],
+    ignore = ["lm_head"] + ["re:.*" + m.replace(".", "\\.") + "$" for m in not_converted or []]
+    cfg = QuantizationConfig(config_groups={"group_0": scheme}, format="pack-quantized", ignore=ignore,
                              quantization_status="compressed")
     out = cfg.model_dump(exclude_none=False) if hasattr(cfg, "model_dump") else cfg.dict()
     out["quant_method"] = "compressed-tensors"
@@ -185,7 +222,7 @@ def make_one(name, out_root, log):
     out, refs = {}, {}
     for n in sorted(tensors):
         dtype, shape, data = tensors[n]
-        if not QUANTIZED.match(n):
+        if not QUANTIZED.match(n) or (("moe" in source or "next" in source) and MOE_DENSE_MLP.match(n)):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]
@@ -195,7 +232,7 @@ def make_one(name, out_root, log):
         refs[n] = ref
     tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
     cfg = json.load(open(os.path.join(src, "config.json")))
-    cfg["quantization_config"] = quantization_config(fmt, group, sym)
+    cfg["quantization_config"] = quantization_config(fmt, group, sym, NOT_CONVERTED.get(source))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     if os.path.exists(os.path.join(src, "generation_config.json")):
@@ -209,13 +246,16 @@ def make_one(name, out_root, log):
     params = dict(model.named_parameters())
     with torch.no_grad():
         for n, w in refs.items():
-            params[n].copy_(w)
+            set_weight(params, n, w)
     tiny.record_reference(model, d, name, kind, ref["prompt_ids"], log,
                           f"fp32 on CPU: transformers {transformers.__version__}, the source model with each "
                           f"projection's weight replaced by the {fmt} tool's dequantisation of the stored tensors")
     drift = bf16_drift(src, d, kind, refs)
     log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
-    note_transformers_load(d, kind, log, name)
+    if "moe" in source or "next" in source:
+        note_gptqmodel_load(d, fmt, refs, log, name)
+    else:
+        note_transformers_load(d, kind, log, name)
     log(f"{name}: {len(refs)} weights quantized ({fmt}, group {group}, {'symmetric' if sym else 'zero points'}), "
         f"ok in {time.time() - t0:.1f}s, {tiny.dir_summary(d)}")
 
@@ -232,7 +272,7 @@ def bf16_drift(src, d, kind, refs):
     params = dict(model.named_parameters())
     with torch.no_grad():
         for n, w in refs.items():
-            params[n].copy_(w.to(torch.bfloat16))
+            set_weight(params, n, w.to(torch.bfloat16))
         got = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0].float().numpy()
     drift = float(np.abs(got - want).max())
     ref["transformers_bf16_max_abs_diff"] = round(drift, 6)
@@ -240,6 +280,70 @@ def bf16_drift(src, d, kind, refs):
     with open(ref_path, "w") as f:
         json.dump(ref, f, indent=1)
     return drift
+
+
+def note_gptqmodel_load(d, fmt, refs, log, name):
+    """MoE checkpoints: transformers (5.x) fuses Qwen3-MoE's experts into 3-D parameters and its GPTQ/AWQ loaders leave
+    them uninitialised from per-expert packed tensors (it reports experts.gate_up_proj MISSING), so the format's own
+    loader reads the checkpoint instead: GPTQModel.load (it unfuses the experts into per-expert quantized Linears, as
+    vLLM serves them), with its exact torch kernel. Recorded: whether every quantized module's own dequantisation of
+    what it loaded equals the weight put into the reference (bit for bit), and its f16 forward's distance to the
+    reference (its torch kernel runs in f16 or bf16 only). compressed-tensors is loaded by transformers' own
+    integration, decompressed (run_compressed False), its per-expert weights compared the same way, and its forward run
+    in f32."""
+    ref_path = os.path.join(d, "reference.json")
+    ref = json.load(open(ref_path))
+    want = np.fromfile(os.path.join(d, "logits.bin"), dtype=np.float32).reshape(ref["logits_shape"])
+    try:
+        if fmt == "w4a16":
+            from transformers import AutoModelForCausalLM, CompressedTensorsConfig
+            # Decompressed experts come out in the scales' dtype (bf16) whatever dtype is asked: widened to f32
+            # (exactly) so that the forward is transformers' f32 one.
+            model = AutoModelForCausalLM.from_pretrained(
+                d, dtype=torch.float32, quantization_config=CompressedTensorsConfig(run_compressed=False)).float().eval()
+            params = dict(model.named_parameters())
+            loaded = {}
+            for n in refs:
+                if m := EXPERT.match(n):
+                    e, part = int(m.group(2)), m.group(3)
+                    fused = params[m.group(1) + (".down_proj" if part == "down" else ".gate_up_proj")][e]
+                    rows = refs[n].shape[0]
+                    loaded[n] = fused if part == "down" else fused[:rows] if part == "gate" else fused[rows:]
+                else:
+                    loaded[n] = params[n]
+            dtype, who = torch.float32, "transformers (compressed-tensors, decompressed)"
+        else:
+            from gptqmodel import BACKEND, GPTQModel
+            dtype = torch.float16
+            wrapper = GPTQModel.load(d, device="cpu", dtype=dtype,
+                                     backend=BACKEND.TORCH if fmt == "gptq" else BACKEND.TORCH_AWQ)
+            model = wrapper.model.eval()
+            modules = dict(model.named_modules())
+            loaded = {}
+            for n in refs:
+                mod = modules[n[: -len(".weight")]]
+                if fmt == "gptq":
+                    loaded[n] = mod.dequantize_weight().t()
+                else:
+                    from gptqmodel.quantization.awq.utils.packing_utils import dequantize_gemm
+                    loaded[n] = dequantize_gemm(mod.qweight, mod.qzeros, mod.scales, 4, mod.group_size).t()
+            who = f"GPTQModel.load ({type(next(iter(modules[n[: -len('.weight')]] for n in refs))).__name__})"
+        equal = all(torch.equal(loaded[n].detach().float(), refs[n]) for n in refs)
+        with torch.no_grad():
+            got = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0].float().numpy()
+        ref["loader_weights_equal_reference"] = equal
+        ref["loader_max_abs_diff"] = round(float(np.abs(got - want).max()), 6)
+        ref["loader_note"] = f"{who} of this checkpoint on the CPU in {dtype}: every quantized weight as it " \
+                             f"dequantises it equal to the reference's: {equal}; its forward's max |Δ| to the reference"
+        log(f"{name}: {who} in {dtype}: weights equal to the reference's: {equal}, forward max |Δ| "
+            f"{ref['loader_max_abs_diff']}")
+        if not equal:
+            raise AssertionError(f"{name}: the loader's weights differ from the reference's")
+    except Exception as e:  # noqa: BLE001
+        ref["loader_error"] = repr(e)[:400]
+        log(f"{name}: the format's loader could not check the checkpoint here: {repr(e)[:300]}")
+    with open(ref_path, "w") as f:
+        json.dump(ref, f, indent=1)
 
 
 def note_transformers_load(d, kind, log, name):
@@ -285,8 +389,12 @@ def main():
     import gptqmodel
     log(f"torch {torch.__version__} transformers {transformers.__version__} gptqmodel {gptqmodel.__version__} "
         f"compressed-tensors {compressed_tensors.__version__}")
-    for name in names:
-        make_one(name, out_root, log)
+    if len(names) > 1:  # one process each: GPTQModel.load patches transformers' MoE classes for the process
+        for name in names:
+            if subprocess.call([sys.executable, os.path.abspath(__file__), out_root, name]) != 0:
+                return 1
+        return 0
+    make_one(names[0], out_root, log)
     return 0
 
 

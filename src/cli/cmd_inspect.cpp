@@ -244,17 +244,19 @@ std::vector<LayerFormats> layer_formats(const ModelSpec& s, const Checkpoint& ch
     const std::string layers = s.weight_prefix + "layers.";
     lm_head = s.tie_word_embeddings ? "tied to the embedding" : "-";
     const pagoda::Status walked = visit_weights(declared, s, [&](const WeightEntry& e) {
-        const TensorView* t = checkpoint.find(e.name);
-        if (t == nullptr && e.source == WeightSource::kUnpacked) {
-            // Experts stored one by one: the first expert's tensor stands for the stack.
+        std::string stored_name = e.name;
+        if (checkpoint.find(e.name) == nullptr) {
+            // Experts stored one by one: the first expert's weight (or its packed int4 tensors) stands for the stack.
+            // (The declared weights are not prepared, so their stacks are declared fused whatever the checkpoint.)
             for (const auto& [stack, first] :
                  {std::pair<const char*, const char*>{"gate_up_proj", "0.gate_proj.weight"},
                   {"down_proj", "0.down_proj.weight"}}) {
                 if (e.name.ends_with(std::string("experts.") + stack))
-                    t = checkpoint.find(e.name.substr(0, e.name.size() - std::strlen(stack)) + first);
+                    stored_name = e.name.substr(0, e.name.size() - std::strlen(stack)) + first;
             }
         }
-        const bool packed = t == nullptr && int4 && checkpoint.find(packed_name(e.name, *q)) != nullptr;
+        const TensorView* t = checkpoint.find(stored_name);
+        const bool packed = t == nullptr && int4 && checkpoint.find(packed_name(stored_name, *q)) != nullptr;
         if (e.linear == nullptr || (t == nullptr && !packed)) return pagoda::ok_status();  // norms; packed projections
         StoredLinear stored = stored_linear(e, t, q, checkpoint);
         if (e.shape.rank() == 3 && s.num_experts > 0)  // a token reads its routed experts' share of the stack

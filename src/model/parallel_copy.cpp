@@ -1,6 +1,7 @@
 #include "model/parallel_copy.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -37,6 +38,22 @@ void parallel_copy(std::span<const CopyJob> jobs, unsigned max_threads) {
     for (unsigned i = 1; i < threads; ++i)
         pool.emplace_back(run, i * share);
     run(0);
+    for (std::thread& t : pool)
+        t.join();
+}
+
+void parallel_for(size_t count, const std::function<void(size_t)>& fn, unsigned max_threads) {
+    const unsigned cores = max_threads > 0 ? max_threads : std::max(1u, std::thread::hardware_concurrency());
+    const auto threads = static_cast<unsigned>(std::clamp<size_t>(count, 1, cores));
+    std::atomic<size_t> next{0};
+    const auto run = [&] {
+        for (size_t i = next++; i < count; i = next++)
+            fn(i);
+    };
+    std::vector<std::thread> pool;
+    for (unsigned i = 1; i < threads; ++i)
+        pool.emplace_back(run);
+    run();
     for (std::thread& t : pool)
         t.join();
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "model/int4_repack.h"
 #include "model/quantization.h"
 #include "model/safetensors.h"
 #include "model/weight_visitor.h"
@@ -68,6 +69,26 @@ class WeightLoader {
         return [this](const WeightEntry& e) { return load(e); };
     }
 
+    // One int4 module's packed tensors, found and checked (int4_module), for a repack into memory the caller owns:
+    // stacks of experts repack each expert into its rows of one buffer, many experts at once.
+    struct Int4Module {
+        std::string name;  // "<module>.weight"
+        int64_t N = 0, K = 0, group = 0;
+        const TensorView* qweight = nullptr;  // qweight (AWQ, GPTQ) or weight_packed (compressed-tensors)
+        const TensorView* qzeros = nullptr;   // AWQ, GPTQ
+        const TensorView* scales = nullptr;
+        DType dequant_dtype = DType::F32;  // LinearWeight::dequant_dtype: the stored scales' dtype
+    };
+    // The packed tensors of the int4 weight `name` of `shape` [N, K] (marked used), checked as int4_linear checks
+    // them (shapes, dtypes, a trivial g_idx, a matching weight_shape). Not thread-safe.
+    Result<Int4Module> int4_module(const std::string& name, const Shape& shape);
+    // Whether the checkpoint is an int4 one (its quantization_config), and whether its format has zero points (else
+    // the symmetric 8).
+    bool int4_checkpoint() const { return quantization_ != nullptr && quantization_->format == WeightFormat::kInt4; }
+    bool int4_zero_points() const { return quantization_ != nullptr && quantization_->zero_points; }
+    // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
+    void repack_int4(const Int4Module& m, const Int4Layout& out) const;
+
     // Names handed out so far (for reports of what was ignored).
     const std::unordered_set<std::string>& used() const { return used_; }
 
@@ -78,10 +99,8 @@ class WeightLoader {
     Result<LinearWeight> int4_linear(const std::string& name, const Shape& shape);
     // The stored tensor `name` of exactly `shape`, whatever its dtype (marked used).
     Result<const TensorView*> find_shaped(const std::string& name, const Shape& shape);
-    // A packed int4 tensor (I32, or U32 as some packers write) as int32 words; the int4 loaders' inputs.
-    Result<std::vector<int32_t>> words(const std::string& name, const Shape& shape);
-    // A float tensor of any float dtype as f32 values, not kept (scales before their repacking).
-    Result<std::vector<float>> floats(const std::string& name, const Shape& shape);
+    // The stored tensor `name` of `shape` holding packed int4 words (I32, or U32 as some packers write).
+    Result<const TensorView*> packed_words(const std::string& name, const Shape& shape);
 
     const Checkpoint& checkpoint_;
     OwnedWeights& owned_;

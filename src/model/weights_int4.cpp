@@ -2,6 +2,7 @@
 // the model declares and repacked (model/int4_repack.h) into owned buffers in LinearWeight's int4 layout.
 #include <cstring>
 
+#include "common/check.h"
 #include "model/int4_repack.h"
 #include "model/weights.h"
 
@@ -12,73 +13,79 @@ bool WeightLoader::stored_int4(const std::string& name) const {
            has(packed_name(name, *quantization_));
 }
 
-Result<std::vector<int32_t>> WeightLoader::words(const std::string& name, const Shape& shape) {
-    PAGODA_ASSIGN_OR_RETURN(const TensorView* t, find_shaped(name, shape));
-    if (t->dtype != StorageDType::kI32 && t->dtype != StorageDType::kU32) {
-        return Status::error("tensor '" + name + "': expected packed int4 words (I32), found " +
-                             std::string(storage_dtype_name(t->dtype)));
-    }
-    std::vector<int32_t> out(static_cast<size_t>(shape.numel()));
-    std::memcpy(out.data(), t->data, out.size() * sizeof(int32_t));  // the mapping need not be 4-byte aligned
+namespace {
+
+// A packed tensor's int32 words (the mapping need not be 4-byte aligned).
+std::vector<int32_t> words(const TensorView& t) {
+    size_t n = 1;
+    for (int64_t d : t.shape)
+        n *= static_cast<size_t>(d);
+    std::vector<int32_t> out(n);
+    std::memcpy(out.data(), t.data, n * sizeof(int32_t));
     return out;
 }
 
-Result<std::vector<float>> WeightLoader::floats(const std::string& name, const Shape& shape) {
-    PAGODA_ASSIGN_OR_RETURN(const TensorView* t, lookup(name, shape));
-    std::vector<float> out(static_cast<size_t>(shape.numel()));
-    for (size_t i = 0; i < out.size(); ++i) {
-        if (t->dtype == StorageDType::kF32) {
-            std::memcpy(&out[i], t->data + 4 * i, 4);
+// A float tensor (F32, BF16 or F16: lookup() checked) as f32 values, not kept (scales before their repacking).
+std::vector<float> floats(const TensorView& t) {
+    size_t n = 1;
+    for (int64_t d : t.shape)
+        n *= static_cast<size_t>(d);
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) {
+        if (t.dtype == StorageDType::kF32) {
+            std::memcpy(&out[i], t.data + 4 * i, 4);
         } else {
             uint16_t bits;
-            std::memcpy(&bits, t->data + 2 * i, 2);
-            out[i] = t->dtype == StorageDType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
+            std::memcpy(&bits, t.data + 2 * i, 2);
+            out[i] = t.dtype == StorageDType::kBF16 ? bf16_to_f32(bits) : f16_to_f32(bits);
         }
     }
     return out;
 }
 
-Result<LinearWeight> WeightLoader::int4_linear(const std::string& name, const Shape& shape) {
+}  // namespace
+
+Result<const TensorView*> WeightLoader::packed_words(const std::string& name, const Shape& shape) {
+    PAGODA_ASSIGN_OR_RETURN(const TensorView* t, find_shaped(name, shape));
+    if (t->dtype != StorageDType::kI32 && t->dtype != StorageDType::kU32) {
+        return Status::error("tensor '" + name + "': expected packed int4 words (I32), found " +
+                             std::string(storage_dtype_name(t->dtype)));
+    }
+    return t;
+}
+
+Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& name, const Shape& shape) {
     const CheckpointQuantization& q = *quantization_;
     const std::string m = module_prefix(name);
     if (shape.rank() != 2) {
         return Status::error("tensor '" + name + "': int4 weights of shape " + shape.to_string() +
-                             " (stacked experts) are not served yet");
+                             " (fused experts) are not served yet");
     }
+    Int4Module out;
+    out.name = name;
     const int64_t N = shape[0], K = shape[1], group = q.group_size > 0 ? q.group_size : K, G = K / group;
     if (N % 8 != 0 || K % 8 != 0 || K % group != 0 || group % 2 != 0) {
         return Status::error("tensor '" + name + "' " + shape.to_string() + " (" + q.describe() +
                              "): int4 weights need both dimensions multiples of 8 and the group size dividing the "
                              "input features");
     }
-    Int4Layout out;
     out.N = N, out.K = K, out.group = group;
-    LinearWeight w = LinearWeight::int4(allocate(DType::U8, Shape{N, K / 2}), allocate(DType::F32, Shape{N, G}),
-                                        q.zero_points ? allocate(DType::F32, Shape{N, G}) : Tensor(), group);
-    out.data = static_cast<uint8_t*>(w.data.data());
-    out.scales = w.scales.data_as<float>();
-    out.zeros = w.zeros.defined() ? w.zeros.data_as<float>() : nullptr;
-    // The formats dequantise in their scales' dtype (linear_weight.h: dequant_dtype).
-    const TensorView* stored_scales =
-        checkpoint_.find(m + (q.packing == Int4Packing::kPackQuantized ? "weight_scale" : "scales"));
-    DType scale_dtype = DType::F32;
-    if (stored_scales != nullptr && to_tensor_dtype(stored_scales->dtype, scale_dtype)) w.dequant_dtype = scale_dtype;
     switch (q.packing) {
         case Int4Packing::kAwqGemm: {
-            PAGODA_ASSIGN_OR_RETURN(auto qweight, words(m + "qweight", Shape{K, N / 8}));
-            PAGODA_ASSIGN_OR_RETURN(auto qzeros, words(m + "qzeros", Shape{G, N / 8}));
-            PAGODA_ASSIGN_OR_RETURN(auto scales, floats(m + "scales", Shape{G, N}));
-            repack_awq_gemm(qweight, qzeros, scales, out);
+            PAGODA_ASSIGN_OR_RETURN(out.qweight, packed_words(m + "qweight", Shape{K, N / 8}));
+            PAGODA_ASSIGN_OR_RETURN(out.qzeros, packed_words(m + "qzeros", Shape{G, N / 8}));
+            PAGODA_ASSIGN_OR_RETURN(out.scales, lookup(m + "scales", Shape{G, N}));
             break;
         }
         case Int4Packing::kGptq: {
-            PAGODA_ASSIGN_OR_RETURN(auto qweight, words(m + "qweight", Shape{K / 8, N}));
-            PAGODA_ASSIGN_OR_RETURN(auto qzeros, words(m + "qzeros", Shape{G, N / 8}));
-            PAGODA_ASSIGN_OR_RETURN(auto scales, floats(m + "scales", Shape{G, N}));
+            PAGODA_ASSIGN_OR_RETURN(out.qweight, packed_words(m + "qweight", Shape{K / 8, N}));
+            PAGODA_ASSIGN_OR_RETURN(out.qzeros, packed_words(m + "qzeros", Shape{G, N / 8}));
+            PAGODA_ASSIGN_OR_RETURN(out.scales, lookup(m + "scales", Shape{G, N}));
             if (has(m + "g_idx")) {
                 // desc_act false writes the trivial g_idx (input k in group k / group); another one permutes the
                 // inputs' groups (act-order), which the layout cannot hold.
-                PAGODA_ASSIGN_OR_RETURN(auto g_idx, words(m + "g_idx", Shape{K}));
+                PAGODA_ASSIGN_OR_RETURN(const TensorView* t, packed_words(m + "g_idx", Shape{K}));
+                const std::vector<int32_t> g_idx = words(*t);
                 for (int64_t k = 0; k < K; ++k) {
                     if (g_idx[static_cast<size_t>(k)] != k / group) {
                         return Status::error("tensor '" + m + "g_idx': input " + std::to_string(k) + " is in group " +
@@ -87,7 +94,6 @@ Result<LinearWeight> WeightLoader::int4_linear(const std::string& name, const Sh
                     }
                 }
             }
-            repack_gptq(qweight, qzeros, scales, q.zero_offset, out);
             break;
         }
         case Int4Packing::kPackQuantized: {
@@ -100,14 +106,48 @@ Result<LinearWeight> WeightLoader::int4_linear(const std::string& name, const Sh
                                          std::to_string(K) + "] (I64), the shape the model declares for " + name);
                 }
             }
-            PAGODA_ASSIGN_OR_RETURN(auto packed, words(m + "weight_packed", Shape{N, K / 8}));
-            PAGODA_ASSIGN_OR_RETURN(auto scales, floats(m + "weight_scale", Shape{N, G}));
-            repack_pack_quantized(packed, scales, out);
+            PAGODA_ASSIGN_OR_RETURN(out.qweight, packed_words(m + "weight_packed", Shape{N, K / 8}));
+            PAGODA_ASSIGN_OR_RETURN(out.scales, lookup(m + "weight_scale", Shape{N, G}));
             break;
         }
         case Int4Packing::kNone:
             return Status::error("tensor '" + name + "': not an int4 checkpoint");
     }
+    // The formats dequantise in their scales' dtype (linear_weight.h: dequant_dtype).
+    to_tensor_dtype(out.scales->dtype, out.dequant_dtype);
+    return out;
+}
+
+void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out) const {
+    PAGODA_CHECK(out.N == m.N && out.K == m.K && out.group == m.group);
+    switch (quantization_->packing) {
+        case Int4Packing::kAwqGemm:
+            repack_awq_gemm(words(*m.qweight), words(*m.qzeros), floats(*m.scales), out);
+            break;
+        case Int4Packing::kGptq:
+            repack_gptq(words(*m.qweight), words(*m.qzeros), floats(*m.scales), quantization_->zero_offset, out);
+            break;
+        case Int4Packing::kPackQuantized:
+            repack_pack_quantized(words(*m.qweight), floats(*m.scales), out);
+            break;
+        case Int4Packing::kNone:
+            PAGODA_CHECK_MSG(false, "repack_int4 of a checkpoint that is not int4");
+    }
+}
+
+Result<LinearWeight> WeightLoader::int4_linear(const std::string& name, const Shape& shape) {
+    PAGODA_ASSIGN_OR_RETURN(const Int4Module m, int4_module(name, shape));
+    const int64_t G = m.K / m.group;
+    LinearWeight w =
+        LinearWeight::int4(allocate(DType::U8, Shape{m.N, m.K / 2}), allocate(DType::F32, Shape{m.N, G}),
+                           quantization_->zero_points ? allocate(DType::F32, Shape{m.N, G}) : Tensor(), m.group);
+    w.dequant_dtype = m.dequant_dtype;
+    Int4Layout out;
+    out.N = m.N, out.K = m.K, out.group = m.group;
+    out.data = static_cast<uint8_t*>(w.data.data());
+    out.scales = w.scales.data_as<float>();
+    out.zeros = w.zeros.defined() ? w.zeros.data_as<float>() : nullptr;
+    repack_int4(m, out);
     return w;
 }
 

@@ -203,6 +203,10 @@ class CpuOps final : public Ops {
                 ops_checks::expect_fp8(*w, kHere, "moe_experts");
                 continue;
             }
+            if (w->format == WeightFormat::kInt4) {
+                ops_checks::expect_int4(*w, kHere, "moe_experts", /*stacked=*/true);
+                continue;
+            }
             if (!w->is_dense()) ops_checks::unsupported_format(*w, "CPU", "moe_experts");
             expect_dense(*w, "moe_experts");
         }
@@ -211,8 +215,8 @@ class CpuOps final : public Ops {
                "gate_up and down must be stacked [E, 2I, H] and [E, H, I] with a contiguous last dim, got " +
                    gu.data.to_string() + " and " + dn.data.to_string());
         const int64_t E = gu.data.dim(0), H = x.dim(1), I = gu.data.dim(1) / 2;
-        expect(E > 0 && gu.data.dim(1) == 2 * I && gu.data.dim(2) == H && dn.data.dim(0) == E && dn.data.dim(1) == H &&
-                   dn.data.dim(2) == I,
+        expect(E > 0 && gu.data.dim(1) == 2 * I && gu.in_features() == H && dn.data.dim(0) == E &&
+                   dn.data.dim(1) == H && dn.in_features() == I,
                "moe_experts",
                "gate_up " + gu.data.to_string() + " and down " + dn.data.to_string() +
                    " do not fit [E, 2I, H] and [E, H, I] with H = " + std::to_string(H));
@@ -394,6 +398,10 @@ class CpuOps final : public Ops {
         if (w.format == WeightFormat::kFp8E4M3) {
             const ScaleBlocks b = w.scale_blocks();
             s.scales = {w.scales.data_as<float>(), b.rows, b.cols, b.stride};
+            s.scale_expert_stride = w.scales.numel() / w.data.dim(0);
+        }
+        if (w.format == WeightFormat::kInt4) {
+            s.int4 = int4_weight(w);
             s.scale_expert_stride = w.scales.numel() / w.data.dim(0);
         }
         return s;

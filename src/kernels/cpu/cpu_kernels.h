@@ -268,9 +268,12 @@ struct StackedWeight {
     // further. Gate and up halves each start at a block row (the loader checks).
     Fp8Scales scales;
     int64_t scale_expert_stride = 0;
+    // U8 weights are int4 (LinearWeight's kInt4 layout, rows of row_stride bytes): expert 0's group scales and zero
+    // points (int4.data unused); each next expert's scale_expert_stride floats further.
+    Int4Weight int4;
 };
 // out[T, H] = Σ_j w[t,j] · down_e(silu(gate_e x) ⊙ up_e x). Tokens are grouped per expert so each expert's
-// weights are read once per call.
+// weights are read once per call; fp8 and int4 experts are dequantised expert by expert, rows as the dense linears'.
 struct MoeExpertsArgs {
     const float* x = nullptr;
     int64_t x_stride = 0;

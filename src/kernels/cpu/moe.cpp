@@ -1,6 +1,6 @@
 // Routed experts of a MoE layer, grouped by expert: each selected expert's weights are read once per call and
-// applied to all the tokens routed to it (GEMV for decode, the tiled GEMM for prefill; fp8 experts through the fp8
-// linear, which dequantises them first).
+// applied to all the tokens routed to it (GEMV for decode, the tiled GEMM for prefill; fp8 and int4 experts through
+// their linears, which dequantise them first).
 #include <algorithm>
 #include <cstddef>
 #include <vector>
@@ -13,10 +13,22 @@ namespace pagoda::kernels::cpu {
 
 namespace {
 
-// l.y = l.x · (rows [row0, row0 + l.N) of expert e's weight)ᵀ, through the dense or the fp8 linear.
+// l.y = l.x · (rows [row0, row0 + l.N) of expert e's weight)ᵀ, through the dense, the fp8 or the int4 linear.
 void expert_linear(LinearArgs l, const StackedWeight& w, int64_t e, int64_t row0) {
     const auto* rows = static_cast<const std::byte*>(w.data) +
                        static_cast<size_t>(e * w.expert_stride + row0 * w.row_stride) * dtype_size(w.dtype);
+    if (w.dtype == DType::U8) {  // int4: row_stride bytes a row, the scales and zeros of each row one group row
+        LinearInt4Args f;
+        f.x = l.x, f.x_stride = l.x_stride;
+        f.w = w.int4;
+        f.w.data = reinterpret_cast<const uint8_t*>(rows), f.w.row_bytes = w.row_stride;
+        const int64_t scale_offset = e * w.scale_expert_stride + row0 * w.int4.groups;
+        f.w.scales += scale_offset;
+        if (f.w.zeros != nullptr) f.w.zeros += scale_offset;
+        f.y = l.y, f.y_stride = l.y_stride;
+        f.T = l.T, f.N = l.N, f.K = l.K;
+        return launch_linear_int4(f);
+    }
     if (w.dtype != DType::F8_E4M3) {
         l.w = rows, l.w_dtype = w.dtype, l.w_stride = w.row_stride;
         return launch_linear(l);

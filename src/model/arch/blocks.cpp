@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/check.h"
@@ -261,10 +262,68 @@ Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, 
     return ok_status();
 }
 
+// int4 experts (Qwen3-30B-A3B-GPTQ-Int4, AWQ and W4A16 checkpoints store them one by one): every expert's packed
+// tensors found and checked first (one thread: the loader records what it hands out), then each expert repacked
+// straight into its rows of the stacks [E, 2I, H/2] and [E, H, I/2] with its scales and zeros, experts on all cores
+// (the page faults and the unpacking both proceed in parallel, as parallel_copy.h says). The gate|up stack's scales are
+// the gate's rows above the up's: groups run along the inputs, so rows stack like the data.
+Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H,
+                          MoeWeights& out) {
+    struct Slot {
+        WeightLoader::Int4Module module;
+        LinearWeight* stack;
+        int64_t expert, row;
+    };
+    std::vector<Slot> slots;
+    LinearWeight gate_up, down;
+    for (int64_t e = 0; e < E; ++e) {
+        const std::string ep = p + std::to_string(e) + ".";
+        for (const auto& [name, rows, cols, stack, row] : {std::tuple{"gate_proj.weight", I, H, &gate_up, int64_t{0}},
+                                                           std::tuple{"up_proj.weight", I, H, &gate_up, I},
+                                                           std::tuple{"down_proj.weight", H, I, &down, int64_t{0}}}) {
+            if (!loader.stored_int4(ep + name)) {
+                return Status::error(ep + name + ": experts of one layer must share one format (expert 0's " +
+                                     "gate_proj is int4, this one is not)");
+            }
+            PAGODA_ASSIGN_OR_RETURN(WeightLoader::Int4Module m, loader.int4_module(ep + name, Shape{rows, cols}));
+            if (!stack->defined()) {
+                const int64_t N = stack == &gate_up ? 2 * I : H, G = m.K / m.group;
+                const bool zeros = loader.int4_zero_points();
+                *stack = LinearWeight::int4(loader.allocate(DType::U8, Shape{E, N, m.K / 2}),
+                                            loader.allocate(DType::F32, Shape{E, N, G}),
+                                            zeros ? loader.allocate(DType::F32, Shape{E, N, G}) : Tensor(), m.group);
+                stack->dequant_dtype = m.dequant_dtype;
+            }
+            if (m.dequant_dtype != stack->dequant_dtype) {
+                return Status::error(ep + name + ": the experts' scales of one layer must share one dtype");
+            }
+            slots.push_back({std::move(m), stack, e, row});
+        }
+    }
+    parallel_for(slots.size(), [&loader, &slots](size_t i) {
+        const Slot& s = slots[i];
+        const LinearWeight& w = *s.stack;
+        const int64_t G = s.module.K / s.module.group;
+        Int4Layout dst;
+        dst.N = s.module.N, dst.K = s.module.K, dst.group = s.module.group;
+        dst.data = static_cast<uint8_t*>(w.data.select(s.expert).narrow(0, s.row, dst.N).data());
+        const int64_t scale_offset = (s.expert * w.scales.dim(1) + s.row) * G;
+        dst.scales = w.scales.data_as<float>() + scale_offset;
+        dst.zeros = w.zeros.defined() ? w.zeros.data_as<float>() + scale_offset : nullptr;
+        loader.repack_int4(s.module, dst);
+    });
+    out.gate_up = std::move(gate_up);
+    out.down = std::move(down);
+    return ok_status();
+}
+
 Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
     if (loader.stored_fp8(p + "0.gate_proj.weight")) return stack_fp8_experts(loader, p, E, I, H, out);
-    if (loader.stored_int4(p + "0.gate_proj.weight"))
-        return Status::error(p + "0.gate_proj: int4 MoE experts are not served yet (dense int4 layers are)");
+    if (loader.stored_int4(p + "0.gate_proj.weight")) return stack_int4_experts(loader, p, E, I, H, out);
+    if (loader.int4_checkpoint() && !loader.has(p + "0.gate_proj.weight")) {
+        return Status::error(p + "0.gate_proj: neither packed int4 tensors nor a weight; int4 MoE experts are served " +
+                             "stored one by one (experts.<e>.gate_proj.qweight ...), not fused (not yet)");
+    }
     Tensor gate_up, down;
     std::vector<CopyJob> copies;
     for (int64_t e = 0; e < E; ++e) {
@@ -455,6 +514,8 @@ Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLa
     for (const char* packed : {"in_proj_qkvz.weight", "in_proj_ba.weight"}) {
         if (loader.stored_fp8(p + packed))
             return Status::error(p + packed + ": packed projections stored as fp8 are not served yet");
+        if (loader.stored_int4(p + packed))
+            return Status::error(p + packed + ": packed projections stored as int4 are not served yet");
     }
     PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
     PAGODA_ASSIGN_OR_RETURN(Tensor ba, loader.view(p + "in_proj_ba.weight", Shape{d.Hk * 2 * d.r, d.H}));

@@ -231,8 +231,8 @@ class CudaOps final : public CudaOpsBase {
     void gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWeight& w, const Tensor& y);
     // The GEMV of one token of x through w (dense or weight-only fp8) into y.
     kcu::GemvArgs gemv_args(const Tensor& x, const LinearWeight& w, const Tensor& y);
-    // An fp8 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a dense
-    // stack is returned as it is).
+    // An fp8 or int4 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a
+    // dense stack is returned as it is).
     LinearWeight dequantized_experts(const LinearWeight& w, void* dst);
     // moe_experts' arguments but the weight type and scales, the shapes checked and the workspace taken.
     kcu::MoeExpertsArgs moe_args(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,

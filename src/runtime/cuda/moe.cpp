@@ -40,9 +40,13 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
     expect(experts.first_expert >= 0 &&
                (experts.num_experts == 0 || experts.first_expert + gu.data.dim(0) <= experts.num_experts),
            op, "the stacks' experts are not among the model's");
-    if (gu.format == WeightFormat::kFp8E4M3 || dn.format == WeightFormat::kFp8E4M3) {
-        // fp8 experts: a few tokens' pair passes read the e4m3 stacks themselves (moe.h: moe_experts_read_fp8);
-        // otherwise every expert is dequantised to a bf16 stack, then the bf16 kernels.
+    const auto quantized = [](const LinearWeight& w) {
+        return w.format == WeightFormat::kFp8E4M3 || w.format == WeightFormat::kInt4;
+    };
+    if (quantized(gu) || quantized(dn)) {
+        // fp8 experts: a few tokens' pair passes read the stacks themselves (moe.h: moe_experts_read_fp8); int4 ones
+        // the pair passes and the grouped GEMV passes (moe_experts_read_int4: decode batches). Otherwise every
+        // expert is dequantised to a bf16 stack, then the bf16 kernels (correct, not fast: the whole stack per call).
         if (gu.format == WeightFormat::kFp8E4M3 && dn.format == WeightFormat::kFp8E4M3) {
             ops_checks::expect_fp8(gu, kHere, op);
             ops_checks::expect_fp8(dn, kHere, op);
@@ -59,9 +63,30 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
                 return invalidate_converted();
             }
         }
+        if (gu.format == WeightFormat::kInt4 && dn.format == WeightFormat::kInt4 && gu.data.is_contiguous() &&
+            dn.data.is_contiguous() && gu.dequant_dtype == dn.dequant_dtype) {
+            ops_checks::expect_int4(gu, kHere, op, /*stacked=*/true);
+            ops_checks::expect_int4(dn, kHere, op, /*stacked=*/true);
+            kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
+            a.weight_type = kcu::ElemType::BF16, a.int4 = true;
+            a.first_expert = experts.first_expert;
+            a.int4_round_to = gu.dequant_dtype == DType::F32 ? kcu::ElemType::F32 : elem_type(gu.dequant_dtype, op);
+            // Each stack's groups as one [E*N, K] matrix's: rows, scales and zeros of expert e follow expert e - 1's.
+            const auto groups = [](const LinearWeight& w) {
+                return kcu::WeightScales{w.scales.data_as<float>(), 1, w.group_size, w.in_features() / w.group_size};
+            };
+            a.gate_up_scales = groups(gu), a.down_scales = groups(dn);
+            a.gate_up_zeros = gu.zeros.defined() ? gu.zeros.data_as<float>() : nullptr;
+            a.down_zeros = dn.zeros.defined() ? dn.zeros.data_as<float>() : nullptr;
+            if (kcu::moe_experts_read_int4(a)) {
+                kcu::launch_moe_experts(a, stream_);
+                return invalidate_converted();
+            }
+        }
         // Both stacks in one scratch buffer, gate_up first, taken once (a second get could move the first stack).
-        const auto bf16_bytes = [](const LinearWeight& w) {
-            return w.format == WeightFormat::kFp8E4M3 ? static_cast<size_t>(w.data.numel()) * 2 : size_t{0};
+        const auto bf16_bytes = [&quantized](const LinearWeight& w) {
+            const auto rows = static_cast<size_t>(w.data.dim(0) * w.out_features());
+            return quantized(w) ? rows * static_cast<size_t>(w.in_features()) * 2 : size_t{0};
         };
         const size_t gate_up_bytes = bf16_bytes(gu);
         auto* scratch = static_cast<std::byte*>(dequantized_weight_.get(gate_up_bytes + bf16_bytes(dn), stream_));
@@ -95,8 +120,8 @@ kcu::MoeExpertsArgs CudaOps::moe_args(const Tensor& x, const Tensor& topk_weight
            "gate_up and down must be stacked CUDA tensors [E, 2I, H] and [E, H, I] with a contiguous last dim, got " +
                gu.data.to_string() + " and " + dn.data.to_string());
     const int64_t T = x.dim(0), E = gu.data.dim(0), H = x.dim(1), I = gu.data.dim(1) / 2;
-    expect(E > 0 && gu.data.dim(1) == 2 * I && gu.data.dim(2) == H && dn.data.dim(0) == E && dn.data.dim(1) == H &&
-               dn.data.dim(2) == I,
+    expect(E > 0 && gu.data.dim(1) == 2 * I && gu.in_features() == H && dn.data.dim(0) == E && dn.data.dim(1) == H &&
+               dn.in_features() == I,
            op,
            "gate_up " + gu.data.to_string() + " and down " + dn.data.to_string() +
                " do not fit [E, 2I, H] and [E, H, I] with H = " + std::to_string(H));
@@ -121,8 +146,25 @@ kcu::MoeExpertsArgs CudaOps::moe_args(const Tensor& x, const Tensor& topk_weight
 }
 
 LinearWeight CudaOps::dequantized_experts(const LinearWeight& w, void* dst) {
-    if (w.format != WeightFormat::kFp8E4M3) return w;
     const char* op = "moe_experts";
+    if (w.format == WeightFormat::kInt4) {
+        ops_checks::expect_int4(w, kHere, op, /*stacked=*/true);
+        expect(w.data.is_contiguous(), op, "int4 experts must be a contiguous [E, N, K/2] stack");
+        // The stack as one [E*N, K] matrix: rows, scales and zeros of expert e follow those of expert e - 1.
+        const int64_t rows = w.data.dim(0) * w.out_features(), K = w.in_features();
+        const kcu::Int4Weight weight{
+            w.data.data(),
+            w.data.stride(1),
+            w.scales.data_as<float>(),
+            w.zeros.defined() ? w.zeros.data_as<float>() : nullptr,
+            w.group_size,
+            w.dequant_dtype == DType::F32 ? kcu::ElemType::F32 : elem_type(w.dequant_dtype, op)};
+        const auto profile = profiler_.scope("dequantize int4 experts");
+        kcu::launch_dequantize_int4({weight, rows, K, dst}, stream_);
+        return LinearWeight::dense(
+            Tensor(dst, DType::BF16, Shape{w.data.dim(0), w.out_features(), K}, w.data.device()));
+    }
+    if (w.format != WeightFormat::kFp8E4M3) return w;
     ops_checks::expect_fp8(w, kHere, op);
     expect(w.data.rank() == 3 && w.data.is_contiguous(), op, "fp8 experts must be a contiguous [E, N, K] stack");
     const int64_t E = w.data.dim(0), N = w.data.dim(1), K = w.data.dim(2);

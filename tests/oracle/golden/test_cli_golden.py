@@ -16,7 +16,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[3]
 GOLDEN = ROOT / "tests" / "golden"
 NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_yarn",
          "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_moe_fp8", "qwen3_awq", "qwen3_gptq",
-         "qwen2_gptq", "qwen3_w4a16"]
+         "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16"]
 
 
 def pagoda_bin():
@@ -92,7 +92,8 @@ def test_quantization_flag_is_checked_against_the_checkpoint():
 
 
 def test_int4_checkpoints_take_their_method_and_refuse_another():
-    for name, method in (("qwen3_awq", "awq"), ("qwen3_gptq", "gptq"), ("qwen3_w4a16", "compressed-tensors")):
+    for name, method in (("qwen3_awq", "awq"), ("qwen3_gptq", "gptq"), ("qwen3_w4a16", "compressed-tensors"),
+                         ("qwen3_moe_gptq", "gptq"), ("qwen3_moe_awq", "awq")):
         d, ref, _ = reference(name)
         ids = " ".join(map(str, ref["ids"][:4]))
         assert run("logits", "--model", str(d), "--quantization", method, "--ids", ids).returncode == 0

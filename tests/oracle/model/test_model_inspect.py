@@ -158,6 +158,35 @@ def test_layer_formats(pagoda_bin, name, layers, formats, lm_head, layer_bytes):
     assert ("quantization:   none" in text) == (quantization is None), text
 
 
+# qwen3_moe's layer 0: attention (24,576 weights), 8 experts of 3 x 32x64 of which a token reads k = 2 (12,288), and
+# the router (8x64) that every checkpoint keeps bf16. Layer 1 is an mlp_only layer (dense MLP, kept bf16 by the
+# quantized copies).
+MOE_ROUTED = 24576 + 2 * 3 * 32 * 64
+MOE_ROUTER_BYTES = 8 * 64 * 2
+
+
+@pytest.mark.parametrize("name,formats,layer_bytes", [
+    ("qwen3_moe", "bf16", 2 * MOE_ROUTED + MOE_ROUTER_BYTES),
+    ("qwen3_moe_fp8", "fp8-e4m3 (32x32 block scales); bf16: mlp.gate", None),
+    ("qwen3_moe_gptq", "int4 (group 32, zero points), GPTQ packing; bf16: mlp.gate",
+     MOE_ROUTED // 2 + MOE_ROUTED // 32 * 8 + MOE_ROUTER_BYTES),
+    ("qwen3_moe_awq", "int4 (group 16, zero points), AWQ GEMM packing; bf16: mlp.gate",
+     MOE_ROUTED // 2 + MOE_ROUTED // 16 * 8 + MOE_ROUTER_BYTES),
+    ("qwen3_moe_w4a16", "int4 (group 32, symmetric), compressed-tensors pack-quantized; bf16: mlp.gate",
+     MOE_ROUTED // 2 + MOE_ROUTED // 32 * 4 + MOE_ROUTER_BYTES),
+])
+def test_moe_expert_formats(pagoda_bin, name, formats, layer_bytes):
+    """Experts stored one by one are named by their first expert's format (int4 ones by their packed tensors) and a
+    token's bytes count its routed experts' share of the stacks."""
+    d = GOLDEN / name
+    if not (d / "config.json").exists():
+        pytest.skip(f"no golden data in {d}")
+    report = inspect(pagoda_bin, d)
+    assert formats_of(report)[0] == {"layers": "0", "formats": formats}
+    if layer_bytes is not None:
+        assert report["layer_formats"][0]["bytes_per_token"] == layer_bytes
+
+
 def test_layer_formats_name_what_a_quantized_checkpoint_left_dense(pagoda_bin, tmp_path):
     # qwen3_fp8 with layer 1's down_proj stored bf16 (dequantised): that layer says so by name.
     src = GOLDEN / "qwen3_fp8"

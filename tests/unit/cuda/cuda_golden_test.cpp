@@ -155,12 +155,14 @@ TEST(CudaQuantizeAtLoad, Fp8MatchesThePerChannelGolden) {
 // (qwen3_yarn) and over partial rotary dims (qwen3_5_yarn), whose plain-RoPE logits miss the reference by 3-21x this
 // test's bound (reference.json: without_rope_scaling_max_abs_diff vs transformers_bf16_max_abs_diff); and the fp8
 // checkpoints (weight-only fp8 GEMV and dequantise-then-GEMM; their bf16 drift was measured on the CPU,
-// tools/make_fp8_golden.py).
+// tools/make_fp8_golden.py); and the int4 checkpoints, dense and Qwen3-MoE with int4 experts (GPTQ, AWQ, W4A16:
+// the experts dequantised to bf16 per call; bf16 drift measured on the CPU, tools/make_int4_golden.py).
 INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_next",
                                            "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8",
                                            "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8", "qwen3_awq",
-                                           "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16"));
+                                           "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq",
+                                           "qwen3_moe_w4a16", "qwen3_next_gptq"));
 
 }  // namespace
 }  // namespace pagoda::model

@@ -37,8 +37,12 @@ inline void write_entries(const std::string& path, const std::vector<Entry>& ent
     for (const Entry& e : entries) {
         if (header.size() > 1) header += ",";
         header += "\"" + e.name + "\":{\"dtype\":\"" + e.dtype + "\",\"shape\":[";
-        for (size_t i = 0; i < e.shape.size(); ++i)
-            header += (i ? "," : "") + std::to_string(e.shape[i]);
+        for (size_t i = 0; i < e.shape.size(); ++i) {
+            // Appended piece by piece: "," + std::to_string(...) trips GCC 12's -Wrestrict false positive when
+            // this is inlined into some tests.
+            if (i > 0) header += ',';
+            header += std::to_string(e.shape[i]);
+        }
         header += "],\"data_offsets\":[" + std::to_string(offset) + "," + std::to_string(offset + e.data.size()) + "]}";
         offset += e.data.size();
     }

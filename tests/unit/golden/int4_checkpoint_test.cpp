@@ -1,7 +1,7 @@
 // Loading int4 checkpoints beyond what the golden test runs: each format's packed tensors broken or mislabelled one way
 // at a time (a missing zero-point tensor, an act-order g_idx, packed tensors without a quantization_config, a
-// weight_shape that disagrees with the config) is an error naming the tensor and what is wrong; and the layout pagoda
-// holds after repacking reads what inspect counts.
+// weight_shape that disagrees with the config, an int4 expert missing or of another format) is an error naming the
+// tensor and what is wrong; and the layout pagoda holds after repacking reads what inspect counts.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -49,7 +49,8 @@ void drop_tensor(std::vector<Entry>& entries, const std::string& name) {
 }
 
 TEST(Int4Checkpoint, TheGoldensLoadUnedited) {
-    for (const char* name : {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16"}) {
+    for (const char* name : {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq",
+                             "qwen3_moe_w4a16", "qwen3_next_gptq"}) {
         const std::string message = load_edited(name, [](std::vector<Entry>&, Json&) {});
         if (message == "skip") GTEST_SKIP() << "no golden " << name;
         EXPECT_EQ(message, "") << name;
@@ -109,6 +110,54 @@ TEST(Int4Checkpoint, GroupsThatDoNotDivideTheInputsAreNamed) {
     });
     if (message == "skip") GTEST_SKIP();
     EXPECT_NE(message.find("group size dividing the input features"), std::string::npos) << message;
+}
+
+// int4 experts are stacked from every expert's packed tensors: one missing is named, and an expert of another format
+// than expert 0 (here its packed weight gone) is refused naming it, not stacked with garbage.
+TEST(Int4Checkpoint, AnExpertsMissingTensorIsNamed) {
+    const std::string missing = load_edited("qwen3_moe_gptq", [](auto& entries, Json&) {
+        drop_tensor(entries, "model.layers.2.mlp.experts.7.down_proj.scales");
+    });
+    if (missing == "skip") GTEST_SKIP();
+    EXPECT_NE(missing.find("missing tensor 'model.layers.2.mlp.experts.7.down_proj.scales'"), std::string::npos)
+        << missing;
+}
+
+TEST(Int4Checkpoint, AnExpertOfAnotherFormatIsNamed) {
+    const std::string other = load_edited("qwen3_moe_awq", [](auto& entries, Json&) {
+        drop_tensor(entries, "model.layers.0.mlp.experts.5.up_proj.qweight");
+    });
+    if (other == "skip") GTEST_SKIP();
+    EXPECT_NE(other.find("experts.5.up_proj.weight: experts of one layer must share one format"), std::string::npos)
+        << other;
+}
+
+// Experts whose first expert has no tensors at all (as when a checkpoint stores them fused under other names): refused
+// saying which layouts are served, not a bare missing tensor.
+TEST(Int4Checkpoint, ExpertsNotStoredOneByOneAreRefused) {
+    const std::string message = load_edited("qwen3_moe_w4a16", [](auto& entries, Json&) {
+        std::erase_if(entries,
+                      [](const Entry& e) { return e.name.starts_with("model.layers.0.mlp.experts.0.gate_proj."); });
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("model.layers.0.mlp.experts.0.gate_proj: neither packed int4 tensors nor a weight"),
+              std::string::npos)
+        << message;
+    EXPECT_NE(message.find("not fused"), std::string::npos) << message;
+}
+
+// Qwen3-Next's packed Gated DeltaNet projections are re-ordered at load, which the int4 layout does not take yet:
+// one stored packed is refused by name.
+TEST(Int4Checkpoint, PackedDeltaNetProjectionsInInt4AreRefused) {
+    const std::string message = load_edited("qwen3_next_gptq", [](auto& entries, Json&) {
+        for (Entry& e : entries)
+            if (e.name == "model.layers.0.linear_attn.in_proj_qkvz.weight")
+                e.name = "model.layers.0.linear_attn.in_proj_qkvz.qweight";
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("in_proj_qkvz.weight: packed projections stored as int4 are not served yet"),
+              std::string::npos)
+        << message;
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -28,6 +29,19 @@ TEST(ParallelCopyTest, EveryByteLandsWhereItsJobSays) {
         parallel_copy(jobs, threads);
         for (size_t i = 0; i < sizes.size(); ++i)
             EXPECT_TRUE(dst[i] == src[i]) << "job " << i << " with " << threads << " threads";
+    }
+}
+
+// Every index runs exactly once, whatever the thread count (none for an empty range).
+TEST(ParallelCopyTest, ParallelForRunsEachIndexOnce) {
+    for (const size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}}) {
+        for (const unsigned threads : {1u, 3u, 0u}) {
+            std::vector<std::atomic<int>> runs(count);
+            parallel_for(
+                count, [&runs](size_t i) { ++runs[i]; }, threads);
+            for (size_t i = 0; i < count; ++i)
+                ASSERT_EQ(runs[i].load(), 1) << "index " << i << " of " << count << ", " << threads << " threads";
+        }
     }
 }
 

@@ -221,20 +221,29 @@ TEST(LinearSiluMulTest, FusedEqualsLinearThenSiluMul) {
     }
 }
 
-// A token's experts give the same bits on CUDA alone (T = 1 and 3: the pair passes, which route nothing; fp8 experts
-// read as stored there) as in a batch of 64 (the grouped GEMV passes; fp8 experts dequantised to a bf16 stack first)
-// and of 300 (the grouped mma passes: up to fp32 summation order, which may round an h element to the neighbouring
-// bf16).
+// A token's experts give the same bits on CUDA alone (T = 1 and 3: the pair passes, which route nothing; fp8 and int4
+// experts read as stored there) as in a batch of 64 (the grouped GEMV passes; fp8 and int4 experts dequantised to a
+// bf16 stack first) and of 300 (the grouped mma passes: up to fp32 summation order, which may round an h element to
+// the neighbouring bf16). U8 below stands for int4 experts (group 32, zero points, f16 rounding as GPTQ/AWQ).
 TEST(MoeExpertsTest, TokensDoNotDependOnTheTokenCount) {
     std::vector<std::unique_ptr<Backend>> backends;
     ASSERT_NO_FATAL_FAILURE(every_backend(backends));
     const int64_t H = 256, I = 96, E = 128, k = 8;
-    for (const DType wt : {DType::BF16, DType::F8_E4M3}) {
+    for (const DType wt : {DType::BF16, DType::F8_E4M3, DType::U8}) {
         const OpCase c{"alone and in batches", "moe_experts", [=](CaseRun& r) {
                            const int64_t T = 300;
-                           const bool fp8 = wt == DType::F8_E4M3;
+                           const bool fp8 = wt == DType::F8_E4M3, int4 = wt == DType::U8;
                            const Tensor x = r.act(Shape{T, H});
-                           const auto stack = [&r, fp8, wt](const Shape& shape) {  // as op_cases' moe_experts
+                           const auto stack = [&r, fp8, int4, wt](const Shape& shape) {  // as op_cases' moe_experts
+                               if (int4) {
+                                   constexpr int64_t kGroup = 32;
+                                   const Shape groups{shape[0], shape[1], shape[2] / kGroup};
+                                   LinearWeight w = LinearWeight::int4(
+                                       r.dense(Shape{shape[0], shape[1], shape[2] / 2}, DType::U8),
+                                       r.dense(groups, DType::F32, 2e-2f), r.dense(groups, DType::F32, 8.0f), kGroup);
+                                   w.dequant_dtype = DType::F16;
+                                   return w;
+                               }
                                const Tensor data = r.dense(shape, wt, fp8 ? 448.0f : 0.3f);
                                if (!fp8) return LinearWeight::dense(data);
                                LinearWeight w = LinearWeight::fp8(data, Tensor(), ScaleLayout::kBlock, 32, 32);
@@ -263,7 +272,7 @@ TEST(MoeExpertsTest, TokensDoNotDependOnTheTokenCount) {
                                r.ops().moe_experts(x, dw, dids, experts, b300);
                            };
                        }};
-        const char* label = wt == DType::BF16 ? "bf16" : "fp8";
+        const char* label = wt == DType::BF16 ? "bf16" : wt == DType::F8_E4M3 ? "fp8" : "int4";
         for (auto& b : backends) {
             const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
             ASSERT_NE(run, nullptr);

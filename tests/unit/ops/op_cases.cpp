@@ -485,17 +485,26 @@ enum class Routing : uint8_t {
 // Experts from one fused gate_up [E, 2I, H] and down [E, H, I] (Qwen3.5-MoE's layout). The bytes a call moves are
 // the experts it reads (the routed ones, each once), not the whole stack: decode reads k experts of E. held > 0:
 // expert parallelism, the stacks are experts [first, first + held) of the E (a middle range, as one rank of a group
-// holds), and the routed slots naming the others contribute nothing.
+// holds), and the routed slots naming the others contribute nothing. int4_group > 0: int4 experts in LinearWeight's
+// layout (wt is then ignored): random packed bytes, group scales, zero points or the symmetric 8, each weight rounded
+// to f16 as GPTQ/AWQ checkpoints load (Qwen3-MoE int4 experts).
 OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routing routing = Routing::Strided,
-                   DType wt = DType::BF16, const char* label = "", int64_t held = 0) {
+                   DType wt = DType::BF16, const char* label = "", int64_t held = 0, int64_t int4_group = 0,
+                   bool int4_zeros = false) {
     const char* routing_name = routing == Routing::Strided ? "" : routing == Routing::Random ? " random" : " skewed";
+    const std::string format = int4_group > 0
+                                   ? fmt("int4 group %lld%s", (long long)int4_group, int4_zeros ? " zeros" : "")
+                                   : std::string(dtype_str(wt));
     return {fmt("moe_experts%s T=%lld H=%lld I=%lld E=%lld k=%lld %s%s", label, (long long)T, (long long)H,
-                (long long)I, (long long)E, (long long)k, dtype_str(wt), routing_name),
+                (long long)I, (long long)E, (long long)k, format.c_str(), routing_name),
             "moe_experts", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, H});
                 const bool fp8 = wt == DType::F8_E4M3;  // e4m3 over its range, 32x32 block scales of ~1e-3
-                const Tensor gate_up = r.dense(Shape{E, 2 * I, H}, wt, fp8 ? 448.0f : 0.3f);
-                const Tensor down = r.dense(Shape{E, H, I}, wt, fp8 ? 448.0f : 0.3f);
+                const bool int4 = int4_group > 0;
+                const Tensor gate_up = int4 ? r.dense(Shape{E, 2 * I, H / 2}, DType::U8)
+                                            : r.dense(Shape{E, 2 * I, H}, wt, fp8 ? 448.0f : 0.3f);
+                const Tensor down =
+                    int4 ? r.dense(Shape{E, H, I / 2}, DType::U8) : r.dense(Shape{E, H, I}, wt, fp8 ? 448.0f : 0.3f);
                 HostTensor w = HostTensor::empty(DType::F32, Shape{T, k});
                 HostTensor ids = HostTensor::empty(DType::I32, Shape{T, k});
                 int32_t* id = ids.tensor.data_as<int32_t>();
@@ -529,7 +538,15 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                     experts_read += read[static_cast<size_t>(id[i])]++ == 0;
                 const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
                 // The stacked expert weights (runtime/ops.h), as Qwen3.5-MoE checkpoints store them.
-                const auto stack = [&r, fp8](const Tensor& data) {
+                const auto stack = [&r, fp8, int4, int4_group, int4_zeros](const Tensor& data) {
+                    if (int4) {
+                        const Shape groups{data.dim(0), data.dim(1), 2 * data.dim(2) / int4_group};
+                        const Tensor scales = r.dense(groups, DType::F32, 2e-2f);
+                        const Tensor zeros = int4_zeros ? r.dense(groups, DType::F32, 8.0f) : Tensor();
+                        LinearWeight w = LinearWeight::int4(data, scales, zeros, int4_group);
+                        w.dequant_dtype = DType::F16;
+                        return w;
+                    }
                     if (!fp8) return LinearWeight::dense(data);
                     LinearWeight w = LinearWeight::fp8(data, Tensor(), ScaleLayout::kBlock, 32, 32);
                     w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
@@ -540,7 +557,9 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                 auto& dn = r.keep(stack(down.narrow(0, first, count)));
                 const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
                 r.set_flops(6.0 * T * k * H * I);
-                r.set_bytes(static_cast<double>(experts_read) * 3.0 * H * I * 2.0 + 8.0 * T * H + 8.0 * T * k);
+                const double expert_bytes =
+                    int4 ? 3.0 * H * I * (0.5 + (int4_zeros ? 8.0 : 4.0) / int4_group) : 3.0 * H * I * 2.0;
+                r.set_bytes(static_cast<double>(experts_read) * expert_bytes + 8.0 * T * H + 8.0 * T * k);
                 return [=, &r, &gu, &dn] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{gu, dn, first, E}, out); };
             }};
 }
@@ -839,6 +858,20 @@ const std::vector<OpCase>& op_cases() {
                  moe_experts(300, 200, 72, 16, 4, Routing::Random),
                  moe_experts(2, 128, 64, 8, 2, Routing::Random, F16),
                  moe_experts(40, 128, 64, 8, 2, Routing::Random, F16),
+                 // int4 experts. CUDA: read as stored by the pair passes (1 and 3 tokens) and the grouped GEMV passes
+                 // (9 tokens over 32 experts; 64 skewed over 128), else dequantised to a bf16 stack first: prefill
+                 // (33, 300: mma) and a GEMV-sized call whose rows (I = 72: 36 bytes) do not fit the int4 loads;
+                 // groups of 128 with zero points (GPTQ/AWQ), 32 symmetric, 16, and 8.
+                 moe_experts(1, 256, 128, 16, 4, Routing::Random, BF16, "", 0, 128, true),
+                 moe_experts(3, 256, 96, 128, 8, Routing::Random, BF16, "", 0, 32, false),
+                 moe_experts(33, 256, 96, 16, 4, Routing::Random, BF16, "", 0, 32, true),
+                 moe_experts(300, 208, 80, 16, 4, Routing::Random, BF16, "", 0, 16, true),
+                 moe_experts(64, 256, 96, 128, 8, Routing::Skewed, BF16, "", 0, 32, false),
+                 moe_experts(9, 256, 96, 32, 4, Routing::Random, BF16, "", 0, 32, true),
+                 moe_experts(6, 256, 72, 16, 2, Routing::Random, BF16, "", 0, 8, false),
+                 // int4 experts with expert parallelism (32 of 128 held): the pair and the grouped GEMV passes.
+                 moe_experts(3, 256, 96, 128, 8, Routing::Random, BF16, " ep", 32, 32, true),
+                 moe_experts(64, 256, 96, 128, 8, Routing::Random, BF16, " ep", 32, 32, true),
                  // Gated DeltaNet.
                  causal_conv1d_silu({{0, 7}, {5, 1}, {3, 4}}, 64, 4),
                  gdn_gating(9, 16),

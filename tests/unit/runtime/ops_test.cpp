@@ -285,6 +285,72 @@ TEST_F(OpsTest, MoeExpertsOnStackedWeightsMatchPerTokenLoop) {
     }
 }
 
+// A random int4 expert stack [E, N, K] in LinearWeight's layout (random nibbles, group scales, zero points or the
+// symmetric 8), and the same weights dequantised here, independently of the kernels: (q - zero) · scale rounded to
+// `round_to`, as a dense F32 stack.
+struct Int4Stack {
+    HostTensor data, scales, zeros, dense;
+    LinearWeight weight;
+};
+Int4Stack random_int4_stack(int64_t E, int64_t N, int64_t K, int64_t group, bool zero_points, DType round_to,
+                            std::mt19937& rng) {
+    Int4Stack s;
+    const int64_t G = K / group;
+    s.data = HostTensor::empty(DType::U8, {E, N, K / 2});
+    s.scales = testing::random_f32({E, N, G}, rng, 0.002f, 0.03f);
+    if (zero_points) s.zeros = HostTensor::empty(DType::F32, {E, N, G});
+    s.dense = HostTensor::empty(DType::F32, {E, N, K});
+    std::uniform_int_distribution<int> nibble(0, 15);
+    auto* q = s.data.tensor.data_as<uint8_t>();
+    for (int64_t i = 0; i < s.data.tensor.numel(); ++i)
+        q[i] = static_cast<uint8_t>(nibble(rng) | nibble(rng) << 4);
+    for (int64_t i = 0; zero_points && i < s.zeros.tensor.numel(); ++i)
+        s.zeros.tensor.data_as<float>()[i] = static_cast<float>(nibble(rng));
+    for (int64_t r = 0; r < E * N; ++r) {
+        for (int64_t k = 0; k < K; ++k) {
+            const int code = k % 2 == 0 ? q[r * K / 2 + k / 2] & 0xF : q[r * K / 2 + k / 2] >> 4;
+            const int64_t g = r * G + k / group;
+            const float zero = zero_points ? s.zeros.tensor.data_as<float>()[g] : 8.0f;
+            float v = (static_cast<float>(code) - zero) * s.scales.tensor.data_as<float>()[g];
+            if (round_to == DType::F16) v = f16_to_f32(f32_to_f16(v));
+            if (round_to == DType::BF16) v = bf16_to_f32(f32_to_bf16(v));
+            s.dense.tensor.data_as<float>()[r * K + k] = v;
+        }
+    }
+    s.weight = LinearWeight::int4(s.data.tensor, s.scales.tensor, zero_points ? s.zeros.tensor : Tensor(), group);
+    s.weight.dequant_dtype = round_to;
+    return s;
+}
+
+// The CPU reference for int4 experts (Qwen3-MoE GPTQ/AWQ/W4A16 checkpoints): the routed experts dequantised, then the
+// f32 path; equal to the dense path over the stacks dequantised independently, for decode and prefill token counts,
+// groups smaller than and equal to the expert width, zero points or not, each rounding.
+TEST_F(OpsTest, MoeExpertsOnInt4StacksMatchTheirDequantisedStacks) {
+    struct Case {
+        int64_t T, group;
+        bool zeros;
+        DType round_to;
+    };
+    const int64_t H = 64, I = 32, E = 6, k = 2;
+    for (const Case c : {Case{1, 32, true, DType::F16}, Case{3, 16, false, DType::BF16}, Case{40, 32, true, DType::F32},
+                         Case{9, 8, false, DType::F16}}) {
+        const Int4Stack gate_up = random_int4_stack(E, 2 * I, H, c.group, c.zeros, c.round_to, rng_);
+        const Int4Stack down = random_int4_stack(E, H, I, c.group, c.zeros, c.round_to, rng_);
+        auto x = random_f32({c.T, H}, rng_);
+        HostTensor w = HostTensor::empty(DType::F32, {c.T, k});
+        HostTensor ids = HostTensor::empty(DType::I32, {c.T, k});
+        auto logits = random_f32({c.T, E}, rng_, -2, 2);
+        ops_.moe_topk_softmax(logits.tensor, true, w.tensor, ids.tensor);
+        HostTensor got = HostTensor::empty(DType::F32, {c.T, H}), want = HostTensor::empty(DType::F32, {c.T, H});
+        ops_.moe_experts(x.tensor, w.tensor, ids.tensor, MoeExpertWeights{gate_up.weight, down.weight}, got.tensor);
+        const LinearWeight gu = LinearWeight::dense(gate_up.dense.tensor), dn = LinearWeight::dense(down.dense.tensor);
+        ops_.moe_experts(x.tensor, w.tensor, ids.tensor, MoeExpertWeights{gu, dn}, want.tensor);
+        const std::vector<float> ref = testing::to_vector(want.tensor);
+        expect_close(got.tensor.data_as<float>(), std::vector<double>(ref.begin(), ref.end()), 1e-5, 1e-7,
+                     "moe_experts int4");
+    }
+}
+
 TEST_F(OpsTest, GatherRowsAndArgmax) {
     auto x = random_f32({6, 300}, rng_);
     std::vector<int32_t> rows = {5, 0, 3};

@@ -28,9 +28,7 @@ __device__ __forceinline__ float2 group_of(const Int4Weight& w, int64_t K, int64
 
 // bf16 of the format's dequantised weight (rounded to its scales' dtype first: an f16 or bf16 product).
 __device__ __forceinline__ float dequantize(uint32_t q, float2 sz, ElemType round_to) {
-    float v = (static_cast<float>(q) - sz.y) * sz.x;
-    if (round_to == ElemType::F16) v = __half2float(__float2half_rn(v));
-    return bf16_round(v);
+    return dequantize_int4(q, sz.x, sz.y, round_to);
 }
 
 // This lane's share of row n: from 32-weight chunk `first` on, every `step`-th chunk.

@@ -59,12 +59,23 @@ struct MoeExpertsArgs {
     MoeStackedWeight gate_up, down;
     // F8E4M3 weights: each stack's scale grid as one [E*N, K] matrix's (the loader stacks experts so).
     WeightScales gate_up_scales, down_scales;
+    // int4 stacks (LinearWeight's kInt4 layout; weight_type BF16, the type they are computed in): the data U8 with
+    // strides in bytes, two weights a byte (even k in the low nibble); each stack's group scales as one [E*N, K]
+    // matrix's in *_scales (rows 1, cols the group size, stride K / group) and its zero points of the same grid in
+    // *_zeros (null: the symmetric 8); each weight dequantised as launch_dequantize_int4 writes it.
+    bool int4 = false;
+    const float* gate_up_zeros = nullptr;
+    const float* down_zeros = nullptr;
+    ElemType int4_round_to = ElemType::F32;
     void* workspace = nullptr;  // moe_experts_workspace_bytes(T, H, I, E, k), 256-byte aligned
 };
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k);
 // Whether launch_moe_experts takes these fp8 (e4m3) stacks as they are: a few tokens, on the pair passes, each weight
 // dequantised in registers exactly as launch_dequantize_fp8 writes it. Otherwise dequantise the stacks to bf16 first.
 bool moe_experts_read_fp8(const MoeExpertsArgs& a);
+// The same for int4 stacks (a.int4): a few tokens on the pair passes, or few rows per expert on the grouped GEMV
+// passes (decode batches), with rows and groups that 8-weight loads fit. Otherwise (prefill) dequantise them first.
+bool moe_experts_read_int4(const MoeExpertsArgs& a);
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream);
 
 }  // namespace pagoda::kernels::cuda

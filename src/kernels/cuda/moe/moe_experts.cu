@@ -134,7 +134,31 @@ void launch_routing(const int32_t* topk_ids, int64_t pairs, const Routing& r, cu
 }  // namespace moe
 
 bool moe_experts_read_fp8(const MoeExpertsArgs& a) {
-    return a.weight_type == ElemType::F8E4M3 && moe::take_pair_passes(a);
+    return !a.int4 && a.weight_type == ElemType::F8E4M3 && moe::take_pair_passes(a);
+}
+
+namespace {
+// The GEMV passes' args for int4 stacks (the rest is filled per call).
+moe::GroupedArgs int4_gemv_args(const MoeExpertsArgs& a, moe::Pass pass, const void* in) {
+    moe::GroupedArgs g;
+    g.a = in;
+    g.int4 = a.int4;
+    if (pass == moe::Pass::GateUp)
+        g.w = a.gate_up, g.K = a.H, g.N = a.I, g.quant = {a.gate_up_scales, a.gate_up_zeros, a.int4_round_to};
+    else
+        g.w = a.down, g.K = a.I, g.N = a.H, g.quant = {a.down_scales, a.down_zeros, a.int4_round_to};
+    return g;
+}
+}  // namespace
+
+bool moe_experts_read_int4(const MoeExpertsArgs& a) {
+    if (!a.int4 || a.weight_type != ElemType::BF16) return false;
+    if (moe::take_pair_passes(a)) return true;
+    // The GEMV passes (few rows per expert); their inputs lie in the 256-byte aligned workspace.
+    const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+    return a.T * a.k <= kGemvMaxRowsPerExpert * a.E && a.I > 0 &&
+           moe::int4_gemv_fits(int4_gemv_args(a, moe::Pass::GateUp, aligned)) &&
+           moe::int4_gemv_fits(int4_gemv_args(a, moe::Pass::Down, aligned));
 }
 
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
@@ -144,9 +168,11 @@ size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, i
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(a.E >= 1 && a.E <= kMoeMaxExperts && a.k >= 1 && a.first_expert >= 0,
                           "moe_experts: E, k or first_expert out of range");
-    PAGODA_KERNEL_REQUIRE(a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16 ||
-                              (a.weight_type == ElemType::F8E4M3 && moe_experts_read_fp8(a)),
-                          "moe_experts: expert weights must be BF16 or F16 (fp8 ones where moe_experts_read_fp8)");
+    PAGODA_KERNEL_REQUIRE(a.int4 ? moe_experts_read_int4(a)
+                                 : a.weight_type == ElemType::BF16 || a.weight_type == ElemType::F16 ||
+                                       (a.weight_type == ElemType::F8E4M3 && moe_experts_read_fp8(a)),
+                          "moe_experts: expert weights must be BF16 or F16 (fp8 and int4 ones where "
+                          "moe_experts_read_fp8 / moe_experts_read_int4)");
     PAGODA_KERNEL_REQUIRE(a.T * a.k < (int64_t{1} << 31), "moe_experts: too many (token, slot) pairs");
     if (a.T == 0 || a.H == 0) return;
     const int64_t pairs = a.T * a.k;
@@ -175,11 +201,16 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
         else
             moe::launch_grouped_mma(pass, g, a.weight_type, stream);
     };
+    const auto pass_args = [&](moe::Pass pass, const void* in) {
+        moe::GroupedArgs p = int4_gemv_args(a, pass, in);
+        p.routing = g.routing, p.h = g.h, p.y = g.y, p.tiles = g.tiles;
+        g = p;
+    };
     if (a.I > 0) {
-        g.a = ws.x_w, g.w = a.gate_up, g.K = a.H, g.N = a.I;
+        pass_args(moe::Pass::GateUp, ws.x_w);
         run(moe::Pass::GateUp);
     }
-    g.a = ws.h, g.w = a.down, g.K = a.I, g.N = a.H;
+    pass_args(moe::Pass::Down, ws.h);
     if (a.I > 0) {
         run(moe::Pass::Down);
     } else {  // an empty dot: every expert output is zero

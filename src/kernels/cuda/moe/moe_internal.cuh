@@ -6,7 +6,43 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/moe/moe.h"
 
-namespace pagoda::kernels::cuda::moe {
+namespace pagoda::kernels::cuda {
+
+namespace moe {
+// Two int4 weights (one byte of LinearWeight's kInt4 layout): the element type of an int4 stack in the expert kernels,
+// so that pointers to it step in bytes, as the stacks' strides do.
+struct Int4Pair {
+    uint8_t byte;
+};
+}  // namespace moe
+
+// int4 experts are computed in bf16, as their dequantised copy would be.
+template <>
+struct ComputeType<moe::Int4Pair> {
+    using T = __nv_bfloat16;
+};
+
+namespace moe {
+
+// How a quantized stack dequantises (MoeExpertsArgs' fields for one stack): fp8 scales (the grid's formula), or int4
+// ones: weight (row, k) of the stack, counted as one [E*N, K] matrix, has the scale
+// scales.data[row * scales.stride + k / scales.cols] and the zero point at the same index of zeros (null: 8), the
+// product rounded as round_to says.
+struct StackQuant {
+    WeightScales scales;
+    const float* zeros = nullptr;
+    ElemType round_to = ElemType::F32;
+};
+
+// Weights [k, k + 8) of stack row `row` from their 4 packed bytes (k a multiple of 8, the 8 in one group), each
+// as launch_dequantize_int4 writes it.
+__device__ __forceinline__ void unpack_int4(uint32_t raw, const StackQuant& q, int64_t row, int64_t k, float* out) {
+    const int64_t g = row * q.scales.stride + k / q.scales.cols;
+    const float s = __ldg(q.scales.data + g), z = q.zeros ? __ldg(q.zeros + g) : 8.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+        out[i] = dequantize_int4((raw >> (4 * i)) & 0xFu, s, z, q.round_to);
+}
 
 // The routing of one call, computed on the device (launch_routing). A pair i = t*k + j is token t's j-th choice; the
 // pairs are sorted by expert into "rows": expert e owns rows [expert_offsets[e], expert_offsets[e+1]). The rows of an
@@ -65,9 +101,13 @@ struct GroupedArgs {
     void* h = nullptr;
     float* y = nullptr;
     int64_t tiles = 0;  // max_tiles() for routing.tile_rows: the grid's x
+    // int4 weights (the GEMV passes only; a and h then in bf16): the stack's groups.
+    bool int4 = false;
+    StackQuant quant;
 };
 
-// Row tiles of kGemvRows rows; each warp streams weight rows once per tile with 16-byte loads (decode).
+// Row tiles of kGemvRows rows; each warp streams weight rows once per tile with 16-byte loads (decode). int4 stacks
+// (a.int4, w_type BF16) take 4-byte loads of 8 weights and need int4_gemv_fits.
 inline constexpr int32_t kGemvRows = 8;
 void launch_grouped_gemv(Pass pass, const GroupedArgs& a, ElemType w_type, cudaStream_t stream);
 
@@ -93,4 +133,12 @@ inline bool vector_loads_fit(const GroupedArgs& a) {
            aligned16(a.a);
 }
 
-}  // namespace pagoda::kernels::cuda::moe
+// int4 weights on the GEMV passes: 8-weight loads on 4-byte boundaries (K, the strides in bytes and the base as
+// vector_loads_fit wants them) and 8 weights in one group.
+inline bool int4_gemv_fits(const GroupedArgs& a) {
+    return vector_loads_fit(a) && a.quant.scales.data && a.quant.scales.rows == 1 && a.quant.scales.cols % 8 == 0;
+}
+
+}  // namespace moe
+
+}  // namespace pagoda::kernels::cuda

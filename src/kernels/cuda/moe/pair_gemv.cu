@@ -11,7 +11,9 @@
 //
 // fp8 (e4m3) experts are read as they are stored, each weight dequantised in registers as the dequantisation kernel
 // writes it (bf16(q · scale), the scale of its 128x128 block), with x and h rounded to bf16: what the dequantised
-// bf16 stack would give, without writing that stack (1.2 GB a layer for Qwen3-30B-A3B) at every step.
+// bf16 stack would give, without writing that stack (1.2 GB a layer for Qwen3-30B-A3B) at every step. int4 experts
+// likewise: 8 weights (4 bytes) a load, each dequantised as launch_dequantize_int4 writes it (dequantize_int4, the
+// scale and zero of its group), so the pair passes over an int4 stack equal those over its dequantised bf16 copy.
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -22,8 +24,11 @@ namespace pagoda::kernels::cuda {
 
 namespace {
 
+using moe::Int4Pair;
+using moe::StackQuant;
+
 constexpr int kWarps = 8;
-constexpr int kVec = 8;  // elements per load (16 bytes of 16-bit weights, 8 of fp8)
+constexpr int kVec = 8;  // elements per load (16 bytes of 16-bit weights, 8 of fp8, 4 of int4)
 constexpr int64_t kLaneStep = 32 * kVec;
 
 // A load's weights as they came from memory: kept raw until used (4 registers for 8 bf16 instead of 8 floats), so
@@ -37,22 +42,33 @@ template <>
 struct RawLoad<__nv_fp8_e4m3> {
     using Type = uint2;
 };
+template <>
+struct RawLoad<Int4Pair> {
+    using Type = uint32_t;
+};
 
+// The load of weights [k, k + 8) of the row at p (k in weights: half a byte each for int4).
 template <typename W>
-__device__ __forceinline__ typename RawLoad<W>::Type load_raw(const W* p) {
-    return __ldg(reinterpret_cast<const typename RawLoad<W>::Type*>(p));
+__device__ __forceinline__ typename RawLoad<W>::Type load_raw(const W* p, int64_t k) {
+    if constexpr (std::is_same_v<W, Int4Pair>)
+        return __ldg(reinterpret_cast<const uint32_t*>(p + k / 2));
+    else
+        return __ldg(reinterpret_cast<const typename RawLoad<W>::Type*>(p + k));
 }
 
 // The 8 weights of a load of expert row `row` (counted over the whole stack, as its scale grid is) from column k on.
 template <typename W>
-__device__ __forceinline__ void unpack(const typename RawLoad<W>::Type& raw, const WeightScales& scales, int64_t row,
+__device__ __forceinline__ void unpack(const typename RawLoad<W>::Type& raw, const StackQuant& quant, int64_t row,
                                        int64_t k, float* out) {
     if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
         const auto* q = reinterpret_cast<const __nv_fp8_storage_t*>(&raw);  // one scale (block columns % 8 == 0)
+        const WeightScales& scales = quant.scales;
         const float s = __ldg(scales.data + (row / scales.rows) * scales.stride + k / scales.cols);
 #pragma unroll
         for (int i = 0; i < kVec; ++i)
             out[i] = dequantize_e4m3(q[i], s);
+    } else if constexpr (std::is_same_v<W, Int4Pair>) {
+        moe::unpack_int4(raw, quant, row, k, out);  // one group: group % 8 == 0
     } else {
         const W* v = reinterpret_cast<const W*>(&raw);
 #pragma unroll
@@ -85,7 +101,7 @@ __device__ __forceinline__ void load8_rounded(const float* p, float* out) {
 // x in fp32 (In = float, rounded to the compute type) or h in the compute type. U loads per row are issued before
 // the first is used. Each row's sum runs over k = lane*8, lane*8 + 256, ... in order whatever R and U are.
 template <typename W, typename In, int R, int U>
-__device__ __forceinline__ void lane_dots(const W* const (&w)[R], const int64_t (&rows)[R], const WeightScales& scales,
+__device__ __forceinline__ void lane_dots(const W* const (&w)[R], const int64_t (&rows)[R], const StackQuant& quant,
                                           const In* in, int64_t K, int lane, float (&acc)[R]) {
     using T = typename ComputeType<W>::T;
     for (int64_t k0 = int64_t(lane) * kVec; k0 < K; k0 += U * kLaneStep) {
@@ -95,7 +111,7 @@ __device__ __forceinline__ void lane_dots(const W* const (&w)[R], const int64_t 
 #pragma unroll
             for (int r = 0; r < R; ++r)
                 raw[r][u] =
-                    k0 + u * kLaneStep < K ? load_raw<W>(w[r] + k0 + u * kLaneStep) : typename RawLoad<W>::Type{};
+                    k0 + u * kLaneStep < K ? load_raw<W>(w[r], k0 + u * kLaneStep) : typename RawLoad<W>::Type{};
 #pragma unroll
         for (int u = 0; u < U; ++u) {
             const int64_t k = k0 + u * kLaneStep;
@@ -108,7 +124,7 @@ __device__ __forceinline__ void lane_dots(const W* const (&w)[R], const int64_t 
 #pragma unroll
             for (int r = 0; r < R; ++r) {
                 float wv[kVec];
-                unpack<W>(raw[r][u], scales, rows[r], k, wv);
+                unpack<W>(raw[r][u], quant, rows[r], k, wv);
 #pragma unroll
                 for (int v = 0; v < kVec; ++v)
                     acc[r] += wv[v] * av[v];
@@ -144,7 +160,8 @@ __global__ void __launch_bounds__(kWarps * 32) pair_gate_up_kernel(MoeExpertsArg
         w[2 * c + 1] = expert + (a.I + i) * a.gate_up.row_stride, rows[2 * c + 1] = e * 2 * a.I + a.I + i;
     }
     float acc[2 * C] = {};
-    lane_dots<W, float, 2 * C, U>(w, rows, a.gate_up_scales, a.x + (p / a.k) * a.x_stride, a.H, lane, acc);
+    const StackQuant quant{a.gate_up_scales, a.gate_up_zeros, a.int4_round_to};
+    lane_dots<W, float, 2 * C, U>(w, rows, quant, a.x + (p / a.k) * a.x_stride, a.H, lane, acc);
 #pragma unroll
     for (int c = 0; c < C; ++c) {
         const float g = warp_sum(acc[2 * c]), u = warp_sum(acc[2 * c + 1]);
@@ -181,7 +198,8 @@ __global__ void __launch_bounds__(kWarps * 32)
                 w[r] = static_cast<const W*>(a.down.data) + e * a.down.expert_stride + n * a.down.row_stride;
                 rows[r] = e * a.H + n;
             }
-            lane_dots<W, T, R, U>(w, rows, a.down_scales, h + p * a.I, a.I, lane, acc);
+            const StackQuant quant{a.down_scales, a.down_zeros, a.int4_round_to};
+            lane_dots<W, T, R, U>(w, rows, quant, h + p * a.I, a.I, lane, acc);
         }
 #pragma unroll
         for (int r = 0; r < R; ++r) {
@@ -233,6 +251,7 @@ bool take_pair_passes(const MoeExpertsArgs& a) {
     // fp8: 8 weights under one scale (block columns a multiple of 8), and one grid for the whole stack (the rows of
     // an expert a whole number of scale blocks), as the loader stacks them.
     const auto grid_fits = [&a](const WeightScales& s, int64_t rows_per_expert) {
+        if (a.int4) return s.data && s.rows == 1 && s.cols > 0 && s.cols % kVec == 0;  // 8 weights in one group
         return a.weight_type != ElemType::F8E4M3 ||
                (s.data && s.rows > 0 && s.cols % kVec == 0 && rows_per_expert % s.rows == 0);
     };
@@ -246,7 +265,9 @@ bool take_pair_passes(const MoeExpertsArgs& a) {
 }
 
 void launch_pair_passes(const MoeExpertsArgs& a, void* h, cudaStream_t stream) {
-    if (a.weight_type == ElemType::BF16)
+    if (a.int4)
+        launch_typed<Int4Pair>(a, h, stream);
+    else if (a.weight_type == ElemType::BF16)
         launch_typed<__nv_bfloat16>(a, h, stream);
     else if (a.weight_type == ElemType::F16)
         launch_typed<__half>(a, h, stream);
