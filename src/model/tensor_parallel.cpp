@@ -94,7 +94,6 @@ Result<WeightSlice> in_units(const WeightSlice& s, int64_t unit, int64_t full, c
 Status cut_quantized(LinearWeight& w, const WeightSlice& s, OwnedWeights& owned) {
     if (s.padded_length != s.length()) return Status::error("a padded shard of a quantized weight is not supported");
     const bool int4 = w.format == WeightFormat::kInt4;
-    if (int4 && w.data.rank() != 2) return Status::error("tensor parallelism of stacked int4 experts is not supported");
     const int64_t N = w.out_features(), K = w.in_features();
     WeightSlice scale_slice;
     int scale_axis = 0;
