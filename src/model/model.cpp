@@ -124,6 +124,9 @@ Status Model::load_weights(const QuantizationPlan& quantization) {
     }
     const Architecture& arch = architecture_for(spec.family);
     WeightLoader loader(*dir_.checkpoint, weights_.owned, quantization.stored ? &*quantization.stored : nullptr);
+    // Expert parallelism: a per-expert checkpoint's stacks are built of this rank's experts only (host memory: one
+    // rank's share, not the whole model's experts).
+    if (plan_.expert_parallel) loader.hold_experts(plan_.experts.first, plan_.experts.count);
     weights_.layers.resize(spec.layers.size());
     cache_layer_.resize(spec.layers.size());
     int32_t full = 0, linear = 0;

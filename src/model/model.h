@@ -67,6 +67,7 @@ class Model {
     Backend& backend() const { return backend_; }
     int64_t vocab_size() const { return dir_.spec.vocab_size; }  // the whole vocabulary, also when split
     const ShardPlan& shard_plan() const { return plan_; }
+    const ModelWeights& weights() const { return weights_; }
 
     // Pool shapes for this model (0 layers of a kind the model does not have; this rank's KV heads).
     KvCacheConfig kv_cache_config(int32_t num_blocks, int32_t block_size) const;

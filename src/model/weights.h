@@ -85,6 +85,11 @@ class WeightLoader {
     // Whether the checkpoint is an int4 one (its quantization_config), and whether its format has zero points (else
     // the symmetric 8).
     bool int4_checkpoint() const { return quantization_ != nullptr && quantization_->format == WeightFormat::kInt4; }
+    // Expert parallelism: a rank stacks only the routed experts it holds, [first, first + count) (a per-expert
+    // checkpoint's stacks are then this rank's shard already). count < 0: every expert.
+    void hold_experts(int64_t first, int64_t count) { experts_first_ = first, experts_count_ = count; }
+    int64_t experts_first() const { return experts_first_; }
+    int64_t experts_count(int64_t all) const { return experts_count_ < 0 ? all : experts_count_; }
     bool int4_zero_points() const { return quantization_ != nullptr && quantization_->zero_points; }
     // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
     void repack_int4(const Int4Module& m, const Int4Layout& out) const;
@@ -106,6 +111,7 @@ class WeightLoader {
     OwnedWeights& owned_;
     const CheckpointQuantization* quantization_;
     std::unordered_set<std::string> used_;
+    int64_t experts_first_ = 0, experts_count_ = -1;
 };
 
 // Maps a safetensors element type to a tensor dtype (F32, BF16, F16; F8_E4M3 too when `fp8`).

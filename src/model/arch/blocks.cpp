@@ -218,7 +218,8 @@ namespace {
 // dense ones, each expert's scale grid stacked likewise. The gate|up grid is the gate's above the up's, which holds
 // only when I is a whole number of scale blocks; H must be too, so that a stack is also one [E*N, K] matrix with one
 // grid (CUDA dequantises it so). Per-tensor scales do not stack (gate and up have one each).
-Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
+Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t first, int64_t E, int64_t I, int64_t H,
+                         MoeWeights& out) {
     LinearWeight gate_up, down;
     std::vector<CopyJob> copies;
     // Copies `src`'s data and scales into expert e's rows of `dst`, from row `row` on (after the loop).
@@ -229,7 +230,7 @@ Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, 
         copies.push_back({s.narrow(0, scale_row, src.scales.dim(0)).data(), src.scales.data(), src.scales.nbytes()});
     };
     for (int64_t e = 0; e < E; ++e) {
-        const std::string ep = p + std::to_string(e) + ".";
+        const std::string ep = p + std::to_string(first + e) + ".";
         PAGODA_ASSIGN_OR_RETURN(LinearWeight g, loader.linear(ep + "gate_proj.weight", Shape{I, H}));
         PAGODA_ASSIGN_OR_RETURN(LinearWeight u, loader.linear(ep + "up_proj.weight", Shape{I, H}));
         PAGODA_ASSIGN_OR_RETURN(LinearWeight d, loader.linear(ep + "down_proj.weight", Shape{H, I}));
@@ -267,7 +268,7 @@ Status stack_fp8_experts(WeightLoader& loader, const std::string& p, int64_t E, 
 // straight into its rows of the stacks [E, 2I, H/2] and [E, H, I/2] with its scales and zeros, experts on all cores
 // (the page faults and the unpacking both proceed in parallel, as parallel_copy.h says). The gate|up stack's scales are
 // the gate's rows above the up's: groups run along the inputs, so rows stack like the data.
-Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H,
+Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t first, int64_t E, int64_t I, int64_t H,
                           MoeWeights& out) {
     struct Slot {
         WeightLoader::Int4Module module;
@@ -277,7 +278,7 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t E,
     std::vector<Slot> slots;
     LinearWeight gate_up, down;
     for (int64_t e = 0; e < E; ++e) {
-        const std::string ep = p + std::to_string(e) + ".";
+        const std::string ep = p + std::to_string(first + e) + ".";
         for (const auto& [name, rows, cols, stack, row] : {std::tuple{"gate_proj.weight", I, H, &gate_up, int64_t{0}},
                                                            std::tuple{"up_proj.weight", I, H, &gate_up, I},
                                                            std::tuple{"down_proj.weight", H, I, &down, int64_t{0}}}) {
@@ -317,17 +318,21 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t E,
     return ok_status();
 }
 
-Status stack_experts(WeightLoader& loader, const std::string& p, int64_t E, int64_t I, int64_t H, MoeWeights& out) {
-    if (loader.stored_fp8(p + "0.gate_proj.weight")) return stack_fp8_experts(loader, p, E, I, H, out);
-    if (loader.stored_int4(p + "0.gate_proj.weight")) return stack_int4_experts(loader, p, E, I, H, out);
-    if (loader.int4_checkpoint() && !loader.has(p + "0.gate_proj.weight")) {
+// Experts [first, first + E) of the checkpoint's, stacked as experts [0, E) (every expert, or this rank's under expert
+// parallelism).
+Status stack_experts(WeightLoader& loader, const std::string& p, int64_t first, int64_t E, int64_t I, int64_t H,
+                     MoeWeights& out) {
+    const std::string gate0 = p + std::to_string(first) + ".gate_proj.weight";
+    if (loader.stored_fp8(gate0)) return stack_fp8_experts(loader, p, first, E, I, H, out);
+    if (loader.stored_int4(gate0)) return stack_int4_experts(loader, p, first, E, I, H, out);
+    if (loader.int4_checkpoint() && !loader.has(gate0)) {
         return Status::error(p + "0.gate_proj: neither packed int4 tensors nor a weight; int4 MoE experts are served " +
                              "stored one by one (experts.<e>.gate_proj.qweight ...), not fused (not yet)");
     }
     Tensor gate_up, down;
     std::vector<CopyJob> copies;
     for (int64_t e = 0; e < E; ++e) {
-        const std::string ep = p + std::to_string(e) + ".";
+        const std::string ep = p + std::to_string(first + e) + ".";
         PAGODA_ASSIGN_OR_RETURN(Tensor g, loader.view(ep + "gate_proj.weight", Shape{I, H}));
         PAGODA_ASSIGN_OR_RETURN(Tensor u, loader.view(ep + "up_proj.weight", Shape{I, H}));
         PAGODA_ASSIGN_OR_RETURN(Tensor d, loader.view(ep + "down_proj.weight", Shape{H, I}));
@@ -362,8 +367,11 @@ Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::strin
     out.per_expert_checkpoint = !loader.has(p + "experts.gate_up_proj");
     if (!out.per_expert_checkpoint && loader.stored_fp8(p + "experts.gate_up_proj"))
         return Status::error(p + "experts.gate_up_proj: fused MoE experts stored as fp8 are not served yet");
-    if (out.per_expert_checkpoint) return stack_experts(loader, p + "experts.", E, I, H, out);
-    return ok_status();
+    if (!out.per_expert_checkpoint) return ok_status();  // fused: views of the checkpoint, cut by shard_weights
+    const int64_t first = loader.experts_first(), held = loader.experts_count(E);
+    if (first < 0 || held <= 0 || first + held > E) return Status::error(p + ": experts to hold out of range");
+    out.stacked_for_rank = held != E;
+    return stack_experts(loader, p + "experts.", first, held, I, H, out);
 }
 
 Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& p, const WeightVisitor& visit) {
@@ -371,8 +379,11 @@ Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& p,
     // Tensor parallelism splits every expert like the dense MLP (its intermediate features: the gate and the up rows
     // of gate_up, the columns of down), so each rank runs every expert on its slice and the MoE output is a partial
     // sum like the MLP's. The router and the shared expert's gate are replicated: every rank routes alike.
-    const ShardRole gate_up = ShardRole::rows({{SplitUnit::kExpertMlp, 1}, {SplitUnit::kExpertMlp, 1}});
-    const ShardRole down = ShardRole::columns(SplitUnit::kExpertMlp);
+    // Stacks a rank built of its own experts are its shard already.
+    const ShardRole gate_up = w.stacked_for_rank
+                                  ? ShardRole::replicated()
+                                  : ShardRole::rows({{SplitUnit::kExpertMlp, 1}, {SplitUnit::kExpertMlp, 1}});
+    const ShardRole down = w.stacked_for_rank ? ShardRole::replicated() : ShardRole::columns(SplitUnit::kExpertMlp);
     const auto experts = w.per_expert_checkpoint ? unpacked_entry : linear_entry;  // stacked by prepare_moe, or fused
     const WeightEntry e[] = {
         dense_linear_entry(p, "gate.weight", w.router, Shape{E, H}, ShardRole::replicated()),

@@ -99,6 +99,9 @@ struct MoeWeights {
     // The checkpoint stores one tensor per expert (experts.{e}.gate_proj.weight ...), stacked at load (Qwen3-MoE,
     // Qwen3-Next); otherwise it stores them fused as experts.gate_up_proj / experts.down_proj (Qwen3.5-MoE).
     bool per_expert_checkpoint = false;
+    // The stacks of a per-expert checkpoint hold only this rank's experts (expert parallelism: the loader stacked them
+    // so), so tensor parallelism does not cut them again.
+    bool stacked_for_rank = false;
     // Expert parallelism: the stacks hold experts [first_expert, first_expert + gate_up's dim 0) of the model's
     // spec.num_experts (shard_weights sets it); the router still scores them all.
     int64_t first_expert = 0;

@@ -86,6 +86,13 @@ Result<std::vector<std::vector<Logits>>> run_tensor_parallel(const std::string& 
             (!plan.expert_parallel || plan.experts.count != E / size || plan.experts.first != r * E / size))
             return Status::error("rank " + std::to_string(r) + " does not hold its " + std::to_string(E / size) +
                                  " whole experts");
+        // Nor more in memory: a per-expert checkpoint's stacks are built of those experts only (not all, then cut).
+        for (const LayerWeights& layer : model->weights().layers) {
+            if (!expert_parallel || size == 1 || layer.mlp != MlpKind::kMoe) continue;
+            if (layer.moe.gate_up.data.dim(0) != E / size ||
+                (layer.moe.per_expert_checkpoint && !layer.moe.stacked_for_rank))
+                return Status::error("rank " + std::to_string(r) + " did not stack its experts alone");
+        }
         PAGODA_ASSIGN_OR_RETURN(SequenceRunner runner,
                                 SequenceRunner::create(*model, 3, static_cast<int32_t>(script.ids.size()) + 8));
         models.push_back(std::move(model));
