@@ -127,6 +127,9 @@ Status Model::load_weights(const QuantizationPlan& quantization) {
     // Expert parallelism: a per-expert checkpoint's stacks are built of this rank's experts only (host memory: one
     // rank's share, not the whole model's experts).
     if (plan_.expert_parallel) loader.hold_experts(plan_.experts.first, plan_.experts.count);
+    // Tensor parallelism by features: dense per-expert stacks are built of this rank's features only.
+    if (plan_.size > 1 && !plan_.expert_parallel)
+        loader.hold_expert_features(plan_.expert_intermediate.first, plan_.expert_intermediate.count);
     weights_.layers.resize(spec.layers.size());
     cache_layer_.resize(spec.layers.size());
     int32_t full = 0, linear = 0;

@@ -90,6 +90,12 @@ class WeightLoader {
     void hold_experts(int64_t first, int64_t count) { experts_first_ = first, experts_count_ = count; }
     int64_t experts_first() const { return experts_first_; }
     int64_t experts_count(int64_t all) const { return experts_count_ < 0 ? all : experts_count_; }
+    // Tensor parallelism by features: a rank stacks only its features [first, first + count) of each routed expert
+    // (gate and up rows, down columns) where the experts are dense (quantized ones are stacked whole, then cut with
+    // their scales). count < 0: every feature.
+    void hold_expert_features(int64_t first, int64_t count) { features_first_ = first, features_count_ = count; }
+    int64_t expert_features_first() const { return features_first_; }
+    int64_t expert_features_count(int64_t all) const { return features_count_ < 0 ? all : features_count_; }
     bool int4_zero_points() const { return quantization_ != nullptr && quantization_->zero_points; }
     // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
     void repack_int4(const Int4Module& m, const Int4Layout& out) const;
@@ -112,6 +118,7 @@ class WeightLoader {
     const CheckpointQuantization* quantization_;
     std::unordered_set<std::string> used_;
     int64_t experts_first_ = 0, experts_count_ = -1;
+    int64_t features_first_ = 0, features_count_ = -1;
 };
 
 // Maps a safetensors element type to a tensor dtype (F32, BF16, F16; F8_E4M3 too when `fp8`).

@@ -329,6 +329,11 @@ Status stack_experts(WeightLoader& loader, const std::string& p, int64_t first, 
         return Status::error(p + "0.gate_proj: neither packed int4 tensors nor a weight; int4 MoE experts are served " +
                              "stored one by one (experts.<e>.gate_proj.qweight ...), not fused (not yet)");
     }
+    // Dense experts take only this rank's features under tensor parallelism: gate and up rows [f0, f0 + Il), down
+    // columns [f0, f0 + Il) (one copy per row of down).
+    const int64_t f0 = loader.expert_features_first(), Il = loader.expert_features_count(I);
+    if (f0 < 0 || Il <= 0 || f0 + Il > I) return Status::error(p + ": expert features to hold out of range");
+    out.stacked_for_rank = out.stacked_for_rank || Il != I;
     Tensor gate_up, down;
     std::vector<CopyJob> copies;
     for (int64_t e = 0; e < E; ++e) {
@@ -337,8 +342,8 @@ Status stack_experts(WeightLoader& loader, const std::string& p, int64_t first, 
         PAGODA_ASSIGN_OR_RETURN(Tensor u, loader.view(ep + "up_proj.weight", Shape{I, H}));
         PAGODA_ASSIGN_OR_RETURN(Tensor d, loader.view(ep + "down_proj.weight", Shape{H, I}));
         if (e == 0) {
-            gate_up = loader.allocate(g.dtype(), Shape{E, 2 * I, H});
-            down = loader.allocate(d.dtype(), Shape{E, H, I});
+            gate_up = loader.allocate(g.dtype(), Shape{E, 2 * Il, H});
+            down = loader.allocate(d.dtype(), Shape{E, H, Il});
         }
         if (g.dtype() != gate_up.dtype() || u.dtype() != gate_up.dtype() || d.dtype() != down.dtype()) {
             return Status::error(ep + ": experts of one layer must share one dtype (found " +
@@ -346,9 +351,15 @@ Status stack_experts(WeightLoader& loader, const std::string& p, int64_t first, 
                                  std::string(dtype_name(d.dtype())) + ")");
         }
         Tensor ge = gate_up.select(e);
-        copies.push_back({ge.narrow(0, 0, I).data(), g.data(), g.nbytes()});
-        copies.push_back({ge.narrow(0, I, I).data(), u.data(), u.nbytes()});
-        copies.push_back({down.select(e).data(), d.data(), d.nbytes()});
+        copies.push_back({ge.narrow(0, 0, Il).data(), g.narrow(0, f0, Il).data(), g.narrow(0, f0, Il).nbytes()});
+        copies.push_back({ge.narrow(0, Il, Il).data(), u.narrow(0, f0, Il).data(), u.narrow(0, f0, Il).nbytes()});
+        if (Il == I) {
+            copies.push_back({down.select(e).data(), d.data(), d.nbytes()});
+        } else {
+            const size_t row_bytes = static_cast<size_t>(Il) * dtype_size(d.dtype());
+            for (int64_t h = 0; h < H; ++h)
+                copies.push_back({down.select(e).select(h).data(), d.select(h).narrow(0, f0, Il).data(), row_bytes});
+        }
     }
     parallel_copy(copies);
     out.gate_up = LinearWeight::dense(gate_up);
@@ -370,7 +381,7 @@ Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::strin
     if (!out.per_expert_checkpoint) return ok_status();  // fused: views of the checkpoint, cut by shard_weights
     const int64_t first = loader.experts_first(), held = loader.experts_count(E);
     if (first < 0 || held <= 0 || first + held > E) return Status::error(p + ": experts to hold out of range");
-    out.stacked_for_rank = held != E;
+    out.stacked_for_rank = held != E;  // the dense path also says so when it took only this rank's features
     return stack_experts(loader, p + "experts.", first, held, I, H, out);
 }
 

@@ -86,12 +86,16 @@ Result<std::vector<std::vector<Logits>>> run_tensor_parallel(const std::string& 
             (!plan.expert_parallel || plan.experts.count != E / size || plan.experts.first != r * E / size))
             return Status::error("rank " + std::to_string(r) + " does not hold its " + std::to_string(E / size) +
                                  " whole experts");
-        // Nor more in memory: a per-expert checkpoint's stacks are built of those experts only (not all, then cut).
+        // Nor more in memory: a per-expert checkpoint's stacks are built of the rank's share only (whole experts, or
+        // dense experts' features), not of every expert and then cut.
+        const int64_t I = model->spec().moe_intermediate_size;
         for (const LayerWeights& layer : model->weights().layers) {
-            if (!expert_parallel || size == 1 || layer.mlp != MlpKind::kMoe) continue;
-            if (layer.moe.gate_up.data.dim(0) != E / size ||
-                (layer.moe.per_expert_checkpoint && !layer.moe.stacked_for_rank))
-                return Status::error("rank " + std::to_string(r) + " did not stack its experts alone");
+            if (size == 1 || layer.mlp != MlpKind::kMoe) continue;
+            const MoeWeights& m = layer.moe;
+            const bool share =
+                expert_parallel ? m.gate_up.data.dim(0) == E / size : m.gate_up.out_features() == 2 * I / size;
+            if (!share || (m.per_expert_checkpoint && (expert_parallel || m.gate_up.is_dense()) && !m.stacked_for_rank))
+                return Status::error("rank " + std::to_string(r) + " did not stack its share of the experts alone");
         }
         PAGODA_ASSIGN_OR_RETURN(SequenceRunner runner,
                                 SequenceRunner::create(*model, 3, static_cast<int32_t>(script.ids.size()) + 8));
