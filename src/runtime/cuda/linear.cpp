@@ -97,13 +97,7 @@ void CudaOps::linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& 
     const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
     if (overlaps(y, converted_src_)) invalidate_converted();
     if (T == 0 || N == 0) return;
-    const kcu::Int4Weight weight{
-        w.data.data(),
-        w.data.stride(0),
-        w.scales.data_as<float>(),
-        w.zeros.defined() ? w.zeros.data_as<float>() : nullptr,
-        w.group_size,
-        w.dequant_dtype == DType::F32 ? kcu::ElemType::F32 : elem_type(w.dequant_dtype, "linear")};
+    const kcu::Int4Weight weight = int4_weight(w, w.data.stride(0), "linear");
     if (T == kcu::kGemvTokens) {
         const auto profile = profiler_.scope("linear int4 (gemv)");
         kcu::launch_gemv_int4(

@@ -70,7 +70,7 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
             kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
             a.weight_type = kcu::ElemType::BF16, a.int4 = true;
             a.first_expert = experts.first_expert;
-            a.int4_round_to = gu.dequant_dtype == DType::F32 ? kcu::ElemType::F32 : elem_type(gu.dequant_dtype, op);
+            a.int4_round_to = int4_round_to(gu, op);
             // Each stack's groups as one [E*N, K] matrix's: rows, scales and zeros of expert e follow expert e - 1's.
             const auto groups = [](const LinearWeight& w) {
                 return kcu::WeightScales{w.scales.data_as<float>(), 1, w.group_size, w.in_features() / w.group_size};
@@ -152,13 +152,7 @@ LinearWeight CudaOps::dequantized_experts(const LinearWeight& w, void* dst) {
         expect(w.data.is_contiguous(), op, "int4 experts must be a contiguous [E, N, K/2] stack");
         // The stack as one [E*N, K] matrix: rows, scales and zeros of expert e follow those of expert e - 1.
         const int64_t rows = w.data.dim(0) * w.out_features(), K = w.in_features();
-        const kcu::Int4Weight weight{
-            w.data.data(),
-            w.data.stride(1),
-            w.scales.data_as<float>(),
-            w.zeros.defined() ? w.zeros.data_as<float>() : nullptr,
-            w.group_size,
-            w.dequant_dtype == DType::F32 ? kcu::ElemType::F32 : elem_type(w.dequant_dtype, op)};
+        const kcu::Int4Weight weight = int4_weight(w, w.data.stride(1), op);
         const auto profile = profiler_.scope("dequantize int4 experts");
         kcu::launch_dequantize_int4({weight, rows, K, dst}, stream_);
         return LinearWeight::dense(
