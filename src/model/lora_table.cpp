@@ -151,7 +151,7 @@ Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAd
         Cut c{&it->second, m.a, m.b};
         const ShardRole& role = it->second.role;
         if (plan_.size > 1 && role.split != Split::kReplicated) {
-            if (!role.splittable() || role.unit() == SplitUnit::kVocab || role.unit() == SplitUnit::kExpertMlp)
+            if (!role.splittable())  // (the projections here are rank 2: never the vocabulary or stacked experts)
                 return Status::error("LoRA adapter " + adapter->path + ": " + m.weight + " (" + describe(role) +
                                      ") cannot be split for tensor parallelism");
             Tensor& side = role.split == Split::kRows ? c.b : c.a;

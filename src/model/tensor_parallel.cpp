@@ -15,11 +15,9 @@ Tensor allocate_zeros(OwnedWeights& owned, DType dtype, const Shape& shape) {
     return t;
 }
 
-// The slice `s` of a checkpoint tensor of rank 1 to 3, with `extra_rows` zero entries after the (zero-)padded ones
-// along the split dimension (rows: dimension 0, or 1 of stacked experts; columns: the last; experts: dimension 0 of
-// stacked experts). One range along dimension 0 is contiguous, so such a slice without padding is a view (whole
-// experts too); anything else is copied, range after range.
-// The slice's ranges along `axis` of `w` (any rank), copied unless they are one range along dimension 0.
+// The slice's ranges along `axis` of `w` (any rank), with `extra_rows` zero entries after the (zero-)padded ones. One
+// range along dimension 0 is contiguous, so such a slice without padding is a view; anything else is copied, range
+// after range.
 Result<Tensor> cut_along(const Tensor& w, int axis, const WeightSlice& s, OwnedWeights& owned, int64_t extra_rows) {
     if (!w.is_host() || !w.is_contiguous() || axis < 0 || axis >= w.rank())
         return Status::error("cannot shard weight " + w.to_string());
@@ -58,6 +56,8 @@ Result<Tensor> cut_along(const Tensor& w, int axis, const WeightSlice& s, OwnedW
     return out;
 }
 
+// The slice `s` of a checkpoint tensor of rank 1 to 3 along its split dimension (rows: dimension 0, or 1 of stacked
+// experts; columns: the last; experts: dimension 0 of stacked experts, so whole experts are a view).
 Result<Tensor> cut(const Tensor& w, const WeightSlice& s, OwnedWeights& owned, int64_t extra_rows = 0) {
     if (!w.defined() || s.dim == SplitDim::kNone) return w;
     if (w.rank() < 1 || w.rank() > 3 || (s.dim == SplitDim::kColumns && w.rank() < 2) ||

@@ -283,8 +283,8 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t fi
                                                            std::tuple{"up_proj.weight", I, H, &gate_up, I},
                                                            std::tuple{"down_proj.weight", H, I, &down, int64_t{0}}}) {
             if (!loader.stored_int4(ep + name)) {
-                return Status::error(ep + name + ": experts of one layer must share one format (expert 0's " +
-                                     "gate_proj is int4, this one is not)");
+                return Status::error(ep + name + ": experts of one layer must share one format (the first " +
+                                     "expert's gate_proj is int4, this one is not)");
             }
             PAGODA_ASSIGN_OR_RETURN(WeightLoader::Int4Module m, loader.int4_module(ep + name, Shape{rows, cols}));
             if (!stack->defined()) {
@@ -326,7 +326,8 @@ Status stack_experts(WeightLoader& loader, const std::string& p, int64_t first, 
     if (loader.stored_fp8(gate0)) return stack_fp8_experts(loader, p, first, E, I, H, out);
     if (loader.stored_int4(gate0)) return stack_int4_experts(loader, p, first, E, I, H, out);
     if (loader.int4_checkpoint() && !loader.has(gate0)) {
-        return Status::error(p + "0.gate_proj: neither packed int4 tensors nor a weight; int4 MoE experts are served " +
+        return Status::error(p + std::to_string(first) + ".gate_proj: neither packed int4 tensors nor a weight; int4 " +
+                             "MoE experts are served " +
                              "stored one by one (experts.<e>.gate_proj.qweight ...), not fused (not yet)");
     }
     // Dense experts take only this rank's features under tensor parallelism: gate and up rows [f0, f0 + Il), down
