@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "common/check.h"
+#include "common/log.h"
 #include "engine/grammar_masks.h"
 #include "engine/kv_cache_manager.h"
 #include "engine/sampler.h"
@@ -95,6 +96,7 @@ struct Engine::Impl {
     void sample_and_update(const StepOutput& out, double now);
     void deliver_pooled(RequestState& r, Sequence& s, std::span<const float> values);
     void finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message, int32_t stop_id);
+    void end_without_a_token(RequestState& r, Sequence& s);
     void touch(RequestState& r);
     void flush_touched();
     void erase_ended();
@@ -383,6 +385,7 @@ void Engine::Impl::step() {
     if (!out.status.ok()) {
         // The step's KV is garbage: drop the requests before anything is published to the prefix cache.
         const std::string message = "model step failed: " + out.status.message();
+        PAGODA_LOG_ERROR(message + " (" + std::to_string(plan.chunks.size()) + " sequences end)");
         scheduler.discard_checkpoints(plan);
         for (const ScheduledChunk& c : plan.chunks)
             end_request_choices(owner(*c.seq), FinishReason::kAbort, message);
@@ -450,6 +453,10 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
         const SamplingParams& p = r.request.params;
         const SampleResult res = out.samples.empty() ? sampler.sample(row_logits, sampling[k]) : out.samples[k];
         const int32_t tok = res.token;
+        if (tok == kNoToken) {
+            end_without_a_token(r, s);
+            continue;
+        }
         s.tokens.push_back(tok);
         ++r.usage.completion_tokens;
         ++generated_tokens;
@@ -488,6 +495,20 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
         else if (static_cast<int32_t>(s.tokens.size()) >= config.max_model_len)
             finish_choice(r, s, FinishReason::kLength, {}, -1);
     }
+}
+
+// The sampler found every token masked out. With a grammar that is its end with no EOS token to close it (a
+// checkpoint that names none): the answer is complete. Anything else is a grammar with no way on, which ends this
+// choice with the reason, not the step.
+void Engine::Impl::end_without_a_token(RequestState& r, Sequence& s) {
+    if (!r.matchers.empty() && r.matchers[static_cast<size_t>(s.index)].can_end()) {
+        finish_choice(r, s, FinishReason::kStop, {}, -1);
+        return;
+    }
+    finish_choice(r, s, FinishReason::kAbort,
+                  r.matchers.empty() ? "every token was masked out"
+                                     : "structured output: the grammar allows no token after the output so far",
+                  -1);
 }
 
 // A pooling request's one result: its vector, then its end (its blocks go back; full ones stay in the prefix cache).

@@ -143,6 +143,7 @@ SampleResult Sampler::sample(std::span<const float> raw_logits, const SamplingCo
     process(logits, ctx);
     const float temperature = p.temperature_value();
     std::span<float> w(work_);
+    if (max_of(w) == kNegInf) return result;  // kNoToken
 
     if (temperature == 0.0f) {
         int32_t best = 0;
@@ -153,8 +154,7 @@ SampleResult Sampler::sample(std::span<const float> raw_logits, const SamplingCo
         const float inv_t = 1.0f / temperature;
         for (float& x : w)
             x *= inv_t;
-        float m = max_of(w);
-        PAGODA_CHECK_MSG(m > kNegInf, "every token was masked out");
+        const float m = max_of(w);
 
         const float min_p = p.min_p_value();
         if (min_p > 0.0f) {

@@ -17,8 +17,12 @@ struct TokenLogprob {
     float logprob = 0.0f;
 };
 
+// A row whose every token is masked out (a grammar that allows nothing more, the model having no EOS token to end
+// with) samples no token; the engine ends that choice, not the step.
+inline constexpr int32_t kNoToken = -1;
+
 struct SampleResult {
-    int32_t token = -1;
+    int32_t token = kNoToken;
     float logprob = 0.0f;  // raw log-softmax of the sampled token (valid when params.logprobs)
     int32_t num_top = 0;   // entries of `top`, most likely first
     std::array<TokenLogprob, kMaxTopLogprobs> top{};

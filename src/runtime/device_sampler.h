@@ -17,8 +17,8 @@ class DeviceSampler {
     virtual ~DeviceSampler() = default;
     // `logits`: an F32 [R, V] tensor on the sampler's device; the rows named by `rows` are overwritten. `masks`:
     // the structured-output token masks rows point at (SampleRow::mask_row), ceil(V / 32) words each; may be empty.
-    // `out` gets one result per row. An error (never an abort) when every token of a row was masked out or the
-    // arguments do not fit.
+    // `out` gets one result per row; a row whose every token was masked out gets token -1 (engine::kNoToken) with
+    // error = 1. An error Status (never an abort) only when the arguments do not fit.
     virtual Status sample(const Tensor& logits, std::span<const kernels::SampleRow> rows,
                           std::span<const kernels::LogitEdit> edits, std::span<const uint32_t> masks,
                           std::span<kernels::SampledToken> out) = 0;

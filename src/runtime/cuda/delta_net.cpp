@@ -2,6 +2,7 @@
 // the CPU (ops_checks.h), the batch's sequence arrays resolved to their device copies, and the kernels/cuda/delta_net
 // launchers. A state slot outside the pool makes the kernels skip that sequence: a recorded decode step pads its
 // batch with such sequences (decode_graphs.cpp).
+#include <algorithm>
 #include <cstdlib>
 #include <string_view>
 
@@ -84,10 +85,14 @@ constexpr int32_t kChunkedMinTokens = 32;
 // Auto takes the chunked kernels only with PAGODA_DELTA_RULE_CHUNKED=1 until they have run on a GPU: they were written
 // and compiled without one (session 12), and the recurrent kernel is the one the golden tests passed with on an H200.
 // DeltaRuleMode::Chunked runs them whatever this says (the op harness and the kernel test check them that way).
+// PAGODA_DELTA_RULE_CHUNKED_MIN=N moves the crossing point (2 sends every prefill through them: the golden tests'
+// prompts are shorter than 32 tokens).
 int32_t auto_chunked_min_tokens() {
     static const int32_t min_tokens = [] {
         const char* env = std::getenv("PAGODA_DELTA_RULE_CHUNKED");
-        return env != nullptr && std::string_view(env) == "1" ? kChunkedMinTokens : 0;
+        if (env == nullptr || std::string_view(env) != "1") return 0;
+        const char* min = std::getenv("PAGODA_DELTA_RULE_CHUNKED_MIN");
+        return min != nullptr ? std::max(1, std::atoi(min)) : kChunkedMinTokens;
     }();
     return min_tokens;
 }

@@ -204,7 +204,8 @@ void CompletionJob::process(size_t s, size_t c, engine::ChoiceDelta& d) {
         ch.finish = finish_reason_name(d.finish_reason);
     }
     if (ch.done) count_finished(s, ch, finished_reason_label(ch.finish));
-    if (d.finish_reason == engine::FinishReason::kAbort) note_abort("aborted by the engine");
+    if (d.finish_reason == engine::FinishReason::kAbort)
+        note_abort(d.finish_message.empty() ? "aborted by the engine" : "aborted by the engine: " + d.finish_message);
     // Completions that echo with logprobs hold the echo back until the prompt's logprobs are all here: they
     // arrive before (or with) the first token.
     const bool flush_prefix = !ch.prefix.empty() && (!echo_logprobs || num_tokens > 0 || ch.done);

@@ -68,9 +68,11 @@ class CudaSamplerTest : public ::testing::Test {
             p.top_logprobs = pick(0, 20);
         }
         if (coin(30)) {
-            // A structured-output mask: a sparse random set, never empty; the engine refuses min_tokens with it.
+            // A structured-output mask: a sparse random set, now and then empty (a finished grammar whose model has
+            // no EOS token: no token on either sampler); the engine refuses min_tokens with it.
             r.mask.assign((static_cast<size_t>(V) + 31) / 32, 0u);
-            for (int32_t t = 0; t < V; ++t)
+            const bool empty = coin(10);
+            for (int32_t t = 0; t < V && !empty; ++t)
                 if (coin(12) || t == V / 2) r.mask[t / 32] |= 1u << (t % 32);
             p.min_tokens = 0;
         }
@@ -116,7 +118,10 @@ class CudaSamplerTest : public ::testing::Test {
                 " top_k=" + std::to_string(p.top_k_value()) + " top_p=" + std::to_string(p.top_p_value()) +
                 " min_p=" + std::to_string(p.min_p_value());
             EXPECT_EQ(got[i].token, want.token) << what;
-            if (!p.logprobs) continue;
+            if (want.token == engine::kNoToken) {
+                EXPECT_EQ(got[i].error, 1) << what;
+            }
+            if (!p.logprobs || want.token == engine::kNoToken) continue;
             EXPECT_NEAR(got[i].logprob, want.logprob, 2e-5f * std::max(1.0f, std::fabs(want.logprob))) << what;
             EXPECT_EQ(got[i].num_top, want.num_top) << what;
             for (int32_t k = 0; k < std::min(got[i].num_top, want.num_top); ++k) {
@@ -176,21 +181,35 @@ TEST_F(CudaSamplerTest, QwenDefaultsAndPlainSampling) {
     compare(151936, rows);
 }
 
-TEST_F(CudaSamplerTest, EveryTokenMaskedIsAnError) {
+// A row with every token at -inf samples no token (the engine ends that choice); the step and its other rows go on.
+TEST_F(CudaSamplerTest, EveryTokenMaskedGivesNoTokenForThatRowOnly) {
     const int32_t V = 64;
-    HostTensor logits = HostTensor::empty(DType::F32, Shape{1, V});
-    for (int32_t v = 0; v < V; ++v)
+    HostTensor logits = HostTensor::empty(DType::F32, Shape{2, V});
+    for (int32_t v = 0; v < V; ++v) {
         logits.tensor.data_as<float>()[v] = -INFINITY;
+        logits.tensor.data_as<float>()[V + v] = static_cast<float>(v % 7);
+    }
     DeviceTensor dev = to_device(*gpu_, logits.tensor);
-    Row r = random_row(V);
-    r.params = SamplingParams{};
-    engine::apply_generation_config(r.params, {});
     executor::DeviceSamplingBatch batch(V);
-    batch.add(r.context(), 0);
-    std::vector<kernels::SampledToken> got(1);
-    const Status st = sampler_->sample(dev.tensor, batch.rows(), batch.edits(), batch.masks(), got);
-    ASSERT_FALSE(st.ok());
-    EXPECT_NE(st.message().find("masked"), std::string::npos) << st.message();
+    for (float t : {0.0f, 1.0f}) {
+        Row r = random_row(V);
+        r.params = SamplingParams{};
+        r.params.temperature = t;
+        engine::apply_generation_config(r.params, {});
+        batch.clear();
+        batch.add(r.context(), 0);
+        batch.add(r.context(), 1);
+        std::vector<kernels::SampledToken> got(2);
+        const Status st = sampler_->sample(dev.tensor, batch.rows(), batch.edits(), batch.masks(), got);
+        ASSERT_TRUE(st.ok()) << st.message();
+        EXPECT_EQ(got[0].token, engine::kNoToken) << "temperature " << t;
+        EXPECT_EQ(got[0].error, 1);
+        EXPECT_GE(got[1].token, 0) << "temperature " << t;
+        EXPECT_EQ(got[1].error, 0);
+        if (t == 0.0f) {
+            EXPECT_EQ(got[1].token % 7, 6) << "greedy takes a largest logit";
+        }
+    }
 }
 
 TEST_F(CudaSamplerTest, BadArgumentsAreErrors) {

@@ -53,6 +53,7 @@ struct Choice {
     std::vector<int32_t> tokens;
     std::vector<TokenLogprobs> logprobs;
     FinishReason reason = FinishReason::kNone;
+    std::string message;
 };
 
 std::vector<Choice> run(Engine& engine, const Request& r) {
@@ -65,7 +66,8 @@ std::vector<Choice> run(Engine& engine, const Request& r) {
             const ChoiceDelta& d = chunk.choices[c];
             out[c].tokens.insert(out[c].tokens.end(), d.token_ids.begin(), d.token_ids.end());
             out[c].logprobs.insert(out[c].logprobs.end(), d.logprobs.begin(), d.logprobs.end());
-            if (d.finish_reason != FinishReason::kNone) out[c].reason = d.finish_reason;
+            if (d.finish_reason != FinishReason::kNone)
+                out[c].reason = d.finish_reason, out[c].message = d.finish_message;
         }
     }
     return out;
@@ -144,6 +146,41 @@ TEST_P(EngineGrammar, TheGrammarStartsAfterItsToken) {
         EXPECT_EQ(ch.tokens.front(), kThinkEnd) << "the free part drew the biased token";
         ch.tokens.erase(ch.tokens.begin());
         check(r.params.grammar, ch, false);
+    }
+}
+
+// A checkpoint that names no EOS token (random-weight ones made by transformers do not): a finished grammar has no
+// token left to draw, and the choice ends there with "stop"; a grammar with no way on (its next byte is in no token)
+// ends its choice with the reason. Neither may fail the step or the process: the H200 run that found this crashed the
+// CPU server and failed every sequence of the CUDA step.
+TEST_P(EngineGrammar, NoTokenLeftEndsTheChoiceNotTheStep) {
+    EngineConfig c = config();
+    c.eos_token_ids.clear();
+    FakeModelRunner runner(kVocab, c.num_kv_blocks, c.block_size, 0);
+    runner.samples_on_runner = GetParam();
+    auto engine = Engine::create(c, runner);
+    ASSERT_TRUE(engine.ok());
+    for (float temperature : {0.0f, 1.0f}) {
+        Request done;
+        done.prompt_tokens = {3, 4, 5};
+        done.params.n = 3;
+        done.params.temperature = temperature;
+        done.params.max_tokens = 60;
+        done.params.ignore_eos = true;
+        done.params.grammar = regex("(ab|c)+e");
+        for (const Choice& ch : run(**engine, done)) {
+            EXPECT_EQ(ch.reason, FinishReason::kStop);
+            grammar::GrammarMatcher m(done.params.grammar);
+            for (int32_t t : ch.tokens)
+                ASSERT_TRUE(m.accept_token(t)) << "token " << t << " breaks the grammar";
+            EXPECT_TRUE(m.must_end()) << "the choice ended where the grammar ends";
+        }
+        Request stuck = done;
+        stuck.params.grammar = regex("ab-c");  // no token holds '-'
+        for (const Choice& ch : run(**engine, stuck)) {
+            EXPECT_EQ(ch.reason, FinishReason::kAbort);
+            EXPECT_NE(ch.message.find("the grammar allows no token"), std::string::npos) << ch.message;
+        }
     }
 }
 

@@ -305,5 +305,26 @@ TEST(Sampler, LogprobsAreRawLogSoftmax) {
     }
 }
 
+// A structured-output mask that allows nothing (a finished grammar whose model has no EOS token) samples no token,
+// greedy or not: the engine ends that choice. It used to abort the process.
+TEST(Sampler, AnEmptyMaskSamplesNoToken) {
+    const std::vector<float> logits = random_logits(11);
+    const std::vector<uint32_t> nothing((kVocab + 31) / 32, 0u);
+    Sampler sampler(kVocab);
+    for (float t : {0.0f, 1.0f}) {
+        SamplingParams p;
+        p.temperature = t;
+        p.logprobs = true;
+        p.top_logprobs = 3;
+        p = resolved(p);
+        SamplingContext ctx;
+        ctx.params = &p;
+        ctx.allowed_tokens = nothing;
+        const SampleResult r = sampler.sample(logits, ctx);
+        EXPECT_EQ(r.token, kNoToken) << "temperature " << t;
+        EXPECT_EQ(r.num_top, 0);
+    }
+}
+
 }  // namespace
 }  // namespace pagoda::engine

@@ -909,7 +909,7 @@ const std::vector<OpCase>& qwen3_30b_a3b_cases() {
         // Qwen3-30B-A3B's MoE layers: hidden 2048, 128 experts of intermediate 768, top-8.
         const int64_t H = 2048, I = 768, E = 128, k = 8;
         std::vector<OpCase> c;
-        for (int64_t T : {1, 8, 64, 256, 2048}) {
+        for (int64_t T : {1, 8, 16, 32, 64, 128, 256, 2048}) {
             c.push_back(moe_topk_softmax(T, E, k, true));
             c.push_back(moe_experts(T, H, I, E, k, Routing::Random, BF16, " qwen3-30b-a3b"));
         }

@@ -1,6 +1,9 @@
 // The routed experts: x is rounded to the weights' type once, the routing (pairs sorted by expert) is built on the
 // device, two grouped passes compute every (token, slot) pair's expert output into its own row, and a last kernel
 // sums each token's k rows in slot order (deterministic, no float atomics).
+#include <algorithm>
+#include <cstdlib>
+
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/moe/moe_internal.cuh"
 
@@ -121,8 +124,19 @@ Workspace carve(char* base, int64_t T, int64_t H, int64_t I, int64_t E, int64_t 
 
 // Few rows per expert on average (decode, small batches): the GEMV kernels stream each selected expert's weights
 // once per tile of 8 rows; more rows: the tensor-core GEMM, whose 64-row tiles waste less there than the GEMV's
-// scalar math costs. (A guess to be measured with op_bench's qwen3-30b-a3b table.)
-constexpr int64_t kGemvMaxRowsPerExpert = 4;
+// scalar math costs. Measured on an H200 at Qwen3-30B-A3B's shape (pagoda_op_bench --table qwen3-30b-a3b, both
+// passes at each batch size, 2026-12-04): GEMV 197 / 315 / 464 / 695 us at 8 / 16 / 32 / 64 tokens (1 / 1 / 2 / 4
+// pairs an expert), the GEMM 237 / 351 / 461 / 497 us: they cross at 2. PAGODA_MOE_GEMV_ROWS=N moves the crossing
+// point, so op_bench can time both kinds of pass at one batch size.
+constexpr int64_t kGemvMaxRowsPerExpert = 2;
+
+int64_t gemv_max_rows_per_expert() {
+    static const int64_t rows = [] {
+        const char* env = std::getenv("PAGODA_MOE_GEMV_ROWS");
+        return env ? std::max<int64_t>(0, std::atoll(env)) : kGemvMaxRowsPerExpert;
+    }();
+    return rows;
+}
 
 }  // namespace
 
@@ -156,7 +170,7 @@ bool moe_experts_read_int4(const MoeExpertsArgs& a) {
     if (moe::take_pair_passes(a)) return true;
     // The GEMV passes (few rows per expert); their inputs lie in the 256-byte aligned workspace.
     const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
-    return a.T * a.k <= kGemvMaxRowsPerExpert * a.E && a.I > 0 &&
+    return a.T * a.k <= gemv_max_rows_per_expert() * a.E && a.I > 0 &&
            moe::int4_gemv_fits(int4_gemv_args(a, moe::Pass::GateUp, aligned)) &&
            moe::int4_gemv_fits(int4_gemv_args(a, moe::Pass::Down, aligned));
 }
@@ -180,7 +194,7 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     if (moe::take_pair_passes(a)) return moe::launch_pair_passes(a, ws.h, stream);
     launch_convert_rows(a.x, a.x_stride, ws.x_w, a.weight_type, a.T, a.H, stream);
 
-    const bool gemv = pairs <= kGemvMaxRowsPerExpert * a.E;
+    const bool gemv = pairs <= gemv_max_rows_per_expert() * a.E;
     Routing r{ws.sorted_pairs,
               ws.expert_offsets,
               ws.tile_offsets,

@@ -359,7 +359,11 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
         for (int64_t v = threadIdx.x; v < V; v += kThreads)
             if (better(w[v], static_cast<int32_t>(v), b)) b = {w[v], static_cast<int32_t>(v)};
         b = block_best(b, s);
-        chosen = b.id == INT_MAX ? 0 : b.id;
+        if (b.id == INT_MAX || b.value == -INFINITY) {  // every token masked out: no token (engine::kNoToken)
+            if (threadIdx.x == 0) out->token = -1, out->error = 1;
+            return;
+        }
+        chosen = b.id;
     } else {
         // 3b. Temperature, min_p, top_k, top_p, then the draw.
         const float inv_t = 1.0f / r.temperature;
