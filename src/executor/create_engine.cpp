@@ -110,8 +110,12 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
     }
 
     const model::GenerationDefaults& g = model.dir().generation;
-    // Both files' EOS ids stop a request (Qwen instruct models list <|im_end|> and <|endoftext|> across the two).
-    for (const std::vector<int64_t>* list : {&g.eos_token_ids, &spec.eos_token_ids})
+    // Every file's EOS ids stop a request (Qwen instruct models list <|im_end|> and <|endoftext|> across config.json
+    // and generation_config.json; the tokenizer's eos_token stops one in vLLM whatever those say).
+    const auto& tokenizer_id = model.dir().tokenizer_eos_token_id;
+    const std::vector<int64_t> tokenizer_eos =
+        tokenizer_id ? std::vector<int64_t>{*tokenizer_id} : std::vector<int64_t>{};
+    for (const std::vector<int64_t>* list : {&g.eos_token_ids, &spec.eos_token_ids, &tokenizer_eos})
         for (int64_t id : *list)
             if (id >= 0 && id < model.vocab_size() &&
                 std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())

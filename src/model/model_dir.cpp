@@ -2,6 +2,7 @@
 #include "model/model_dir.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 #include "common/file.h"
@@ -21,6 +22,27 @@ std::optional<std::string> optional_file(const fs::path& dir, const char* name) 
 
 bool starts_with(std::string_view s, std::string_view prefix) {
     return s.substr(0, prefix.size()) == prefix;
+}
+
+// The id of tokenizer_config.json's eos_token (a string, or an added-token object with "content") among its
+// added_tokens_decoder; none when the file does not say. A malformed file is the tokenizer loader's to report.
+std::optional<int64_t> tokenizer_eos_id(const std::string& path) {
+    auto text = read_file(path);
+    if (!text.ok()) return std::nullopt;
+    auto config = Json::parse(*text);
+    if (!config.ok() || !config->is_object()) return std::nullopt;
+    const Json* eos = config->find("eos_token");
+    if (eos && eos->is_object()) eos = eos->find("content");
+    const Json* added = config->find("added_tokens_decoder");
+    if (!eos || !eos->is_string() || !added || !added->is_object()) return std::nullopt;
+    for (const auto& [id, token] : added->as_object()) {
+        const Json* content = token.is_object() ? token.find("content") : nullptr;
+        if (!content || !content->is_string() || content->as_string() != eos->as_string()) continue;
+        char* end = nullptr;
+        const long long value = std::strtoll(id.c_str(), &end, 10);
+        if (end != id.c_str() && *end == '\0' && value >= 0) return value;
+    }
+    return std::nullopt;
 }
 
 }  // namespace
@@ -102,6 +124,7 @@ Result<ModelDir> ModelDir::open(const std::string& dir, bool open_weights) {
     if (m.files.generation_config) {
         PAGODA_ASSIGN_OR_RETURN(m.generation, load_generation_defaults(*m.files.generation_config));
     }
+    if (m.files.tokenizer_config) m.tokenizer_eos_token_id = tokenizer_eos_id(*m.files.tokenizer_config);
     if (open_weights) {
         PAGODA_RETURN_IF_ERROR(require_weights(m.files));
         PAGODA_ASSIGN_OR_RETURN(Checkpoint c, Checkpoint::open_dir(dir));

@@ -61,6 +61,9 @@ struct ModelDir {
     ModelFiles files;
     ModelSpec spec;
     GenerationDefaults generation;  // all unset when generation_config.json is absent
+    // tokenizer_config.json's eos_token, as an id of its added_tokens_decoder: vLLM stops at the tokenizer's EOS
+    // whatever config.json and generation_config.json list (a chat fine-tune may set <|im_end|> only there).
+    std::optional<int64_t> tokenizer_eos_token_id;
     std::optional<Checkpoint> checkpoint;
 
     // Locates the files and parses config.json and generation_config.json. When `open_weights`,

@@ -78,13 +78,17 @@ kcu::GatedDeltaRuleArgs CudaOps::delta_rule_args(const Tensor& q, const Tensor& 
 // The recurrent kernel walks a sequence's tokens one barrier each (about 0.35 us per token and layer at Qwen3.5-9B's
 // shape: docs/benchmarks.md), the chunked path costs two launches and a whole 64-row chunk's products however few rows
 // it holds, so a short sequence is cheaper token by token, and decode batches (one token each) never leave the
-// recurrent decode kernel (a decode graph records only it). 32 is a first choice, not a measurement:
-// pagoda_delta_net_bench times both forms at 16, 32 and 64 tokens so the crossing point can be set from an H200.
+// recurrent decode kernel (a decode graph records only it). 32 is a first choice, not a measurement: on the H200
+// (2026-12-04) the chunked kernels lost at every size pagoda_delta_net_bench times (see below).
 constexpr int32_t kChunkedMinTokens = 32;
 
-// Auto takes the chunked kernels only with PAGODA_DELTA_RULE_CHUNKED=1 until they have run on a GPU: they were written
-// and compiled without one (session 12), and the recurrent kernel is the one the golden tests passed with on an H200.
-// DeltaRuleMode::Chunked runs them whatever this says (the op harness and the kernel test check them that way).
+// Auto takes the chunked kernels only with PAGODA_DELTA_RULE_CHUNKED=1. They are correct on an H200 (the kernel test,
+// the op harness and every golden pass with them; the engine's hit = miss and preemption tests miss their 0.02
+// logprob bound by up to 0.025 on qwen3_5, TF32 rounding that differs with the chunk boundaries), but slower than the
+// recurrent kernel: one 4,096-token sequence at Qwen3.5-9B's shape 2.52 ms against 1.90, 16 x 32 tokens 255 us
+// against 169; only 8 x 512 is ahead (1.15 ms against 1.28). They walk a sequence's chunks one after another with
+// the whole chunk's work inside the walk; what would win is the intra-chunk work for every chunk at once and only
+// the state pass in order. DeltaRuleMode::Chunked runs them whatever this says (the tests check them that way).
 // PAGODA_DELTA_RULE_CHUNKED_MIN=N moves the crossing point (2 sends every prefill through them: the golden tests'
 // prompts are shorter than 32 tokens).
 int32_t auto_chunked_min_tokens() {

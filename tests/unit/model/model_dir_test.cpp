@@ -86,6 +86,32 @@ TEST_F(ModelDirTest, LocatesFiles) {
     EXPECT_FALSE(ModelDir::open(dir(), true).ok());
 }
 
+// The tokenizer's eos_token (string or added-token object) found among added_tokens_decoder; none when it is not
+// there or the file does not name one. The real Qwen3 file says <|im_end|> = 151645.
+TEST_F(ModelDirTest, TokenizerEosToken) {
+    write("config.json", R"({"model_type":"qwen3"})");
+    const auto eos_of = [&](const std::string& tokenizer_config) -> std::optional<int64_t> {
+        write("tokenizer_config.json", tokenizer_config);
+        auto m = ModelDir::open(dir(), false);
+        EXPECT_TRUE(m.ok()) << m.message();
+        return m.ok() ? m.value().tokenizer_eos_token_id : std::nullopt;
+    };
+    const std::string added =
+        R"("added_tokens_decoder":{"7":{"content":"<a>"},"9":{"content":"<end>","special":true}})";
+    EXPECT_EQ(eos_of(R"({"eos_token":"<end>",)" + added + "}"), 9);
+    EXPECT_EQ(eos_of(R"({"eos_token":{"content":"<a>","lstrip":false},)" + added + "}"), 7);
+    EXPECT_EQ(eos_of(R"({"eos_token":"<other>",)" + added + "}"), std::nullopt);
+    EXPECT_EQ(eos_of(R"({"eos_token":null,)" + added + "}"), std::nullopt);
+    EXPECT_EQ(eos_of(R"({"eos_token":"<end>"})"), std::nullopt);
+    EXPECT_EQ(eos_of("{not json"), std::nullopt);  // the tokenizer loader reports it
+
+    const fs::path qwen3 = fs::path(PAGODA_SHARED_DIR) / "qwen-tokenizers/qwen3-4b/tokenizer_config.json";
+    std::ifstream in(qwen3, std::ios::binary);
+    if (!in) GTEST_SKIP() << qwen3 << " is not here";
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_EQ(eos_of(text), 151645);
+}
+
 TEST_F(ModelDirTest, MissingTokenizer) {
     write("config.json", R"({"model_type":"qwen3"})");
     auto f = locate_model_files(dir());
