@@ -294,6 +294,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
     float* w = a.logits + static_cast<int64_t>(r.logits_row) * a.stride;
     const int64_t V = a.V;
     SampledToken* out = a.out + blockIdx.x;
+    if (threadIdx.x == 0) out->num_top = 0;  // no top logprobs unless asked for (also on the no-token returns)
 
     // 0. Structured output: tokens the grammar does not allow are -inf from here on, so the logprobs below are those
     // of the masked distribution (as the CPU sampler, and vLLM, report them).
@@ -360,7 +361,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
             if (better(w[v], static_cast<int32_t>(v), b)) b = {w[v], static_cast<int32_t>(v)};
         b = block_best(b, s);
         if (b.id == INT_MAX || b.value == -INFINITY) {  // every token masked out: no token (engine::kNoToken)
-            if (threadIdx.x == 0) out->token = -1, out->error = 1;
+            if (threadIdx.x == 0) out->token = -1, out->error = 1, out->logprob = 0.0f;
             return;
         }
         chosen = b.id;
@@ -372,7 +373,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
             m = fmaxf(m, scaled(w[v], inv_t));
         m = block_reduce(m, s.f, MaxOp{});
         if (!live(m)) {
-            if (threadIdx.x == 0) out->token = -1, out->error = 1;
+            if (threadIdx.x == 0) out->token = -1, out->error = 1, out->logprob = 0.0f;
             return;
         }
         if (r.min_p > 0.0f) {
@@ -415,7 +416,6 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(SampleArgs a) {
         out->error = 0;
         out->logprob =
             r.num_top >= 0 ? static_cast<float>(static_cast<double>(s.chosen_raw) - raw_max - raw_log_sum) : 0.0f;
-        if (r.num_top < 0) out->num_top = 0;
     }
 }
 
