@@ -1,8 +1,7 @@
 // The grouped passes for many rows per expert (prefill): a block takes one tile (up to 64 rows of one expert) and
-// 128 weight rows, stages 64x32 and 128x32 slices of both through shared memory with cp.async (three stages: two
-// slices load while one is multiplied; with two, a decode-sized batch of 64-256 tokens read the weights at only
-// 2.2-2.5 TB/s on an H200, too few bytes in flight for its bandwidth) and multiplies them with mma.sync m16n8k16
-// (bf16 or f16 in, fp32 accumulate). 8 warps as 2 x 4, each 32 rows x 32 weight rows.
+// 128 weight rows, stages 64x32 and 128x32 slices of both through shared memory with cp.async (two stages: the next
+// slice loads while this one is multiplied) and multiplies them with mma.sync m16n8k16 (bf16 or f16 in, fp32
+// accumulate). 8 warps as 2 x 4, each 32 rows x 32 weight rows.
 //
 // GateUp fuses silu(gate)·up into the epilogue: each warp's 32 weight rows are 16 gate rows and the 16 up rows of the
 // same intermediate columns, so one thread holds both accumulators of an output. Rows of the tile past the expert's
@@ -20,7 +19,7 @@ using moe::Pass;
 
 constexpr int kBM = moe::kMmaRows, kBN = 128, kBK = 32;
 constexpr int kLd = kBK + 8;  // padded shared rows: the fragment loads of a warp hit 32 different banks
-constexpr int kStages = 3;    // 45 KB of static shared memory (the limit is 48)
+constexpr int kStages = 2;
 constexpr int kThreads = 256;
 static_assert(kBM * kBK / 8 == kThreads && kBN * kBK / 8 == 2 * kThreads, "one A chunk and two B chunks a thread");
 
@@ -129,19 +128,14 @@ __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
 
     float acc[2][4][4] = {};
     const int64_t k_tiles = (a.K + kBK - 1) / kBK;
-    // Slices 0 .. kStages-2 in flight before the first multiply; one commit group per slice (empty past the end), so
-    // the wait below always leaves exactly the later slices flying.
-    for (int s = 0; s < kStages - 1; ++s) {
-        if (s < k_tiles) load(s, s * kBK);
-        cp_async_commit();
-    }
+    load(0, 0);
+    cp_async_commit();
     for (int64_t kt = 0; kt < k_tiles; ++kt) {
-        const int stage = static_cast<int>(kt % kStages);
-        cp_async_wait<kStages - 2>();  // slice kt has landed (for this thread)
-        __syncthreads();               // for every thread; and every thread is done with slice kt - 1's stage
-        // Slice kt + kStages - 1 goes into the stage slice kt - 1 used.
-        if (const int64_t next = kt + kStages - 1; next < k_tiles) load(static_cast<int>(next % kStages), next * kBK);
+        const int stage = static_cast<int>(kt & 1);
+        if (kt + 1 < k_tiles) load(stage ^ 1, (kt + 1) * kBK);  // that stage was last read before the loop's end sync
         cp_async_commit();
+        cp_async_wait<1>();  // this stage's copies are done (the next stage's may still fly)
+        __syncthreads();
 #pragma unroll
         for (int ks = 0; ks < kBK; ks += 16) {
             uint32_t af[2][4], bf[4][2];
@@ -165,6 +159,7 @@ __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
                 for (int nt = 0; nt < 4; ++nt)
                     mma_16816<W>(acc[mt][nt], af[mt], bf[nt]);
         }
+        __syncthreads();
     }
 
     // Accumulator acc[mt][nt][2*half + c] is tile row wm*32 + mt*16 + g + 8*half, shared B row wn*32 + nt*8 + 2*t4 + c.
