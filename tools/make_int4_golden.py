@@ -268,7 +268,8 @@ def make_one(name, out_root, log):
         note_gptqmodel_load(d, fmt, refs, log, name)
     else:
         note_transformers_load(d, kind, log, name)
-    log(f"{name}: {len(refs)} weights quantized ({fmt} {bits}-bit, group {group}, {'symmetric' if sym else 'zero points'}), "
+    log(f"{name}: {len(refs)} weights quantized ({fmt} {bits}-bit, group {group}, "
+        f"{'symmetric' if sym else 'zero points'}), "
         f"ok in {time.time() - t0:.1f}s, {tiny.dir_summary(d)}")
 
 
