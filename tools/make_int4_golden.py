@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""INT4 golden checkpoints: tiny golden models (tests/golden/<name>) with their decoder-layer projections quantized to
-4 bits in the AWQ, GPTQ and compressed-tensors (W4A16) formats, packed by those formats' own tools, and the reference
-logits of each quantized checkpoint.
+"""INT4 (and GPTQ INT8) golden checkpoints: tiny golden models (tests/golden/<name>) with their decoder-layer
+projections quantized to 4 bits in the AWQ, GPTQ and compressed-tensors (W4A16) formats, or to 8 bits in the GPTQ
+format (Qwen2.5-*-GPTQ-Int8), packed by those formats' own tools, and the reference logits of each quantized
+checkpoint.
 
 Needs torch, transformers, accelerate, gptqmodel (transformers' AWQ and GPTQ loader, and the AWQ / GPTQ packers) and
 compressed-tensors; runs on the CPU.
@@ -19,7 +20,8 @@ pagoda reads, are the same.) Packing, by the formats' own code:
   awq         gptqmodel's AwqTorchLinear.pack (AutoAWQ's GEMM layout: qweight [K, N/8] in AWQ's interleaved order,
               qzeros [K/group, N/8], scales F16 [K/group, N])
   gptq        gptqmodel's TorchQuantLinear.pack, then its convert_gptq_v2_to_v1_format_module (the "gptq" checkpoint
-              format: qzeros stored as zero - 1), as GPTQModel.save writes it
+              format: qzeros stored as zero - 1), as GPTQModel.save writes it; 4 or 8 bits (8: qweight [K/4, N], four
+              inputs a word, qzeros [K/group, N/4]; symmetric zero 128)
   w4a16       compressed-tensors' pack_to_int32 (weight_packed [N, K/8], q + 8), weight_scale [N, K/group] in the
               model's dtype, weight_shape; the quantization_config from compressed-tensors' QuantizationConfig
 The reference is computed from each tool's own dequantisation of the stored tensors (AWQ: gptqmodel's dequantize_gemm,
@@ -50,7 +52,7 @@ from make_fp8_golden import to_torch  # noqa: E402
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
 
-# output name -> (source model, format, group size, symmetric)
+# output name -> (source model, format, group size, symmetric[, bits: 4 when left out])
 SPECS = {
     "qwen3_awq": ("qwen3", "awq", 32, False),
     "qwen3_gptq": ("qwen3", "gptq", 64, True),
@@ -64,7 +66,15 @@ SPECS = {
     # Qwen3-Next: attention and experts int4; the Gated DeltaNet projections, the router, the shared expert (48 wide:
     # gptqmodel packs only inputs a multiple of 32) and its gate stay bf16.
     "qwen3_next_gptq": ("qwen3_next", "gptq", 32, True),
+    # GPTQ 8-bit (Qwen2.5-*-GPTQ-Int8 are symmetric; the asymmetric variant checks stored zero points too).
+    "qwen2_gptq_int8": ("qwen2", "gptq", 32, True, 8),
+    "qwen2_gptq_int8_asym": ("qwen2", "gptq", 32, False, 8),
 }
+
+
+def spec(name):
+    """(source, format, group, symmetric, bits) of SPECS[name]."""
+    return (SPECS[name] + (4,))[:5]
 
 # The decoder layers' projections, each MoE expert's too; the router (mlp.gate), embeddings, norms and lm_head stay
 # as the source stores them.
@@ -102,21 +112,23 @@ def st_entry(t):
     return names[t.dtype], list(t.shape), raw.numpy().tobytes()
 
 
-def rtn(w, group, sym, scale_dtype):
-    """Round-to-nearest 4-bit codes of w [N, K] per group: (q [N, K] in 0..15, scales [N, G], zeros [N, G]) with
-    w ≈ (q - zero) · scale; symmetric: zero 8, scale = absmax / 7.5 (so that -8 · scale reaches -absmax' )."""
+def rtn(w, group, sym, scale_dtype, bits=4):
+    """Round-to-nearest `bits`-bit codes of w [N, K] per group: (q [N, K] in 0..maxq, scales [N, G], zeros [N, G])
+    with w ≈ (q - zero) · scale, maxq = 2^bits - 1; symmetric: zero 2^(bits-1), scale = absmax / (maxq / 2) (4 bits:
+    7.5, so that -8 · scale reaches -absmax')."""
     N, K = w.shape
+    maxq = 2 ** bits - 1
     g = w.view(N, K // group, group)
     if sym:
-        scale = (g.abs().amax(-1) / 7.5).clamp(min=1e-8)
-        zero = torch.full_like(scale, 8.0)
+        scale = (g.abs().amax(-1) / (maxq / 2)).clamp(min=1e-8)
+        zero = torch.full_like(scale, float(2 ** (bits - 1)))
     else:
         lo, hi = g.amin(-1).clamp(max=0), g.amax(-1).clamp(min=0)
-        scale = ((hi - lo) / 15).clamp(min=1e-8)
+        scale = ((hi - lo) / maxq).clamp(min=1e-8)
     scale = scale.to(scale_dtype).float()  # quantize with the scale as stored
     if not sym:
-        zero = torch.round(-lo / scale).clamp(0, 15)
-    q = torch.clamp(torch.round(g / scale[..., None]) + zero[..., None], 0, 15)
+        zero = torch.round(-lo / scale).clamp(0, maxq)
+    q = torch.clamp(torch.round(g / scale[..., None]) + zero[..., None], 0, maxq)
     return q.view(N, K).to(torch.int32), scale, zero
 
 
@@ -126,7 +138,7 @@ def dequantised(q, scale, zero, group):
 
 # ---- the formats: each returns (stored tensors of the module, the weight its tool dequantises them to) ----------
 
-def pack_awq(module, w, group, sym):
+def pack_awq(module, w, group, sym, bits=4):
     from gptqmodel.nn_modules.qlinear.torch_awq import AwqTorchLinear
     from gptqmodel.quantization.awq.utils.packing_utils import dequantize_gemm
     N, K = w.shape
@@ -142,27 +154,27 @@ def pack_awq(module, w, group, sym):
     return stored, ref
 
 
-def pack_gptq(module, w, group, sym):
+def pack_gptq(module, w, group, sym, bits=4):
     from gptqmodel.nn_modules.qlinear.torch import TorchLinear
     from gptqmodel.quantization import QuantizeConfig
     from gptqmodel.utils.model import convert_gptq_v2_to_v1_format_module
     N, K = w.shape
-    q, scale, zero = rtn(w, group, sym, torch.float16)
+    q, scale, zero = rtn(w, group, sym, torch.float16, bits)
     lin = torch.nn.Linear(K, N, bias=False)
     lin.weight.data = dequantised(q, scale, zero, group)
-    ql = TorchLinear(bits=4, group_size=group, sym=sym, desc_act=False, in_features=K, out_features=N,
+    ql = TorchLinear(bits=bits, group_size=group, sym=sym, desc_act=False, in_features=K, out_features=N,
                           bias=False, register_buffers=False)
     g_idx = torch.arange(K, dtype=torch.int32) // group
     ql.pack(lin, scale.half(), zero.to(torch.int32), g_idx)
     ref = ql.dequantize_weight().float().t()  # the module's own dequantisation of its (v2) buffers
     check_codes(ref, q, scale, zero, group, module)
-    convert_gptq_v2_to_v1_format_module(ql, QuantizeConfig(bits=4, group_size=group, sym=sym, desc_act=False))
+    convert_gptq_v2_to_v1_format_module(ql, QuantizeConfig(bits=bits, group_size=group, sym=sym, desc_act=False))
     stored = {module + "qweight": ql.qweight, module + "qzeros": ql.qzeros, module + "scales": ql.scales.half(),
               module + "g_idx": ql.g_idx.to(torch.int32)}
     return stored, ref
 
 
-def pack_w4a16(module, w, group, sym):
+def pack_w4a16(module, w, group, sym, bits=4):
     from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32, unpack_from_int32
     from compressed_tensors.quantization import QuantizationArgs
     from compressed_tensors.quantization.lifecycle.forward import dequantize
@@ -191,12 +203,12 @@ def check_codes(ref, q, scale, zero, group, module):
 PACKERS = {"awq": pack_awq, "gptq": pack_gptq, "w4a16": pack_w4a16}
 
 
-def quantization_config(fmt, group, sym, not_converted=None):
+def quantization_config(fmt, group, sym, not_converted=None, bits=4):
     if fmt == "awq":  # as AutoAWQ / GPTQModel write it for Qwen*-AWQ
         return {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": not sym, "version": "gemm",
                 "modules_to_not_convert": not_converted}
     if fmt == "gptq":
-        out = {"quant_method": "gptq", "bits": 4, "group_size": group, "sym": sym, "desc_act": False,
+        out = {"quant_method": "gptq", "bits": bits, "group_size": group, "sym": sym, "desc_act": False,
                "checkpoint_format": "gptq", "true_sequential": True, "damp_percent": 0.01}
         if not_converted:
             out["modules_to_not_convert"] = not_converted
@@ -214,7 +226,7 @@ def quantization_config(fmt, group, sym, not_converted=None):
 
 def make_one(name, out_root, log):
     t0 = time.time()
-    source, fmt, group, sym = SPECS[name]
+    source, fmt, group, sym, bits = spec(name)
     src = os.path.join(GOLDEN, source)
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
@@ -226,13 +238,13 @@ def make_one(name, out_root, log):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]
-        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), group, sym)
+        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), group, sym, bits)
         for k, v in stored.items():
             out[k] = st_entry(v)
         refs[n] = ref
     tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
     cfg = json.load(open(os.path.join(src, "config.json")))
-    cfg["quantization_config"] = quantization_config(fmt, group, sym, NOT_CONVERTED.get(source))
+    cfg["quantization_config"] = quantization_config(fmt, group, sym, NOT_CONVERTED.get(source), bits)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     if os.path.exists(os.path.join(src, "generation_config.json")):
@@ -256,7 +268,8 @@ def make_one(name, out_root, log):
         note_gptqmodel_load(d, fmt, refs, log, name)
     else:
         note_transformers_load(d, kind, log, name)
-    log(f"{name}: {len(refs)} weights quantized ({fmt}, group {group}, {'symmetric' if sym else 'zero points'}), "
+    log(f"{name}: {len(refs)} weights quantized ({fmt} {bits}-bit, group {group}, "
+        f"{'symmetric' if sym else 'zero points'}), "
         f"ok in {time.time() - t0:.1f}s, {tiny.dir_summary(d)}")
 
 

@@ -199,9 +199,10 @@ struct StoredLinear {
 StoredLinear stored_linear(const WeightEntry& e, const TensorView* t, const std::optional<CheckpointQuantization>& q,
                            const Checkpoint& checkpoint) {
     const auto numel = static_cast<size_t>(e.shape.numel());
-    if (t == nullptr) {  // int4: the layout's nibbles, scales and zero points
+    if (t == nullptr) {  // int4 (int8): the layout's nibbles (bytes), scales and zero points
         const auto group = static_cast<size_t>(q->group_size > 0 ? q->group_size : e.shape[e.shape.rank() - 1]);
-        return {q->describe(), numel / 2 + numel / group * 4 * (q->zero_points ? 2 : 1)};
+        return {q->describe(),
+                numel * static_cast<size_t>(q->bits()) / 8 + numel / group * 4 * (q->zero_points ? 2 : 1)};
     }
     if (t->dtype == StorageDType::kF8_E4M3) {
         const TensorView* scales = q ? checkpoint.find(scale_name(e.name, *q)) : nullptr;
@@ -237,7 +238,7 @@ std::string describe_formats(const std::vector<std::pair<std::string, std::strin
 std::vector<LayerFormats> layer_formats(const ModelSpec& s, const Checkpoint& checkpoint, std::string& lm_head) {
     const auto quantization = checkpoint_quantization(s.quantization);
     const std::optional<CheckpointQuantization> q = quantization.ok() ? *quantization : std::nullopt;
-    const bool int4 = q && q->format == pagoda::WeightFormat::kInt4;
+    const bool int4 = q && q->bits() != 0;  // int4, or GPTQ int8: packed tensors beside each module
     ModelWeights declared = declared_weights(s);
     std::vector<std::vector<std::pair<std::string, std::string>>> per_layer(declared.layers.size());
     std::vector<size_t> layer_bytes(declared.layers.size());

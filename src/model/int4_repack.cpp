@@ -8,11 +8,20 @@ namespace pagoda::model {
 
 namespace {
 
+// Value i of a word of `bits`-bit values, low bits first.
+int32_t value(int32_t word, int i, int bits) {
+    return static_cast<int32_t>((static_cast<uint32_t>(word) >> (bits * i)) & ((1u << bits) - 1));
+}
 int32_t nibble(int32_t word, int i) {
-    return (static_cast<uint32_t>(word) >> (4 * i)) & 0xF;
+    return value(word, i, 4);
 }
 
-void set_nibble(const Int4Layout& out, int64_t n, int64_t k, int32_t q) {
+// Weight (n, k) of the layout: a nibble (even k low) at 4 bits, a byte at 8.
+void set_code(const Int4Layout& out, int64_t n, int64_t k, int32_t q) {
+    if (out.bits == 8) {
+        out.data[n * out.K + k] = static_cast<uint8_t>(q);
+        return;
+    }
     uint8_t& byte = out.data[n * (out.K / 2) + k / 2];
     byte = k % 2 == 0 ? static_cast<uint8_t>((byte & 0xF0) | q) : static_cast<uint8_t>((byte & 0x0F) | (q << 4));
 }
@@ -26,22 +35,26 @@ void transpose_groups(std::span<const float> scales, const Int4Layout& out) {
             out.scales[n * G + g] = scales[g * out.N + n];
 }
 
-// qzeros [G, N/8] with column 8c + order[i] in nibble i (+ offset) → zeros [N, G].
+// qzeros [G, N/p] (p = 32 / out.bits values a word) with column p·c + order[i] in value i (+ offset) → zeros [N, G].
 void unpack_zeros(std::span<const int32_t> qzeros, const int (&order)[8], int32_t offset, const Int4Layout& out) {
-    const int64_t G = out.groups(), words = out.N / 8;
+    const int per_word = 32 / out.bits;
+    const int64_t G = out.groups(), words = out.N / per_word;
     PAGODA_CHECK(static_cast<int64_t>(qzeros.size()) == G * words);
     for (int64_t g = 0; g < G; ++g)
         for (int64_t c = 0; c < words; ++c)
-            for (int i = 0; i < 8; ++i)
-                out.zeros[(8 * c + order[i]) * G + g] = static_cast<float>(nibble(qzeros[g * words + c], i) + offset);
+            for (int i = 0; i < per_word; ++i)
+                out.zeros[(per_word * c + order[i]) * G + g] =
+                    static_cast<float>(value(qzeros[g * words + c], i, out.bits) + offset);
 }
 
 constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 constexpr int kSequential[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
-void check_layout(const Int4Layout& out) {
+void check_layout(const Int4Layout& out, int bits = 4) {
     PAGODA_CHECK(out.data && out.scales && out.N % 8 == 0 && out.K % 8 == 0 && out.group > 0 && out.group % 2 == 0 &&
                  out.K % out.group == 0);
+    PAGODA_CHECK_MSG(out.bits == bits || (bits == 0 && (out.bits == 4 || out.bits == 8)),
+                     "this packing is not of the layout's bits");
 }
 
 }  // namespace
@@ -54,19 +67,20 @@ void repack_awq_gemm(std::span<const int32_t> qweight, std::span<const int32_t> 
     for (int64_t k = 0; k < out.K; ++k)
         for (int64_t c = 0; c < words; ++c)
             for (int i = 0; i < 8; ++i)
-                set_nibble(out, 8 * c + kAwqOrder[i], k, nibble(qweight[k * words + c], i));
+                set_code(out, 8 * c + kAwqOrder[i], k, nibble(qweight[k * words + c], i));
     unpack_zeros(qzeros, kAwqOrder, 0, out);
     transpose_groups(scales, out);
 }
 
 void repack_gptq(std::span<const int32_t> qweight, std::span<const int32_t> qzeros, std::span<const float> scales,
                  int32_t zero_offset, const Int4Layout& out) {
-    check_layout(out);
-    PAGODA_CHECK(out.zeros && static_cast<int64_t>(qweight.size()) == (out.K / 8) * out.N);
-    for (int64_t r = 0; r < out.K / 8; ++r)
+    check_layout(out, /*bits=*/0);
+    const int per_word = 32 / out.bits;
+    PAGODA_CHECK(out.zeros && static_cast<int64_t>(qweight.size()) == (out.K / per_word) * out.N);
+    for (int64_t r = 0; r < out.K / per_word; ++r)
         for (int64_t n = 0; n < out.N; ++n)
-            for (int i = 0; i < 8; ++i)
-                set_nibble(out, n, 8 * r + i, nibble(qweight[r * out.N + n], i));
+            for (int i = 0; i < per_word; ++i)
+                set_code(out, n, per_word * r + i, value(qweight[r * out.N + n], i, out.bits));
     unpack_zeros(qzeros, kSequential, zero_offset, out);
     transpose_groups(scales, out);
 }

@@ -1,6 +1,7 @@
-// The int4 packings of AWQ, GPTQ and compressed-tensors checkpoints, rewritten at load into the one int4 layout every
-// kernel reads (LinearWeight's kInt4: U8 [N, K/2] with even k in the low nibble, F32 scales and zero points
-// [N, K/group]). Plain functions over host arrays (no tensors, no checkpoint) so that each packing is tested alone.
+// The int4 packings of AWQ, GPTQ and compressed-tensors checkpoints (and GPTQ's 8-bit one), rewritten at load into the
+// one grouped layout every kernel reads (LinearWeight's kInt4: U8 [N, K/2] with even k in the low nibble; kInt8: U8
+// [N, K], one value a byte; F32 scales and zero points [N, K/group]). Plain functions over host arrays (no tensors, no
+// checkpoint) so that each packing is tested alone.
 #pragma once
 
 #include <cstdint>
@@ -8,31 +9,34 @@
 
 namespace pagoda::model {
 
-// Where the repacked weight goes: data [N, K/2] bytes, scales [N, K/group] and zeros [N, K/group] (null for a
-// symmetric format, whose zero is 8).
+// Where the repacked weight goes: data [N, K * bits / 8] bytes, scales [N, K/group] and zeros [N, K/group] (null for
+// a symmetric format, whose zero is 8).
 struct Int4Layout {
     uint8_t* data = nullptr;
     float* scales = nullptr;
     float* zeros = nullptr;
     int64_t N = 0, K = 0, group = 0;  // group divides K and is even
+    int bits = 4;                     // 4 (kInt4), or 8 (kInt8: GPTQ only)
     int64_t groups() const { return K / group; }
+    int64_t row_bytes() const { return K * bits / 8; }
 };
 
 // AutoAWQ's GEMM packing (version "gemm"): qweight I32 [K, N/8] and qzeros I32 [K/group, N/8] hold 8 output columns
 // per int32 in AWQ's interleaved order (nibble i holds column 8c + {0, 2, 4, 6, 1, 3, 5, 7}[i]); scales [K/group, N]
-// (already f32). value(n, k) = (q - zero) · scale.
+// (already f32). value(n, k) = (q - zero) · scale. out.bits must be 4.
 void repack_awq_gemm(std::span<const int32_t> qweight, std::span<const int32_t> qzeros, std::span<const float> scales,
                      const Int4Layout& out);
 
-// GPTQ (AutoGPTQ / GPTQModel, 4 bits): qweight I32 [K/8, N] holds 8 consecutive inputs per int32 (nibble i is input
-// 8r + i), qzeros I32 [K/group, N/8] 8 consecutive columns per int32, scales [K/group, N]. `zero_offset` is added to
-// each stored zero: 1 for the "gptq" (v1) checkpoint format, which stores zero - 1, 0 for "gptq_v2".
+// GPTQ (AutoGPTQ / GPTQModel, 4 or 8 bits: out.bits): with p = 32 / bits values per int32, qweight I32 [K/p, N] holds
+// p consecutive inputs per int32 (value i, bits [i·bits, (i+1)·bits), is input p·r + i), qzeros I32 [K/group, N/p] p
+// consecutive columns per int32 likewise, scales [K/group, N]. `zero_offset` is added to each stored zero: 1 for the
+// "gptq" (v1) checkpoint format, which stores zero - 1, 0 for "gptq_v2".
 void repack_gptq(std::span<const int32_t> qweight, std::span<const int32_t> qzeros, std::span<const float> scales,
                  int32_t zero_offset, const Int4Layout& out);
 
-// compressed-tensors pack-quantized (4 bits, symmetric): weight_packed I32 [N, K/8] holds 8 consecutive inputs per
-// int32 (nibble i is input 8c + i), each stored as q + 8; weight_scale [N, K/group] (already f32). value = (stored - 8)
-// · scale: the layout's symmetric zero, so out.zeros is not written (may be null).
+// compressed-tensors pack-quantized (4 bits, symmetric; out.bits must be 4): weight_packed I32 [N, K/8] holds 8
+// consecutive inputs per int32 (nibble i is input 8c + i), each stored as q + 8; weight_scale [N, K/group] (already
+// f32). value = (stored - 8) · scale: the layout's symmetric zero, so out.zeros is not written (may be null).
 void repack_pack_quantized(std::span<const int32_t> packed, std::span<const float> scales, const Int4Layout& out);
 
 }  // namespace pagoda::model

@@ -8,8 +8,8 @@ namespace {
 
 constexpr const char* kServed =
     "pagoda serves fp8 e4m3 checkpoints (quant_method fp8, or compressed-tensors float-quantized 8-bit float weights) "
-    "and int4 weight-only ones (awq gemm, gptq 4-bit without act-order, compressed-tensors pack-quantized symmetric "
-    "W4A16)";
+    "and int4 / int8 weight-only ones (awq gemm, gptq 4- or 8-bit without act-order, compressed-tensors "
+    "pack-quantized symmetric W4A16)";
 
 Status not_served(const QuantizationSpec& q, const std::string& why) {
     return Status::error("quantized checkpoint (" + q.describe() + "): " + why + "; " + kServed);
@@ -35,12 +35,12 @@ Result<std::optional<CheckpointQuantization>> fp8(const QuantizationSpec& q) {
     return std::optional<CheckpointQuantization>(c);
 }
 
-// An int4 weight-only checkpoint with groups of `group_size` inputs (<= 0: per channel).
+// An int4 weight-only checkpoint (GPTQ: or int8, `bits`) with groups of `group_size` inputs (<= 0: per channel).
 Result<std::optional<CheckpointQuantization>> int4(const QuantizationSpec& q, Int4Packing packing, int64_t group_size,
-                                                   bool zero_points, int32_t zero_offset) {
+                                                   bool zero_points, int32_t zero_offset, int bits = 4) {
     if (group_size > 0 && group_size % 2 != 0) return not_served(q, "odd group sizes are not served");
     CheckpointQuantization c;
-    c.format = WeightFormat::kInt4;
+    c.format = bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
     c.layout = ScaleLayout::kGroup;
     c.packing = packing;
     c.group_size = std::max<int64_t>(group_size, 0);
@@ -60,7 +60,9 @@ Result<std::optional<CheckpointQuantization>> awq(const QuantizationSpec& q) {
 }
 
 Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
-    if (q.bits != 4) return not_served(q, std::to_string(q.bits) + "-bit GPTQ weights are not served yet (4-bit are)");
+    if (q.bits != 4 && q.bits != 8) {
+        return not_served(q, std::to_string(q.bits) + "-bit GPTQ weights are not served (4- and 8-bit are)");
+    }
     if (q.desc_act) {
         return not_served(q, "GPTQ act-order (desc_act true: inputs permuted by g_idx) is not served yet");
     }
@@ -69,7 +71,7 @@ Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
         return not_served(q, "GPTQ checkpoint format '" + format + "' is not served (gptq and gptq_v2 are)");
     }
     // The v1 format stores each zero point minus one (AutoGPTQ's historical off-by-one), v2 as is.
-    return int4(q, Int4Packing::kGptq, q.group_size, true, format == "gptq_v2" ? 0 : 1);
+    return int4(q, Int4Packing::kGptq, q.group_size, true, format == "gptq_v2" ? 0 : 1, q.bits);
 }
 
 Result<std::optional<CheckpointQuantization>> compressed_tensors(const QuantizationSpec& q) {
@@ -111,9 +113,10 @@ Result<std::optional<CheckpointQuantization>> compressed_tensors(const Quantizat
 }  // namespace
 
 std::string CheckpointQuantization::describe() const {
-    if (format == WeightFormat::kInt4) {
+    if (bits() != 0) {
         const char* packings[] = {"", "AWQ GEMM packing", "GPTQ packing", "compressed-tensors pack-quantized"};
-        return std::string("int4 (") + (group_size > 0 ? "group " + std::to_string(group_size) : "per-channel") +
+        return std::string(format_name(format)) + " (" +
+               (group_size > 0 ? "group " + std::to_string(group_size) : "per-channel") +
                (zero_points ? ", zero points" : ", symmetric") + "), " + packings[static_cast<int>(packing)];
     }
     LinearWeight w;

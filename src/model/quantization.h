@@ -13,11 +13,12 @@
 
 namespace pagoda::model {
 
-// How an int4 checkpoint packs its weights (model/int4_repack.h has each layout).
+// How an int4 (GPTQ: or int8) checkpoint packs its weights (model/int4_repack.h has each layout).
 enum class Int4Packing : uint8_t {
     kNone,           // not int4
     kAwqGemm,        // AutoAWQ version "gemm": <module>.qweight [K, N/8], .qzeros, .scales [K/group, N]
-    kGptq,           // GPTQ: <module>.qweight [K/8, N], .qzeros (stored zero - 1 in the v1 format), .scales, .g_idx
+    kGptq,           // GPTQ: <module>.qweight [K/8, N] (8 bits: [K/4, N]), .qzeros (stored zero - 1 in the v1
+                     // format), .scales, .g_idx
     kPackQuantized,  // compressed-tensors pack-quantized: <module>.weight_packed [N, K/8], .weight_scale, .weight_shape
 };
 
@@ -31,12 +32,13 @@ struct CheckpointQuantization {
     // The scale tensor of "<module>.weight" is "<module>.<scale_suffix>": a multiplier either way
     // (dequantised weight = q · scale).
     std::string scale_suffix;  // "weight_scale_inv" (fp8: Qwen, DeepSeek) / "weight_scale" (compressed-tensors)
-    // int4 (format kInt4, layout kGroup)
+    // int4 (format kInt4, layout kGroup), and GPTQ 8-bit (format kInt8: the same fields, one value a byte)
     Int4Packing packing = Int4Packing::kNone;
     int64_t group_size = 0;        // inputs per scale; 0: one group per row (per channel)
     bool zero_points = false;      // asymmetric (AWQ, GPTQ); compressed-tensors W4A16 is symmetric
     int32_t zero_offset = 0;       // added to each stored zero (1 for GPTQ's v1 format)
     std::string describe() const;  // "fp8-e4m3 (128x128 block scales)", "int4 (group 128, zero points), AWQ GEMM"
+    int bits() const { return grouped_int_bits(format); }  // 4, 8 (grouped integer formats); 0 for fp8
 };
 
 // nullopt when the config has no quantization_config; an error naming the format and variant when pagoda does not
@@ -46,9 +48,8 @@ struct CheckpointQuantization {
 //  - compressed-tensors float-quantized FP8 (llm-compressor W8A8-FP8 / FP8_DYNAMIC): 8-bit float weights, symmetric,
 //    channel, tensor or block scales; 8-bit float activations run weight-only likewise;
 //  - awq (Qwen*-AWQ, AutoAWQ): 4 bits, version gemm, zero points, groups;
-//  - gptq (Qwen*-GPTQ-Int4, GPTQModel / AutoGPTQ): 4 bits, sym or not, groups or per channel, desc_act false,
-//  checkpoint
-//    format gptq (v1) or gptq_v2;
+//  - gptq (Qwen*-GPTQ-Int4 and -Int8, GPTQModel / AutoGPTQ): 4 or 8 bits, sym or not, groups or per channel,
+//    desc_act false, checkpoint format gptq (v1) or gptq_v2;
 //  - compressed-tensors pack-quantized W4A16 (llm-compressor): 4-bit int weights, symmetric, group or channel
 //    scales, no activation quantization.
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q);
@@ -68,7 +69,8 @@ Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::strin
 
 // "<module>." for a weight "<module>.weight" (the prefix of the tensors a quantized module stores beside it).
 std::string module_prefix(const std::string& weight_name);
-// The name of the tensor an int4 checkpoint packs the weight "<module>.weight" in: "<module>.qweight" (AWQ, GPTQ) or
+// The name of the tensor an int4 (or GPTQ int8) checkpoint packs the weight "<module>.weight" in: "<module>.qweight"
+// (AWQ, GPTQ) or
 // "<module>.weight_packed" (compressed-tensors).
 std::string packed_name(const std::string& weight_name, const CheckpointQuantization& q);
 

@@ -41,8 +41,8 @@ class WeightLoader {
         const TensorView* t = checkpoint_.find(name);
         return t != nullptr && t->dtype == StorageDType::kF8_E4M3;
     }
-    // Whether the weight `name` ("<module>.weight") is stored packed as int4 by the checkpoint's quantization_config
-    // (<module>.qweight or <module>.weight_packed beside it).
+    // Whether the weight `name` ("<module>.weight") is stored packed as int4 (GPTQ: or int8) by the checkpoint's
+    // quantization_config (<module>.qweight or <module>.weight_packed beside it).
     bool stored_int4(const std::string& name) const;
     // Shape of a tensor, or an error naming it when absent.
     Result<std::vector<int64_t>> shape_of(const std::string& name) const;
@@ -74,6 +74,7 @@ class WeightLoader {
     struct Int4Module {
         std::string name;  // "<module>.weight"
         int64_t N = 0, K = 0, group = 0;
+        int bits = 4;                         // 4, or 8 (GPTQ int8: LinearWeight's kInt8)
         const TensorView* qweight = nullptr;  // qweight (AWQ, GPTQ) or weight_packed (compressed-tensors)
         const TensorView* qzeros = nullptr;   // AWQ, GPTQ
         const TensorView* scales = nullptr;
@@ -82,9 +83,9 @@ class WeightLoader {
     // The packed tensors of the int4 weight `name` of `shape` [N, K] (marked used), checked as int4_linear checks
     // them (shapes, dtypes, a trivial g_idx, a matching weight_shape). Not thread-safe.
     Result<Int4Module> int4_module(const std::string& name, const Shape& shape);
-    // Whether the checkpoint is an int4 one (its quantization_config), and whether its format has zero points (else
-    // the symmetric 8).
-    bool int4_checkpoint() const { return quantization_ != nullptr && quantization_->format == WeightFormat::kInt4; }
+    // Whether the checkpoint is an int4 (or GPTQ int8) one (its quantization_config), and whether its format has zero
+    // points (else the symmetric 8).
+    bool int4_checkpoint() const { return quantization_ != nullptr && quantization_->bits() != 0; }
     // Expert parallelism: a rank stacks only the routed experts it holds, [first, first + count) (a per-expert
     // checkpoint's stacks are then this rank's shard already). count < 0: every expert.
     void hold_experts(int64_t first, int64_t count) { experts_first_ = first, experts_count_ = count; }
@@ -97,6 +98,7 @@ class WeightLoader {
     int64_t expert_features_first() const { return features_first_; }
     int64_t expert_features_count(int64_t all) const { return features_count_ < 0 ? all : features_count_; }
     bool int4_zero_points() const { return quantization_ != nullptr && quantization_->zero_points; }
+    int int4_bits() const { return quantization_ != nullptr ? quantization_->bits() : 0; }  // 4, 8 (GPTQ int8), 0
     // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
     void repack_int4(const Int4Module& m, const Int4Layout& out) const;
 

@@ -1,5 +1,6 @@
-// WeightLoader's int4 weights: an AWQ, GPTQ or compressed-tensors module's packed tensors checked against the shape
-// the model declares and repacked (model/int4_repack.h) into owned buffers in LinearWeight's int4 layout.
+// WeightLoader's int4 weights (and GPTQ int8): an AWQ, GPTQ or compressed-tensors module's packed tensors checked
+// against the shape the model declares and repacked (model/int4_repack.h) into owned buffers in LinearWeight's int4
+// (int8) layout.
 #include <cstring>
 
 #include "common/check.h"
@@ -9,8 +10,7 @@
 namespace pagoda::model {
 
 bool WeightLoader::stored_int4(const std::string& name) const {
-    return quantization_ != nullptr && quantization_->format == WeightFormat::kInt4 &&
-           has(packed_name(name, *quantization_));
+    return int4_checkpoint() && has(packed_name(name, *quantization_));
 }
 
 namespace {
@@ -63,6 +63,8 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
     }
     Int4Module out;
     out.name = name;
+    out.bits = q.bits();
+    const int64_t per_word = 32 / out.bits;  // values an int32 packs
     const int64_t N = shape[0], K = shape[1], group = q.group_size > 0 ? q.group_size : K, G = K / group;
     if (N % 8 != 0 || K % 8 != 0 || K % group != 0 || group % 2 != 0) {
         return Status::error("tensor '" + name + "' " + shape.to_string() + " (" + q.describe() +
@@ -78,8 +80,8 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
             break;
         }
         case Int4Packing::kGptq: {
-            PAGODA_ASSIGN_OR_RETURN(out.qweight, packed_words(m + "qweight", Shape{K / 8, N}));
-            PAGODA_ASSIGN_OR_RETURN(out.qzeros, packed_words(m + "qzeros", Shape{G, N / 8}));
+            PAGODA_ASSIGN_OR_RETURN(out.qweight, packed_words(m + "qweight", Shape{K / per_word, N}));
+            PAGODA_ASSIGN_OR_RETURN(out.qzeros, packed_words(m + "qzeros", Shape{G, N / per_word}));
             PAGODA_ASSIGN_OR_RETURN(out.scales, lookup(m + "scales", Shape{G, N}));
             if (has(m + "g_idx")) {
                 // desc_act false writes the trivial g_idx (input k in group k / group); another one permutes the
@@ -119,7 +121,7 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
 }
 
 void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out) const {
-    PAGODA_CHECK(out.N == m.N && out.K == m.K && out.group == m.group);
+    PAGODA_CHECK(out.N == m.N && out.K == m.K && out.group == m.group && out.bits == m.bits);
     switch (quantization_->packing) {
         case Int4Packing::kAwqGemm:
             repack_awq_gemm(words(*m.qweight), words(*m.qzeros), floats(*m.scales), out);
@@ -138,12 +140,12 @@ void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out) const
 Result<LinearWeight> WeightLoader::int4_linear(const std::string& name, const Shape& shape) {
     PAGODA_ASSIGN_OR_RETURN(const Int4Module m, int4_module(name, shape));
     const int64_t G = m.K / m.group;
-    LinearWeight w =
-        LinearWeight::int4(allocate(DType::U8, Shape{m.N, m.K / 2}), allocate(DType::F32, Shape{m.N, G}),
-                           quantization_->zero_points ? allocate(DType::F32, Shape{m.N, G}) : Tensor(), m.group);
+    LinearWeight w = LinearWeight::grouped_int(
+        m.bits, allocate(DType::U8, Shape{m.N, m.K * m.bits / 8}), allocate(DType::F32, Shape{m.N, G}),
+        quantization_->zero_points ? allocate(DType::F32, Shape{m.N, G}) : Tensor(), m.group);
     w.dequant_dtype = m.dequant_dtype;
     Int4Layout out;
-    out.N = m.N, out.K = m.K, out.group = m.group;
+    out.N = m.N, out.K = m.K, out.group = m.group, out.bits = m.bits;
     out.data = static_cast<uint8_t*>(w.data.data());
     out.scales = w.scales.data_as<float>();
     out.zeros = w.zeros.defined() ? w.zeros.data_as<float>() : nullptr;

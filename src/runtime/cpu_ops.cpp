@@ -79,7 +79,7 @@ class CpuOps final : public Ops {
         ops_checks::expect_linear(x, w, y, kHere, "linear");
         if (w.format == WeightFormat::kFp8E4M3) {
             linear_fp8(x, w, y);
-        } else if (w.format == WeightFormat::kInt4) {
+        } else if (w.is_grouped_int()) {  // int4, int8
             linear_int4(x, w, y);
         } else {
             linear_dense(x, w, y);
@@ -421,7 +421,7 @@ class CpuOps final : public Ops {
         kc::launch_linear_fp8(a);
     }
 
-    // Weight-only int4: dequantised to f32 chunk by chunk, then the f32 GEMM (gemm_int4.cpp).
+    // Weight-only int4 (and int8): dequantised to f32 chunk by chunk, then the f32 GEMM (gemm_int4.cpp).
     static void linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y) {
         ops_checks::expect_int4(w, kHere, "linear");
         kc::LinearInt4Args a;
@@ -439,7 +439,8 @@ class CpuOps final : public Ops {
                 w.zeros.defined() ? w.zeros.data_as<float>() : nullptr,
                 w.group_size,
                 w.in_features() / w.group_size,
-                w.dequant_dtype};
+                w.dequant_dtype,
+                grouped_int_bits(w.format)};
     }
 
     // A dense weight's data must be of the format's dtype (LinearWeight::dense makes them agree).

@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "common/check.h"
+
 namespace pagoda {
 
 std::string_view format_name(WeightFormat format) {
@@ -18,8 +20,14 @@ std::string_view format_name(WeightFormat format) {
             return "fp8-e4m3";
         case WeightFormat::kInt4:
             return "int4";
+        case WeightFormat::kInt8:
+            return "int8";
     }
     return "unknown";
+}
+
+int grouped_int_bits(WeightFormat format) {
+    return format == WeightFormat::kInt4 ? 4 : format == WeightFormat::kInt8 ? 8 : 0;
 }
 
 std::string_view scale_layout_name(ScaleLayout layout) {
@@ -72,8 +80,14 @@ LinearWeight LinearWeight::fp8(Tensor data, Tensor scales, ScaleLayout layout, i
 }
 
 LinearWeight LinearWeight::int4(Tensor data, Tensor scales, Tensor zeros, int64_t group_size, Tensor bias) {
+    return grouped_int(4, std::move(data), std::move(scales), std::move(zeros), group_size, std::move(bias));
+}
+
+LinearWeight LinearWeight::grouped_int(int bits, Tensor data, Tensor scales, Tensor zeros, int64_t group_size,
+                                       Tensor bias) {
+    PAGODA_CHECK_MSG(bits == 4 || bits == 8, "grouped integer weights are 4- or 8-bit");
     LinearWeight w;
-    w.format = WeightFormat::kInt4;
+    w.format = bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
     w.data = std::move(data);
     w.scales = std::move(scales);
     w.zeros = std::move(zeros);
@@ -141,6 +155,7 @@ DType LinearWeight::input_dtype() const {
         case WeightFormat::kBf16:
         case WeightFormat::kFp8E4M3:
         case WeightFormat::kInt4:
+        case WeightFormat::kInt8:
             return DType::BF16;
     }
     return DType::BF16;

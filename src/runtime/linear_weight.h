@@ -1,8 +1,8 @@
 // LinearWeight: the weight of one linear layer as Ops::linear takes it: the data, an optional bias, and the format
 // that decides which kernel runs it (per layer, as TurboMind's LinearWeight and vLLM's per-layer QuantizeMethod do).
-// Dense formats (bf16/f16/f32), fp8-e4m3 and int4 (both weight-only: dequantised by the kernel). AWQ, GPTQ and
-// compressed-tensors checkpoints are repacked into the one int4 layout below at load (model/int4_repack.h), so every
-// kernel reads one layout. Knows nothing about models.
+// Dense formats (bf16/f16/f32), fp8-e4m3, int4 and int8 (weight-only: dequantised by the kernel). AWQ, GPTQ and
+// compressed-tensors checkpoints are repacked into the one int4 (GPTQ 8-bit: int8) layout below at load
+// (model/int4_repack.h), so every kernel reads one layout. Knows nothing about models.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,12 @@ enum class WeightFormat : uint8_t {
                // scales and (asymmetric) zero points per group of `group_size` inputs: scales F32 [N, K/group_size],
                // zeros F32 of the same shape (whole numbers, already unpacked) or undefined (symmetric: zero 8);
                // value = (q - zero) · scale, rounded to `dequant_dtype`
+    kInt8,     // data U8 [N, K], one unsigned value (0..255) per byte; scales, zeros and dequant_dtype as kInt4
+               // (symmetric: zero 128). The same group layout with one value a byte: GPTQ 8-bit checkpoints
 };
+
+// Bits of one stored value of a grouped integer format (kInt4: 4, kInt8: 8), 0 for the others.
+int grouped_int_bits(WeightFormat format);
 
 // How the scales of a quantized weight cover it.
 enum class ScaleLayout : uint8_t {
@@ -81,16 +86,21 @@ struct LinearWeight {
 
     // An int4 weight (kInt4 above): data U8 [N, K/2], scales F32 [N, K/group_size], zeros like scales or undefined.
     static LinearWeight int4(Tensor data, Tensor scales, Tensor zeros, int64_t group_size, Tensor bias = Tensor());
+    // A grouped integer weight of `bits` 4 (kInt4, as int4()) or 8 (kInt8: data U8 [N, K]).
+    static LinearWeight grouped_int(int bits, Tensor data, Tensor scales, Tensor zeros, int64_t group_size,
+                                    Tensor bias = Tensor());
 
     bool defined() const { return data.defined(); }
     bool is_dense() const {
         return format == WeightFormat::kBf16 || format == WeightFormat::kF16 || format == WeightFormat::kF32;
     }
+    // int4 or int8: group scales and zero points, the kernels' one grouped layout at 4 or 8 bits a value.
+    bool is_grouped_int() const { return grouped_int_bits(format) != 0; }
     // Output and input features of one [N, K] matrix (of each expert, when stacked).
     int64_t out_features() const { return data.dim(-2); }
     int64_t in_features() const { return format == WeightFormat::kInt4 ? 2 * data.dim(-1) : data.dim(-1); }
     // What the GEMM of this format wants as its input: the weights' own type for dense 16-bit weights (activations
-    // are rounded to it), F32 for F32 weights, BF16 for weight-only fp8 and int4 (upcast in the kernel).
+    // are rounded to it), F32 for F32 weights, BF16 for weight-only fp8, int4 and int8 (upcast in the kernel).
     DType input_dtype() const;
     // The scale grid of a weight with scales (ScaleBlocks), for one [N, K] matrix.
     ScaleBlocks scale_blocks() const;

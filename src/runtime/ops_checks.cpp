@@ -70,12 +70,13 @@ void expect_fp8(const LinearWeight& w, DeviceKind device, const char* op) {
 }
 
 void expect_int4(const LinearWeight& w, DeviceKind device, const char* op, bool stacked) {
-    PAGODA_OP_EXPECT(
-        w.data.dtype() == DType::U8 && w.data.rank() == (stacked ? 3 : 2) && w.scale_layout == ScaleLayout::kGroup, op,
-        "weight data " + w.data.to_string() + " does not match its format " + w.describe());
+    PAGODA_OP_EXPECT(w.is_grouped_int() && w.data.dtype() == DType::U8 && w.data.rank() == (stacked ? 3 : 2) &&
+                         w.scale_layout == ScaleLayout::kGroup,
+                     op, "weight data " + w.data.to_string() + " does not match its format " + w.describe());
     const int64_t K = w.in_features();
     PAGODA_OP_EXPECT(w.group_size > 0 && K % w.group_size == 0, op,
-                     "int4 group size " + std::to_string(w.group_size) + " does not divide K = " + std::to_string(K));
+                     std::string(format_name(w.format)) + " group size " + std::to_string(w.group_size) +
+                         " does not divide K = " + std::to_string(K));
     const Shape want = w.expected_scales_shape();
     for (const Tensor* t : {&w.scales, &w.zeros}) {
         if (t == &w.zeros && !t->defined()) continue;  // symmetric

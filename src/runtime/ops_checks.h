@@ -31,7 +31,8 @@ void expect_linear(const Tensor& x, const LinearWeight& w, const Tensor& y, Devi
 // An fp8-e4m3 weight: F8_E4M3 data and contiguous F32 scales on `device` of the shape its layout gives
 // (LinearWeight::expected_scales_shape).
 void expect_fp8(const LinearWeight& w, DeviceKind device, const char* op);
-// An int4 weight: U8 data [N, K/2] (a stack of experts [E, N, K/2] when `stacked`), a group size that divides K,
+// An int4 (or int8) weight: U8 data [N, K/2] ([N, K] for int8; a stack of experts [E, N, K/2] when `stacked`), a
+// group size that divides K,
 // contiguous F32 scales [N, K/group_size] ([E, N, K/group_size]) on `device`, and zeros undefined or like the scales.
 void expect_int4(const LinearWeight& w, DeviceKind device, const char* op, bool stacked = false);
 // Refuses a weight format the backend does not run, naming the format and its variant.

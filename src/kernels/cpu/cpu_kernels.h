@@ -129,7 +129,8 @@ void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a);
 // An int4 weight [N, K] as LinearWeight's kInt4 holds it: two unsigned 4-bit values per byte (even k in the low
 // nibble), row stride `row_bytes`; weight (n, k) = (q(n, k) - zero) · scale with scale = scales[n * groups + k / group]
 // and zero = zeros[same] (8 where zeros is null: symmetric), the product rounded to `round_to` (F16, BF16; F32: not
-// rounded) as the format's own dequantisation computes it in its scales' dtype.
+// rounded) as the format's own dequantisation computes it in its scales' dtype. bits 8: kInt8, one unsigned value a
+// byte, symmetric zero 128 (the linear only: MoE experts are int4).
 struct Int4Weight {
     const uint8_t* data = nullptr;
     int64_t row_bytes = 0;
@@ -137,6 +138,7 @@ struct Int4Weight {
     const float* zeros = nullptr;
     int64_t group_size = 0, groups = 0;  // groups per row: K / group_size
     DType round_to = DType::F32;
+    int bits = 4;
 };
 
 // out[n - n0, :] = dequantised rows [n0, n1) of an int4 weight, in f32: (q - zero) · scale, one f32 subtraction (exact)
@@ -149,8 +151,8 @@ struct DequantizeInt4Args {
 };
 void launch_dequantize_int4(const DequantizeInt4Args& a);
 
-// y[T, N] = x[T, K] · dequant(W)[N, K]ᵀ (+ bias[N]) for an int4 weight (weight-only: x stays f32), by chunks of
-// dequantised rows as launch_linear_fp8.
+// y[T, N] = x[T, K] · dequant(W)[N, K]ᵀ (+ bias[N]) for an int4 (or int8) weight (weight-only: x stays f32), by chunks
+// of dequantised rows as launch_linear_fp8.
 struct LinearInt4Args {
     const float* x = nullptr;
     int64_t x_stride = 0;

@@ -1,6 +1,7 @@
 // Weight-only int4 on the CPU (AWQ, GPTQ and compressed-tensors checkpoints, repacked at load into LinearWeight's one
-// int4 layout): the reference the CUDA kernels are checked against. Rows are dequantised to f32 by chunks and run
-// through the f32 GEMM (linear_dequantized), as transformers runs such a checkpoint once its weights are dequantised.
+// int4 layout; GPTQ 8-bit into its int8 twin): the reference the CUDA kernels are checked against. Rows are dequantised
+// to f32 by chunks and run through the f32 GEMM (linear_dequantized), as transformers runs such a checkpoint once its
+// weights are dequantised.
 #include <omp.h>
 
 #include "common/check.h"
@@ -24,14 +25,20 @@ float product(float q, float zero, float scale) {
 template <DType R>
 void dequantize_rows(const DequantizeInt4Args& a, int64_t n0, int64_t n1) {
     const Int4Weight& w = a.w;
+    const float symmetric_zero = w.bits == 8 ? 128.0f : 8.0f;
     for (int64_t n = n0; n < n1; ++n) {
         const uint8_t* q = w.data + n * w.row_bytes;
         const float* scales = w.scales + n * w.groups;
         const float* zeros = w.zeros ? w.zeros + n * w.groups : nullptr;
         float* out = a.out + (n - a.n0) * a.out_stride;
         for (int64_t g = 0; g * w.group_size < a.K; ++g) {
-            const float scale = scales[g], zero = zeros ? zeros[g] : 8.0f;
+            const float scale = scales[g], zero = zeros ? zeros[g] : symmetric_zero;
             const int64_t k0 = g * w.group_size, k1 = k0 + w.group_size;  // the group size divides K (even)
+            if (w.bits == 8) {
+                for (int64_t k = k0; k < k1; ++k)
+                    out[k] = product<R>(static_cast<float>(q[k]), zero, scale);
+                continue;
+            }
             for (int64_t k = k0; k < k1; k += 2) {
                 const uint8_t byte = q[k / 2];
                 out[k] = product<R>(static_cast<float>(byte & 0xF), zero, scale);
@@ -46,7 +53,7 @@ void dequantize_rows(const DequantizeInt4Args& a, int64_t n0, int64_t n1) {
 void launch_dequantize_int4(const DequantizeInt4Args& a) {
     const Int4Weight& w = a.w;
     PAGODA_CHECK(w.data && w.scales && a.out && w.group_size > 0 && w.group_size % 2 == 0 &&
-                 a.K == w.group_size * w.groups);
+                 a.K == w.group_size * w.groups && (w.bits == 4 || w.bits == 8));
     const int64_t rows = a.n1 - a.n0;
     if (rows <= 0 || a.K <= 0) return;
     const int threads = rows * a.K < kParallelMinWork ? 1 : omp_get_max_threads();

@@ -57,15 +57,16 @@ inline kcu::ElemType int4_round_to(const LinearWeight& w, const char* op) {
     return w.dequant_dtype == DType::F32 ? kcu::ElemType::F32 : elem_type(w.dequant_dtype, op);
 }
 
-// An int4 weight as the kernels read it (kcu::Int4Weight): packed rows `row_bytes` apart (a stack of experts is one
-// [E*N, K] matrix).
+// An int4 (or int8) weight as the kernels read it (kcu::Int4Weight): packed rows `row_bytes` apart (a stack of experts
+// is one [E*N, K] matrix).
 inline kcu::Int4Weight int4_weight(const LinearWeight& w, int64_t row_bytes, const char* op) {
     return {w.data.data(),
             row_bytes,
             w.scales.data_as<float>(),
             w.zeros.defined() ? w.zeros.data_as<float>() : nullptr,
             w.group_size,
-            int4_round_to(w, op)};
+            int4_round_to(w, op),
+            grouped_int_bits(w.format)};
 }
 
 inline kcu::Rows rows2(const Tensor& t) {

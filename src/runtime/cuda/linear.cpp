@@ -1,6 +1,6 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
-// otherwise, with the input conversion they share; weight-only fp8 and int4 run their GEMV on the stored bytes, or
-// cuBLASLt on a bf16 copy of the weight.
+// otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run their GEMV on the stored bytes,
+// or cuBLASLt on a bf16 copy of the weight.
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -17,6 +17,7 @@ void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
             linear_fp8(x, w, y);
             break;
         case WeightFormat::kInt4:
+        case WeightFormat::kInt8:  // the int4 kernels at 8 bits a value
             linear_int4(x, w, y);
             break;
     }
@@ -99,7 +100,8 @@ void CudaOps::linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& 
     if (T == 0 || N == 0) return;
     const kcu::Int4Weight weight = int4_weight(w, w.data.stride(0), "linear");
     if (T == kcu::kGemvTokens) {
-        const auto profile = profiler_.scope("linear int4 (gemv)");
+        const auto profile =
+            profiler_.scope(w.format == WeightFormat::kInt8 ? "linear int8 (gemv)" : "linear int4 (gemv)");
         kcu::launch_gemv_int4(
             {x.data_as<float>(), weight, bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K},
             stream_);
@@ -107,7 +109,7 @@ void CudaOps::linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& 
     }
     void* dense = dequantized_weight_.get(static_cast<size_t>(N * K) * 2, stream_);
     {
-        const auto profile = profiler_.scope("dequantize int4");
+        const auto profile = profiler_.scope(w.format == WeightFormat::kInt8 ? "dequantize int8" : "dequantize int4");
         kcu::launch_dequantize_int4({weight, N, K, dense}, stream_);
     }
     gemm_bf16_copy(x, dense, w, y);

@@ -128,6 +128,8 @@ def formats_of(report):
 
 # qwen3's layer: q 128x64, k and v 64x64, o 64x128, gate and up 128x64, down 64x128: 49,152 weights.
 QWEN3_LAYER = 49152
+# qwen2's layer: q and o 96x96, k and v 32x96, gate and up 160x96, down 96x160: 70,656 weights.
+QWEN2_LAYER = 70656
 
 
 @pytest.mark.parametrize("name,layers,formats,lm_head,layer_bytes", [
@@ -141,6 +143,9 @@ QWEN3_LAYER = 49152
     ("qwen3_gptq", "0-2", "int4 (group 64, zero points), GPTQ packing", "bf16", QWEN3_LAYER // 2 + QWEN3_LAYER // 64 * 8),
     ("qwen3_w4a16", "0-2", "int4 (group 32, symmetric), compressed-tensors pack-quantized", "bf16",
      QWEN3_LAYER // 2 + QWEN3_LAYER // 32 * 4),
+    # GPTQ 8-bit: a byte a weight, plus the F32 scale and zero point per group (sym: the stored zeros, all 128).
+    ("qwen2_gptq_int8", "0-1", "int8 (group 32, zero points), GPTQ packing", "bf16",
+     QWEN2_LAYER + QWEN2_LAYER // 32 * 8),
 ])
 def test_layer_formats(pagoda_bin, name, layers, formats, lm_head, layer_bytes):
     d = GOLDEN / name

@@ -156,13 +156,15 @@ TEST(CudaQuantizeAtLoad, Fp8MatchesThePerChannelGolden) {
 // test's bound (reference.json: without_rope_scaling_max_abs_diff vs transformers_bf16_max_abs_diff); and the fp8
 // checkpoints (weight-only fp8 GEMV and dequantise-then-GEMM; their bf16 drift was measured on the CPU,
 // tools/make_fp8_golden.py); and the int4 checkpoints, dense and Qwen3-MoE with int4 experts (GPTQ, AWQ, W4A16:
-// the experts dequantised to bf16 per call; bf16 drift measured on the CPU, tools/make_int4_golden.py).
+// the experts dequantised to bf16 per call; bf16 drift measured on the CPU, tools/make_int4_golden.py); and the GPTQ
+// 8-bit ones (the int4 GEMV and dequantisation kernels at 8 bits a value).
 INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_next",
                                            "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8",
                                            "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8", "qwen3_awq",
                                            "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq",
-                                           "qwen3_moe_w4a16", "qwen3_next_gptq"));
+                                           "qwen3_moe_w4a16", "qwen3_next_gptq", "qwen2_gptq_int8",
+                                           "qwen2_gptq_int8_asym"));
 
 }  // namespace
 }  // namespace pagoda::model

@@ -50,7 +50,7 @@ void drop_tensor(std::vector<Entry>& entries, const std::string& name) {
 
 TEST(Int4Checkpoint, TheGoldensLoadUnedited) {
     for (const char* name : {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq",
-                             "qwen3_moe_w4a16", "qwen3_next_gptq"}) {
+                             "qwen3_moe_w4a16", "qwen3_next_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym"}) {
         const std::string message = load_edited(name, [](std::vector<Entry>&, Json&) {});
         if (message == "skip") GTEST_SKIP() << "no golden " << name;
         EXPECT_EQ(message, "") << name;
@@ -62,6 +62,15 @@ TEST(Int4Checkpoint, MissingZeroPointsAreNamed) {
         "qwen3_awq", [](auto& entries, Json&) { drop_tensor(entries, "model.layers.1.mlp.up_proj.qzeros"); });
     if (message == "skip") GTEST_SKIP();
     EXPECT_NE(message.find("missing tensor 'model.layers.1.mlp.up_proj.qzeros'"), std::string::npos) << message;
+}
+
+// GPTQ 8-bit experts: the expert kernels read 4-bit values only, so a Qwen3-MoE GPTQ-Int8 checkpoint is refused by
+// name (the golden's int4 experts relabelled 8-bit: the refusal comes before any tensor is read).
+TEST(Int4Checkpoint, EightBitExpertsAreRefused) {
+    const std::string message = load_edited(
+        "qwen3_moe_gptq", [](auto&, Json& config) { config.find("quantization_config")->set("bits", Json(8)); });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("8-bit GPTQ MoE experts are not served"), std::string::npos) << message;
 }
 
 // desc_act false in the config but a g_idx that permutes the groups: act-order, refused by name.

@@ -147,5 +147,47 @@ TEST(Int4Repack, PackQuantizedIsSymmetric) {
     }
 }
 
+// GPTQ 8-bit: qweight [K/4, N] holds 4 consecutive inputs per int32 (byte i is input 4r + i, low byte first), qzeros
+// [G, N/4] 4 consecutive columns per int32, each stored zero - 1 (v1). Values chosen so that every byte of a word
+// differs (a byte read from the wrong place shows), the words written here by shifts and the layout read back as
+// bytes [N, K].
+TEST(Int8Repack, GptqV1AndV2) {
+    constexpr int64_t N = 8, K = 16, group = 8, G = K / group;
+    const auto q = [](int64_t n, int64_t k) { return static_cast<int>((n * 37 + k * 11 + 5) % 256); };
+    const auto zero = [](int64_t n, int64_t g) { return static_cast<int>(1 + (n * 29 + g * 101) % 255); };  // 1..255
+    for (int minus : {1, 0}) {
+        std::vector<int32_t> qweight;  // [K/4, N]
+        for (int64_t r = 0; r < K / 4; ++r)
+            for (int64_t n = 0; n < N; ++n)
+                qweight.push_back(static_cast<int32_t>(
+                    static_cast<uint32_t>(q(n, 4 * r)) | static_cast<uint32_t>(q(n, 4 * r + 1)) << 8 |
+                    static_cast<uint32_t>(q(n, 4 * r + 2)) << 16 | static_cast<uint32_t>(q(n, 4 * r + 3)) << 24));
+        std::vector<int32_t> qzeros;  // [G, N/4]
+        for (int64_t g = 0; g < G; ++g)
+            for (int64_t c = 0; c < N / 4; ++c) {
+                uint32_t w = 0;
+                for (int i = 0; i < 4; ++i)
+                    w |= static_cast<uint32_t>(zero(4 * c + i, g) - minus) << (8 * i);
+                qzeros.push_back(static_cast<int32_t>(w));
+            }
+        std::vector<float> scales(G * N);  // [G, N]
+        for (int64_t i = 0; i < G * N; ++i)
+            scales[i] = 0.25f + static_cast<float>(i);
+        std::vector<uint8_t> data(N * K, 0xEE);
+        std::vector<float> out_scales(N * G), out_zeros(N * G);
+        Int4Layout layout{data.data(), out_scales.data(), out_zeros.data(), N, K, group, 8};
+        EXPECT_EQ(layout.row_bytes(), K);
+        repack_gptq(qweight, qzeros, scales, minus, layout);
+        for (int64_t n = 0; n < N; ++n) {
+            for (int64_t k = 0; k < K; ++k)
+                ASSERT_EQ(data[n * K + k], q(n, k)) << "n=" << n << " k=" << k;
+            for (int64_t g = 0; g < G; ++g) {
+                ASSERT_EQ(out_zeros[n * G + g], static_cast<float>(zero(n, g))) << "n=" << n << " g=" << g;
+                ASSERT_EQ(out_scales[n * G + g], scales[g * N + n]) << "n=" << n << " g=" << g;
+            }
+        }
+    }
+}
+
 }  // namespace
 }  // namespace pagoda::model

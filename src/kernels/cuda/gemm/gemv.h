@@ -42,7 +42,8 @@ void launch_dequantize_fp8(const DequantizeFp8Args& a, cudaStream_t stream);
 // An int4 weight [N, K] in LinearWeight's kInt4 layout: two unsigned 4-bit values per byte (even k in the low nibble),
 // rows row_bytes apart; weight (n, k) = (q - zero) · scale with scale = scales[n * (K / group_size) + k / group_size]
 // and zero = zeros[same] (8 where zeros is null: symmetric), the product rounded to round_to (F16 or BF16; F32: not
-// rounded) as the format's own dequantisation computes it in its scales' dtype.
+// rounded) as the format's own dequantisation computes it in its scales' dtype. bits 8: LinearWeight's kInt8 (GPTQ
+// 8-bit), one unsigned value a byte, symmetric zero 128; the same kernels, templated on the bits.
 struct Int4Weight {
     const void* data;
     int64_t row_bytes;
@@ -50,11 +51,12 @@ struct Int4Weight {
     const float* zeros;
     int64_t group_size;
     ElemType round_to;
+    int bits = 4;  // 4 or 8
 };
 
-// y[n] = Σ_k x[k] · w(n, k) (+ bias[n]) for one token and an int4 weight: reads the packed bytes and the group scales
-// and zeros once, dequantises in registers exactly as launch_dequantize_int4 writes the weight, bf16((q - zero) ·
-// scale), with x rounded to bf16 as the GEMM path's input: one token gives what it would give in a batch.
+// y[n] = Σ_k x[k] · w(n, k) (+ bias[n]) for one token and an int4 (int8) weight: reads the packed bytes and the group
+// scales and zeros once, dequantises in registers exactly as launch_dequantize_int4 writes the weight, bf16((q - zero)
+// · scale), with x rounded to bf16 as the GEMM path's input: one token gives what it would give in a batch.
 struct GemvInt4Args {
     const float* x;  // [K]
     Int4Weight w;
@@ -65,8 +67,8 @@ struct GemvInt4Args {
 };
 void launch_gemv_int4(const GemvInt4Args& a, cudaStream_t stream);
 
-// out[n, k] = bf16((q(n, k) - zero) · scale) for an int4 weight: the bf16 weight the cuBLASLt GEMM takes for more
-// tokens than the GEMV serves. out is dense [N, K].
+// out[n, k] = bf16((q(n, k) - zero) · scale) for an int4 (int8) weight: the bf16 weight the cuBLASLt GEMM takes for
+// more tokens than the GEMV serves. out is dense [N, K].
 struct DequantizeInt4Args {
     Int4Weight w;
     int64_t N, K;

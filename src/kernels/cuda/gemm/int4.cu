@@ -1,10 +1,11 @@
-// Weight-only int4 (AWQ, GPTQ, compressed-tensors W4A16, all repacked at load into one layout): the GEMV for one token
-// and the bf16 copy of the weight that cuBLASLt takes for more. Both dequantise a weight the same way,
-// bf16((q - zero) · scale) (the product first rounded to the format's scale dtype), so a token's result does not depend
-// on the size of its batch. GEMV: WPR warps per output row; each lane reads 16 bytes (32 weights of one group: the
-// launcher checks that the group size is a multiple of 32) with their scale and zero, and multiplies them with x
-// rounded to bf16, in fp32. Bandwidth bound: the packed weight is read once, 4.25 bits a weight with group-128 scales
-// and zeros.
+// Weight-only int4 (AWQ, GPTQ, compressed-tensors W4A16, all repacked at load into one layout) and int8 (GPTQ 8-bit,
+// the same layout with one value a byte): the GEMV for one token and the bf16 copy of the weight that cuBLASLt takes
+// for more. Both dequantise a weight the same way, bf16((q - zero) · scale) (the product first rounded to the format's
+// scale dtype), so a token's result does not depend on the size of its batch. Every kernel is templated on the bits
+// of a value (4 or 8). GEMV: WPR warps per output row; each lane reads 16 bytes (32 weights at 4 bits, 16 at 8, of
+// one group: the launcher checks that the group size is a multiple of that) with their scale and zero, and multiplies
+// them with x rounded to bf16, in fp32. Bandwidth bound: the packed weight is read once, 4.25 (8.25) bits a weight
+// with group-128 scales and zeros.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/gemv.h"
 
@@ -13,17 +14,34 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kWeightsPerLoad = 32;  // one 16-byte load
 constexpr int kThreads = 256;
+
+// The packing of `kBits`-bit values: per 16-byte load, per 32-bit word, the mask of one value, the symmetric zero.
+template <int kBits>
+struct Packing {
+    static_assert(kBits == 4 || kBits == 8);
+    static constexpr int kPerLoad = 128 / kBits;
+    static constexpr int kPerWord = 32 / kBits;
+    static constexpr uint32_t kMask = (1u << kBits) - 1;
+    static constexpr float kSymmetricZero = kBits == 8 ? 128.0f : 8.0f;
+    // Byte offset of weight k in a row (k a multiple of 8 / kBits).
+    static __device__ __forceinline__ int64_t byte_of(int64_t k) { return k * kBits / 8; }
+    // Weight k of a row, one by one (any k).
+    static __device__ __forceinline__ uint32_t at(const uint8_t* row, int64_t k) {
+        if constexpr (kBits == 8) return row[k];
+        return (row[k / 2] >> (4 * (k % 2))) & kMask;
+    }
+};
 
 __device__ __forceinline__ float bf16_round(float v) {
     return __bfloat162float(__float2bfloat16_rn(v));
 }
 
 // Scale and zero of weight (n, k).
+template <int kBits>
 __device__ __forceinline__ float2 group_of(const Int4Weight& w, int64_t K, int64_t n, int64_t k) {
     const int64_t i = n * (K / w.group_size) + k / w.group_size;
-    return make_float2(__ldg(w.scales + i), w.zeros ? __ldg(w.zeros + i) : 8.0f);
+    return make_float2(__ldg(w.scales + i), w.zeros ? __ldg(w.zeros + i) : Packing<kBits>::kSymmetricZero);
 }
 
 // bf16 of the format's dequantised weight (rounded to its scales' dtype first: an f16 or bf16 product).
@@ -31,35 +49,39 @@ __device__ __forceinline__ float dequantize(uint32_t q, float2 sz, ElemType roun
     return dequantize_int4(q, sz.x, sz.y, round_to);
 }
 
-// This lane's share of row n: from 32-weight chunk `first` on, every `step`-th chunk.
+// This lane's share of row n: from 16-byte chunk `first` on, every `step`-th chunk.
+template <int kBits>
 __device__ __forceinline__ float row_partial(const GemvInt4Args& a, int64_t n, int64_t first, int64_t step) {
+    using P = Packing<kBits>;
     const auto* row = static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes;
     float acc = 0.0f;
 #pragma unroll 4
-    for (int64_t k = first * kWeightsPerLoad; k < a.K; k += step * kWeightsPerLoad) {
-        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + k / 2));
-        const float2 sz = group_of(a.w, a.K, n, k);
+    for (int64_t k = first * P::kPerLoad; k < a.K; k += step * P::kPerLoad) {
+        const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + P::byte_of(k)));
+        const float2 sz = group_of<kBits>(a.w, a.K, n, k);
         const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {  // word i holds weights k + 8i .. k + 8i + 7, nibble j weight k + 8i + j
-            const float4 x0 = __ldg(reinterpret_cast<const float4*>(a.x + k + 8 * i));
-            const float4 x1 = __ldg(reinterpret_cast<const float4*>(a.x + k + 8 * i + 4));
-            const float xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+        for (int i = 0; i < 4; ++i) {  // word i holds weights k + kPerWord·i ..., value j weight k + kPerWord·i + j
 #pragma unroll
-            for (int j = 0; j < 8; ++j)
-                acc += dequantize((words[i] >> (4 * j)) & 0xFu, sz, a.w.round_to) * bf16_round(xs[j]);
+            for (int j = 0; j < P::kPerWord; j += 4) {
+                const float4 x4 = __ldg(reinterpret_cast<const float4*>(a.x + k + P::kPerWord * i + j));
+                const float xs[4] = {x4.x, x4.y, x4.z, x4.w};
+#pragma unroll
+                for (int m = 0; m < 4; ++m)
+                    acc += dequantize((words[i] >> (kBits * (j + m))) & P::kMask, sz, a.w.round_to) * bf16_round(xs[m]);
+            }
         }
     }
     return acc;
 }
 
-template <int WPR>
+template <int kBits, int WPR>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4Args a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
     const bool active = n < a.N;
     PAGODA_KERNEL_PROLOGUE();
-    float acc = active ? warp_sum(row_partial(a, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32)) : 0.0f;
+    float acc = active ? warp_sum(row_partial<kBits>(a, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32)) : 0.0f;
     if constexpr (WPR > 1) {  // the row's warps meet in shared memory
         __shared__ float partial[kWarpsPerBlock];
         if (lane == 0) partial[warp] = acc;
@@ -73,6 +95,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4
 }
 
 // Any group size and alignment: weight by weight, one warp per row (tiny models and odd shapes in tests).
+template <int kBits>
 __global__ void gemv_int4_scalar_kernel(GemvInt4Args a) {
     const int lane = threadIdx.x & 31;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
@@ -81,38 +104,46 @@ __global__ void gemv_int4_scalar_kernel(GemvInt4Args a) {
     const auto* row = static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes;
     float acc = 0.0f;
     for (int64_t k = lane; k < a.K; k += 32) {
-        const uint32_t q = (row[k / 2] >> (4 * (k % 2))) & 0xFu;
-        acc += dequantize(q, group_of(a.w, a.K, n, k), a.w.round_to) * bf16_round(a.x[k]);
+        const uint32_t q = Packing<kBits>::at(row, k);
+        acc += dequantize(q, group_of<kBits>(a.w, a.K, n, k), a.w.round_to) * bf16_round(a.x[k]);
     }
     acc = warp_sum(acc);
     if (lane == 0) a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
 }
 
-// 8 weights (one 4-byte word) per thread; the launcher checks that the 8 share a group.
+// 8 weights (kBits 4-byte words) per thread; the launcher checks that the 8 share a group.
+template <int kBits>
 __global__ void dequantize_int4_by8_kernel(DequantizeInt4Args a) {
-    const int64_t words = a.K / 8;
+    using P = Packing<kBits>;
+    const int64_t chunks = a.K / 8;
     const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
     PAGODA_KERNEL_PROLOGUE();
-    if (i >= a.N * words) return;
-    const int64_t n = i / words, k = (i % words) * 8;
-    const uint32_t word =
-        __ldg(reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes + k / 2));
-    const float2 sz = group_of(a.w, a.K, n, k);
+    if (i >= a.N * chunks) return;
+    const int64_t n = i / chunks, k = (i % chunks) * 8;
+    const auto* src =
+        reinterpret_cast<const uint32_t*>(static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes + P::byte_of(k));
+    uint32_t words[kBits / 4];
+#pragma unroll
+    for (int w = 0; w < kBits / 4; ++w)
+        words[w] = __ldg(src + w);
+    const float2 sz = group_of<kBits>(a.w, a.K, n, k);
     __align__(16) __nv_bfloat16 out[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j)
-        out[j] = __float2bfloat16_rn(dequantize((word >> (4 * j)) & 0xFu, sz, a.w.round_to));
+        out[j] = __float2bfloat16_rn(
+            dequantize((words[j / P::kPerWord] >> (kBits * (j % P::kPerWord))) & P::kMask, sz, a.w.round_to));
     *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(a.out) + n * a.K + k) = *reinterpret_cast<const uint4*>(out);
 }
 
+template <int kBits>
 __global__ void dequantize_int4_scalar_kernel(DequantizeInt4Args a) {
     const int64_t i = blockIdx.x * int64_t(kThreads) + threadIdx.x;
     PAGODA_KERNEL_PROLOGUE();
     if (i >= a.N * a.K) return;
     const int64_t n = i / a.K, k = i % a.K;
-    const uint8_t byte = static_cast<const uint8_t*>(a.w.data)[n * a.w.row_bytes + k / 2];
+    const uint32_t q = Packing<kBits>::at(static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes, k);
     static_cast<__nv_bfloat16*>(a.out)[i] =
-        __float2bfloat16_rn(dequantize((byte >> (4 * (k % 2))) & 0xFu, group_of(a.w, a.K, n, k), a.w.round_to));
+        __float2bfloat16_rn(dequantize(q, group_of<kBits>(a.w, a.K, n, k), a.w.round_to));
 }
 
 bool aligned(const void* p, uintptr_t bytes) {
@@ -120,45 +151,62 @@ bool aligned(const void* p, uintptr_t bytes) {
 }
 
 void require_weight(const Int4Weight& w, int64_t K) {
-    PAGODA_KERNEL_REQUIRE(w.data && w.scales && w.group_size > 0 && K % w.group_size == 0 && K % 2 == 0,
-                          "int4 weight needs scales and a group size dividing an even K");
+    PAGODA_KERNEL_REQUIRE(
+        w.data && w.scales && w.group_size > 0 && K % w.group_size == 0 && K % 2 == 0 && (w.bits == 4 || w.bits == 8),
+        "int4/int8 weight needs 4 or 8 bits, scales and a group size dividing an even K");
 }
 
 // As the fp8 GEMV: rows that fill the GPU get one warp each, fewer rows four.
 constexpr int64_t kOneWarpRows = 8192;
+
+template <int kBits>
+void run_gemv(const GemvInt4Args& a, cudaStream_t stream) {
+    const bool vec = a.w.group_size % Packing<kBits>::kPerLoad == 0 && a.w.row_bytes % 16 == 0 &&
+                     aligned(a.w.data, 16) && aligned(a.x, 16);
+    if (!vec) {
+        const auto blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
+        launch_kernel<gemv_int4_scalar_kernel<kBits>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
+    } else if (a.N >= kOneWarpRows) {
+        const auto blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
+        launch_kernel<gemv_int4_kernel<kBits, 1>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
+    } else {
+        constexpr int kRowsPerBlock = kWarpsPerBlock / 4;
+        const auto blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
+        launch_kernel<gemv_int4_kernel<kBits, 4>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
+    }
+}
+
+template <int kBits>
+void run_dequantize(const DequantizeInt4Args& a, cudaStream_t stream) {
+    const bool by8 =
+        a.K % 8 == 0 && a.w.group_size % 8 == 0 && a.w.row_bytes % 4 == 0 && aligned(a.w.data, 4) && aligned(a.out, 16);
+    const int64_t work = by8 ? a.N * (a.K / 8) : a.N * a.K;
+    const auto blocks = static_cast<unsigned>((work + kThreads - 1) / kThreads);
+    if (by8)
+        launch_kernel<dequantize_int4_by8_kernel<kBits>>(blocks, kThreads, 0, stream, a);
+    else
+        launch_kernel<dequantize_int4_scalar_kernel<kBits>>(blocks, kThreads, 0, stream, a);
+}
 
 }  // namespace
 
 void launch_gemv_int4(const GemvInt4Args& a, cudaStream_t stream) {
     if (a.N == 0) return;
     require_weight(a.w, a.K);
-    const bool vec =
-        a.w.group_size % kWeightsPerLoad == 0 && a.w.row_bytes % 16 == 0 && aligned(a.w.data, 16) && aligned(a.x, 16);
-    if (!vec) {
-        const auto blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-        launch_kernel<gemv_int4_scalar_kernel>(blocks, kWarpsPerBlock * 32, 0, stream, a);
-    } else if (a.N >= kOneWarpRows) {
-        const auto blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-        launch_kernel<gemv_int4_kernel<1>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
-    } else {
-        constexpr int kRowsPerBlock = kWarpsPerBlock / 4;
-        const auto blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
-        launch_kernel<gemv_int4_kernel<4>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
-    }
+    if (a.w.bits == 8)
+        run_gemv<8>(a, stream);
+    else
+        run_gemv<4>(a, stream);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 void launch_dequantize_int4(const DequantizeInt4Args& a, cudaStream_t stream) {
     if (a.N == 0 || a.K == 0) return;
     require_weight(a.w, a.K);
-    const bool by8 =
-        a.K % 8 == 0 && a.w.group_size % 8 == 0 && a.w.row_bytes % 4 == 0 && aligned(a.w.data, 4) && aligned(a.out, 16);
-    const int64_t work = by8 ? a.N * (a.K / 8) : a.N * a.K;
-    const auto blocks = static_cast<unsigned>((work + kThreads - 1) / kThreads);
-    if (by8)
-        launch_kernel<dequantize_int4_by8_kernel>(blocks, kThreads, 0, stream, a);
+    if (a.w.bits == 8)
+        run_dequantize<8>(a, stream);
     else
-        launch_kernel<dequantize_int4_scalar_kernel>(blocks, kThreads, 0, stream, a);
+        run_dequantize<4>(a, stream);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
