@@ -123,16 +123,25 @@ def main():
 
 
 def save_references(model, cfg, out, g):
-    """The logits of the last 8 positions of a 300-token prompt: the bf16 model's, then the same model's in fp32."""
+    """The logits of the last 8 positions of a 300-token prompt: the bf16 model's, then the same model's in fp32; and
+    the hidden states of those positions after the embedding and each layer ([layers + 1, 8, hidden]; the last entry
+    after the final norm), for bench/gpu/compare_hidden.py."""
     ref_ids = torch.randint(0, cfg.vocab_size, (1, 300), generator=g)
+
+    def run():
+        with torch.no_grad():
+            o = model(ref_ids.cuda(), use_cache=False, logits_to_keep=8, output_hidden_states=True)
+        hidden = torch.stack([h[0, -8:] for h in o.hidden_states]).float().cpu().numpy()
+        return o.logits[0].float().cpu().numpy(), hidden
+
     # transformers' own bf16 run of the same prompt: how far bf16 arithmetic alone moves the logits at this depth.
-    with torch.no_grad():
-        bf16 = model(ref_ids.cuda(), use_cache=False, logits_to_keep=8).logits[0].float().cpu().numpy()
+    bf16, bf16_hidden = run()
     np.save(f"{out}/reference_logits_bf16.npy", bf16)
+    np.save(f"{out}/reference_hidden_bf16.npy", bf16_hidden)
     model.float()
-    with torch.no_grad():
-        ref = model(ref_ids.cuda(), use_cache=False, logits_to_keep=8).logits[0].float().cpu().numpy()
+    ref, ref_hidden = run()
     np.save(f"{out}/reference_logits.npy", ref)
+    np.save(f"{out}/reference_hidden.npy", ref_hidden)
     with open(f"{out}/reference_ids.txt", "w") as f:
         f.write(" ".join(str(int(i)) for i in ref_ids[0]))
 

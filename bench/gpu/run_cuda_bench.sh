@@ -156,10 +156,14 @@ fi
 compare_logits_at() {
     local dir=$1 label=$2 json="$OUT/pagoda_logits_$2.json"
     [[ -f $dir/reference_ids.txt ]] || { summary+=("logits ($label): no reference, see $OUT/hf*.log"); return; }
-    LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda" logits --model "$dir" --device cuda --json --last 8 \
+    # With transformers' hidden states saved, each layer's too (compare_hidden.py: where the runs part).
+    local hidden=""
+    [[ -f $dir/reference_hidden.npy ]] && hidden=--hidden
+    LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda" logits --model "$dir" --device cuda --json --last 8 $hidden \
         --ids "$(cat "$dir/reference_ids.txt")" > "$json" 2> "$OUT/pagoda_logits_$label.log"
     summary+=("logits vs transformers fp32 ($label shape): $(python3 bench/gpu/compare_logits.py \
         "$dir/reference_logits.npy" "$json" "$dir/reference_logits_bf16.npy" 2>&1 | tail -1)")
+    [[ -n $hidden ]] && python3 bench/gpu/compare_hidden.py "$dir" "$json" > "$OUT/hidden_$label.log" 2>&1
     rm -f "$json"
 }
 if want golden-drift; then

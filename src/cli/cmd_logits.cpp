@@ -27,10 +27,14 @@ int run_logits(std::span<const std::string_view> args) {
     cli::ArgParser parser("pagoda logits --model DIR --ids \"1 2 3\" [--json] [--last N] [--device cpu|cuda]",
                           "Runs the model over the token ids and prints the logits of every position.\n"
                           "Text output: the top 5 tokens of each position. --json: {\"logits\": [[...], ...]} with\n"
-                          "every vocabulary entry of every position.");
+                          "every vocabulary entry of every position; with --hidden also \"hidden\": the residual\n"
+                          "stream of those positions after the embedding (0) and after each layer (1..L), as\n"
+                          "transformers' output_hidden_states gives them (its last entry is after the final norm,\n"
+                          "ours before it).");
     parser.add_option("model", "DIR", "model directory (config.json + *.safetensors)");
     parser.add_option("ids", "IDS", "token ids separated by spaces or commas");
     parser.add_switch("json", "print one JSON object with all logits");
+    parser.add_switch("hidden", "with --json: also each layer's hidden states (to find where two runs part)");
     parser.add_option("threads", "N", "CPU threads (default: all cores)");
     parser.add_option("last", "N", "print only the last N positions (default: all)");
     parser.add_option("device", "DEV", "cpu (default) | cuda");
@@ -68,7 +72,21 @@ int run_logits(std::span<const std::string_view> args) {
     if (!model.ok()) return cli::fail("logits", model.message());
     auto runner = model::SequenceRunner::create(**model, 1, static_cast<int32_t>(ids->size()));
     if (!runner.ok()) return cli::fail("logits", runner.message());
-    auto logits = runner->feed(0, *ids, /*all_logits=*/true);
+    if (parser.has("hidden") && !parser.has("json")) return cli::fail("logits", "--hidden needs --json");
+    // The printed positions' rows of each layer's residual stream (a host copy: the observer reads host memory).
+    std::vector<std::vector<float>> hidden;
+    model::HiddenObserver observer;
+    if (parser.has("hidden")) {
+        observer = [&](int64_t, const Tensor& h) {
+            const int64_t H = h.dim(1);
+            std::vector<float>& rows = hidden.emplace_back();
+            for (size_t t = first; t < ids->size(); ++t) {
+                const float* row = h.data_as<float>() + static_cast<int64_t>(t) * h.stride(0);
+                rows.insert(rows.end(), row, row + H);
+            }
+        };
+    }
+    auto logits = runner->feed(0, *ids, /*all_logits=*/true, observer);
     if (!logits.ok()) return cli::fail("logits", logits.message());
 
     const int64_t V = runner->vocab_size();
@@ -84,7 +102,22 @@ int run_logits(std::span<const std::string_view> args) {
             }
             out += ']';
         }
-        out += "]}\n";
+        out += ']';
+        if (!hidden.empty()) {
+            const size_t width = hidden.front().size() / (ids->size() - first);
+            out += ",\"hidden\":[";
+            for (size_t l = 0; l < hidden.size(); ++l) {
+                out += l ? ",[" : "[";
+                for (size_t i = 0; i < hidden[l].size(); ++i) {
+                    if (i) out += i % width ? "," : "],[";
+                    if (i == 0) out += '[';
+                    append_float(out, hidden[l][i]);
+                }
+                out += "]]";
+            }
+            out += ']';
+        }
+        out += "}\n";
     } else {
         for (size_t t = first; t < ids->size(); ++t) {
             const float* row = logits->data() + t * V;

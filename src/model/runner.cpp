@@ -30,7 +30,8 @@ Result<SequenceRunner> SequenceRunner::create(Model& model, int32_t max_seqs, in
     return r;
 }
 
-Result<std::vector<std::vector<float>>> SequenceRunner::step(std::span<const Feed> feeds) {
+Result<std::vector<std::vector<float>>> SequenceRunner::step(std::span<const Feed> feeds,
+                                                             const HiddenObserver& observer) {
     ForwardBatchBuilder builder(block_size_);
     std::vector<int64_t> rows_of(feeds.size());
     int64_t total_rows = 0;
@@ -59,7 +60,7 @@ Result<std::vector<std::vector<float>>> SequenceRunner::step(std::span<const Fee
     HostTensor logits = HostTensor::empty(DType::F32, Shape{total_rows, V});
     ForwardBatch batch = builder.view();
     PAGODA_RETURN_IF_ERROR(model_->forward(batch, kv_.empty() ? nullptr : &kv_[0],
-                                           states_.empty() ? nullptr : &states_[0], logits.tensor));
+                                           states_.empty() ? nullptr : &states_[0], logits.tensor, observer));
     std::vector<std::vector<float>> out(feeds.size());
     const float* p = logits.tensor.data_as<float>();
     for (size_t f = 0; f < feeds.size(); ++f) {
@@ -70,9 +71,10 @@ Result<std::vector<std::vector<float>>> SequenceRunner::step(std::span<const Fee
     return out;
 }
 
-Result<std::vector<float>> SequenceRunner::feed(int32_t seq, std::span<const int32_t> tokens, bool all_logits) {
+Result<std::vector<float>> SequenceRunner::feed(int32_t seq, std::span<const int32_t> tokens, bool all_logits,
+                                                const HiddenObserver& observer) {
     Feed f{seq, tokens, all_logits};
-    PAGODA_ASSIGN_OR_RETURN(auto out, step(std::span<const Feed>(&f, 1)));
+    PAGODA_ASSIGN_OR_RETURN(auto out, step(std::span<const Feed>(&f, 1), observer));
     return std::move(out[0]);
 }
 

@@ -25,10 +25,11 @@ class SequenceRunner {
         int32_t lora_id = 0;              // the adapter (resident in the model's LoRA table), 0 = none
     };
     // One forward step over several sequences (each sequence at most once). Returns, per feed, its logits rows
-    // flattened: [rows, vocab].
-    Result<std::vector<std::vector<float>>> step(std::span<const Feed> feeds);
+    // flattened: [rows, vocab]. `observer` sees the residual stream of the step's tokens after each layer (Model).
+    Result<std::vector<std::vector<float>>> step(std::span<const Feed> feeds, const HiddenObserver& observer = {});
     // Convenience for one sequence.
-    Result<std::vector<float>> feed(int32_t seq, std::span<const int32_t> tokens, bool all_logits);
+    Result<std::vector<float>> feed(int32_t seq, std::span<const int32_t> tokens, bool all_logits,
+                                    const HiddenObserver& observer = {});
 
     void reset(int32_t seq) { lengths_.at(static_cast<size_t>(seq)) = 0; }
     int32_t length(int32_t seq) const { return lengths_.at(static_cast<size_t>(seq)); }

@@ -54,6 +54,23 @@ def test_logits_json_matches_transformers(name):
     assert float(np.abs(got - want[: len(ids)]).max()) <= tol
 
 
+# --hidden: each layer's residual stream, what finds the layer where a device parts from the reference. transformers'
+# hidden states (hidden.bin: the embeddings, then each layer; its last entry after the final norm, ours before it).
+@pytest.mark.parametrize("name", ["qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe"])
+def test_logits_hidden_matches_transformers(name):
+    d, ref, _ = reference(name)
+    hidden = np.fromfile(d / "hidden.bin", dtype=np.float32).reshape(ref["hidden_shape"])
+    ids = ref["ids"][:40]
+    out = run("logits", "--model", str(d), "--ids", " ".join(map(str, ids)), "--json", "--hidden", "--last", "8")
+    got = np.array(json.loads(out.stdout)["hidden"], dtype=np.float32)
+    layers = hidden.shape[0] - 1
+    assert got.shape == (layers + 1, 8, hidden.shape[2])
+    want = hidden[:layers, len(ids) - 8 : len(ids)]
+    for layer in range(layers):
+        err = float(np.abs(got[layer] - want[layer]).max() / np.abs(want[layer]).max())
+        assert err <= 1e-4, f"layer {layer}: {err}"
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_greedy_generate_matches_transformers(name):
     d, ref, want = reference(name)
