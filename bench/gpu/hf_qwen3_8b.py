@@ -73,6 +73,10 @@ def main():
     ap.add_argument("--shape", choices=["qwen3-8b", "qwen2.5-7b", "qwen3.5-9b", "qwen3-30b-a3b", "qwen3.5-35b-a3b"],
                     default="qwen3-8b")
     ap.add_argument("--reference-only", action="store_true")
+    # Random routers score experts so evenly that bf16 rounding flips top-k choices (the Qwen3.5-35B-A3B shape's 256
+    # experts: transformers' own bf16 logits 17% off its fp32 at 4 layers); scaled-up router weights make the choices
+    # clear, which tells such sensitivity from an error in the computation.
+    ap.add_argument("--router-scale", type=float, default=1.0, help="multiply the MoE routers' weights by this")
     a = ap.parse_args()
 
     cfg = make_config(a.shape, a.layers)
@@ -82,6 +86,11 @@ def main():
     with torch.device("cuda"):
         model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     model.eval()
+    if a.router_scale != 1.0:
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                if name.endswith("mlp.gate.weight"):  # the router (the experts' gate is gate_up_proj / gate_proj)
+                    p.mul_(a.router_scale)
     t_init = time.time() - t0
     t0 = time.time()
     model.save_pretrained(a.out)
