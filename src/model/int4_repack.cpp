@@ -73,16 +73,53 @@ void repack_awq_gemm(std::span<const int32_t> qweight, std::span<const int32_t> 
 }
 
 void repack_gptq(std::span<const int32_t> qweight, std::span<const int32_t> qzeros, std::span<const float> scales,
-                 int32_t zero_offset, const Int4Layout& out) {
+                 int32_t zero_offset, const Int4Layout& out, std::span<const int32_t> perm) {
     check_layout(out, /*bits=*/0);
     const int per_word = 32 / out.bits;
     PAGODA_CHECK(out.zeros && static_cast<int64_t>(qweight.size()) == (out.K / per_word) * out.N);
+    PAGODA_CHECK(perm.empty() || static_cast<int64_t>(perm.size()) == out.K);
+    // The layout's input of each stored input: where it goes.
+    std::vector<int64_t> position(static_cast<size_t>(out.K));
+    for (int64_t k = 0; k < out.K; ++k)
+        position[static_cast<size_t>(perm.empty() ? k : perm[static_cast<size_t>(k)])] = k;
     for (int64_t r = 0; r < out.K / per_word; ++r)
         for (int64_t n = 0; n < out.N; ++n)
             for (int i = 0; i < per_word; ++i)
-                set_code(out, n, per_word * r + i, value(qweight[r * out.N + n], i, out.bits));
+                set_code(out, n, position[static_cast<size_t>(per_word * r + i)],
+                         value(qweight[r * out.N + n], i, out.bits));
     unpack_zeros(qzeros, kSequential, zero_offset, out);
     transpose_groups(scales, out);
+}
+
+std::vector<int32_t> act_order_permutation(std::span<const int32_t> g_idx, int64_t group, int64_t groups,
+                                           std::string& error) {
+    const auto K = static_cast<int64_t>(g_idx.size());
+    std::vector<int64_t> members(static_cast<size_t>(groups), 0);
+    for (int64_t k = 0; k < K; ++k) {
+        const int32_t g = g_idx[static_cast<size_t>(k)];
+        if (g < 0 || g >= groups) {
+            error = "input " + std::to_string(k) + " is in group " + std::to_string(g) + ", outside [0, " +
+                    std::to_string(groups) + ")";
+            return {};
+        }
+        ++members[static_cast<size_t>(g)];
+    }
+    for (int64_t g = 0; g < groups; ++g) {
+        if (members[static_cast<size_t>(g)] != group) {
+            error = "group " + std::to_string(g) + " has " + std::to_string(members[static_cast<size_t>(g)]) +
+                    " inputs, not the group size " + std::to_string(group) +
+                    ": the inputs sorted by group do not make contiguous groups";
+            return {};
+        }
+    }
+    // A counting sort: stable, and each group's inputs start at g · group.
+    std::vector<int64_t> next(static_cast<size_t>(groups));
+    for (int64_t g = 0; g < groups; ++g)
+        next[static_cast<size_t>(g)] = g * group;
+    std::vector<int32_t> perm(static_cast<size_t>(K));
+    for (int64_t k = 0; k < K; ++k)
+        perm[static_cast<size_t>(next[static_cast<size_t>(g_idx[static_cast<size_t>(k)])]++)] = static_cast<int32_t>(k);
+    return perm;
 }
 
 void repack_pack_quantized(std::span<const int32_t> packed, std::span<const float> scales, const Int4Layout& out) {

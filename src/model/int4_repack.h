@@ -6,6 +6,8 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 namespace pagoda::model {
 
@@ -30,9 +32,18 @@ void repack_awq_gemm(std::span<const int32_t> qweight, std::span<const int32_t> 
 // GPTQ (AutoGPTQ / GPTQModel, 4 or 8 bits: out.bits): with p = 32 / bits values per int32, qweight I32 [K/p, N] holds
 // p consecutive inputs per int32 (value i, bits [i·bits, (i+1)·bits), is input p·r + i), qzeros I32 [K/group, N/p] p
 // consecutive columns per int32 likewise, scales [K/group, N]. `zero_offset` is added to each stored zero: 1 for the
-// "gptq" (v1) checkpoint format, which stores zero - 1, 0 for "gptq_v2".
+// "gptq" (v1) checkpoint format, which stores zero - 1, 0 for "gptq_v2". `perm` (act-order; empty: the identity)
+// puts input perm[k] at the layout's input k: the layout then holds W[:, perm], whose group k / group must be input
+// perm[k]'s (act_order_permutation gives such a perm).
 void repack_gptq(std::span<const int32_t> qweight, std::span<const int32_t> qzeros, std::span<const float> scales,
-                 int32_t zero_offset, const Int4Layout& out);
+                 int32_t zero_offset, const Int4Layout& out, std::span<const int32_t> perm = {});
+
+// GPTQ act-order: g_idx[k] is the group of input k, groups formed in the order GPTQ processed the inputs. The stable
+// sort of the inputs by group (perm[j] is the j-th input of that order), or an empty vector with `error` saying why
+// when the order does not give `groups` contiguous groups of `group` inputs each (a group of another size, a g_idx
+// outside [0, groups)). The identity for the trivial g_idx (k / group).
+std::vector<int32_t> act_order_permutation(std::span<const int32_t> g_idx, int64_t group, int64_t groups,
+                                           std::string& error);
 
 // compressed-tensors pack-quantized (4 bits, symmetric; out.bits must be 4): weight_packed I32 [N, K/8] holds 8
 // consecutive inputs per int32 (nibble i is input 8c + i), each stored as q + 8; weight_scale [N, K/group] (already

@@ -80,6 +80,7 @@ Status Model::upload_weights() {
             if (e.linear != nullptr) {  // after the data: dense neighbours stay back to back
                 f(e.linear->scales);
                 f(e.linear->zeros);
+                f(e.linear->input_perm);
             }
             return ok_status();
         });

@@ -8,7 +8,7 @@ namespace {
 
 constexpr const char* kServed =
     "pagoda serves fp8 e4m3 checkpoints (quant_method fp8, or compressed-tensors float-quantized 8-bit float weights) "
-    "and int4 / int8 weight-only ones (awq gemm, gptq 4- or 8-bit without act-order, compressed-tensors "
+    "and int4 / int8 weight-only ones (awq gemm, gptq 4- or 8-bit (act-order too, on dense layers), compressed-tensors "
     "pack-quantized symmetric W4A16)";
 
 Status not_served(const QuantizationSpec& q, const std::string& why) {
@@ -62,9 +62,6 @@ Result<std::optional<CheckpointQuantization>> awq(const QuantizationSpec& q) {
 Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
     if (q.bits != 4 && q.bits != 8) {
         return not_served(q, std::to_string(q.bits) + "-bit GPTQ weights are not served (4- and 8-bit are)");
-    }
-    if (q.desc_act) {
-        return not_served(q, "GPTQ act-order (desc_act true: inputs permuted by g_idx) is not served yet");
     }
     const std::string& format = q.checkpoint_format.empty() ? q.format : q.checkpoint_format;
     if (!format.empty() && format != "gptq" && format != "gptq_v2") {

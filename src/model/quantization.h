@@ -49,7 +49,7 @@ struct CheckpointQuantization {
 //    channel, tensor or block scales; 8-bit float activations run weight-only likewise;
 //  - awq (Qwen*-AWQ, AutoAWQ): 4 bits, version gemm, zero points, groups;
 //  - gptq (Qwen*-GPTQ-Int4 and -Int8, GPTQModel / AutoGPTQ): 4 or 8 bits, sym or not, groups or per channel,
-//    desc_act false, checkpoint format gptq (v1) or gptq_v2;
+//    desc_act false or true (act-order: the loader reads g_idx), checkpoint format gptq (v1) or gptq_v2;
 //  - compressed-tensors pack-quantized W4A16 (llm-compressor): 4-bit int weights, symmetric, group or channel
 //    scales, no activation quantization.
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q);

@@ -93,6 +93,13 @@ Result<WeightSlice> in_units(const WeightSlice& s, int64_t unit, int64_t full, c
 // those columns (per-tensor and per-channel scales have none), and a cut of experts those experts' scales.
 Status cut_quantized(LinearWeight& w, const WeightSlice& s, OwnedWeights& owned) {
     if (s.padded_length != s.length()) return Status::error("a padded shard of a quantized weight is not supported");
+    if (w.input_perm.defined() && s.dim == SplitDim::kColumns) {
+        // A rank's inputs are a range of the layer's, but the act-order layout holds them scattered by input_perm:
+        // the cut would need the permutation's own shard and a re-sort. Not built.
+        return Status::error("act-order GPTQ weights (" + w.describe() +
+                             ") cut along their inputs (row-parallel o_proj / down_proj with -tp > 1) are not served "
+                             "yet; serve this checkpoint with -tp 1");
+    }
     const bool int4 = w.format == WeightFormat::kInt4;
     const int64_t N = w.out_features(), K = w.in_features();
     WeightSlice scale_slice;

@@ -79,9 +79,12 @@ class WeightLoader {
         const TensorView* qzeros = nullptr;   // AWQ, GPTQ
         const TensorView* scales = nullptr;
         DType dequant_dtype = DType::F32;  // LinearWeight::dequant_dtype: the stored scales' dtype
+        // GPTQ act-order: the inputs sorted by their group (act_order_permutation, LinearWeight::input_perm), which
+        // the repack applies; empty for every other module.
+        std::vector<int32_t> input_perm;
     };
     // The packed tensors of the int4 weight `name` of `shape` [N, K] (marked used), checked as int4_linear checks
-    // them (shapes, dtypes, a trivial g_idx, a matching weight_shape). Not thread-safe.
+    // them (shapes, dtypes, a g_idx of whole groups, a matching weight_shape). Not thread-safe.
     Result<Int4Module> int4_module(const std::string& name, const Shape& shape);
     // Whether the checkpoint is an int4 (or GPTQ int8) one (its quantization_config), and whether its format has zero
     // points (else the symmetric 8).

@@ -84,15 +84,20 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
             PAGODA_ASSIGN_OR_RETURN(out.qzeros, packed_words(m + "qzeros", Shape{G, N / per_word}));
             PAGODA_ASSIGN_OR_RETURN(out.scales, lookup(m + "scales", Shape{G, N}));
             if (has(m + "g_idx")) {
-                // desc_act false writes the trivial g_idx (input k in group k / group); another one permutes the
-                // inputs' groups (act-order), which the layout cannot hold.
+                // desc_act false writes the trivial g_idx (input k in group k / group). Another one (act-order, which
+                // the g_idx itself tells whatever desc_act says) groups the inputs in the order GPTQ processed
+                // them: the repack sorts the inputs by group and the layer gathers its input in that order.
                 PAGODA_ASSIGN_OR_RETURN(const TensorView* t, packed_words(m + "g_idx", Shape{K}));
                 const std::vector<int32_t> g_idx = words(*t);
-                for (int64_t k = 0; k < K; ++k) {
-                    if (g_idx[static_cast<size_t>(k)] != k / group) {
-                        return Status::error("tensor '" + m + "g_idx': input " + std::to_string(k) + " is in group " +
-                                             std::to_string(g_idx[static_cast<size_t>(k)]) +
-                                             ", not in group k / group_size: act-order GPTQ is not served yet");
+                bool trivial = true;
+                for (int64_t k = 0; k < K && trivial; ++k)
+                    trivial = g_idx[static_cast<size_t>(k)] == k / group;
+                if (!trivial) {
+                    std::string why;
+                    out.input_perm = act_order_permutation(g_idx, group, G, why);
+                    if (out.input_perm.empty()) {
+                        return Status::error("tensor '" + m + "g_idx' (act-order GPTQ, " + q.describe() + "): " + why +
+                                             "; such a checkpoint is not served");
                     }
                 }
             }
@@ -127,7 +132,8 @@ void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out) const
             repack_awq_gemm(words(*m.qweight), words(*m.qzeros), floats(*m.scales), out);
             break;
         case Int4Packing::kGptq:
-            repack_gptq(words(*m.qweight), words(*m.qzeros), floats(*m.scales), quantization_->zero_offset, out);
+            repack_gptq(words(*m.qweight), words(*m.qzeros), floats(*m.scales), quantization_->zero_offset, out,
+                        m.input_perm);
             break;
         case Int4Packing::kPackQuantized:
             repack_pack_quantized(words(*m.qweight), floats(*m.scales), out);
@@ -150,6 +156,10 @@ Result<LinearWeight> WeightLoader::int4_linear(const std::string& name, const Sh
     out.scales = w.scales.data_as<float>();
     out.zeros = w.zeros.defined() ? w.zeros.data_as<float>() : nullptr;
     repack_int4(m, out);
+    if (!m.input_perm.empty()) {
+        w.input_perm = allocate(DType::I32, Shape{m.K});
+        std::memcpy(w.input_perm.data(), m.input_perm.data(), m.input_perm.size() * sizeof(int32_t));
+    }
     return w;
 }
 

@@ -312,6 +312,8 @@ class CpuOps final : public Ops {
     }
 
   private:
+    std::vector<float> gathered_;  // x's columns in an act-order weight's input order (linear_int4); grows only
+
     static int32_t max_slot(std::span<const int32_t> slots) {
         int32_t m = -1;
         for (int32_t s : slots)
@@ -422,10 +424,23 @@ class CpuOps final : public Ops {
     }
 
     // Weight-only int4 (and int8): dequantised to f32 chunk by chunk, then the f32 GEMM (gemm_int4.cpp).
-    static void linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    // int4/int8; an act-order weight (input_perm) takes x's columns in its layout's order, gathered first.
+    void linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y) {
         ops_checks::expect_int4(w, kHere, "linear");
         kc::LinearInt4Args a;
         a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+        if (w.input_perm.defined()) {
+            const int64_t T = x.dim(0), K = w.in_features();
+            if (gathered_.size() < static_cast<size_t>(T * K)) gathered_.resize(static_cast<size_t>(T * K));
+            const int32_t* perm = w.input_perm.data_as<int32_t>();
+            for (int64_t t = 0; t < T; ++t) {
+                const float* row = a.x + t * a.x_stride;
+                float* dst = gathered_.data() + t * K;
+                for (int64_t k = 0; k < K; ++k)
+                    dst[k] = row[perm[k]];
+            }
+            a.x = gathered_.data(), a.x_stride = K;
+        }
         a.w = int4_weight(w);
         a.bias = w.bias.defined() ? w.bias.data() : nullptr, a.bias_dtype = w.bias.dtype();
         a.y = y.data_as<float>(), a.y_stride = y.stride(0);

@@ -176,7 +176,8 @@ std::string LinearWeight::describe() const {
             s += " (" + std::to_string(block_rows) + "x" + std::to_string(block_cols) + " block scales)";
             break;
         case ScaleLayout::kGroup:
-            s += " (group " + std::to_string(group_size) + (zeros.defined() ? ", zero points)" : ", symmetric)");
+            s += " (group " + std::to_string(group_size) + (zeros.defined() ? ", zero points" : ", symmetric") +
+                 (input_perm.defined() ? ", act-order)" : ")");
             break;
     }
     return s;

@@ -70,6 +70,11 @@ struct LinearWeight {
     // computes it in the dtype of its stored scales (F16 for AWQ and GPTQ, the model's dtype for compressed-tensors);
     // F32: not rounded.
     DType dequant_dtype = DType::F32;
+    // int4/int8 of a GPTQ act-order checkpoint: I32 [K] on the weight's device, or undefined. The layout's input k
+    // is the layer's input input_perm[k] (the inputs sorted by their group, so that each group is contiguous), and
+    // y = data · x[:, input_perm]: the backends gather x's columns before the kernel. Kept beside the weight so that
+    // the 4-bit layout and its kernels stay as they are.
+    Tensor input_perm;
 
     // Adapters whose low-rank deltas a request may add to this projection's output; null (always, for now) when
     // there are none. A pointer into a per-layer set owned beside the model, so loading an adapter changes no weight
@@ -107,7 +112,7 @@ struct LinearWeight {
     // The shape `scales` must have for this weight's layout and data (an empty Shape for dense formats).
     Shape expected_scales_shape() const;
     // The format with its variant, for messages: "bf16", "fp8-e4m3 (128x128 block scales)", "int4 (group 128,
-    // zero points)".
+    // zero points)", "int4 (group 128, symmetric, act-order)".
     std::string describe() const;
 };
 

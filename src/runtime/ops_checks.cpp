@@ -87,6 +87,14 @@ void expect_int4(const LinearWeight& w, DeviceKind device, const char* op, bool 
                              w.data.to_string() + " must be contiguous F32 " + want.to_string() +
                              " on the weight's device, got " + t->to_string());
     }
+    if (w.input_perm.defined()) {
+        PAGODA_OP_EXPECT(!stacked && w.input_perm.dtype() == DType::I32 && w.input_perm.is_contiguous() &&
+                             w.input_perm.device().kind == device && w.input_perm.shape() == Shape{K},
+                         op,
+                         "the input permutation of " + w.describe() + " weight " + w.data.to_string() +
+                             " must be contiguous I32 [" + std::to_string(K) +
+                             "] on the weight's device (and not of stacked experts), got " + w.input_perm.to_string());
+    }
 }
 
 void unsupported_format(const LinearWeight& w, const char* backend, const char* op) {

@@ -292,6 +292,10 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t fi
                                      "expert's gate_proj is int4, this one is not)");
             }
             PAGODA_ASSIGN_OR_RETURN(WeightLoader::Int4Module m, loader.int4_module(ep + name, Shape{rows, cols}));
+            if (!m.input_perm.empty()) {  // the grouped expert kernels take no input permutation
+                return Status::error(ep + name + ": act-order GPTQ MoE experts (g_idx not k / group_size) are not " +
+                                     "served yet (act-order dense layers are)");
+            }
             if (!stack->defined()) {
                 const int64_t N = stack == &gate_up ? 2 * I : H, G = m.K / m.group;
                 const bool zeros = loader.int4_zero_points();

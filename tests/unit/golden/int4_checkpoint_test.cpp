@@ -49,8 +49,9 @@ void drop_tensor(std::vector<Entry>& entries, const std::string& name) {
 }
 
 TEST(Int4Checkpoint, TheGoldensLoadUnedited) {
-    for (const char* name : {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq",
-                             "qwen3_moe_w4a16", "qwen3_next_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym"}) {
+    for (const char* name :
+         {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16",
+          "qwen3_next_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen3_gptq_actorder"}) {
         const std::string message = load_edited(name, [](std::vector<Entry>&, Json&) {});
         if (message == "skip") GTEST_SKIP() << "no golden " << name;
         EXPECT_EQ(message, "") << name;
@@ -73,8 +74,9 @@ TEST(Int4Checkpoint, EightBitExpertsAreRefused) {
     EXPECT_NE(message.find("8-bit GPTQ MoE experts are not served"), std::string::npos) << message;
 }
 
-// desc_act false in the config but a g_idx that permutes the groups: act-order, refused by name.
-TEST(Int4Checkpoint, ActOrderGroupIndexIsRefused) {
+// A g_idx that cannot be sorted into the layout's contiguous groups (q_proj's 64 inputs are one group of 64, and
+// input 0 is moved to a group 1 that does not exist) is refused naming the tensor and the input.
+TEST(Int4Checkpoint, ActOrderGroupsThatAreNotWholeAreRefused) {
     const std::string message = load_edited("qwen3_gptq", [](auto& entries, Json&) {
         for (Entry& e : entries) {
             if (e.name != "model.layers.0.self_attn.q_proj.g_idx") continue;
@@ -87,6 +89,38 @@ TEST(Int4Checkpoint, ActOrderGroupIndexIsRefused) {
     if (message == "skip") GTEST_SKIP();
     EXPECT_NE(message.find("model.layers.0.self_attn.q_proj.g_idx"), std::string::npos) << message;
     EXPECT_NE(message.find("act-order"), std::string::npos) << message;
+    EXPECT_NE(message.find("input 0 is in group 1, outside [0, 1)"), std::string::npos) << message;
+}
+
+// g_idx, not desc_act, tells: a checkpoint that says desc_act false but whose g_idx permutes whole groups (inputs 0 and
+// 64 of o_proj swapped between its groups 0 and 1) loads as act-order.
+TEST(Int4Checkpoint, ActOrderIsReadFromTheGroupIndex) {
+    const std::string message = load_edited("qwen3_gptq", [](auto& entries, Json&) {
+        for (Entry& e : entries) {
+            if (e.name != "model.layers.0.self_attn.o_proj.g_idx") continue;
+            const int32_t one = 1, zero = 0;
+            std::memcpy(e.data.data(), &one, 4);
+            std::memcpy(e.data.data() + 4 * 64, &zero, 4);
+        }
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_EQ(message, "");
+}
+
+// The grouped expert kernels take no input permutation: act-order experts are refused by name (one expert's g_idx made
+// a permutation of whole groups: inputs 0 and 32 swapped between groups 0 and 1; layer 1 is a dense MLP layer).
+TEST(Int4Checkpoint, ActOrderExpertsAreRefused) {
+    const std::string message = load_edited("qwen3_moe_gptq", [](auto& entries, Json&) {
+        for (Entry& e : entries) {
+            if (e.name != "model.layers.2.mlp.experts.3.up_proj.g_idx") continue;
+            const int32_t one = 1, zero = 0;
+            std::memcpy(e.data.data(), &one, 4);
+            std::memcpy(e.data.data() + 4 * 32, &zero, 4);
+        }
+    });
+    if (message == "skip") GTEST_SKIP();
+    EXPECT_NE(message.find("model.layers.2.mlp.experts.3.up_proj.weight"), std::string::npos) << message;
+    EXPECT_NE(message.find("act-order GPTQ MoE experts"), std::string::npos) << message;
 }
 
 TEST(Int4Checkpoint, PackedTensorsNeedTheirQuantizationConfig) {

@@ -330,6 +330,19 @@ TEST(TensorParallel, CutsThroughScaleBlocksAreLoadErrors) {
     EXPECT_NE(experts.message().find("32-wide"), std::string::npos) << experts.message();
 }
 
+// An act-order GPTQ weight holds its inputs scattered by its permutation, so a cut along its inputs (o_proj, down_proj)
+// is refused, saying to serve with -tp 1; a cut along its outputs would be fine but the model has both.
+TEST(TensorParallel, ActOrderWeightsCutAlongTheirInputsAreLoadErrors) {
+    const std::string dir = golden::dir("qwen3_gptq_actorder");
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
+    auto comms = make_cpu_communicators(2);
+    auto backend = make_cpu_backend();
+    auto model = Model::load(dir, *backend, *comms[0]);
+    ASSERT_FALSE(model.ok());
+    EXPECT_NE(model.message().find("act-order GPTQ weights"), std::string::npos) << model.message();
+    EXPECT_NE(model.message().find("-tp 1"), std::string::npos) << model.message();
+}
+
 TEST(TensorParallel, EachRankCachesItsOwnKvHeads) {
     const std::string dir = golden::dir("qwen3");  // 2 KV heads
     if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";

@@ -3,7 +3,9 @@
 // q + 8), then repacked; every nibble, scale and zero must come back where LinearWeight's int4 layout puts it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -186,6 +188,82 @@ TEST(Int8Repack, GptqV1AndV2) {
                 ASSERT_EQ(out_scales[n * G + g], scales[g * N + n]) << "n=" << n << " g=" << g;
             }
         }
+    }
+}
+
+// GPTQ act-order: g_idx[k] is the group of input k. The permutation sorts the inputs by group, stably; worked out by
+// hand for 8 inputs in 4 groups of 2.
+TEST(ActOrderPermutation, SortsInputsByGroupStably) {
+    std::string error;
+    const std::vector<int32_t> g_idx = {2, 0, 3, 1, 0, 2, 1, 3};
+    EXPECT_EQ(act_order_permutation(g_idx, 2, 4, error), (std::vector<int32_t>{1, 4, 3, 6, 0, 5, 2, 7}));
+    EXPECT_EQ(error, "");
+    const std::vector<int32_t> trivial = {0, 0, 1, 1, 2, 2, 3, 3};
+    EXPECT_EQ(act_order_permutation(trivial, 2, 4, error), (std::vector<int32_t>{0, 1, 2, 3, 4, 5, 6, 7}));
+}
+
+TEST(ActOrderPermutation, RefusesGroupsThatAreNotWhole) {
+    std::string error;
+    const std::vector<int32_t> uneven = {0, 0, 0, 1, 2, 2, 3, 3};  // group 0 has 3 inputs, group 1 one
+    EXPECT_TRUE(act_order_permutation(uneven, 2, 4, error).empty());
+    EXPECT_NE(error.find("group 0 has 3 inputs"), std::string::npos) << error;
+    const std::vector<int32_t> outside = {0, 0, 1, 1, 2, 2, 3, 4};
+    EXPECT_TRUE(act_order_permutation(outside, 2, 4, error).empty());
+    EXPECT_NE(error.find("input 7 is in group 4"), std::string::npos) << error;
+    const std::vector<int32_t> negative = {-1, 0, 1, 1, 2, 2, 3, 3};
+    EXPECT_TRUE(act_order_permutation(negative, 2, 4, error).empty());
+    EXPECT_NE(error.find("input 0 is in group -1"), std::string::npos) << error;
+}
+
+// An act-order checkpoint stores its inputs in their own order, each dequantised with its group's (g_idx's) scale and
+// zero. The repack puts input perm[j] at the layout's j; the layout with x gathered by perm must compute the same
+// product as the checkpoint read with g_idx, computed here from the stored values directly (GPTQ's dequantisation).
+TEST(Int4Repack, GptqActOrderKeepsEachInputWithItsGroup) {
+    std::mt19937 rng(4);
+    constexpr int64_t N = 16, K = 64, group = 8, G = K / group;
+    // A random g_idx of whole groups: group j / group for the j-th input of a random order.
+    std::vector<int32_t> order(K);
+    for (int64_t k = 0; k < K; ++k)
+        order[k] = static_cast<int32_t>(k);
+    std::shuffle(order.begin(), order.end(), rng);
+    std::vector<int32_t> g_idx(K);
+    for (int64_t j = 0; j < K; ++j)
+        g_idx[order[j]] = static_cast<int32_t>(j / group);
+    std::string error;
+    const std::vector<int32_t> perm = act_order_permutation(g_idx, group, G, error);
+    ASSERT_EQ(perm.size(), static_cast<size_t>(K)) << error;
+    for (int64_t j = 0; j < K; ++j)
+        ASSERT_EQ(g_idx[perm[j]], j / group) << j;
+
+    // The checkpoint: codes q[n, k] of input k (stored order), zeros/scales per (n, group).
+    Values v = random_values(N, K, group, rng);
+    std::vector<int32_t> qweight;  // [K/8, N]: 8 consecutive (stored-order) inputs per word
+    for (int64_t r = 0; r < K / 8; ++r)
+        for (int64_t n = 0; n < N; ++n) {
+            int vals[8];
+            for (int i = 0; i < 8; ++i)
+                vals[i] = v.q[n * K + 8 * r + i];
+            qweight.push_back(word(vals));
+        }
+    Repacked r(v, true);
+    repack_gptq(qweight, pack_zeros(v, kSequential, 1), scales_by_group(v), 1, r.layout, perm);
+
+    std::uniform_real_distribution<double> unit(-1.0, 1.0);
+    std::vector<double> x(K);
+    for (double& e : x)
+        e = unit(rng);
+    for (int64_t n = 0; n < N; ++n) {
+        double want = 0, got = 0;
+        for (int64_t k = 0; k < K; ++k) {  // the checkpoint's product: input k with group g_idx[k]
+            const int64_t g = g_idx[k];
+            want += (v.q[n * K + k] - v.zeros[n * G + g]) * static_cast<double>(v.scales[n * G + g]) * x[k];
+        }
+        for (int64_t j = 0; j < K; ++j) {  // the layout's: input j with group j / group, x gathered by perm
+            const int64_t g = j / group;
+            got += (r.at(n, j) - r.zeros[n * G + g]) * static_cast<double>(r.scales[n * G + g]) * x[perm[j]];
+            ASSERT_EQ(r.at(n, j), v.q[n * K + perm[j]]) << "n=" << n << " j=" << j;
+        }
+        EXPECT_NEAR(got, want, 1e-12) << "n=" << n;
     }
 }
 

@@ -322,6 +322,35 @@ Int4Stack random_int4_stack(int64_t E, int64_t N, int64_t K, int64_t group, bool
     return s;
 }
 
+// A GPTQ act-order weight: the layout's input j is x's column input_perm[j], so y = W · x[:, perm] (int4 and the
+// dequantisation as the experts' reference above; x a column slice, so its row stride is not K). Checked for 4 bits;
+// 8 bits shares the gather.
+TEST_F(OpsTest, LinearOnActOrderInt4GathersItsInputByThePermutation) {
+    const int64_t T = 3, N = 24, K = 64, group = 16;
+    const Int4Stack s = random_int4_stack(1, N, K, group, true, DType::F16, rng_);
+    LinearWeight w =
+        LinearWeight::int4(s.data.tensor.select(0), s.scales.tensor.select(0), s.zeros.tensor.select(0), group);
+    w.dequant_dtype = DType::F16;
+    HostTensor perm = HostTensor::empty(DType::I32, {K});
+    int32_t* p = perm.tensor.data_as<int32_t>();
+    std::iota(p, p + K, 0);
+    std::shuffle(p, p + K, rng_);
+    w.input_perm = perm.tensor;
+    auto big = random_f32({T, K + 6}, rng_);
+    const Tensor x = big.tensor.narrow(1, 2, K);
+    HostTensor y = HostTensor::zeros(DType::F32, {T, N});
+    ops_.linear(x, w, y.tensor);
+    const float* dense = s.dense.tensor.data_as<float>();
+    for (int64_t t = 0; t < T; ++t) {
+        std::vector<double> ref(N, 0.0);
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t j = 0; j < K; ++j)
+                ref[n] += double(dense[n * K + j]) * x.data_as<float>()[t * x.stride(0) + p[j]];
+        expect_close(y.tensor.data_as<float>() + t * N, ref, 1e-5, 1e-6, "act-order linear");
+    }
+    EXPECT_EQ(w.describe(), "int4 (group 16, zero points, act-order)");
+}
+
 // The CPU reference for int4 experts (Qwen3-MoE GPTQ/AWQ/W4A16 checkpoints): the routed experts dequantised, then the
 // f32 path; equal to the dense path over the stacks dequantised independently, for decode and prefill token counts,
 // groups smaller than and equal to the expert width, zero points or not, each rounding.
