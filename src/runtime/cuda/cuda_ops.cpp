@@ -87,7 +87,8 @@ void CudaOps::replay(const StepGraph& graph, const ForwardBatch& b) {
 uint64_t CudaOps::memory_generation() const {
     // op_uploads_ is left out: an op that uploads its own array cannot be recorded (end_capture).
     return step_staging_.reallocations() + step_device_.reallocations() + convert_scratch_.reallocations() +
-           dequantized_weight_.reallocations() + attention_workspace_.reallocations() + moe_workspace_.reallocations() +
+           dequantized_weight_.reallocations() + gathered_input_.reallocations() +
+           attention_workspace_.reallocations() + moe_workspace_.reallocations() +
            delta_rule_workspace_.reallocations();
 }
 

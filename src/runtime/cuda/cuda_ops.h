@@ -282,6 +282,7 @@ class CudaOps final : public CudaOpsBase {
     void* converted_buffer_ = nullptr;
     Converted converted_src_;
     DeviceScratch dequantized_weight_;  // linear_fp8/int4 with more than one token: the bf16 copy of the weight
+    DeviceScratch gathered_input_;      // linear_int4 of an act-order weight: x's columns in the layout's order
 
     DeviceScratch attention_workspace_;
     DeviceScratch moe_workspace_;         // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows

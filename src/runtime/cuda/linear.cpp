@@ -91,13 +91,25 @@ void CudaOps::gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWei
     }
 }
 
-void CudaOps::linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Tensor& y) {
     ops_checks::expect_int4(w, kHere, "linear");
     const Tensor& bias = w.bias;
-    const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
+    const int64_t T = given_x.dim(0), N = w.out_features(), K = w.in_features();
     const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
     if (overlaps(y, converted_src_)) invalidate_converted();
     if (T == 0 || N == 0) return;
+    Tensor x = given_x;
+    if (w.input_perm.defined()) {  // act-order: the layout's input k is x's column input_perm[k]
+        auto* gathered = static_cast<float*>(gathered_input_.get(static_cast<size_t>(T * K) * 4, stream_));
+        {
+            const auto profile = profiler_.scope("gather act-order input");
+            kcu::launch_gather_columns(given_x.data_as<float>(), given_x.stride(0), w.input_perm.data_as<int32_t>(),
+                                       gathered, T, K, stream_);
+        }
+        x = Tensor(gathered, DType::F32, Shape{T, K}, given_x.device());
+        // The buffer is reused by every act-order layer: a conversion cached for an earlier one is stale.
+        invalidate_converted();
+    }
     const kcu::Int4Weight weight = int4_weight(w, w.data.stride(0), "linear");
     if (T == kcu::kGemvTokens) {
         const auto profile =

@@ -209,28 +209,37 @@ OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias
 // T = 1 takes the int4 GEMV on CUDA (its 16-byte path when the group is a multiple of 32, else its element path),
 // more tokens the bf16 copy and cuBLASLt; both round the weight and x to bf16 (bf16 tolerance against the CPU's f32).
 // bits 8: LinearWeight's int8 (GPTQ 8-bit), one value a byte, symmetric zero 128, the same kernels at 8 bits (16-byte
-// GEMV path when the group is a multiple of 16).
+// GEMV path when the group is a multiple of 16). act_order: the weight of a GPTQ act-order checkpoint, with a random
+// input permutation (LinearWeight::input_perm) the backend gathers x's columns by before the kernel.
 OpCase linear_int4(int64_t T, int64_t N, int64_t K, int64_t group, bool zero_points, DType round_to, bool bias,
-                   int bits = 4) {
-    return {
-        fmt("linear int%d T=%lld N=%lld K=%lld group %lld%s%s%s", bits, (long long)T, (long long)N, (long long)K,
-            (long long)group, zero_points ? " zeros" : "", round_to == DType::F16 ? " f16" : "", bias ? " bias" : ""),
-        "linear", [=](CaseRun& r) {
-            const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
-            const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
-            // Scales and zeros of the size of the format's values (zero points in [-zero, zero]: any float works).
-            const float scale = bits == 8 ? 1e-3f : 2e-2f, zero = bits == 8 ? 128.0f : 8.0f;
-            const Tensor scales = r.dense(Shape{N, K / group}, DType::F32, scale);
-            const Tensor zeros = zero_points ? r.dense(Shape{N, K / group}, DType::F32, zero) : Tensor();
-            LinearWeight w =
-                LinearWeight::grouped_int(bits, r.dense(Shape{N, K * bits / 8}, DType::U8), scales, zeros, group, b);
-            w.dequant_dtype = round_to;
-            const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
-            r.set_bytes(
-                static_cast<double>(N * K * bits / 8 + (zero_points ? 8 : 4) * N * (K / group) + (T * K + T * N) * 4));
-            r.set_flops(2.0 * T * N * K);
-            return [=, &r] { call_linear(r.ops(), x, w, y); };
-        }};
+                   int bits = 4, bool act_order = false) {
+    return {fmt("linear int%d T=%lld N=%lld K=%lld group %lld%s%s%s%s", bits, (long long)T, (long long)N, (long long)K,
+                (long long)group, zero_points ? " zeros" : "", round_to == DType::F16 ? " f16" : "",
+                bias ? " bias" : "", act_order ? " act-order" : ""),
+            "linear", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
+                const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
+                // Scales and zeros of the size of the format's values (zero points in [-zero, zero]: any float works).
+                const float scale = bits == 8 ? 1e-3f : 2e-2f, zero = bits == 8 ? 128.0f : 8.0f;
+                const Tensor scales = r.dense(Shape{N, K / group}, DType::F32, scale);
+                const Tensor zeros = zero_points ? r.dense(Shape{N, K / group}, DType::F32, zero) : Tensor();
+                LinearWeight w = LinearWeight::grouped_int(bits, r.dense(Shape{N, K * bits / 8}, DType::U8), scales,
+                                                           zeros, group, b);
+                w.dequant_dtype = round_to;
+                if (act_order) {  // a permutation of [0, K) from the case's random ints: the same on every backend
+                    const std::span<const int32_t> keys = r.ints(static_cast<size_t>(K), 0, 1 << 30);
+                    HostTensor perm = HostTensor::empty(DType::I32, Shape{K});
+                    int32_t* p = perm.tensor.data_as<int32_t>();
+                    std::iota(p, p + K, 0);
+                    std::stable_sort(p, p + K, [&keys](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+                    w.input_perm = r.upload_dense(perm);
+                }
+                const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
+                r.set_bytes(static_cast<double>(N * K * bits / 8 + (zero_points ? 8 : 4) * N * (K / group) +
+                                                (T * K + T * N) * 4));
+                r.set_flops(2.0 * T * N * K);
+                return [=, &r] { call_linear(r.ops(), x, w, y); };
+            }};
 }
 
 // q/k/v share one converted input on CUDA; a linear that overwrites that input must not reuse the stale conversion.
@@ -747,6 +756,13 @@ const std::vector<OpCase>& op_cases() {
             linear_int4(1, 72, 96, 16, true, DType::F16, false),
             linear_int4(2, 300, 256, 32, true, DType::F16, true),
             linear_int4(37, 512, 384, 128, false, DType::BF16, false),
+            // act-order GPTQ: x gathered by the weight's input permutation, then the GEMV (T = 1) or the dequantised
+            // weight's GEMM; 4 and 8 bits.
+            linear_int4(1, 256, 512, 32, false, DType::F16, false, 4, true),
+            linear_int4(1, 72, 96, 16, true, DType::F16, true, 4, true),
+            linear_int4(37, 512, 384, 128, true, DType::F16, false, 4, true),
+            linear_int4(1, 300, 256, 32, true, DType::F16, true, 8, true),
+            linear_int4(5, 256, 512, 64, false, DType::F16, false, 8, true),
             // GPTQ 8-bit: the GEMV's 16-byte path (groups of 32, 128; one warp a row past 8192 rows), its element
             // path (group 8), the bf16 copy for prefill (T = 2, 37).
             linear_int4(1, 256, 512, 128, false, DType::F16, false, 8),

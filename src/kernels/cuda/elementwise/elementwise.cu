@@ -127,6 +127,17 @@ void convert_rows(bool vec4, unsigned blocks, const float* src, int64_t src_stri
         launch_kernel<convert_rows_kernel<T>>(blocks, kThreads, 0, stream, src, src_stride, d, rows, K);
 }
 
+// One thread an output element; the reads of a row are scattered by perm but stay within the row (K floats, in L1/L2).
+__global__ void gather_columns_kernel(const float* x, int64_t x_stride, const int32_t* perm, float* out, int64_t T,
+                                      int64_t K) {
+    PAGODA_KERNEL_PROLOGUE();
+    const int64_t n = T * K;
+    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+        const int64_t t = i / K, k = i % K;
+        out[i] = x[t * x_stride + perm[k]];
+    }
+}
+
 unsigned blocks_for(int64_t n) {
     const unsigned b = grid_for(n, kThreads);
     return b > 65535u * 16 ? 65535u * 16 : b;
@@ -162,6 +173,13 @@ void launch_add_bias(float* y, int64_t y_stride, const void* bias, ElemType bias
 void launch_argmax(const float* logits, int64_t stride, int64_t R, int64_t V, int32_t* out, cudaStream_t stream) {
     if (R == 0) return;
     launch_kernel<argmax_kernel>(static_cast<unsigned>(R), kThreads, 0, stream, logits, stride, V, out);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gather_columns(const float* x, int64_t x_stride, const int32_t* perm, float* out, int64_t T, int64_t K,
+                           cudaStream_t stream) {
+    if (T == 0 || K == 0) return;
+    launch_kernel<gather_columns_kernel>(blocks_for(T * K), kThreads, 0, stream, x, x_stride, perm, out, T, K);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -76,6 +76,11 @@ struct DequantizeInt4Args {
 };
 void launch_dequantize_int4(const DequantizeInt4Args& a, cudaStream_t stream);
 
+// out[t, k] = x[t, perm[k]]: F32 [T, K] (row stride) -> dense F32 [T, K], the input of an act-order GPTQ weight in
+// its layout's order (LinearWeight::input_perm: perm is device I32 [K], a permutation of [0, K)).
+void launch_gather_columns(const float* x, int64_t x_stride, const int32_t* perm, float* out, int64_t T, int64_t K,
+                           cudaStream_t stream);
+
 // F32 [T, K] (row stride) -> dense BF16 or F16 [T, K]: the GEMM input of cuBLASLt.
 void launch_convert_rows(const float* src, int64_t src_stride, void* dst, ElemType dst_type, int64_t T, int64_t K,
                          cudaStream_t stream);
