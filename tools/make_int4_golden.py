@@ -21,7 +21,8 @@ pagoda reads, are the same.) Packing, by the formats' own code:
               qzeros [K/group, N/8], scales F16 [K/group, N])
   gptq        gptqmodel's TorchQuantLinear.pack, then its convert_gptq_v2_to_v1_format_module (the "gptq" checkpoint
               format: qzeros stored as zero - 1), as GPTQModel.save writes it; 4 or 8 bits (8: qweight [K/4, N], four
-              inputs a word, qzeros [K/group, N/4]; symmetric zero 128)
+              inputs a word, qzeros [K/group, N/4]; symmetric zero 128); act-order entries (ACT_ORDER, desc_act true) form
+              each group over a permuted order of the inputs and hand the packer that g_idx, as GPTQ's desc_act does
   w4a16       compressed-tensors' pack_to_int32 (weight_packed [N, K/8], q + 8), weight_scale [N, K/group] in the
               model's dtype, weight_shape; the quantization_config from compressed-tensors' QuantizationConfig
 The reference is computed from each tool's own dequantisation of the stored tensors (AWQ: gptqmodel's dequantize_gemm,
@@ -41,6 +42,7 @@ import shutil
 import subprocess
 import sys
 import time
+import zlib
 
 import numpy as np
 import torch
@@ -69,7 +71,13 @@ SPECS = {
     # GPTQ 8-bit (Qwen2.5-*-GPTQ-Int8 are symmetric; the asymmetric variant checks stored zero points too).
     "qwen2_gptq_int8": ("qwen2", "gptq", 32, True, 8),
     "qwen2_gptq_int8_asym": ("qwen2", "gptq", 32, False, 8),
+    # GPTQ act-order (desc_act true): each module's inputs grouped in a permuted order given by g_idx (ACT_ORDER).
+    "qwen3_gptq_actorder": ("qwen3", "gptq", 32, True),
 }
+# Entries written with act-order: GPTQ processes a module's inputs in the order of its Hessian's diagonal, descending,
+# and forms the groups in that order, so g_idx[k] is the group of input k and the groups are not contiguous. Here the
+# order is a random permutation, seeded by the module's name (a Hessian-like order is as arbitrary to the format).
+ACT_ORDER = {"qwen3_gptq_actorder"}
 
 
 def spec(name):
@@ -154,21 +162,28 @@ def pack_awq(module, w, group, sym, bits=4):
     return stored, ref
 
 
-def pack_gptq(module, w, group, sym, bits=4):
+def pack_gptq(module, w, group, sym, bits=4, act_order=False):
     from gptqmodel.nn_modules.qlinear.torch import TorchLinear
     from gptqmodel.quantization import QuantizeConfig
     from gptqmodel.utils.model import convert_gptq_v2_to_v1_format_module
     N, K = w.shape
-    q, scale, zero = rtn(w, group, sym, torch.float16, bits)
+    # perm[j] is the input GPTQ processed j-th; group j // group takes it (act-order), else the identity.
+    if act_order:
+        perm = torch.randperm(K, generator=torch.Generator().manual_seed(zlib.crc32(module.encode())))
+    else:
+        perm = torch.arange(K)
+    inverse = torch.argsort(perm)
+    q, scale, zero = rtn(w[:, perm], group, sym, torch.float16, bits)  # codes of the inputs in processing order
+    g_idx = torch.empty(K, dtype=torch.int32)
+    g_idx[perm] = (torch.arange(K, dtype=torch.int32) // group)
     lin = torch.nn.Linear(K, N, bias=False)
-    lin.weight.data = dequantised(q, scale, zero, group)
-    ql = TorchLinear(bits=bits, group_size=group, sym=sym, desc_act=False, in_features=K, out_features=N,
-                          bias=False, register_buffers=False)
-    g_idx = torch.arange(K, dtype=torch.int32) // group
+    lin.weight.data = dequantised(q, scale, zero, group)[:, inverse]  # back in input order, as the checkpoint's
+    ql = TorchLinear(bits=bits, group_size=group, sym=sym, desc_act=act_order, in_features=K, out_features=N,
+                     bias=False, register_buffers=False)
     ql.pack(lin, scale.half(), zero.to(torch.int32), g_idx)
-    ref = ql.dequantize_weight().float().t()  # the module's own dequantisation of its (v2) buffers
-    check_codes(ref, q, scale, zero, group, module)
-    convert_gptq_v2_to_v1_format_module(ql, QuantizeConfig(bits=bits, group_size=group, sym=sym, desc_act=False))
+    ref = ql.dequantize_weight().float().t()  # the module's own dequantisation of its (v2) buffers, via its g_idx
+    check_codes(ref[:, perm], q, scale, zero, group, module)
+    convert_gptq_v2_to_v1_format_module(ql, QuantizeConfig(bits=bits, group_size=group, sym=sym, desc_act=act_order))
     stored = {module + "qweight": ql.qweight, module + "qzeros": ql.qzeros, module + "scales": ql.scales.half(),
               module + "g_idx": ql.g_idx.to(torch.int32)}
     return stored, ref
@@ -203,12 +218,12 @@ def check_codes(ref, q, scale, zero, group, module):
 PACKERS = {"awq": pack_awq, "gptq": pack_gptq, "w4a16": pack_w4a16}
 
 
-def quantization_config(fmt, group, sym, not_converted=None, bits=4):
+def quantization_config(fmt, group, sym, not_converted=None, bits=4, act_order=False):
     if fmt == "awq":  # as AutoAWQ / GPTQModel write it for Qwen*-AWQ
         return {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": not sym, "version": "gemm",
                 "modules_to_not_convert": not_converted}
     if fmt == "gptq":
-        out = {"quant_method": "gptq", "bits": bits, "group_size": group, "sym": sym, "desc_act": False,
+        out = {"quant_method": "gptq", "bits": bits, "group_size": group, "sym": sym, "desc_act": act_order,
                "checkpoint_format": "gptq", "true_sequential": True, "damp_percent": 0.01}
         if not_converted:
             out["modules_to_not_convert"] = not_converted
@@ -231,6 +246,7 @@ def make_one(name, out_root, log):
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
     files, tensors, meta = tiny.load_checkpoint(src)
+    act_order = {"act_order": True} if name in ACT_ORDER else {}
     out, refs = {}, {}
     for n in sorted(tensors):
         dtype, shape, data = tensors[n]
@@ -238,13 +254,14 @@ def make_one(name, out_root, log):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]
-        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), group, sym, bits)
+        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), group, sym, bits, **act_order)
         for k, v in stored.items():
             out[k] = st_entry(v)
         refs[n] = ref
     tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
     cfg = json.load(open(os.path.join(src, "config.json")))
-    cfg["quantization_config"] = quantization_config(fmt, group, sym, NOT_CONVERTED.get(source), bits)
+    cfg["quantization_config"] = quantization_config(fmt, group, sym, NOT_CONVERTED.get(source), bits,
+                                                    bool(act_order))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     if os.path.exists(os.path.join(src, "generation_config.json")):

@@ -17,7 +17,7 @@ GOLDEN = ROOT / "tests" / "golden"
 NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_yarn",
          "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_moe_fp8", "qwen3_awq", "qwen3_gptq",
          "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16", "qwen2_gptq_int8",
-         "qwen2_gptq_int8_asym"]
+         "qwen2_gptq_int8_asym", "qwen3_gptq_actorder"]
 
 
 def pagoda_bin():
@@ -123,16 +123,16 @@ def test_int4_checkpoints_take_their_method_and_refuse_another():
 
 
 def test_unserved_int4_variant_exits_nonzero_naming_it(tmp_path):
-    # qwen3_gptq declared act-order: refused by name before anything runs.
+    # qwen3_gptq declared 3-bit: refused by name before anything runs.
     d, ref, _ = reference("qwen3_gptq")
     for f in d.iterdir():
         (tmp_path / f.name).write_bytes(f.read_bytes())
     config = json.loads((d / "config.json").read_text())
-    config["quantization_config"]["desc_act"] = True
+    config["quantization_config"]["bits"] = 3
     (tmp_path / "config.json").write_text(json.dumps(config))
     p = run("logits", "--model", str(tmp_path), "--ids", " ".join(map(str, ref["ids"][:4])), check=False)
     assert p.returncode != 0 and p.stdout == ""
-    assert "act-order" in p.stderr and "not served" in p.stderr, p.stderr
+    assert "3-bit GPTQ" in p.stderr and "not served" in p.stderr, p.stderr
 
 
 def test_logits_rejects_bad_ids():
