@@ -195,14 +195,37 @@ struct StoredLinear {
     std::string format;
     size_t bytes = 0;  // what one token reads of it
 };
+// Whether a GPTQ module's g_idx groups its inputs out of order (act-order: the loader sorts them and the layer gathers
+// its input by that order, LinearWeight::input_perm). Read as the loader reads it; a malformed one is not act-order
+// here (loading says what is wrong with it).
+bool gptq_act_order(const std::string& weight_name, int64_t K, int64_t group, const Checkpoint& checkpoint) {
+    const TensorView* g = checkpoint.find(module_prefix(weight_name) + "g_idx");
+    if (g == nullptr || (g->dtype != StorageDType::kI32 && g->dtype != StorageDType::kU32) || g->shape.size() != 1 ||
+        g->shape[0] != K)
+        return false;
+    for (int64_t k = 0; k < K; ++k) {
+        int32_t v;
+        std::memcpy(&v, g->data + 4 * k, 4);
+        if (v != k / group) return true;
+    }
+    return false;
+}
+
 // `t`: the stored weight tensor, or null when the module holds the packed int4 tensors instead.
 StoredLinear stored_linear(const WeightEntry& e, const TensorView* t, const std::optional<CheckpointQuantization>& q,
-                           const Checkpoint& checkpoint) {
+                           const Checkpoint& checkpoint, const std::string& stored_name) {
     const auto numel = static_cast<size_t>(e.shape.numel());
     if (t == nullptr) {  // int4 (int8): the layout's nibbles (bytes), scales and zero points
-        const auto group = static_cast<size_t>(q->group_size > 0 ? q->group_size : e.shape[e.shape.rank() - 1]);
-        return {q->describe(),
-                numel * static_cast<size_t>(q->bits()) / 8 + numel / group * 4 * (q->zero_points ? 2 : 1)};
+        const int64_t K = e.shape[e.shape.rank() - 1];
+        const auto group = static_cast<size_t>(q->group_size > 0 ? q->group_size : K);
+        StoredLinear out{q->describe(),
+                         numel * static_cast<size_t>(q->bits()) / 8 + numel / group * 4 * (q->zero_points ? 2 : 1)};
+        if (q->packing == Int4Packing::kGptq &&
+            gptq_act_order(stored_name, K, static_cast<int64_t>(group), checkpoint)) {
+            out.format += ", act-order";
+            out.bytes += static_cast<size_t>(K) * 4;  // the input permutation (I32 [K]) the gather reads
+        }
+        return out;
     }
     if (t->dtype == StorageDType::kF8_E4M3) {
         const TensorView* scales = q ? checkpoint.find(scale_name(e.name, *q)) : nullptr;
@@ -259,7 +282,7 @@ std::vector<LayerFormats> layer_formats(const ModelSpec& s, const Checkpoint& ch
         const TensorView* t = checkpoint.find(stored_name);
         const bool packed = t == nullptr && int4 && checkpoint.find(packed_name(stored_name, *q)) != nullptr;
         if (e.linear == nullptr || (t == nullptr && !packed)) return pagoda::ok_status();  // norms; packed projections
-        StoredLinear stored = stored_linear(e, t, q, checkpoint);
+        StoredLinear stored = stored_linear(e, t, q, checkpoint, stored_name);
         if (e.shape.rank() == 3 && s.num_experts > 0)  // a token reads its routed experts' share of the stack
             stored.bytes =
                 stored.bytes / static_cast<size_t>(s.num_experts) * static_cast<size_t>(s.num_experts_per_tok);

@@ -141,6 +141,10 @@ QWEN2_LAYER = 70656
     ("qwen3_awq", "0-2", "int4 (group 32, zero points), AWQ GEMM packing", "bf16", QWEN3_LAYER // 2 + QWEN3_LAYER // 32 * 8),
     # GPTQ stores zero points even when symmetric (all 8): they are read as stored.
     ("qwen3_gptq", "0-2", "int4 (group 64, zero points), GPTQ packing", "bf16", QWEN3_LAYER // 2 + QWEN3_LAYER // 64 * 8),
+    # act-order: the same, plus the input permutation (I32 [K]) each projection's gather reads: K = 64 for q/k/v and
+    # gate/up, 128 for o and down.
+    ("qwen3_gptq_actorder", "0-2", "int4 (group 32, zero points), GPTQ packing, act-order", "bf16",
+     QWEN3_LAYER // 2 + QWEN3_LAYER // 32 * 8 + (5 * 64 + 2 * 128) * 4),
     ("qwen3_w4a16", "0-2", "int4 (group 32, symmetric), compressed-tensors pack-quantized", "bf16",
      QWEN3_LAYER // 2 + QWEN3_LAYER // 32 * 4),
     # GPTQ 8-bit: a byte a weight, plus the F32 scale and zero point per group (sym: the stored zeros, all 128).
