@@ -204,6 +204,17 @@ OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias
             }};
 }
 
+// A random permutation of [0, K) from the case's random ints (the same on every backend) on the run's device: an
+// act-order weight's LinearWeight::input_perm.
+Tensor random_input_perm(CaseRun& r, int64_t K) {
+    const std::span<const int32_t> keys = r.ints(static_cast<size_t>(K), 0, 1 << 30);
+    HostTensor perm = HostTensor::empty(DType::I32, Shape{K});
+    int32_t* p = perm.tensor.data_as<int32_t>();
+    std::iota(p, p + K, 0);
+    std::stable_sort(p, p + K, [&keys](int32_t a, int32_t b) { return keys[a] < keys[b]; });
+    return r.upload_dense(perm);
+}
+
 // Weight-only int4 in LinearWeight's layout (as AWQ, GPTQ and compressed-tensors checkpoints load): random packed
 // bytes, group scales, zero points or the symmetric 8, each weight rounded to f16 (AWQ/GPTQ's dequantisation) or not.
 // T = 1 takes the int4 GEMV on CUDA (its 16-byte path when the group is a multiple of 32, else its element path),
@@ -226,19 +237,35 @@ OpCase linear_int4(int64_t T, int64_t N, int64_t K, int64_t group, bool zero_poi
                 LinearWeight w = LinearWeight::grouped_int(bits, r.dense(Shape{N, K * bits / 8}, DType::U8), scales,
                                                            zeros, group, b);
                 w.dequant_dtype = round_to;
-                if (act_order) {  // a permutation of [0, K) from the case's random ints: the same on every backend
-                    const std::span<const int32_t> keys = r.ints(static_cast<size_t>(K), 0, 1 << 30);
-                    HostTensor perm = HostTensor::empty(DType::I32, Shape{K});
-                    int32_t* p = perm.tensor.data_as<int32_t>();
-                    std::iota(p, p + K, 0);
-                    std::stable_sort(p, p + K, [&keys](int32_t a, int32_t b) { return keys[a] < keys[b]; });
-                    w.input_perm = r.upload_dense(perm);
-                }
+                if (act_order) w.input_perm = random_input_perm(r, K);
                 const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
                 r.set_bytes(static_cast<double>(N * K * bits / 8 + (zero_points ? 8 : 4) * N * (K / group) +
                                                 (T * K + T * N) * 4));
                 r.set_flops(2.0 * T * N * K);
                 return [=, &r] { call_linear(r.ops(), x, w, y); };
+            }};
+}
+
+// q/k/v of an act-order checkpoint: two act-order int4 weights (each its own permutation) on one x, more tokens than
+// the GEMV takes. CUDA gathers both into the same scratch, so the second must not reuse the bf16 conversion cached
+// for the first's gathered input.
+OpCase linear_act_order_pair(int64_t T, int64_t N, int64_t K, int64_t group) {
+    return {fmt("linear int4 act-order twice on one input T=%lld N=%lld K=%lld group %lld", (long long)T, (long long)N,
+                (long long)K, (long long)group),
+            "linear", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K});
+                LinearWeight w[2];
+                for (LinearWeight& one : w) {
+                    one = LinearWeight::int4(r.dense(Shape{N, K / 2}, DType::U8),
+                                             r.dense(Shape{N, K / group}, DType::F32, 2e-2f), Tensor(), group);
+                    one.dequant_dtype = DType::F16;
+                    one.input_perm = random_input_perm(r, K);
+                }
+                const Tensor y1 = r.out(Shape{T, N}, "first", kBf16Tol), y2 = r.out(Shape{T, N}, "second", kBf16Tol);
+                return [=, &r] {
+                    call_linear(r.ops(), x, w[0], y1);
+                    call_linear(r.ops(), x, w[1], y2);
+                };
             }};
 }
 
@@ -763,6 +790,7 @@ const std::vector<OpCase>& op_cases() {
             linear_int4(37, 512, 384, 128, true, DType::F16, false, 4, true),
             linear_int4(1, 300, 256, 32, true, DType::F16, true, 8, true),
             linear_int4(5, 256, 512, 64, false, DType::F16, false, 8, true),
+            linear_act_order_pair(6, 128, 256, 32),
             // GPTQ 8-bit: the GEMV's 16-byte path (groups of 32, 128; one warp a row past 8192 rows), its element
             // path (group 8), the bf16 copy for prefill (T = 2, 37).
             linear_int4(1, 256, 512, 128, false, DType::F16, false, 8),
