@@ -23,6 +23,20 @@ void append_float(std::string& out, float v) {
     out.append(buf, ec == std::errc() ? end : buf);
 }
 
+// `rows` rows of `width` floats as a JSON array of arrays.
+void append_rows(std::string& out, const float* data, size_t rows, size_t width) {
+    out += '[';
+    for (size_t r = 0; r < rows; ++r) {
+        out += r ? ",[" : "[";
+        for (size_t i = 0; i < width; ++i) {
+            if (i) out += ',';
+            append_float(out, data[r * width + i]);
+        }
+        out += ']';
+    }
+    out += ']';
+}
+
 int run_logits(std::span<const std::string_view> args) {
     cli::ArgParser parser("pagoda logits --model DIR --ids \"1 2 3\" [--json] [--last N] [--device cpu|cuda]",
                           "Runs the model over the token ids and prints the logits of every position.\n"
@@ -93,27 +107,14 @@ int run_logits(std::span<const std::string_view> args) {
     std::string out;
     if (parser.has("json")) {
         out.reserve(static_cast<size_t>(logits->size()) * 12);
-        out += "{\"logits\":[";
-        for (size_t t = first; t < ids->size(); ++t) {
-            out += t > first ? ",[" : "[";
-            for (int64_t v = 0; v < V; ++v) {
-                if (v) out += ',';
-                append_float(out, (*logits)[t * V + v]);
-            }
-            out += ']';
-        }
-        out += ']';
+        const size_t rows = ids->size() - first;
+        out += "{\"logits\":";
+        append_rows(out, logits->data() + first * V, rows, static_cast<size_t>(V));
         if (!hidden.empty()) {
-            const size_t width = hidden.front().size() / (ids->size() - first);
             out += ",\"hidden\":[";
             for (size_t l = 0; l < hidden.size(); ++l) {
-                out += l ? ",[" : "[";
-                for (size_t i = 0; i < hidden[l].size(); ++i) {
-                    if (i) out += i % width ? "," : "],[";
-                    if (i == 0) out += '[';
-                    append_float(out, hidden[l][i]);
-                }
-                out += "]]";
+                if (l) out += ',';
+                append_rows(out, hidden[l].data(), rows, hidden[l].size() / rows);
             }
             out += ']';
         }

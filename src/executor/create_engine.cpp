@@ -112,14 +112,15 @@ Result<engine::EngineConfig> engine_config_for(const model::Model& model, const 
     const model::GenerationDefaults& g = model.dir().generation;
     // Every file's EOS ids stop a request (Qwen instruct models list <|im_end|> and <|endoftext|> across config.json
     // and generation_config.json; the tokenizer's eos_token stops one in vLLM whatever those say).
-    const auto& tokenizer_id = model.dir().tokenizer_eos_token_id;
-    const std::vector<int64_t> tokenizer_eos =
-        tokenizer_id ? std::vector<int64_t>{*tokenizer_id} : std::vector<int64_t>{};
-    for (const std::vector<int64_t>* list : {&g.eos_token_ids, &spec.eos_token_ids, &tokenizer_eos})
+    const auto add_eos = [&](int64_t id) {
+        if (id >= 0 && id < model.vocab_size() &&
+            std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
+            c.eos_token_ids.push_back(static_cast<int32_t>(id));
+    };
+    for (const std::vector<int64_t>* list : {&g.eos_token_ids, &spec.eos_token_ids})
         for (int64_t id : *list)
-            if (id >= 0 && id < model.vocab_size() &&
-                std::find(c.eos_token_ids.begin(), c.eos_token_ids.end(), id) == c.eos_token_ids.end())
-                c.eos_token_ids.push_back(static_cast<int32_t>(id));
+            add_eos(id);
+    if (const auto id = model.dir().tokenizer_eos_token_id) add_eos(*id);
     if (g.temperature) c.generation_config.temperature = static_cast<float>(*g.temperature);
     if (g.top_p) c.generation_config.top_p = static_cast<float>(*g.top_p);
     if (g.top_k) c.generation_config.top_k = static_cast<int32_t>(*g.top_k);
