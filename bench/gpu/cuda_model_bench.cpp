@@ -1,7 +1,9 @@
 // pagoda_cuda_bench: batch-1 decode (eager and replayed from a CUDA graph; decode_* fields are the graph's) and
 // long-prefill speed of one model on the CUDA backend, with the machine's ceilings measured in the same run (device
 // copy bandwidth, cuBLASLt bf16 GEMM peak). Prints one JSON line.
-//   pagoda_cuda_bench --model DIR [--prefill 2048] [--context 512] [--decode 128]
+//   pagoda_cuda_bench --model DIR [--prefill 2048] [--context 512] [--decode 128] [--quantization fp8]
+// --quantization fp8 quantizes a bf16 checkpoint's projections at load (as `pagoda serve --quantization fp8`); the
+// roofline then counts them at one byte a parameter (lm_head stays bf16).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -74,6 +76,7 @@ int main(int argc, char** argv) {
     using namespace pagoda;
     std::string dir;
     int prefill = 2048, context = 512, decode = 128;
+    model::LoadOptions load_options;
     for (int i = 1; i + 1 < argc; i += 2) {
         const std::string k = argv[i];
         if (k == "--model")
@@ -84,11 +87,15 @@ int main(int argc, char** argv) {
             context = std::atoi(argv[i + 1]);
         else if (k == "--decode")
             decode = std::atoi(argv[i + 1]);
+        else if (k == "--quantization")
+            load_options.quantization = argv[i + 1];
         else
             return fail("unknown option " + k);
     }
     if (dir.empty() || prefill <= 0 || context <= 0 || decode <= 0)
-        return fail("usage: --model DIR [--prefill N] [--context N] [--decode N]");
+        return fail("usage: --model DIR [--prefill N] [--context N] [--decode N] [--quantization fp8]");
+    if (!load_options.quantization.empty() && load_options.quantization != "fp8")
+        return fail("--quantization: only fp8 (quantized at load) is measured here");
 
     const doctor::Measurements ceil = doctor::run_measurements({});
     double copy_gbps = 0, gemm_tflops = 0;
@@ -100,7 +107,7 @@ int main(int argc, char** argv) {
     const auto t_load = Clock::now();
     auto backend = make_cuda_backend();
     if (!backend.ok()) return fail(backend.message());
-    auto loaded = model::Model::load(dir, **backend);
+    auto loaded = model::Model::load(dir, **backend, single_communicator(), load_options);
     if (!loaded.ok()) return fail(loaded.message());
     model::Model& m = **loaded;
     (*backend)->synchronize();
@@ -247,13 +254,16 @@ int main(int argc, char** argv) {
     const double avg_ctx = context + decode / 2.0;
     const double kv_bytes = static_cast<double>(spec.kv_cache_bytes_per_token(2)) * avg_ctx;
     const double state_bytes = 2.0 * static_cast<double>(spec.linear_state_bytes_per_sequence());
-    const double bytes_per_token = cost.active_params * 2 + kv_bytes + state_bytes;
+    const double lm_head_params = static_cast<double>(spec.vocab_size * spec.hidden_size);
+    const double projection_bytes = load_options.quantization == "fp8" ? 1 : 2;
+    const double bytes_per_token =
+        (cost.active_params - lm_head_params) * projection_bytes + lm_head_params * 2 + kv_bytes + state_bytes;
     const double roof_tok_s = copy_gbps * 1e9 / bytes_per_token;
     const double tok_s = 1.0 / mean_step;
 
     // Prefill FLOPs: the GEMMs of the active parameters (logits of the last row only) and causal attention (QKᵀ and
     // PV over half the square). The delta rule's own FLOPs are left out (small next to the GEMMs).
-    const double P = prefill, lm_head = static_cast<double>(spec.vocab_size * spec.hidden_size);
+    const double P = prefill, lm_head = lm_head_params;
     const double flops =
         2 * P * (cost.active_params - lm_head) + 2 * lm_head + cost.attention_flops_per_context * P * P / 2;
     const double mfu = gemm_tflops > 0 ? flops / prefill_s / (gemm_tflops * 1e12) : 0;

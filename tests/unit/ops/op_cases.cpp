@@ -886,6 +886,8 @@ const std::vector<OpCase>& op_cases() {
                  argmax(4, 5),
                  argmax(4, 1000),
                  argmax(4, 151936),
+                 argmax(3, 248320),  // Qwen3.5's vocabulary, ties in row 1
+                 argmax(3, 1001),    // rows not 16-byte aligned: the one-by-one path
                  // MoE routing: Qwen3-30B-A3B's 128 experts / top-8, Qwen3-Next's and Qwen3.5's 512 / top-10 (random
                  // bf16 logits there tie often: the ids must break ties as the CPU does).
                  moe_topk_softmax(9, 12, 3, false),

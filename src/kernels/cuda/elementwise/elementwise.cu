@@ -66,17 +66,50 @@ __global__ void add_bias_kernel(float* y, int64_t y_stride, const void* bias, El
 }
 
 // One block per row; (value, index) reduced with the lower index winning ties. NaN compares false and loses.
-__global__ void argmax_kernel(const float* logits, int64_t stride, int64_t V, int32_t* out) {
+// One block a row, 1,024 threads: a decode step's row is one block on one SM, so the pass is as fast as the loads the
+// block keeps in flight. Each thread reads 16-byte chunks (4 logits) tid, tid + blockDim, ... with the loads of four
+// chunks issued before any is compared, then the ids past the last whole chunk (a row not 16-byte aligned: all of
+// them one by one). A thread sees its ids in increasing order, so its first maximum is its lowest id.
+constexpr int kArgmaxThreads = 1024;
+constexpr int kArgmaxUnroll = 4;
+
+__device__ __forceinline__ void argmax_take(float v, int64_t i, int64_t V, float& best, int64_t& best_i) {
+    if (v > best || (best_i == V && !(v != v))) best = v, best_i = i;  // best_i == V: none yet (NaN never taken)
+}
+
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int64_t stride, int64_t V,
+                                                                 int32_t* out) {
     PAGODA_KERNEL_PROLOGUE();
     const float* row = logits + blockIdx.x * stride;
     float best = -INFINITY;
     int64_t best_i = V;  // "none yet": loses every tie
-    for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-        const float v = row[i];
-        if (v > best || (best_i == V && !(v != v))) best = v, best_i = i;
+    int64_t tail = 0;
+    if ((reinterpret_cast<uintptr_t>(row) & 15) == 0) {
+        const float4* row4 = reinterpret_cast<const float4*>(row);
+        const int64_t chunks = V / 4;
+        for (int64_t c0 = threadIdx.x; c0 < chunks; c0 += int64_t(kArgmaxUnroll) * blockDim.x) {
+            float4 x[kArgmaxUnroll];
+#pragma unroll
+            for (int u = 0; u < kArgmaxUnroll; ++u) {
+                const int64_t c = c0 + int64_t(u) * blockDim.x;
+                x[u] = c < chunks ? __ldg(row4 + c) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int u = 0; u < kArgmaxUnroll; ++u) {
+                const int64_t c = c0 + int64_t(u) * blockDim.x;
+                if (c >= chunks) break;
+                argmax_take(x[u].x, 4 * c, V, best, best_i);
+                argmax_take(x[u].y, 4 * c + 1, V, best, best_i);
+                argmax_take(x[u].z, 4 * c + 2, V, best, best_i);
+                argmax_take(x[u].w, 4 * c + 3, V, best, best_i);
+            }
+        }
+        tail = chunks * 4;
     }
-    __shared__ float vals[kThreads];
-    __shared__ int64_t idxs[kThreads];
+    for (int64_t i = tail + threadIdx.x; i < V; i += blockDim.x)
+        argmax_take(row[i], i, V, best, best_i);
+    __shared__ float vals[kArgmaxThreads];
+    __shared__ int64_t idxs[kArgmaxThreads];
     vals[threadIdx.x] = best;
     idxs[threadIdx.x] = best_i;
     __syncthreads();
@@ -172,7 +205,7 @@ void launch_add_bias(float* y, int64_t y_stride, const void* bias, ElemType bias
 
 void launch_argmax(const float* logits, int64_t stride, int64_t R, int64_t V, int32_t* out, cudaStream_t stream) {
     if (R == 0) return;
-    launch_kernel<argmax_kernel>(static_cast<unsigned>(R), kThreads, 0, stream, logits, stride, V, out);
+    launch_kernel<argmax_kernel>(static_cast<unsigned>(R), kArgmaxThreads, 0, stream, logits, stride, V, out);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

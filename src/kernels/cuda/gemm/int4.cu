@@ -4,9 +4,11 @@
 // scale dtype), so a token's result does not depend on the size of its batch. Every kernel is templated on the bits
 // of a value (4 or 8). GEMV: WPR warps per output row; each lane reads 16 bytes (32 weights at 4 bits, 16 at 8, of
 // one group: the launcher checks that the group size is a multiple of that) with their scale and zero, and multiplies
-// them with x rounded to bf16, in fp32. Bandwidth bound: the packed weight is read once, 4.25 (8.25) bits a weight
-// with group-128 scales and zeros.
+// them with x rounded to bf16, in fp32. The packed weight is read once, 4.25 (8.25) bits a weight with group-128
+// scales and zeros; the dequantisation makes the kernel instruction-bound, so each block rounds x to bf16 once into
+// shared memory rather than every lane rounding its x per weight (as the fp8 GEMV does, gemv.cu).
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/gemm/gemv.h"
 
 namespace pagoda::kernels::cuda {
@@ -15,6 +17,7 @@ namespace {
 
 constexpr int kWarpsPerBlock = 8;
 constexpr int kThreads = 256;
+constexpr int kPartialBytes = kWarpsPerBlock * sizeof(float);  // the row's warps' sums, before the staged x
 
 // The packing of `kBits`-bit values: per 16-byte load, per 32-bit word, the mask of one value, the symmetric zero.
 template <int kBits>
@@ -49,9 +52,37 @@ __device__ __forceinline__ float dequantize(uint32_t q, float2 sz, ElemType roun
     return dequantize_int4(q, sz.x, sz.y, round_to);
 }
 
+// x rounded to bf16 in shared memory, one 16-byte load's kPerLoad values a chunk, each chunk followed by 8 bytes of
+// padding: lane l reads chunk (first + l) (+ steps), so unpadded chunks 64 (32) bytes apart would put the lanes'
+// 8-byte reads in a few banks; 72 (40) bytes apart a half-warp's reads fall in distinct banks.
+template <int kBits>
+struct StagedX {
+    static constexpr int kChunkBytes = Packing<kBits>::kPerLoad * 2 + 8;
+    static size_t bytes(int64_t K) { return size_t(K / Packing<kBits>::kPerLoad) * kChunkBytes; }
+    // Four values from weight k on (k a multiple of 4).
+    static __device__ __forceinline__ float4 at(const unsigned char* xs, int64_t k) {
+        constexpr int64_t kPer = Packing<kBits>::kPerLoad;
+        const uint2 raw = *reinterpret_cast<const uint2*>(xs + (k / kPer) * kChunkBytes + (k % kPer) * 2);
+        const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+        const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+        return make_float4(lo.x, lo.y, hi.x, hi.y);
+    }
+    // The block writes x (K a multiple of kPerLoad, 16-byte aligned); the caller syncs.
+    static __device__ __forceinline__ void stage(const float* x, int64_t K, unsigned char* xs) {
+        constexpr int64_t kPer = Packing<kBits>::kPerLoad;
+        for (int64_t k = int64_t(threadIdx.x) * 4; k < K; k += int64_t(blockDim.x) * 4) {
+            const float4 v = *reinterpret_cast<const float4*>(x + k);
+            auto* dst = reinterpret_cast<__nv_bfloat162*>(xs + (k / kPer) * kChunkBytes + (k % kPer) * 2);
+            dst[0] = __floats2bfloat162_rn(v.x, v.y);
+            dst[1] = __floats2bfloat162_rn(v.z, v.w);
+        }
+    }
+};
+
 // This lane's share of row n: from 16-byte chunk `first` on, every `step`-th chunk.
 template <int kBits>
-__device__ __forceinline__ float row_partial(const GemvInt4Args& a, int64_t n, int64_t first, int64_t step) {
+__device__ __forceinline__ float row_partial(const GemvInt4Args& a, const unsigned char* xs, int64_t n, int64_t first,
+                                             int64_t step) {
     using P = Packing<kBits>;
     const auto* row = static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes;
     float acc = 0.0f;
@@ -64,11 +95,11 @@ __device__ __forceinline__ float row_partial(const GemvInt4Args& a, int64_t n, i
         for (int i = 0; i < 4; ++i) {  // word i holds weights k + kPerWord·i ..., value j weight k + kPerWord·i + j
 #pragma unroll
             for (int j = 0; j < P::kPerWord; j += 4) {
-                const float4 x4 = __ldg(reinterpret_cast<const float4*>(a.x + k + P::kPerWord * i + j));
-                const float xs[4] = {x4.x, x4.y, x4.z, x4.w};
+                const float4 x4 = StagedX<kBits>::at(xs, k + P::kPerWord * i + j);
+                const float xv[4] = {x4.x, x4.y, x4.z, x4.w};
 #pragma unroll
                 for (int m = 0; m < 4; ++m)
-                    acc += dequantize((words[i] >> (kBits * (j + m))) & P::kMask, sz, a.w.round_to) * bf16_round(xs[m]);
+                    acc += dequantize((words[i] >> (kBits * (j + m))) & P::kMask, sz, a.w.round_to) * xv[m];
             }
         }
     }
@@ -81,9 +112,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
     const bool active = n < a.N;
     PAGODA_KERNEL_PROLOGUE();
-    float acc = active ? warp_sum(row_partial<kBits>(a, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32)) : 0.0f;
+    extern __shared__ __align__(16) unsigned char smem_raw[];  // the warps' sums, then x
+    auto* partial = reinterpret_cast<float*>(smem_raw);
+    unsigned char* xs = smem_raw + kPartialBytes;
+    StagedX<kBits>::stage(a.x, a.K, xs);
+    __syncthreads();
+    float acc =
+        active ? warp_sum(row_partial<kBits>(a, xs, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32)) : 0.0f;
     if constexpr (WPR > 1) {  // the row's warps meet in shared memory
-        __shared__ float partial[kWarpsPerBlock];
         if (lane == 0) partial[warp] = acc;
         __syncthreads();
         if (warp % WPR != 0) return;
@@ -159,20 +195,26 @@ void require_weight(const Int4Weight& w, int64_t K) {
 // As the fp8 GEMV: rows that fill the GPU get one warp each, fewer rows four.
 constexpr int64_t kOneWarpRows = 8192;
 
+template <int kBits, int WPR>
+void launch_vec(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
+    constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
+    const auto blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
+    allow_dynamic_smem<gemv_int4_kernel<kBits, WPR>>(max_block_smem());
+    launch_kernel<gemv_int4_kernel<kBits, WPR>>(blocks, kWarpsPerBlock * 32, smem, stream, a);
+}
+
 template <int kBits>
 void run_gemv(const GemvInt4Args& a, cudaStream_t stream) {
+    const size_t smem = kPartialBytes + StagedX<kBits>::bytes(a.K);
     const bool vec = a.w.group_size % Packing<kBits>::kPerLoad == 0 && a.w.row_bytes % 16 == 0 &&
-                     aligned(a.w.data, 16) && aligned(a.x, 16);
+                     aligned(a.w.data, 16) && aligned(a.x, 16) && smem <= size_t(max_block_smem());
     if (!vec) {
         const auto blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
         launch_kernel<gemv_int4_scalar_kernel<kBits>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
     } else if (a.N >= kOneWarpRows) {
-        const auto blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
-        launch_kernel<gemv_int4_kernel<kBits, 1>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
+        launch_vec<kBits, 1>(a, smem, stream);
     } else {
-        constexpr int kRowsPerBlock = kWarpsPerBlock / 4;
-        const auto blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
-        launch_kernel<gemv_int4_kernel<kBits, 4>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
+        launch_vec<kBits, 4>(a, smem, stream);
     }
 }
 
