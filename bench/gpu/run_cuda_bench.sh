@@ -12,8 +12,8 @@
 #   model       makes the model with transformers (and its baseline), compares our logits with transformers'
 #               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3-30b-a3b, qwen3.5-35b-a3b; LAYERS=N keeps N layers;
 #               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity)
-#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048), per-op GPU time of prefill and
-#               decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200
+#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load),
+#               per-op GPU time of prefill and decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
 #   profile     a shorter profiled serving run (256 x 1000 in / 300 out, eager steps) whose per-op table shows where
@@ -210,6 +210,11 @@ if want bench; then
         PAGODA_MOE_PAIR_PASSES=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
             --prefill 2048 --context 512 --decode 128 > "$OUT/pagoda_bench_grouped.log" 2>&1
         summary+=("pagoda, grouped MoE passes at batch 1: $(tail -1 "$OUT/pagoda_bench_grouped.log")")
+    fi
+    if [[ -n ${QUANT:-} ]]; then  # the same checkpoint quantized at load (QUANT=fp8), beside the bf16 run
+        LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 \
+            --decode 128 --quantization "$QUANT" > "$OUT/pagoda_bench_$QUANT.log" 2>&1
+        summary+=("pagoda, --quantization $QUANT: $(tail -1 "$OUT/pagoda_bench_$QUANT.log")")
     fi
 fi
 if want kernels && command -v ncu > /dev/null; then
