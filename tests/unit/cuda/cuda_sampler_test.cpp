@@ -255,8 +255,8 @@ TEST_F(CudaSamplerTest, TimeOfQwenRows) {
                 gpu_->copy(dev.tensor, logits.tensor);  // the sampler overwrote its rows; time it on fresh ones
                 const auto t0 = std::chrono::steady_clock::now();
                 ASSERT_TRUE(sampler_->sample(dev.tensor, batch.rows(), batch.edits(), batch.masks(), got).ok());
-                best = std::min(best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                                          .count());
+                best = std::min(
+                    best, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
             }
             std::printf("  sampling %lld rows x %d (%s): %.3f ms (best of 5)\n", static_cast<long long>(R), V, mode,
                         best);

@@ -24,6 +24,17 @@ namespace {
 namespace fs = std::filesystem;
 using test::Entry;
 
+// Swaps the groups of inputs 0 and `first_of_group_1` in `module`'s g_idx (0 -> group 1, that input -> group 0): a
+// permutation of whole groups, i.e. an act-order checkpoint.
+void swap_groups(std::vector<Entry>& entries, const std::string& module, int64_t first_of_group_1) {
+    for (Entry& e : entries) {
+        if (e.name != module + ".g_idx") continue;
+        const int32_t one = 1, zero = 0;
+        std::memcpy(e.data.data(), &one, 4);
+        std::memcpy(e.data.data() + 4 * first_of_group_1, &zero, 4);
+    }
+}
+
 // Loads golden `name` after `edit` changed its tensors and config.json; the error message, or "" when it loaded.
 std::string load_edited(const std::string& name, const std::function<void(std::vector<Entry>&, Json&)>& edit) {
     const std::string src = golden::dir(name);
@@ -95,14 +106,8 @@ TEST(Int4Checkpoint, ActOrderGroupsThatAreNotWholeAreRefused) {
 // g_idx, not desc_act, tells: a checkpoint that says desc_act false but whose g_idx permutes whole groups (inputs 0 and
 // 64 of o_proj swapped between its groups 0 and 1) loads as act-order.
 TEST(Int4Checkpoint, ActOrderIsReadFromTheGroupIndex) {
-    const std::string message = load_edited("qwen3_gptq", [](auto& entries, Json&) {
-        for (Entry& e : entries) {
-            if (e.name != "model.layers.0.self_attn.o_proj.g_idx") continue;
-            const int32_t one = 1, zero = 0;
-            std::memcpy(e.data.data(), &one, 4);
-            std::memcpy(e.data.data() + 4 * 64, &zero, 4);
-        }
-    });
+    const std::string message = load_edited(
+        "qwen3_gptq", [](auto& entries, Json&) { swap_groups(entries, "model.layers.0.self_attn.o_proj", 64); });
     if (message == "skip") GTEST_SKIP();
     EXPECT_EQ(message, "");
 }
@@ -111,12 +116,7 @@ TEST(Int4Checkpoint, ActOrderIsReadFromTheGroupIndex) {
 // a permutation of whole groups: inputs 0 and 32 swapped between groups 0 and 1; layer 1 is a dense MLP layer).
 TEST(Int4Checkpoint, ActOrderExpertsAreRefused) {
     const std::string message = load_edited("qwen3_moe_gptq", [](auto& entries, Json&) {
-        for (Entry& e : entries) {
-            if (e.name != "model.layers.2.mlp.experts.3.up_proj.g_idx") continue;
-            const int32_t one = 1, zero = 0;
-            std::memcpy(e.data.data(), &one, 4);
-            std::memcpy(e.data.data() + 4 * 32, &zero, 4);
-        }
+        swap_groups(entries, "model.layers.2.mlp.experts.3.up_proj", 32);
     });
     if (message == "skip") GTEST_SKIP();
     EXPECT_NE(message.find("model.layers.2.mlp.experts.3.up_proj.weight"), std::string::npos) << message;

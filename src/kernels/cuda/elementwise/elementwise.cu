@@ -77,8 +77,8 @@ __device__ __forceinline__ void argmax_take(float v, int64_t i, int64_t V, float
     if (v > best || (best_i == V && !(v != v))) best = v, best_i = i;  // best_i == V: none yet (NaN never taken)
 }
 
-__global__ void __launch_bounds__(kArgmaxThreads) argmax_kernel(const float* logits, int64_t stride, int64_t V,
-                                                                 int32_t* out) {
+__global__ void __launch_bounds__(kArgmaxThreads)
+    argmax_kernel(const float* logits, int64_t stride, int64_t V, int32_t* out) {
     PAGODA_KERNEL_PROLOGUE();
     const float* row = logits + blockIdx.x * stride;
     float best = -INFINITY;

@@ -19,7 +19,7 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kGemvUnroll = 4;  // 16-byte loads in flight per lane
+constexpr int kGemvUnroll = 4;                                     // 16-byte loads in flight per lane
 constexpr int kPartialBytes = 2 * kWarpsPerBlock * sizeof(float);  // multiple of 16: staged x behind it stays aligned
 
 // Whether the kernel stages x in shared memory (above): fp8 weights.
@@ -107,8 +107,8 @@ __device__ __forceinline__ float dot_x(float acc, const float* w, const float* x
             }
 #pragma unroll
             for (int j = 0; j < 8; j += 4)
-                acc += w[i + j] * xv[j] + w[i + j + 1] * xv[j + 1] + w[i + j + 2] * xv[j + 2] +
-                       w[i + j + 3] * xv[j + 3];
+                acc +=
+                    w[i + j] * xv[j] + w[i + j + 1] * xv[j + 1] + w[i + j + 2] * xv[j + 2] + w[i + j + 3] * xv[j + 3];
         }
     } else {
 #pragma unroll
