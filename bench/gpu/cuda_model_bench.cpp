@@ -263,9 +263,9 @@ int main(int argc, char** argv) {
 
     // Prefill FLOPs: the GEMMs of the active parameters (logits of the last row only) and causal attention (QKᵀ and
     // PV over half the square). The delta rule's own FLOPs are left out (small next to the GEMMs).
-    const double P = prefill, lm_head = lm_head_params;
-    const double flops =
-        2 * P * (cost.active_params - lm_head) + 2 * lm_head + cost.attention_flops_per_context * P * P / 2;
+    const double P = prefill;
+    const double flops = 2 * P * (cost.active_params - lm_head_params) + 2 * lm_head_params +
+                         cost.attention_flops_per_context * P * P / 2;
     const double mfu = gemm_tflops > 0 ? flops / prefill_s / (gemm_tflops * 1e12) : 0;
 
     std::printf(
