@@ -104,7 +104,7 @@ __device__ __forceinline__ float dequantize_e4m3(__nv_fp8_storage_t q, float sca
 // An int4 weight as its dequantised bf16 copy holds it: bf16((q - zero) · scale), the product first rounded to f16 when
 // the format dequantises in f16 (round_to F16; BF16 and F32 round straight to bf16). One definition for the int4 GEMV,
 // the dequantisation kernel and the MoE pair passes, so that every path multiplies the same weights.
-__device__ __forceinline__ float dequantize_int4(uint32_t q, float scale, float zero, ElemType round_to) {
+__host__ __device__ __forceinline__ float dequantize_int4(uint32_t q, float scale, float zero, ElemType round_to) {
     float v = (static_cast<float>(q) - zero) * scale;
     if (round_to == ElemType::F16) v = __half2float(__float2half_rn(v));
     return __bfloat162float(__float2bfloat16_rn(v));

@@ -10,6 +10,7 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/gemm/gemv.h"
+#include "kernels/cuda/gemm/int4_dequant.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -80,33 +81,49 @@ struct StagedX {
 };
 
 // This lane's share of row n: from 16-byte chunk `first` on, every `step`-th chunk.
-template <int kBits>
+template <int kBits, bool kPacked>
 __device__ __forceinline__ float row_partial(const GemvInt4Args& a, const unsigned char* xs, int64_t n, int64_t first,
                                              int64_t step) {
     using P = Packing<kBits>;
     const auto* row = static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes;
+    const bool bf16_scales = a.w.round_to == ElemType::BF16;
     float acc = 0.0f;
 #pragma unroll 4
     for (int64_t k = first * P::kPerLoad; k < a.K; k += step * P::kPerLoad) {
         const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + P::byte_of(k)));
         const float2 sz = group_of<kBits>(a.w, a.K, n, k);
         const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
+        __half2 zero_plus_1024{}, scale_f16{};
+        __nv_bfloat162 scale_bf16{};
+        if constexpr (kPacked) {
+            zero_plus_1024 = __float2half2_rn(1024.0f + sz.y);  // exact: a whole zero point below 1024
+            scale_f16 = __float2half2_rn(sz.x);                   // exact for the f16 scales of an F16 format
+            scale_bf16 = __float2bfloat162_rn(sz.x);              // and for the bf16 ones of a BF16 format
+        }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {  // word i holds weights k + kPerWord·i ..., value j weight k + kPerWord·i + j
+            float wv[P::kPerWord];
+            if constexpr (kPacked) {
+                dequantize_word<kBits>(words[i], zero_plus_1024, scale_f16, scale_bf16, bf16_scales, wv);
+            } else {
+#pragma unroll
+                for (int j = 0; j < P::kPerWord; ++j)
+                    wv[j] = dequantize((words[i] >> (kBits * j)) & P::kMask, sz, a.w.round_to);
+            }
 #pragma unroll
             for (int j = 0; j < P::kPerWord; j += 4) {
                 const float4 x4 = StagedX<kBits>::at(xs, k + P::kPerWord * i + j);
-                const float xv[4] = {x4.x, x4.y, x4.z, x4.w};
-#pragma unroll
-                for (int m = 0; m < 4; ++m)
-                    acc += dequantize((words[i] >> (kBits * (j + m))) & P::kMask, sz, a.w.round_to) * xv[m];
+                acc += wv[j] * x4.x;
+                acc += wv[j + 1] * x4.y;
+                acc += wv[j + 2] * x4.z;
+                acc += wv[j + 3] * x4.w;
             }
         }
     }
     return acc;
 }
 
-template <int kBits, int WPR>
+template <int kBits, int WPR, bool kPacked>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4Args a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
@@ -118,7 +135,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4
     StagedX<kBits>::stage(a.x, a.K, xs);
     __syncthreads();
     float acc =
-        active ? warp_sum(row_partial<kBits>(a, xs, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32)) : 0.0f;
+        active ? warp_sum(row_partial<kBits, kPacked>(a, xs, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32))
+               : 0.0f;
     if constexpr (WPR > 1) {  // the row's warps meet in shared memory
         if (lane == 0) partial[warp] = acc;
         __syncthreads();
@@ -195,12 +213,21 @@ void require_weight(const Int4Weight& w, int64_t K) {
 // As the fp8 GEMV: rows that fill the GPU get one warp each, fewer rows four.
 constexpr int64_t kOneWarpRows = 8192;
 
-template <int kBits, int WPR>
-void launch_vec(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
+template <int kBits, int WPR, bool kPacked>
+void launch_vec_packing(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const auto blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
-    allow_dynamic_smem<gemv_int4_kernel<kBits, WPR>>(max_block_smem());
-    launch_kernel<gemv_int4_kernel<kBits, WPR>>(blocks, kWarpsPerBlock * 32, smem, stream, a);
+    allow_dynamic_smem<gemv_int4_kernel<kBits, WPR, kPacked>>(max_block_smem());
+    launch_kernel<gemv_int4_kernel<kBits, WPR, kPacked>>(blocks, kWarpsPerBlock * 32, smem, stream, a);
+}
+
+// Formats that round to F16 or BF16 dequantise two weights at a time (dequantize_word); F32 (unrounded) one by one.
+template <int kBits, int WPR>
+void launch_vec(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
+    if (a.w.round_to == ElemType::F16 || a.w.round_to == ElemType::BF16)
+        launch_vec_packing<kBits, WPR, true>(a, smem, stream);
+    else
+        launch_vec_packing<kBits, WPR, false>(a, smem, stream);
 }
 
 template <int kBits>

@@ -1,0 +1,68 @@
+// The int4/int8 GEMV's two-at-a-time dequantisation (kernels/cuda/gemm/int4_dequant.cuh) against dequantize_int4, the
+// one definition every other CUDA path dequantises with, bit for bit, on the host (CUDA's host versions of the f16
+// and bf16 operations round as the GPU's do). Every finite f16 and bf16 scale, random words and zero points, 4 and 8
+// bits. On a GPU the op harness's int4/int8 cases run the kernel itself against the CPU backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+
+#include "kernels/cuda/gemm/int4_dequant.cuh"
+
+namespace pagoda::kernels::cuda {
+namespace {
+
+template <int kBits>
+int64_t mismatches(ElemType round_to, int64_t& compared) {
+    constexpr int kPerWord = 32 / kBits;
+    constexpr uint32_t kMask = (1u << kBits) - 1;
+    const bool bf16 = round_to == ElemType::BF16;
+    std::mt19937 rng(kBits * 2 + bf16);
+    int64_t bad = 0;
+    for (uint32_t bits = 0; bits < 65536; ++bits) {
+        const uint16_t b = static_cast<uint16_t>(bits);
+        float scale;
+        if (bf16) {
+            __nv_bfloat16 h;
+            std::memcpy(&h, &b, 2);
+            scale = __bfloat162float(h);
+        } else {
+            __half h;
+            std::memcpy(&h, &b, 2);
+            scale = __half2float(h);
+        }
+        // Products below bf16's normal range may be flushed by bf16 arithmetic (int4_dequant.cuh says so).
+        if (!std::isfinite(scale) || (bf16 && scale != 0.0f && std::fabs(scale) < 1e-30f)) continue;
+        for (int trial = 0; trial < 2; ++trial) {
+            // Zero points as loaders write them: whole numbers of the value range, or the symmetric zero.
+            const float zero = trial == 0 ? (kBits == 8 ? 128.0f : 8.0f) : static_cast<float>(rng() % (kMask + 2));
+            const uint32_t word = rng();
+            float got[kPerWord];
+            dequantize_word<kBits>(word, __float2half2_rn(1024.0f + zero), __float2half2_rn(scale),
+                                   __float2bfloat162_rn(scale), bf16, got);
+            for (int j = 0; j < kPerWord; ++j) {
+                const float want = dequantize_int4((word >> (kBits * j)) & kMask, scale, zero, round_to);
+                ++compared;
+                const bool same = std::memcmp(&want, &got[j], sizeof want) == 0 || (std::isnan(want) && std::isnan(got[j]));
+                if (!same && ++bad <= 5)
+                    ADD_FAILURE() << kBits << "-bit, scale " << scale << ", zero " << zero << ", value j " << j << ": want "
+                                  << want << ", got " << got[j];
+            }
+        }
+    }
+    return bad;
+}
+
+TEST(Int4Dequant, TwoAtATimeEqualsDequantizeInt4BitForBit) {
+    int64_t compared = 0;
+    EXPECT_EQ(mismatches<4>(ElemType::F16, compared), 0);
+    EXPECT_EQ(mismatches<4>(ElemType::BF16, compared), 0);
+    EXPECT_EQ(mismatches<8>(ElemType::F16, compared), 0);
+    EXPECT_EQ(mismatches<8>(ElemType::BF16, compared), 0);
+    EXPECT_GT(compared, 1000000);
+}
+
+}  // namespace
+}  // namespace pagoda::kernels::cuda
