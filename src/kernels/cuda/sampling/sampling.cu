@@ -144,19 +144,11 @@ __device__ uint32_t kth_largest_key(const float* w, int64_t V, float inv_t, int3
         for (int b = threadIdx.x; b < 256; b += kThreads)
             s.hist[b] = 0;
         __syncthreads();
-        // Logits are close together, so most keys of a pass fall in a few bins: one atomic per lane would serialise
-        // on them (up to 32 lanes a warp on one bin). The lanes of a warp that share a bin add once, their count.
-        // The whole block walks the same bases, so every warp is converged at the match.
-        for (int64_t base = 0; base < V; base += kThreads) {
-            const int64_t v = base + threadIdx.x;
-            int bin = -1;  // not counted
-            if (v < V) {
-                const float x = scaled(w[v], inv_t);
-                const uint32_t key = key_of(x);
-                if (live(x) && (key & high_mask) == (prefix & high_mask)) bin = static_cast<int>((key >> shift) & 255u);
-            }
-            const unsigned same = __match_any_sync(kFull, bin);
-            if (bin >= 0 && (threadIdx.x & 31) == __ffs(same) - 1) atomicAdd(&s.hist[bin], __popc(same));
+        for (int64_t v = threadIdx.x; v < V; v += kThreads) {
+            const float x = scaled(w[v], inv_t);
+            if (!live(x)) continue;
+            const uint32_t key = key_of(x);
+            if ((key & high_mask) == (prefix & high_mask)) atomicAdd(&s.hist[(key >> shift) & 255u], 1u);
         }
         __syncthreads();
         if (threadIdx.x == 0) {
