@@ -22,7 +22,8 @@ enum class WeightFormat : uint8_t {
     kInt4,     // data U8 [N, K/2], two unsigned values (0..15) per byte, the element of even k in the low nibble;
                // scales and (asymmetric) zero points per group of `group_size` inputs: scales F32 [N, K/group_size],
                // zeros F32 of the same shape (whole numbers, already unpacked) or undefined (symmetric: zero 8);
-               // value = (q - zero) · scale, rounded to `dequant_dtype`
+               // value = (q - zero) · scale, rounded to `dequant_dtype`. When that is F16 or BF16 the scales are
+               // values of it (the checkpoint's stored scales): the CUDA GEMV computes in it (gemm/int4_dequant.cuh)
     kInt8,     // data U8 [N, K], one unsigned value (0..255) per byte; scales, zeros and dequant_dtype as kInt4
                // (symmetric: zero 128). The same group layout with one value a byte: GPTQ 8-bit checkpoints
 };

@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <numeric>
 #include <random>
+#include <span>
 
 #include "ops/op_harness.h"
+#include "tensor/dtype.h"
 
 namespace pagoda::op_harness {
 
@@ -204,6 +206,29 @@ OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias
             }};
 }
 
+// Group scales and zero points as the loaders write them (runtime/linear_weight.h, kInt4): scales values of the
+// format's dequant_dtype (its stored scales: F16 for AWQ/GPTQ), zero points whole numbers in [0, 2 * zero) or none
+// (symmetric). The CUDA GEMV relies on both where it dequantises two weights at a time (gemm/int4_dequant.cuh).
+struct GroupParams {
+    Tensor scales, zeros;
+};
+GroupParams group_params(CaseRun& r, const Shape& groups, float scale, float zero, bool zero_points,
+                         DType dequant_dtype) {
+    HostTensor s = r.host_random(groups, scale);
+    for (float& v : std::span(s.tensor.data_as<float>(), static_cast<size_t>(groups.numel()))) {
+        if (dequant_dtype == DType::F16) v = f16_to_f32(f32_to_f16(v));
+        if (dequant_dtype == DType::BF16) v = bf16_to_f32(f32_to_bf16(v));
+    }
+    GroupParams p{r.upload_dense(s), Tensor()};
+    if (zero_points) {
+        HostTensor z = r.host_random(groups, zero);
+        for (float& v : std::span(z.tensor.data_as<float>(), static_cast<size_t>(groups.numel())))
+            v = std::clamp(std::floor(v + zero), 0.0f, 2 * zero - 1);
+        p.zeros = r.upload_dense(z);
+    }
+    return p;
+}
+
 // A random permutation of [0, K) from the case's random ints (the same on every backend) on the run's device: an
 // act-order weight's LinearWeight::input_perm.
 Tensor random_input_perm(CaseRun& r, int64_t K) {
@@ -230,12 +255,11 @@ OpCase linear_int4(int64_t T, int64_t N, int64_t K, int64_t group, bool zero_poi
             "linear", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
                 const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
-                // Scales and zeros of the size of the format's values (zero points in [-zero, zero]: any float works).
+                // Scales and zeros of the size of the format's values.
                 const float scale = bits == 8 ? 1e-3f : 2e-2f, zero = bits == 8 ? 128.0f : 8.0f;
-                const Tensor scales = r.dense(Shape{N, K / group}, DType::F32, scale);
-                const Tensor zeros = zero_points ? r.dense(Shape{N, K / group}, DType::F32, zero) : Tensor();
-                LinearWeight w = LinearWeight::grouped_int(bits, r.dense(Shape{N, K * bits / 8}, DType::U8), scales,
-                                                           zeros, group, b);
+                const GroupParams g = group_params(r, Shape{N, K / group}, scale, zero, zero_points, round_to);
+                LinearWeight w = LinearWeight::grouped_int(bits, r.dense(Shape{N, K * bits / 8}, DType::U8), g.scales,
+                                                           g.zeros, group, b);
                 w.dequant_dtype = round_to;
                 if (act_order) w.input_perm = random_input_perm(r, K);
                 const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
@@ -584,9 +608,8 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                 const auto stack = [&r, fp8, int4, int4_group, int4_zeros](const Tensor& data) {
                     if (int4) {
                         const Shape groups{data.dim(0), data.dim(1), 2 * data.dim(2) / int4_group};
-                        const Tensor scales = r.dense(groups, DType::F32, 2e-2f);
-                        const Tensor zeros = int4_zeros ? r.dense(groups, DType::F32, 8.0f) : Tensor();
-                        LinearWeight w = LinearWeight::int4(data, scales, zeros, int4_group);
+                        const GroupParams g = group_params(r, groups, 2e-2f, 8.0f, int4_zeros, DType::F16);
+                        LinearWeight w = LinearWeight::int4(data, g.scales, g.zeros, int4_group);
                         w.dequant_dtype = DType::F16;
                         return w;
                     }
