@@ -11,6 +11,7 @@
 #   OPS       a pagoda_op_bench --filter for the Qwen3-8B table (none: no op bench), run old/new twice
 #   SHAPES    random checkpoints to make (hf_qwen3_8b.py --shape; ":N" keeps N layers), each benched old, new, old, new
 #   BENCH     extra pagoda_cuda_bench arguments (e.g. "--quantization fp8")
+#   KEEP_MODEL=1 leaves the last of SHAPES in /tmp/ab-model (for runs of its own after this script)
 #   BUDGET    seconds after which no further model is started (default 330: a call is at most 600 s, and the
 #             machine's start-up counts against the session too)
 # Writes $OUT/summary.txt (also printed) and $OUT/logs.tgz (one file: a call brings back only a few).
@@ -80,7 +81,7 @@ for spec in ${SHAPES:-}; do
             note "$spec $v $round: $(tail -1 "$L/bench_${shape}_${v}_$round.log")"
         done
     done
-    rm -rf /tmp/ab-model
+    [[ ${KEEP_MODEL:-0} == 1 ]] || rm -rf /tmp/ab-model
 done
 note "done at $((SECONDS - T0)) s"
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"

@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_caps.h"
@@ -48,12 +50,24 @@ int max_block_smem() {
     return bytes;
 }
 
-bool pdl_allowed(int binary_version) {
+bool pdl_allowed(int binary_version, const void* kernel) {
     static const bool off = [] {
         const char* env = std::getenv("PAGODA_CUDA_PDL");
         return env && std::strcmp(env, "0") == 0;
     }();
-    return binary_version >= 90 && !off;
+    if (binary_version < 90 || off) return false;
+    const char* names = std::getenv("PAGODA_CUDA_PDL_OFF");
+    if (!names || !*names) return true;
+    const char* name = nullptr;
+    if (cudaFuncGetName(&name, kernel) != cudaSuccess || !name) return true;
+    const std::string_view kernel_name(name), list(names);
+    for (size_t at = 0; at <= list.size();) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        const std::string_view part = list.substr(at, comma - at);
+        if (!part.empty() && kernel_name.find(part) != std::string_view::npos) return false;
+        at = comma + 1;
+    }
+    return true;
 }
 
 }  // namespace pagoda::kernels::cuda

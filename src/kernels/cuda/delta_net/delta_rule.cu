@@ -196,8 +196,8 @@ void delta_rule_launch(const GatedDeltaRuleArgs& a, cudaStream_t stream) {
                     static_cast<unsigned>(a.seqs.num_seqs));
     if (a.num_tokens == a.seqs.num_seqs)
         launch_kernel<delta_rule_kernel<R, 1>>(grid, kThreads, 0, stream, a);
-    else
-        launch_kernel<delta_rule_kernel<R, 16>>(grid, kThreads, 0, stream, a);
+    else  // long-running blocks, fewer than the SMs: spread one to an SM (common.cuh)
+        launch_kernel_after<delta_rule_kernel<R, 16>>(grid, kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 

@@ -425,7 +425,7 @@ void chunked_launch(const GatedDeltaRuleArgs& a, const ChunkWorkspace& ws, cudaS
     PAGODA_CUDA_CHECK_LAUNCH();
     const dim3 grid(static_cast<unsigned>((a.dv + kCols - 1) / kCols), static_cast<unsigned>(a.Hv),
                     static_cast<unsigned>(a.seqs.num_seqs));
-    launch_kernel<chunk_state_pass_kernel<DK>>(grid, kThreads, 0, stream, a, ws);
+    launch_kernel_after<chunk_state_pass_kernel<DK>>(grid, kThreads, 0, stream, a, ws);  // as the recurrent one
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
