@@ -7,6 +7,10 @@ the GPU machine as it is.
       [--deadline SECONDS] [--shared-prefix N] [--save FILE]
 
 With --deadline it reports what finished by then (marked "partial") instead of waiting for every request.
+--stream asks for server-sent events and adds each request's time to first token (TTFT) and time per output token
+after the first (TPOT: (last token - first token) / (tokens - 1)), medians and 90th percentiles over the finished
+requests, in ms: the serving figures vLLM's benchmark reports. Any OpenAI-compatible server that takes a prompt of
+token ids and `ignore_eos` works (pagoda serve, llama-server).
 --shared-prefix N starts every prompt with the same N tokens (prefix-cache hits); --save FILE asks for logprobs and
 writes each completion's tokens, their logprobs and the top-2 logprobs of each position, in request order, as a JSON
 list (compare_completions.py compares two runs of the same prompts).
@@ -15,20 +19,59 @@ import argparse
 import json
 import os
 import random
+import statistics
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor, as_completed, TimeoutError as FuturesTimeout
+
+
+def post(url, request):
+    req = urllib.request.Request(url + "/v1/completions", json.dumps(request).encode(),
+                                 {"Content-Type": "application/json"})
+    return urllib.request.urlopen(req, timeout=3600)
 
 
 def one(url, model, prompt, output, logprobs):
     request = {"model": model, "prompt": prompt, "max_tokens": output, "temperature": 0, "ignore_eos": True}
     if logprobs:
         request["logprobs"] = 2  # the chosen token's logprob and the runner-up's: the margin of each greedy choice
-    req = urllib.request.Request(url + "/v1/completions", json.dumps(request).encode(),
-                                 {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=3600) as r:
+    with post(url, request) as r:
         reply = json.loads(r.read())
         return reply["usage"]["completion_tokens"], reply["choices"][0]
+
+
+def one_streamed(url, model, prompt, output):
+    """(completion tokens, TTFT s, TPOT s or None) of one streamed request. Tokens are the usage the last event
+    reports when the server sends it (stream_options.include_usage), else the events that carry text."""
+    request = {"model": model, "prompt": prompt, "max_tokens": output, "temperature": 0, "ignore_eos": True,
+               "stream": True, "stream_options": {"include_usage": True}}
+    start = time.time()
+    first = last = None
+    events = usage = 0
+    with post(url, request) as r:
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data:") or line == "data: [DONE]":
+                continue
+            event = json.loads(line[5:])
+            if event.get("usage"):
+                usage = event["usage"].get("completion_tokens", 0)
+            if any(c.get("text") for c in event.get("choices") or []):
+                last = time.time()
+                first = first or last
+                events += 1
+    tokens = usage or events
+    if first is None:
+        return tokens, None, None
+    return tokens, first - start, (last - first) / (tokens - 1) if tokens > 1 else None
+
+
+def percentiles(values):
+    """Median and 90th percentile of `values` in ms (None when empty)."""
+    values = sorted(v * 1e3 for v in values if v is not None)
+    if not values:
+        return None, None
+    return round(statistics.median(values), 1), round(values[min(len(values) - 1, int(0.9 * len(values)))], 1)
 
 
 def main():
@@ -42,18 +85,29 @@ def main():
     ap.add_argument("--deadline", type=float, default=None)
     ap.add_argument("--shared-prefix", type=int, default=0)
     ap.add_argument("--save", default=None)
+    ap.add_argument("--stream", action="store_true")
     a = ap.parse_args()
+    if a.stream and a.save:
+        ap.error("--save takes logprobs from whole replies: not with --stream")
     rng = random.Random(0)
     prefix = [rng.randrange(a.vocab) for _ in range(min(a.shared_prefix, a.input))]
     prompts = [prefix + [rng.randrange(a.vocab) for _ in range(a.input - len(prefix))] for _ in range(a.n)]
     t = time.time()
     pool = ThreadPoolExecutor(a.n)
-    futures = [pool.submit(one, a.url, a.model, p, a.output, a.save is not None) for p in prompts]
+    if a.stream:
+        futures = [pool.submit(one_streamed, a.url, a.model, p, a.output) for p in prompts]
+    else:
+        futures = [pool.submit(one, a.url, a.model, p, a.output, a.save is not None) for p in prompts]
     tokens, done, partial = 0, 0, False
+    ttft, tpot = [], []
     try:
         for f in as_completed(futures, timeout=a.deadline):
-            tokens += f.result()[0]
+            result = f.result()
+            tokens += result[0]
             done += 1
+            if a.stream:
+                ttft.append(result[1])
+                tpot.append(result[2])
     except FuturesTimeout:
         partial = True
     if a.save and not partial:
@@ -62,9 +116,13 @@ def main():
                         "top": [sorted(t.values(), reverse=True) for t in c["logprobs"]["top_logprobs"]]}
                        for c in (f.result()[1] for f in futures)], out)
     dt = time.time() - t
-    print(json.dumps({"requests": a.n, "finished": done, "partial": partial, "input": a.input, "output": a.output,
-                      "output_tokens": tokens, "seconds": round(dt, 1), "output_tok_s": round(tokens / dt, 1),
-                      "total_tok_s": round((tokens + done * a.input) / dt, 1)}), flush=True)
+    report = {"requests": a.n, "finished": done, "partial": partial, "input": a.input, "output": a.output,
+              "output_tokens": tokens, "seconds": round(dt, 1), "output_tok_s": round(tokens / dt, 1),
+              "total_tok_s": round((tokens + done * a.input) / dt, 1)}
+    if a.stream:
+        report["ttft_ms_median"], report["ttft_ms_p90"] = percentiles(ttft)
+        report["tpot_ms_median"], report["tpot_ms_p90"] = percentiles(tpot)
+    print(json.dumps(report), flush=True)
     if partial:
         os._exit(0)  # the unfinished requests' threads would keep the process alive
 

@@ -23,6 +23,9 @@
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
 #   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background
 #   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build)
+#   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
+#               through llama-server on the same checkpoint when the peer part has made its GGUF: output tok/s and
+#               TTFT / TPOT medians from the same client (offline_throughput.py --stream)
 #   prefix      a real-shape serving run with prefix-cache hits, its completions compared with a cache-off run
 #               (compare_completions.py: where they part, and whether at near-ties)
 # or `all` (every part) or `check` (model,profile). bench, throughput, profile and prefix need the model (model part,
@@ -366,6 +369,30 @@ if want peer; then
     timeout 200 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048 -n 128 -o json > "$OUT/llama_bench.json" \
         2> "$OUT/llama_bench.log"
     summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 bench/gpu/llama_bench_summary.py "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
+fi
+
+if want streams; then
+    n=${STREAMS:-64}
+    load=(python3 bench/gpu/offline_throughput.py --model "$MODEL" -n "$n" --input 1000 --output 256 --stream
+        --deadline 240)
+    SERVE_SIZES="" serve_and "$OUT/serve_streams.log" 8015 PAGODA_QUIET=1 "${load[@]}" --url http://127.0.0.1:8015 \
+        > "$OUT/streams_pagoda.log" 2>&1
+    summary+=("pagoda serve, $n streams x (1000 in, 256 out): $(tail -1 "$OUT/streams_pagoda.log")")
+    if [[ -x $LLAMA/build/bin/llama-server && -f /tmp/$SHAPE.gguf ]]; then
+        # n slots of 1,280 tokens each (llama-server splits -c over its -np slots).
+        $LLAMA/build/bin/llama-server -m "/tmp/$SHAPE.gguf" -ngl 999 -fa on -c $((n * 1280)) -np "$n" --port 8016 \
+            > "$OUT/llama_server.log" 2>&1 &
+        pid=$!
+        for _ in $(seq 1200); do  # 503 while it loads: urlopen raises until it answers 200
+            python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8016/health', timeout=1)" \
+                2> /dev/null && break
+            sleep 0.1
+        done
+        "${load[@]}" --url http://127.0.0.1:8016 > "$OUT/streams_llama.log" 2>&1
+        summary+=("llama-server, $n streams x (1000 in, 256 out): $(tail -1 "$OUT/streams_llama.log")")
+        kill -TERM $pid
+        wait $pid
+    fi
 fi
 
 # The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns
