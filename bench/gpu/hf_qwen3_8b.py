@@ -3,12 +3,15 @@
 (eager attention, batch 1) measured on it in the same process.
 
   python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers N]
-      [--shape qwen3-8b | qwen2.5-7b | qwen3.5-9b | qwen3-30b-a3b | qwen3.5-35b-a3b] [--reference-only]
+      [--shape qwen3-8b | qwen2.5-7b | qwen3.5-9b | qwen3.5-27b | qwen3-30b-a3b | qwen3.5-35b-a3b]
+      [--reference-only | --save-only]
 
 --shape qwen2.5-7b makes a Qwen2.5-7B-shaped checkpoint instead (q/k/v biases, 28 query heads over 4 KV heads);
 qwen3.5-9b the text model of Qwen3.5-9B (Gated DeltaNet 3:1 gated attention, head_dim 256); qwen3-30b-a3b and
 qwen3.5-35b-a3b the MoE models (--layers N keeps the first N layers: the disk holds the checkpoint and a GGUF);
---reference-only skips the speed baseline and only saves the reference logits below.
+qwen3.5-27b the dense Qwen3.5-27B (64 layers, H 5120; with --save-only, as its fp32 copy would not fit the GPU);
+--reference-only skips the speed baseline and only saves the reference logits below; --save-only saves the
+checkpoint and nothing else.
 
 Prints one JSON line: hf_decode_tok_s, hf_prefill_ms. Then, for the correctness check at this real shape
 (bench/gpu/compare_logits.py), the model in fp32 (its bf16 weights widened exactly) gives the logits of the last 8
@@ -58,6 +61,10 @@ def make_config(shape, layers):
         return qwen3_5_text(layers or 32, model_type="qwen3_5_text", hidden_size=4096, intermediate_size=12288,
                             num_attention_heads=16, num_key_value_heads=4, linear_num_key_heads=16,
                             linear_num_value_heads=32)
+    if shape == "qwen3.5-27b":  # 56 GB in bf16: fits one H200 (and its 64 GiB disk); --save-only skips the fp32 run
+        return qwen3_5_text(layers or 64, model_type="qwen3_5_text", hidden_size=5120, intermediate_size=17408,
+                            num_attention_heads=24, num_key_value_heads=4, linear_num_key_heads=16,
+                            linear_num_value_heads=48)
     return qwen3_5_text(layers or 40, model_type="qwen3_5_moe_text", hidden_size=2048, num_attention_heads=16,
                         num_key_value_heads=2, linear_num_key_heads=16, linear_num_value_heads=32, num_experts=256,
                         num_experts_per_tok=8, moe_intermediate_size=512, shared_expert_intermediate_size=512)
@@ -70,9 +77,10 @@ def main():
     ap.add_argument("--decode", type=int, default=128)
     ap.add_argument("--prefill", type=int, default=2048)
     ap.add_argument("--layers", type=int, default=None, help="default: the shape's own")
-    ap.add_argument("--shape", choices=["qwen3-8b", "qwen2.5-7b", "qwen3.5-9b", "qwen3-30b-a3b", "qwen3.5-35b-a3b"],
-                    default="qwen3-8b")
+    ap.add_argument("--shape", choices=["qwen3-8b", "qwen2.5-7b", "qwen3.5-9b", "qwen3.5-27b", "qwen3-30b-a3b",
+                                        "qwen3.5-35b-a3b"], default="qwen3-8b")
     ap.add_argument("--reference-only", action="store_true")
+    ap.add_argument("--save-only", action="store_true", help="the checkpoint only: no timing, no reference logits")
     # Random routers score experts so evenly that bf16 rounding flips top-k choices (the Qwen3.5-35B-A3B shape's 256
     # experts: transformers' own bf16 logits 17% off its fp32 at 4 layers); scaled-up router weights make the choices
     # clear, which tells such sensitivity from an error in the computation.
@@ -97,6 +105,8 @@ def main():
     t_save = time.time() - t0
 
     g = torch.Generator(device="cpu").manual_seed(1)
+    if a.save_only:
+        return
     if a.reference_only:
         save_references(model, cfg, a.out, g)
         return

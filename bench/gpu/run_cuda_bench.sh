@@ -13,7 +13,8 @@
 #               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3-30b-a3b, qwen3.5-35b-a3b; LAYERS=N keeps N layers;
 #               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity)
 #   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load),
-#               per-op GPU time of prefill and decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200
+#               per-op GPU time of prefill and decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200;
+#               LONG_PREFILL=N also times an N-token prefill (here and in the peer part)
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
 #   profile     a shorter profiled serving run (256 x 1000 in / 300 out, eager steps) whose per-op table shows where
@@ -209,6 +210,11 @@ if want bench; then
     PAGODA_CUDA_PDL=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 \
         --context 512 --decode 128 > "$OUT/pagoda_bench_pdl_off.log" 2>&1
     summary+=("pagoda, PDL off: $(tail -1 "$OUT/pagoda_bench_pdl_off.log")")
+    if [[ -n ${LONG_PREFILL:-} ]]; then  # a long prompt too (LONG_PREFILL=16384); the peer part runs it as well
+        LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill "$LONG_PREFILL" \
+            --context 16 --decode 4 > "$OUT/pagoda_bench_long.log" 2>&1
+        summary+=("pagoda, prefill $LONG_PREFILL: $(tail -1 "$OUT/pagoda_bench_long.log" | grep -oE '"prefill_(ms|mfu)": [0-9.]+' | tr '\n' ' ')")
+    fi
     if grep -q '"num_experts"' "$MODEL/config.json"; then  # MoE: the grouped passes at batch 1 instead of the pair ones
         PAGODA_MOE_PAIR_PASSES=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
             --prefill 2048 --context 512 --decode 128 > "$OUT/pagoda_bench_grouped.log" 2>&1
@@ -366,7 +372,8 @@ if want peer; then
     [[ -f $BIN/tok/vocab.json && ! -f $MODEL/vocab.json ]] && cp "$BIN"/tok/* "$MODEL"/
     [[ -f $GGUF ]] || (cd $LLAMA && PYTHONPATH=gguf-py timeout 300 python3 convert_hf_to_gguf.py "$MODEL" --outtype bf16 \
         --outfile "$GGUF" $([[ $SHAPE == qwen3.5* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
-    timeout 200 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048 -n 128 -o json > "$OUT/llama_bench.json" \
+    timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048${LONG_PREFILL:+,$LONG_PREFILL} -n 128 \
+        -o json > "$OUT/llama_bench.json" \
         2> "$OUT/llama_bench.log"
     summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 bench/gpu/llama_bench_summary.py "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
 fi
