@@ -7,6 +7,7 @@ the GPU machine as it is.
       [--deadline SECONDS] [--shared-prefix N] [--save FILE]
 
 With --deadline it reports what finished by then (marked "partial") instead of waiting for every request.
+--model takes a comma-separated list too: request i names the (i mod n)-th (LoRA adapters spread over a load).
 --stream asks for server-sent events and adds each request's time to first token (TTFT) and time per output token
 after the first (TPOT: (last token - first token) / (tokens - 1)), medians and 90th percentiles over the finished
 requests, in ms: the serving figures vLLM's benchmark reports. Any OpenAI-compatible server that takes a prompt of
@@ -94,10 +95,13 @@ def main():
     prompts = [prefix + [rng.randrange(a.vocab) for _ in range(a.input - len(prefix))] for _ in range(a.n)]
     t = time.time()
     pool = ThreadPoolExecutor(a.n)
+    models = a.model.split(",")
     if a.stream:
-        futures = [pool.submit(one_streamed, a.url, a.model, p, a.output) for p in prompts]
+        futures = [pool.submit(one_streamed, a.url, models[i % len(models)], p, a.output)
+                   for i, p in enumerate(prompts)]
     else:
-        futures = [pool.submit(one, a.url, a.model, p, a.output, a.save is not None) for p in prompts]
+        futures = [pool.submit(one, a.url, models[i % len(models)], p, a.output, a.save is not None)
+                   for i, p in enumerate(prompts)]
     tokens, done, partial = 0, 0, False
     ttft, tpot = [], []
     try:

@@ -24,6 +24,11 @@
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
 #   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background
 #   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build)
+#   lora        multi-LoRA (issue 19): LORA_COUNT (100) random rank-16 adapters on every projection
+#               (make_lora_adapters.py; 8 distinct weight files), served with --max-loras 8 and all held in host
+#               memory: the slots' memory from the start-up log, a cold adapter's first request against its second,
+#               64 streams of 1,000 in / 256 out over 8 adapters against the same load on the base model of a server
+#               without LoRA, and one stream with an adapter against one without
 #   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
 #               through llama-server on the same checkpoint when the peer part has made its GGUF: output tok/s and
 #               TTFT / TPOT medians from the same client (offline_throughput.py --stream)
@@ -378,6 +383,40 @@ if want peer; then
     summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 bench/gpu/llama_bench_summary.py "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
 fi
 
+if want lora; then
+    LORAS=/tmp/lora-adapters
+    [[ -f $LORAS/modules.txt ]] || python3 bench/gpu/make_lora_adapters.py "$MODEL" "$LORAS" --count "${LORA_COUNT:-100}" \
+        > "$OUT/lora_make.log" 2>&1
+    one=(python3 bench/gpu/offline_throughput.py -n 1 --input 1000 --output 256 --stream)
+    many=(python3 bench/gpu/offline_throughput.py -n 64 --input 1000 --output 256 --stream --deadline 240)
+    # The base model on a server without LoRA: the load the adapters are compared with.
+    base_runs() {
+        "${many[@]}" --url http://127.0.0.1:8017 --model "$MODEL" > "$OUT/lora_off_64.log" 2>&1
+        "${one[@]}" --url http://127.0.0.1:8017 --model "$MODEL" > "$OUT/lora_off_1.log" 2>&1
+    }
+    SERVE_SIZES="" serve_and "$OUT/serve_lora_off.log" 8017 PAGODA_QUIET=1 base_runs
+    eight=$(head -8 "$LORAS/modules.txt" | cut -d= -f1 | paste -sd,)
+    lora_runs() {
+        # A cold adapter (in host memory, in no slot yet): its first short request, then the same again.
+        for i in 1 2; do
+            python3 bench/gpu/offline_throughput.py -n 1 --input 16 --output 1 --stream --url http://127.0.0.1:8018 \
+                --model "$(tail -1 "$LORAS/modules.txt" | cut -d= -f1)" > "$OUT/lora_cold_$i.log" 2>&1
+        done
+        "${many[@]}" --url http://127.0.0.1:8018 --model "$eight" > "$OUT/lora_on_64.log" 2>&1
+        "${one[@]}" --url http://127.0.0.1:8018 --model "${eight%%,*}" > "$OUT/lora_on_1.log" 2>&1
+        "${one[@]}" --url http://127.0.0.1:8018 --model "$MODEL" > "$OUT/lora_on_base_1.log" 2>&1
+    }
+    n=$(wc -l < "$LORAS/modules.txt")
+    SERVE_SIZES="" SERVE_EXTRA="--enable-lora --max-loras 8 --max-lora-rank 16 --max-cpu-loras $n --lora-modules \
+        $(tr '\n' ' ' < "$LORAS/modules.txt")" serve_and "$OUT/serve_lora_on.log" 8018 PAGODA_QUIET=1 lora_runs
+    summary+=("LoRA: $(tail -1 "$OUT/lora_make.log" 2> /dev/null | cut -c1-80) $(grep -E 'LoRA: |KV cache' \
+        "$OUT/serve_lora_on.log" | tr '\n' ' ' | cut -c1-400)")
+    summary+=("  server without LoRA, KV: $(grep -E 'KV cache' "$OUT/serve_lora_off.log" | tr '\n' ' ' | cut -c1-200)")
+    summary+=("  cold adapter, first / second request: $(tail -1 "$OUT/lora_cold_1.log" | grep -o '"ttft_ms_median": [0-9.]*') / $(tail -1 "$OUT/lora_cold_2.log" | grep -o '"ttft_ms_median": [0-9.]*')")
+    for f in lora_off_64 lora_on_64 lora_off_1 lora_on_1 lora_on_base_1; do
+        summary+=("  $f: $(tail -1 "$OUT/$f.log")")
+    done
+fi
 if want streams; then
     n=${STREAMS:-64}
     load=(python3 bench/gpu/offline_throughput.py --model "$MODEL" -n "$n" --input 1000 --output 256 --stream
