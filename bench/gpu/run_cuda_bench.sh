@@ -17,8 +17,8 @@
 #               LONG_PREFILL=N also times an N-token prefill (here and in the peer part)
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
-#   profile     a shorter profiled serving run (256 x 1000 in / 300 out, eager steps) whose per-op table shows where
-#               a large-batch step's time goes
+#   profile     a shorter profiled serving run (PROFILE_N (256) x 1000 in / 300 out, eager steps) whose per-op
+#               table shows where a large-batch step's time goes
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
 #   kernels     every kernel of a short decode run timed alone under ncu (bench/gpu/kernel_times.py)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
@@ -335,8 +335,8 @@ if want profile; then
     # Eager steps: a replayed CUDA graph would show as one op.
     SERVE_EXTRA=--enforce-eager serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8013 --model "$MODEL" \
-        -n 256 --input 1000 --output 300 --deadline 90 > "$OUT/throughput_profiled.log" 2>&1
-    summary+=("profiled (256 x 1000 in, 300 out): $(tail -1 "$OUT/throughput_profiled.log")")
+        -n "${PROFILE_N:-256}" --input 1000 --output 300 --deadline 90 > "$OUT/throughput_profiled.log" 2>&1
+    summary+=("profiled (${PROFILE_N:-256} x 1000 in, 300 out): $(tail -1 "$OUT/throughput_profiled.log")")
     summary+=("  $(grep -E 'steps: GPU' "$OUT/serve_profile.log" | tr '\n' ' ')")
 fi
 
