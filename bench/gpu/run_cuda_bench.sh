@@ -10,7 +10,8 @@
 #   ops         pagoda_op_bench (the op harness's perf mode: Qwen3-8B shapes, then the whole case table, µs and GB/s
 #               or TFLOP/s per case) and, with ncu, the decode attention kernel's memory throughput
 #   model       makes the model with transformers (and its baseline), compares our logits with transformers'
-#               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3-30b-a3b, qwen3.5-35b-a3b; LAYERS=N keeps N layers;
+#               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3.5-27b, qwen3-30b-a3b, qwen3.5-35b-a3b,
+#               qwen3-next-80b-a3b; LAYERS=N keeps N layers;
 #               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity)
 #   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load),
 #               per-op GPU time of prefill and decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200;
