@@ -13,9 +13,12 @@
 #               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3.5-27b, qwen3-30b-a3b, qwen3.5-35b-a3b,
 #               qwen3-next-80b-a3b; LAYERS=N keeps N layers;
 #               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity)
-#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load),
-#               per-op GPU time of prefill and decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200;
-#               LONG_PREFILL=N also times an N-token prefill (here and in the peer part)
+#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load;
+#               QUANT=awq also an AWQ int4 copy of the model, $MODEL-awq, made once by bench/gpu/make_awq_checkpoint.py
+#               (group 128, round-to-nearest, on the GPU: a minute or two at 8B, so an earlier call may make it), its
+#               roofline counting the int4 bytes it reads), per-op GPU time of prefill and decode steps
+#               (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200; LONG_PREFILL=N also times an N-token
+#               prefill (here and in the peer part)
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
 #   profile     a shorter profiled serving run (PROFILE_N (256) x 1000 in / 300 out, eager steps) whose per-op
@@ -226,7 +229,15 @@ if want bench; then
             --prefill 2048 --context 512 --decode 128 > "$OUT/pagoda_bench_grouped.log" 2>&1
         summary+=("pagoda, grouped MoE passes at batch 1: $(tail -1 "$OUT/pagoda_bench_grouped.log")")
     fi
-    if [[ -n ${QUANT:-} ]]; then  # the same checkpoint quantized at load (QUANT=fp8), beside the bf16 run
+    if [[ ${QUANT:-} == awq ]]; then  # an AWQ int4 copy of the same checkpoint (made once), beside the bf16 run
+        if [[ ! -f $MODEL-awq/config.json ]]; then
+            timeout 500 python3 bench/gpu/make_awq_checkpoint.py "$MODEL" "$MODEL-awq" > "$OUT/make_awq.log" 2>&1
+            summary+=("make_awq_checkpoint rc=$?: $(tail -1 "$OUT/make_awq.log")")
+        fi
+        LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL-awq" --prefill 2048 --context 512 \
+            --decode 128 > "$OUT/pagoda_bench_awq.log" 2>&1
+        summary+=("pagoda, AWQ int4 ($MODEL-awq): $(tail -1 "$OUT/pagoda_bench_awq.log")")
+    elif [[ -n ${QUANT:-} ]]; then  # the same checkpoint quantized at load (QUANT=fp8), beside the bf16 run
         LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 \
             --decode 128 --quantization "$QUANT" > "$OUT/pagoda_bench_$QUANT.log" 2>&1
         summary+=("pagoda, --quantization $QUANT: $(tail -1 "$OUT/pagoda_bench_$QUANT.log")")
