@@ -27,7 +27,8 @@
 #   kernels     every kernel of a short decode run timed alone under ncu (bench/gpu/kernel_times.py)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
 #   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background
-#   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build)
+#   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build); PEER_QUANT=Q4_K_M
+#               (or Q8_0) also on the GGUF quantized by llama-quantize: the quantized rows' peer
 #   lora        multi-LoRA (issue 19): LORA_COUNT (100) random rank-16 adapters on every projection
 #               (make_lora_adapters.py; 8 distinct weight files), served with --max-loras 8 and all held in host
 #               memory: the slots' memory from the start-up log, a cold adapter's first request against its second,
@@ -377,7 +378,7 @@ if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
     tar xJf build-llama-carry/llama.cpp.tar.xz -C /tmp
     (cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
         -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && ninja -C build llama-server llama-bench;
+        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && ninja -C build llama-server llama-bench llama-quantize;
         echo "exit $?" > /tmp/llama_build.done) > /tmp/llama_build.log 2>&1 &
 fi
 if want peer; then
@@ -393,6 +394,14 @@ if want peer; then
         -o json > "$OUT/llama_bench.json" \
         2> "$OUT/llama_bench.log"
     summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 bench/gpu/llama_bench_summary.py "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
+    if [[ -n ${PEER_QUANT:-} ]]; then  # the same GGUF quantized by llama.cpp (PEER_QUANT=Q4_K_M: issue 18's int4 peer)
+        timeout 300 $LLAMA/build/bin/llama-quantize "$GGUF" "$GGUF.$PEER_QUANT" "$PEER_QUANT" \
+            > "$OUT/llama_quantize.log" 2>&1
+        timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF.$PEER_QUANT" -ngl 99 -fa 1 -p 2048 -n 128 -o json \
+            > "$OUT/llama_bench_quant.json" 2> "$OUT/llama_bench_quant.log"
+        summary+=("llama.cpp $PEER_QUANT rc=$?: $(python3 bench/gpu/llama_bench_summary.py \
+            "$OUT/llama_bench_quant.json" 2>&1 | tail -c 300)")
+    fi
 fi
 
 if want lora; then
