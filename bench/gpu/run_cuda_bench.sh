@@ -389,7 +389,7 @@ if want peer; then
     # too; with BENCH_EXTRAS=0 nothing else does).
     [[ -f $BIN/tok/vocab.json && ! -f $MODEL/vocab.json ]] && cp "$BIN"/tok/* "$MODEL"/
     [[ -f $GGUF ]] || (cd $LLAMA && PYTHONPATH=gguf-py timeout 300 python3 convert_hf_to_gguf.py "$MODEL" --outtype bf16 \
-        --outfile "$GGUF" $([[ $SHAPE == qwen3.5* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
+        --outfile "$GGUF" $([[ $SHAPE == qwen3.5* || $SHAPE == qwen3-next* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
     timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048${LONG_PREFILL:+,$LONG_PREFILL} -n 128 \
         -o json > "$OUT/llama_bench.json" \
         2> "$OUT/llama_bench.log"
