@@ -86,6 +86,11 @@ if want tests; then
             > "$OUT/executor_test.log" 2>&1
         rc=$?
         summary+=("executor_test (cuda) rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/executor_test.log" | tr '\n' ' ')")
+        # Again with async scheduling: the runner's steps on the PipelinedRunner's worker thread (CUDA graphs too).
+        PAGODA_TEST_DEVICE=cuda PAGODA_TEST_ASYNC_SCHEDULING=1 LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/executor_test" \
+            --gtest_filter='Golden/EngineRunnerTest.*' > "$OUT/executor_test_async.log" 2>&1
+        summary+=("executor_test (cuda, async scheduling) rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
+            "$OUT/executor_test_async.log" | tr '\n' ' ')")
     fi
     # The CLI on the GPU: greedy ids from --device cuda and --device cpu (tiny golden model; equal unless a near-tie).
     if [[ -x $BIN/pagoda ]]; then
