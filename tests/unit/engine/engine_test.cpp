@@ -266,6 +266,22 @@ void property_test(bool hybrid, bool priority, uint32_t seed, int num_requests, 
     std::atomic<int> finished{0};
     int sync_rejected = 0, async_rejected = 0, aborted = 0;
 
+    // A chat's next turn: a finished choice's prompt and output as a new prompt, submitted as soon as the first turn
+    // ends, so that it finds the blocks and (hybrid models) the state snapshot the first turn left in the caches. The
+    // fake model counts any restored state that disagrees with the tokens it stands for (expect_no_leaks).
+    std::vector<std::pair<Request, std::shared_ptr<RequestStream>>> next_turns;  // the consumer's until it ends
+    auto submit_next_turn = [&](const Tracked& t) {
+        const Outcome& o = t.outcome;
+        if (o.reasons.empty() || (o.reasons[0] != FinishReason::kStop && o.reasons[0] != FinishReason::kLength)) return;
+        Request r = make_request(t.request.prompt_tokens, 0.0f, 0, 3);
+        r.prompt_tokens.insert(r.prompt_tokens.end(), o.tokens[0].begin(), o.tokens[0].end());
+        r.params.ignore_eos = true;
+        r.cache_salt = t.request.cache_salt;
+        // Short ones, now and then: the small pool must keep serving the first turns.
+        if (r.prompt_tokens.size() > 40 || t.stream->id() % 8 != 0 || next_turns.size() >= 200) return;
+        auto stream = engine.submit(r);
+        if (stream.ok()) next_turns.emplace_back(std::move(r), *stream);
+    };
     // The consumer: reads whatever a notifier announced; cancels some requests from this thread.
     std::atomic<int> total{-1};
     std::thread consumer([&] {
@@ -296,6 +312,7 @@ void property_test(bool hybrid, bool priority, uint32_t seed, int num_requests, 
                     ++done;
                     --in_flight;
                     ++finished;
+                    submit_next_turn(*t);
                 }
             }
             std::lock_guard lock(mu);
@@ -424,6 +441,16 @@ void property_test(bool hybrid, bool priority, uint32_t seed, int num_requests, 
             ++with_prompt_logprobs;
         }
     }
+    // The next turns, submitted as their first turns ended (below).
+    size_t next_checked = 0;
+    for (auto& [r, stream] : next_turns) {
+        const Outcome o = collect(*stream);
+        if (o.reasons[0] == FinishReason::kRejected) continue;  // the waiting queue was full
+        expect_matches(o, r, config, "next turn");
+        ++next_checked;
+    }
+    EXPECT_GT(next_checked, static_cast<size_t>(num_requests / 200));
+
     expect_no_leaks(engine, config, runner);
     const EngineStats st = engine.stats();
     EXPECT_EQ(observer.violations, 0);
