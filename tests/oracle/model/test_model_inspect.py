@@ -196,6 +196,22 @@ def test_moe_expert_formats(pagoda_bin, name, formats, layer_bytes):
         assert report["layer_formats"][0]["bytes_per_token"] == layer_bytes
 
 
+def test_qwen3_5_moe_fp8_release_layout(pagoda_bin):
+    """Qwen3.5-MoE's FP8 release stores routed experts one by one (its bf16 release fuses them) and quantizes the shared
+    expert; the Gated DeltaNet's in_proj_a / in_proj_b, the router and the shared-expert gate stay bf16."""
+    d = GOLDEN / "qwen3_5_moe_fp8"
+    if not (d / "config.json").exists():
+        pytest.skip(f"no golden data in {d}")
+    kept = "mlp.gate mlp.shared_expert_gate"
+    assert formats_of(inspect(pagoda_bin, d)) == [
+        {"layers": "0-1", "formats": f"fp8-e4m3 (16x16 block scales); bf16: linear_attn.in_proj_b "
+                                     f"linear_attn.in_proj_a {kept}"},
+        {"layers": "2", "formats": f"fp8-e4m3 (16x16 block scales); bf16: {kept}"},
+        {"layers": "3", "formats": f"fp8-e4m3 (16x16 block scales); bf16: linear_attn.in_proj_b "
+                                   f"linear_attn.in_proj_a {kept}"},
+    ]
+
+
 def test_layer_formats_name_what_a_quantized_checkpoint_left_dense(pagoda_bin, tmp_path):
     # qwen3_fp8 with layer 1's down_proj stored bf16 (dequantised): that layer says so by name.
     src = GOLDEN / "qwen3_fp8"
