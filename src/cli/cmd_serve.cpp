@@ -765,7 +765,6 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
         }
         const int32_t max_model_len = (*m)->max_model_len.load();
         service.set_max_model_len(max_model_len);
-        service.set_lora_registry((*m)->lora);
         service.install_model(std::move(m).value());
         service.set_ready(true);
         service.watch_engine();
@@ -821,7 +820,6 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     if (!load.error.empty()) return cli::fail(kCmd, load.error);
     std::fprintf(stderr, "pagoda serve: stopped\n");
     // In-flight requests have finished or timed out; stop the engine before the service and server go away.
-    service.set_lora_registry(nullptr);
     service.stop_engine();
     std::lock_guard<std::mutex> lock(load.group_error_mutex);
     if (!load.group_error.empty()) return cli::fail(kCmd, load.group_error);

@@ -156,9 +156,24 @@ server::openai::ModelLoader make_model_loader(executor::EngineOptions options,
     server::openai::ModelLoader loader;
     loader.unavailable = std::move(unavailable);
     loader.check = [options](const std::string& dir) { return check_model_dir(dir, options); };
-    loader.load = [options, chat_template_flag, test_delay_ms](const std::string& dir) {
+    loader.load =
+        [options, chat_template_flag, test_delay_ms](
+            const std::string& dir,
+            const std::vector<engine::LoraInfo>& adapters) -> Result<std::shared_ptr<server::openai::ServedModel>> {
         if (test_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(test_delay_ms));
-        return load_served_model(dir, chat_template_flag, options);
+        if (!options.enable_lora) return load_served_model(dir, chat_template_flag, options);
+        // What the old model serves now: --lora-modules, less those unloaded, plus those loaded over HTTP.
+        executor::EngineOptions with_adapters = options;
+        with_adapters.lora_modules.clear();
+        for (const engine::LoraInfo& a : adapters)
+            with_adapters.lora_modules.emplace_back(a.name, a.path);
+        auto loaded = load_served_model(dir, chat_template_flag, with_adapters);
+        if (!loaded.ok() && !adapters.empty()) {
+            return Status::error(loaded.message() +
+                                 " (a reload serves the adapters the old model serves; unload those that do not fit "
+                                 "the new model first)");
+        }
+        return loaded;
     };
     const bool on_cpu = options.device == "cpu" || (options.device == "auto" && cuda_device_count() == 0);
     loader.fits_beside = [strategy, on_cpu](const std::string& dir) {

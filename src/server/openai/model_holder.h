@@ -41,7 +41,7 @@ struct ServedModel {
     // What the generator runs on (the engine): destroyed with this model. Null when the owner lives elsewhere (the
     // test generator, or the placeholder the server starts with while the first model loads).
     std::shared_ptr<void> keep_alive;
-    engine::LoraRegistry* lora = nullptr;  // the engine's adapters (--enable-lora; reloads are refused then)
+    engine::LoraRegistry* lora = nullptr;  // the engine's adapters (--enable-lora), alive as long as keep_alive
     // Stops the engine (idempotent; the destructor of keep_alive does it too): the server calls it at exit, while
     // the HTTP server its requests answer on still exists.
     std::function<void()> stop;

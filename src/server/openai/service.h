@@ -87,8 +87,6 @@ class OpenAiService {
     Status reload_tenants(std::vector<auth::TenantSpec> tenants);
     // The context length the engine settled on (known once the model is loaded; before set_ready).
     void set_max_model_len(int32_t n);
-    // The LoRA adapters of the loaded model (--enable-lora); must outlive the service, or be set back to null first.
-    void set_lora_registry(engine::LoraRegistry* lora);
     // Model hot reload: how a model directory is loaded (POST /v1/models/reload answers 400 without it).
     void set_model_loader(ModelLoader loader);
     // The model loaded at start, in place of the one the service was constructed with (served names: the config's).
