@@ -268,8 +268,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // fp8 block scales cut through their blocks (each rank's share is smaller than a block: 64 of
                       // qwen3_fp8's 128 q rows, 16 of qwen3_moe_fp8's 32 expert features, 2 of qwen3_next_fp8's 4
                       // b/a rows): the cut keeps one scale a row or column, every weight its own scale.
-                      Case{"qwen3_fp8", 0, {2, 4}},
-                      Case{"qwen3_moe_fp8", 0, {2, 4}, kRecurrentTolerance},
+                      Case{"qwen3_fp8", 0, {2, 4}}, Case{"qwen3_moe_fp8", 0, {2, 4}, kRecurrentTolerance},
                       Case{"qwen3_next_fp8", 0, {2}, kRecurrentTolerance},
                       // Quantized weights, cut with their scales (and int4 zero points):
                       // --quantization fp8 (per channel), AWQ / GPTQ / compressed-tensors int4
