@@ -24,10 +24,11 @@ cp /lib/x86_64-linux-gnu/{libgomp.so.1,libxxhash.so.0} "$CARRY/"
 if [[ -f $CARRY/pagoda.xz ]]; then
     for l in icuuc icudata; do xz -c /usr/lib/x86_64-linux-gnu/lib$l.so.72.1 > "$CARRY/lib$l.so.72.xz"; done
 fi
-# The tokenizer files (~5 MB) for the serving runs and the peer's GGUF conversion: with every target, with `pagoda`, or
-# with TOK=1.
+# The tokenizer files (~1.3 MB compressed) for the serving runs and the peer's GGUF conversion: with every target,
+# with `pagoda`, or with TOK=1.
 if [[ -z ${TARGETS:-} || " $TARGETS " == *" pagoda "* || ${TOK:-0} == 1 ]]; then
-    cp ../shared/qwen-tokenizers/qwen3-4b/{vocab.json,merges.txt,tokenizer_config.json} "$CARRY/tok/"
+    cp ../shared/qwen-tokenizers/qwen3-4b/tokenizer_config.json "$CARRY/tok/"
+    for f in vocab.json merges.txt; do xz -9 -c "../shared/qwen-tokenizers/qwen3-4b/$f" > "$CARRY/tok/$f.xz"; done
 else
     rmdir "$CARRY/tok"
 fi

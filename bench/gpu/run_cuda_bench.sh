@@ -59,10 +59,10 @@ mkdir -p "$OUT"
 export PAGODA_SOURCE_DIR=$PWD
 # Our binaries may need the libgomp carried beside them; Python keeps its own environment.
 LIBS="$BIN:${LD_LIBRARY_PATH:-}"
-for packed in "$BIN"/*.xz; do
+for packed in "$BIN"/*.xz "$BIN"/tok/*.xz; do
     [[ -e $packed ]] || continue
-    xz -dc "$packed" > "$BIN/$(basename "$packed" .xz)"
-    chmod +x "$BIN/$(basename "$packed" .xz)"
+    xz -dc "$packed" > "${packed%.xz}"
+    chmod +x "${packed%.xz}"
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 summary=()
