@@ -6,8 +6,7 @@
 // GateUp fuses silu(gate)·up into the epilogue: each warp's 32 weight rows are 16 gate rows and the 16 up rows of the
 // same intermediate columns, so one thread holds both accumulators of an output. Rows of the tile past the expert's
 // last row, weight rows past N and dot positions past K are zero-filled in shared memory and never stored.
-#include <type_traits>
-
+#include "kernels/cuda/gemm/mma_tile.cuh"
 #include "kernels/cuda/moe/moe_internal.cuh"
 
 namespace pagoda::kernels::cuda {
@@ -17,46 +16,11 @@ namespace {
 using moe::GroupedArgs;
 using moe::Pass;
 
-constexpr int kBM = moe::kMmaRows, kBN = 128, kBK = 32;
-constexpr int kLd = kBK + 8;  // padded shared rows: the fragment loads of a warp hit 32 different banks
+using mma::cp_async16, mma::cp_async_commit, mma::cp_async_wait;
+using mma::kBK, mma::kBM, mma::kBN, mma::kLd, mma::kThreads;  // the block tile (gemm/mma_tile.cuh)
 constexpr int kStages = 2;
-constexpr int kThreads = 256;
+static_assert(kBM == moe::kMmaRows, "a routing tile is one block tile of rows");
 static_assert(kBM * kBK / 8 == kThreads && kBN * kBK / 8 == 2 * kThreads, "one A chunk and two B chunks a thread");
-
-template <typename W>
-__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
-    if constexpr (std::is_same_v<W, __nv_bfloat16>) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    } else {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-}
-
-// 16 bytes global -> shared without a register round trip; `valid` false writes zeros (src is then not read). The
-// "memory" clobbers keep the compiler from moving shared-memory reads across the copies and the wait.
-__device__ __forceinline__ void cp_async16(void* smem, const void* src, bool valid) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ uint32_t lds32(const void* p) {
-    return *static_cast<const uint32_t*>(p);
-}
 
 template <typename W, Pass P>
 struct TileRows {
@@ -95,7 +59,7 @@ __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
     moe::Tile tile;
     if (!moe::find_tile(a.routing, static_cast<int32_t>(blockIdx.x), tile)) return;  // the whole block
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp & 1, wn = warp >> 1, g = lane >> 2, t4 = lane & 3;
+    const int wm = warp & 1, wn = warp >> 1, g = lane >> 2, t4 = lane & 3;  // the warp's tile (mma_tile.cuh)
     const TileRows<W, P> src{a, tile, static_cast<const W*>(a.w.data) + tile.expert * a.w.expert_stride,
                              static_cast<int64_t>(blockIdx.y) * (P == Pass::GateUp ? kBN / 2 : kBN)};
 
@@ -136,29 +100,7 @@ __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
         cp_async_commit();
         cp_async_wait<1>();  // this stage's copies are done (the next stage's may still fly)
         __syncthreads();
-#pragma unroll
-        for (int ks = 0; ks < kBK; ks += 16) {
-            uint32_t af[2][4], bf[4][2];
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                const int m = wm * 32 + mt * 16 + g;
-                af[mt][0] = lds32(&As[stage][m][ks + 2 * t4]);
-                af[mt][1] = lds32(&As[stage][m + 8][ks + 2 * t4]);
-                af[mt][2] = lds32(&As[stage][m][ks + 2 * t4 + 8]);
-                af[mt][3] = lds32(&As[stage][m + 8][ks + 2 * t4 + 8]);
-            }
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-                const int nb = wn * 32 + nt * 8 + g;
-                bf[nt][0] = lds32(&Bs[stage][nb][ks + 2 * t4]);
-                bf[nt][1] = lds32(&Bs[stage][nb][ks + 2 * t4 + 8]);
-            }
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < 4; ++nt)
-                    mma_16816<W>(acc[mt][nt], af[mt], bf[nt]);
-        }
+        mma::warp_tile_mma<W>(As[stage], Bs[stage], wm, wn, lane, acc);
         __syncthreads();
     }
 
