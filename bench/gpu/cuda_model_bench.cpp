@@ -2,8 +2,10 @@
 // long-prefill speed of one model on the CUDA backend, with the machine's ceilings measured in the same run (device
 // copy bandwidth, cuBLASLt bf16 GEMM peak). Prints one JSON line.
 //   pagoda_cuda_bench --model DIR [--prefill 2048] [--context 512] [--decode 128] [--quantization fp8]
-// --quantization fp8 quantizes a bf16 checkpoint's projections at load (as `pagoda serve --quantization fp8`); the
-// roofline then counts them at one byte a parameter (lm_head stays bf16).
+// --quantization fp8 quantizes a bf16 checkpoint's projections at load (as `pagoda serve --quantization fp8`). The
+// decode roofline counts the linear weights as the loaded model holds them (linear_bytes_per_token): bf16 at two bytes
+// a parameter, fp8 at one plus its scales, an int4 checkpoint's (AWQ, GPTQ: bench/gpu/make_awq_checkpoint.py makes
+// one) at half a byte plus its group scales and zero points.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "executor/decode_graphs.h"
+#include "model/arch/arch.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/cuda_backend.h"
@@ -63,6 +66,32 @@ TokenCost token_cost(const pagoda::model::ModelSpec& s) {
     }
     c.active_params += static_cast<double>(s.vocab_size) * H;  // lm_head
     return c;
+}
+
+double bytes_of(const pagoda::Tensor& t) {
+    return t.defined() ? static_cast<double>(t.nbytes()) : 0.0;
+}
+
+// Bytes of linear weights one decode token reads, as the loaded model holds them: every projection's data, scales,
+// zero points, act-order permutation and bias (an int4 weight's nibbles with the F32 group scales and zeros the loader
+// made of its checkpoint's, an fp8 one's bytes and scales, a bf16 one's two bytes a weight); of a stack of routed
+// experts, the top-k share; lm_head whole (the embedding when tied), the embedding table itself not (one row).
+pagoda::Result<double> linear_bytes_per_token(const pagoda::model::Model& m) {
+    const pagoda::model::ModelSpec& s = m.spec();
+    // visit_weights takes the struct mutably because loading fills it through the same walk; this walk only reads.
+    auto& weights = const_cast<pagoda::model::ModelWeights&>(m.weights());
+    double bytes = 0;
+    PAGODA_RETURN_IF_ERROR(pagoda::model::visit_weights(weights, s, [&](const pagoda::model::WeightEntry& e) {
+        if (e.linear == nullptr || !e.linear->defined()) return pagoda::ok_status();
+        const pagoda::LinearWeight& w = *e.linear;
+        double b =
+            bytes_of(w.data) + bytes_of(w.scales) + bytes_of(w.zeros) + bytes_of(w.input_perm) + bytes_of(w.bias);
+        if (w.data.rank() == 3 && s.num_experts > 0)
+            b = b / static_cast<double>(s.num_experts) * static_cast<double>(s.num_experts_per_tok);
+        bytes += b;
+        return pagoda::ok_status();
+    }));
+    return bytes;
 }
 
 int fail(const std::string& m) {
@@ -248,16 +277,17 @@ int main(int argc, char** argv) {
     auto pq = queued(0, long_prompt);
     if (!pq.ok()) return fail("prefill profile: " + pq.message());
 
-    // Bytes one decode step must read: every weight a token goes through except the embedding table (one row), plus
-    // the KV cache of the full-attention layers and, in hybrid models, the fp32 delta-net state (read and written).
+    // Bytes one decode step must read: every weight a token goes through except the embedding table (one row), in
+    // the format the model holds it, plus the KV cache of the full-attention layers and, in hybrid models, the fp32
+    // delta-net state (read and written).
     const TokenCost cost = token_cost(spec);
     const double avg_ctx = context + decode / 2.0;
     const double kv_bytes = static_cast<double>(spec.kv_cache_bytes_per_token(2)) * avg_ctx;
     const double state_bytes = 2.0 * static_cast<double>(spec.linear_state_bytes_per_sequence());
     const double lm_head_params = static_cast<double>(spec.vocab_size * spec.hidden_size);
-    const double projection_bytes = load_options.quantization == "fp8" ? 1 : 2;
-    const double bytes_per_token =
-        (cost.active_params - lm_head_params) * projection_bytes + lm_head_params * 2 + kv_bytes + state_bytes;
+    const auto weight_bytes = linear_bytes_per_token(m);
+    if (!weight_bytes.ok()) return fail("weight bytes: " + weight_bytes.message());
+    const double bytes_per_token = *weight_bytes + kv_bytes + state_bytes;
     const double roof_tok_s = copy_gbps * 1e9 / bytes_per_token;
     const double tok_s = 1.0 / mean_step;
 
@@ -275,11 +305,12 @@ int main(int argc, char** argv) {
         "\"prefill_tokens\": %d, \"prefill_ms\": %.1f, \"prefill_tflops\": %.1f, \"prefill_mfu\": %.3f, "
         "\"decode_step_enqueue_ms\": %.3f, \"decode_step_gpu_ms\": %.3f, \"weights_at_copy_bw_ms\": %.3f, "
         "\"prefill_enqueue_ms\": %.2f, \"prefill_gpu_ms\": %.2f, \"decode_eager_ms_mean\": %.3f, "
-        "\"decode_eager_tok_s\": %.1f, \"decode_graph_gpu_ms\": %.3f, \"decode_graph_idle_frac\": %.3f}\n",
+        "\"decode_eager_tok_s\": %.1f, \"decode_graph_gpu_ms\": %.3f, \"decode_graph_idle_frac\": %.3f, "
+        "\"weight_mb_per_token\": %.1f}\n",
         dir.c_str(), (*backend)->name().c_str(), load_s, copy_gbps, gemm_tflops, context, decode, median_step * 1e3,
         mean_step * 1e3, tok_s, roof_tok_s, roof_tok_s > 0 ? tok_s / roof_tok_s : 0.0, prefill, prefill_s * 1e3,
         flops / prefill_s / 1e12, mfu, dq->enqueue_ms, dq->gpu_ms, bytes_per_token / (copy_gbps * 1e9) * 1e3,
         pq->enqueue_ms, pq->gpu_ms, eager.mean * 1e3, 1.0 / eager.mean, gq->gpu_ms,
-        1.0 - gq->gpu_ms / (mean_step * 1e3));
+        1.0 - gq->gpu_ms / (mean_step * 1e3), *weight_bytes / 1e6);
     return 0;
 }

@@ -3,12 +3,14 @@
 (eager attention, batch 1) measured on it in the same process.
 
   python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers N]
-      [--shape qwen3-8b | qwen2.5-7b | qwen3.5-9b | qwen3.5-27b | qwen3-30b-a3b | qwen3.5-35b-a3b]
+      [--shape qwen3-8b | qwen2.5-7b | qwen3.5-9b | qwen3.5-27b | qwen3-30b-a3b | qwen3.5-35b-a3b |
+               qwen3-next-80b-a3b]
       [--reference-only | --save-only]
 
 --shape qwen2.5-7b makes a Qwen2.5-7B-shaped checkpoint instead (q/k/v biases, 28 query heads over 4 KV heads);
 qwen3.5-9b the text model of Qwen3.5-9B (Gated DeltaNet 3:1 gated attention, head_dim 256); qwen3-30b-a3b and
 qwen3.5-35b-a3b the MoE models (--layers N keeps the first N layers: the disk holds the checkpoint and a GGUF);
+qwen3-next-80b-a3b Qwen3-Next-80B-A3B (512 experts, top 10, packed in_proj_qkvz; use --layers);
 qwen3.5-27b the dense Qwen3.5-27B (64 layers, H 5120; with --save-only, as its fp32 copy would not fit the GPU);
 --reference-only skips the speed baseline and only saves the reference logits below; --save-only saves the
 checkpoint and nothing else.
@@ -61,6 +63,16 @@ def make_config(shape, layers):
         return qwen3_5_text(layers or 32, model_type="qwen3_5_text", hidden_size=4096, intermediate_size=12288,
                             num_attention_heads=16, num_key_value_heads=4, linear_num_key_heads=16,
                             linear_num_value_heads=32)
+    if shape == "qwen3-next-80b-a3b":  # 160 GB in bf16 at 48 layers: take a few (--layers)
+        return AutoConfig.for_model(
+            "qwen3_next", vocab_size=151936, hidden_size=2048, num_hidden_layers=layers or 48, num_attention_heads=16,
+            num_key_value_heads=2, head_dim=256, intermediate_size=5120, moe_intermediate_size=512,
+            shared_expert_intermediate_size=512, num_experts=512, num_experts_per_tok=10, norm_topk_prob=True,
+            decoder_sparse_step=1, mlp_only_layers=[], linear_conv_kernel_dim=4, linear_key_head_dim=128,
+            linear_value_head_dim=128, linear_num_key_heads=16, linear_num_value_heads=32,
+            layer_types=["full_attention" if (i + 1) % 4 == 0 else "linear_attention" for i in range(layers or 48)],
+            rms_norm_eps=1e-6, max_position_embeddings=262144, tie_word_embeddings=False,
+            rope_parameters=dict(rope_type="default", rope_theta=1e7, partial_rotary_factor=0.25))
     if shape == "qwen3.5-27b":  # 56 GB in bf16: fits one H200 (and its 64 GiB disk); --save-only skips the fp32 run
         return qwen3_5_text(layers or 64, model_type="qwen3_5_text", hidden_size=5120, intermediate_size=17408,
                             num_attention_heads=24, num_key_value_heads=4, linear_num_key_heads=16,
@@ -78,7 +90,7 @@ def main():
     ap.add_argument("--prefill", type=int, default=2048)
     ap.add_argument("--layers", type=int, default=None, help="default: the shape's own")
     ap.add_argument("--shape", choices=["qwen3-8b", "qwen2.5-7b", "qwen3.5-9b", "qwen3.5-27b", "qwen3-30b-a3b",
-                                        "qwen3.5-35b-a3b"], default="qwen3-8b")
+                                        "qwen3.5-35b-a3b", "qwen3-next-80b-a3b"], default="qwen3-8b")
     ap.add_argument("--reference-only", action="store_true")
     ap.add_argument("--save-only", action="store_true", help="the checkpoint only: no timing, no reference logits")
     # Random routers score experts so evenly that bf16 rounding flips top-k choices (the Qwen3.5-35B-A3B shape's 256

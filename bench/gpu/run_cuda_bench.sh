@@ -10,11 +10,15 @@
 #   ops         pagoda_op_bench (the op harness's perf mode: Qwen3-8B shapes, then the whole case table, µs and GB/s
 #               or TFLOP/s per case) and, with ncu, the decode attention kernel's memory throughput
 #   model       makes the model with transformers (and its baseline), compares our logits with transformers'
-#               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3-30b-a3b, qwen3.5-35b-a3b; LAYERS=N keeps N layers;
+#               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3.5-27b, qwen3-30b-a3b, qwen3.5-35b-a3b,
+#               qwen3-next-80b-a3b; LAYERS=N keeps N layers;
 #               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity)
-#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load),
-#               per-op GPU time of prefill and decode steps (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200;
-#               LONG_PREFILL=N also times an N-token prefill (here and in the peer part)
+#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load;
+#               QUANT=awq also an AWQ int4 copy of the model, $MODEL-awq, made once by bench/gpu/make_awq_checkpoint.py
+#               (group 128, round-to-nearest, on the GPU: a minute or two at 8B, so an earlier call may make it), its
+#               roofline counting the int4 bytes it reads), per-op GPU time of prefill and decode steps
+#               (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200; LONG_PREFILL=N also times an N-token
+#               prefill (here and in the peer part)
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
 #   profile     a shorter profiled serving run (PROFILE_N (256) x 1000 in / 300 out, eager steps) whose per-op
@@ -23,7 +27,8 @@
 #   kernels     every kernel of a short decode run timed alone under ncu (bench/gpu/kernel_times.py)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
 #   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background
-#   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build)
+#   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build); PEER_QUANT=Q4_K_M
+#               (or Q8_0) also on the GGUF quantized by llama-quantize: the quantized rows' peer
 #   lora        multi-LoRA (issue 19): LORA_COUNT (100) random rank-16 adapters on every projection
 #               (make_lora_adapters.py; 8 distinct weight files), served with --max-loras 8 and all held in host
 #               memory: the slots' memory from the start-up log, a cold adapter's first request against its second,
@@ -225,7 +230,15 @@ if want bench; then
             --prefill 2048 --context 512 --decode 128 > "$OUT/pagoda_bench_grouped.log" 2>&1
         summary+=("pagoda, grouped MoE passes at batch 1: $(tail -1 "$OUT/pagoda_bench_grouped.log")")
     fi
-    if [[ -n ${QUANT:-} ]]; then  # the same checkpoint quantized at load (QUANT=fp8), beside the bf16 run
+    if [[ ${QUANT:-} == awq ]]; then  # an AWQ int4 copy of the same checkpoint (made once), beside the bf16 run
+        if [[ ! -f $MODEL-awq/config.json ]]; then
+            timeout 500 python3 bench/gpu/make_awq_checkpoint.py "$MODEL" "$MODEL-awq" > "$OUT/make_awq.log" 2>&1
+            summary+=("make_awq_checkpoint rc=$?: $(tail -1 "$OUT/make_awq.log")")
+        fi
+        LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL-awq" --prefill 2048 --context 512 \
+            --decode 128 > "$OUT/pagoda_bench_awq.log" 2>&1
+        summary+=("pagoda, AWQ int4 ($MODEL-awq): $(tail -1 "$OUT/pagoda_bench_awq.log")")
+    elif [[ -n ${QUANT:-} ]]; then  # the same checkpoint quantized at load (QUANT=fp8), beside the bf16 run
         LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 \
             --decode 128 --quantization "$QUANT" > "$OUT/pagoda_bench_$QUANT.log" 2>&1
         summary+=("pagoda, --quantization $QUANT: $(tail -1 "$OUT/pagoda_bench_$QUANT.log")")
@@ -365,7 +378,7 @@ if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
     tar xJf build-llama-carry/llama.cpp.tar.xz -C /tmp
     (cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
         -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && ninja -C build llama-server llama-bench;
+        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && ninja -C build llama-server llama-bench llama-quantize;
         echo "exit $?" > /tmp/llama_build.done) > /tmp/llama_build.log 2>&1 &
 fi
 if want peer; then
@@ -376,11 +389,19 @@ if want peer; then
     # too; with BENCH_EXTRAS=0 nothing else does).
     [[ -f $BIN/tok/vocab.json && ! -f $MODEL/vocab.json ]] && cp "$BIN"/tok/* "$MODEL"/
     [[ -f $GGUF ]] || (cd $LLAMA && PYTHONPATH=gguf-py timeout 300 python3 convert_hf_to_gguf.py "$MODEL" --outtype bf16 \
-        --outfile "$GGUF" $([[ $SHAPE == qwen3.5* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
+        --outfile "$GGUF" $([[ $SHAPE == qwen3.5* || $SHAPE == qwen3-next* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
     timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048${LONG_PREFILL:+,$LONG_PREFILL} -n 128 \
         -o json > "$OUT/llama_bench.json" \
         2> "$OUT/llama_bench.log"
     summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 bench/gpu/llama_bench_summary.py "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
+    if [[ -n ${PEER_QUANT:-} ]]; then  # the same GGUF quantized by llama.cpp (PEER_QUANT=Q4_K_M: issue 18's int4 peer)
+        timeout 300 $LLAMA/build/bin/llama-quantize "$GGUF" "$GGUF.$PEER_QUANT" "$PEER_QUANT" \
+            > "$OUT/llama_quantize.log" 2>&1
+        timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF.$PEER_QUANT" -ngl 99 -fa 1 -p 2048 -n 128 -o json \
+            > "$OUT/llama_bench_quant.json" 2> "$OUT/llama_bench_quant.log"
+        summary+=("llama.cpp $PEER_QUANT rc=$?: $(python3 bench/gpu/llama_bench_summary.py \
+            "$OUT/llama_bench_quant.json" 2>&1 | tail -c 300)")
+    fi
 fi
 
 if want lora; then

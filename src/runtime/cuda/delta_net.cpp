@@ -88,9 +88,9 @@ constexpr int32_t kChunkedMinTokens = 32;
 // recurrent kernel: one 4,096-token sequence at Qwen3.5-9B's shape 2.52 ms against 1.90, 16 x 32 tokens 255 us
 // against 169; only 8 x 512 is ahead (1.15 ms against 1.28); a whole 2,048-token Qwen3.5-9B prefill 92.8 ms against
 // 86.3. They walk a sequence's chunks one after another with the whole chunk's work inside the walk; what would win
-// is the intra-chunk work for every chunk at once and only the state pass in order. DeltaRuleMode::Chunked runs them whatever this says (the tests check them that way).
-// PAGODA_DELTA_RULE_CHUNKED_MIN=N moves the crossing point (2 sends every prefill through them: the golden tests'
-// prompts are shorter than 32 tokens).
+// is the intra-chunk work for every chunk at once and only the state pass in order. DeltaRuleMode::Chunked runs them
+// whatever this says (the tests check them that way). PAGODA_DELTA_RULE_CHUNKED_MIN=N moves the crossing point (2 sends
+// every prefill through them: the golden tests' prompts are shorter than 32 tokens).
 int32_t auto_chunked_min_tokens() {
     static const int32_t min_tokens = [] {
         const char* env = std::getenv("PAGODA_DELTA_RULE_CHUNKED");

@@ -944,8 +944,13 @@ const std::vector<OpCase>& op_cases() {
                  moe_experts(3, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
                  moe_experts(64, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
                  moe_experts(300, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
-                 // fp8 experts (CUDA: dequantised to a bf16 stack, then the same kernels).
+                 // fp8 experts. CUDA: read as stored by the pair passes (1 token) and the grouped GEMV passes (9
+                 // and 20 tokens, 6 on one rank of four in expert parallelism: up to 2 rows an expert), else
+                 // dequantised to a bf16 stack for the mma passes (33).
                  moe_experts(1, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
+                 moe_experts(9, 256, 96, 32, 4, Routing::Random, DType::F8_E4M3),
+                 moe_experts(20, 256, 96, 128, 8, Routing::Random, DType::F8_E4M3),
+                 moe_experts(6, 256, 96, 128, 8, Routing::Random, DType::F8_E4M3, " ep", 32),
                  moe_experts(33, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
                  moe_experts(300, 256, 96, 128, 8, Routing::Skewed),
                  moe_experts(5, 200, 72, 16, 4, Routing::Random),

@@ -44,6 +44,16 @@ __device__ __forceinline__ void unpack_int4(uint32_t raw, const StackQuant& q, i
         out[i] = dequantize_int4((raw >> (4 * i)) & 0xFu, s, z, q.round_to);
 }
 
+// Weights [k, k + 8) of stack row `row` of an fp8 stack from their 8 bytes (k a multiple of 8, the 8 under one
+// scale of the stack's grid), each as launch_dequantize_fp8 writes it: bf16(q · scale).
+__device__ __forceinline__ void unpack_fp8(uint2 raw, const StackQuant& q, int64_t row, int64_t k, float* out) {
+    const auto* v = reinterpret_cast<const __nv_fp8_storage_t*>(&raw);
+    const float s = __ldg(q.scales.data + (row / q.scales.rows) * q.scales.stride + k / q.scales.cols);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+        out[i] = dequantize_e4m3(v[i], s);
+}
+
 // The routing of one call, computed on the device (launch_routing). A pair i = t*k + j is token t's j-th choice; the
 // pairs are sorted by expert into "rows": expert e owns rows [expert_offsets[e], expert_offsets[e+1]). The rows of an
 // expert are cut into tiles of tile_rows rows; expert e owns tiles [tile_offsets[e], tile_offsets[e+1]). The host
@@ -101,13 +111,15 @@ struct GroupedArgs {
     void* h = nullptr;
     float* y = nullptr;
     int64_t tiles = 0;  // max_tiles() for routing.tile_rows: the grid's x
-    // int4 weights (the GEMV passes only; a and h then in bf16): the stack's groups.
+    // int4 or fp8 weights (the GEMV passes only; a and h then in bf16): the stack's groups or scale grid.
     bool int4 = false;
+    bool fp8 = false;
     StackQuant quant;
 };
 
 // Row tiles of kGemvRows rows; each warp streams weight rows once per tile with 16-byte loads (decode). int4 stacks
-// (a.int4, w_type BF16) take 4-byte loads of 8 weights and need int4_gemv_fits.
+// (a.int4, w_type BF16) take 4-byte loads of 8 weights and need int4_gemv_fits; fp8 ones (a.fp8, w_type BF16) 8-byte
+// loads of 8 and fp8_gemv_fits.
 inline constexpr int32_t kGemvRows = 8;
 void launch_grouped_gemv(Pass pass, const GroupedArgs& a, ElemType w_type, cudaStream_t stream);
 
@@ -137,6 +149,14 @@ inline bool vector_loads_fit(const GroupedArgs& a) {
 // vector_loads_fit wants them) and 8 weights in one group.
 inline bool int4_gemv_fits(const GroupedArgs& a) {
     return vector_loads_fit(a) && a.quant.scales.data && a.quant.scales.rows == 1 && a.quant.scales.cols % 8 == 0;
+}
+
+// fp8 weights on the GEMV passes: 8-weight loads as vector_loads_fit wants them (8 bytes, on 16-byte row starts), 8
+// weights under one scale, and one grid over the whole stack (an expert's `rows_per_expert` rows a whole number of
+// scale blocks), as the loader stacks them.
+inline bool fp8_gemv_fits(const GroupedArgs& a, int64_t rows_per_expert) {
+    const WeightScales& s = a.quant.scales;
+    return vector_loads_fit(a) && s.data && s.rows > 0 && s.cols % 8 == 0 && rows_per_expert % s.rows == 0;
 }
 
 }  // namespace moe
