@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/gemm/mma_tile.cuh"
+#include "kernels/cuda/gemm/quant_slice.cuh"
 #include "kernels/cuda/gemm/wo_mma.h"
 
 namespace pagoda::kernels::cuda {
@@ -15,57 +16,28 @@ namespace {
 
 using mma::kBK, mma::kBM, mma::kBN, mma::kLd, mma::kThreads;
 constexpr int kStages = 2;
-constexpr int kPerThread = 16;  // weights of one row a thread dequantises per slice
+constexpr int kPerThread = quant::kChunk;  // weights of one row a thread dequantises per slice
 static_assert(kBN * kBK == kThreads * kPerThread, "one 16-weight chunk of B a thread");
 static_assert(kBM * kBK / 8 == kThreads, "one 16-byte chunk of A a thread");
 
-enum class Format { Fp8, Int4, Int8 };
+using quant::Format;
 
-// The raw bytes of one thread's 16 weights and what dequantises them.
-struct Fetched {
-    uint4 raw;  // fp8/int8: 16 bytes; int4: the first 8
-    float scale, zero;
+// The weight's rows as quant_slice.cuh reads them: row n's first byte, and where its scales are.
+struct Rows {
+    const uint8_t* data;
+    int64_t row_bytes;
+    quant::RowQuant q;
 };
-
-template <Format F>
-__device__ __forceinline__ Fetched fetch(const WoMmaArgs& a, int64_t n, int64_t k) {
-    Fetched f{};
-    if (n >= a.N) return f;
-    if constexpr (F == Format::Fp8) {
-        f.raw = __ldg(reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(a.w) + n * a.w_stride + k));
-        f.scale = __ldg(a.scales.data + (n / a.scales.rows) * a.scales.stride + k / a.scales.cols);
-    } else {
-        const Int4Weight& w = a.int_w;
-        const auto* row = static_cast<const uint8_t*>(w.data) + n * w.row_bytes;
-        if constexpr (F == Format::Int8) {
-            f.raw = __ldg(reinterpret_cast<const uint4*>(row + k));
-        } else {
-            const uint2 half = __ldg(reinterpret_cast<const uint2*>(row + k / 2));
-            f.raw = make_uint4(half.x, half.y, 0, 0);
-        }
-        const int64_t g = n * (a.K / w.group_size) + k / w.group_size;
-        f.scale = __ldg(w.scales + g);
-        f.zero = w.zeros ? __ldg(w.zeros + g) : (F == Format::Int8 ? 128.0f : 8.0f);
-    }
-    return f;
-}
-
-// Weight j (< 16) of the chunk, as the bf16 copy of the weight holds it.
-template <Format F>
-__device__ __forceinline__ __nv_bfloat16 weight(const Fetched& f, int j, ElemType round_to) {
-    const uint32_t words[4] = {f.raw.x, f.raw.y, f.raw.z, f.raw.w};
-    if constexpr (F == Format::Fp8) {
-        const auto q = static_cast<__nv_fp8_storage_t>((words[j / 4] >> (8 * (j % 4))) & 0xff);
-        return __float2bfloat16_rn(dequantize_e4m3(q, f.scale));
-    } else if constexpr (F == Format::Int8) {
-        return __float2bfloat16_rn(dequantize_int4((words[j / 4] >> (8 * (j % 4))) & 0xff, f.scale, f.zero, round_to));
-    } else {  // two values a byte, the even k in the low nibble: value j is nibble j of the little-endian words
-        return __float2bfloat16_rn(dequantize_int4((words[j / 8] >> (4 * (j % 8))) & 0xf, f.scale, f.zero, round_to));
-    }
+Rows rows_of(const WoMmaArgs& a) {
+    if (a.w != nullptr) return {static_cast<const uint8_t*>(a.w), a.w_stride, {a.scales}};
+    const Int4Weight& w = a.int_w;
+    return {static_cast<const uint8_t*>(w.data),
+            w.row_bytes,
+            {WeightScales{w.scales, 1, w.group_size, a.K / w.group_size}, w.zeros, w.round_to}};
 }
 
 template <Format F>
-__global__ void __launch_bounds__(kThreads) wo_mma_kernel(WoMmaArgs a) {
+__global__ void __launch_bounds__(kThreads) wo_mma_kernel(WoMmaArgs a, Rows w) {
     PAGODA_KERNEL_PROLOGUE();
     __shared__ __align__(16) __nv_bfloat16 As[kStages][kBM][kLd];
     __shared__ __align__(16) __nv_bfloat16 Bs[kStages][kBN][kLd];
@@ -81,32 +53,31 @@ __global__ void __launch_bounds__(kThreads) wo_mma_kernel(WoMmaArgs a) {
     const int b_r = tid >> 1, b_c = (tid & 1) * kPerThread;
     const bool a_ok = m0 + a_r < a.T;
     const auto* x_row = static_cast<const __nv_bfloat16*>(a.x) + (a_ok ? (m0 + a_r) * a.ldx : 0);
-    const ElemType round_to = a.int_w.round_to;
+    const int64_t b_n = n0 + b_r;
+    const bool b_ok = b_n < a.N;
+    const uint8_t* b_row = w.data + (b_ok ? b_n : 0) * w.row_bytes;
     auto load_a = [&](int stage, int64_t slice) {
         mma::cp_async16(&As[stage][a_r][a_c], x_row + slice * kBK + a_c, a_ok);
     };
-    auto store_b = [&](int stage, const Fetched& f) {
-        __align__(16) __nv_bfloat16 v[kPerThread];
-#pragma unroll
-        for (int j = 0; j < kPerThread; ++j)
-            v[j] = n0 + b_r < a.N ? weight<F>(f, j, round_to) : __float2bfloat16_rn(0.0f);
-        auto* dst = reinterpret_cast<uint4*>(&Bs[stage][b_r][b_c]);
-        dst[0] = *reinterpret_cast<const uint4*>(v);
-        dst[1] = *reinterpret_cast<const uint4*>(v + 8);
+    auto fetch_b = [&](int64_t slice) {
+        return b_ok ? quant::fetch<F>(b_row, b_n, slice * kBK + b_c, w.q) : quant::Chunk{};
+    };
+    auto store_b = [&](int stage, const quant::Chunk& c) {
+        quant::store<F>(c, b_ok, w.q.round_to, &Bs[stage][b_r][b_c]);
     };
 
     float acc[2][4][4] = {};
     if (first < last) {
         load_a(0, first);
         mma::cp_async_commit();
-        store_b(0, fetch<F>(a, n0 + b_r, first * kBK + b_c));
+        store_b(0, fetch_b(first));
         for (int64_t s = first; s < last; ++s) {
             const int stage = static_cast<int>((s - first) & 1);
             const bool more = s + 1 < last;
-            Fetched next{};
+            quant::Chunk next{};
             if (more) {  // stage ^ 1 was last read before the previous slice's closing barrier
                 load_a(stage ^ 1, s + 1);
-                next = fetch<F>(a, n0 + b_r, (s + 1) * kBK + b_c);
+                next = fetch_b(s + 1);
             }
             mma::cp_async_commit();
             mma::cp_async_wait<1>();  // this stage's x is in (the next stage's may still fly)
@@ -156,7 +127,7 @@ template <Format F>
 void launch_format(const WoMmaArgs& a, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((a.N + kBN - 1) / kBN), static_cast<unsigned>((a.T + kBM - 1) / kBM),
                     static_cast<unsigned>(a.splits));
-    launch_kernel<wo_mma_kernel<F>>(grid, kThreads, 0, stream, a);
+    launch_kernel<wo_mma_kernel<F>>(grid, kThreads, 0, stream, a, rows_of(a));
     PAGODA_CUDA_CHECK_LAUNCH();
     if (a.splits > 1) {
         launch_kernel<wo_mma_reduce_kernel>(grid_for(a.T * a.N, kThreads), kThreads, 0, stream, a);

@@ -171,16 +171,23 @@ bool quant_gemv_fits(const MoeExpertsArgs& a) {
                              : moe::fp8_gemv_fits(gu, 2 * a.I) && moe::fp8_gemv_fits(dn, a.H);
     return a.T * a.k <= gemv_max_rows_per_expert() * a.E && a.I > 0 && fits;
 }
+
+// Whether the mma passes take these quantized stacks (many rows per expert: prefill).
+bool quant_mma_fits(const MoeExpertsArgs& a) {
+    const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+    return a.I > 0 && moe::quant_mma_fits(quant_gemv_args(a, moe::Pass::GateUp, aligned), moe::Pass::GateUp) &&
+           moe::quant_mma_fits(quant_gemv_args(a, moe::Pass::Down, aligned), moe::Pass::Down);
+}
 }  // namespace
 
 bool moe_experts_read_fp8(const MoeExpertsArgs& a) {
     if (a.int4 || a.weight_type != ElemType::F8E4M3) return false;
-    return moe::take_pair_passes(a) || quant_gemv_fits(a);
+    return moe::take_pair_passes(a) || quant_gemv_fits(a) || quant_mma_fits(a);
 }
 
 bool moe_experts_read_int4(const MoeExpertsArgs& a) {
     if (!a.int4 || a.weight_type != ElemType::BF16) return false;
-    return moe::take_pair_passes(a) || quant_gemv_fits(a);
+    return moe::take_pair_passes(a) || quant_gemv_fits(a) || quant_mma_fits(a);
 }
 
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
