@@ -42,13 +42,13 @@ __device__ __forceinline__ Chunk fetch(const uint8_t* row, int64_t r, int64_t k,
     return c;
 }
 
-// The chunk's 16 weights as bf16 at dst (16-byte aligned); zeros when !valid (a row past the weight's end).
+// The chunk's 16 weights as bf16 at dst (16-byte aligned); zeros when !valid (a row past the weight's end). Host too:
+// tests/unit/cuda/quant_slice_test.cu holds the value order to the weights' byte layout.
 template <Format F>
-__device__ __forceinline__ void store(const Chunk& c, bool valid, ElemType round_to, __nv_bfloat16* dst) {
+__host__ __device__ __forceinline__ void store(const Chunk& c, bool valid, ElemType round_to, __nv_bfloat16* dst) {
     const uint32_t words[4] = {c.raw.x, c.raw.y, c.raw.z, c.raw.w};
     __align__(16) __nv_bfloat16 v[kChunk];
-#pragma unroll
-    for (int j = 0; j < kChunk; ++j) {
+    for (int j = 0; j < kChunk; ++j) {  // a constant trip count: unrolled (no pragma: host code too)
         float w;
         if constexpr (F == Format::Fp8) {
             w = dequantize_e4m3(static_cast<__nv_fp8_storage_t>((words[j / 4] >> (8 * (j % 4))) & 0xff), c.scale);
