@@ -9,16 +9,16 @@ held and placed in a slot by name), so the links change what the disk holds, not
   python3 bench/gpu/make_lora_adapters.py MODEL_DIR OUT [--count 100] [--distinct 8] [--rank 16] [--alpha 32]
       [--targets q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj] [--prefix a]
 
-Standard library and numpy only (the GPU machine has no peft). Values: A uniform in ±1/√in, B uniform in ±0.02/√r
+numpy and safetensors only (the GPU machine has no peft). Values: A uniform in ±1/√in, B uniform in ±0.02/√r
 (peft would start B at zero; a zero delta would measure nothing), so each adapter moves the logits without swamping
 the base model.
 """
 import argparse
 import json
 import os
-import struct
 
 import numpy as np
+from safetensors.numpy import save_file
 
 ATTN = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -32,22 +32,6 @@ def module_shapes(config):
     i = config["intermediate_size"]
     return {"q_proj": (h, heads * d), "k_proj": (h, kv * d), "v_proj": (h, kv * d), "o_proj": (heads * d, h),
             "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
-
-
-def write_safetensors(path, tensors):
-    """tensors: name -> f16 numpy array. The safetensors layout: an 8-byte little-endian header size, the JSON
-    header (names, dtypes, shapes, byte ranges), then the data."""
-    header, offset = {"__metadata__": {"format": "pt"}}, 0
-    for name, t in tensors.items():
-        header[name] = {"dtype": "F16", "shape": list(t.shape), "data_offsets": [offset, offset + t.nbytes]}
-        offset += t.nbytes
-    raw = json.dumps(header, separators=(",", ":")).encode()
-    raw += b" " * (-len(raw) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(raw)))
-        f.write(raw)
-        for t in tensors.values():
-            f.write(np.ascontiguousarray(t).tobytes())
 
 
 def main():
@@ -96,7 +80,7 @@ def main():
                         np.sqrt(k))
                     tensors[base + ".lora_B.weight"] = (rng.uniform(-1, 1, (n, r)) * (0.02 / np.sqrt(r))).astype(
                         np.float16)
-            write_safetensors(weights, tensors)
+            save_file(tensors, weights, metadata={"format": "pt"})
         else:
             os.symlink(os.path.join("..", names[i % a.distinct], "adapter_model.safetensors"), weights)
     # The server's --lora-modules argument for all of them, one NAME=PATH per line.

@@ -12,7 +12,8 @@
 #   model       makes the model with transformers (and its baseline), compares our logits with transformers'
 #               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3.5-27b, qwen3-30b-a3b, qwen3.5-35b-a3b,
 #               qwen3-next-80b-a3b; LAYERS=N keeps N layers;
-#               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity)
+#               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity;
+#               SAVE_ONLY=1 makes the checkpoint only)
 #   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load;
 #               QUANT=awq also an AWQ int4 copy of the model, $MODEL-awq, made once by bench/gpu/make_awq_checkpoint.py
 #               (group 128, round-to-nearest, on the GPU: a minute or two at 8B, so an earlier call may make it), its
@@ -85,6 +86,11 @@ if want tests; then
             > "$OUT/executor_test.log" 2>&1
         rc=$?
         summary+=("executor_test (cuda) rc=$rc: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/executor_test.log" | tr '\n' ' ')")
+        # Again with async scheduling: the runner's steps on the PipelinedRunner's worker thread (CUDA graphs too).
+        PAGODA_TEST_DEVICE=cuda PAGODA_TEST_ASYNC_SCHEDULING=1 LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/executor_test" \
+            --gtest_filter='Golden/EngineRunnerTest.*' > "$OUT/executor_test_async.log" 2>&1
+        summary+=("executor_test (cuda, async scheduling) rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
+            "$OUT/executor_test_async.log" | tr '\n' ' ')")
     fi
     # The CLI on the GPU: greedy ids from --device cuda and --device cpu (tiny golden model; equal unless a near-tie).
     if [[ -x $BIN/pagoda ]]; then
@@ -188,10 +194,16 @@ if want golden-drift; then
     while read -r line; do summary+=("  $line"); done < <(grep '^{' "$OUT/golden_drift.log")
 fi
 if want model; then
+    # SAVE_ONLY=1: the checkpoint alone, no transformers timing or logits check (qwen3.5-27b: its fp32 run would not fit).
     PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" --shape "$SHAPE" \
-        ${LAYERS:+--layers $LAYERS} ${ROUTER_SCALE:+--router-scale $ROUTER_SCALE} > "$OUT/hf.log" 2>&1
-    summary+=("transformers ($SHAPE): $(grep hf_prefill_ms "$OUT/hf.log" | tail -1)")
-    compare_logits_at "$MODEL" "$SHAPE"
+        ${LAYERS:+--layers $LAYERS} ${ROUTER_SCALE:+--router-scale $ROUTER_SCALE} \
+        $([[ ${SAVE_ONLY:-0} == 1 ]] && echo --save-only) > "$OUT/hf.log" 2>&1
+    if [[ ${SAVE_ONLY:-0} == 1 ]]; then
+        summary+=("checkpoint ($SHAPE) made: $(ls "$MODEL" | tr '\n' ' ')")
+    else
+        summary+=("transformers ($SHAPE): $(grep hf_prefill_ms "$OUT/hf.log" | tail -1)")
+        compare_logits_at "$MODEL" "$SHAPE"
+    fi
 fi
 if want model2; then
     # The Qwen2.5-7B shape (q/k/v biases, 7 query heads per KV head), logits only.

@@ -74,7 +74,6 @@ const ForeignFlag kHarmless[] = {
     {"collect-detailed-traces", true, "no tracing yet"},
     {"speculative-config", true, "no speculative decoding yet (output is the same, only slower)"},
     {"compilation-config", true, "no compilation"},
-    {"async-scheduling", false, "not implemented yet: each step is scheduled after the previous one ends"},
     {"api-server-count", true, "one API server"},
     {"max-num-partial-prefills", true, "not applicable"},
     {"chat-template-content-format", true, "text parts are joined into a string"},
@@ -301,6 +300,7 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
     eo.gpu_memory_utilization = gpu_memory_utilization;
     eo.enable_prefix_caching = !p.has("no-enable-prefix-caching");
     eo.enforce_eager = p.has("enforce-eager");
+    eo.async_scheduling = p.has("async-scheduling") && !p.has("no-async-scheduling");
     eo.enable_expert_parallel = p.has("enable-expert-parallel");
     eo.quantization = p.get("quantization").value_or("");
     if (auto v = p.get("kv-cache-dtype")) {
@@ -443,6 +443,10 @@ cli::ArgParser make_serve_parser() {
     p.add_switch("enable-prefix-caching", "reuse KV blocks of shared prompt prefixes (default on)");
     p.add_switch("no-enable-prefix-caching", "turn prefix caching off");
     p.add_switch("enforce-eager", "CUDA: run decode steps eagerly instead of replaying recorded CUDA graphs");
+    p.add_switch("async-scheduling",
+                 "schedule step n+1 and hand out step n's tokens while the model runs step n (default off; one rank "
+                 "only)");
+    p.add_switch("no-async-scheduling", "turn async scheduling off (the default)");
     p.add_option("dtype", "DTYPE", "auto | float32 | float (CPU computes in float32)");
     p.add_option(
         "quantization", "METHOD",

@@ -1,4 +1,14 @@
 // The engine thread: inbox handling, the step (schedule, build the batch, run the model, sample, update), events.
+//
+// Async scheduling (a runner that launches ahead, engine/pipelined_runner.h): the engine launches step n+1 before it
+// reads step n's output. Step n is committed when it is launched (the scheduler counts its tokens as computed, full
+// blocks go to the prefix cache) and each sequence it samples gets a placeholder token, which step n+1's batch names
+// as pending (the runner writes the drawn token in) and which the engine overwrites when it reads step n. Only then
+// are tokens handed to the streams and stop conditions checked, so a sequence that stops at step n has run one step
+// for nothing, dropped. A sequence whose step-n token is its last by length gets no placeholder and waits.
+// A step whose output must be read before anything builds on it (prompt-logprobs, token-logits and pooled rows, which
+// live in the runner's buffers; grammar masks and penalties, which read the tokens so far) is collected right after
+// its launch. Requests that end stay allocated until no launched step can still read them.
 #include "engine/engine.h"
 
 #include <algorithm>
@@ -37,6 +47,22 @@ struct RequestState : SequenceGroup {
     bool scheduled = false;  // its first chunk was put into a step (RequestTimes::scheduled is set)
 };
 
+// One step's batch and what the engine needs to read its output. Two of them: with async scheduling the engine
+// builds one while the other is in flight.
+struct StepSlot {
+    StepPlan plan;
+    ForwardBatchArrays arrays;
+    std::vector<int32_t> sample_rows;                      // rows of arrays.logits_indices that sample
+    std::vector<SamplingContext> sampling;                 // one per sample row
+    std::vector<Sequence*> sampled_seqs;                   // one per sample row
+    std::vector<int32_t> token_pos;                        // per sample row: its placeholder's index in tokens, or -1
+    std::vector<std::pair<int32_t, int32_t>> prompt_rows;  // per chunk: first prompt position, number of rows
+    std::vector<PendingToken> pending_tokens;
+    StepInput input;
+    bool constrained = false;   // some sample row has grammar masks
+    bool read_at_once = false;  // its output is read before another step is launched (see the top of this file)
+};
+
 struct Message {
     enum class Kind { kSubmit, kCancel, kDrain, kStats, kPause, kResume, kShutdown };
     explicit Message(Kind k) : kind(k) {}
@@ -70,6 +96,7 @@ struct Engine::Impl {
           runner(r),
           observer(o),
           vocab_size(r.vocab_size()),
+          pipelined(r.launches_ahead()),
           kv(c.num_kv_blocks, c.block_size, c.enable_prefix_caching),
           state(c.num_state_slots > 0
                     ? std::optional<StateCache>(std::in_place, c.num_state_slots, c.max_state_snapshots)
@@ -79,21 +106,26 @@ struct Engine::Impl {
                                     .priority_scheduling = c.priority_scheduling,
                                     .hybrid = c.num_state_slots > 0,
                                     .admission = c.admission,
-                                    .max_loras = c.max_loras},
+                                    .max_loras = c.max_loras,
+                                    .async_scheduling = r.launches_ahead()},
                     kv, state ? &*state : nullptr),
           sampler(vocab_size),
-          grammar_masks(vocab_size, c.eos_token_ids) {
-        input.await_sampling_inputs = [this] { grammar_masks.wait(); };
-    }
+          grammar_masks(vocab_size, c.eos_token_ids) {}
 
     void run();
     void handle(Message& m);
     void handle_submit(std::unique_ptr<RequestState> r);
     void end_request_choices(RequestState& r, FinishReason reason, const std::string& message);
     void step();
-    void build_batch();
-    void fill_grammar_masks();
-    void sample_and_update(const StepOutput& out, double now);
+    bool schedule_step(StepSlot& slot);
+    void build_batch(StepSlot& slot);
+    void fill_grammar_masks(StepSlot& slot);
+    bool output_ok(StepSlot& slot, const StepOutput& out);
+    void fail_steps(std::span<StepSlot* const> slots, const std::string& message, bool committed);
+    void commit(StepSlot& slot);
+    void finish_in_flight();
+    StepOutput collect();
+    void sample_and_update(StepSlot& slot, const StepOutput& out, double now);
     void deliver_pooled(RequestState& r, Sequence& s, std::span<const float> values);
     void finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message, int32_t stop_id);
     void end_without_a_token(RequestState& r, Sequence& s);
@@ -108,6 +140,7 @@ struct Engine::Impl {
     ModelRunner& runner;
     StepObserver* observer;
     const int32_t vocab_size;
+    const bool pipelined;  // async scheduling: the runner launches steps ahead
 
     // Engine-thread state.
     KvCacheManager kv;
@@ -117,7 +150,9 @@ struct Engine::Impl {
     GrammarMasks grammar_masks;
     std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests;
     std::vector<RequestState*> touched;
-    std::vector<RequestId> ended;
+    // Ended requests with the number of steps launched when they ended: erased once those steps are collected.
+    std::vector<std::pair<RequestId, int64_t>> ended;
+    int64_t launched_steps = 0, collected_steps = 0, launched_ahead = 0;
     std::vector<std::promise<void>> drain_waiters;
     bool draining = false;
     bool paused = false;
@@ -126,17 +161,12 @@ struct Engine::Impl {
     int64_t step_index = 0;
     int64_t generated_tokens = 0;
     int64_t max_step_tokens = 0;
-    StepPlan plan;
 
-    // The step's flattened batch; reused so that steady state does not allocate.
-    ForwardBatchArrays arrays;
-    std::vector<int32_t> sample_rows;                      // rows of arrays.logits_indices that sample
-    std::vector<SamplingContext> sampling;                 // one per sample row
-    std::vector<Sequence*> sampled_seqs;                   // one per sample row
-    std::vector<std::pair<int32_t, int32_t>> prompt_rows;  // per chunk: first prompt position, number of rows
-    std::vector<float> pooled_scratch;                     // a kTokenLogits request's logits
+    // The steps' flattened batches; reused so that steady state does not allocate.
+    StepSlot slots[2];
+    StepSlot* in_flight = nullptr;      // async scheduling: launched and committed, its output not read yet
+    std::vector<float> pooled_scratch;  // a kTokenLogits request's logits
     std::vector<TokenLogprobs> prompt_scratch;
-    StepInput input;
 
     // Inbox, shared with other threads.
     std::mutex mu;
@@ -158,14 +188,17 @@ void Engine::Impl::run() {
     while (true) {
         {
             std::unique_lock lock(mu);
-            if (idle() || paused) cv.wait(lock, [&] { return !inbox.empty(); });
+            if ((idle() || paused) && !in_flight) cv.wait(lock, [&] { return !inbox.empty(); });
             std::swap(inbox, local);
         }
         for (Message& m : local)
             handle(m);
         local.clear();
         if (stopping) break;
-        if (!idle() && !paused) step();
+        if (!idle() && !paused)
+            step();
+        else if (in_flight)
+            finish_in_flight();  // nothing more to launch (or paused): read the step in flight
         // Published before the streams hear of this step: whoever read a request's end sees stats that include it.
         publish_stats();
         flush_touched();
@@ -177,6 +210,7 @@ void Engine::Impl::run() {
         }
     }
     // Shutdown: abort everything in flight, free every block and slot, answer what is still queued.
+    if (in_flight) finish_in_flight();
     for (auto& [id, r] : requests)
         end_request_choices(*r, FinishReason::kAbort, "the engine is shutting down");
     while (true) {
@@ -273,9 +307,12 @@ void Engine::Impl::flush_touched() {
 }
 
 void Engine::Impl::erase_ended() {
-    for (RequestId id : ended)
-        requests.erase(id);
-    ended.clear();
+    // A request that ended while steps were in flight may still be read by them (sampling parameters, tokens).
+    std::erase_if(ended, [this](const std::pair<RequestId, int64_t>& e) {
+        if (e.second > collected_steps) return false;
+        requests.erase(e.first);
+        return true;
+    });
 }
 
 void Engine::Impl::finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message,
@@ -285,7 +322,7 @@ void Engine::Impl::finish_choice(RequestState& r, Sequence& s, FinishReason reas
     s.finished = true;
     r.stream->finish(s.index, reason, std::move(message), stop_id, r.usage);
     touch(r);
-    if (--r.unfinished == 0) ended.push_back(r.id);
+    if (--r.unfinished == 0) ended.emplace_back(r.id, launched_steps);
 }
 
 void Engine::Impl::end_request_choices(RequestState& r, FinishReason reason, const std::string& message) {
@@ -293,17 +330,26 @@ void Engine::Impl::end_request_choices(RequestState& r, FinishReason reason, con
         finish_choice(r, s, reason, message, -1);
 }
 
-void Engine::Impl::build_batch() {
+void Engine::Impl::build_batch(StepSlot& slot) {
+    ForwardBatchArrays& arrays = slot.arrays;
     arrays.clear();
-    prompt_rows.clear();
-    sample_rows.clear();
-    sampling.clear();
-    sampled_seqs.clear();
-    for (const ScheduledChunk& c : plan.chunks) {
+    slot.prompt_rows.clear();
+    slot.sample_rows.clear();
+    slot.sampling.clear();
+    slot.sampled_seqs.clear();
+    slot.token_pos.clear();
+    slot.pending_tokens.clear();
+    slot.read_at_once = false;
+    for (const ScheduledChunk& c : slot.plan.chunks) {
         const Sequence& s = *c.seq;
         const int32_t row0 =
             arrays.add_sequence(std::span<const int32_t>(s.tokens).subspan(c.start, c.length), c.start, s.blocks.table,
                                 config.block_size, s.state_slot, owner(s).request.lora_id);
+        if (s.pending_sample >= 0) {
+            // Its last token is the step in flight's draw: this chunk is that one token.
+            PAGODA_CHECK(c.start + c.length == static_cast<int32_t>(s.tokens.size()));
+            slot.pending_tokens.push_back({row0 + c.length - 1, s.pending_sample});
+        }
         // Prompt logprobs: every prompt position but the last produces a row (the last one samples), once.
         const RequestState& r = owner(s);
         int32_t first = 0, count = 0;
@@ -313,100 +359,213 @@ void Engine::Impl::build_batch() {
             for (int32_t p = first; p < first + count; ++p)
                 arrays.logits_indices.push_back(row0 + (p - c.start));
         }
-        prompt_rows.emplace_back(first, count);
+        slot.prompt_rows.emplace_back(first, count);
+        slot.read_at_once |= count > 0;
         const int32_t last_row = static_cast<int32_t>(arrays.token_ids.size()) - 1;
         if (c.samples && r.request.pooling == PoolingTask::kLastHidden) {
             arrays.pooled_indices.push_back(last_row);
+            slot.read_at_once = true;
         } else if (c.samples && r.request.pooling == PoolingTask::kTokenLogits) {
             arrays.logits_indices.push_back(last_row);  // a host row, as prompt logprobs rows are
+            slot.read_at_once = true;
         } else if (c.samples) {
-            sample_rows.push_back(static_cast<int32_t>(arrays.logits_indices.size()));
+            slot.sample_rows.push_back(static_cast<int32_t>(arrays.logits_indices.size()));
             arrays.logits_indices.push_back(last_row);
-            SamplingContext& ctx = sampling.emplace_back();
+            SamplingContext& ctx = slot.sampling.emplace_back();
             ctx.params = &r.request.params;
             ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(s.prompt_len);
             ctx.output_tokens = std::span<const int32_t>(s.tokens).subspan(s.prompt_len);
             ctx.eos_token_ids = config.eos_token_ids;
             ctx.seed = s.seed;
-            sampled_seqs.push_back(c.seq);
+            slot.sampled_seqs.push_back(c.seq);
+            // A grammar (even one still waiting for its start token) decides the next step's masks from this token.
+            slot.read_at_once |= r.request.params.reads_output_tokens() || !r.matchers.empty();
         }
     }
-    fill_grammar_masks();
-    const int32_t max_blocks = arrays.lay_out_block_tables(
-        plan.chunks.size(), [this](size_t i) { return std::span<const int32_t>(plan.chunks[i].seq->blocks.table); });
+    fill_grammar_masks(slot);
+    const int32_t max_blocks = arrays.lay_out_block_tables(slot.plan.chunks.size(), [&slot](size_t i) {
+        return std::span<const int32_t>(slot.plan.chunks[i].seq->blocks.table);
+    });
+    StepInput& input = slot.input;
     input.batch = arrays.view(config.block_size, max_blocks);
-    input.state_restores = plan.state_restores;
-    input.state_saves = plan.state_saves;
-    input.sample_rows = sample_rows;
-    input.sampling = sampling;
+    input.state_restores = slot.plan.state_restores;
+    input.state_saves = slot.plan.state_saves;
+    input.sample_rows = slot.sample_rows;
+    input.sampling = slot.sampling;
+    input.pending_tokens = slot.pending_tokens;
+    input.await_sampling_inputs = nullptr;
+    if (slot.constrained) input.await_sampling_inputs = [this] { grammar_masks.wait(); };
 }
 
 // Structured output: the masks of this step's sampled rows whose requests have a grammar, computed on the masks'
 // helper thread while the forward runs (StepInput::await_sampling_inputs).
-void Engine::Impl::fill_grammar_masks() {
+void Engine::Impl::fill_grammar_masks(StepSlot& slot) {
+    slot.constrained = false;
     size_t rows = 0;
     // A choice whose grammar waits for the end of its reasoning draws from the whole vocabulary.
     auto constrained = [](const RequestState& r, int32_t index) {
         return !r.matchers.empty() && !r.grammar_waiting[static_cast<size_t>(index)];
     };
-    for (const Sequence* s : sampled_seqs)
+    for (const Sequence* s : slot.sampled_seqs)
         rows += constrained(owner(*s), s->index);
     if (rows == 0) return;
+    slot.constrained = true;
     grammar_masks.begin_step(rows);
     size_t row = 0;
-    for (size_t k = 0; k < sampled_seqs.size(); ++k) {
-        RequestState& r = owner(*sampled_seqs[k]);
-        if (!constrained(r, sampled_seqs[k]->index)) continue;
-        grammar_masks.add(row, &r.matchers[sampled_seqs[k]->index]);
-        sampling[k].allowed_tokens = grammar_masks.mask(row++);
+    for (size_t k = 0; k < slot.sampled_seqs.size(); ++k) {
+        RequestState& r = owner(*slot.sampled_seqs[k]);
+        if (!constrained(r, slot.sampled_seqs[k]->index)) continue;
+        grammar_masks.add(row, &r.matchers[slot.sampled_seqs[k]->index]);
+        slot.sampling[k].allowed_tokens = grammar_masks.mask(row++);
     }
     grammar_masks.start();
 }
 
-void Engine::Impl::step() {
-    scheduler.schedule(plan);
-    if (plan.empty()) {
-        // Only a sequence that had to give up its own blocks leaves a step empty; it is admitted again next step.
-        PAGODA_CHECK_MSG(!plan.preempted.empty(), "the scheduler made no progress with requests pending");
-        return;
-    }
-    PAGODA_CHECK(plan.num_tokens <= config.max_num_batched_tokens);
-    max_step_tokens = std::max<int64_t>(max_step_tokens, plan.num_tokens);
+// Schedules into `slot` and builds its batch; false when the plan is empty.
+bool Engine::Impl::schedule_step(StepSlot& slot) {
+    scheduler.schedule(slot.plan);
+    if (slot.plan.empty()) return false;
+    PAGODA_CHECK(slot.plan.num_tokens <= config.max_num_batched_tokens);
+    max_step_tokens = std::max<int64_t>(max_step_tokens, slot.plan.num_tokens);
     const double scheduled_at = clock_seconds();
-    for (const ScheduledChunk& c : plan.chunks) {
+    for (const ScheduledChunk& c : slot.plan.chunks) {
         RequestState& r = owner(*c.seq);
         if (r.scheduled) continue;
         r.scheduled = true;
         r.stream->mark_scheduled(scheduled_at);
     }
-    build_batch();
-    StepOutput out = runner.execute(input);
-    grammar_masks.wait();  // the runner may not have sampled (host logits), or failed before it did
-    if (!out.status.ok()) {
-        // The step's KV is garbage: drop the requests before anything is published to the prefix cache.
-        const std::string message = "model step failed: " + out.status.message();
-        PAGODA_LOG_ERROR(message + " (" + std::to_string(plan.chunks.size()) + " sequences end)");
-        scheduler.discard_checkpoints(plan);
-        for (const ScheduledChunk& c : plan.chunks)
-            end_request_choices(owner(*c.seq), FinishReason::kAbort, message);
+    build_batch(slot);
+    return true;
+}
+
+void Engine::Impl::step() {
+    StepSlot& slot = slots[in_flight == &slots[0] ? 1 : 0];
+    if (!schedule_step(slot)) {
+        // Nothing to run until the step in flight is read (every running sequence waits on it), or a sequence had
+        // to give up its own blocks (it is admitted again next step).
+        if (in_flight) {
+            finish_in_flight();
+            return;
+        }
+        PAGODA_CHECK_MSG(!slot.plan.preempted.empty(), "the scheduler made no progress with requests pending");
         return;
     }
-    const size_t host_rows = arrays.logits_indices.size() - (out.samples.empty() ? 0 : sample_rows.size());
-    PAGODA_CHECK(out.samples.empty() || out.samples.size() == sample_rows.size());
+    StepOutput out;
+    if (!pipelined) {
+        out = runner.execute(slot.input);
+        ++launched_steps;
+        ++collected_steps;
+    } else {
+        runner.launch(slot.input);
+        ++launched_steps;
+        launched_ahead += in_flight != nullptr;
+        if (in_flight) {
+            // Read the step before this one while this one runs.
+            StepSlot& previous = *in_flight;
+            in_flight = nullptr;
+            const StepOutput previous_out = collect();
+            if (!output_ok(previous, previous_out)) {
+                // This step, built on it, is not run (PipelinedRunner): collected and failed with it.
+                (void)collect();
+                if (slot.constrained) grammar_masks.wait();
+                StepSlot* failed[] = {&previous, &slot};
+                fail_steps(failed, "model step failed: " + previous_out.status.message(), /*committed=*/true);
+                return;
+            }
+            sample_and_update(previous, previous_out, clock_seconds());
+        }
+        if (!slot.read_at_once) {
+            commit(slot);
+            in_flight = &slot;
+            return;
+        }
+        out = collect();
+    }
+    if (!output_ok(slot, out)) {
+        StepSlot* failed[] = {&slot};
+        fail_steps(failed, "model step failed: " + out.status.message(), /*committed=*/false);
+        return;
+    }
+    commit(slot);
+    sample_and_update(slot, out, clock_seconds());
+}
+
+StepOutput Engine::Impl::collect() {
+    StepOutput out = runner.collect();
+    ++collected_steps;
+    return out;
+}
+
+// Reads the step in flight (async scheduling) when nothing else is launched before it.
+void Engine::Impl::finish_in_flight() {
+    StepSlot& slot = *in_flight;
+    in_flight = nullptr;
+    const StepOutput out = collect();
+    if (!output_ok(slot, out)) {
+        StepSlot* failed[] = {&slot};
+        fail_steps(failed, "model step failed: " + out.status.message(), /*committed=*/true);
+        return;
+    }
+    sample_and_update(slot, out, clock_seconds());
+}
+
+// Whether the step ran; false for a failed step (its requests are left to fail_steps). Pooling requests of a runner
+// that returns no hidden states end here, the rest of the step stands.
+bool Engine::Impl::output_ok(StepSlot& slot, const StepOutput& out) {
+    if (slot.constrained) grammar_masks.wait();  // the runner may not have sampled, or failed before it did
+    if (!out.status.ok()) return false;
+    const size_t host_rows = slot.arrays.logits_indices.size() - (out.samples.empty() ? 0 : slot.sample_rows.size());
+    PAGODA_CHECK(out.samples.empty() || out.samples.size() == slot.sample_rows.size());
     PAGODA_CHECK(out.logits.size() == host_rows * static_cast<size_t>(vocab_size));
-    if (const size_t pooled_rows = arrays.pooled_indices.size();
+    if (const size_t pooled_rows = slot.arrays.pooled_indices.size();
         pooled_rows > 0 && (out.pooled.empty() || out.pooled.size() % pooled_rows != 0)) {
-        // A runner that cannot pool (a test double): its pooling requests end, the rest of the step stands.
-        for (const ScheduledChunk& c : plan.chunks)
+        // A runner that cannot pool (a test double).
+        for (const ScheduledChunk& c : slot.plan.chunks)
             if (c.samples && owner(*c.seq).request.pooling == PoolingTask::kLastHidden)
                 end_request_choices(owner(*c.seq), FinishReason::kAbort, "the model runner returns no hidden states");
     }
-    scheduler.complete(plan);
-    sample_and_update(out, clock_seconds());
-    if (observer) observer->on_step(input, collect_stats());
+    return true;
 }
 
-void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
+// Failed steps end their requests. One not committed has offered nothing to the prefix cache; one committed at its
+// launch (async scheduling) may have offered blocks and a state snapshot, and a later step may have found them: both
+// caches are emptied then.
+void Engine::Impl::fail_steps(std::span<StepSlot* const> failed, const std::string& message, bool committed) {
+    size_t sequences = 0;
+    for (StepSlot* slot : failed)
+        sequences += slot->plan.chunks.size();
+    PAGODA_LOG_ERROR(message + " (" + std::to_string(sequences) + " sequences end)");
+    for (StepSlot* slot : failed)
+        scheduler.discard_checkpoints(slot->plan);
+    for (StepSlot* slot : failed)
+        for (const ScheduledChunk& c : slot->plan.chunks)
+            end_request_choices(owner(*c.seq), FinishReason::kAbort, message);
+    if (committed) {
+        kv.reset_prefix_cache();
+        if (state) state->reset_snapshots();
+    }
+}
+
+// The step's tokens count as computed; each sequence it samples gets a placeholder for its draw unless that draw is
+// its last by length (then it waits for it with nothing to schedule).
+void Engine::Impl::commit(StepSlot& slot) {
+    scheduler.complete(slot.plan);
+    slot.token_pos.assign(slot.sampled_seqs.size(), -1);
+    for (size_t k = 0; k < slot.sampled_seqs.size(); ++k) {
+        Sequence& s = *slot.sampled_seqs[k];
+        if (!s.running) continue;  // ended meanwhile
+        const RequestState& r = owner(s);
+        const int32_t length = static_cast<int32_t>(s.tokens.size()) + 1;  // with this step's token
+        if (s.num_output() + 1 >= r.max_tokens || length >= config.max_model_len) continue;
+        slot.token_pos[k] = static_cast<int32_t>(s.tokens.size());
+        s.tokens.push_back(kNoToken);
+        s.pending_sample = static_cast<int32_t>(k);
+    }
+}
+
+void Engine::Impl::sample_and_update(StepSlot& slot, const StepOutput& out, double now) {
+    const ForwardBatchArrays& arrays = slot.arrays;
+    const StepPlan& plan = slot.plan;
     const std::span<const float> logits = out.logits;
     size_t row = 0;     // next host logits row
     size_t sample = 0;  // next sampling entry
@@ -416,7 +575,7 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
         const ScheduledChunk& c = plan.chunks[ci];
         Sequence& s = *c.seq;
         RequestState& r = owner(s);
-        if (const auto [first, count] = prompt_rows[ci]; count > 0) {
+        if (const auto [first, count] = slot.prompt_rows[ci]; count > 0) {
             const int32_t k = *r.request.params.prompt_logprobs;
             prompt_scratch.resize(count);
             for (int32_t i = 0; i < count; ++i) {
@@ -449,15 +608,35 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
         const size_t k = sample++;
         const std::span<const float> row_logits =
             out.samples.empty() ? logits.subspan(row++ * vocab_size, vocab_size) : std::span<const float>();
-        if (s.finished) continue;  // its request was aborted earlier in this loop
+        if (s.finished) continue;  // its request was aborted earlier in this loop, or while the step was in flight
         const SamplingParams& p = r.request.params;
-        const SampleResult res = out.samples.empty() ? sampler.sample(row_logits, sampling[k]) : out.samples[k];
+        SampleResult res;
+        if (out.samples.empty()) {
+            // commit() may have moved the tokens (a placeholder appended): the context's views are taken again, as
+            // long as they were when the step was built.
+            SamplingContext ctx = slot.sampling[k];
+            ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.prompt_len));
+            ctx.output_tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.prompt_len),
+                                                                           slot.sampling[k].output_tokens.size());
+            res = sampler.sample(row_logits, ctx);
+        } else {
+            res = out.samples[k];
+        }
         const int32_t tok = res.token;
+        const int32_t pos = slot.token_pos[k];
+        if (pos >= 0) {
+            PAGODA_CHECK(s.pending_sample == static_cast<int32_t>(k));
+            s.pending_sample = -1;
+        }
         if (tok == kNoToken) {
+            if (pos >= 0) s.tokens.pop_back();  // the placeholder (nothing was appended after it)
             end_without_a_token(r, s);
             continue;
         }
-        s.tokens.push_back(tok);
+        if (pos >= 0)
+            s.tokens[static_cast<size_t>(pos)] = tok;
+        else
+            s.tokens.push_back(tok);
         ++r.usage.completion_tokens;
         ++generated_tokens;
         if (s.index == 0) r.usage.cached_tokens = std::max(0, s.cached_prompt_tokens);
@@ -495,6 +674,7 @@ void Engine::Impl::sample_and_update(const StepOutput& out, double now) {
         else if (static_cast<int32_t>(s.tokens.size()) >= config.max_model_len)
             finish_choice(r, s, FinishReason::kLength, {}, -1);
     }
+    if (observer) observer->on_step(slot.input, collect_stats());
 }
 
 // The sampler found every token masked out. With a grammar that is its end with no EOS token to close it (a
@@ -542,6 +722,7 @@ EngineStats Engine::Impl::collect_stats() const {
     st.prefix_hit_tokens = kv.stats().hit_tokens;
     st.num_preemptions = scheduler.stats().num_preemptions;
     st.num_steps = scheduler.stats().num_steps;
+    st.num_steps_launched_ahead = launched_ahead;
     st.num_generated_tokens = generated_tokens;
     st.max_step_tokens = max_step_tokens;
     if (config.max_loras > 0) {

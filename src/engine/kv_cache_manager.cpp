@@ -183,4 +183,15 @@ void KvCacheManager::check_consistency(std::span<const int32_t> expected_refs) c
     PAGODA_CHECK(map_.size() == static_cast<size_t>(std::count(published_.begin(), published_.end(), 1)));
 }
 
+void KvCacheManager::reset_prefix_cache() {
+    while (lru_head_ >= 0) {
+        const int32_t b = lru_head_;
+        lru_remove(b);
+        free_.push_back(b);
+    }
+    for (const auto& [hash, b] : map_)
+        published_[b] = 0;
+    map_.clear();
+}
+
 }  // namespace pagoda::engine

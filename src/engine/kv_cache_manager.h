@@ -54,6 +54,10 @@ class KvCacheManager {
     // Offers the sequence's full blocks up to `hashes.size()` to the prefix cache (hashes[i] is block i's hash).
     void publish_full_blocks(SeqBlocks& seq, std::span<const BlockHash> hashes);
 
+    // Forgets every cached prefix (after a failed step whose blocks may have been offered before it ran): cached
+    // blocks nobody holds become free, held ones stay with their sequences, unpublished.
+    void reset_prefix_cache();
+
     void record_lookup(int64_t queried_tokens, int64_t hit_tokens) {
         stats_.queried_tokens += queried_tokens;
         stats_.hit_tokens += hit_tokens;

@@ -2,7 +2,8 @@
 // per step (runtime's ForwardBatch plus state-slot copies, and what each sampled row asks of the sampler) and gets
 // back either fp32 logits on the host, which the engine samples, or the sampled tokens themselves from a runner that
 // samples on its device. A real runner is a small adapter over model forward + backend; tests use a deterministic
-// fake.
+// fake. A runner may also launch steps ahead (async scheduling, engine/pipelined_runner.h): the engine then queues
+// step n+1 before it has read step n's tokens, and the runner fills them in.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,15 @@ struct StateCopy {
     int32_t dst_slot = 0;
 };
 
+// Async scheduling: a token of this step's batch that is the token the step launched just before this one sampled for
+// the same sequence, which the engine had not read when it built the batch. The runner writes
+// previous_samples[sample_index].token into batch.token_ids[token_index] before the forward (0 when that row sampled
+// no token: the engine ends such a choice and drops what this step computes for it).
+struct PendingToken {
+    int32_t token_index = 0;
+    int32_t sample_index = 0;
+};
+
 struct StepInput {
     ForwardBatch batch;  // token ids, positions, query starts, seq lens, block tables, slot mapping, state slots,
                          // logits rows; all spans owned by the engine and valid during execute()
@@ -35,6 +45,8 @@ struct StepInput {
     // Structured output: the sampling contexts' allowed_tokens masks may still be being filled on another thread
     // while the forward runs; a runner that samples calls this before it reads them. Unset: nothing to wait for.
     std::function<void()> await_sampling_inputs;
+    // Async scheduling only (a runner that launches ahead); empty otherwise.
+    std::span<const PendingToken> pending_tokens;
 };
 
 struct StepOutput {
@@ -56,6 +68,17 @@ class ModelRunner {
     virtual int32_t vocab_size() const = 0;
     // Called on the engine thread only, one step at a time.
     virtual StepOutput execute(const StepInput& input) = 0;
+
+    // Launching ahead (async scheduling). A runner that can returns true, and then the engine may use launch() and
+    // collect() instead of execute(): launch() queues a step behind the ones launched before it and returns at once;
+    // collect() waits for the oldest launched step and returns its output (with samples for every sample row: such
+    // a runner always samples), valid until the next collect(). At most two steps are launched and not collected;
+    // a step's input (and every span in it) stays valid until it is collected. The engine launches a step ahead of
+    // an uncollected one only when that one returns nothing but samples (no prompt-logprobs, token-logits or pooled
+    // rows), so those outputs may live in the runner's buffers until the next launch.
+    virtual bool launches_ahead() const { return false; }
+    virtual void launch(const StepInput& input);
+    virtual StepOutput collect();
 };
 
 }  // namespace pagoda::engine

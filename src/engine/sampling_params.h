@@ -73,6 +73,10 @@ struct SamplingParams {
     int32_t top_k_value() const { return top_k.value_or(0); }
     float min_p_value() const { return min_p.value_or(0.0f); }
     float repetition_penalty_value() const { return repetition_penalty.value_or(1.0f); }
+    // The penalties read the tokens generated so far, not just their number (async scheduling waits for them).
+    bool reads_output_tokens() const {
+        return repetition_penalty_value() != 1.0f || frequency_penalty != 0.0f || presence_penalty != 0.0f;
+    }
 };
 
 // Fills the unset fields from the model's generation config (request values win), then from the OpenAI defaults.

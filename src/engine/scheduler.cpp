@@ -121,7 +121,7 @@ int32_t Scheduler::expected_steps(const Sequence* s) const {
     // A prompt still to run takes steps of its own before the first output token.
     const int32_t unprefilled = std::max(0, s->prompt_len - s->num_computed);
     const int32_t prefill = (unprefilled + config_.max_num_batched_tokens - 1) / config_.max_num_batched_tokens;
-    return std::max(1, output + prefill);
+    return std::max(1, output + prefill) + (config_.async_scheduling ? 1 : 0);
 }
 
 void Scheduler::project_running() {
@@ -217,6 +217,12 @@ void Scheduler::schedule(StepPlan& plan) {
     for (size_t i = 0; i < running_.size() && budget > 0;) {
         Sequence* s = running_[i];
         const int32_t remaining = static_cast<int32_t>(s->tokens.size()) - s->num_computed;
+        if (remaining == 0) {
+            // Async scheduling: its last token, drawn by the step in flight, ends it (max_tokens, max_model_len), or
+            // it is a pooling request whose result is in flight. It ends when the engine reads that step.
+            ++i;
+            continue;
+        }
         PAGODA_CHECK(remaining > 0);
         const int32_t length = align_chunk(s, s->num_computed, std::min(remaining, budget));
         bool ok = false;

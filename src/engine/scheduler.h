@@ -46,6 +46,10 @@ struct Sequence {
     int32_t checkpoint_slot = -1;  // hybrid models: state after checkpoint_tokens (block-aligned) tokens
     int32_t checkpoint_tokens = 0;
 
+    // Async scheduling: >= 0 while the last token is a placeholder for what sample row `pending_sample` of the step in
+    // flight draws (the engine writes it in when it reads that step's output).
+    int32_t pending_sample = -1;
+
     uint64_t seed = 0;  // the per-choice RNG seed
     bool running = false;
     bool in_waiting = false;
@@ -84,6 +88,9 @@ struct SchedulerConfig {
     // Multi-LoRA: the adapters running sequences may use at once (the model's adapter slots); a waiting sequence
     // with another adapter waits, and later ones may go first (as vLLM's scheduler does). 0: no limit (LoRA off).
     int32_t max_loras = 0;
+    // Async scheduling: a sequence's blocks come back one step after its last token (the engine reads a step's
+    // tokens after it has launched the next one), so admission counts that step too.
+    bool async_scheduling = false;
 };
 
 // How a sequence left: the model ended it (EOS, a stop token: its output length is a sample of how long outputs

@@ -78,4 +78,12 @@ void StateCache::publish_snapshot(const BlockHash& hash, int32_t slot) {
     map_.emplace(hash, std::prev(lru_.end()));
 }
 
+void StateCache::reset_snapshots() {
+    for (const auto& [hash, slot] : lru_)
+        free_.push_back(slot);
+    lru_.clear();
+    map_.clear();
+    unpin_all();
+}
+
 }  // namespace pagoda::engine

@@ -44,6 +44,9 @@ class StateCache {
     // Hands `slot` (holding the state after that prefix) over to the cache. A duplicate frees the slot instead.
     void publish_snapshot(const BlockHash& hash, int32_t slot);
 
+    // Drops every snapshot (after a failed step that may have published one before it ran); their slots are free.
+    void reset_snapshots();
+
     const StateCacheStats& stats() const { return stats_; }
 
   private:

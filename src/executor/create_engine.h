@@ -15,6 +15,7 @@
 #include "common/status.h"
 #include "dist/node_group.h"
 #include "engine/engine.h"
+#include "engine/pipelined_runner.h"
 #include "executor/lora_manager.h"
 #include "executor/model_engine_runner.h"
 #include "executor/tensor_parallel_runner.h"
@@ -58,6 +59,9 @@ struct EngineOptions {
     double gpu_memory_utilization = 0.9;
     // CUDA: run every step eagerly instead of replaying decode steps as recorded CUDA graphs (vLLM's flag).
     bool enforce_eager = false;
+    // --async-scheduling (vLLM's flag): the engine schedules and builds step n+1 and hands out step n's tokens while
+    // the model runs step n (engine/pipelined_runner.h). One rank only (not with tensor parallelism yet).
+    bool async_scheduling = false;
     // --quantization (model::LoadOptions::quantization): "" as config.json says, the checkpoint's quant_method
     // (checked), or "fp8" to quantize an unquantized checkpoint's projections at load; with tensor parallelism each
     // rank then cuts the quantized weights (not across nodes yet).
@@ -119,7 +123,8 @@ class ServingEngine {
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<model::Model> model_;
     std::unique_ptr<ModelEngineRunner> runner_;
-    std::unique_ptr<TensorParallelRunner> tp_runner_;  // instead of the three above when tensor_parallel_size > 1
+    std::unique_ptr<engine::PipelinedRunner> pipelined_;  // async scheduling: runs runner_'s steps; goes before it
+    std::unique_ptr<TensorParallelRunner> tp_runner_;     // instead of the three above when tensor_parallel_size > 1
     std::unique_ptr<LoraManager> lora_;
     engine::EngineConfig config_;
     std::unique_ptr<engine::Engine> engine_;

@@ -88,12 +88,17 @@ def demo_dir(tmp_path_factory):
     return d
 
 
-@pytest.fixture(scope="module")
-def engine_server(demo_dir):
+@pytest.fixture(scope="module", params=["sync", "async-scheduling"])
+def engine_server(demo_dir, request):
+    """The engine server, once as it starts by default and once with --async-scheduling (the engine launches step
+    n+1 before it reads step n): every test on it must hold both ways."""
+    extra = ["--async-scheduling"] if request.param == "async-scheduling" else []
     s = Server([str(demo_dir), "--served-model-name", "demo", "--served-model-name", "demo-alias", "--max-model-len",
-                "512"])
+                "512", *extra])
     yield s
     assert s.stop() == 0
+    log = "".join(s.log) + s.proc.stderr.read()
+    assert ("async scheduling:" in log) == bool(extra), log
 
 
 @pytest.fixture(scope="module")

@@ -45,10 +45,11 @@ int64_t mismatches(ElemType round_to, int64_t& compared) {
             for (int j = 0; j < kPerWord; ++j) {
                 const float want = dequantize_int4((word >> (kBits * j)) & kMask, scale, zero, round_to);
                 ++compared;
-                const bool same = std::memcmp(&want, &got[j], sizeof want) == 0 || (std::isnan(want) && std::isnan(got[j]));
+                const bool same =
+                    std::memcmp(&want, &got[j], sizeof want) == 0 || (std::isnan(want) && std::isnan(got[j]));
                 if (!same && ++bad <= 5)
-                    ADD_FAILURE() << kBits << "-bit, scale " << scale << ", zero " << zero << ", value j " << j << ": want "
-                                  << want << ", got " << got[j];
+                    ADD_FAILURE() << kBits << "-bit, scale " << scale << ", zero " << zero << ", value j " << j
+                                  << ": want " << want << ", got " << got[j];
             }
         }
     }

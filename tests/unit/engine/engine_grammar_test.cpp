@@ -108,7 +108,7 @@ TEST_P(EngineGrammar, EveryChoiceFollowsTheGrammar) {
     EngineConfig c = config();
     FakeModelRunner runner(kVocab, c.num_kv_blocks, c.block_size, 0);
     runner.samples_on_runner = runner_samples;
-    auto engine = Engine::create(c, runner);
+    auto engine = Engine::create(c, engine_runner(runner));
     ASSERT_TRUE(engine.ok());
     auto g = regex("(ab|c|dd)+e(f|gg)?");
     for (float temperature : {0.0f, 1.0f}) {
@@ -131,7 +131,7 @@ TEST_P(EngineGrammar, TheGrammarStartsAfterItsToken) {
     EngineConfig c = config();
     FakeModelRunner runner(kVocab, c.num_kv_blocks, c.block_size, 0);
     runner.samples_on_runner = GetParam();
-    auto engine = Engine::create(c, runner);
+    auto engine = Engine::create(c, engine_runner(runner));
     ASSERT_TRUE(engine.ok());
     constexpr int32_t kThinkEnd = 26;  // "z"
     Request r;
@@ -158,7 +158,7 @@ TEST_P(EngineGrammar, NoTokenLeftEndsTheChoiceNotTheStep) {
     c.eos_token_ids.clear();
     FakeModelRunner runner(kVocab, c.num_kv_blocks, c.block_size, 0);
     runner.samples_on_runner = GetParam();
-    auto engine = Engine::create(c, runner);
+    auto engine = Engine::create(c, engine_runner(runner));
     ASSERT_TRUE(engine.ok());
     for (float temperature : {0.0f, 1.0f}) {
         Request done;
@@ -190,7 +190,7 @@ INSTANTIATE_TEST_SUITE_P(CpuAndRunnerSampling, EngineGrammar, ::testing::Bool())
 struct FakeEngine {
     EngineConfig c = config();
     FakeModelRunner runner{kVocab, c.num_kv_blocks, c.block_size, 0};
-    std::unique_ptr<Engine> engine = std::move(Engine::create(c, runner)).value();
+    std::unique_ptr<Engine> engine = std::move(Engine::create(c, engine_runner(runner))).value();
 };
 
 TEST(EngineGrammarLimits, MinTokensIsRefused) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "async_scheduling.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 

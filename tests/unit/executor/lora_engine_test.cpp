@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "async_scheduling.h"
 #include "common/file.h"
 #include "engine/engine.h"
 #include "executor/create_engine.h"
@@ -47,6 +48,7 @@ class LoraEngineTest : public ::testing::Test {
         o.lora_reserved_names = {"qwen3"};
         o.max_model_len = 64;
         o.max_num_seqs = 8;
+        o.async_scheduling = tensor_parallel == 1 && engine::testing::testing_async_scheduling();
         auto s = create_engine(golden::dir("qwen3"), o);
         EXPECT_TRUE(s.ok()) << s.message();
         return s.ok() ? std::move(s).value() : nullptr;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "async_scheduling.h"
 #include "common/file.h"
 #include "common/json.h"
 #include "engine/engine.h"
@@ -101,6 +102,7 @@ class PoolingEngineTest : public ::testing::Test {
         o.max_num_batched_tokens = 256;  // the reranker pairs (~240 tokens) need more than one chunk among others
         o.num_threads = 1;
         o.enable_prefix_caching = prefix_caching;
+        o.async_scheduling = engine::testing::testing_async_scheduling();
         auto s = create_engine(dir_, o);
         EXPECT_TRUE(s.ok()) << s.message();
         return s.ok() ? std::move(s).value() : nullptr;

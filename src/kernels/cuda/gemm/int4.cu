@@ -97,8 +97,8 @@ __device__ __forceinline__ float row_partial(const GemvInt4Args& a, const unsign
         __nv_bfloat162 scale_bf16{};
         if constexpr (kPacked) {
             zero_plus_1024 = __float2half2_rn(1024.0f + sz.y);  // exact: a whole zero point below 1024
-            scale_f16 = __float2half2_rn(sz.x);                   // exact for the f16 scales of an F16 format
-            scale_bf16 = __float2bfloat162_rn(sz.x);              // and for the bf16 ones of a BF16 format
+            scale_f16 = __float2half2_rn(sz.x);                 // exact for the f16 scales of an F16 format
+            scale_bf16 = __float2bfloat162_rn(sz.x);            // and for the bf16 ones of a BF16 format
         }
 #pragma unroll
         for (int i = 0; i < 4; ++i) {  // word i holds weights k + kPerWord·i ..., value j weight k + kPerWord·i + j

@@ -19,7 +19,7 @@ namespace pagoda::kernels::cuda {
 // do not occur.)
 template <int kBits>
 __host__ __device__ __forceinline__ void dequantize_word(uint32_t word, __half2 zero_plus_1024, __half2 scale_f16,
-                                                __nv_bfloat162 scale_bf16, bool bf16_scales, float* out) {
+                                                         __nv_bfloat162 scale_bf16, bool bf16_scales, float* out) {
     static_assert(kBits == 4 || kBits == 8);
     constexpr int kPerWord = 32 / kBits;
     constexpr uint32_t kMask = (1u << kBits) - 1;
