@@ -38,6 +38,8 @@
 #   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
 #               through llama-server on the same checkpoint when the peer part has made its GGUF: output tok/s and
 #               TTFT / TPOT medians from the same client (offline_throughput.py --stream)
+#   async       async scheduling A/B (issue 17): offline ASYNC_N (256) x 1,000 / ASYNC_OUTPUT (300) and one stream of
+#               100 / 256 through `pagoda serve` without, then with --async-scheduling
 #   prefix      a real-shape serving run with prefix-cache hits, its completions compared with a cache-off run
 #               (compare_completions.py: where they part, and whether at near-ties)
 # or `all` (every part) or `check` (model,profile). bench, throughput, profile and prefix need the model (model part,
@@ -355,6 +357,22 @@ if want throughput; then
         -n "$n" --input 1000 --output 1000 --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput.log" 2>&1
     summary+=("offline throughput $n x (1000 in, 1000 out), serve ${SERVE_SIZES---max-model-len 4096 --max-num-seqs 256}: $(tail -1 "$OUT/throughput.log")")
     summary+=("  $(grep -E 'engine sizes|KV pool|num_preemptions' "$OUT/serve_throughput.log" | tr '\n' ' ')")
+fi
+if want async; then
+    # Async scheduling A/B (issue 17): the same loads through one server without and one with --async-scheduling:
+    # ASYNC_N (256) x ASYNC_INPUT (1,000) in / ASYNC_OUTPUT (300) out offline, then one stream of 100 in / 256 out.
+    for mode in sync async; do
+        extra=""
+        [[ $mode == async ]] && extra=--async-scheduling
+        SERVE_EXTRA="${SERVE_EXTRA:-} $extra" serve_and "$OUT/serve_async_$mode.log" 8016 PAGODA_QUIET=1 \
+            bash -c "python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8016 --model '$MODEL' \
+                -n ${ASYNC_N:-256} --input ${ASYNC_INPUT:-1000} --output ${ASYNC_OUTPUT:-300} --deadline 150 \
+                > '$OUT/async_$mode.log' 2>&1;
+                python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8016 --model '$MODEL' -n 1 \
+                --input 100 --output 256 --stream > '$OUT/async_${mode}_b1.log' 2>&1"
+        summary+=("$mode: ${ASYNC_N:-256} x (${ASYNC_INPUT:-1000} in, ${ASYNC_OUTPUT:-300} out): $(tail -1 "$OUT/async_$mode.log"); \
+batch 1: $(tail -1 "$OUT/async_${mode}_b1.log")")
+    done
 fi
 if want profile; then
     # Eager steps: a replayed CUDA graph would show as one op.

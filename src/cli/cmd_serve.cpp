@@ -444,8 +444,7 @@ cli::ArgParser make_serve_parser() {
     p.add_switch("no-enable-prefix-caching", "turn prefix caching off");
     p.add_switch("enforce-eager", "CUDA: run decode steps eagerly instead of replaying recorded CUDA graphs");
     p.add_switch("async-scheduling",
-                 "schedule step n+1 and hand out step n's tokens while the model runs step n (default off; one rank "
-                 "only)");
+                 "schedule step n+1 and hand out step n's tokens while the model runs step n (default off)");
     p.add_switch("no-async-scheduling", "turn async scheduling off (the default)");
     p.add_option("dtype", "DTYPE", "auto | float32 | float (CPU computes in float32)");
     p.add_option(

@@ -6,9 +6,11 @@
 // as pending (the runner writes the drawn token in) and which the engine overwrites when it reads step n. Only then
 // are tokens handed to the streams and stop conditions checked, so a sequence that stops at step n has run one step
 // for nothing, dropped. A sequence whose step-n token is its last by length gets no placeholder and waits.
-// A step whose output must be read before anything builds on it (prompt-logprobs, token-logits and pooled rows, which
-// live in the runner's buffers; grammar masks and penalties, which read the tokens so far) is collected right after
-// its launch. Requests that end stay allocated until no launched step can still read them.
+// A step whose output lives in the runner's buffers (prompt-logprobs, token-logits and pooled rows) is collected right
+// after its launch. Rows whose sampling reads the tokens so far (penalties) or a grammar's state wait in the runner
+// (StepInput::await_sampling_inputs) until the engine has read the step before and prepared them: their token views
+// taken again (commit() may have moved the tokens), their grammar masks computed from the advanced matchers. Requests
+// that end stay allocated until no launched step can still read them.
 #include "engine/engine.h"
 
 #include <algorithm>
@@ -59,8 +61,12 @@ struct StepSlot {
     std::vector<std::pair<int32_t, int32_t>> prompt_rows;  // per chunk: first prompt position, number of rows
     std::vector<PendingToken> pending_tokens;
     StepInput input;
-    bool constrained = false;   // some sample row has grammar masks
+    bool constrained = false;   // some sample row has grammar masks (known once prepared)
     bool read_at_once = false;  // its output is read before another step is launched (see the top of this file)
+    // Some sample row reads the tokens so far or has a grammar: the runner waits for prepare_sampling() before it
+    // samples. inputs_ready is guarded by Impl::sampling_mu.
+    bool deferred_inputs = false;
+    bool inputs_ready = false;
 };
 
 struct Message {
@@ -86,6 +92,14 @@ RequestState& owner(const Sequence& s) {
 
 bool contains(std::span<const int32_t> ids, int32_t id) {
     return std::find(ids.begin(), ids.end(), id) != ids.end();
+}
+
+// The context's views of the sequence's tokens taken again, as long as they were when the batch was built: commit()
+// appends placeholders, which may move the tokens.
+void retake_token_views(SamplingContext& ctx, const Sequence& s) {
+    ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.prompt_len));
+    ctx.output_tokens =
+        std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.prompt_len), ctx.output_tokens.size());
 }
 
 }  // namespace
@@ -120,6 +134,8 @@ struct Engine::Impl {
     bool schedule_step(StepSlot& slot);
     void build_batch(StepSlot& slot);
     void fill_grammar_masks(StepSlot& slot);
+    void prepare_sampling(StepSlot& slot);
+    void await_sampling_inputs(const StepSlot& slot);
     bool output_ok(StepSlot& slot, const StepOutput& out);
     void fail_steps(std::span<StepSlot* const> slots, const std::string& message, bool committed);
     void commit(StepSlot& slot);
@@ -166,6 +182,8 @@ struct Engine::Impl {
     StepSlot slots[2];
     StepSlot* in_flight = nullptr;      // async scheduling: launched and committed, its output not read yet
     std::vector<float> pooled_scratch;  // a kTokenLogits request's logits
+    std::mutex sampling_mu;             // StepSlot::inputs_ready, between the engine and the runner's thread
+    std::condition_variable sampling_cv;
     std::vector<TokenLogprobs> prompt_scratch;
 
     // Inbox, shared with other threads.
@@ -340,6 +358,8 @@ void Engine::Impl::build_batch(StepSlot& slot) {
     slot.token_pos.clear();
     slot.pending_tokens.clear();
     slot.read_at_once = false;
+    slot.deferred_inputs = false;
+    slot.constrained = false;
     for (const ScheduledChunk& c : slot.plan.chunks) {
         const Sequence& s = *c.seq;
         const int32_t row0 =
@@ -378,11 +398,10 @@ void Engine::Impl::build_batch(StepSlot& slot) {
             ctx.eos_token_ids = config.eos_token_ids;
             ctx.seed = s.seed;
             slot.sampled_seqs.push_back(c.seq);
-            // A grammar (even one still waiting for its start token) decides the next step's masks from this token.
-            slot.read_at_once |= r.request.params.reads_output_tokens() || !r.matchers.empty();
+            // A grammar (even one still waiting for its start token) reads the token before this one.
+            slot.deferred_inputs |= r.request.params.reads_output_tokens() || !r.matchers.empty();
         }
     }
-    fill_grammar_masks(slot);
     const int32_t max_blocks = arrays.lay_out_block_tables(slot.plan.chunks.size(), [&slot](size_t i) {
         return std::span<const int32_t>(slot.plan.chunks[i].seq->blocks.table);
     });
@@ -394,7 +413,38 @@ void Engine::Impl::build_batch(StepSlot& slot) {
     input.sampling = slot.sampling;
     input.pending_tokens = slot.pending_tokens;
     input.await_sampling_inputs = nullptr;
-    if (slot.constrained) input.await_sampling_inputs = [this] { grammar_masks.wait(); };
+    {
+        std::lock_guard lock(sampling_mu);
+        slot.inputs_ready = false;
+    }
+    if (slot.deferred_inputs) input.await_sampling_inputs = [this, &slot] { await_sampling_inputs(slot); };
+    // Without async scheduling nothing is in flight: the rows can be prepared now (the masks fill while the forward
+    // runs, as before).
+    if (!pipelined) prepare_sampling(slot);
+}
+
+// The sampling inputs of `slot` that depend on the step before it, once the engine has read that step: token views
+// taken again from the sequences (as long as they were when the batch was built; commit() may have moved them), the
+// grammar masks started on the masks' helper thread. Then the runner may sample.
+void Engine::Impl::prepare_sampling(StepSlot& slot) {
+    if (!slot.deferred_inputs) return;
+    for (size_t k = 0; k < slot.sampled_seqs.size(); ++k)
+        retake_token_views(slot.sampling[k], *slot.sampled_seqs[k]);
+    fill_grammar_masks(slot);
+    {
+        std::lock_guard lock(sampling_mu);
+        slot.inputs_ready = true;
+    }
+    sampling_cv.notify_all();
+}
+
+// The runner's thread, before it samples `slot`.
+void Engine::Impl::await_sampling_inputs(const StepSlot& slot) {
+    {
+        std::unique_lock lock(sampling_mu);
+        sampling_cv.wait(lock, [&] { return slot.inputs_ready; });
+    }
+    grammar_masks.wait();
 }
 
 // Structured output: the masks of this step's sampled rows whose requests have a grammar, computed on the masks'
@@ -467,7 +517,6 @@ void Engine::Impl::step() {
             if (!output_ok(previous, previous_out)) {
                 // This step, built on it, is not run (PipelinedRunner): collected and failed with it.
                 (void)collect();
-                if (slot.constrained) grammar_masks.wait();
                 StepSlot* failed[] = {&previous, &slot};
                 fail_steps(failed, "model step failed: " + previous_out.status.message(), /*committed=*/true);
                 return;
@@ -476,9 +525,11 @@ void Engine::Impl::step() {
         }
         if (!slot.read_at_once) {
             commit(slot);
+            prepare_sampling(slot);
             in_flight = &slot;
             return;
         }
+        prepare_sampling(slot);  // the runner waits for it before it samples
         out = collect();
     }
     if (!output_ok(slot, out)) {
@@ -612,12 +663,8 @@ void Engine::Impl::sample_and_update(StepSlot& slot, const StepOutput& out, doub
         const SamplingParams& p = r.request.params;
         SampleResult res;
         if (out.samples.empty()) {
-            // commit() may have moved the tokens (a placeholder appended): the context's views are taken again, as
-            // long as they were when the step was built.
             SamplingContext ctx = slot.sampling[k];
-            ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.prompt_len));
-            ctx.output_tokens = std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.prompt_len),
-                                                                           slot.sampling[k].output_tokens.size());
+            retake_token_views(ctx, s);
             res = sampler.sample(row_logits, ctx);
         } else {
             res = out.samples[k];
@@ -721,7 +768,7 @@ EngineStats Engine::Impl::collect_stats() const {
     st.prefix_queried_tokens = kv.stats().queried_tokens;
     st.prefix_hit_tokens = kv.stats().hit_tokens;
     st.num_preemptions = scheduler.stats().num_preemptions;
-    st.num_steps = scheduler.stats().num_steps;
+    st.num_steps = launched_steps;  // model steps run (not the scheduler's passes that planned nothing)
     st.num_steps_launched_ahead = launched_ahead;
     st.num_generated_tokens = generated_tokens;
     st.max_step_tokens = max_step_tokens;

@@ -55,7 +55,7 @@ struct EngineStats {
     int64_t prefix_queried_tokens = 0;
     int64_t prefix_hit_tokens = 0;
     int64_t num_preemptions = 0;
-    int64_t num_steps = 0;
+    int64_t num_steps = 0;                 // model steps run
     int64_t num_steps_launched_ahead = 0;  // async scheduling: launched before the step ahead of them was read
     int64_t num_generated_tokens = 0;
     int64_t max_step_tokens = 0;  // the largest batch a step ran (must stay <= max_num_batched_tokens)

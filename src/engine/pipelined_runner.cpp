@@ -99,6 +99,8 @@ void PipelinedRunner::run_step(const Queued& step, const Result* previous, Resul
     result.status = ok_status();
     result.samples.clear();
     result.host_logits.clear();
+    if (result.host_logits.capacity() > (size_t{64} << 20) / sizeof(float))
+        std::vector<float>().swap(result.host_logits);  // a long prompt's logprobs rows: not kept for every step
     result.logits = {};
     result.pooled = {};
     if (step.follows_uncollected && previous && !previous->status.ok()) {
@@ -124,6 +126,7 @@ void PipelinedRunner::run_step(const Queued& step, const Result* previous, Resul
     if (!out.status.ok()) return;
     result.pooled = out.pooled;
     if (!out.samples.empty() || input.sample_rows.empty()) {
+        // Nothing to sample here (no rows, or the wrapped runner sampled): its rows are passed through.
         // The wrapped runner sampled (on its device): its samples are overwritten by its next step, which may run
         // before the engine reads these; its other rows are not (the engine launches nothing ahead of such a step).
         result.samples.assign(out.samples.begin(), out.samples.end());

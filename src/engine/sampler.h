@@ -31,6 +31,8 @@ struct SampleResult {
 // What the sampler needs to know about one sequence. Spans stay owned by the caller.
 struct SamplingContext {
     const SamplingParams* params = nullptr;  // resolved (apply_generation_config done)
+    // The token values may be read only when params->reads_output_tokens(): with async scheduling the engine makes
+    // the views valid for those rows alone (engine.cpp, prepare_sampling); the others have only the right size.
     std::span<const int32_t> prompt_tokens;  // for repetition_penalty
     std::span<const int32_t> output_tokens;  // for all penalties and min_tokens; its size is the token index
     std::span<const int32_t> eos_token_ids;  // masked while output < min_tokens (unless ignore_eos... see .cpp)

@@ -105,6 +105,7 @@ void Scheduler::plan_chunk(Sequence* s, int32_t length, StepPlan& plan) {
         if (s->checkpoint_slot >= 0) {
             c.checkpoint_at = end;
             plan.state_saves.push_back({s->state_slot, s->checkpoint_slot});
+            s->checkpoint_save_planned = true;
         }
     }
     plan.chunks.push_back(c);
@@ -276,7 +277,7 @@ void Scheduler::lora_ids(bool running, std::vector<int32_t>& out) const {
 
 void Scheduler::publish_checkpoint(Sequence* s) {
     if (s->checkpoint_slot < 0) return;
-    if (s->checkpoint_tokens > 0 && s->checkpoint_tokens <= s->num_computed) {
+    if (s->checkpoint_tokens > 0 && s->checkpoint_tokens <= s->num_computed && !s->checkpoint_save_planned) {
         const int32_t blocks = s->checkpoint_tokens / kv_.block_size();
         ensure_hashes(s, blocks);
         state_->publish_snapshot(s->hashes[blocks - 1], s->checkpoint_slot);
@@ -285,6 +286,7 @@ void Scheduler::publish_checkpoint(Sequence* s) {
     }
     s->checkpoint_slot = -1;
     s->checkpoint_tokens = 0;
+    s->checkpoint_save_planned = false;
 }
 
 void Scheduler::release(Sequence* s) {
@@ -310,8 +312,10 @@ void Scheduler::preempt(Sequence* s, StepPlan& plan) {
 }
 
 void Scheduler::remove(Sequence* s, SequenceEnd end) {
-    if (!s->group->pooling && (s->running || s->num_output() > 0))
-        output_lengths_.record(s->num_output(), end == SequenceEnd::kModelStop);
+    // A placeholder for a token still being drawn (async scheduling) is not output yet.
+    const int32_t output = s->num_output() - (s->pending_sample >= 0 ? 1 : 0);
+    if (!s->group->pooling && (s->running || output > 0))
+        output_lengths_.record(output, end == SequenceEnd::kModelStop);
     if (s->running) {
         auto it = std::find(running_.begin(), running_.end(), s);
         PAGODA_CHECK(it != running_.end());
@@ -331,6 +335,7 @@ void Scheduler::discard_checkpoints(const StepPlan& plan) {
         state_->free_slot(s->checkpoint_slot);
         s->checkpoint_slot = -1;
         s->checkpoint_tokens = 0;
+        s->checkpoint_save_planned = false;
     }
 }
 
@@ -343,6 +348,7 @@ void Scheduler::complete(const StepPlan& plan) {
         s->num_computed = c.start + c.length;
         if (c.checkpoint_at > 0) {
             s->checkpoint_tokens = c.checkpoint_at;
+            s->checkpoint_save_planned = false;
             // The prompt's last reusable boundary (a hit keeps one token to run) is what the other choices and a
             // retry look for; later checkpoints overwrite each other until the sequence ends or is preempted.
             if (c.checkpoint_at == (s->prompt_len - 1) / b * b) publish_checkpoint(s);

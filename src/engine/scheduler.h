@@ -45,6 +45,9 @@ struct Sequence {
     int32_t state_slot = -1;       // hybrid models: the live state
     int32_t checkpoint_slot = -1;  // hybrid models: state after checkpoint_tokens (block-aligned) tokens
     int32_t checkpoint_tokens = 0;
+    // A planned step saves a newer state into checkpoint_slot and has not completed: with async scheduling it may
+    // be launched, so until complete() the slot holds no state that can be named.
+    bool checkpoint_save_planned = false;
 
     // Async scheduling: >= 0 while the last token is a placeholder for what sample row `pending_sample` of the step in
     // flight draws (the engine writes it in when it reads that step's output).

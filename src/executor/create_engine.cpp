@@ -404,13 +404,18 @@ model::LoraFetch lora_fetch(LoraManager& manager) {
 
 }  // namespace
 
+engine::ModelRunner& ServingEngine::runner_for_engine(engine::ModelRunner& runner, const EngineOptions& options) {
+    if (!options.async_scheduling) return runner;
+    pipelined_ = std::make_unique<engine::PipelinedRunner>(runner);
+    PAGODA_LOG_INFO("async scheduling: step n+1 is scheduled while the model runs step n");
+    return *pipelined_;
+}
+
 Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options) {
     std::unique_ptr<ServingEngine> s(new ServingEngine());
     if (options.enable_lora && options.nnodes > 1)
         return Status::error("--enable-lora with --nnodes " + std::to_string(options.nnodes) +
                              " is not supported yet: the other nodes have no adapters");
-    if (options.async_scheduling && (options.tensor_parallel_size > 1 || options.nnodes > 1))
-        return Status::error("--async-scheduling with tensor parallelism is not supported yet");
     if (options.tensor_parallel_size > 1 || options.nnodes > 1) {
         // The ranks are threads of this process (docs/architecture.md, Tensor parallelism), and with several nodes
         // the threads of the other nodes' processes too.
@@ -425,7 +430,8 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
             s->tp_runner_->set_lora_fetch(lora_fetch(*s->lora_));
             s->config_.max_loras = options.max_loras;
         }
-        auto engine = engine::Engine::create(s->config_, *s->tp_runner_, options.observer);
+        auto engine =
+            engine::Engine::create(s->config_, s->runner_for_engine(*s->tp_runner_, options), options.observer);
         if (!engine.ok()) return engine.status().with_context(model_dir);
         s->engine_ = std::move(engine).value();
         return s;
@@ -451,13 +457,7 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
         s->runner_->set_lora_fetch(lora_fetch(*s->lora_));
         s->config_.max_loras = options.max_loras;
     }
-    engine::ModelRunner* runner_for_engine = s->runner_.get();
-    if (options.async_scheduling) {
-        s->pipelined_ = std::make_unique<engine::PipelinedRunner>(*s->runner_);
-        runner_for_engine = s->pipelined_.get();
-        PAGODA_LOG_INFO("async scheduling: step n+1 is scheduled while the model runs step n");
-    }
-    auto engine = engine::Engine::create(s->config_, *runner_for_engine, options.observer);
+    auto engine = engine::Engine::create(s->config_, s->runner_for_engine(*s->runner_, options), options.observer);
     if (!engine.ok()) return engine.status().with_context(model_dir);
     s->engine_ = std::move(engine).value();
     return s;

@@ -60,7 +60,7 @@ struct EngineOptions {
     // CUDA: run every step eagerly instead of replaying decode steps as recorded CUDA graphs (vLLM's flag).
     bool enforce_eager = false;
     // --async-scheduling (vLLM's flag): the engine schedules and builds step n+1 and hands out step n's tokens while
-    // the model runs step n (engine/pipelined_runner.h). One rank only (not with tensor parallelism yet).
+    // the model runs step n (engine/pipelined_runner.h), one rank or several.
     bool async_scheduling = false;
     // --quantization (model::LoadOptions::quantization): "" as config.json says, the checkpoint's quant_method
     // (checked), or "fp8" to quantize an unquantized checkpoint's projections at load; with tensor parallelism each
@@ -119,12 +119,14 @@ class ServingEngine {
   private:
     friend Result<std::unique_ptr<ServingEngine>> create_engine(const std::string&, const EngineOptions&);
     ServingEngine() = default;
+    // What the engine drives: `runner`, or a PipelinedRunner over it with options.async_scheduling.
+    engine::ModelRunner& runner_for_engine(engine::ModelRunner& runner, const EngineOptions& options);
 
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<model::Model> model_;
     std::unique_ptr<ModelEngineRunner> runner_;
-    std::unique_ptr<engine::PipelinedRunner> pipelined_;  // async scheduling: runs runner_'s steps; goes before it
     std::unique_ptr<TensorParallelRunner> tp_runner_;     // instead of the three above when tensor_parallel_size > 1
+    std::unique_ptr<engine::PipelinedRunner> pipelined_;  // async scheduling: runs the runner's steps; goes first
     std::unique_ptr<LoraManager> lora_;
     engine::EngineConfig config_;
     std::unique_ptr<engine::Engine> engine_;

@@ -80,8 +80,9 @@ class TensorParallelRunner final : public engine::ModelRunner {
     Status forward_only(const engine::StepInput& input);
     // The node group (null within one process); its step channels carry this runner's messages.
     NodeGroup* node_group() { return group_.get(); }
-    // Called once when the group breaks (e.g. to report the server unhealthy): on the engine thread, or on the
-    // loading thread when it breaks in start().
+    // Called once when the group breaks (e.g. to report the server unhealthy): on the thread that runs steps (the
+    // engine's, or the PipelinedRunner's worker with async scheduling), or on the loading thread when it breaks in
+    // start().
     void on_group_failure(std::function<void(const Status&)> callback) { on_failure_ = std::move(callback); }
 
   private:

@@ -82,9 +82,12 @@ SCHEMAS = {
 }
 
 
-@pytest.fixture(scope="module")
-def server(demo_dir):  # noqa: F811
-    s = Server([str(demo_dir), "--served-model-name", "demo", "--max-model-len", "4096"])
+@pytest.fixture(scope="module", params=["sync", "async-scheduling"])
+def server(demo_dir, request):  # noqa: F811
+    """Once as the server starts by default, once with --async-scheduling (the grammar's masks then wait in the
+    runner for the token of the step before)."""
+    extra = ["--async-scheduling"] if request.param == "async-scheduling" else []
+    s = Server([str(demo_dir), "--served-model-name", "demo", "--max-model-len", "4096", *extra])
     yield s
     assert s.stop() == 0
 

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "async_scheduling.h"
 #include "common/file.h"
 #include "dist/node_messages.h"
 #include "dist/step_codec.h"
@@ -50,6 +51,7 @@ EngineOptions node_options(int tp, int node_rank, const std::string& address) {
     o.node_rank = node_rank;
     o.dist_init_addr = address;
     o.dist_timeout_s = 30;  // a bug fails the test after this, rather than hanging it
+    o.async_scheduling = engine::testing::testing_async_scheduling();  // node 0's engine (the others have none)
     return o;
 }
 

@@ -48,7 +48,7 @@ class LoraEngineTest : public ::testing::Test {
         o.lora_reserved_names = {"qwen3"};
         o.max_model_len = 64;
         o.max_num_seqs = 8;
-        o.async_scheduling = tensor_parallel == 1 && engine::testing::testing_async_scheduling();
+        o.async_scheduling = engine::testing::testing_async_scheduling();
         auto s = create_engine(golden::dir("qwen3"), o);
         EXPECT_TRUE(s.ok()) << s.message();
         return s.ok() ? std::move(s).value() : nullptr;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "async_scheduling.h"
 #include "common/file.h"
 #include "engine/engine.h"
 #include "executor/create_engine.h"
@@ -25,6 +26,7 @@ EngineOptions options_with(int tp) {
     o.num_threads = 2;
     o.device = "cpu";
     o.tensor_parallel_size = tp;
+    o.async_scheduling = engine::testing::testing_async_scheduling();
     return o;
 }
 
@@ -54,6 +56,9 @@ TEST(TensorParallelEngine, GreedyTokensAreThoseOfTheUnsplitModel) {
             EXPECT_EQ((*split)->model().shard_plan().size, tp);
             EXPECT_EQ((*split)->config().num_kv_blocks, (*plain)->config().num_kv_blocks);
             EXPECT_EQ(greedy_batch(**split, ids).tokens, want);
+            if (engine::testing::testing_async_scheduling()) {
+                EXPECT_GT((*split)->engine().stats().num_steps_launched_ahead, 0);
+            }
         }
     }
 }
