@@ -42,9 +42,7 @@ void PipelinedRunner::launch(const StepInput& input) {
     {
         std::lock_guard lock(mu_);
         PAGODA_CHECK_MSG(launched_ - collected_ < 2, "more than two steps launched and not collected");
-        const bool ahead = launched_ > collected_;
-        queued_.push_back({input, ahead});
-        launched_ahead_ += ahead;
+        queued_.push_back({input, /*follows_uncollected=*/launched_ > collected_});
         ++launched_;
     }
     cv_.notify_all();
@@ -89,11 +87,6 @@ void PipelinedRunner::work() {
     }
 }
 
-int64_t PipelinedRunner::launched_ahead() const {
-    std::lock_guard lock(mu_);
-    return launched_ahead_;
-}
-
 void PipelinedRunner::run_step(const Queued& step, const Result* previous, Result& result) {
     const StepInput& input = step.input;
     result.status = ok_status();
@@ -126,9 +119,9 @@ void PipelinedRunner::run_step(const Queued& step, const Result* previous, Resul
     if (!out.status.ok()) return;
     result.pooled = out.pooled;
     if (!out.samples.empty() || input.sample_rows.empty()) {
-        // Nothing to sample here (no rows, or the wrapped runner sampled): its rows are passed through.
-        // The wrapped runner sampled (on its device): its samples are overwritten by its next step, which may run
-        // before the engine reads these; its other rows are not (the engine launches nothing ahead of such a step).
+        // Nothing to sample here (the wrapped runner sampled on its device, or no row samples). Its samples are
+        // overwritten by its next step, which may run before the engine reads these: copied. Its other rows are
+        // passed through: the engine launches nothing ahead of a step that has such rows.
         result.samples.assign(out.samples.begin(), out.samples.end());
         result.logits = out.logits;
         return;
@@ -141,7 +134,7 @@ void PipelinedRunner::run_step(const Queued& step, const Result* previous, Resul
         result.status = Status::error("the model runner returned logits for the wrong number of rows");
         return;
     }
-    if (input.await_sampling_inputs) input.await_sampling_inputs();  // structured-output masks
+    if (input.await_sampling_inputs) input.await_sampling_inputs();  // penalties' tokens, grammar masks
     is_sample_row_.assign(rows, 0);
     result.samples.resize(input.sampling.size());
     for (size_t i = 0; i < input.sampling.size(); ++i) {

@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
-#include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -36,8 +36,6 @@ class PipelinedRunner final : public ModelRunner {
     bool launches_ahead() const override { return true; }
     void launch(const StepInput& input) override;
     StepOutput collect() override;
-    // Steps launched while the one before them was not collected yet; any thread.
-    int64_t launched_ahead() const;
 
   private:
     // A launched step's output as the engine reads it. Three of them: two steps in flight and the one collected last,
@@ -65,12 +63,11 @@ class PipelinedRunner final : public ModelRunner {
     std::vector<int32_t> token_ids_;  // worker thread only: the batch's tokens with the pending ones filled in
     std::vector<uint8_t> is_sample_row_;
 
-    mutable std::mutex mu_;
+    std::mutex mu_;
     std::condition_variable cv_;
     std::deque<Queued> queued_;  // launched, not yet run
     Result results_[3];          // step i's output in results_[i % 3]
     int64_t launched_ = 0, done_ = 0, collected_ = 0;
-    int64_t launched_ahead_ = 0;
     bool stopping_ = false;
     std::thread worker_;
 };

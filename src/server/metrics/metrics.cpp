@@ -245,6 +245,10 @@ std::string ServingMetrics::render(const engine::EngineStats& e, std::string_vie
               static_cast<double>(e.num_preemptions));
     // pagoda's own: a stuck engine shows as this counter standing still while requests wait (deploy/prometheus).
     w.counter("engine_steps_total", "Engine steps (iterations) run.", static_cast<double>(e.num_steps));
+    // pagoda's own: with --async-scheduling, the steps that overlapped the reading of the step before them.
+    w.counter("engine_steps_launched_ahead_total",
+              "Engine steps launched before the step ahead of them was read (--async-scheduling).",
+              static_cast<double>(e.num_steps_launched_ahead));
     w.counter("prompt_tokens_total", "Number of prefill tokens processed.",
               static_cast<double>(prompt_tokens_.load(std::memory_order_relaxed)));
     w.counter("generation_tokens_total", "Number of generation tokens processed.",

@@ -5,7 +5,7 @@ The server runs the tiny golden qwen3 checkpoint with the byte-level tokenizer (
 tests) on the CPU. Load, from SOAK_CLIENTS (default 32) concurrent clients of the official openai SDK: streamed and
 non-streamed completions, streams the client drops after a few chunks (a disconnect mid-stream), and bad requests
 (invalid JSON, an unknown model, a negative max_tokens), plus a model reload every SOAK_RELOAD_SECONDS (default 180)
-alternating between two checkpoints. Every answer is checked: a good request must succeed, a bad one must get a 4xx;
+alternating between two checkpoints. SOAK_SERVE_ARGS adds flags to the server's (e.g. --async-scheduling). Every answer is checked: a good request must succeed, a bad one must get a 4xx;
 a 5xx or a failed good request is counted as an error.
 
 Baseline: the server's RSS and open file descriptors after a warm-up round, at rest; KV blocks in use and the engine's
@@ -136,7 +136,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pagoda-soak-") as root:
         tmp = TmpDirs(root)
         models = [served_golden_model(GOLDEN_DIR / "qwen3", tmp), served_golden_model(GOLDEN_DIR / "qwen3_moe", tmp)]
-        server = start_server(models[0], Path(root), "--max-num-seqs", "32", name="soak")
+        # SOAK_SERVE_ARGS: more flags for the server (e.g. --async-scheduling).
+        extra = os.environ.get("SOAK_SERVE_ARGS", "").split()
+        server = start_server(models[0], Path(root), "--max-num-seqs", "32", *extra, name="soak")
         pid = server.proc.pid
         try:
             # Warm-up: one round of every kind, then rest.

@@ -96,6 +96,12 @@ def engine_server(demo_dir, request):
     s = Server([str(demo_dir), "--served-model-name", "demo", "--served-model-name", "demo-alias", "--max-model-len",
                 "512", *extra])
     yield s
+    import urllib.request
+
+    metrics = urllib.request.urlopen(s.url + "/metrics", timeout=10).read().decode()
+    ahead = [float(line.split()[-1]) for line in metrics.splitlines()
+             if line.startswith("pagoda:engine_steps_launched_ahead_total")]
+    assert ahead and (ahead[0] > 0) == bool(extra), ahead
     assert s.stop() == 0
     log = "".join(s.log) + s.proc.stderr.read()
     assert ("async scheduling:" in log) == bool(extra), log

@@ -967,44 +967,37 @@ TEST(Engine, SlowReaderIsCancelled) {
     EXPECT_EQ(o.tokens[0].size(), 6u);  // the token that crossed the limit is delivered too
 }
 
-TEST(Engine, FailedStepAbortsItsRequestsOnly) {
-    EngineConfig config = small_config(true);
+// A request whose step `fail_at_step` fails ends with the runner's error; nothing of that step was cached (with async
+// scheduling a step is committed, its full blocks and a hybrid model's prompt snapshot offered to the caches, before
+// it runs, and the step launched on it fails too): the same request again runs to the reference output.
+void expect_failure_leaves_nothing_cached(bool hybrid, int64_t fail_at_step, const Request& r) {
+    SCOPED_TRACE(std::string(hybrid ? "hybrid" : "dense") + ", step " + std::to_string(fail_at_step) + " fails");
+    EngineConfig config = small_config(hybrid);
     FakeModelRunner runner(kVocab, config.num_kv_blocks, config.block_size, config.num_state_slots);
-    runner.fail_at_step = 4;
+    runner.fail_at_step = fail_at_step;
     auto engine = Engine::create(config, engine_runner(runner));
     ASSERT_TRUE(engine.ok());
     Engine& e = **engine;
-    Request r = make_request(tokens_from(13, 30), 0.0f, 0, 20);
-    r.params.ignore_eos = true;
     const Outcome o = collect(**e.submit(r));
     EXPECT_EQ(o.reasons[0], FinishReason::kAbort);
     EXPECT_NE(o.messages[0].find("injected failure"), std::string::npos) << o.messages[0];
-    // Nothing of the failed step was cached: the same request now runs to the reference output.
-    expect_matches(collect(**e.submit(r)), r, config, "after failure");
+    const Outcome again = collect(**e.submit(r));
+    expect_matches(again, r, config, "after the failure");
     expect_no_leaks(e, config, runner);
 }
 
-// The failed step is the prompt's: with async scheduling it was committed (its full blocks offered to the prefix
-// cache, the hybrid model's prompt snapshot saved) before it ran, and the decode step launched on it is dropped too.
-// The same prompt again must compute, not hit what the failed step never wrote.
+TEST(Engine, FailedStepAbortsItsRequestsOnly) {
+    Request r = make_request(tokens_from(13, 30), 0.0f, 0, 20);
+    r.params.ignore_eos = true;
+    expect_failure_leaves_nothing_cached(true, 4, r);
+}
+
+// The failed step is the prompt's (four full blocks in one prefill step).
 TEST(Engine, FailedPrefillLeavesNothingCached) {
-    for (bool hybrid : {false, true}) {
-        SCOPED_TRACE(hybrid ? "hybrid" : "dense");
-        EngineConfig config = small_config(hybrid);
-        FakeModelRunner runner(kVocab, config.num_kv_blocks, config.block_size, config.num_state_slots);
-        runner.fail_at_step = 1;
-        auto engine = Engine::create(config, engine_runner(runner));
-        ASSERT_TRUE(engine.ok());
-        Engine& e = **engine;
-        Request r = make_request(tokens_from(21, 17), 0.0f, 0, 6);  // four full blocks, one prefill step
-        r.params.ignore_eos = true;
-        const Outcome failed = collect(**e.submit(r));
-        EXPECT_EQ(failed.reasons[0], FinishReason::kAbort);
-        const Outcome again = collect(**e.submit(r));
-        expect_matches(again, r, config, "after the failed prefill");
-        EXPECT_EQ(again.usage.cached_tokens, 0);
-        expect_no_leaks(e, config, runner);
-    }
+    Request r = make_request(tokens_from(21, 17), 0.0f, 0, 6);
+    r.params.ignore_eos = true;
+    for (bool hybrid : {false, true})
+        expect_failure_leaves_nothing_cached(hybrid, 1, r);
 }
 
 TEST(Engine, ConfigErrors) {
