@@ -345,7 +345,7 @@ serve_and() {
     done
     "$@"
     python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())" \
-        | grep -E '^pagoda:(num_preemptions|generation_tokens|prompt_tokens|prefix_cache)' >> "$log"
+        | grep -E '^pagoda:(num_preemptions|generation_tokens|prompt_tokens|prefix_cache|engine_steps)' >> "$log"
     kill -TERM $pid
     wait $pid
 }
@@ -371,7 +371,7 @@ if want async; then
                 python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8016 --model '$MODEL' -n 1 \
                 --input 100 --output 256 --stream > '$OUT/async_${mode}_b1.log' 2>&1"
         summary+=("$mode: ${ASYNC_N:-256} x (${ASYNC_INPUT:-1000} in, ${ASYNC_OUTPUT:-300} out): $(tail -1 "$OUT/async_$mode.log"); \
-batch 1: $(tail -1 "$OUT/async_${mode}_b1.log")")
+batch 1: $(tail -1 "$OUT/async_${mode}_b1.log"); $(grep -E '^pagoda:engine_steps' "$OUT/serve_async_$mode.log" | tr '\n' ' ')")
     done
 fi
 if want profile; then

@@ -97,6 +97,7 @@ bool contains(std::span<const int32_t> ids, int32_t id) {
 // The context's views of the sequence's tokens taken again, as long as they were when the batch was built: commit()
 // appends placeholders, which may move the tokens.
 void retake_token_views(SamplingContext& ctx, const Sequence& s) {
+    PAGODA_CHECK(static_cast<size_t>(s.prompt_len) + ctx.output_tokens.size() <= s.tokens.size());
     ctx.prompt_tokens = std::span<const int32_t>(s.tokens).first(static_cast<size_t>(s.prompt_len));
     ctx.output_tokens =
         std::span<const int32_t>(s.tokens).subspan(static_cast<size_t>(s.prompt_len), ctx.output_tokens.size());
@@ -141,6 +142,7 @@ struct Engine::Impl {
     void commit(StepSlot& slot);
     void finish_in_flight();
     StepOutput collect();
+    StepOutput collect_prepared(const StepSlot& slot);
     void sample_and_update(StepSlot& slot, const StepOutput& out, double now);
     void deliver_pooled(RequestState& r, Sequence& s, std::span<const float> values);
     void finish_choice(RequestState& r, Sequence& s, FinishReason reason, std::string message, int32_t stop_id);
@@ -428,8 +430,17 @@ void Engine::Impl::build_batch(StepSlot& slot) {
 // grammar masks started on the masks' helper thread. Then the runner may sample.
 void Engine::Impl::prepare_sampling(StepSlot& slot) {
     if (!slot.deferred_inputs) return;
-    for (size_t k = 0; k < slot.sampled_seqs.size(); ++k)
-        retake_token_views(slot.sampling[k], *slot.sampled_seqs[k]);
+    for (size_t k = 0; k < slot.sampled_seqs.size(); ++k) {
+        const Sequence& s = *slot.sampled_seqs[k];
+        if (s.finished) {
+            // It ended while the engine read the step before (no token drawn, or its request cut short): its row
+            // here is dropped, and its last token may be a placeholder never filled in. Nothing of it is read.
+            slot.sampling[k].prompt_tokens = {};
+            slot.sampling[k].output_tokens = {};
+            continue;
+        }
+        retake_token_views(slot.sampling[k], s);
+    }
     fill_grammar_masks(slot);
     {
         std::lock_guard lock(sampling_mu);
@@ -452,19 +463,21 @@ void Engine::Impl::await_sampling_inputs(const StepSlot& slot) {
 void Engine::Impl::fill_grammar_masks(StepSlot& slot) {
     slot.constrained = false;
     size_t rows = 0;
-    // A choice whose grammar waits for the end of its reasoning draws from the whole vocabulary.
-    auto constrained = [](const RequestState& r, int32_t index) {
-        return !r.matchers.empty() && !r.grammar_waiting[static_cast<size_t>(index)];
+    // A choice whose grammar waits for the end of its reasoning draws from the whole vocabulary; one that ended while
+    // the step before was read (async scheduling) has its row dropped.
+    auto constrained = [](const Sequence& s) {
+        const RequestState& r = owner(s);
+        return !s.finished && !r.matchers.empty() && !r.grammar_waiting[static_cast<size_t>(s.index)];
     };
     for (const Sequence* s : slot.sampled_seqs)
-        rows += constrained(owner(*s), s->index);
+        rows += constrained(*s);
     if (rows == 0) return;
     slot.constrained = true;
     grammar_masks.begin_step(rows);
     size_t row = 0;
     for (size_t k = 0; k < slot.sampled_seqs.size(); ++k) {
         RequestState& r = owner(*slot.sampled_seqs[k]);
-        if (!constrained(r, slot.sampled_seqs[k]->index)) continue;
+        if (!constrained(*slot.sampled_seqs[k])) continue;
         grammar_masks.add(row, &r.matchers[slot.sampled_seqs[k]->index]);
         slot.sampling[k].allowed_tokens = grammar_masks.mask(row++);
     }
@@ -513,7 +526,7 @@ void Engine::Impl::step() {
             // Read the step before this one while this one runs.
             StepSlot& previous = *in_flight;
             in_flight = nullptr;
-            const StepOutput previous_out = collect();
+            const StepOutput previous_out = collect_prepared(previous);
             if (!output_ok(previous, previous_out)) {
                 // This step, built on it, is not run (PipelinedRunner): collected and failed with it.
                 (void)collect();
@@ -530,7 +543,7 @@ void Engine::Impl::step() {
             return;
         }
         prepare_sampling(slot);  // the runner waits for it before it samples
-        out = collect();
+        out = collect_prepared(slot);
     }
     if (!output_ok(slot, out)) {
         StepSlot* failed[] = {&slot};
@@ -547,11 +560,17 @@ StepOutput Engine::Impl::collect() {
     return out;
 }
 
+// A step whose sampling may wait on prepare_sampling() must have had it, or its runner would wait forever.
+StepOutput Engine::Impl::collect_prepared(const StepSlot& slot) {
+    PAGODA_CHECK_MSG(!slot.deferred_inputs || slot.inputs_ready, "collecting a step whose sampling was not prepared");
+    return collect();
+}
+
 // Reads the step in flight (async scheduling) when nothing else is launched before it.
 void Engine::Impl::finish_in_flight() {
     StepSlot& slot = *in_flight;
     in_flight = nullptr;
-    const StepOutput out = collect();
+    const StepOutput out = collect_prepared(slot);
     if (!output_ok(slot, out)) {
         StepSlot* failed[] = {&slot};
         fail_steps(failed, "model step failed: " + out.status.message(), /*committed=*/true);

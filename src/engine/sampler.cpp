@@ -98,6 +98,13 @@ std::span<const float> Sampler::process(std::span<const float> logits, const Sam
                 work_[t] = kNegInf;
     }
 
+    if (p.reads_output_tokens()) {
+        // The penalties index by token: a token outside the vocabulary (a placeholder of async scheduling that was
+        // never filled in) would write outside the buffers.
+        for (std::span<const int32_t> tokens : {ctx.prompt_tokens, ctx.output_tokens})
+            for (int32_t t : tokens)
+                PAGODA_CHECK_MSG(t >= 0 && t < vocab_size_, "sampling: a context token is outside the vocabulary");
+    }
     const float rep = p.repetition_penalty_value();
     if (rep != 1.0f) {
         // vLLM semantics: each distinct token seen in prompt or output once; positive logits shrink, negative grow.

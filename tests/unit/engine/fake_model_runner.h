@@ -122,7 +122,8 @@ class FakeModelRunner : public ModelRunner {
     // device sampler does (ModelEngineRunner on CUDA), so the engine's handling of that contract is tested on the CPU.
     bool samples_on_runner = false;
 
-    // Test hook, run on the engine thread at the start of each step (1-based step number).
+    // Test hook, run at the start of each step (1-based step number): on the engine thread, or on the
+    // PipelinedRunner's worker with async scheduling.
     std::function<void(int64_t)> before_step;
     int64_t fail_at_step = -1;  // this step returns an error
 
