@@ -43,7 +43,7 @@ import make_tiny_models as tiny  # noqa: E402
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
 E4M3_MAX = 448.0
 
-# output name -> (source model, block size, scale dtype, modules_to_not_convert). qwen3_fp8 takes Qwen3-8B-FP8's config
+# output name -> (source model, block size, scale dtype, modules_to_not_convert[, RELEASE_LAYOUT]). qwen3_fp8 takes Qwen3-8B-FP8's config
 # verbatim (every tiny matrix is then one block); qwen2 and qwen3_5 use 32x32 blocks so that each matrix has several,
 # and store the scales in bf16 (the loader reads either). qwen3_fp8_channel has one scale per output row (blocks of
 # [1, 128] cover a row of every qwen3 matrix): the quantization `--quantization fp8` does at load to the bf16 qwen3,
@@ -54,12 +54,24 @@ SPECS = {
     "qwen3_5_fp8": ("qwen3_5", (32, 32), "BF16", ["lm_head", "model.visual", "mtp"]),
     "qwen3_fp8_channel": ("qwen3", (1, 128), "F32", ["lm_head"]),
     "qwen3_moe_fp8": ("qwen3_moe", (32, 32), "F32", ["lm_head", "mlp.gate"]),
+    "qwen3_5_moe_fp8": ("qwen3_5_moe", (16, 16), "F32",
+                        ["lm_head", "mlp.gate", "shared_expert_gate", "in_proj_a", "in_proj_b", "model.visual", "mtp"],
+                        "qwen3_5_moe_release"),
 }
+
+# Qwen3.5-MoE's FP8 release (Qwen/Qwen3.5-35B-A3B-FP8, Qwen3.6-35B-A3B-FP8) is laid out unlike its bf16 one: each
+# routed expert is stored on its own (experts.{e}.gate_proj / up_proj / down_proj .weight with their
+# weight_scale_inv, where the bf16 release fuses experts.gate_up_proj / experts.down_proj), the shared expert is
+# quantized too, and the Gated DeltaNet's in_proj_a / in_proj_b stay bf16 (third-party loaders' counts for 35B-A3B:
+# 30,720 per-expert and 250 other scale tensors, = 40 layers x (3 shared-expert projections) + 10 x 4 attention + 30
+# x 3 linear-attention ones). The tiny qwen3_5_moe's 48-wide shared expert takes 16x16 blocks.
+RELEASE_KEEP = {"qwen3_5_moe_release": re.compile(r"\.linear_attn\.in_proj_[ab]\.weight$")}
 
 # The decoder layers' projections, each expert's too; lm_head, embeddings, norms, router and shared-expert gates, the
 # vision tower and MTP stay as stored (Qwen's FP8 checkpoints keep them bf16).
 QUANTIZED = re.compile(
-    r"^model\.(language_model\.)?layers\.\d+\.(self_attn|mlp|linear_attn)\.(experts\.\d+\.)?\w+_proj(_\w+)?\.weight$")
+    r"^model\.(language_model\.)?layers\.\d+\.(self_attn|mlp|linear_attn)\.(experts\.\d+\.|shared_expert\.)?\w+_proj(_\w+)?"
+    r"\.weight$")
 EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
 
 
@@ -98,18 +110,42 @@ def quantize_blockwise(w, block, scale_dtype, name):
     return q.view(torch.uint8).numpy().tobytes(), scale
 
 
+def split_fused_experts(tensors):
+    """experts.gate_up_proj [E, 2I, H] (gate rows first) and experts.down_proj [E, H, I] -> experts.{e}.gate_proj /
+    up_proj / down_proj .weight, as the FP8 release stores them."""
+    out = {}
+    for n, (dtype, shape, data) in tensors.items():
+        m = re.match(r"^(.*\.mlp\.experts)\.(gate_up|down)_proj$", n)
+        if not m:
+            out[n] = (dtype, shape, data)
+            continue
+        np_dtype = {"BF16": np.uint16, "F32": np.float32, "F16": np.float16}[dtype]
+        a = np.frombuffer(data, dtype=np_dtype).reshape(shape)
+        for e in range(shape[0]):
+            if m.group(2) == "down":
+                out[f"{m.group(1)}.{e}.down_proj.weight"] = (dtype, list(shape[1:]), a[e].tobytes())
+            else:
+                rows = shape[1] // 2
+                out[f"{m.group(1)}.{e}.gate_proj.weight"] = (dtype, [rows, shape[2]], a[e, :rows].tobytes())
+                out[f"{m.group(1)}.{e}.up_proj.weight"] = (dtype, [rows, shape[2]], a[e, rows:].tobytes())
+    return out
+
+
 def make_one(name, out_root, log):
     t0 = time.time()
-    source, block, scale_dtype, skip = SPECS[name]
+    source, block, scale_dtype, skip, *layout = SPECS[name]
     src = os.path.join(GOLDEN, source)
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
     files, tensors, meta = tiny.load_checkpoint(src)
+    keep = RELEASE_KEEP[layout[0]] if layout else None
+    if layout:
+        tensors = split_fused_experts(tensors)
     out = {}
     quantized = 0
     for n in sorted(tensors):
         dtype, shape, data = tensors[n]
-        if not QUANTIZED.match(n):
+        if not QUANTIZED.match(n) or (keep and keep.search(n)):
             out[n] = tensors[n]
             continue
         q, scale = quantize_blockwise(to_torch(dtype, shape, data), block, scale_dtype, n)

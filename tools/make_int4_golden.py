@@ -50,7 +50,7 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_tiny_models as tiny  # noqa: E402
-from make_fp8_golden import to_torch  # noqa: E402
+from make_fp8_golden import split_fused_experts, to_torch  # noqa: E402
 
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden")
 
@@ -73,7 +73,15 @@ SPECS = {
     "qwen2_gptq_int8_asym": ("qwen2", "gptq", 32, False, 8),
     # GPTQ act-order (desc_act true): each module's inputs grouped in a permuted order given by g_idx (ACT_ORDER).
     "qwen3_gptq_actorder": ("qwen3", "gptq", 32, True),
+    # Qwen3.5-MoE as Qwen's GPTQ-Int4 releases lay it out: the routed experts stored one by one (the bf16 source fuses
+    # them), int4; both kinds of attention left bf16 by GPTQModel's `dynamic` rule "-:.*attn.*" (DYNAMIC); the
+    # router and the shared-expert gate bf16, and here the shared expert too (48 wide: gptqmodel packs only inputs a
+    # multiple of 32), by a second "-:" rule (GPTQModel reads `dynamic`, not modules_to_not_convert).
+    "qwen3_5_moe_gptq": ("qwen3_5_moe", "gptq", 32, True),
 }
+# GPTQModel's `dynamic` rules a checkpoint carries in its quantization_config: "-:regex" leaves the modules it
+# matches (re.match on the module's name) unquantized.
+DYNAMIC = {"qwen3_5_moe_gptq": {"-:.*attn.*": {}, "-:.*shared_expert\\.": {}}}
 # Entries written with act-order: GPTQ processes a module's inputs in the order of its Hessian's diagonal, descending,
 # and forms the groups in that order, so g_idx[k] is the group of input k and the groups are not contiguous. Here the
 # order is a random permutation, seeded by the module's name (a Hessian-like order is as arbitrary to the format).
@@ -86,11 +94,13 @@ def spec(name):
 
 # The decoder layers' projections, each MoE expert's too; the router (mlp.gate), embeddings, norms and lm_head stay
 # as the source stores them.
-QUANTIZED = re.compile(r"^model\.layers\.\d+\.(self_attn|mlp)\.(experts\.\d+\.)?\w+_proj\.weight$")
+QUANTIZED = re.compile(
+    r"^model\.(language_model\.)?layers\.\d+\.(self_attn|mlp)\.(experts\.\d+\.)?\w+_proj\.weight$")
 EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
 # What each MoE source keeps bf16 by name in the quantization_config: the router (a Linear the formats' tools leave
 # unquantized), and Qwen3-Next's shared expert (left bf16 here).
-NOT_CONVERTED = {"qwen3_moe": ["mlp.gate"], "qwen3_next": ["mlp.gate", "mlp.shared_expert"]}
+NOT_CONVERTED = {"qwen3_moe": ["mlp.gate"], "qwen3_next": ["mlp.gate", "mlp.shared_expert"],
+                 "qwen3_5_moe": ["mlp.gate", "mlp.shared_expert"]}
 # The dense MLP of a MoE model's mlp_only_layers: GPTQModel's Qwen3-MoE definition quantizes attention and experts
 # only (its loader reports such a layer "not quantized" and reads it dense), so the golden keeps it bf16 as well.
 MOE_DENSE_MLP = re.compile(r"^model\.layers\.\d+\.mlp\.(gate|up|down)_proj\.weight$")
@@ -218,7 +228,7 @@ def check_codes(ref, q, scale, zero, group, module):
 PACKERS = {"awq": pack_awq, "gptq": pack_gptq, "w4a16": pack_w4a16}
 
 
-def quantization_config(fmt, group, sym, not_converted=None, bits=4, act_order=False):
+def quantization_config(fmt, group, sym, not_converted=None, bits=4, act_order=False, dynamic=None):
     if fmt == "awq":  # as AutoAWQ / GPTQModel write it for Qwen*-AWQ
         return {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": not sym, "version": "gemm",
                 "modules_to_not_convert": not_converted}
@@ -227,6 +237,8 @@ def quantization_config(fmt, group, sym, not_converted=None, bits=4, act_order=F
                "checkpoint_format": "gptq", "true_sequential": True, "damp_percent": 0.01}
         if not_converted:
             out["modules_to_not_convert"] = not_converted
+        if dynamic:
+            out["dynamic"] = dynamic
         return out
     from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
     scheme = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
@@ -246,11 +258,14 @@ def make_one(name, out_root, log):
     d = os.path.join(out_root, name)
     os.makedirs(d, exist_ok=True)
     files, tensors, meta = tiny.load_checkpoint(src)
+    tensors = split_fused_experts(tensors)  # a no-op but for Qwen3.5-MoE, whose bf16 checkpoint fuses its experts
     act_order = {"act_order": True} if name in ACT_ORDER else {}
+    excluded = [re.compile(rule[2:]) for rule in DYNAMIC.get(name, {}) if rule.startswith("-:")]
     out, refs = {}, {}
     for n in sorted(tensors):
         dtype, shape, data = tensors[n]
-        if not QUANTIZED.match(n) or (("moe" in source or "next" in source) and MOE_DENSE_MLP.match(n)):
+        if (not QUANTIZED.match(n) or (("moe" in source or "next" in source) and MOE_DENSE_MLP.match(n))
+                or any(r.match(n[: -len(".weight")]) for r in excluded)):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]
@@ -261,7 +276,7 @@ def make_one(name, out_root, log):
     tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
     cfg = json.load(open(os.path.join(src, "config.json")))
     cfg["quantization_config"] = quantization_config(fmt, group, sym, NOT_CONVERTED.get(source), bits,
-                                                    bool(act_order))
+                                                    bool(act_order), DYNAMIC.get(name))
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     if os.path.exists(os.path.join(src, "generation_config.json")):
@@ -269,7 +284,6 @@ def make_one(name, out_root, log):
 
     ref = json.load(open(os.path.join(src, "reference.json")))
     kind = ref["model_type"]
-    tiny.cls = tiny.type_for(kind)
     # The source model in fp32 with each projection's weight replaced by the tool's dequantisation.
     model = tiny.type_for(kind).from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
     params = dict(model.named_parameters())
@@ -344,6 +358,9 @@ def note_gptqmodel_load(d, fmt, refs, log, name):
             dtype, who = torch.float32, "transformers (compressed-tensors, decompressed)"
         else:
             from gptqmodel import BACKEND, GPTQModel
+            from gptqmodel.models.definitions.qwen3_5_moe import Qwen3_5_MoeQModel
+            # Its Qwen3.5 definitions load the multimodal processor too, which a tiny text-only golden lacks.
+            Qwen3_5_MoeQModel.require_load_processor = False
             dtype = torch.float16
             wrapper = GPTQModel.load(d, device="cpu", dtype=dtype,
                                      backend=BACKEND.TORCH if fmt == "gptq" else BACKEND.TORCH_AWQ)

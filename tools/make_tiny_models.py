@@ -278,7 +278,7 @@ def record_reference(model, d, name, kind, prompt, log, compute):
             cache_info = {"hf_cached_ids_equal": gids == ids[PROMPT_LEN:], "hf_cached_vs_uncached_max_abs": diff}
         except Exception as e:  # noqa: BLE001
             cache_info = {"hf_generate_error": repr(e)[:300]}
-    scaling_info = without_rope_scaling(d, cls, ids, logits)
+    scaling_info = without_rope_scaling(d, type(model), ids, logits)
     logits.tofile(os.path.join(d, "logits.bin"))
     if hidden is not None:
         hidden.tofile(os.path.join(d, "hidden.bin"))

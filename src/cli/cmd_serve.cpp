@@ -679,7 +679,9 @@ Result<ServiceParts> build_service_parts(const ServeOptions& o) {
     PAGODA_ASSIGN_OR_RETURN(cli::ModelTextParts text, cli::load_model_text_parts(o.model_dir, o.chat_template));
     ServiceParts parts{std::move(text.tokenizer), std::move(text.chat_template), o.service, nullptr};
     parts.config.tokenizer_config = std::move(text.tokenizer_config);
-    PAGODA_RETURN_IF_ERROR(cli::apply_task(o.service.task, parts.tokenizer, o.model_dir, parts.config));
+    parts.config.task = o.service.task;
+    // Checked before the server listens (a reranker's tokenizer without "yes"); each loaded model reads its own.
+    PAGODA_RETURN_IF_ERROR(cli::pooling_settings(o.service.task, parts.tokenizer, o.model_dir).status());
     if (o.tool_call_parser) {
         if (*o.tool_call_parser == "auto") {
             parts.config.tool_parser =
@@ -757,7 +759,8 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
     load.thread = std::thread([&o, options = std::move(options), &srv, &service, &load, &systemd] {
         std::string summary;
         const auto first = service.model();  // the tokenizer and template read before listening
-        auto m = cli::start_served_model(o.model_dir, first->tokenizer, first->chat_template, options, &summary);
+        auto m = cli::start_served_model(o.model_dir, first->tokenizer, first->chat_template, options, o.service.task,
+                                         &summary);
         if (!m.ok()) {
             load.error = o.model_dir + ": " + m.message();
             srv.shutdown();
@@ -765,7 +768,6 @@ void start_model_load(const ServeOptions& o, executor::EngineOptions options, ht
         }
         const int32_t max_model_len = (*m)->max_model_len.load();
         service.set_max_model_len(max_model_len);
-        service.set_lora_registry((*m)->lora);
         service.install_model(std::move(m).value());
         service.set_ready(true);
         service.watch_engine();
@@ -785,11 +787,9 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     std::string no_reload;  // why POST /v1/models/reload is refused; empty: it is served
     if (parts.test_generator) no_reload = "this server runs the test generator, not a model";
     if (o.nodes.nnodes > 1) no_reload = "not with --nnodes > 1 yet";
-    // The pooling settings (hidden size, the score tokens) are read once at start from the first model's files.
-    if (o.service.task != server::openai::ModelTask::kGenerate)
-        no_reload = "not for a model served with --task embed or score yet";
-    service.set_model_loader(cli::make_model_loader(o.engine.value_or(executor::EngineOptions{}), o.chat_template,
-                                                    o.reload_strategy, no_reload, o.test_hooks.reload_delay_ms));
+    service.set_model_loader(cli::make_model_loader(o.engine.value_or(executor::EngineOptions{}), o.service.task,
+                                                    o.chat_template, o.reload_strategy, no_reload,
+                                                    o.test_hooks.reload_delay_ms));
     http::ServerOptions http_options = o.http;
     http_options.on_status = [&service](int status) { service.count_http_response(status); };
     auto srv = http::Server::create(http_options, [&service](http::Request req, std::shared_ptr<http::Responder> r) {
@@ -821,7 +821,6 @@ int serve(const ServeOptions& o, ServiceParts parts) {
     if (!load.error.empty()) return cli::fail(kCmd, load.error);
     std::fprintf(stderr, "pagoda serve: stopped\n");
     // In-flight requests have finished or timed out; stop the engine before the service and server go away.
-    service.set_lora_registry(nullptr);
     service.stop_engine();
     std::lock_guard<std::mutex> lock(load.group_error_mutex);
     if (!load.group_error.empty()) return cli::fail(kCmd, load.group_error);

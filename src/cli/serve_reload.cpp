@@ -8,6 +8,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/serve_task.h"
 #include "common/file.h"
 #include "common/log.h"
 #include "model/model_spec.h"
@@ -106,14 +107,15 @@ Result<ModelTextParts> load_model_text_parts(const std::string& model_dir,
 
 Result<std::shared_ptr<server::openai::ServedModel>> load_served_model(
     const std::string& model_dir, const std::optional<std::string>& chat_template_flag,
-    const executor::EngineOptions& options, std::string* summary) {
+    const executor::EngineOptions& options, server::openai::ModelTask task) {
     PAGODA_ASSIGN_OR_RETURN(ModelTextParts parts, load_model_text_parts(model_dir, chat_template_flag));
-    return start_served_model(model_dir, std::move(parts.tokenizer), std::move(parts.chat_template), options, summary);
+    return start_served_model(model_dir, std::move(parts.tokenizer), std::move(parts.chat_template), options, task);
 }
 
 Result<std::shared_ptr<server::openai::ServedModel>> start_served_model(
     const std::string& model_dir, Tokenizer tokenizer, std::shared_ptr<const chat::ChatTemplate> chat_template,
-    const executor::EngineOptions& options, std::string* summary) {
+    const executor::EngineOptions& options, server::openai::ModelTask task, std::string* summary) {
+    PAGODA_ASSIGN_OR_RETURN(server::openai::PoolingSettings pooling, pooling_settings(task, tokenizer, model_dir));
     auto owned = std::make_shared<OwnedEngine>();
     PAGODA_ASSIGN_OR_RETURN(owned->engine, executor::create_engine(model_dir, options));
     owned->generator = std::make_unique<server::openai::EngineGenerator>(owned->engine->engine());
@@ -130,6 +132,7 @@ Result<std::shared_ptr<server::openai::ServedModel>> start_served_model(
     model->model_dir = model_dir;
     model->max_model_len.store(c.max_model_len);
     model->lora = owned->engine->lora();
+    model->pooling = std::move(pooling);
     model->stop = [engine = owned->engine.get()] { engine->engine().shutdown(); };
     model->keep_alive = std::move(owned);
     return model;
@@ -150,15 +153,30 @@ Result<ReloadStrategy> reload_strategy_from(const ArgParser& p) {
     return Status::error("--reload-strategy: '" + v + "' is not auto, beside or drain");
 }
 
-server::openai::ModelLoader make_model_loader(executor::EngineOptions options,
+server::openai::ModelLoader make_model_loader(executor::EngineOptions options, server::openai::ModelTask task,
                                               std::optional<std::string> chat_template_flag, ReloadStrategy strategy,
                                               std::string unavailable, int test_delay_ms) {
     server::openai::ModelLoader loader;
     loader.unavailable = std::move(unavailable);
     loader.check = [options](const std::string& dir) { return check_model_dir(dir, options); };
-    loader.load = [options, chat_template_flag, test_delay_ms](const std::string& dir) {
+    loader.load =
+        [options, task, chat_template_flag, test_delay_ms](
+            const std::string& dir,
+            const std::vector<engine::LoraInfo>& adapters) -> Result<std::shared_ptr<server::openai::ServedModel>> {
         if (test_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(test_delay_ms));
-        return load_served_model(dir, chat_template_flag, options);
+        if (!options.enable_lora) return load_served_model(dir, chat_template_flag, options, task);
+        // What the old model serves now: --lora-modules, less those unloaded, plus those loaded over HTTP.
+        executor::EngineOptions with_adapters = options;
+        with_adapters.lora_modules.clear();
+        for (const engine::LoraInfo& a : adapters)
+            with_adapters.lora_modules.emplace_back(a.name, a.path);
+        auto loaded = load_served_model(dir, chat_template_flag, with_adapters, task);
+        if (!loaded.ok() && !adapters.empty()) {
+            return Status::error(loaded.message() +
+                                 " (a reload serves the adapters the old model serves; unload those that do not fit "
+                                 "the new model first)");
+        }
+        return loaded;
     };
     const bool on_cpu = options.device == "cpu" || (options.device == "auto" && cuda_device_count() == 0);
     loader.fits_beside = [strategy, on_cpu](const std::string& dir) {

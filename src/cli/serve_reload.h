@@ -12,6 +12,7 @@
 #include "executor/create_engine.h"
 #include "server/openai/model_holder.h"
 #include "server/openai/model_reload.h"
+#include "server/openai/service.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::cli {
@@ -27,15 +28,15 @@ Result<ModelTextParts> load_model_text_parts(const std::string& model_dir,
                                              const std::optional<std::string>& chat_template_flag);
 
 // The engine of `model_dir` started, served with `tokenizer` and `chat_template` (the server's first model reuses
-// those it read before listening): a ServedModel that owns the engine. `summary` gets the KV cache's size and the
-// limits chosen, for the log.
+// those it read before listening) for `task` (a pooling task reads the model's PoolingSettings): a ServedModel that
+// owns the engine. `summary` gets the KV cache's size and the limits chosen, for the log.
 Result<std::shared_ptr<server::openai::ServedModel>> start_served_model(
     const std::string& model_dir, Tokenizer tokenizer, std::shared_ptr<const chat::ChatTemplate> chat_template,
-    const executor::EngineOptions& options, std::string* summary = nullptr);
+    const executor::EngineOptions& options, server::openai::ModelTask task, std::string* summary = nullptr);
 // load_model_text_parts, then start_served_model (a reload).
 Result<std::shared_ptr<server::openai::ServedModel>> load_served_model(
     const std::string& model_dir, const std::optional<std::string>& chat_template_flag,
-    const executor::EngineOptions& options, std::string* summary = nullptr);
+    const executor::EngineOptions& options, server::openai::ModelTask task);
 
 // --reload-strategy.
 void add_reload_flags(ArgParser& p);
@@ -46,7 +47,7 @@ Result<ReloadStrategy> reload_strategy_from(const ArgParser& p);
 // --chat-template, and says whether it fits beside the served model. `unavailable`: why reloading is off (empty: on).
 // `test_delay_ms` (the hidden --x-test-reload-delay-ms) stretches each reload's load as a large model's would, so
 // that tests can act while it runs.
-server::openai::ModelLoader make_model_loader(executor::EngineOptions options,
+server::openai::ModelLoader make_model_loader(executor::EngineOptions options, server::openai::ModelTask task,
                                               std::optional<std::string> chat_template_flag, ReloadStrategy strategy,
                                               std::string unavailable, int test_delay_ms = 0);
 

@@ -74,21 +74,20 @@ Result<ModelTask> serve_task_from(const ArgParser& p, const std::string& model_d
     return pooling ? ModelTask::kEmbed : ModelTask::kGenerate;
 }
 
-Status apply_task(ModelTask task, const Tokenizer& tokenizer, const std::string& model_dir,
-                  server::openai::ServiceConfig& config) {
-    config.task = task;
-    if (task == ModelTask::kGenerate) return ok_status();
+Result<server::openai::PoolingSettings> pooling_settings(ModelTask task, const Tokenizer& tokenizer,
+                                                         const std::string& model_dir) {
+    server::openai::PoolingSettings out;
+    if (task == ModelTask::kGenerate) return out;
     PAGODA_ASSIGN_OR_RETURN(const model::ModelSpec spec, model::load_model_spec(model_dir + "/config.json"));
-    config.hidden_size = static_cast<int32_t>(spec.hidden_size);
+    out.hidden_size = static_cast<int32_t>(spec.hidden_size);
     if (task == ModelTask::kScore) {
-        config.score_token_ids.clear();
         for (const char* word : {"no", "yes"}) {
             const auto id = tokenizer.token_to_id(word);
             if (!id) return Status::error(std::string("--task score: the tokenizer has no token \"") + word + "\"");
-            config.score_token_ids.push_back(*id);
+            out.score_token_ids.push_back(*id);
         }
     }
-    return ok_status();
+    return out;
 }
 
 }  // namespace pagoda::cli

@@ -10,6 +10,7 @@
 
 #include "cli/args.h"
 #include "common/status.h"
+#include "server/openai/model_holder.h"
 #include "server/openai/service.h"
 #include "tokenizer/tokenizer.h"
 
@@ -20,9 +21,10 @@ void add_task_flags(ArgParser& parser);
 // The task from --task / --runner and the model directory's files; errors name the flag or the file.
 Result<server::openai::ModelTask> serve_task_from(const ArgParser& parser, const std::string& model_dir);
 
-// What the task needs of the service's configuration beside it: the model's hidden size (from config.json) and, to
-// score, the ids of the "no" and "yes" tokens (a tokenizer without them cannot serve a reranker).
-Status apply_task(server::openai::ModelTask task, const Tokenizer& tokenizer, const std::string& model_dir,
-                  server::openai::ServiceConfig& config);
+// What the task needs of a model served for it: the model's hidden size (from config.json) and, to score, the ids of
+// the "no" and "yes" tokens (a tokenizer without them cannot serve a reranker). Read for every model a server loads
+// (a reload keeps the task).
+Result<server::openai::PoolingSettings> pooling_settings(server::openai::ModelTask task, const Tokenizer& tokenizer,
+                                                         const std::string& model_dir);
 
 }  // namespace pagoda::cli

@@ -18,7 +18,8 @@ namespace {
 constexpr uint32_t kMagic = 0x41444750;  // "PGDA"
 // Bump when a message between nodes changes (the handshake, the steps, the collectives): nodes of different
 // versions then refuse each other instead of misreading each other.
-constexpr uint32_t kProtocolVersion = 2;  // 2: the hello says whether expert parallelism is on
+// 2: the hello says whether expert parallelism is on; 3: and --quantization, --kv-cache-dtype, --calculate-kv-scales.
+constexpr uint32_t kProtocolVersion = 3;
 
 // Handshake frame tags (the only frames before the group is formed).
 constexpr uint32_t kHelloTag = 0x4F4C4548;    // "HELO"
@@ -46,6 +47,9 @@ struct Hello {
     uint64_t fingerprint = 0;
     std::string device;
     uint8_t expert_parallel = 0;
+    std::string quantization;
+    std::string kv_cache_dtype;
+    uint8_t calculate_kv_scales = 0;
 };
 
 void encode(const Hello& h, std::vector<std::byte>& out) {
@@ -59,6 +63,9 @@ void encode(const Hello& h, std::vector<std::byte>& out) {
     w.put(h.fingerprint);
     w.put_string(h.device);
     w.put(h.expert_parallel);
+    w.put_string(h.quantization);
+    w.put_string(h.kv_cache_dtype);
+    w.put(h.calculate_kv_scales);
 }
 
 bool decode(std::span<const std::byte> in, Hello& h) {
@@ -68,7 +75,9 @@ bool decode(std::span<const std::byte> in, Hello& h) {
     // The rest (node_rank too) may differ in another version: the caller reports the version, naming no rank.
     if (h.version != kProtocolVersion) return true;
     return r.get(h.nnodes) && r.get(h.node_rank) && r.get(h.tensor_parallel_size) && r.get(h.channel) &&
-           r.get(h.fingerprint) && r.get_string(h.device, 64) && r.get(h.expert_parallel) && r.at_end();
+           r.get(h.fingerprint) && r.get_string(h.device, 64) && r.get(h.expert_parallel) &&
+           r.get_string(h.quantization, 64) && r.get_string(h.kv_cache_dtype, 64) && r.get(h.calculate_kv_scales) &&
+           r.at_end();
 }
 
 // What differs between a node's hello and node 0's options, or "" when it may join.
@@ -92,6 +101,18 @@ std::string differences(const Hello& h, const NodeGroupOptions& o) {
     if ((h.expert_parallel != 0) != o.expert_parallel) {
         add(std::string(h.expert_parallel ? "--enable-expert-parallel" : "no --enable-expert-parallel") +
             " (node 0: " + (o.expert_parallel ? "on" : "off") + ")");
+    }
+    auto flag = [](const std::string& name, const std::string& value) {
+        return value.empty() ? "no " + name : name + " " + value;
+    };
+    if (h.quantization != o.quantization) {
+        add(flag("--quantization", h.quantization) + " (node 0: " + flag("--quantization", o.quantization) + ")");
+    }
+    if (h.kv_cache_dtype != o.kv_cache_dtype)
+        add("--kv-cache-dtype " + h.kv_cache_dtype + " (node 0: " + o.kv_cache_dtype + ")");
+    if ((h.calculate_kv_scales != 0) != o.calculate_kv_scales) {
+        add(std::string(h.calculate_kv_scales ? "--calculate-kv-scales" : "no --calculate-kv-scales") +
+            " (node 0: " + (o.calculate_kv_scales ? "on" : "off") + ")");
     }
     if (h.node_rank < 1 || h.node_rank >= o.nnodes) {
         add("--node-rank " + std::to_string(h.node_rank) + " is outside 1.." + std::to_string(o.nnodes - 1));
@@ -249,6 +270,9 @@ Result<std::unique_ptr<NodeGroup>> NodeGroup::connect(const NodeGroupOptions& op
         hello.fingerprint = options.model_fingerprint;
         hello.device = options.device;
         hello.expert_parallel = options.expert_parallel ? 1 : 0;
+        hello.quantization = options.quantization;
+        hello.kv_cache_dtype = options.kv_cache_dtype;
+        hello.calculate_kv_scales = options.calculate_kv_scales ? 1 : 0;
         std::vector<std::byte> payload;
         encode(hello, payload);
         PAGODA_RETURN_IF_ERROR(c.send(kHelloTag, payload, deadline.left()));

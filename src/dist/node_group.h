@@ -25,7 +25,11 @@ struct NodeGroupOptions {
     int tensor_parallel_size = 1;
     std::string device = "cpu";      // "cpu" or "cuda": every node must run the same
     uint64_t model_fingerprint = 0;  // of the model's config.json (model_fingerprint below)
-    bool expert_parallel = false;    // --enable-expert-parallel: every node must shard alike
+    // What shapes each rank's weights and caches: every node must load alike (the serve flags' values).
+    bool expert_parallel = false;         // --enable-expert-parallel
+    std::string quantization;             // --quantization; "" when not given (the checkpoint's own format)
+    std::string kv_cache_dtype = "auto";  // --kv-cache-dtype, as kv_cache_dtype_name spells it
+    bool calculate_kv_scales = false;     // --calculate-kv-scales
     Timeout timeout{300'000};        // for connecting, for all nodes to arrive, and for each answer of a node
     // Node 0: when set and it turns true (e.g. SIGTERM while waiting), accept_all stops waiting within a second
     // (it looks between connections, and while it waits for a connection's hello).

@@ -140,6 +140,12 @@ struct Engine::Impl {
     bool output_ok(StepSlot& slot, const StepOutput& out);
     void fail_steps(std::span<StepSlot* const> slots, const std::string& message, bool committed);
     void commit(StepSlot& slot);
+    // Whether `s`, with `more_tokens` beyond those it has, reaches its max_tokens or max_model_len: what ends a choice
+    // by length (sample_and_update), and what commit() predicts of the token a step is drawing.
+    bool reaches_length_limit(const Sequence& s, int32_t more_tokens) const {
+        return s.num_output() + more_tokens >= owner(s).max_tokens ||
+               static_cast<int32_t>(s.tokens.size()) + more_tokens >= config.max_model_len;
+    }
     void finish_in_flight();
     StepOutput collect();
     StepOutput collect_prepared(const StepSlot& slot);
@@ -461,7 +467,6 @@ void Engine::Impl::await_sampling_inputs(const StepSlot& slot) {
 // Structured output: the masks of this step's sampled rows whose requests have a grammar, computed on the masks'
 // helper thread while the forward runs (StepInput::await_sampling_inputs).
 void Engine::Impl::fill_grammar_masks(StepSlot& slot) {
-    slot.constrained = false;
     size_t rows = 0;
     // A choice whose grammar waits for the end of its reasoning draws from the whole vocabulary; one that ended while
     // the step before was read (async scheduling) has its row dropped.
@@ -624,9 +629,7 @@ void Engine::Impl::commit(StepSlot& slot) {
     for (size_t k = 0; k < slot.sampled_seqs.size(); ++k) {
         Sequence& s = *slot.sampled_seqs[k];
         if (!s.running) continue;  // ended meanwhile
-        const RequestState& r = owner(s);
-        const int32_t length = static_cast<int32_t>(s.tokens.size()) + 1;  // with this step's token
-        if (s.num_output() + 1 >= r.max_tokens || length >= config.max_model_len) continue;
+        if (reaches_length_limit(s, /*more_tokens=*/1)) continue;
         slot.token_pos[k] = static_cast<int32_t>(s.tokens.size());
         s.tokens.push_back(kNoToken);
         s.pending_sample = static_cast<int32_t>(k);
@@ -735,9 +738,7 @@ void Engine::Impl::sample_and_update(StepSlot& slot, const StepOutput& out, doub
             finish_choice(r, s, FinishReason::kStop, {}, tok);
         else if (!p.ignore_eos && contains(config.eos_token_ids, tok))
             finish_choice(r, s, FinishReason::kStop, {}, tok);
-        else if (s.num_output() >= r.max_tokens)
-            finish_choice(r, s, FinishReason::kLength, {}, -1);
-        else if (static_cast<int32_t>(s.tokens.size()) >= config.max_model_len)
+        else if (reaches_length_limit(s, 0))
             finish_choice(r, s, FinishReason::kLength, {}, -1);
     }
     if (observer) observer->on_step(slot.input, collect_stats());

@@ -98,17 +98,16 @@ std::span<const float> Sampler::process(std::span<const float> logits, const Sam
                 work_[t] = kNegInf;
     }
 
-    if (p.reads_output_tokens()) {
-        // The penalties index by token: a token outside the vocabulary (a placeholder of async scheduling that was
-        // never filled in) would write outside the buffers.
-        for (std::span<const int32_t> tokens : {ctx.prompt_tokens, ctx.output_tokens})
-            for (int32_t t : tokens)
-                PAGODA_CHECK_MSG(t >= 0 && t < vocab_size_, "sampling: a context token is outside the vocabulary");
-    }
+    // The penalties index by token: one outside the vocabulary (a placeholder of async scheduling never filled in)
+    // would write outside the buffers. Checked where each token is first used as an index.
+    auto check = [this](int32_t t) {
+        PAGODA_CHECK_MSG(t >= 0 && t < vocab_size_, "sampling: a context token is outside the vocabulary");
+    };
     const float rep = p.repetition_penalty_value();
     if (rep != 1.0f) {
         // vLLM semantics: each distinct token seen in prompt or output once; positive logits shrink, negative grow.
         auto penalise = [&](int32_t t) {
+            check(t);
             if (in_context_[t]) return;
             in_context_[t] = 1;
             work_[t] = work_[t] > 0.0f ? work_[t] / rep : work_[t] * rep;
@@ -123,8 +122,10 @@ std::span<const float> Sampler::process(std::span<const float> logits, const Sam
             in_context_[t] = 0;
     }
     if (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f) {
-        for (int32_t t : ctx.output_tokens)
+        for (int32_t t : ctx.output_tokens) {
+            check(t);
             ++counts_[t];
+        }
         for (int32_t t : ctx.output_tokens) {
             if (counts_[t] == 0) continue;  // already applied for this token
             work_[t] -= p.frequency_penalty * static_cast<float>(counts_[t]) + p.presence_penalty;

@@ -328,16 +328,6 @@ Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::st
                                                                    const EngineOptions& o) {
     PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
     log_expert_placement(dir.spec, o);
-    // The other nodes load as their checkpoint says (a quantized checkpoint needs no flag to load in its format);
-    // what changes a rank's weights or caches beyond that does not reach them yet.
-    if (o.nnodes > 1 && !o.quantization.empty()) {
-        return Status::error("--quantization " + o.quantization + " with --nnodes " + std::to_string(o.nnodes) +
-                             " is not supported yet");
-    }
-    if (o.nnodes > 1 && o.kv_cache_dtype != KvCacheDtype::kAuto) {
-        return Status::error("--kv-cache-dtype " + std::string(kv_cache_dtype_name(o.kv_cache_dtype)) +
-                             " with --nnodes " + std::to_string(o.nnodes) + " is not supported yet");
-    }
     if (o.nnodes > 1) return load_node_zero(model_dir, o);
     PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
     model::LoadOptions load;
@@ -380,6 +370,9 @@ Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const 
     PAGODA_RETURN_IF_ERROR(TensorParallelRunner::check_node_layout(o.tensor_parallel_size, o.nnodes, g.device));
     PAGODA_ASSIGN_OR_RETURN(g.model_fingerprint, model_fingerprint(model_dir));
     g.expert_parallel = o.enable_expert_parallel;
+    g.quantization = o.quantization;
+    g.kv_cache_dtype = kv_cache_dtype_name(o.kv_cache_dtype);
+    g.calculate_kv_scales = o.calculate_kv_scales;
     return g;
 }
 

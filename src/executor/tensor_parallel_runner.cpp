@@ -196,8 +196,12 @@ Result<std::unique_ptr<TensorParallelRunner>> TensorParallelRunner::load_node(co
         backends = std::move(gpus->backends);
         comms = std::move(joined).value();
     }
+    // Every node passed the handshake with node 0's load settings (NodeGroupOptions), so each rank loads alike.
     model::LoadOptions load;
     load.expert_parallel = o.expert_parallel;
+    load.quantization = o.quantization;
+    PAGODA_ASSIGN_OR_RETURN(load.kv_cache_dtype, parse_kv_cache_dtype(o.kv_cache_dtype));
+    load.calculate_kv_scales = o.calculate_kv_scales;
     auto loaded = load_ranks(model_dir, std::move(backends), std::move(comms), threads, load);
     // Every node learns whether every node loaded: node 0 waits for the others' status, the others send theirs.
     Status status = loaded.status();

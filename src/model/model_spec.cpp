@@ -521,6 +521,13 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
     PAGODA_RETURN_IF_ERROR(f.get("checkpoint_format", q.checkpoint_format));
     PAGODA_RETURN_IF_ERROR(f.get_string_list("modules_to_not_convert", q.ignore));
     if (f.has("ignore")) PAGODA_RETURN_IF_ERROR(f.get_string_list("ignore", q.ignore));
+    if (const Json* dynamic = f.find("dynamic"); dynamic && !dynamic->is_null()) {
+        if (!dynamic->is_object()) return f.error("dynamic", "an object of module rules", *dynamic);
+        for (const auto& [rule, settings] : dynamic->as_object()) {
+            const bool excludes = rule.rfind("-:", 0) == 0;
+            if (!excludes && (!settings.is_object() || settings.size() != 0)) q.dynamic_overrides.push_back(rule);
+        }
+    }
     if (const Json* groups = f.find("config_groups")) {
         if (!groups->is_object() || groups->size() == 0)
             return f.error("config_groups", "an object of quantization groups", *groups);

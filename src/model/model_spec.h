@@ -67,6 +67,10 @@ struct QuantizationSpec {
     int64_t input_bits = 0;           // input_activations.num_bits; 0: weight-only
     std::string input_type;           // input_activations.type
     std::vector<std::string> ignore;  // modules_to_not_convert / ignore: layers left unquantized
+    // GPTQModel's `dynamic` rules that give the modules they match other bits / groups ("+:regex" or a bare regex with
+    // settings). Its "-:regex" rules only leave modules unquantized (Qwen's Qwen3.5 GPTQ releases: "-:.*attn.*"),
+    // which the stored tensors show by themselves.
+    std::vector<std::string> dynamic_overrides;
 
     bool quantized() const { return !method.empty(); }
     // The format and its variant, e.g. "fp8, 128x128 block scales", "awq, int4, group 128, zero points".

@@ -123,6 +123,11 @@ std::string CheckpointQuantization::describe() const {
 
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q) {
     if (!q.quantized()) return std::optional<CheckpointQuantization>();
+    if (!q.dynamic_overrides.empty()) {
+        return not_served(q, "quantization_config.dynamic gives modules matching '" + q.dynamic_overrides.front() +
+                                 "' their own settings, which is not served (its '-:' rules, which leave modules "
+                                 "unquantized, are)");
+    }
     if (q.method == "fp8") return fp8(q);
     if (q.method == "compressed-tensors") return compressed_tensors(q);
     if (q.method == "awq") return awq(q);

@@ -103,7 +103,7 @@ void handle_embeddings(ServiceContext& ctx, Exchange x) {
     if (auto err = parse_embedding_request(*body, er)) return send_error(x, *err);
     if (!ctx.serves_model(er.model)) return send_error(x, unknown_model(er.model));
     if (auto err = check_tenant_model(ctx, x, er.model)) return send_error(x, *err);
-    const int32_t hidden = ctx.config.hidden_size;
+    const int32_t hidden = x.model->pooling.hidden_size;
     if (er.dimensions && hidden > 0 && *er.dimensions > hidden)
         return send_error(x, ApiError::bad_request("'dimensions' is " + std::to_string(*er.dimensions) +
                                                        "; this model's embeddings have " + std::to_string(hidden),

@@ -57,7 +57,7 @@ void handle_metrics(ServiceContext& ctx, Exchange x) {
         tenants.push_back({u->name, u->requests.load(), u->prompt_tokens.load(), u->generation_tokens.load(),
                            u->rate_limited.load()});
     text += metrics::render_tenant_counters(tenants, ctx.config.metrics_prefix, name);
-    if (engine::LoraRegistry* lora = ctx.lora.load()) {
+    if (engine::LoraRegistry* lora = model.lora) {
         metrics::LoraRequestsInfo info;
         info.max_lora = lora->max_loras();
         for (int32_t id : stats.running_lora_ids)

@@ -6,14 +6,15 @@
 
 namespace pagoda::server::openai {
 
-std::optional<engine::LoraRegistry::Ref> ServiceContext::resolve_model(std::string_view name) const {
+std::optional<engine::LoraRegistry::Ref> ServiceContext::resolve_model(const ServedModel& model,
+                                                                       std::string_view name) const {
     if (serves_model(name)) return engine::LoraRegistry::Ref{};
-    if (engine::LoraRegistry* registry = lora.load()) return registry->find(name);
+    if (model.lora != nullptr) return model.lora->find(name);
     return std::nullopt;
 }
 
-void append_lora_models(ServiceContext& ctx, Json& data) {
-    engine::LoraRegistry* registry = ctx.lora.load();
+void append_lora_models(ServiceContext& ctx, const ServedModel& model, Json& data) {
+    engine::LoraRegistry* registry = model.lora;
     if (registry == nullptr) return;
     for (const engine::LoraInfo& a : registry->list()) {
         Json m = Json::object();
@@ -22,7 +23,7 @@ void append_lora_models(ServiceContext& ctx, Json& data) {
         m.set("created", Json(ctx.created));
         m.set("owned_by", Json("pagoda"));
         m.set("root", Json(a.path));
-        m.set("parent", Json(ctx.config.served_model_names.front()));
+        m.set("parent", Json(model.served_model_names.front()));
         m.set("max_model_len", Json(ctx.max_model_len.load()));
         m.set("permission", Json::array());
         data.push_back(std::move(m));
@@ -39,6 +40,17 @@ std::optional<std::string> required_string(const Exchange& x, const Json& body, 
     return std::nullopt;
 }
 
+// Adapters cannot change while the model loads or is being reloaded (the reload carries the served adapters over to
+// the new model: ModelLoader::load).
+std::optional<ApiError> reloading_error(const ServiceContext& ctx, const engine::LoraRegistry* registry) {
+    if (ctx.reloading.load()) {
+        return ApiError{409, "a model reload is in progress; load or unload adapters once it has answered",
+                        "ConflictError", ""};
+    }
+    if (registry == nullptr) return ApiError::unavailable("the model is still loading");
+    return std::nullopt;
+}
+
 void send_text(Exchange& x, std::string text) {
     x.responder->send(http::Response{200, std::move(x.headers), std::move(text), "text/plain; charset=utf-8"});
 }
@@ -52,8 +64,9 @@ void handle_load_lora_adapter(ServiceContext& ctx, Exchange x) {
     if (!name) return;
     const auto path = required_string(x, *body, "lora_path");
     if (!path) return;
-    engine::LoraRegistry* registry = ctx.lora.load();
-    if (registry == nullptr) return send_error(x, ApiError::unavailable("the model is still loading"));
+    std::lock_guard<std::mutex> admin(ctx.lora_admin);
+    engine::LoraRegistry* registry = x.model->lora;
+    if (auto busy = reloading_error(ctx, registry)) return send_error(x, *busy);
     if (ctx.serves_model(*name))
         return send_error(x, ApiError::bad_request("'" + *name + "' is the base model's name", "lora_name"));
     if (Status s = registry->load(*name, *path); !s.ok())
@@ -66,8 +79,9 @@ void handle_unload_lora_adapter(ServiceContext& ctx, Exchange x) {
     if (!body) return;
     const auto name = required_string(x, *body, "lora_name");
     if (!name) return;
-    engine::LoraRegistry* registry = ctx.lora.load();
-    if (registry == nullptr) return send_error(x, ApiError::unavailable("the model is still loading"));
+    std::lock_guard<std::mutex> admin(ctx.lora_admin);
+    engine::LoraRegistry* registry = x.model->lora;
+    if (auto busy = reloading_error(ctx, registry)) return send_error(x, *busy);
     if (!registry->find(*name))
         return send_error(x, ApiError::not_found("The lora adapter '" + *name + "' cannot be found.", "lora_name"));
     if (Status s = registry->unload(*name); !s.ok())

@@ -24,6 +24,14 @@
 
 namespace pagoda::server::openai {
 
+// What a pooling model (--task embed|score) takes from its own files.
+struct PoolingSettings {
+    int32_t hidden_size = 0;  // config.json's, which bounds /v1/embeddings' dimensions; 0: unknown
+    // kScore: the tokens whose logits at the end of a query + document make the score, p = softmax([no, yes])[yes]
+    // (Qwen3-Reranker's "no" and "yes"; vLLM's classifier_from_token).
+    std::vector<int32_t> score_token_ids;
+};
+
 struct ServedModel {
     ServedModel(Tokenizer tokenizer_, std::shared_ptr<const chat::ChatTemplate> chat_template_, Generator& generator_)
         : tokenizer(std::move(tokenizer_)), chat_template(std::move(chat_template_)), generator(generator_) {}
@@ -41,7 +49,8 @@ struct ServedModel {
     // What the generator runs on (the engine): destroyed with this model. Null when the owner lives elsewhere (the
     // test generator, or the placeholder the server starts with while the first model loads).
     std::shared_ptr<void> keep_alive;
-    engine::LoraRegistry* lora = nullptr;  // the engine's adapters (--enable-lora; reloads are refused then)
+    engine::LoraRegistry* lora = nullptr;  // the engine's adapters (--enable-lora), alive as long as keep_alive
+    PoolingSettings pooling;
     // Stops the engine (idempotent; the destructor of keep_alive does it too): the server calls it at exit, while
     // the HTTP server its requests answer on still exists.
     std::function<void()> stop;

@@ -6,6 +6,8 @@
 //   after drain: park new requests, wait for the old one's requests to finish, destroy it, load the new one, install
 //     it (the parked requests run on it). If that load fails, the old directory is loaded again.
 // A directory the loader's check refuses is a 400 and a load failure a 500; either way the old model serves on.
+// With --enable-lora the new model serves the adapters the old one serves (ModelLoader::load); adapters cannot be
+// loaded or unloaded while a reload runs (409).
 #include <chrono>
 
 #include "common/log.h"
@@ -39,7 +41,8 @@ struct ReloadJob {
     ServiceContext& ctx;
     Exchange x;
     std::string dir;
-    std::vector<std::string> names;  // empty: keep the served names
+    std::vector<std::string> names;          // empty: keep the served names
+    std::vector<engine::LoraInfo> adapters;  // the old model's, taken once `reloading` keeps them from changing
 
     // Each run ends in exactly one of these two. The reload counts as over before its answer goes out, so that a
     // client that sends the next reload as soon as it has this answer is not told one is in progress (the next
@@ -77,6 +80,10 @@ void ReloadJob::run() {
     const auto start = std::chrono::steady_clock::now();
     if (Status s = ctx.loader->check(dir); !s.ok()) return fail(ApiError::bad_request(s.message(), "model"));
     std::shared_ptr<const ServedModel> old = ctx.models.current();
+    {
+        std::lock_guard<std::mutex> admin(ctx.lora_admin);  // a load or unload that began before `reloading` ends
+        if (old->lora != nullptr) adapters = old->lora->list();
+    }
     const std::string old_dir = old->model_dir;
     const std::vector<std::string> served_names = names.empty() ? old->served_model_names : names;
     const bool beside = ctx.loader->fits_beside(dir);
@@ -84,7 +91,7 @@ void ReloadJob::run() {
     old.reset();  // our reference would keep it from draining
     double drain_s = 0.0;
     if (beside) {
-        auto loaded = ctx.loader->load(dir);
+        auto loaded = ctx.loader->load(dir, adapters);
         if (!loaded.ok())
             return fail(ApiError{500, "loading " + dir + " failed: " + loaded.message() + "; still serving " + old_dir,
                                  "InternalServerError", "model"});
@@ -128,14 +135,14 @@ bool ReloadJob::load_after_drain(const std::vector<std::string>& served_names, d
     const std::string old_dir = old->model_dir;
     const std::vector<std::string> old_names = old->served_model_names;
     drain_s = retire_when_drained(std::move(old));
-    auto loaded = ctx.loader->load(dir);
+    auto loaded = ctx.loader->load(dir, adapters);
     if (loaded.ok()) {
         install(std::move(loaded).value(), served_names, nullptr);
         return true;
     }
     error = "loading " + dir + " failed: " + loaded.message();
     PAGODA_LOG_ERROR("model reload: " + error + "; loading " + old_dir + " again");
-    auto again = ctx.loader->load(old_dir);
+    auto again = ctx.loader->load(old_dir, adapters);
     if (!again.ok()) {
         // Nothing to serve: /health answers 503 so that a supervisor or load balancer acts.
         error += "; loading " + old_dir + " again failed too: " + again.message() + "; no model is served";
@@ -180,8 +187,6 @@ void handle_reload_model(ServiceContext& ctx, Exchange x) {
     if (!ctx.loader || !ctx.loader->unavailable.empty())
         return send_error(x, ApiError::bad_request("model reload is not available: " +
                                                    (ctx.loader ? ctx.loader->unavailable : std::string("no loader"))));
-    if (ctx.lora.load())
-        return send_error(x, ApiError::bad_request("model reload is not supported with --enable-lora yet"));
     bool idle = false;
     if (!ctx.reloading.compare_exchange_strong(idle, true))
         return send_error(
@@ -189,7 +194,7 @@ void handle_reload_model(ServiceContext& ctx, Exchange x) {
     if (ctx.reload_thread.joinable()) ctx.reload_thread.join();  // the previous one, finished
     x.model.reset();  // the reload's own request must not hold the model it replaces
     ctx.reload_thread = std::thread(
-        [job = ReloadJob{ctx, std::move(x), model->as_string(), std::move(names)}]() mutable { job.run(); });
+        [job = ReloadJob{ctx, std::move(x), model->as_string(), std::move(names), {}}]() mutable { job.run(); });
 }
 
 }  // namespace pagoda::server::openai

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "server/openai/model_holder.h"
@@ -16,9 +17,13 @@ struct ModelLoader {
     // Problems with the directory a person can fix (missing, no config.json, a config or tokenizer that does not
     // parse, no weights), found without loading the weights: answered with 400.
     std::function<Status(const std::string& model_dir)> check;
-    // Loads it into a ServedModel ready to install (names are set by the reloader). An error here is a genuine load
-    // failure: answered with 500, the old model serving on.
-    std::function<Result<std::shared_ptr<ServedModel>>(const std::string& model_dir)> load;
+    // Loads it into a ServedModel ready to install (names are set by the reloader), serving `adapters` (with
+    // --enable-lora: the adapters the old model serves, in their load order, in place of --lora-modules). An error
+    // here is a genuine load failure (an adapter that does not fit the new model is one): answered with 500, the old
+    // model serving on.
+    std::function<Result<std::shared_ptr<ServedModel>>(const std::string& model_dir,
+                                                       const std::vector<engine::LoraInfo>& adapters)>
+        load;
     // Whether it loads beside the model served now; else the old one drains first (and is loaded again if the new
     // one then fails).
     std::function<bool(const std::string& model_dir)> fits_beside;

@@ -18,7 +18,7 @@ void handle_models(ServiceContext& ctx, Exchange x) {
         m.set("permission", Json::array());
         data.push_back(std::move(m));
     }
-    append_lora_models(ctx, data);
+    append_lora_models(ctx, model, data);
     Json body = Json::object();
     body.set("object", Json("list"));
     body.set("data", std::move(data));

@@ -73,7 +73,7 @@ void score_pairs(ServiceContext& ctx, Exchange x, const std::vector<std::string>
                 x, ApiError::bad_request(where + " has " + std::to_string(r.prompt_tokens.size()) +
                                          " tokens; this model's maximum context length is " + std::to_string(max_len)));
         r.pooling = engine::PoolingTask::kTokenLogits;
-        r.pooling_token_ids = ctx.config.score_token_ids;
+        r.pooling_token_ids = x.model->pooling.score_token_ids;
     }
     PoolingJob::start(std::move(x), std::move(requests),
                       [answer = std::move(answer)](const Exchange& x, PooledOutputs& outputs) {

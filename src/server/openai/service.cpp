@@ -186,10 +186,6 @@ Status OpenAiService::reload_tenants(std::vector<auth::TenantSpec> tenants) {
     return ctx_->tenants->load(ctx_->config.api_keys, std::move(tenants));
 }
 
-void OpenAiService::set_lora_registry(engine::LoraRegistry* lora) {
-    ctx_->lora.store(lora);
-}
-
 void OpenAiService::set_model_loader(ModelLoader loader) {
     ctx_->loader = std::make_shared<const ModelLoader>(std::move(loader));
 }

@@ -28,11 +28,7 @@ namespace pagoda::server::openai {
 enum class ModelTask { kGenerate, kEmbed, kScore };
 
 struct ServiceConfig {
-    ModelTask task = ModelTask::kGenerate;
-    // kScore: the tokens whose logits at the end of a query + document make the score, p = softmax([no, yes])[yes]
-    // (Qwen3-Reranker's "no" and "yes"; vLLM's classifier_from_token).
-    std::vector<int32_t> score_token_ids;
-    int32_t hidden_size = 0;  // the model's (config.json), which bounds /v1/embeddings' dimensions; 0: unknown
+    ModelTask task = ModelTask::kGenerate;        // a reload keeps it; each model's pooling settings are its own
     std::vector<std::string> served_model_names;  // the first is the default; at least one
     std::string model_root;                       // "root" of /v1/models entries (the model directory)
     int32_t max_model_len = 4096;
@@ -87,8 +83,6 @@ class OpenAiService {
     Status reload_tenants(std::vector<auth::TenantSpec> tenants);
     // The context length the engine settled on (known once the model is loaded; before set_ready).
     void set_max_model_len(int32_t n);
-    // The LoRA adapters of the loaded model (--enable-lora); must outlive the service, or be set back to null first.
-    void set_lora_registry(engine::LoraRegistry* lora);
     // Model hot reload: how a model directory is loaded (POST /v1/models/reload answers 400 without it).
     void set_model_loader(ModelLoader loader);
     // The model loaded at start, in place of the one the service was constructed with (served names: the config's).

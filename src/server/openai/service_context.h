@@ -53,10 +53,13 @@ struct ServiceContext {
     std::atomic<uint64_t> reloads_ok{0}, reloads_failed{0};
 
     bool serves_model(std::string_view name) const;  // empty: the default (the current model's names)
-    // Multi-LoRA (lora_endpoints.cpp): the adapters, once the model is loaded with --enable-lora (else null).
-    std::atomic<engine::LoraRegistry*> lora{nullptr};
-    // What a request's "model" names: the base model (id 0, no hold) or a served adapter; nullopt: neither (404).
-    std::optional<engine::LoraRegistry::Ref> resolve_model(std::string_view name) const;
+    // Multi-LoRA (lora_endpoints.cpp): each served model has its own adapters (ServedModel::lora). Loading or
+    // unloading one holds this, and a reload takes the adapter list under it, after it has set `reloading` (which
+    // load and unload then refuse): no change falls between the list and the new model.
+    std::mutex lora_admin;
+    // What a request's "model" names on `model` (the one it runs on): the base model (id 0, no hold) or one of its
+    // adapters; nullopt: neither (404).
+    std::optional<engine::LoraRegistry::Ref> resolve_model(const ServedModel& model, std::string_view name) const;
 };
 
 // POST /v1/chat/completions (chat_completions.cpp)
@@ -90,7 +93,7 @@ void handle_models(ServiceContext& ctx, Exchange x);
 void handle_load_lora_adapter(ServiceContext& ctx, Exchange x);
 void handle_unload_lora_adapter(ServiceContext& ctx, Exchange x);
 // The served adapters as /v1/models entries (lora_endpoints.cpp).
-void append_lora_models(ServiceContext& ctx, Json& data);
+void append_lora_models(ServiceContext& ctx, const ServedModel& model, Json& data);
 // POST /tokenize, POST /detokenize (tokenize.cpp)
 void handle_tokenize(ServiceContext& ctx, Exchange x);
 void handle_detokenize(ServiceContext& ctx, Exchange x);

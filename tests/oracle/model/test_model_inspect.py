@@ -196,6 +196,29 @@ def test_moe_expert_formats(pagoda_bin, name, formats, layer_bytes):
         assert report["layer_formats"][0]["bytes_per_token"] == layer_bytes
 
 
+FP8_KEPT = "mlp.gate mlp.shared_expert_gate"
+GPTQ_EXPERTS = "int4 (group 32, zero points), GPTQ packing: mlp.experts.gate_up_proj mlp.experts.down_proj"
+
+
+@pytest.mark.parametrize("name,formats", [
+    # The FP8 release: routed experts one by one (the bf16 release fuses them), the shared expert quantized too; the
+    # Gated DeltaNet's in_proj_a / in_proj_b, the router and the shared-expert gate bf16.
+    ("qwen3_5_moe_fp8", [
+        ("0-1", f"fp8-e4m3 (16x16 block scales); bf16: linear_attn.in_proj_b linear_attn.in_proj_a {FP8_KEPT}"),
+        ("2", f"fp8-e4m3 (16x16 block scales); bf16: {FP8_KEPT}"),
+        ("3", f"fp8-e4m3 (16x16 block scales); bf16: linear_attn.in_proj_b linear_attn.in_proj_a {FP8_KEPT}")]),
+    # The GPTQ-Int4 release: attention of both kinds left bf16 by GPTQModel's "-:.*attn.*" rule; the experts int4.
+    ("qwen3_5_moe_gptq", [("0-1", f"bf16; {GPTQ_EXPERTS}"), ("2", f"bf16; {GPTQ_EXPERTS}"),
+                          ("3", f"bf16; {GPTQ_EXPERTS}")]),
+])
+def test_qwen3_5_moe_release_layouts(pagoda_bin, name, formats):
+    """Qwen3.5-MoE's quantized releases store the routed experts one by one; each layer names what it left bf16."""
+    d = GOLDEN / name
+    if not (d / "config.json").exists():
+        pytest.skip(f"no golden data in {d}")
+    assert formats_of(inspect(pagoda_bin, d)) == [{"layers": layers, "formats": f} for layers, f in formats]
+
+
 def test_layer_formats_name_what_a_quantized_checkpoint_left_dense(pagoda_bin, tmp_path):
     # qwen3_fp8 with layer 1's down_proj stored bf16 (dequantised): that layer says so by name.
     src = GOLDEN / "qwen3_fp8"

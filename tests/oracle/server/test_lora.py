@@ -5,12 +5,14 @@ prompts are token ids) with the adapters tools/make_lora_golden.py saved with pe
 logprobs returns the log-probability of every prompt token, which must equal what transformers + peft's recorded
 logits give (tests/golden/lora/qwen3/logits_<adapter>.bin). Also: adapters in /v1/models, 404 for unknown names,
 load and unload over HTTP, bad adapters refused with the server still serving, the endpoints absent without
---enable-lora, vLLM's lora_requests_info gauge.
+--enable-lora, vLLM's lora_requests_info gauge, a model reload carrying the served adapters over.
 """
 
 import json
 import os
 import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -140,6 +142,39 @@ def test_load_and_unload_over_http(server):
         client.completions.create(model="regex", prompt=[1, 2], max_tokens=1)
     status, text = post(server.url, "/v1/unload_lora_adapter", {"lora_name": "regex"})
     assert status == 404 and "cannot be found" in text
+
+
+def test_reload_carries_the_served_adapters_over(model_dir, tmp_path_factory):
+    s = Server([str(model_dir), "--served-model-name", "base", "--max-model-len", "128", "--enable-lora",
+                "--lora-modules", f"attn={LORA / 'attn'}", f"mlp={LORA / 'mlp_rslora'}", "--max-loras", "2",
+                "--max-lora-rank", "8", "--x-test-reload-delay-ms", "1000"])
+    try:
+        client = s.client()
+        assert post(s.url, "/v1/load_lora_adapter", {"lora_name": "regex", "lora_path": str(LORA / "regex")})[0] == 200
+        assert post(s.url, "/v1/unload_lora_adapter", {"lora_name": "mlp"})[0] == 200
+        before = {name: prompt_logprobs(client, name) for name in ("base", "attn", "regex")}
+        with ThreadPoolExecutor(1) as pool:
+            reload = pool.submit(post, s.url, "/v1/models/reload", {"model": str(model_dir)})
+            time.sleep(0.3)  # inside the reload (the test hook holds each load for a second)
+            status, text = post(s.url, "/v1/load_lora_adapter", {"lora_name": "late", "lora_path": str(LORA / "regex")})
+            assert status == 409 and "reload is in progress" in text, text
+            assert post(s.url, "/v1/unload_lora_adapter", {"lora_name": "attn"})[0] == 409
+            status, text = reload.result()
+        assert status == 200, text
+        # What was served before the reload (attn from --lora-modules, regex loaded over HTTP; not the unloaded mlp).
+        models = {m.id: m.model_dump() for m in client.models.list().data}
+        assert set(models) == {"base", "attn", "regex"}
+        assert models["regex"]["parent"] == "base" and models["regex"]["root"] == str(LORA / "regex")
+        for name, logprobs in before.items():
+            assert np.array_equal(prompt_logprobs(client, name), logprobs), name
+        # A model the adapters do not fit: the reload fails naming the adapter; the old model and adapters serve on.
+        other = golden_with_demo_tokenizer(tmp_path_factory, "qwen3_5")
+        status, text = post(s.url, "/v1/models/reload", {"model": str(other)})
+        assert status == 500 and "attn=" in text and "unload those that do not fit" in text, text
+        assert {m.id for m in client.models.list().data} == {"base", "attn", "regex"}
+        assert np.array_equal(prompt_logprobs(client, "regex"), before["regex"])
+    finally:
+        assert s.stop() == 0
 
 
 @pytest.mark.parametrize("body,what", [

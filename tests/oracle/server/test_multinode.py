@@ -164,6 +164,37 @@ def test_two_nodes_split_the_hybrid_and_moe_families_like_one_process(family, tm
         nodes.kill()
 
 
+def test_two_nodes_take_the_quantization_and_kv_cache_flags_of_one_process(model_dir, tmp_path):
+    # The reference is two ranks in one process with the same flags: each rank calculates its KV scales from its own
+    # heads, so one rank's (one scale over all heads) would store other bytes; two nodes compute the same bits.
+    flags = ["--quantization", "fp8", "--kv-cache-dtype", "fp8", "--calculate-kv-scales"]
+    single = Server([str(model_dir), "--max-model-len", "256", "--threads", "1", "-tp", "2", *flags])
+    try:
+        want = complete(single)
+    finally:
+        assert single.stop() == 0
+    nodes = TwoNodes(model_dir, tmp_path, flags)
+    try:
+        r = complete(nodes.node0)
+        assert r.choices[0].logprobs.tokens == want.choices[0].logprobs.tokens
+        assert r.choices[0].logprobs.token_logprobs == want.choices[0].logprobs.token_logprobs
+        assert nodes.node0.stop() == 0
+        assert nodes.worker.wait(timeout=30) == 0
+    finally:
+        nodes.kill()
+    # A node started without them is refused, saying which flag differs.
+    address = f"127.0.0.1:{free_port()}"
+    common = [str(model_dir), "-tp", "2", "--nnodes", "2", "--dist-init-addr", address, "--threads", "1",
+              "--dist-timeout", "20"]
+    worker = subprocess.Popen([_bin(), "serve", *common, "--node-rank", "1"], stderr=subprocess.PIPE, text=True)
+    node0 = subprocess.run([_bin(), "serve", *common, "--kv-cache-dtype", "fp8"], capture_output=True, text=True,
+                           timeout=60)
+    _, worker_err = worker.communicate(timeout=60)
+    assert node0.returncode != 0 and worker.returncode != 0
+    assert "--kv-cache-dtype auto (node 0: fp8_e4m3)" in node0.stderr, node0.stderr
+    assert "refused this node" in worker_err, worker_err
+
+
 def test_killing_the_worker_fails_the_next_request_and_stops_node0(model_dir, tmp_path):
     nodes = TwoNodes(model_dir, tmp_path)
     try:

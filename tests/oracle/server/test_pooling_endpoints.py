@@ -9,6 +9,7 @@ served as an embedding model without flags; `--task score` serves the same weigh
 
 import base64
 import json
+import shutil
 import struct
 import urllib.error
 import urllib.request
@@ -233,3 +234,42 @@ def test_bad_task_flags_refuse_to_start(tmp_path, args, words):
     s = OpsServer([str(GOLDEN), *args], tmp_path, wait_for_banner=False)
     assert s.exit_code() != 0
     assert words in s.log()
+
+
+# --- model reload (last in this file: they swap the module's servers' models) -------------------------------------
+
+def _reload(server, model_dir):
+    return _post(server, "/v1/models/reload", {"model": str(model_dir)})
+
+
+def test_reload_of_an_embedding_model_reads_the_new_models_settings(embed_server, tmp_path_factory):
+    # qwen2 (hidden size 96, not 64): its embeddings are 96 wide and bound `dimensions` by 96.
+    from test_openai_sdk import golden_with_demo_tokenizer
+    other = golden_with_demo_tokenizer(tmp_path_factory, "qwen2")
+    status, answer = _reload(embed_server, other)
+    assert status == 200, answer
+    client = _client(embed_server)
+    out = client.embeddings.create(model="tiny", input=[[1, 2, 3]], encoding_format="float")
+    assert len(out.data[0].embedding) == 96
+    status, answer = _post(embed_server, "/v1/embeddings", {"model": "tiny", "input": [[1, 2]], "dimensions": 97})
+    assert status == 400 and "have 96" in answer["error"]["message"], answer
+    # Back to the pooling checkpoint: sentence-transformers' embeddings again.
+    status, answer = _reload(embed_server, GOLDEN)
+    assert status == 200, answer
+    got = client.embeddings.create(model="tiny", input=REF["embed"]["inputs"], encoding_format="float")
+    for d, want in zip(got.data, REF["embed"]["embeddings"]):
+        _assert_close(d.embedding, want, f"embedding {d.index} after the reloads")
+
+
+def test_reload_of_a_scorer_keeps_scoring(score_server, tmp_path_factory):
+    copy = tmp_path_factory.mktemp("reranker")
+    for f in GOLDEN.iterdir():
+        (shutil.copytree if f.is_dir() else shutil.copy)(f, copy / f.name)
+    status, answer = _reload(score_server, copy)
+    assert status == 200 and answer["path"] == str(copy), answer
+    rr = REF["rerank"]
+    status, answer = _post(score_server, "/v1/rerank", {"model": "tiny", "query": rr["query"],
+                                                        "documents": rr["documents"]})
+    assert status == 200, answer
+    for r in answer["results"]:
+        assert abs(r["relevance_score"] - rr["scores"][r["index"]]) < TOL

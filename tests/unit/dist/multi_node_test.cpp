@@ -76,9 +76,13 @@ uint16_t free_port() {
 }
 
 // Node 0's group, listening on a port of its own choosing (port 0) before node 1 starts, which then reaches it at
-// address_of(group): no port is chosen before it is listened on.
-Result<std::unique_ptr<NodeGroup>> listening_node0(const std::string& dir) {
-    PAGODA_ASSIGN_OR_RETURN(const NodeGroupOptions options, node_group_options(dir, node_options(2, 0, "127.0.0.1:0")));
+// address_of(group): no port is chosen before it is listened on. `flags` sets what both nodes are started with.
+using NodeFlags = void (*)(EngineOptions&);
+void no_flags(EngineOptions&) {}
+Result<std::unique_ptr<NodeGroup>> listening_node0(const std::string& dir, NodeFlags flags = no_flags) {
+    EngineOptions zero = node_options(2, 0, "127.0.0.1:0");
+    flags(zero);
+    PAGODA_ASSIGN_OR_RETURN(const NodeGroupOptions options, node_group_options(dir, zero));
     return NodeGroup::listen(options);
 }
 std::string address_of(const NodeGroup& group) {
@@ -99,10 +103,11 @@ struct TwoNodes {
 
 // Forms the group; `worker_body` runs as node 1 with the options it should use.
 template <typename WorkerBody>
-void start_two_nodes(const std::string& dir, TwoNodes& nodes, WorkerBody worker_body) {
-    auto group = listening_node0(dir);
+void start_two_nodes(const std::string& dir, TwoNodes& nodes, WorkerBody worker_body, NodeFlags flags = no_flags) {
+    auto group = listening_node0(dir, flags);
     ASSERT_TRUE(group.ok()) << group.message();
-    const EngineOptions one = node_options(2, 1, address_of(**group));
+    EngineOptions one = node_options(2, 1, address_of(**group));
+    flags(one);
     nodes.worker = std::thread([&nodes, dir, one, worker_body] { nodes.worker_status = worker_body(dir, one); });
     ASSERT_TRUE((*group)->accept_all().ok());
     auto runner = TensorParallelRunner::load_node(dir, std::move(group).value(), 1);
@@ -240,6 +245,47 @@ TEST(MultiNode, ANodeWithAnotherTensorParallelSizeIsRefused) {
     EXPECT_TRUE(contains(refused.message(), "--nnodes 3 (node 0: 2)")) << refused.message();
     ASSERT_FALSE(worker_status.ok());
     EXPECT_TRUE(contains(worker_status.message(), "refused this node")) << worker_status.message();
+}
+
+// --quantization fp8 (weights quantized at load), an fp8 KV cache and calculated scales reach node 1 through the
+// handshake: the two nodes give the in-process group's logits with the same load options, bit for bit (node 1 loading
+// bf16 weights or a bf16-equivalent cache would not), and not the plain model's.
+TEST(MultiNode, EveryNodeLoadsWithTheFlagsThatShapeWeightsAndCaches) {
+    const std::string dir = golden::dir("qwen3");
+    if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data in " << dir;
+    const std::vector<int32_t> ids = golden::load(dir, /*with_tensors=*/false).ids;
+    ASSERT_GE(ids.size(), 62u);
+    Steps steps(ids);
+    model::LoadOptions load;
+    load.quantization = "fp8";
+    load.kv_cache_dtype = KvCacheDtype::kFp8E4M3;
+    load.calculate_kv_scales = true;
+    auto in_process = TensorParallelRunner::load_cpu(dir, 2, 2, load);
+    ASSERT_TRUE(in_process.ok()) << in_process.message();
+    ASSERT_TRUE((*in_process)->start(pool_config()).ok());
+    const auto want = run_steps(**in_process, steps);
+    auto plain = TensorParallelRunner::load_cpu(dir, 2, 2);
+    ASSERT_TRUE(plain.ok()) << plain.message();
+    ASSERT_TRUE((*plain)->start(pool_config()).ok());
+    const auto unquantized = run_steps(**plain, steps);
+
+    TwoNodes nodes;
+    start_two_nodes(dir, nodes, run_tensor_parallel_worker, [](EngineOptions& o) {
+        o.quantization = "fp8";
+        o.kv_cache_dtype = KvCacheDtype::kFp8E4M3;
+        o.calculate_kv_scales = true;
+    });
+    ASSERT_NE(nodes.node0, nullptr);
+    const auto got = run_steps(*nodes.node0, steps);
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t s = 0; s < got.size(); ++s) {
+        ASSERT_FALSE(got[s].empty());
+        EXPECT_EQ(got[s], want[s]) << "step " << s;
+        EXPECT_NE(got[s], unquantized[s]) << "step " << s;
+    }
+    nodes.node0.reset();
+    nodes.worker.join();
+    EXPECT_TRUE(nodes.worker_status.ok()) << nodes.worker_status.message();
 }
 
 TEST(MultiNode, FlagsThatCannotWorkAreErrors) {

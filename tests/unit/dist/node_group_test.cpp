@@ -261,6 +261,18 @@ TEST(NodeGroup, ANodeThatDiffersIsRefusedWithWhatDiffers) {
              if (o.node_rank == 1) o.expert_parallel = true;
          },
          "--enable-expert-parallel (node 0: off)"},
+        {[](NodeGroupOptions& o) {
+             if (o.node_rank == 1) o.quantization = "fp8";
+         },
+         "--quantization fp8 (node 0: no --quantization)"},
+        {[](NodeGroupOptions& o) {
+             if (o.node_rank == 1) o.kv_cache_dtype = "fp8_e4m3";
+         },
+         "--kv-cache-dtype fp8_e4m3 (node 0: auto)"},
+        {[](NodeGroupOptions& o) {
+             if (o.node_rank == 0) o.calculate_kv_scales = true;
+         },
+         "no --calculate-kv-scales (node 0: on)"},
     };
     for (const Case& c : cases) {
         Formed f = form_group(2, c.change);
@@ -281,7 +293,7 @@ std::unique_ptr<NodeGroup> listening_node0(int nnodes) {
 
 // A hello as another build might send it: node_group.cpp's tag and magic, then `version`, then nothing more.
 constexpr uint32_t kHelloTag = 0x4F4C4548, kRefuseTag = 0x46455252, kMagic = 0x41444750;
-constexpr uint32_t kThisVersion = 2;  // node_group.cpp's kProtocolVersion
+constexpr uint32_t kThisVersion = 3;  // node_group.cpp's kProtocolVersion
 Status send_bare_hello(TcpChannel& c, uint32_t version) {
     const uint32_t words[] = {kMagic, version};
     return c.send(kHelloTag, std::as_bytes(std::span(words)), kTestTimeout);

@@ -951,41 +951,38 @@ TEST(Engine, ShutdownAbortsInFlight) {
     expect_no_leaks(**engine, config, runner);
 }
 
-TEST(Engine, SlowReaderIsCancelled) {
+// A request never read until it ends (max_unread_tokens 5): its choices end when the first crosses the limit.
+Outcome slow_reader_outcome(int32_t n, float presence_penalty) {
     EngineConfig config = small_config(false);
     config.max_unread_tokens = 5;
     FakeModelRunner runner(kVocab, config.num_kv_blocks, config.block_size, 0);
     auto engine = Engine::create(config, engine_runner(runner));
-    ASSERT_TRUE(engine.ok());
+    EXPECT_TRUE(engine.ok());
     Request r = make_request(tokens_from(8, 10), 0.0f, 0, 50);
     r.params.ignore_eos = true;
+    r.params.n = n;
+    r.params.presence_penalty = presence_penalty;
     auto s = *(*engine)->submit(r);
     (*engine)->drain().get();  // never read until the request has ended
     const Outcome o = collect(*s);
+    EXPECT_EQ(runner.error(), "");
+    return o;
+}
+
+TEST(Engine, SlowReaderIsCancelled) {
+    const Outcome o = slow_reader_outcome(1, 0.0f);
     EXPECT_EQ(o.reasons[0], FinishReason::kAbort);
     EXPECT_NE(o.messages[0].find("fell behind"), std::string::npos);
     EXPECT_EQ(o.tokens[0].size(), 6u);  // the token that crossed the limit is delivered too
 }
 
-// Two choices with a penalty, never read: the first choice's token crosses the limit and ends the request, the second
-// choice's token of that step is dropped. With async scheduling the second choice already has a row in the step
-// launched before, whose sampling (a penalty reads the tokens so far) must not see its unfilled placeholder.
+// Two choices with a penalty: the first choice's token crosses the limit and ends the request, the second choice's
+// token of that step is dropped. With async scheduling the second choice already has a row in the step launched
+// before, whose sampling (a penalty reads the tokens so far) must not see its unfilled placeholder.
 TEST(Engine, SlowReaderOfTwoPenalisedChoicesIsCancelled) {
-    EngineConfig config = small_config(false);
-    config.max_unread_tokens = 5;
-    FakeModelRunner runner(kVocab, config.num_kv_blocks, config.block_size, 0);
-    auto engine = Engine::create(config, engine_runner(runner));
-    ASSERT_TRUE(engine.ok());
-    Request r = make_request(tokens_from(8, 10), 0.0f, 0, 50);
-    r.params.ignore_eos = true;
-    r.params.n = 2;
-    r.params.presence_penalty = 0.5f;
-    auto s = *(*engine)->submit(r);
-    (*engine)->drain().get();
-    const Outcome o = collect(*s);
+    const Outcome o = slow_reader_outcome(2, 0.5f);
     EXPECT_EQ(o.reasons[0], FinishReason::kAbort);
     EXPECT_EQ(o.reasons[1], FinishReason::kAbort);
-    EXPECT_EQ(runner.error(), "");
 }
 
 // A request whose step `fail_at_step` fails ends with the runner's error; nothing of that step was cached (with async

@@ -447,6 +447,20 @@ TEST(ModelSpec, QuantizationGptq) {  // Qwen2.5-7B-Instruct-GPTQ-Int4
     EXPECT_EQ(s.quantization.describe(), "gptq, int4, group 128, symmetric");
 }
 
+// GPTQModel's `dynamic` rules: "-:" ones only exclude modules (Qwen3.5-27B-GPTQ-Int4 keeps attention bf16 so);
+// rules that give modules other settings are kept to be refused.
+TEST(ModelSpec, QuantizationGptqDynamicRules) {
+    const ModelSpec excluding = parse_ok(with_quantization(R"({"bits": 4, "group_size": 128, "sym": true,
+        "desc_act": false, "quant_method": "gptq", "dynamic": {"-:.*attn.*": {}, ".*mlp.*": {}}})"));
+    EXPECT_TRUE(excluding.quantization.dynamic_overrides.empty());
+    const ModelSpec overriding = parse_ok(with_quantization(R"({"bits": 4, "group_size": 128, "quant_method": "gptq",
+        "dynamic": {"-:.*attn.*": {}, "+:.*down_proj.*": {"bits": 8, "group_size": 32}}})"));
+    EXPECT_EQ(overriding.quantization.dynamic_overrides, (std::vector<std::string>{"+:.*down_proj.*"}));
+    const std::string bad =
+        parse_error(with_quantization(R"({"bits": 4, "quant_method": "gptq", "dynamic": ["-:.*attn.*"]})"));
+    EXPECT_NE(bad.find("quantization_config.dynamic"), std::string::npos) << bad;
+}
+
 TEST(ModelSpec, QuantizationCompressedTensors) {  // llm-compressor FP8 dynamic, lm_head left out
     const ModelSpec s = parse_ok(with_quantization(R"({"config_groups": {"group_0": {
         "input_activations": {"dynamic": true, "num_bits": 8, "strategy": "token", "symmetric": true, "type": "float"},

@@ -834,7 +834,8 @@ class ReloadTest : public ServiceTest {
         l.check = [](const std::string& dir) {
             return dir == "missing" ? Status::error("missing is not a directory") : ok_status();
         };
-        l.load = [this](const std::string& dir) -> Result<std::shared_ptr<ServedModel>> {
+        l.load = [this](const std::string& dir,
+                        const std::vector<engine::LoraInfo>&) -> Result<std::shared_ptr<ServedModel>> {
             if (dir == "broken") return Status::error("safetensors header is truncated");
             if (load_gate) load_gate->wait();
             return scripted_model("Bye");
