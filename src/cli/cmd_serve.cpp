@@ -681,7 +681,7 @@ Result<ServiceParts> build_service_parts(const ServeOptions& o) {
     parts.config.tokenizer_config = std::move(text.tokenizer_config);
     parts.config.task = o.service.task;
     // Checked before the server listens (a reranker's tokenizer without "yes"); each loaded model reads its own.
-    PAGODA_RETURN_IF_ERROR(cli::pooling_settings(o.service.task, parts.tokenizer, o.model_dir).status());
+    PAGODA_RETURN_IF_ERROR(cli::pooling_settings(o.service.task, parts.tokenizer, o.model_dir));
     if (o.tool_call_parser) {
         if (*o.tool_call_parser == "auto") {
             parts.config.tool_parser =

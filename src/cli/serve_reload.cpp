@@ -64,8 +64,10 @@ uint64_t available_memory_bytes() {
     return 0;
 }
 
-// Checks that find the mistakes a person makes when naming a directory, without loading weights.
-Status check_model_dir(const std::string& dir, const executor::EngineOptions& options) {
+// Checks that find the mistakes a person makes when naming a directory, without loading weights: before a reload
+// unloads anything. The adapters it is to serve are read again from their directories, which must still be there.
+Status check_model_dir(const std::string& dir, const executor::EngineOptions& options, server::openai::ModelTask task,
+                       const server::openai::ModelLoader::Serving& serving) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) return Status::error(dir + " is not a directory");
     auto spec = model::load_model_spec(dir + "/config.json");
@@ -75,7 +77,16 @@ Status check_model_dir(const std::string& dir, const executor::EngineOptions& op
             return s.with_context(dir);
     }
     if (weight_bytes(dir) == 0) return Status::error(dir + " holds no .safetensors weights");
-    if (auto t = Tokenizer::load_from_dir(dir); !t.ok()) return t.status().with_context(dir);
+    auto tokenizer = Tokenizer::load_from_dir(dir);
+    if (!tokenizer.ok()) return tokenizer.status().with_context(dir);
+    if (Status s = pooling_settings(task, *tokenizer, dir).status(); !s.ok()) return s.with_context(dir);
+    for (const engine::LoraInfo& a : serving.adapters) {
+        if (!file_exists(a.path + "/adapter_config.json")) {
+            return Status::error("LoRA adapter '" + a.name + "': " + a.path +
+                                 "/adapter_config.json is gone (a reload reads the served adapters again; unload "
+                                 "it first)");
+        }
+    }
     return ok_status();
 }
 
@@ -158,23 +169,25 @@ server::openai::ModelLoader make_model_loader(executor::EngineOptions options, s
                                               std::string unavailable, int test_delay_ms) {
     server::openai::ModelLoader loader;
     loader.unavailable = std::move(unavailable);
-    loader.check = [options](const std::string& dir) { return check_model_dir(dir, options); };
-    loader.load =
-        [options, task, chat_template_flag, test_delay_ms](
-            const std::string& dir,
-            const std::vector<engine::LoraInfo>& adapters) -> Result<std::shared_ptr<server::openai::ServedModel>> {
+    using Serving = server::openai::ModelLoader::Serving;
+    loader.check = [options, task](const std::string& dir, const Serving& serving) {
+        return check_model_dir(dir, options, task, serving);
+    };
+    loader.load = [options, task, chat_template_flag, test_delay_ms](
+                      const std::string& dir,
+                      const Serving& serving) -> Result<std::shared_ptr<server::openai::ServedModel>> {
         if (test_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(test_delay_ms));
         if (!options.enable_lora) return load_served_model(dir, chat_template_flag, options, task);
-        // What the old model serves now: --lora-modules, less those unloaded, plus those loaded over HTTP.
+        // What the old model serves now: --lora-modules, less those unloaded, plus those loaded over HTTP; no adapter
+        // may take a name the model is served under.
         executor::EngineOptions with_adapters = options;
         with_adapters.lora_modules.clear();
-        for (const engine::LoraInfo& a : adapters)
+        for (const engine::LoraInfo& a : serving.adapters)
             with_adapters.lora_modules.emplace_back(a.name, a.path);
+        with_adapters.lora_reserved_names = serving.names;
         auto loaded = load_served_model(dir, chat_template_flag, with_adapters, task);
-        if (!loaded.ok() && !adapters.empty()) {
-            return Status::error(loaded.message() +
-                                 " (a reload serves the adapters the old model serves; unload those that do not fit "
-                                 "the new model first)");
+        if (!loaded.ok() && !serving.adapters.empty()) {
+            return Status::error(loaded.message() + " (a reload serves the LoRA adapters the old model serves)");
         }
         return loaded;
     };

@@ -78,6 +78,8 @@ Result<server::openai::PoolingSettings> pooling_settings(ModelTask task, const T
                                                          const std::string& model_dir) {
     server::openai::PoolingSettings out;
     if (task == ModelTask::kGenerate) return out;
+    // A sentence-transformers Pooling module other than last-token is refused (also under an explicit --task embed).
+    if (task == ModelTask::kEmbed) PAGODA_RETURN_IF_ERROR(has_last_token_pooling(model_dir));
     PAGODA_ASSIGN_OR_RETURN(const model::ModelSpec spec, model::load_model_spec(model_dir + "/config.json"));
     out.hidden_size = static_cast<int32_t>(spec.hidden_size);
     if (task == ModelTask::kScore) {

@@ -36,10 +36,13 @@ public:
     Result(Status status) : value_(std::move(status)) {}  // NOLINT
 
     bool ok() const { return std::holds_alternative<T>(value_); }
-    const Status& status() const {
+    const Status& status() const& {
         static const Status kOk;
         return ok() ? kOk : std::get<Status>(value_);
     }
+    // A temporary's status by value: a reference into a Result about to be destroyed would dangle (as in
+    // PAGODA_RETURN_IF_ERROR(f().status()), whose reference outlives f()'s Result).
+    Status status() && { return status(); }
     const std::string& message() const { return status().message(); }
 
     T& value() & { return std::get<T>(value_); }

@@ -27,7 +27,7 @@ struct NodeGroupOptions {
     uint64_t model_fingerprint = 0;  // of the model's config.json (model_fingerprint below)
     // What shapes each rank's weights and caches: every node must load alike (the serve flags' values).
     bool expert_parallel = false;         // --enable-expert-parallel
-    std::string quantization;             // --quantization; "" when not given (the checkpoint's own format)
+    std::string quantization;             // "fp8" when --quantization fp8 quantizes a bf16 checkpoint at load, else ""
     std::string kv_cache_dtype = "auto";  // --kv-cache-dtype, as kv_cache_dtype_name spells it
     bool calculate_kv_scales = false;     // --calculate-kv-scales
     Timeout timeout{300'000};        // for connecting, for all nodes to arrive, and for each answer of a node

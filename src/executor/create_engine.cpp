@@ -370,7 +370,11 @@ Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const 
     PAGODA_RETURN_IF_ERROR(TensorParallelRunner::check_node_layout(o.tensor_parallel_size, o.nnodes, g.device));
     PAGODA_ASSIGN_OR_RETURN(g.model_fingerprint, model_fingerprint(model_dir));
     g.expert_parallel = o.enable_expert_parallel;
-    g.quantization = o.quantization;
+    // What --quantization does to this checkpoint, not how it is spelled: on a quantized checkpoint it only names the
+    // format (gptq or vLLM's gptq_marlin alike: nothing to agree on); on a bf16 one, fp8 quantizes at load.
+    PAGODA_ASSIGN_OR_RETURN(const model::QuantizationPlan plan,
+                            model::plan_quantization(dir.spec.quantization, o.quantization));
+    g.quantization = plan.fp8_at_load ? "fp8" : "";
     g.kv_cache_dtype = kv_cache_dtype_name(o.kv_cache_dtype);
     g.calculate_kv_scales = o.calculate_kv_scales;
     return g;

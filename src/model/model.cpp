@@ -47,12 +47,14 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     std::unique_ptr<Model> model(new Model(std::move(dir), backend, comm, *plan));
     model->kv_cache_dtype_ = options.kv_cache_dtype;
     model->calculate_kv_scales_ = options.calculate_kv_scales;
-    if (options.kv_cache_dtype == KvCacheDtype::kFp8E4M3) {  // a checkpoint calibrated for it carries its scales
+    std::vector<CheckpointKvScales> kv_scales;  // a checkpoint calibrated for an fp8 cache carries its scales
+    if (options.kv_cache_dtype == KvCacheDtype::kFp8E4M3) {
         auto scales = read_kv_cache_scales(model->dir_.spec, *model->dir_.checkpoint);
         if (!scales.ok()) return scales.status().with_context(model->dir_.files.dir);
-        model->kv_layer_scales_ = std::move(scales).value();
+        kv_scales = std::move(scales).value();
     }
-    Status status = model->load_weights(*quantization);
+    Status status = model->place_kv_scales(kv_scales);
+    if (status.ok()) status = model->load_weights(*quantization);
     if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
     if (status.ok() && (backend.device().kind != DeviceKind::Host || options.pack_weights))
         status = model->upload_weights();
@@ -65,6 +67,35 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
         fuse_projections(layer.delta);
     }
     return model;
+}
+
+// The checkpoint's KV cache scales as the pool takes them: per-tensor values as they are, per-head factors of this
+// rank's KV heads copied into one allocation on the backend's device (the attention ops read them there).
+Status Model::place_kv_scales(const std::vector<CheckpointKvScales>& scales) {
+    std::vector<float> heads;  // every layer's per-head factors of this rank, K then V
+    for (const CheckpointKvScales& s : scales) {
+        for (const std::vector<float>* h : {&s.k_heads, &s.v_heads}) {
+            if (h->empty()) continue;
+            const auto first = h->begin() + plan_.first_kv_head;
+            heads.insert(heads.end(), first, first + plan_.kv_heads);
+        }
+    }
+    if (!heads.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(kv_head_scales_, Buffer::allocate(backend_.allocator(), heads.size() * sizeof(float)));
+        const Shape shape{static_cast<int64_t>(heads.size())};
+        backend_.copy(Tensor(kv_head_scales_.data(), DType::F32, shape, kv_head_scales_.device()),
+                      Tensor(heads.data(), DType::F32, shape));
+        backend_.synchronize();  // `heads` goes out of scope
+    }
+    const float* next = static_cast<const float*>(kv_head_scales_.data());
+    kv_layer_scales_.clear();
+    for (const CheckpointKvScales& s : scales) {
+        KvScales k{.k = s.k, .v = s.v};
+        if (!s.k_heads.empty()) k.k_heads = next, next += plan_.kv_heads;
+        if (!s.v_heads.empty()) k.v_heads = next, next += plan_.kv_heads;
+        kv_layer_scales_.push_back(k);
+    }
+    return ok_status();
 }
 
 // Copies every weight (the mmapped checkpoint views and the loader's own buffers) into one device allocation and

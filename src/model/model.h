@@ -23,6 +23,8 @@
 
 namespace pagoda::model {
 
+struct CheckpointKvScales;  // model/kv_cache_scales.h
+
 // Debug hook: called with the residual stream [T, H] after the embedding (layer 0) and after each decoder layer i
 // (layer i+1), i.e. what transformers returns as output_hidden_states (except its last entry, which is normed).
 using HiddenObserver = std::function<void(int64_t layer, const Tensor& hidden)>;
@@ -101,6 +103,7 @@ class Model {
         : dir_(std::move(dir)), backend_(backend), comm_(comm), plan_(plan) {}
     Status load_weights(const QuantizationPlan& quantization);
     Status upload_weights();  // device backends: weights into device memory
+    Status place_kv_scales(const std::vector<CheckpointKvScales>& scales);
     size_t scratch_bytes(int64_t tokens, int64_t logits_rows) const;
 
     ModelDir dir_;
@@ -117,6 +120,7 @@ class Model {
     KvCacheDtype kv_cache_dtype_ = KvCacheDtype::kAuto;
     bool calculate_kv_scales_ = false;
     std::vector<KvScales> kv_layer_scales_;  // the checkpoint's k_scale / v_scale (fp8 KV cache), empty when none
+    Buffer kv_head_scales_;  // their per-head factors on the backend's device (kv_layer_scales_ point in)
 };
 
 }  // namespace pagoda::model

@@ -72,7 +72,7 @@ Result<KvCachePool> KvCachePool::create(Allocator& allocator, const KvCacheConfi
         pool.scales_ = std::make_unique<KvScales[]>(static_cast<size_t>(config.num_layers));
         for (int32_t i = 0; i < config.num_layers; ++i) {
             if (!config.layer_scales.empty()) pool.scales_[i] = config.layer_scales[i];
-            pool.scales_[i].pending = config.calculate_scales;
+            if (config.calculate_scales) pool.scales_[i] = KvScales{.pending = true};  // vLLM: calculated win
         }
     }
     const size_t bytes = bytes_per_block(config) * static_cast<size_t>(config.num_blocks);

@@ -28,6 +28,12 @@ std::string_view kv_cache_dtype_name(KvCacheDtype dtype);
 struct KvScales {
     float k = 1.0f, v = 1.0f;
     bool pending = false;
+    // Per KV head factors ([num_kv_heads] F32 in the cache's device memory, owned by the model): a checkpoint's
+    // per-attention-head scales (vLLM's k/v_scale = [num_kv_heads]), this rank's heads under tensor parallelism.
+    // Head h is stored as e4m3(x · ((1 / k) / k_heads[h])) and read as stored · (k · k_heads[h]); null: k alone.
+    // Calculated scales (pending) are one per layer: a pool that calculates them drops these.
+    const float* k_heads = nullptr;
+    const float* v_heads = nullptr;
 };
 
 // The largest finite e4m3 value: what amax maps to.

@@ -129,6 +129,7 @@ class CpuOps final : public Ops {
                 settle_kv_scales(s, m.k, m.v);
             }
             a.fp8 = true, a.k_inv_scale = 1.0f / s.k, a.v_inv_scale = 1.0f / s.v;
+            a.k_head_scales = s.k_heads, a.v_head_scales = s.v_heads;
         }
         kc::launch_paged_kv_write(a);
     }
@@ -150,7 +151,10 @@ class CpuOps final : public Ops {
         a.q = rows3(q), a.out = rows3(out);
         a.H_q = q.dim(1), a.H_kv = key_cache.dim(2), a.D = q.dim(2);
         a.key_cache = key_cache.data(), a.value_cache = cache.value.data();
-        if (cache.scales) a.fp8 = true, a.k_scale = cache.scales->k, a.v_scale = cache.scales->v;
+        if (cache.scales) {
+            a.fp8 = true, a.k_scale = cache.scales->k, a.v_scale = cache.scales->v;
+            a.k_head_scales = cache.scales->k_heads, a.v_head_scales = cache.scales->v_heads;
+        }
         a.block_size = batch.block_size, a.num_blocks = key_cache.dim(0);
         a.num_seqs = batch.num_seqs, a.query_start_loc = batch.query_start_loc.data();
         a.seq_lens = batch.seq_lens.data(), a.block_tables = batch.block_tables.data();

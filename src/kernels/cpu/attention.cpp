@@ -21,6 +21,15 @@ void store_row(const float* x, void* cache, int64_t at, int64_t D, bool fp8, flo
     }
 }
 
+// KV head h's scales where a checkpoint gives one per head (the CUDA kernels compute them alike, so both store the
+// same bytes).
+float head_inv_scale(float inv_scale, const float* heads, int64_t h) {
+    return heads ? inv_scale / heads[h] : inv_scale;
+}
+float head_scale(float scale, const float* heads, int64_t h) {
+    return heads ? scale * heads[h] : scale;
+}
+
 // One cached row as F32: in place for an F32 cache, else dequantised into buf.
 PAGODA_INLINE const float* load_row(const void* cache, int64_t at, int64_t D, bool fp8, float scale, float* buf) {
     if (!fp8) return static_cast<const float*>(cache) + at;
@@ -41,9 +50,9 @@ void launch_paged_kv_write(const PagedKvWriteArgs& a) {
         PAGODA_CHECK_MSG(slot < a.num_slots, "write_kv: slot beyond the cache");
         for (int64_t h = 0; h < a.H_kv; ++h) {
             store_row(a.k + t * a.k_stride_t + h * a.k_stride_h, a.key_cache, slot * row + h * a.D, a.D, a.fp8,
-                      a.k_inv_scale);
+                      head_inv_scale(a.k_inv_scale, a.k_head_scales, h));
             store_row(a.v + t * a.v_stride_t + h * a.v_stride_h, a.value_cache, slot * row + h * a.D, a.D, a.fp8,
-                      a.v_inv_scale);
+                      head_inv_scale(a.v_inv_scale, a.v_head_scales, h));
         }
     }
 }
@@ -88,6 +97,8 @@ PAGODA_INLINE void attention_item(const AttnItem& it) {
     float* scores = scratch(1, static_cast<size_t>(group * L));
     float* acc = scratch(2, static_cast<size_t>(group * a.D));
     float* row_buf = scratch(3, static_cast<size_t>(a.D));  // a dequantised fp8 row
+    const float k_scale = head_scale(a.k_scale, a.k_head_scales, kvh);
+    const float v_scale = head_scale(a.v_scale, a.v_head_scales, kvh);
     const float* qs[64];
     PAGODA_CHECK(group <= 64);
     for (int64_t g = 0; g < group; ++g)
@@ -97,7 +108,7 @@ PAGODA_INLINE void attention_item(const AttnItem& it) {
         const int64_t block = table[j / a.block_size];
         PAGODA_CHECK(block >= 0 && block < a.num_blocks);
         const float* k = load_row(a.key_cache, (block * a.block_size + j % a.block_size) * row + kvh * a.D, a.D, a.fp8,
-                                  a.k_scale, row_buf);
+                                  k_scale, row_buf);
         for (int64_t g = 0; g < group; ++g) {
             scores[g * L + j] = dot_f32(qs[g], k, a.D) * a.scale;
         }
@@ -120,7 +131,7 @@ PAGODA_INLINE void attention_item(const AttnItem& it) {
     for (int64_t j = 0; j < L; ++j) {
         const int64_t block = table[j / a.block_size];
         const float* v = load_row(a.value_cache, (block * a.block_size + j % a.block_size) * row + kvh * a.D, a.D,
-                                  a.fp8, a.v_scale, row_buf);
+                                  a.fp8, v_scale, row_buf);
         for (int64_t g = 0; g < group; ++g) {
             const float p = scores[g * L + j];
             float* o = acc + g * a.D;

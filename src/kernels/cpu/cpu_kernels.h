@@ -189,6 +189,9 @@ struct PagedKvWriteArgs {
     int64_t num_slots = 0;  // num_blocks * block_size (bounds check)
     bool fp8 = false;
     float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
+    // fp8 with per-head scales: head h is stored as x · (k_inv_scale / k_head_scales[h]) (KvScales::k_heads).
+    const float* k_head_scales = nullptr;
+    const float* v_head_scales = nullptr;
 };
 void launch_paged_kv_write(const PagedKvWriteArgs& a);
 
@@ -206,6 +209,9 @@ struct PagedAttentionArgs {
     const void* value_cache = nullptr;
     bool fp8 = false;
     float k_scale = 1.0f, v_scale = 1.0f;
+    const float* k_head_scales =
+        nullptr;  // fp8 with per-head scales: KV head h reads stored · k_scale · k_head_scales[h]
+    const float* v_head_scales = nullptr;
     int32_t block_size = 16;
     int64_t num_blocks = 0;
     int32_t num_seqs = 0;

@@ -59,6 +59,7 @@ void CudaOps::qk_norm_rope_write_kv(const Tensor& q, const Tensor& k, const Tens
     a.v = rows3(v), a.slot_mapping = target.slots, a.key_cache = cache.key.data();
     a.value_cache = cache.value.data(), a.cache_type = target.type, a.num_slots = target.num_slots;
     a.k_inv_scale = target.k_inv_scale, a.v_inv_scale = target.v_inv_scale;
+    a.k_head_scale = target.k_heads, a.v_head_scale = target.v_heads;
     kcu::launch_qk_norm_rope(a, stream_);
     invalidate_converted();
 }
@@ -68,9 +69,10 @@ void CudaOps::write_kv(const Tensor& k, const Tensor& v, const ForwardBatch& bat
     const void* d_slots = nullptr;
     resolve({{batch.slot_mapping.data(), batch.slot_mapping.size_bytes()}}, &d_slots);
     const KvTarget target = kv_target(k, v, batch, cache, d_slots, "write_kv");
-    kcu::launch_kv_write({rows3(k), rows3(v), k.dim(0), k.dim(1), k.dim(2), target.slots, cache.key.data(),
-                          cache.value.data(), target.type, target.num_slots, target.k_inv_scale, target.v_inv_scale},
-                         stream_);
+    kcu::launch_kv_write(
+        {rows3(k), rows3(v), k.dim(0), k.dim(1), k.dim(2), target.slots, cache.key.data(), cache.value.data(),
+         target.type, target.num_slots, target.k_inv_scale, target.v_inv_scale, target.k_heads, target.v_heads},
+        stream_);
     invalidate_converted();
 }
 
@@ -104,7 +106,10 @@ void CudaOps::paged_attention(const Tensor& q, const KvCacheLayer& cache, const 
     a.H_q = static_cast<int>(q.dim(1)), a.H_kv = static_cast<int>(key_cache.dim(2)), a.D = static_cast<int>(q.dim(2));
     a.key_cache = key_cache.data(), a.value_cache = cache.value.data();
     a.cache_type = cache_elem_type(cache, op);
-    if (cache.scales) a.k_scale = cache.scales->k, a.v_scale = cache.scales->v;
+    if (cache.scales) {
+        a.k_scale = cache.scales->k, a.v_scale = cache.scales->v;
+        a.k_head_scale = cache.scales->k_heads, a.v_head_scale = cache.scales->v_heads;
+    }
     a.block_size = batch.block_size, a.num_seqs = batch.num_seqs, a.max_blocks_per_seq = batch.max_blocks_per_seq;
     a.query_start_loc = static_cast<const int32_t*>(d[0]);
     a.seq_lens = static_cast<const int32_t*>(d[1]);
@@ -171,6 +176,7 @@ CudaOps::KvTarget CudaOps::kv_target(const Tensor& k, const Tensor& v, const For
     if (cache.scales) {
         if (settles_kv_scales(cache.scales, batch.slot_mapping)) settle_scales(k, v, target.slots, *cache.scales);
         target.k_inv_scale = 1.0f / cache.scales->k, target.v_inv_scale = 1.0f / cache.scales->v;
+        target.k_heads = cache.scales->k_heads, target.v_heads = cache.scales->v_heads;
     }
     return target;
 }

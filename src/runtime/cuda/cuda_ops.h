@@ -198,6 +198,8 @@ class CudaOps final : public CudaOpsBase {
         kcu::ElemType type;
         int64_t num_slots;
         float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
+        const float* k_heads = nullptr;  // per-head scales (KvScales::k_heads)
+        const float* v_heads = nullptr;
     };
     KvTarget kv_target(const Tensor& k, const Tensor& v, const ForwardBatch& batch, const KvCacheLayer& cache,
                        const void* d_slots, const char* op);

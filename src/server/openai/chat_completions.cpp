@@ -71,7 +71,7 @@ void handle_chat_completions(ServiceContext& ctx, Exchange x) {
 }
 
 void start_chat(ServiceContext& ctx, Exchange x, ChatRequest& cr, std::unique_ptr<OutputSink> sink) {
-    const auto target = ctx.resolve_model(*x.model, cr.model);  // the base model or a LoRA adapter
+    const auto target = resolve_model(*x.model, cr.model);  // the base model or a LoRA adapter
     if (!target) return send_error(x, unknown_model(cr.model));
     if (auto err = check_tenant_model(ctx, x, cr.model)) return send_error(x, *err);
     if (auto err = apply_structured_output(*x.model, cr.structured, cr.params)) {

@@ -41,7 +41,7 @@ void handle_completions(ServiceContext& ctx, Exchange x) {
     if (!body) return;
     CompletionRequest cr;
     if (auto err = parse_completion_request(*body, cr)) return send_error(x, *err);
-    const auto target = ctx.resolve_model(*x.model, cr.model);  // the base model or a LoRA adapter
+    const auto target = resolve_model(*x.model, cr.model);  // the base model or a LoRA adapter
     if (!target) return send_error(x, unknown_model(cr.model));
     if (auto err = check_tenant_model(ctx, x, cr.model)) return send_error(x, *err);
     if (auto err = apply_structured_output(*x.model, cr.structured, cr.params)) return send_error(x, *err);

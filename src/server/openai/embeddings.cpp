@@ -101,7 +101,7 @@ void handle_embeddings(ServiceContext& ctx, Exchange x) {
     if (!body) return;
     EmbeddingRequest er;
     if (auto err = parse_embedding_request(*body, er)) return send_error(x, *err);
-    if (!ctx.serves_model(er.model)) return send_error(x, unknown_model(er.model));
+    if (!serves_model(*x.model, er.model)) return send_error(x, unknown_model(er.model));
     if (auto err = check_tenant_model(ctx, x, er.model)) return send_error(x, *err);
     const int32_t hidden = x.model->pooling.hidden_size;
     if (er.dimensions && hidden > 0 && *er.dimensions > hidden)

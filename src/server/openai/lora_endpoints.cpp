@@ -6,9 +6,8 @@
 
 namespace pagoda::server::openai {
 
-std::optional<engine::LoraRegistry::Ref> ServiceContext::resolve_model(const ServedModel& model,
-                                                                       std::string_view name) const {
-    if (serves_model(name)) return engine::LoraRegistry::Ref{};
+std::optional<engine::LoraRegistry::Ref> resolve_model(const ServedModel& model, std::string_view name) {
+    if (serves_model(model, name)) return engine::LoraRegistry::Ref{};
     if (model.lora != nullptr) return model.lora->find(name);
     return std::nullopt;
 }
@@ -67,7 +66,7 @@ void handle_load_lora_adapter(ServiceContext& ctx, Exchange x) {
     std::lock_guard<std::mutex> admin(ctx.lora_admin);
     engine::LoraRegistry* registry = x.model->lora;
     if (auto busy = reloading_error(ctx, registry)) return send_error(x, *busy);
-    if (ctx.serves_model(*name))
+    if (serves_model(*x.model, *name))
         return send_error(x, ApiError::bad_request("'" + *name + "' is the base model's name", "lora_name"));
     if (Status s = registry->load(*name, *path); !s.ok())
         return send_error(x, ApiError::bad_request(s.message(), "lora_path"));

@@ -1,6 +1,8 @@
 // ModelHolder: the served model behind one lock, and the requests parked while a switch cannot overlap.
 #include "server/openai/model_holder.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -67,6 +69,10 @@ double retire_when_drained(std::shared_ptr<ServedModel> model) {
     while (model.use_count() > 1)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
     model.reset();
+    // Give the freed model's memory back to the system: what its threads freed (each reload brings new engine threads,
+    // with --async-scheduling a worker too, which take glibc arenas of their own) stays cached in those arenas
+    // otherwise. It returns part of it, not all (docs/benchmarks.md, the async soaks).
+    malloc_trim(0);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

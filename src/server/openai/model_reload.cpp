@@ -41,8 +41,7 @@ struct ReloadJob {
     ServiceContext& ctx;
     Exchange x;
     std::string dir;
-    std::vector<std::string> names;          // empty: keep the served names
-    std::vector<engine::LoraInfo> adapters;  // the old model's, taken once `reloading` keeps them from changing
+    std::vector<std::string> names;  // empty: keep the served names
 
     // Each run ends in exactly one of these two. The reload counts as over before its answer goes out, so that a
     // client that sends the next reload as soon as it has this answer is not told one is in progress (the next
@@ -73,25 +72,36 @@ struct ReloadJob {
     }
 
     void run();
-    bool load_after_drain(const std::vector<std::string>& served_names, double& drain_s, std::string& error);
+    bool load_after_drain(const ModelLoader::Serving& serving, double& drain_s, std::string& error);
 };
 
 void ReloadJob::run() {
     const auto start = std::chrono::steady_clock::now();
-    if (Status s = ctx.loader->check(dir); !s.ok()) return fail(ApiError::bad_request(s.message(), "model"));
     std::shared_ptr<const ServedModel> old = ctx.models.current();
+    ModelLoader::Serving serving;
+    serving.names = names.empty() ? old->served_model_names : names;
     {
         std::lock_guard<std::mutex> admin(ctx.lora_admin);  // a load or unload that began before `reloading` ends
-        if (old->lora != nullptr) adapters = old->lora->list();
+        if (old->lora != nullptr) serving.adapters = old->lora->list();
     }
+    for (const engine::LoraInfo& a : serving.adapters) {
+        for (const std::string& name : serving.names) {
+            if (a.name == name) {
+                return fail(ApiError::bad_request(
+                    "'" + name + "' is the name of a served LoRA adapter; unload it or serve the model as another name",
+                    "served_model_name"));
+            }
+        }
+    }
+    if (Status s = ctx.loader->check(dir, serving); !s.ok()) return fail(ApiError::bad_request(s.message(), "model"));
     const std::string old_dir = old->model_dir;
-    const std::vector<std::string> served_names = names.empty() ? old->served_model_names : names;
+    const std::vector<std::string>& served_names = serving.names;
     const bool beside = ctx.loader->fits_beside(dir);
     PAGODA_LOG_INFO("model reload: loading " + dir + (beside ? " beside " : " after draining ") + old_dir);
     old.reset();  // our reference would keep it from draining
     double drain_s = 0.0;
     if (beside) {
-        auto loaded = ctx.loader->load(dir, adapters);
+        auto loaded = ctx.loader->load(dir, serving);
         if (!loaded.ok())
             return fail(ApiError{500, "loading " + dir + " failed: " + loaded.message() + "; still serving " + old_dir,
                                  "InternalServerError", "model"});
@@ -100,7 +110,7 @@ void ReloadJob::run() {
         drain_s = retire_when_drained(std::move(replaced));
     } else {
         std::string error;
-        if (!load_after_drain(served_names, drain_s, error))
+        if (!load_after_drain(serving, drain_s, error))
             return fail(ApiError{500, error, "InternalServerError", "model"});
     }
     ctx.reloads_ok.fetch_add(1);
@@ -121,7 +131,7 @@ void ReloadJob::run() {
 // The old model goes first: a stand-in holds its place (its tokenizer and template answer /tokenize meanwhile) while
 // requests that need the model are parked. False, with `error`, when the new model did not load: the old directory
 // is then loaded again; if even that fails, /health answers 503 and the parked requests are refused.
-bool ReloadJob::load_after_drain(const std::vector<std::string>& served_names, double& drain_s, std::string& error) {
+bool ReloadJob::load_after_drain(const ModelLoader::Serving& serving, double& drain_s, std::string& error) {
     ctx.models.pause();
     std::shared_ptr<ServedModel> old;
     {
@@ -133,16 +143,23 @@ bool ReloadJob::load_after_drain(const std::vector<std::string>& served_names, d
         old = ctx.models.install(std::move(stand_in), /*resume=*/false);
     }
     const std::string old_dir = old->model_dir;
-    const std::vector<std::string> old_names = old->served_model_names;
+    const ModelLoader::Serving before{serving.adapters, old->served_model_names};
     drain_s = retire_when_drained(std::move(old));
-    auto loaded = ctx.loader->load(dir, adapters);
+    auto loaded = ctx.loader->load(dir, serving);
     if (loaded.ok()) {
-        install(std::move(loaded).value(), served_names, nullptr);
+        install(std::move(loaded).value(), serving.names, nullptr);
         return true;
     }
     error = "loading " + dir + " failed: " + loaded.message();
     PAGODA_LOG_ERROR("model reload: " + error + "; loading " + old_dir + " again");
-    auto again = ctx.loader->load(old_dir, adapters);
+    auto again = ctx.loader->load(old_dir, before);
+    if (!again.ok() && !before.adapters.empty()) {
+        // An adapter's files that went away since it was loaded: the old model without adapters beats no model.
+        PAGODA_LOG_ERROR("model reload: loading " + old_dir + " again failed (" + again.message() +
+                         "); loading it without its LoRA adapters");
+        again = ctx.loader->load(old_dir, ModelLoader::Serving{{}, before.names});
+        if (again.ok()) error += "; the old model's LoRA adapters could not be loaded again and are no longer served";
+    }
     if (!again.ok()) {
         // Nothing to serve: /health answers 503 so that a supervisor or load balancer acts.
         error += "; loading " + old_dir + " again failed too: " + again.message() + "; no model is served";
@@ -150,7 +167,7 @@ bool ReloadJob::load_after_drain(const std::vector<std::string>& served_names, d
         ctx.models.resume();
         return false;
     }
-    install(std::move(again).value(), old_names, nullptr);
+    install(std::move(again).value(), before.names, nullptr);
     error += "; still serving " + old_dir;
     return false;
 }
@@ -194,7 +211,7 @@ void handle_reload_model(ServiceContext& ctx, Exchange x) {
     if (ctx.reload_thread.joinable()) ctx.reload_thread.join();  // the previous one, finished
     x.model.reset();  // the reload's own request must not hold the model it replaces
     ctx.reload_thread = std::thread(
-        [job = ReloadJob{ctx, std::move(x), model->as_string(), std::move(names), {}}]() mutable { job.run(); });
+        [job = ReloadJob{ctx, std::move(x), model->as_string(), std::move(names)}]() mutable { job.run(); });
 }
 
 }  // namespace pagoda::server::openai

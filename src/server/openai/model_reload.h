@@ -14,16 +14,19 @@
 namespace pagoda::server::openai {
 
 struct ModelLoader {
+    // What the new model is to serve: with --enable-lora the adapters the old model serves, in their load order (in
+    // place of --lora-modules), and the names it is served under (no adapter may take one).
+    struct Serving {
+        std::vector<engine::LoraInfo> adapters;
+        std::vector<std::string> names;
+    };
     // Problems with the directory a person can fix (missing, no config.json, a config or tokenizer that does not
-    // parse, no weights), found without loading the weights: answered with 400.
-    std::function<Status(const std::string& model_dir)> check;
-    // Loads it into a ServedModel ready to install (names are set by the reloader), serving `adapters` (with
-    // --enable-lora: the adapters the old model serves, in their load order, in place of --lora-modules). An error
-    // here is a genuine load failure (an adapter that does not fit the new model is one): answered with 500, the old
-    // model serving on.
-    std::function<Result<std::shared_ptr<ServedModel>>(const std::string& model_dir,
-                                                       const std::vector<engine::LoraInfo>& adapters)>
-        load;
+    // parse or lacks what the server's task needs, no weights, an adapter directory gone), found without loading the
+    // weights: answered with 400, before anything is unloaded.
+    std::function<Status(const std::string& model_dir, const Serving& serving)> check;
+    // Loads it into a ServedModel ready to install (names are set by the reloader). An error here is a genuine load
+    // failure (an adapter that does not fit the new model is one): answered with 500, the old model serving on.
+    std::function<Result<std::shared_ptr<ServedModel>>(const std::string& model_dir, const Serving& serving)> load;
     // Whether it loads beside the model served now; else the old one drains first (and is loaded again if the new
     // one then fails).
     std::function<bool(const std::string& model_dir)> fits_beside;

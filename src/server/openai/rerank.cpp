@@ -104,7 +104,7 @@ std::optional<ApiError> check_common(ServiceContext& ctx, const Exchange& x, Fie
     c.truncate = f.integer("truncate_prompt_tokens", -1, std::numeric_limits<int32_t>::max());
     if (c.truncate == 0) f.fail("'truncate_prompt_tokens' must be -1 or positive", "truncate_prompt_tokens");
     if (f.error) return f.error;
-    if (!ctx.serves_model(c.model)) return unknown_model(c.model);
+    if (!serves_model(*x.model, c.model)) return unknown_model(c.model);
     if (auto err = check_tenant_model(ctx, x, c.model)) return err;
     if (c.model.empty()) c.model = x.model->served_model_names.front();
     return std::nullopt;

@@ -79,9 +79,9 @@ ServiceContext::~ServiceContext() {
     if (reload_thread.joinable()) reload_thread.join();
 }
 
-bool ServiceContext::serves_model(std::string_view name) const {
+bool serves_model(const ServedModel& model, std::string_view name) {
     if (name.empty()) return true;
-    for (const std::string& served : models.current()->served_model_names)
+    for (const std::string& served : model.served_model_names)
         if (served == name) return true;
     return false;
 }
@@ -115,12 +115,12 @@ std::vector<Route> route_table(ServiceContext& ctx) {
         {"POST", "/v1/responses", to_model(handle_create_response), true, false},
         {"GET", "/v1/responses/", to(handle_get_response), false, false, true},
         {"DELETE", "/v1/responses/", to(handle_delete_response), false, false, true},
-        {"POST", "/v1/embeddings", to(handle_embeddings), true, false},
-        {"POST", "/v1/score", to(handle_score), true, false},
-        {"POST", "/score", to(handle_score), true, false},
-        {"POST", "/v1/rerank", to(handle_rerank), true, false},
-        {"POST", "/rerank", to(handle_rerank), true, false},
-        {"POST", "/v2/rerank", to(handle_rerank), true, false},
+        {"POST", "/v1/embeddings", to_model(handle_embeddings), true, false},
+        {"POST", "/v1/score", to_model(handle_score), true, false},
+        {"POST", "/score", to_model(handle_score), true, false},
+        {"POST", "/v1/rerank", to_model(handle_rerank), true, false},
+        {"POST", "/rerank", to_model(handle_rerank), true, false},
+        {"POST", "/v2/rerank", to_model(handle_rerank), true, false},
         {"GET", "/v1/models", to(handle_models), false, false},
         {"GET", "/v1/admin/tenants", to(handle_admin_tenants), false, false, false, true},
         {"POST", "/tokenize", to(handle_tokenize), false, false},

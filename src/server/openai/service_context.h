@@ -52,15 +52,17 @@ struct ServiceContext {
     std::thread reload_thread;
     std::atomic<uint64_t> reloads_ok{0}, reloads_failed{0};
 
-    bool serves_model(std::string_view name) const;  // empty: the default (the current model's names)
     // Multi-LoRA (lora_endpoints.cpp): each served model has its own adapters (ServedModel::lora). Loading or
     // unloading one holds this, and a reload takes the adapter list under it, after it has set `reloading` (which
     // load and unload then refuse): no change falls between the list and the new model.
     std::mutex lora_admin;
-    // What a request's "model" names on `model` (the one it runs on): the base model (id 0, no hold) or one of its
-    // adapters; nullopt: neither (404).
-    std::optional<engine::LoraRegistry::Ref> resolve_model(const ServedModel& model, std::string_view name) const;
 };
+
+// Whether `name` is one of the names `model` is served under (empty: the default, which it is).
+bool serves_model(const ServedModel& model, std::string_view name);
+// What a request's "model" names on `model` (the one it runs on): the base model (id 0, no hold) or one of its
+// adapters; nullopt: neither (404).
+std::optional<engine::LoraRegistry::Ref> resolve_model(const ServedModel& model, std::string_view name);
 
 // POST /v1/chat/completions (chat_completions.cpp)
 void handle_chat_completions(ServiceContext& ctx, Exchange x);
@@ -117,7 +119,7 @@ ApiError unknown_model(const std::string& name);
 std::optional<ApiError> apply_structured_output(const ServedModel& model,
                                                 const std::optional<StructuredOutputRequest>& structured,
                                                 engine::SamplingParams& params);
-// 403 for a model (the base model or a LoRA adapter, ServiceContext::resolve_model) the request's tenant may not use
+// 403 for a model (the base model or a LoRA adapter, resolve_model) the request's tenant may not use
 // (empty: the default model).
 std::optional<ApiError> check_tenant_model(const ServiceContext& ctx, const Exchange& x, const std::string& name);
 // The tenant's token-rate limit at admission: 429 (with Retry-After) while its bucket is empty, else the prompt's

@@ -10,6 +10,7 @@ load and unload over HTTP, bad adapters refused with the server still serving, t
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -144,10 +145,11 @@ def test_load_and_unload_over_http(server):
     assert status == 404 and "cannot be found" in text
 
 
-def test_reload_carries_the_served_adapters_over(model_dir, tmp_path_factory):
+@pytest.mark.parametrize("strategy", ["beside", "drain"])
+def test_reload_carries_the_served_adapters_over(model_dir, tmp_path_factory, strategy):
     s = Server([str(model_dir), "--served-model-name", "base", "--max-model-len", "128", "--enable-lora",
                 "--lora-modules", f"attn={LORA / 'attn'}", f"mlp={LORA / 'mlp_rslora'}", "--max-loras", "2",
-                "--max-lora-rank", "8", "--x-test-reload-delay-ms", "1000"])
+                "--max-lora-rank", "8", "--x-test-reload-delay-ms", "1000", "--reload-strategy", strategy])
     try:
         client = s.client()
         assert post(s.url, "/v1/load_lora_adapter", {"lora_name": "regex", "lora_path": str(LORA / "regex")})[0] == 200
@@ -167,12 +169,23 @@ def test_reload_carries_the_served_adapters_over(model_dir, tmp_path_factory):
         assert models["regex"]["parent"] == "base" and models["regex"]["root"] == str(LORA / "regex")
         for name, logprobs in before.items():
             assert np.array_equal(prompt_logprobs(client, name), logprobs), name
-        # A model the adapters do not fit: the reload fails naming the adapter; the old model and adapters serve on.
+        # A model the adapters do not fit: the reload fails naming the adapter; the old model and adapters serve on
+        # (after a drain: loaded again).
         other = golden_with_demo_tokenizer(tmp_path_factory, "qwen3_5")
         status, text = post(s.url, "/v1/models/reload", {"model": str(other)})
-        assert status == 500 and "attn=" in text and "unload those that do not fit" in text, text
+        assert status == 500 and "attn=" in text and "LoRA adapters the old model serves" in text, text
         assert {m.id for m in client.models.list().data} == {"base", "attn", "regex"}
         assert np.array_equal(prompt_logprobs(client, "regex"), before["regex"])
+        # Refused before anything is unloaded (400): a new served name that an adapter has, an adapter gone.
+        status, text = post(s.url, "/v1/models/reload", {"model": str(model_dir), "served_model_name": "attn"})
+        assert status == 400 and "'attn' is the name of a served LoRA adapter" in text, text
+        gone = tmp_path_factory.mktemp("gone") / "regex2"
+        shutil.copytree(LORA / "regex", gone)
+        assert post(s.url, "/v1/load_lora_adapter", {"lora_name": "gone", "lora_path": str(gone)})[0] == 200
+        shutil.rmtree(gone)
+        status, text = post(s.url, "/v1/models/reload", {"model": str(model_dir)})
+        assert status == 400 and "LoRA adapter 'gone'" in text and "unload it first" in text, text
+        assert np.array_equal(prompt_logprobs(client, "attn"), before["attn"])
     finally:
         assert s.stop() == 0
 

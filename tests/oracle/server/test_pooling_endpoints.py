@@ -8,8 +8,10 @@ served as an embedding model without flags; `--task score` serves the same weigh
 """
 
 import base64
+import concurrent.futures
 import json
 import shutil
+import time
 import struct
 import urllib.error
 import urllib.request
@@ -273,3 +275,28 @@ def test_reload_of_a_scorer_keeps_scoring(score_server, tmp_path_factory):
     assert status == 200, answer
     for r in answer["results"]:
         assert abs(r["relevance_score"] - rr["scores"][r["index"]]) < TOL
+
+
+def test_reload_after_drain_parks_pooling_requests_and_checks_the_pooling(tmp_path_factory):
+    s = _start(tmp_path_factory, "--reload-strategy", "drain", "--x-test-reload-delay-ms", "1500")
+    try:
+        client = _client(s)
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            reload = pool.submit(_reload, s, GOLDEN)
+            time.sleep(0.5)  # the old model is gone, the new one still loading: the request waits for it
+            got = client.embeddings.create(model="tiny", input=REF["embed"]["inputs"], encoding_format="float")
+            assert reload.result()[0] == 200
+        for d, want in zip(got.data, REF["embed"]["embeddings"]):
+            _assert_close(d.embedding, want, f"embedding {d.index} asked during the reload")
+        # A directory whose sentence-transformers pooling is not last-token is refused before anything is unloaded.
+        mean = tmp_path_factory.mktemp("mean-pooling")
+        for f in GOLDEN.iterdir():
+            (shutil.copytree if f.is_dir() else shutil.copy)(f, mean / f.name)
+        cfg = json.loads((mean / "1_Pooling" / "config.json").read_text())
+        cfg["pooling_mode_lasttoken"], cfg["pooling_mode_mean_tokens"] = False, True
+        (mean / "1_Pooling" / "config.json").write_text(json.dumps(cfg))
+        status, answer = _reload(s, mean)
+        assert status == 400 and "last-token pooling" in answer["error"]["message"], answer
+        assert client.embeddings.create(model="tiny", input=[[1, 2]]).data
+    finally:
+        s.stop()

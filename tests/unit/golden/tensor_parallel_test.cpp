@@ -25,6 +25,7 @@
 
 #include "common/file.h"
 #include "dist/rank_threads.h"
+#include "golden/checkpoint_entries.h"
 #include "golden/golden_reference.h"
 #include "model/model.h"
 #include "model/runner.h"
@@ -341,6 +342,54 @@ TEST(TensorParallel, ActOrderWeightsCutAlongTheirInputsAreLoadErrors) {
     ASSERT_FALSE(model.ok());
     EXPECT_NE(model.message().find("act-order GPTQ weights"), std::string::npos) << model.message();
     EXPECT_NE(model.message().find("-tp 1"), std::string::npos) << model.message();
+}
+
+// qwen3 (2 KV heads, every layer full attention) in `dst` with k_scale / v_scale beside each layer's attention: one
+// value each (per tensor) when a pair's two heads are given equal, else one per KV head.
+void write_with_kv_scales(const std::string& src, const std::string& dst, const float (&k)[2], const float (&v)[2]) {
+    fs::create_directories(dst);
+    fs::copy_file(src + "/config.json", dst + "/config.json", fs::copy_options::overwrite_existing);
+    std::vector<test::Entry> entries = test::read_entries(src + "/model.safetensors");
+    auto spec = load_model_spec(src + "/config.json");
+    ASSERT_TRUE(spec.ok()) << spec.message();
+    const int layers = static_cast<int>(spec->num_hidden_layers);
+    auto scale = [](const std::string& name, const float(&s)[2], bool per_head) {
+        const int n = per_head ? 2 : 1;
+        return test::Entry{name, "F32", {n}, std::string(reinterpret_cast<const char*>(s), 4 * static_cast<size_t>(n))};
+    };
+    for (int l = 0; l < layers; ++l) {
+        const std::string base = "model.layers." + std::to_string(l) + ".self_attn.";
+        entries.push_back(scale(base + "k_scale", k, k[0] != k[1]));
+        entries.push_back(scale(base + "v_scale", v, v[0] != v[1]));
+    }
+    test::write_entries(dst + "/model.safetensors", entries);
+}
+
+// A checkpoint calibrated with per-head KV cache scales (vLLM: k/v_scale = [num_kv_heads]): each head is stored and
+// read with its own, and each rank takes its heads' scales. Per-tensor scales of 0.02 / 0.01 against per-head ones
+// with head 1's K scale doubled and V scale halved.
+TEST(TensorParallel, PerHeadKvCacheScalesGoWithTheirHeads) {
+    const std::string src = golden::dir("qwen3");
+    if (!file_exists(src + "/config.json")) GTEST_SKIP() << "no golden data";
+    const std::string tmp = (fs::temp_directory_path() / ("pagoda_kv_heads_" + std::to_string(getpid()))).string();
+    write_with_kv_scales(src, tmp + "/tensor", {0.02f, 0.02f}, {0.01f, 0.01f});
+    write_with_kv_scales(src, tmp + "/heads", {0.02f, 0.04f}, {0.01f, 0.005f});
+    const Script script(golden::load(src, /*with_tensors=*/false).ids);
+    LoadOptions fp8;
+    fp8.kv_cache_dtype = KvCacheDtype::kFp8E4M3;
+    auto per_tensor = run_plain(tmp + "/tensor", script, fp8);
+    auto per_head = run_plain(tmp + "/heads", script, fp8);
+    auto split = run_tensor_parallel(tmp + "/heads", 2, script, fp8);
+    fs::remove_all(tmp);
+    ASSERT_TRUE(per_tensor.ok() && per_head.ok() && split.ok())
+        << per_tensor.message() << per_head.message() << split.message();
+    const Diff moved = compare(*per_head, *per_tensor);
+    EXPECT_GT(moved.max_abs_diff, 1e-3f * moved.max_abs_ref);  // the per-head scales are used
+    const Diff d = compare((*split)[0], *per_head);
+    EXPECT_LE(d.max_abs_diff, kKvFp8Tolerance * d.max_abs_ref);
+    std::printf(
+        "per-head KV scales: logits moved %.3g from per-tensor ones; two ranks %.3g from one (max|logit| %.3g)\n",
+        moved.max_abs_diff, d.max_abs_diff, d.max_abs_ref);
 }
 
 TEST(TensorParallel, EachRankCachesItsOwnKvHeads) {

@@ -47,11 +47,12 @@ Tensor gated_heads(const Tensor& buf, int64_t H, int64_t D) {
 // --- KV caches ---------------------------------------------------------------------------------------------------
 
 // The cache a case writes or reads: the backend's own dtype (F32 on the CPU, BF16 on CUDA), or e4m3 (the same on
-// every backend) with fixed scales or with scales pending, which the case's write calculates from its rows' amax.
-enum class Kv { Native, Fp8, Fp8Calc };
+// every backend) with fixed scales, with scales pending, which the case's write calculates from its rows' amax, or
+// with per-head factors beside the fixed scales (a checkpoint's per-attention-head scales).
+enum class Kv { Native, Fp8, Fp8Calc, Fp8Heads };
 
 const char* kv_suffix(Kv kv) {
-    return kv == Kv::Fp8 ? " kv=fp8" : kv == Kv::Fp8Calc ? " kv=fp8-calc" : "";
+    return kv == Kv::Fp8 ? " kv=fp8" : kv == Kv::Fp8Calc ? " kv=fp8-calc" : kv == Kv::Fp8Heads ? " kv=fp8-heads" : "";
 }
 
 // A layer's K and V caches [blocks, bs, Hk, D]. Fixed fp8 scales are 1/64 (K) and 1/32 (V): activations in [-1, 1]
@@ -61,6 +62,16 @@ KvCacheLayer kv_layer(CaseRun& r, const Shape& shape, Kv kv, bool saturate = fal
     if (kv == Kv::Native) return {r.kv_cache(shape), r.kv_cache(shape), nullptr};
     KvScales& scales =
         r.keep(KvScales{saturate ? 1.0f / 1024 : 1.0f / 64, saturate ? 1.0f / 1024 : 1.0f / 32, kv == Kv::Fp8Calc});
+    if (kv == Kv::Fp8Heads) {  // K's heads 0.5, 0.625, ..., V's 1.5, 1.375, ... (binary-exact, cycling over 8)
+        const int64_t Hk = shape[2];
+        HostTensor f = HostTensor::empty(DType::F32, Shape{2, Hk});
+        auto* v = static_cast<float*>(f.tensor.data());
+        for (int64_t h = 0; h < Hk; ++h)
+            v[h] = 0.5f + 0.125f * static_cast<float>(h % 8), v[Hk + h] = 1.5f - 0.125f * static_cast<float>(h % 8);
+        const Tensor heads = r.upload_dense(f);
+        scales.k_heads = static_cast<const float*>(heads.data());
+        scales.v_heads = scales.k_heads + Hk;
+    }
     return {r.dense(shape, DType::F8_E4M3, 64.0f), r.dense(shape, DType::F8_E4M3, 32.0f), &scales};
 }
 
@@ -875,6 +886,8 @@ const std::vector<OpCase>& op_cases() {
             qk_norm_rope_write_kv(kPrologue, 8, 2, 128, 128, 1, 16, false, Kv::Fp8),
             qk_norm_rope_write_kv(kMixed, 16, 4, 256, 64, 2, 32, false, Kv::Fp8),
             qk_norm_rope_write_kv(kPrologue, 8, 2, 128, 128, 1, 16, false, Kv::Fp8Calc),
+            write_kv(kMixed, 8, 128, 32, Kv::Fp8Heads),
+            qk_norm_rope_write_kv(kMixed, 16, 4, 256, 64, 2, 32, false, Kv::Fp8Heads),
         };
         // Attention: every head-dim kernel, GQA group sizes 1 to 16, decode-only batches (split-KV and one split),
         // prefills, mixed batches, block sizes 16 and 32.
@@ -901,6 +914,11 @@ const std::vector<OpCase>& op_cases() {
                  paged_attention("prefill", kPrefill, 8, 2, 256, 16, Kv::Fp8),
                  paged_attention("chunk", kChunk, 32, 8, 128, 16, Kv::Fp8),
                  paged_attention("decode", kDecode, 16, 2, 64, 32, Kv::Fp8),
+                 // Per-head scales: the decode (split and not), prefill and general kernels.
+                 paged_attention("mixed", kMixed, 32, 8, 128, 16, Kv::Fp8Heads),
+                 paged_attention("decode", decode160, 28, 4, 128, 16, Kv::Fp8Heads),
+                 paged_attention("prefill", kPrefill, 8, 2, 256, 16, Kv::Fp8Heads),
+                 paged_attention("mixed", kMixed, 4, 2, 32, 16, Kv::Fp8Heads),
                  silu_mul(1, 17),
                  silu_mul(33, 4096),
                  sigmoid_mul(1, 17, 17),

@@ -127,6 +127,57 @@ TEST(KvCacheFp8, WriteQuantisesWithTheLayerScale) {
     EXPECT_GT(saturated, 0);
 }
 
+// Per-head scales (a checkpoint's [num_kv_heads] k_scale / v_scale): head h is stored with (1 / k) / k_heads[h] and
+// read with k · k_heads[h]; attention over such a cache equals attention over the values it holds. Calculated
+// scales replace them (one per layer, as vLLM's --calculate-kv-scales).
+TEST(KvCacheFp8, PerHeadScalesStoreAndReadEachHeadWithItsOwn) {
+    auto backend = make_cpu_backend();
+    Ops& ops = backend->ops();
+    constexpr int64_t Hq = 4;
+    const int32_t L = 13;
+    const float k_heads[kH] = {0.02f, 0.005f}, v_heads[kH] = {0.25f, 1.0f};
+    KvCacheConfig c{1, 8, kBlock, kH, kD, DType::F8_E4M3};
+    c.layer_scales = {KvScales{.k_heads = k_heads, .v_heads = v_heads}};
+    auto pool = KvCachePool::create(backend->allocator(), c);
+    c.dtype = DType::F32, c.layer_scales.clear();
+    auto held = KvCachePool::create(backend->allocator(), c);  // F32 copy of what the fp8 cache holds
+    ASSERT_TRUE(pool.ok() && held.ok());
+    std::mt19937 rng(9);
+    std::vector<float> kx = random_rows(L, rng, 2.0f), vx = random_rows(L, rng, 2.0f);
+    ForwardBatchBuilder b(kBlock);
+    std::vector<int32_t> table;
+    const ForwardBatch fb = one_sequence(b, L, table);
+    ops.write_kv(rows(kx, L), rows(vx, L), fb, pool->layer(0));
+    const auto* kc = pool->key(0).data_as<uint8_t>();
+    const auto* vc = pool->value(0).data_as<uint8_t>();
+    for (int64_t i = 0; i < L * kH * kD; ++i) {
+        const int64_t h = i / kD % kH;
+        ASSERT_EQ(kc[i], f32_to_f8e4m3(kx[i] * (1.0f / k_heads[h]))) << i;
+        ASSERT_EQ(vc[i], f32_to_f8e4m3(vx[i] * (1.0f / v_heads[h]))) << i;
+        held->key(0).data_as<float>()[i] = f8e4m3_to_f32(kc[i]) * k_heads[h];
+        held->value(0).data_as<float>()[i] = f8e4m3_to_f32(vc[i]) * v_heads[h];
+    }
+    const float scale = 1.0f / std::sqrt(static_cast<float>(kD));
+    auto q = testing::random_f32({L, Hq, kD}, rng);
+    auto attend = [&](const KvCachePool& p) {
+        HostTensor out = HostTensor::empty(DType::F32, {L, Hq, kD});
+        ops.paged_attention(q.tensor, p.layer(0), fb, scale, out.tensor);
+        return std::vector<float>(out.tensor.data_as<float>(), out.tensor.data_as<float>() + L * Hq * kD);
+    };
+    const std::vector<float> got = attend(*pool), want = attend(*held);
+    float worst = 0;
+    for (size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, std::fabs(got[i] - want[i]));
+    EXPECT_LE(worst, 1e-6f);
+
+    c.dtype = DType::F8_E4M3, c.layer_scales = {KvScales{.k_heads = k_heads, .v_heads = v_heads}};
+    c.calculate_scales = true;
+    auto calculated = KvCachePool::create(backend->allocator(), c);
+    ASSERT_TRUE(calculated.ok());
+    EXPECT_TRUE(calculated->scales(0).pending);
+    EXPECT_EQ(calculated->scales(0).k_heads, nullptr);
+}
+
 TEST(KvCacheFp8, CalculatedScalesComeFromTheStoredRowsAmax) {
     auto backend = make_cpu_backend();
     KvCacheConfig c{1, 4, kBlock, kH, kD, DType::F8_E4M3};

@@ -831,11 +831,10 @@ class ReloadTest : public ServiceTest {
     // "missing" fails the check, "broken" the load; any other directory loads a model answering "Bye".
     ModelLoader loader(bool beside = true) {
         ModelLoader l;
-        l.check = [](const std::string& dir) {
+        l.check = [](const std::string& dir, const ModelLoader::Serving&) {
             return dir == "missing" ? Status::error("missing is not a directory") : ok_status();
         };
-        l.load = [this](const std::string& dir,
-                        const std::vector<engine::LoraInfo>&) -> Result<std::shared_ptr<ServedModel>> {
+        l.load = [this](const std::string& dir, const ModelLoader::Serving&) -> Result<std::shared_ptr<ServedModel>> {
             if (dir == "broken") return Status::error("safetensors header is truncated");
             if (load_gate) load_gate->wait();
             return scripted_model("Bye");

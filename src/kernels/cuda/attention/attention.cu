@@ -54,6 +54,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     const int rows = qt * G;
     const int s = blockIdx.y;
     const int kvh = blockIdx.z % a.H_kv, split = blockIdx.z / a.H_kv;
+    const float k_scale = head_scale(a.k_scale, a.k_head_scale, kvh);  // 1 but for e4m3 caches
+    const float v_scale = head_scale(a.v_scale, a.v_head_scale, kvh);
     const int q_begin = a.query_start_loc[s];
     const int qlen = a.query_start_loc[s + 1] - q_begin;
     const int tile_q0 = blockIdx.x * qt;
@@ -119,8 +121,8 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
             const C* vp = reinterpret_cast<const C*>(&v_raw[u]);
 #pragma unroll
             for (int e = 0; e < kPerVec; ++e) {
-                k_s[j * QS + d0 + e] = to_f32(kp[e]) * a.k_scale;  // the scales are 1 but for e4m3 caches
-                v_s[j * D + d0 + e] = to_f32(vp[e]) * a.v_scale;
+                k_s[j * QS + d0 + e] = to_f32(kp[e]) * k_scale;
+                v_s[j * D + d0 + e] = to_f32(vp[e]) * v_scale;
             }
         }
         __syncthreads();

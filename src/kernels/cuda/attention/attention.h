@@ -40,8 +40,11 @@ struct QkNormRopeArgs {
     void* value_cache;
     ElemType cache_type;
     int64_t num_slots;
-    // F8E4M3 caches: rows are stored as e4m3(x · inv_scale) (quantize_e4m3: the CPU's rounding).
+    // F8E4M3 caches: rows are stored as e4m3(x · inv_scale) (quantize_e4m3: the CPU's rounding), with per-head
+    // scales (device, [Hk]; KvScales::k_heads) as e4m3(x · (inv_scale / head_scale[h])).
     float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
+    const float* k_head_scale = nullptr;
+    const float* v_head_scale = nullptr;
 };
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
 
@@ -54,6 +57,8 @@ struct KvWriteArgs {
     ElemType cache_type;
     int64_t num_slots;
     float k_inv_scale = 1.0f, v_inv_scale = 1.0f;  // F8E4M3 caches, as QkNormRopeArgs
+    const float* k_head_scale = nullptr;
+    const float* v_head_scale = nullptr;
 };
 void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream);
 
@@ -82,7 +87,10 @@ struct PagedAttentionArgs {
     const int32_t* block_tables;     // device, [S * max_blocks_per_seq]
     float scale;
     float k_scale = 1.0f, v_scale = 1.0f;  // F8E4M3 caches' dequantisation scales
-    int max_query_len;                     // host-known bounds of the batch (grid size)
+    // With per-head scales (device, [H_kv]): KV head h reads stored · k_scale · k_head_scale[h].
+    const float* k_head_scale = nullptr;
+    const float* v_head_scale = nullptr;
+    int max_query_len;  // host-known bounds of the batch (grid size)
     int max_seq_len;
     bool has_decode_seqs = false;  // some sequence has exactly one query token (they get the decode kernel)
     int num_splits = 1;            // from plan_paged_attention

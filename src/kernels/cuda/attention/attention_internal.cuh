@@ -26,6 +26,14 @@ __device__ __forceinline__ __nv_fp8_e4m3 to_cache<__nv_fp8_e4m3>(float v, float 
     q.__x = quantize_e4m3(v * inv_scale);
     return q;
 }
+// KV head h's scales where a checkpoint gives one per head (KvScales::k_heads; null: the layer's alone), computed
+// as the CPU backend computes them so that both store the same bytes.
+__device__ __forceinline__ float head_inv_scale(float inv_scale, const float* heads, int64_t h) {
+    return heads ? inv_scale / heads[h] : inv_scale;
+}
+__device__ __forceinline__ float head_scale(float scale, const float* heads, int64_t h) {
+    return heads ? scale * heads[h] : scale;
+}
 __device__ __forceinline__ float to_f32(__nv_fp8_e4m3 v) {
     return static_cast<float>(v);
 }

@@ -111,7 +111,7 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
     offsets(S - 1, next_off);
 
     // Q as mma A fragments: rows g and g + 8 (query heads of the group; zero past G), dims kd + 2c (+1, +8, +9).
-    const float q_scale = a.scale * 1.4426950408889634f * a.k_scale;
+    const float q_scale = a.scale * 1.4426950408889634f * head_scale(a.k_scale, a.k_head_scale, kvh);
     const float* q_row = a.q.data + t * a.q.stride_t + int64_t(kvh * G) * a.q.stride_h;
     auto q_at = [&](int r, int d) { return r < G ? q_row[int64_t(r) * a.q.stride_h + d] * q_scale : 0.0f; };
     uint32_t qa[D / 16][4];
@@ -230,11 +230,12 @@ __global__ void __launch_bounds__(32 * W) decode_attention_kernel(PagedAttention
             O += part[(w * kMaxGroup + r) * D + d] * f;
         }
         const int h = kvh * G + r;
+        const float v_scale = head_scale(a.v_scale, a.v_head_scale, kvh);
         if (a.num_splits == 1) {
-            a.out.data[t * a.out.stride_t + int64_t(h) * a.out.stride_h + d] = O / L * a.v_scale;
+            a.out.data[t * a.out.stride_t + int64_t(h) * a.out.stride_h + d] = O / L * v_scale;
         } else {
             const int64_t row = (int64_t(split) * a.T + t) * a.H_q + h;
-            a.workspace[row * D + d] = O * a.v_scale;
+            a.workspace[row * D + d] = O * v_scale;
             if (d == 0) {
                 const int64_t stats = int64_t(a.num_splits) * a.T * a.H_q * D;
                 a.workspace[stats + row] = M * 0.6931471805599453f;  // ln 2: the combine kernel works in base e

@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
         cp_async_commit();
     }
 
-    const float q_scale = a.scale * 1.4426950408889634f * a.k_scale;  // softmax in base 2
+    const float q_scale = a.scale * 1.4426950408889634f * head_scale(a.k_scale, a.k_head_scale, kvh);  // base 2
     for (int i = tid; i < kBlockQ * D; i += kThreads) {
         const int r = i / D, d = i % D;
         float v = 0.0f;
@@ -174,7 +174,8 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-    const float inv_a = a.v_scale / l_a, inv_b = a.v_scale / l_b;
+    const float v_scale = head_scale(a.v_scale, a.v_head_scale, kvh);
+    const float inv_a = v_scale / l_a, inv_b = v_scale / l_b;
     float* out_a = a.out.data + int64_t(q_begin + q0 + r_a) * a.out.stride_t + int64_t(h) * a.out.stride_h;
     float* out_b = a.out.data + int64_t(q_begin + q0 + r_b) * a.out.stride_t + int64_t(h) * a.out.stride_h;
 #pragma unroll

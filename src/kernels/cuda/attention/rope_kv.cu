@@ -57,8 +57,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
         const int hv = h - a.Hq - a.Hk;
         const float* x = a.v.data + t * a.v.stride_t + hv * a.v.stride_h;
         C* dst = static_cast<C*>(a.value_cache) + (slot * a.Hk + hv) * a.D;
+        const float inv_scale = head_inv_scale(a.v_inv_scale, a.v_head_scale, hv);
         for (int d = lane; d < a.D; d += 32)
-            dst[d] = to_cache<C>(x[d], a.v_inv_scale);
+            dst[d] = to_cache<C>(x[d], inv_scale);
         return;
     }
     const bool is_q = h < a.Hq;
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
     __syncwarp();
     const float pos = static_cast<float>(a.positions[t]);
     C* cached = !is_q && stored ? static_cast<C*>(a.key_cache) + (slot * a.Hk + hh) * a.D : nullptr;
+    const float k_inv_scale = cached ? head_inv_scale(a.k_inv_scale, a.k_head_scale, hh) : 1.0f;
     for (int d = lane; d < a.D; d += 32) {
         float out = row[d];
         if (d < a.rotary_dim) {
@@ -94,7 +96,7 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
             out = d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
         }
         x[d] = out;
-        if (cached) cached[d] = to_cache<C>(out, a.k_inv_scale);
+        if (cached) cached[d] = to_cache<C>(out, k_inv_scale);
     }
 }
 
@@ -108,8 +110,10 @@ __global__ void kv_write_kernel(KvWriteArgs a) {
         const int64_t t = i / row, hd = i % row, h = hd / a.D, d = hd % a.D;
         const int64_t slot = a.slot_mapping[t];
         if (slot < 0 || slot >= a.num_slots) continue;  // the runtime checked the range on the host
-        kc[slot * row + hd] = to_cache<C>(a.k.data[t * a.k.stride_t + h * a.k.stride_h + d], a.k_inv_scale);
-        vc[slot * row + hd] = to_cache<C>(a.v.data[t * a.v.stride_t + h * a.v.stride_h + d], a.v_inv_scale);
+        kc[slot * row + hd] = to_cache<C>(a.k.data[t * a.k.stride_t + h * a.k.stride_h + d],
+                                          head_inv_scale(a.k_inv_scale, a.k_head_scale, h));
+        vc[slot * row + hd] = to_cache<C>(a.v.data[t * a.v.stride_t + h * a.v.stride_h + d],
+                                          head_inv_scale(a.v_inv_scale, a.v_head_scale, h));
     }
 }
 
