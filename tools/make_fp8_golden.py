@@ -54,6 +54,7 @@ SPECS = {
     "qwen3_5_fp8": ("qwen3_5", (32, 32), "BF16", ["lm_head", "model.visual", "mtp"]),
     "qwen3_fp8_channel": ("qwen3", (1, 128), "F32", ["lm_head"]),
     "qwen3_moe_fp8": ("qwen3_moe", (32, 32), "F32", ["lm_head", "mlp.gate"]),
+    "qwen3_next_fp8": ("qwen3_next", (16, 16), "F32", ["lm_head", "mlp.gate", "shared_expert_gate"]),
     "qwen3_5_moe_fp8": ("qwen3_5_moe", (16, 16), "F32",
                         ["lm_head", "mlp.gate", "shared_expert_gate", "in_proj_a", "in_proj_b", "model.visual", "mtp"],
                         "qwen3_5_moe_release"),

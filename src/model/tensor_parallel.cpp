@@ -87,6 +87,25 @@ Result<WeightSlice> in_units(const WeightSlice& s, int64_t unit, int64_t full, c
     return out;
 }
 
+// Block scales [.., ceil(full / unit), ..] said once per entry of `axis` instead ([.., full, ..]: entry i takes block
+// i / unit's scale): the same scale for every weight, so a cut through a block keeps each weight's scale.
+Tensor per_entry_scales(const Tensor& scales, int axis, int64_t unit, int64_t full, OwnedWeights& owned) {
+    Shape shape = scales.shape();
+    shape[axis] = full;
+    Tensor out = allocate_zeros(owned, DType::F32, shape);
+    int64_t outer = 1, inner = 1;
+    for (int d = 0; d < axis; ++d)
+        outer *= scales.dim(d);
+    for (int d = axis + 1; d < scales.rank(); ++d)
+        inner *= scales.dim(d);
+    const float* src = scales.data_as<float>();
+    float* dst = out.data_as<float>();
+    for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < full; ++i)
+            std::copy_n(src + (o * scales.dim(axis) + i / unit) * inner, inner, dst + (o * full + i) * inner);
+    return out;
+}
+
 // A quantized weight's shard: its data as a dense one's, and its scales (and int4 zero points) cut where the data's
 // cut crosses them. The scales mirror the data's layout (linear_weight.h: [nb, kb] / [N] / [1], with a leading E
 // for stacked experts), so a cut of rows takes the scale rows of those rows, a cut of columns the scale columns of
@@ -101,6 +120,7 @@ Status cut_quantized(LinearWeight& w, const WeightSlice& s, OwnedWeights& owned)
                              "yet; serve this checkpoint with -tp 1");
     }
     const bool int4 = w.format == WeightFormat::kInt4;
+    const bool fp8_block = w.format == WeightFormat::kFp8E4M3 && w.scale_layout == ScaleLayout::kBlock;
     const int64_t N = w.out_features(), K = w.in_features();
     WeightSlice scale_slice;
     int scale_axis = 0;
@@ -116,9 +136,14 @@ Status cut_quantized(LinearWeight& w, const WeightSlice& s, OwnedWeights& owned)
                 cut_scales = false;
                 break;
             }
+            scale_axis = w.scale_layout == ScaleLayout::kPerChannel ? w.scales.rank() - 1 : w.scales.rank() - 2;
+            if (fp8_block && !in_units(s, w.block_rows, N, "rows").ok()) {
+                // A cut through 128-row blocks (Qwen3-30B-A3B's 768 expert features over 4 ranks): one scale a row.
+                w.scales = per_entry_scales(w.scales, scale_axis, w.block_rows, N, owned);
+                w.block_rows = 1;
+            }
             const int64_t unit = w.scale_layout == ScaleLayout::kBlock ? w.block_rows : 1;
             PAGODA_ASSIGN_OR_RETURN(scale_slice, in_units(s, unit, N, "rows"));
-            scale_axis = w.scale_layout == ScaleLayout::kPerChannel ? w.scales.rank() - 1 : w.scales.rank() - 2;
             break;
         }
         case SplitDim::kColumns: {
@@ -126,9 +151,13 @@ Status cut_quantized(LinearWeight& w, const WeightSlice& s, OwnedWeights& owned)
                 cut_scales = false;
                 break;
             }
+            scale_axis = w.scales.rank() - 1;
+            if (fp8_block && !in_units(s, w.block_cols, K, "columns").ok()) {  // likewise one scale a column
+                w.scales = per_entry_scales(w.scales, scale_axis, w.block_cols, K, owned);
+                w.block_cols = 1;
+            }
             const int64_t unit = w.scale_layout == ScaleLayout::kBlock ? w.block_cols : w.group_size;
             PAGODA_ASSIGN_OR_RETURN(scale_slice, in_units(s, unit, K, "columns"));
-            scale_axis = w.scales.rank() - 1;
             break;
         }
     }

@@ -484,6 +484,48 @@ void copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t sr
                 static_cast<const std::byte*>(src.data()) + src_row * row_bytes, rows * row_bytes);
 }
 
+// Rows `rows` of `src` (row i of the result is source row rows[i]) copied into `data` [rows, K] as a weight of their
+// own: dense, or fp8 with its scales gathered alike. Per-channel scales follow their rows and a per-tensor one stays;
+// block scales follow their block rows, which needs every block row of the result to take its rows from one block row
+// of the source: Qwen3-Next's q/k/v/z runs of 128 rows fall on 128-row blocks at real shapes, and in_proj_ba's 2·Hv
+// rows lie in one block.
+Result<LinearWeight> gather_rows(WeightLoader& loader, const LinearWeight& src, std::span<const int64_t> rows,
+                                 const Tensor& data, const std::string& name) {
+    const int64_t n = static_cast<int64_t>(rows.size());
+    for (int64_t i = 0; i < n; ++i)
+        copy_rows(data, i, src.data, rows[static_cast<size_t>(i)], 1);
+    if (src.format != WeightFormat::kFp8E4M3) return LinearWeight::dense(data);
+    LinearWeight out = src;
+    out.data = data;
+    const float* from = src.scales.data_as<float>();
+    switch (src.scale_layout) {
+        case ScaleLayout::kPerChannel:
+            out.scales = loader.allocate(DType::F32, Shape{n});
+            for (int64_t i = 0; i < n; ++i)
+                out.scales.data_as<float>()[i] = from[rows[static_cast<size_t>(i)]];
+            break;
+        case ScaleLayout::kBlock: {
+            const int64_t br = src.block_rows, cols = src.scales.dim(1), blocks = (n + br - 1) / br;
+            out.scales = loader.allocate(DType::F32, Shape{blocks, cols});
+            for (int64_t j = 0; j < blocks; ++j) {
+                const int64_t source_block = rows[static_cast<size_t>(j * br)] / br;
+                for (int64_t i = j * br; i < std::min(n, (j + 1) * br); ++i) {
+                    if (rows[static_cast<size_t>(i)] / br != source_block) {
+                        return Status::error(name + ": its packed parts do not fall on its " + std::to_string(br) +
+                                             "-row scale blocks, so they cannot be split apart");
+                    }
+                }
+                std::copy(from + source_block * cols, from + (source_block + 1) * cols,
+                          out.scales.data_as<float>() + j * cols);
+            }
+            break;
+        }
+        default:
+            break;  // one scale for the whole tensor: every row's
+    }
+    return out;
+}
+
 }  // namespace
 
 Status visit_weights(DeltaNetWeights& w, const ModelSpec& spec, DeltaNetLayout layout, const std::string& p,
@@ -544,25 +586,26 @@ Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLa
     if (layout != DeltaNetLayout::kPacked) return ok_status();
     const int64_t group = 2 * d.dk + 2 * d.r * d.dv;  // rows per key head: q(dk) k(dk) v(r*dv) z(r*dv)
     for (const char* packed : {"in_proj_qkvz.weight", "in_proj_ba.weight"}) {
-        if (loader.stored_fp8(p + packed))
-            return Status::error(p + packed + ": packed projections stored as fp8 are not served yet");
         if (loader.stored_int4(p + packed))
             return Status::error(p + packed + ": packed projections stored as int4 are not served yet");
     }
-    PAGODA_ASSIGN_OR_RETURN(Tensor qkvz, loader.view(p + "in_proj_qkvz.weight", Shape{d.Hk * group, d.H}));
-    PAGODA_ASSIGN_OR_RETURN(Tensor ba, loader.view(p + "in_proj_ba.weight", Shape{d.Hk * 2 * d.r, d.H}));
-    // Re-order once into [q_all | k_all | v_all | z_all] and [b_all | a_all] (packed_delta_net_rows).
+    const std::string qkvz_name = p + "in_proj_qkvz.weight", ba_name = p + "in_proj_ba.weight";
+    PAGODA_ASSIGN_OR_RETURN(const LinearWeight qkvz, loader.linear(qkvz_name, Shape{d.Hk * group, d.H}));
+    PAGODA_ASSIGN_OR_RETURN(const LinearWeight ba, loader.linear(ba_name, Shape{d.Hk * 2 * d.r, d.H}));
+    // Re-order once into [q_all | k_all | v_all | z_all] and [b_all | a_all] (packed_delta_net_rows), each part a
+    // weight of its own (fp8 ones with their scales), back to back in one allocation (fuse_projections joins them).
     const PackedDeltaNetRows rows = packed_delta_net_rows(spec);
-    Tensor split = loader.allocate(qkvz.dtype(), Shape{d.C + d.Vd, d.H});
-    Tensor split_ba = loader.allocate(ba.dtype(), Shape{2 * d.Hv, d.H});
-    for (size_t i = 0; i < rows.qkvz.size(); ++i)
-        copy_rows(split, static_cast<int64_t>(i), qkvz, rows.qkvz[i], 1);
-    for (size_t i = 0; i < rows.ba.size(); ++i)
-        copy_rows(split_ba, static_cast<int64_t>(i), ba, rows.ba[i], 1);
-    out.qkv = LinearWeight::dense(split.narrow(0, 0, d.C));
-    out.z = LinearWeight::dense(split.narrow(0, d.C, d.Vd));
-    out.b = LinearWeight::dense(split_ba.narrow(0, 0, d.Hv));
-    out.a = LinearWeight::dense(split_ba.narrow(0, d.Hv, d.Hv));
+    const std::span<const int64_t> all(rows.qkvz), pairs(rows.ba);
+    const Tensor split = loader.allocate(qkvz.data.dtype(), Shape{d.C + d.Vd, d.H});
+    const Tensor split_ba = loader.allocate(ba.data.dtype(), Shape{2 * d.Hv, d.H});
+    PAGODA_ASSIGN_OR_RETURN(out.qkv,
+                            gather_rows(loader, qkvz, all.subspan(0, d.C), split.narrow(0, 0, d.C), qkvz_name));
+    PAGODA_ASSIGN_OR_RETURN(out.z,
+                            gather_rows(loader, qkvz, all.subspan(d.C, d.Vd), split.narrow(0, d.C, d.Vd), qkvz_name));
+    PAGODA_ASSIGN_OR_RETURN(out.b,
+                            gather_rows(loader, ba, pairs.subspan(0, d.Hv), split_ba.narrow(0, 0, d.Hv), ba_name));
+    PAGODA_ASSIGN_OR_RETURN(
+        out.a, gather_rows(loader, ba, pairs.subspan(d.Hv, d.Hv), split_ba.narrow(0, d.Hv, d.Hv), ba_name));
     return ok_status();
 }
 

@@ -172,10 +172,11 @@ TEST_P(GoldenTest, GreedyContinuationMatchesWhereTheMarginAllows) {
 INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5",
                                            "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8",
-                                           "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8", "qwen3_5_moe_fp8", "qwen3_awq",
-                                           "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq",
-                                           "qwen3_moe_w4a16", "qwen3_next_gptq", "qwen3_5_moe_gptq", "qwen2_gptq_int8",
-                                           "qwen2_gptq_int8_asym", "qwen3_gptq_actorder"),
+                                           "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8", "qwen3_5_moe_fp8",
+                                           "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16",
+                                           "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16", "qwen3_next_gptq",
+                                           "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym",
+                                           "qwen3_gptq_actorder"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The YaRN references are only worth something if plain RoPE misses them: the same checkpoint with the scaling
