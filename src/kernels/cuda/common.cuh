@@ -97,7 +97,7 @@ struct ComputeType<__nv_fp8_e4m3> {
 };
 
 // An e4m3 weight as its dequantised bf16 copy holds it, bf16(q · scale) (e4m3 -> f16 is exact).
-__device__ __forceinline__ float dequantize_e4m3(__nv_fp8_storage_t q, float scale) {
+__host__ __device__ __forceinline__ float dequantize_e4m3(__nv_fp8_storage_t q, float scale) {
     return __bfloat162float(__float2bfloat16_rn(__half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E4M3))) * scale));
 }
 

@@ -241,11 +241,15 @@ class CudaOps final : public CudaOpsBase {
 
     // linear() of a BF16/F16/F32 weight (the checks shared with other formats done).
     void linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y);
-    // linear() of a weight-only fp8 weight: the GEMV for one token, else the weight dequantised to bf16 scratch and
-    // the bf16 cuBLASLt GEMM.
+    // linear() of a weight-only fp8 weight: the GEMV for one token, the weight-only tensor-core GEMM for a few
+    // (gemm_weight_only), else the weight dequantised to bf16 scratch and the bf16 cuBLASLt GEMM.
     void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y);
     // linear() of an int4 weight: the int4 GEMV for one token, else as linear_fp8.
     void linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // y = x · wᵀ (+ w's bias) by the weight-only tensor-core GEMM (kernels/cuda/gemm/wo_mma.h) when x has at most
+    // wo_mma_max_tokens() rows and the kernel takes the weight: `a` holds the weight's fields; false, and nothing
+    // done, otherwise.
+    bool gemm_weight_only(const Tensor& x, kcu::WoMmaArgs a, const LinearWeight& w, const Tensor& y);
     // The GEMM both take for more tokens: the input converted to bf16, cuBLASLt over `dense` (w's bf16 copy), w's bias.
     void gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWeight& w, const Tensor& y);
     // The GEMV of one token of x through w (dense or weight-only fp8) into y.

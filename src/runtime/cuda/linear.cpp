@@ -1,6 +1,10 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
-// otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run their GEMV on the stored bytes,
-// or cuBLASLt on a bf16 copy of the weight.
+// otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run their GEMV on the stored bytes
+// for one token, the weight-only tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of
+// the weight for many.
+#include <algorithm>
+#include <cstdlib>
+
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -66,6 +70,9 @@ void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y
         kcu::launch_gemv(gemv_args(x, w, y), stream_);
         return;
     }
+    kcu::WoMmaArgs wo{};
+    wo.w = w.data.data(), wo.w_stride = w.data.stride(0), wo.scales = scales;
+    if (gemm_weight_only(x, wo, w, y)) return;
     void* weight = dequantized_weight_.get(static_cast<size_t>(N * K) * 2, stream_);
     {
         const auto profile = profiler_.scope("dequantize fp8");
@@ -89,6 +96,45 @@ void CudaOps::gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWei
         kcu::launch_add_bias(y.data_as<float>(), y.stride(0), w.bias.data(), elem_type(w.bias.dtype(), "linear"), T, N,
                              stream_);
     }
+}
+
+namespace {
+// The most tokens the weight-only tensor-core GEMM takes before the bf16 copy + cuBLASLt: a first choice, not a
+// measurement (the copy costs ~4-5 bytes a weight more per call, which more tokens amortise);
+// PAGODA_WO_MMA_MAX_TOKENS=N moves it, 1 turns the kernel off.
+int64_t wo_mma_max_tokens() {
+    static const int64_t tokens = [] {
+        const char* env = std::getenv("PAGODA_WO_MMA_MAX_TOKENS");
+        return env != nullptr ? std::max<int64_t>(1, std::atoll(env)) : int64_t{128};
+    }();
+    return tokens;
+}
+}  // namespace
+
+bool CudaOps::gemm_weight_only(const Tensor& x, kcu::WoMmaArgs a, const LinearWeight& w, const Tensor& y) {
+    const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
+    if (T > wo_mma_max_tokens()) return false;
+    a.y = y.data_as<float>(), a.ldy = y.stride(0), a.T = T, a.N = N, a.K = K;
+    a.x = nullptr, a.ldx = K;
+    // The input's conversion is what the check needs first (its alignment); the converted copy is cached, so a
+    // fallback to gemm_bf16_copy reuses it.
+    {
+        const auto profile = profiler_.scope("convert to bf16");
+        a.x = converted_input(x, kcu::ElemType::BF16);
+    }
+    if (!kcu::wo_mma_fits(a)) return false;
+    a.splits = kcu::plan_wo_mma_splits(T, N, K, sm_count_);
+    const size_t floats = kcu::wo_mma_workspace_floats(T, N, a.splits);
+    a.workspace = floats ? static_cast<float*>(dequantized_weight_.get(floats * 4, stream_)) : nullptr;
+    {
+        const auto profile = profiler_.scope("linear (weight-only mma)");
+        kcu::launch_wo_mma(a, stream_);
+    }
+    if (w.bias.defined()) {
+        kcu::launch_add_bias(y.data_as<float>(), y.stride(0), w.bias.data(), elem_type(w.bias.dtype(), "linear"), T, N,
+                             stream_);
+    }
+    return true;
 }
 
 void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Tensor& y) {
@@ -119,6 +165,9 @@ void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Te
             stream_);
         return;
     }
+    kcu::WoMmaArgs wo{};
+    wo.int_w = weight;
+    if (gemm_weight_only(x, wo, w, y)) return;
     void* dense = dequantized_weight_.get(static_cast<size_t>(N * K) * 2, stream_);
     {
         const auto profile = profiler_.scope(w.format == WeightFormat::kInt8 ? "dequantize int8" : "dequantize int4");

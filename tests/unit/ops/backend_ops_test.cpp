@@ -223,8 +223,9 @@ TEST(LinearSiluMulTest, FusedEqualsLinearThenSiluMul) {
 
 // A token's experts give the same bits on CUDA alone (T = 1 and 3: the pair passes, which route nothing; fp8 and int4
 // experts read as stored there) as in a batch of 32 (the grouped GEMV passes, which take up to 2 pairs an expert:
-// 256 of the 128 experts' pairs; fp8 and int4 experts dequantised to a bf16 stack first) and of 300 (the grouped mma
-// passes: up to fp32 summation order, which may round an h element to the neighbouring bf16). U8 below stands for int4
+// 256 of the 128 experts' pairs; fp8 and int4 experts read as stored there too) and of 300 (the grouped mma passes,
+// over fp8 and int4 experts dequantised to a bf16 stack first: up to fp32 summation order, which may round an h
+// element to the neighbouring bf16). U8 below stands for int4
 // experts (group 32, zero points, f16 rounding as GPTQ/AWQ).
 TEST(MoeExpertsTest, TokensDoNotDependOnTheTokenCount) {
     std::vector<std::unique_ptr<Backend>> backends;

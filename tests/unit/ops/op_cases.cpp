@@ -817,6 +817,10 @@ const std::vector<OpCase>& op_cases() {
             linear_int4(1, 72, 96, 16, true, DType::F16, false),
             linear_int4(2, 300, 256, 32, true, DType::F16, true),
             linear_int4(37, 512, 384, 128, false, DType::BF16, false),
+            linear_int4(4, 300, 4096, 128, true, DType::F16, true),
+            linear_int4(16, 1000, 256, 16, false, DType::BF16, false),
+            linear_int4(70, 136, 512, 32, true, DType::F32, false),
+            linear_int4(8, 300, 2048, 64, true, DType::F16, false, 8),
             // act-order GPTQ: x gathered by the weight's input permutation, then the GEMV (T = 1) or the dequantised
             // weight's GEMM; 4 and 8 bits.
             linear_int4(1, 256, 512, 32, false, DType::F16, false, 4, true),
@@ -843,6 +847,12 @@ const std::vector<OpCase>& op_cases() {
             linear_fp8(37, 512, 256, ScaleLayout::kBlock, false),
             linear_fp8(300, 1000, 1024, ScaleLayout::kBlock, true),
             linear_fp8(64, 96, 72, ScaleLayout::kPerTensor, false),
+            // The weight-only tensor-core GEMM (2 .. 128 tokens, K a multiple of 32): weight rows past a 128-row tile,
+            // K ranges added in order (16 at K = 4096), tokens past a 64-row tile, every scale layout.
+            linear_fp8(2, 300, 512, ScaleLayout::kBlock, true),
+            linear_fp8(8, 1000, 4096, ScaleLayout::kPerChannel, false),
+            linear_fp8(64, 2048, 1024, ScaleLayout::kPerTensor, false),
+            linear_fp8(100, 256, 256, ScaleLayout::kBlock, false),
             rope(5, 4, 32, 32),
             rope(70, 8, 128, 64),
             rope(3, 2, 256, 128),
@@ -952,8 +962,13 @@ const std::vector<OpCase>& op_cases() {
                  moe_experts(3, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
                  moe_experts(64, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
                  moe_experts(300, 256, 96, 128, 8, Routing::Random, DType::BF16, " ep", 32),
-                 // fp8 experts (CUDA: dequantised to a bf16 stack, then the same kernels).
+                 // fp8 experts. CUDA: read as stored by the pair passes (1 token) and the grouped GEMV passes (9
+                 // and 20 tokens, 6 on one rank of four in expert parallelism: up to 2 rows an expert), else
+                 // dequantised to a bf16 stack for the mma passes (33).
                  moe_experts(1, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
+                 moe_experts(9, 256, 96, 32, 4, Routing::Random, DType::F8_E4M3),
+                 moe_experts(20, 256, 96, 128, 8, Routing::Random, DType::F8_E4M3),
+                 moe_experts(6, 256, 96, 128, 8, Routing::Random, DType::F8_E4M3, " ep", 32),
                  moe_experts(33, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3),
                  moe_experts(300, 256, 96, 128, 8, Routing::Skewed),
                  moe_experts(5, 200, 72, 16, 4, Routing::Random),

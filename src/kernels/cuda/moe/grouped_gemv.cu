@@ -1,9 +1,10 @@
 // The grouped passes for few rows per expert (decode): a block takes one tile (up to kGemvRows rows of one expert)
 // and 8 output columns, one per warp; the warp streams the column's weight row(s) once with 16-byte loads and dots
 // them with every row of the tile. Weight bandwidth bound, as decode is: each selected expert's weights are read once
-// per tile, and a decode batch rarely gives an expert more than one tile. int4 stacks are read as stored (4-byte loads
-// of 8 weights, each dequantised in registers as launch_dequantize_int4 writes it) against bf16 inputs: the sums of
-// the passes over the dequantised bf16 stack, without writing that stack.
+// per tile, and a decode batch rarely gives an expert more than one tile. int4 and fp8 stacks are read as stored
+// (4-byte loads of 8 int4 weights, 8-byte loads of 8 fp8 ones, each dequantised in registers as
+// launch_dequantize_int4 / launch_dequantize_fp8 write it) against bf16 inputs: the sums of the passes over the
+// dequantised bf16 stack, without writing that stack.
 #include <type_traits>
 
 #include "kernels/cuda/moe/moe_internal.cuh"
@@ -39,6 +40,9 @@ __device__ __forceinline__ void load_weights(const W* p, int64_t k, int64_t row,
     if constexpr (std::is_same_v<W, Int4Pair>) {
         static_assert(VEC == 8, "int4 weights are read 8 at a time");
         moe::unpack_int4(__ldg(reinterpret_cast<const uint32_t*>(p + k / 2)), a.quant, row, k, out);
+    } else if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
+        static_assert(VEC == 8, "fp8 weights are read 8 at a time");
+        moe::unpack_fp8(__ldg(reinterpret_cast<const uint2*>(p + k)), a.quant, row, k, out);
     } else {
         load_f32<W, VEC>(p + k, out);
     }
@@ -67,7 +71,8 @@ __global__ void __launch_bounds__(kWarps * 32) grouped_gemv_kernel(GroupedArgs a
     const int64_t n1 = P == Pass::GateUp ? a.N + n : n;
     const W* w0 = w_expert + n * a.w.row_stride;
     const W* w1 = w_expert + n1 * a.w.row_stride;
-    // The rows' indices in the whole stack (an expert has 2N rows in GateUp, N in Down), for int4 groups.
+    // The rows' indices in the whole stack (an expert has 2N rows in GateUp, N in Down), for int4 groups and fp8
+    // scale grids.
     const int64_t expert_rows = int64_t(tile.expert) * (P == Pass::GateUp ? 2 * a.N : a.N);
     float acc0[kGemvRows] = {}, acc1[kGemvRows] = {};
     for (int64_t k = int64_t(lane) * VEC; k < a.K; k += 32 * VEC) {
@@ -105,6 +110,10 @@ void launch_typed(const GroupedArgs& a, cudaStream_t stream) {
     if constexpr (std::is_same_v<W, Int4Pair>) {
         PAGODA_KERNEL_REQUIRE(moe::int4_gemv_fits(a), "moe: int4 experts on the GEMV passes need int4_gemv_fits");
         launch_kernel<grouped_gemv_kernel<W, P, 8>>(grid, kWarps * 32, 0, stream, a);
+    } else if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
+        PAGODA_KERNEL_REQUIRE(moe::fp8_gemv_fits(a, P == Pass::GateUp ? 2 * a.N : a.N),
+                              "moe: fp8 experts on the GEMV passes need fp8_gemv_fits");
+        launch_kernel<grouped_gemv_kernel<W, P, 8>>(grid, kWarps * 32, 0, stream, a);
     } else if (moe::vector_loads_fit(a))
         launch_kernel<grouped_gemv_kernel<W, P, 8>>(grid, kWarps * 32, 0, stream, a);
     else
@@ -129,6 +138,9 @@ void launch_grouped_gemv(Pass pass, const GroupedArgs& a, ElemType w_type, cudaS
     if (a.int4) {
         PAGODA_KERNEL_REQUIRE(w_type == ElemType::BF16, "moe: int4 experts run in bf16");
         launch_pass<Int4Pair>(pass, a, stream);
+    } else if (a.fp8) {
+        PAGODA_KERNEL_REQUIRE(w_type == ElemType::BF16, "moe: fp8 experts run in bf16");
+        launch_pass<__nv_fp8_e4m3>(pass, a, stream);
     } else if (w_type == ElemType::BF16)
         launch_pass<__nv_bfloat16>(pass, a, stream);
     else

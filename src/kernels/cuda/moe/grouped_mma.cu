@@ -5,9 +5,10 @@
 //
 // GateUp fuses silu(gate)·up into the epilogue: each warp's 32 weight rows are 16 gate rows and the 16 up rows of the
 // same intermediate columns, so one thread holds both accumulators of an output. Rows of the tile past the expert's
-// last row, weight rows past N and dot positions past K are zero-filled in shared memory and never stored.
-#include <type_traits>
-
+// last row, weight rows past N and dot positions past K are zero-filled in shared memory and never stored. fp8 and
+// int4 stacks take grouped_mma_quant_kernel: the same tile over weights dequantised into shared memory.
+#include "kernels/cuda/gemm/mma_tile.cuh"
+#include "kernels/cuda/gemm/quant_slice.cuh"
 #include "kernels/cuda/moe/moe_internal.cuh"
 
 namespace pagoda::kernels::cuda {
@@ -17,46 +18,11 @@ namespace {
 using moe::GroupedArgs;
 using moe::Pass;
 
-constexpr int kBM = moe::kMmaRows, kBN = 128, kBK = 32;
-constexpr int kLd = kBK + 8;  // padded shared rows: the fragment loads of a warp hit 32 different banks
+using mma::cp_async16, mma::cp_async_commit, mma::cp_async_wait;
+using mma::kBK, mma::kBM, mma::kBN, mma::kLd, mma::kThreads;  // the block tile (gemm/mma_tile.cuh)
 constexpr int kStages = 2;
-constexpr int kThreads = 256;
+static_assert(kBM == moe::kMmaRows, "a routing tile is one block tile of rows");
 static_assert(kBM * kBK / 8 == kThreads && kBN * kBK / 8 == 2 * kThreads, "one A chunk and two B chunks a thread");
-
-template <typename W>
-__device__ __forceinline__ void mma_16816(float* c, const uint32_t* a, const uint32_t* b) {
-    if constexpr (std::is_same_v<W, __nv_bfloat16>) {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    } else {
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-            : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-    }
-}
-
-// 16 bytes global -> shared without a register round trip; `valid` false writes zeros (src is then not read). The
-// "memory" clobbers keep the compiler from moving shared-memory reads across the copies and the wait.
-__device__ __forceinline__ void cp_async16(void* smem, const void* src, bool valid) {
-    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
-__device__ __forceinline__ uint32_t lds32(const void* p) {
-    return *static_cast<const uint32_t*>(p);
-}
 
 template <typename W, Pass P>
 struct TileRows {
@@ -72,20 +38,58 @@ struct TileRows {
         const int64_t src = P == Pass::GateUp ? a.routing.sorted_pairs[row] / a.routing.k : row;
         return static_cast<const W*>(a.a) + src * a.K;
     }
-    // The weight row behind shared B row nb; null past N. GateUp: in each 32 rows, 16 gate rows then the 16 up rows
-    // of the same intermediate columns.
-    __device__ const W* b_row(int nb) const {
+    // The expert's weight row behind shared B row nb; -1 past N. GateUp: in each 32 rows, 16 gate rows then the 16
+    // up rows of the same intermediate columns.
+    __device__ int64_t b_index(int nb) const {
         if constexpr (P == Pass::GateUp) {
             const int q = nb & 31;
             const int64_t i = c0 + 16 * (nb >> 5) + (q & 15);
-            if (i >= a.N) return nullptr;
-            return w_expert + (q < 16 ? i : a.N + i) * a.w.row_stride;
+            return i < a.N ? (q < 16 ? i : a.N + i) : -1;
         } else {
             const int64_t n = c0 + nb;
-            return n < a.N ? w_expert + n * a.w.row_stride : nullptr;
+            return n < a.N ? n : -1;
         }
     }
+    __device__ const W* b_row(int nb) const {
+        const int64_t i = b_index(nb);
+        return i < 0 ? nullptr : w_expert + i * a.w.row_stride;
+    }
 };
+
+// Stores the block's accumulators (mma_tile.cuh's layout): GateUp silu(gate)·up into h (in T), Down into y by pair.
+template <typename T, Pass P>
+__device__ __forceinline__ void store_tile(const GroupedArgs& a, const moe::Tile& tile, int64_t c0, int wm, int wn,
+                                           int lane, const float (&acc)[2][4][4]) {
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < 2; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+            const int m = wm * 32 + mt * 16 + g + 8 * half;
+            if (m >= tile.rows) continue;
+            const int32_t row = tile.row0 + m;
+            if constexpr (P == Pass::GateUp) {
+                T* h = static_cast<T*>(a.h) + int64_t(row) * a.N;
+#pragma unroll
+                for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const int64_t i = c0 + 16 * wn + nt * 8 + 2 * t4 + c;
+                        const float gate = acc[mt][nt][2 * half + c], up = acc[mt][nt + 2][2 * half + c];
+                        if (i < a.N) h[i] = from_f32<T>(silu(gate) * up);
+                    }
+            } else {
+                float* y = a.y + int64_t(a.routing.sorted_pairs[row]) * a.N;
+#pragma unroll
+                for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const int64_t n = c0 + wn * 32 + nt * 8 + 2 * t4 + c;
+                        if (n < a.N) y[n] = acc[mt][nt][2 * half + c];
+                    }
+            }
+        }
+}
 
 template <typename W, Pass P, bool VEC>
 __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
@@ -95,7 +99,7 @@ __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
     moe::Tile tile;
     if (!moe::find_tile(a.routing, static_cast<int32_t>(blockIdx.x), tile)) return;  // the whole block
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp & 1, wn = warp >> 1, g = lane >> 2, t4 = lane & 3;
+    const int wm = warp & 1, wn = warp >> 1;  // the warp's tile (mma_tile.cuh)
     const TileRows<W, P> src{a, tile, static_cast<const W*>(a.w.data) + tile.expert * a.w.expert_stride,
                              static_cast<int64_t>(blockIdx.y) * (P == Pass::GateUp ? kBN / 2 : kBN)};
 
@@ -136,61 +140,67 @@ __global__ void __launch_bounds__(kThreads) grouped_mma_kernel(GroupedArgs a) {
         cp_async_commit();
         cp_async_wait<1>();  // this stage's copies are done (the next stage's may still fly)
         __syncthreads();
-#pragma unroll
-        for (int ks = 0; ks < kBK; ks += 16) {
-            uint32_t af[2][4], bf[4][2];
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt) {
-                const int m = wm * 32 + mt * 16 + g;
-                af[mt][0] = lds32(&As[stage][m][ks + 2 * t4]);
-                af[mt][1] = lds32(&As[stage][m + 8][ks + 2 * t4]);
-                af[mt][2] = lds32(&As[stage][m][ks + 2 * t4 + 8]);
-                af[mt][3] = lds32(&As[stage][m + 8][ks + 2 * t4 + 8]);
-            }
-#pragma unroll
-            for (int nt = 0; nt < 4; ++nt) {
-                const int nb = wn * 32 + nt * 8 + g;
-                bf[nt][0] = lds32(&Bs[stage][nb][ks + 2 * t4]);
-                bf[nt][1] = lds32(&Bs[stage][nb][ks + 2 * t4 + 8]);
-            }
-#pragma unroll
-            for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-                for (int nt = 0; nt < 4; ++nt)
-                    mma_16816<W>(acc[mt][nt], af[mt], bf[nt]);
-        }
+        mma::warp_tile_mma<W>(As[stage], Bs[stage], wm, wn, lane, acc);
         __syncthreads();
     }
 
-    // Accumulator acc[mt][nt][2*half + c] is tile row wm*32 + mt*16 + g + 8*half, shared B row wn*32 + nt*8 + 2*t4 + c.
-#pragma unroll
-    for (int mt = 0; mt < 2; ++mt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-            const int m = wm * 32 + mt * 16 + g + 8 * half;
-            if (m >= tile.rows) continue;
-            const int32_t row = tile.row0 + m;
-            if constexpr (P == Pass::GateUp) {
-                W* h = static_cast<W*>(a.h) + int64_t(row) * a.N;
-#pragma unroll
-                for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        const int64_t i = src.c0 + 16 * wn + nt * 8 + 2 * t4 + c;
-                        const float gate = acc[mt][nt][2 * half + c], up = acc[mt][nt + 2][2 * half + c];
-                        if (i < a.N) h[i] = from_f32<W>(silu(gate) * up);
-                    }
-            } else {
-                float* y = a.y + int64_t(a.routing.sorted_pairs[row]) * a.N;
-#pragma unroll
-                for (int nt = 0; nt < 4; ++nt)
-#pragma unroll
-                    for (int c = 0; c < 2; ++c) {
-                        const int64_t n = src.c0 + wn * 32 + nt * 8 + 2 * t4 + c;
-                        if (n < a.N) y[n] = acc[mt][nt][2 * half + c];
-                    }
-            }
+    store_tile<W, P>(a, tile, src.c0, wm, wn, lane, acc);
+}
+
+// The passes over quantized stacks (fp8, int4): x (GateUp) or h (Down) in bf16 through cp.async as above, the
+// weights fetched as stored a slice ahead and written to shared memory dequantised (gemm/quant_slice.cuh), so the
+// passes multiply what the dequantised bf16 stack holds without writing that stack. K a multiple of kBK.
+template <quant::Format F, Pass P>
+__global__ void __launch_bounds__(kThreads) grouped_mma_quant_kernel(GroupedArgs a) {
+    PAGODA_KERNEL_PROLOGUE();
+    __shared__ __align__(16) __nv_bfloat16 As[kStages][kBM][kLd];
+    __shared__ __align__(16) __nv_bfloat16 Bs[kStages][kBN][kLd];
+    moe::Tile tile;
+    if (!moe::find_tile(a.routing, static_cast<int32_t>(blockIdx.x), tile)) return;  // the whole block
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp & 1, wn = warp >> 1;  // the warp's tile (mma_tile.cuh)
+    const TileRows<__nv_bfloat16, P> src{a, tile, nullptr,
+                                         static_cast<int64_t>(blockIdx.y) * (P == Pass::GateUp ? kBN / 2 : kBN)};
+    // A: 16 bytes (8 values) of tile row a_r at a_c; B: 16 weights of shared B row b_r at b_c.
+    const int a_r = tid >> 2, a_c = (tid & 3) * 8;
+    const int b_r = tid >> 1, b_c = (tid & 1) * quant::kChunk;
+    const __nv_bfloat16* a_src = src.a_row(a_r);
+    const int64_t b_i = src.b_index(b_r);  // the row within the expert
+    // Its first byte (fp8: one a weight; int4: the stack's byte strides) and its row of the stack's scale grid.
+    const uint8_t* b_row =
+        static_cast<const uint8_t*>(a.w.data) + tile.expert * a.w.expert_stride + (b_i < 0 ? 0 : b_i) * a.w.row_stride;
+    const int64_t b_grid_row = int64_t(tile.expert) * (P == Pass::GateUp ? 2 * a.N : a.N) + b_i;
+    auto load_a = [&](int stage, int64_t slice) {
+        cp_async16(&As[stage][a_r][a_c], a_src ? a_src + slice * kBK + a_c : a.a, a_src != nullptr);
+    };
+    auto fetch_b = [&](int64_t slice) {
+        return b_i >= 0 ? quant::fetch<F>(b_row, b_grid_row, slice * kBK + b_c, a.quant) : quant::Chunk{};
+    };
+    auto store_b = [&](int stage, const quant::Chunk& c) {
+        quant::store<F>(c, b_i >= 0, a.quant.round_to, &Bs[stage][b_r][b_c]);
+    };
+
+    float acc[2][4][4] = {};
+    const int64_t slices = a.K / kBK;
+    load_a(0, 0);
+    cp_async_commit();
+    store_b(0, fetch_b(0));
+    for (int64_t s = 0; s < slices; ++s) {
+        const int stage = static_cast<int>(s & 1);
+        const bool more = s + 1 < slices;
+        quant::Chunk next{};
+        if (more) {  // stage ^ 1 was last read before the previous slice's closing barrier
+            load_a(stage ^ 1, s + 1);
+            next = fetch_b(s + 1);
         }
+        cp_async_commit();
+        cp_async_wait<1>();  // this stage's A is in (the next stage's may still fly)
+        __syncthreads();     // and every thread's weights of it
+        mma::warp_tile_mma<__nv_bfloat16>(As[stage], Bs[stage], wm, wn, lane, acc);
+        if (more) store_b(stage ^ 1, next);
+        __syncthreads();
+    }
+    store_tile<__nv_bfloat16, P>(a, tile, src.c0, wm, wn, lane, acc);
 }
 
 template <typename W, Pass P>
@@ -212,16 +222,40 @@ void launch_pass(Pass pass, const GroupedArgs& a, cudaStream_t stream) {
         launch_typed<W, Pass::Down>(a, stream);
 }
 
+template <quant::Format F, Pass P>
+void launch_quant_typed(const GroupedArgs& a, cudaStream_t stream) {
+    constexpr int64_t cols = P == Pass::GateUp ? kBN / 2 : kBN;
+    const dim3 grid(static_cast<unsigned>(a.tiles), static_cast<unsigned>((a.N + cols - 1) / cols));
+    launch_kernel<grouped_mma_quant_kernel<F, P>>(grid, kThreads, 0, stream, a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+template <quant::Format F>
+void launch_quant_pass(Pass pass, const GroupedArgs& a, cudaStream_t stream) {
+    PAGODA_KERNEL_REQUIRE(moe::quant_mma_fits(a, pass), "moe: quantized experts on the mma passes need quant_mma_fits");
+    if (pass == Pass::GateUp)
+        launch_quant_typed<F, Pass::GateUp>(a, stream);
+    else
+        launch_quant_typed<F, Pass::Down>(a, stream);
+}
+
 }  // namespace
 
 namespace moe {
 void launch_grouped_mma(Pass pass, const GroupedArgs& a, ElemType w_type, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(a.routing.tile_rows == kMmaRows, "moe: the mma passes need tiles of kMmaRows rows");
     if (a.N == 0 || a.tiles == 0) return;
-    if (w_type == ElemType::BF16)
+    if (a.int4 || a.fp8) {
+        PAGODA_KERNEL_REQUIRE(w_type == ElemType::BF16, "moe: quantized experts run in bf16");
+        if (a.int4)
+            launch_quant_pass<quant::Format::Int4>(pass, a, stream);
+        else
+            launch_quant_pass<quant::Format::Fp8>(pass, a, stream);
+    } else if (w_type == ElemType::BF16) {
         launch_pass<__nv_bfloat16>(pass, a, stream);
-    else
+    } else {
         launch_pass<__half>(pass, a, stream);
+    }
 }
 }  // namespace moe
 

@@ -70,11 +70,13 @@ struct MoeExpertsArgs {
     void* workspace = nullptr;  // moe_experts_workspace_bytes(T, H, I, E, k), 256-byte aligned
 };
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k);
-// Whether launch_moe_experts takes these fp8 (e4m3) stacks as they are: a few tokens, on the pair passes, each weight
-// dequantised in registers exactly as launch_dequantize_fp8 writes it. Otherwise dequantise the stacks to bf16 first.
+// Whether launch_moe_experts takes these fp8 (e4m3) stacks as they are: a few tokens on the pair passes, few rows per
+// expert on the grouped GEMV passes (decode batches), more on the mma passes (weights dequantised into shared
+// memory), each weight exactly as launch_dequantize_fp8 writes it. Otherwise (odd shapes) dequantise the stacks to
+// bf16 first.
 bool moe_experts_read_fp8(const MoeExpertsArgs& a);
-// The same for int4 stacks (a.int4): a few tokens on the pair passes, or few rows per expert on the grouped GEMV
-// passes (decode batches), with rows and groups that 8-weight loads fit. Otherwise (prefill) dequantise them first.
+// The same for int4 stacks (a.int4): the pair passes, the grouped GEMV passes with rows and groups that 8-weight loads
+// fit, or the mma passes (quant_mma_fits). Otherwise dequantise them first.
 bool moe_experts_read_int4(const MoeExpertsArgs& a);
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream);
 

@@ -147,32 +147,47 @@ void launch_routing(const int32_t* topk_ids, int64_t pairs, const Routing& r, cu
 }
 }  // namespace moe
 
-bool moe_experts_read_fp8(const MoeExpertsArgs& a) {
-    return !a.int4 && a.weight_type == ElemType::F8E4M3 && moe::take_pair_passes(a);
-}
-
 namespace {
-// The GEMV passes' args for int4 stacks (the rest is filled per call).
-moe::GroupedArgs int4_gemv_args(const MoeExpertsArgs& a, moe::Pass pass, const void* in) {
+// The grouped passes' args for the stacks, int4 and fp8 ones' quantization included (the rest is filled per call).
+moe::GroupedArgs quant_gemv_args(const MoeExpertsArgs& a, moe::Pass pass, const void* in) {
     moe::GroupedArgs g;
     g.a = in;
     g.int4 = a.int4;
+    g.fp8 = !a.int4 && a.weight_type == ElemType::F8E4M3;
     if (pass == moe::Pass::GateUp)
         g.w = a.gate_up, g.K = a.H, g.N = a.I, g.quant = {a.gate_up_scales, a.gate_up_zeros, a.int4_round_to};
     else
         g.w = a.down, g.K = a.I, g.N = a.H, g.quant = {a.down_scales, a.down_zeros, a.int4_round_to};
     return g;
 }
+
+// Whether the grouped GEMV passes take the call (few rows per expert) with these quantized stacks; their inputs lie
+// in the 256-byte aligned workspace.
+bool quant_gemv_fits(const MoeExpertsArgs& a) {
+    const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+    const moe::GroupedArgs gu = quant_gemv_args(a, moe::Pass::GateUp, aligned);
+    const moe::GroupedArgs dn = quant_gemv_args(a, moe::Pass::Down, aligned);
+    const bool fits = a.int4 ? moe::int4_gemv_fits(gu) && moe::int4_gemv_fits(dn)
+                             : moe::fp8_gemv_fits(gu, 2 * a.I) && moe::fp8_gemv_fits(dn, a.H);
+    return a.T * a.k <= gemv_max_rows_per_expert() * a.E && a.I > 0 && fits;
+}
+
+// Whether the mma passes take these quantized stacks (many rows per expert: prefill).
+bool quant_mma_fits(const MoeExpertsArgs& a) {
+    const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
+    return a.I > 0 && moe::quant_mma_fits(quant_gemv_args(a, moe::Pass::GateUp, aligned), moe::Pass::GateUp) &&
+           moe::quant_mma_fits(quant_gemv_args(a, moe::Pass::Down, aligned), moe::Pass::Down);
+}
 }  // namespace
+
+bool moe_experts_read_fp8(const MoeExpertsArgs& a) {
+    if (a.int4 || a.weight_type != ElemType::F8E4M3) return false;
+    return moe::take_pair_passes(a) || quant_gemv_fits(a) || quant_mma_fits(a);
+}
 
 bool moe_experts_read_int4(const MoeExpertsArgs& a) {
     if (!a.int4 || a.weight_type != ElemType::BF16) return false;
-    if (moe::take_pair_passes(a)) return true;
-    // The GEMV passes (few rows per expert); their inputs lie in the 256-byte aligned workspace.
-    const auto* aligned = reinterpret_cast<const void*>(uintptr_t{256});
-    return a.T * a.k <= gemv_max_rows_per_expert() * a.E && a.I > 0 &&
-           moe::int4_gemv_fits(int4_gemv_args(a, moe::Pass::GateUp, aligned)) &&
-           moe::int4_gemv_fits(int4_gemv_args(a, moe::Pass::Down, aligned));
+    return moe::take_pair_passes(a) || quant_gemv_fits(a) || quant_mma_fits(a);
 }
 
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
@@ -192,7 +207,9 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     const int64_t pairs = a.T * a.k;
     const Workspace ws = carve(static_cast<char*>(a.workspace), a.T, a.H, a.I, a.E, a.k);
     if (moe::take_pair_passes(a)) return moe::launch_pair_passes(a, ws.h, stream);
-    launch_convert_rows(a.x, a.x_stride, ws.x_w, a.weight_type, a.T, a.H, stream);
+    // The passes' inputs and h in the weights' 16-bit type; bf16 for fp8 stacks (int4 ones come as BF16 already).
+    const ElemType compute = a.weight_type == ElemType::F8E4M3 ? ElemType::BF16 : a.weight_type;
+    launch_convert_rows(a.x, a.x_stride, ws.x_w, compute, a.T, a.H, stream);
 
     const bool gemv = pairs <= gemv_max_rows_per_expert() * a.E;
     Routing r{ws.sorted_pairs,
@@ -211,12 +228,12 @@ void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
     g.tiles = moe::max_tiles(pairs, a.E, r.tile_rows);
     auto run = [&](moe::Pass pass) {
         if (gemv)
-            moe::launch_grouped_gemv(pass, g, a.weight_type, stream);
+            moe::launch_grouped_gemv(pass, g, compute, stream);
         else
-            moe::launch_grouped_mma(pass, g, a.weight_type, stream);
+            moe::launch_grouped_mma(pass, g, compute, stream);
     };
     const auto pass_args = [&](moe::Pass pass, const void* in) {
-        moe::GroupedArgs p = int4_gemv_args(a, pass, in);
+        moe::GroupedArgs p = quant_gemv_args(a, pass, in);
         p.routing = g.routing, p.h = g.h, p.y = g.y, p.tiles = g.tiles;
         g = p;
     };

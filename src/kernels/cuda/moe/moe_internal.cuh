@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm/quant_slice.cuh"
 #include "kernels/cuda/moe/moe.h"
 
 namespace pagoda::kernels::cuda {
@@ -28,11 +29,7 @@ namespace moe {
 // ones: weight (row, k) of the stack, counted as one [E*N, K] matrix, has the scale
 // scales.data[row * scales.stride + k / scales.cols] and the zero point at the same index of zeros (null: 8), the
 // product rounded as round_to says.
-struct StackQuant {
-    WeightScales scales;
-    const float* zeros = nullptr;
-    ElemType round_to = ElemType::F32;
-};
+using StackQuant = quant::RowQuant;  // gemm/quant_slice.cuh: the grid formula above
 
 // Weights [k, k + 8) of stack row `row` from their 4 packed bytes (k a multiple of 8, the 8 in one group), each
 // as launch_dequantize_int4 writes it.
@@ -42,6 +39,16 @@ __device__ __forceinline__ void unpack_int4(uint32_t raw, const StackQuant& q, i
 #pragma unroll
     for (int i = 0; i < 8; ++i)
         out[i] = dequantize_int4((raw >> (4 * i)) & 0xFu, s, z, q.round_to);
+}
+
+// Weights [k, k + 8) of stack row `row` of an fp8 stack from their 8 bytes (k a multiple of 8, the 8 under one
+// scale of the stack's grid), each as launch_dequantize_fp8 writes it: bf16(q · scale).
+__device__ __forceinline__ void unpack_fp8(uint2 raw, const StackQuant& q, int64_t row, int64_t k, float* out) {
+    const auto* v = reinterpret_cast<const __nv_fp8_storage_t*>(&raw);
+    const float s = __ldg(q.scales.data + (row / q.scales.rows) * q.scales.stride + k / q.scales.cols);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+        out[i] = dequantize_e4m3(v[i], s);
 }
 
 // The routing of one call, computed on the device (launch_routing). A pair i = t*k + j is token t's j-th choice; the
@@ -101,13 +108,15 @@ struct GroupedArgs {
     void* h = nullptr;
     float* y = nullptr;
     int64_t tiles = 0;  // max_tiles() for routing.tile_rows: the grid's x
-    // int4 weights (the GEMV passes only; a and h then in bf16): the stack's groups.
+    // int4 or fp8 weights (the GEMV passes only; a and h then in bf16): the stack's groups or scale grid.
     bool int4 = false;
+    bool fp8 = false;
     StackQuant quant;
 };
 
 // Row tiles of kGemvRows rows; each warp streams weight rows once per tile with 16-byte loads (decode). int4 stacks
-// (a.int4, w_type BF16) take 4-byte loads of 8 weights and need int4_gemv_fits.
+// (a.int4, w_type BF16) take 4-byte loads of 8 weights and need int4_gemv_fits; fp8 ones (a.fp8, w_type BF16) 8-byte
+// loads of 8 and fp8_gemv_fits.
 inline constexpr int32_t kGemvRows = 8;
 void launch_grouped_gemv(Pass pass, const GroupedArgs& a, ElemType w_type, cudaStream_t stream);
 
@@ -137,6 +146,27 @@ inline bool vector_loads_fit(const GroupedArgs& a) {
 // vector_loads_fit wants them) and 8 weights in one group.
 inline bool int4_gemv_fits(const GroupedArgs& a) {
     return vector_loads_fit(a) && a.quant.scales.data && a.quant.scales.rows == 1 && a.quant.scales.cols % 8 == 0;
+}
+
+// fp8 and int4 weights on the mma passes (grouped_mma_quant_kernel): K whole slices of 32, a thread's 16 weights of a
+// row under one scale and on a 16-byte (fp8) or 8-byte (int4) boundary, the input's rows on 16-byte ones, and (fp8)
+// one scale grid over the whole stack.
+inline bool quant_mma_fits(const GroupedArgs& a, Pass pass) {
+    const WeightScales& s = a.quant.scales;
+    const int64_t align = a.int4 ? 8 : 16;  // bytes: 16 weights of int4 or of fp8
+    const int64_t rows_per_expert = pass == Pass::GateUp ? 2 * a.N : a.N;
+    const bool grid = a.int4 ? s.rows == 1 : rows_per_expert % s.rows == 0;
+    return (a.int4 || a.fp8) && a.K % 32 == 0 && s.data && s.rows > 0 && s.cols % 16 == 0 && grid &&
+           a.w.row_stride % align == 0 && a.w.expert_stride % align == 0 &&
+           reinterpret_cast<uintptr_t>(a.w.data) % align == 0 && aligned16(a.a);
+}
+
+// fp8 weights on the GEMV passes: 8-weight loads as vector_loads_fit wants them (8 bytes, on 16-byte row starts), 8
+// weights under one scale, and one grid over the whole stack (an expert's `rows_per_expert` rows a whole number of
+// scale blocks), as the loader stacks them.
+inline bool fp8_gemv_fits(const GroupedArgs& a, int64_t rows_per_expert) {
+    const WeightScales& s = a.quant.scales;
+    return vector_loads_fit(a) && s.data && s.rows > 0 && s.cols % 8 == 0 && rows_per_expert % s.rows == 0;
 }
 
 }  // namespace moe

@@ -61,12 +61,7 @@ template <typename W>
 __device__ __forceinline__ void unpack(const typename RawLoad<W>::Type& raw, const StackQuant& quant, int64_t row,
                                        int64_t k, float* out) {
     if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
-        const auto* q = reinterpret_cast<const __nv_fp8_storage_t*>(&raw);  // one scale (block columns % 8 == 0)
-        const WeightScales& scales = quant.scales;
-        const float s = __ldg(scales.data + (row / scales.rows) * scales.stride + k / scales.cols);
-#pragma unroll
-        for (int i = 0; i < kVec; ++i)
-            out[i] = dequantize_e4m3(q[i], s);
+        moe::unpack_fp8(raw, quant, row, k, out);  // one scale: block columns % 8 == 0
     } else if constexpr (std::is_same_v<W, Int4Pair>) {
         moe::unpack_int4(raw, quant, row, k, out);  // one group: group % 8 == 0
     } else {
