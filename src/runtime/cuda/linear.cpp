@@ -99,21 +99,25 @@ void CudaOps::gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWei
 }
 
 namespace {
-// The most tokens the weight-only tensor-core GEMM takes before the bf16 copy + cuBLASLt: a first choice, not a
-// measurement (the copy costs ~4-5 bytes a weight more per call, which more tokens amortise);
-// PAGODA_WO_MMA_MAX_TOKENS=N moves it, 1 turns the kernel off.
-int64_t wo_mma_max_tokens() {
-    static const int64_t tokens = [] {
+// The most tokens the weight-only tensor-core GEMM takes before the bf16 copy + cuBLASLt. Measured on an H200
+// (session 18, pagoda_op_bench --table qwen3-8b, PAGODA_WO_MMA_MAX_TOKENS 1 against 128): with int4 weights the kernel
+// lost to the copy at 64 tokens by 1.2-1.5x (43.0 against 28.6 µs at 4096 x 4096, 105.7 against 82.6 at 12288 x
+// 4096), and below 64 tokens it runs the same 64-token tile, so int4 / int8 weights take the copy; fp8 weights keep
+// the first choice of 128 (there the copy was measured only from 256 tokens, where it wins: 47.8 against 118.5 µs).
+// PAGODA_WO_MMA_MAX_TOKENS=N sets both (1 turns the kernel off).
+int64_t wo_mma_max_tokens(bool fp8) {
+    static const int64_t chosen = [] {
         const char* env = std::getenv("PAGODA_WO_MMA_MAX_TOKENS");
-        return env != nullptr ? std::max<int64_t>(1, std::atoll(env)) : int64_t{128};
+        return env != nullptr ? std::max<int64_t>(1, std::atoll(env)) : int64_t{0};
     }();
-    return tokens;
+    if (chosen > 0) return chosen;
+    return fp8 ? 128 : 1;
 }
 }  // namespace
 
 bool CudaOps::gemm_weight_only(const Tensor& x, kcu::WoMmaArgs a, const LinearWeight& w, const Tensor& y) {
     const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
-    if (T > wo_mma_max_tokens()) return false;
+    if (T > wo_mma_max_tokens(/*fp8=*/a.w != nullptr)) return false;
     a.y = y.data_as<float>(), a.ldy = y.stride(0), a.T = T, a.N = N, a.K = K;
     a.x = nullptr, a.ldx = K;
     // The input's conversion is what the check needs first (its alignment); the converted copy is cached, so a
