@@ -81,6 +81,15 @@ void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y
     gemm_bf16_copy(x, weight, w, y);
 }
 
+namespace {
+// y += w's bias, if it has one: after the GEMMs of the weight-only formats, which leave it out.
+void add_weight_bias(const LinearWeight& w, const Tensor& y, cudaStream_t stream) {
+    if (!w.bias.defined()) return;
+    kcu::launch_add_bias(y.data_as<float>(), y.stride(0), w.bias.data(), elem_type(w.bias.dtype(), "linear"), y.dim(0),
+                         y.dim(1), stream);
+}
+}  // namespace
+
 // y = x · dense(w)ᵀ (+ w's bias) with `dense` the weight-only format's bf16 copy of w ([N, K], contiguous): cuBLASLt on
 // the bf16 input, as the dense path.
 void CudaOps::gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWeight& w, const Tensor& y) {
@@ -92,10 +101,7 @@ void CudaOps::gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWei
     }
     const auto profile = profiler_.scope("linear (gemm of the dequantised weight)");
     gemm_.run(kcu::ElemType::BF16, dense, K, b, K, y.data_as<float>(), y.stride(0), N, T, K);
-    if (w.bias.defined()) {
-        kcu::launch_add_bias(y.data_as<float>(), y.stride(0), w.bias.data(), elem_type(w.bias.dtype(), "linear"), T, N,
-                             stream_);
-    }
+    add_weight_bias(w, y, stream_);
 }
 
 namespace {
@@ -134,10 +140,7 @@ bool CudaOps::gemm_weight_only(const Tensor& x, kcu::WoMmaArgs a, const LinearWe
         const auto profile = profiler_.scope("linear (weight-only mma)");
         kcu::launch_wo_mma(a, stream_);
     }
-    if (w.bias.defined()) {
-        kcu::launch_add_bias(y.data_as<float>(), y.stride(0), w.bias.data(), elem_type(w.bias.dtype(), "linear"), T, N,
-                             stream_);
-    }
+    add_weight_bias(w, y, stream_);
     return true;
 }
 
