@@ -23,8 +23,10 @@ pagoda reads, are the same.) Packing, by the formats' own code:
               format: qzeros stored as zero - 1), as GPTQModel.save writes it; 4 or 8 bits (8: qweight [K/4, N], four
               inputs a word, qzeros [K/group, N/4]; symmetric zero 128); act-order entries (ACT_ORDER, desc_act true) form
               each group over a permuted order of the inputs and hand the packer that g_idx, as GPTQ's desc_act does
-  w4a16       compressed-tensors' pack_to_int32 (weight_packed [N, K/8], q + 8), weight_scale [N, K/group] in the
-              model's dtype, weight_shape; the quantization_config from compressed-tensors' QuantizationConfig
+  w4a16       compressed-tensors' PackedQuantizationCompressor (weight_packed [N, K/8], q + 8; 8 bits: [N, K/4],
+              q + 128), weight_scale [N, K/group] (per channel: [N, 1]) in the model's dtype, weight_shape, and for
+              symmetric false weight_zero_point [N/8, K/group] (packed along the outputs, zero + 8); the
+              quantization_config from compressed-tensors' QuantizationConfig
 The reference is computed from each tool's own dequantisation of the stored tensors (AWQ: gptqmodel's dequantize_gemm,
 the AutoAWQ reference; GPTQ: TorchLinear.dequantize_weight; compressed-tensors: unpack_from_int32 and its dequantize), each product in the
 dtype of the stored scales as those functions compute it (F16 for AWQ/GPTQ, BF16 for compressed-tensors),
@@ -60,6 +62,10 @@ SPECS = {
     "qwen3_gptq": ("qwen3", "gptq", 64, True),
     "qwen2_gptq": ("qwen2", "gptq", 32, False),
     "qwen3_w4a16": ("qwen3", "w4a16", 32, True),
+    # llm-compressor's W4A16_ASYM (zero points packed along the outputs) and W8A16 (8 bits, one scale per output
+    # channel) presets; group 0 is per channel.
+    "qwen3_w4a16_asym": ("qwen3", "w4a16", 32, False),
+    "qwen2_w8a16": ("qwen2", "w4a16", 0, True, 8),
     # Qwen3-MoE with every expert quantized (the router mlp.gate stays bf16, as GPTQModel and AutoAWQ leave it):
     # Qwen3-30B-A3B-GPTQ-Int4 is GPTQ, symmetric; the expert width (32) bounds the group of down_proj.
     "qwen3_moe_gptq": ("qwen3_moe", "gptq", 32, True),
@@ -199,21 +205,34 @@ def pack_gptq(module, w, group, sym, bits=4, act_order=False):
     return stored, ref
 
 
-def pack_w4a16(module, w, group, sym, bits=4):
-    from compressed_tensors.compressors.pack_quantized.helpers import pack_to_int32, unpack_from_int32
+def ct_weight_args(group, sym, bits):
+    """compressed-tensors' QuantizationArgs of the weights: int, `bits` bits, groups of `group` inputs (0: per output
+    channel), symmetric or with zero points."""
     from compressed_tensors.quantization import QuantizationArgs
-    from compressed_tensors.quantization.lifecycle.forward import dequantize
+    if group:
+        return QuantizationArgs(num_bits=bits, type="int", symmetric=sym, strategy="group", group_size=group)
+    return QuantizationArgs(num_bits=bits, type="int", symmetric=sym, strategy="channel")
+
+
+def pack_w4a16(module, w, group, sym, bits=4):
+    """compressed-tensors pack-quantized (W4A16, W8A16; _ASYM with zero points): the scales (and signed zero points)
+    handed to the format's own PackedQuantizationCompressor with the weight they quantize exactly, which quantizes,
+    packs and (asymmetric) packs the zero points along the outputs; the reference is its decompress of what it
+    stored."""
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.quantization import QuantizationScheme
     N, K = w.shape
-    q, scale, zero = rtn(w, group, True, torch.bfloat16)
-    signed = (q - 8).to(torch.int8)
-    packed = pack_to_int32(signed, 4)
-    unpacked = unpack_from_int32(packed, 4, torch.Size([N, K]))
-    args = QuantizationArgs(num_bits=4, type="int", symmetric=True, strategy="group", group_size=group)
-    ref = dequantize(unpacked, scale.to(torch.bfloat16), args=args).float()  # in the scale's dtype, as it loads
-    check_codes(ref, q, scale, zero, group, module)
-    stored = {module + "weight_packed": packed, module + "weight_scale": scale.to(torch.bfloat16),
-              module + "weight_shape": torch.tensor([N, K], dtype=torch.int64)}
-    return stored, ref
+    g = group or K
+    q, scale, zero = rtn(w, g, sym, torch.bfloat16, bits)
+    scheme = QuantizationScheme(targets=["Linear"], weights=ct_weight_args(group, sym, bits))
+    half = 2 ** (bits - 1)
+    state = {"weight": dequantised(q, scale, zero, g), "weight_scale": scale.to(torch.bfloat16)}
+    if not sym:
+        state["weight_zero_point"] = (zero - half).to(torch.int8)  # signed, as the format keeps it before packing
+    stored = PackedQuantizationCompressor.compress(state, scheme)
+    ref = PackedQuantizationCompressor.decompress(dict(stored), scheme)["weight"].float()  # bf16, as it loads
+    check_codes(ref, q, scale, zero, g, module)
+    return {module + k: v for k, v in stored.items()}, ref
 
 
 def check_codes(ref, q, scale, zero, group, module):
@@ -240,9 +259,8 @@ def quantization_config(fmt, group, sym, not_converted=None, bits=4, act_order=F
         if dynamic:
             out["dynamic"] = dynamic
         return out
-    from compressed_tensors.quantization import QuantizationArgs, QuantizationConfig, QuantizationScheme
-    scheme = QuantizationScheme(targets=["Linear"], weights=QuantizationArgs(
-        num_bits=4, type="int", symmetric=True, strategy="group", group_size=group))
+    from compressed_tensors.quantization import QuantizationConfig, QuantizationScheme
+    scheme = QuantizationScheme(targets=["Linear"], weights=ct_weight_args(group, sym, bits))
     ignore = ["lm_head"] + ["re:.*" + m.replace(".", "\\.") + "$" for m in not_converted or []]
     cfg = QuantizationConfig(config_groups={"group_0": scheme}, format="pack-quantized", ignore=ignore,
                              quantization_status="compressed")
@@ -402,7 +420,7 @@ def note_transformers_load(d, kind, log, name):
     want = np.fromfile(os.path.join(d, "logits.bin"), dtype=np.float32).reshape(ref["logits_shape"])
     try:
         kwargs = {}
-        if "w4a16" in name:
+        if spec(name)[1] == "w4a16":
             from transformers import CompressedTensorsConfig
             kwargs["quantization_config"] = CompressedTensorsConfig(run_compressed=False)
         model = tiny.type_for(kind).from_pretrained(d, dtype=torch.float32, device_map="cpu", **kwargs).eval()

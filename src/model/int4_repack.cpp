@@ -122,20 +122,32 @@ std::vector<int32_t> act_order_permutation(std::span<const int32_t> g_idx, int64
     return perm;
 }
 
-void repack_pack_quantized(std::span<const int32_t> packed, std::span<const float> scales, const Int4Layout& out) {
-    check_layout(out);
-    const int64_t words = out.K / 8;
+void repack_pack_quantized(std::span<const int32_t> packed, std::span<const float> scales,
+                           std::span<const int32_t> zero_points, const Int4Layout& out) {
+    check_layout(out, /*bits=*/0);
+    const int64_t words = out.K * out.bits / 32;
     PAGODA_CHECK(static_cast<int64_t>(packed.size()) == out.N * words &&
                  static_cast<int64_t>(scales.size()) == out.N * out.groups());
-    // Eight nibbles in input order are four bytes in the layout's order: the int32's little-endian bytes.
+    // p values in input order are 4 bytes in the layout's order (4 bits: even k low; 8 bits: a byte each): the
+    // int32's little-endian bytes.
     for (int64_t n = 0; n < out.N; ++n)
         for (int64_t c = 0; c < words; ++c) {
             const auto word = static_cast<uint32_t>(packed[n * words + c]);
-            uint8_t* dst = out.data + n * (out.K / 2) + 4 * c;
+            uint8_t* dst = out.data + n * out.row_bytes() + 4 * c;
             for (int b = 0; b < 4; ++b)
                 dst[b] = static_cast<uint8_t>(word >> (8 * b));
         }
     std::copy(scales.begin(), scales.end(), out.scales);
+    if (zero_points.empty()) return;
+    // Zeros packed along the outputs: [N/p, G] is qzeros' [G, N/p] (GPTQ's sequential columns) transposed.
+    PAGODA_CHECK(out.zeros);
+    const int per_word = 32 / out.bits;
+    const int64_t G = out.groups(), rows = out.N / per_word;
+    PAGODA_CHECK(static_cast<int64_t>(zero_points.size()) == rows * G);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t g = 0; g < G; ++g)
+            for (int i = 0; i < per_word; ++i)
+                out.zeros[(per_word * r + i) * G + g] = static_cast<float>(value(zero_points[r * G + g], i, out.bits));
 }
 
 }  // namespace pagoda::model

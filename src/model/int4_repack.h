@@ -18,7 +18,7 @@ struct Int4Layout {
     float* scales = nullptr;
     float* zeros = nullptr;
     int64_t N = 0, K = 0, group = 0;  // group divides K and is even
-    int bits = 4;                     // 4 (kInt4), or 8 (kInt8: GPTQ only)
+    int bits = 4;                     // 4 (kInt4), or 8 (kInt8: GPTQ and compressed-tensors)
     int64_t groups() const { return K / group; }
     int64_t row_bytes() const { return K * bits / 8; }
 };
@@ -45,9 +45,13 @@ void repack_gptq(std::span<const int32_t> qweight, std::span<const int32_t> qzer
 std::vector<int32_t> act_order_permutation(std::span<const int32_t> g_idx, int64_t group, int64_t groups,
                                            std::string& error);
 
-// compressed-tensors pack-quantized (4 bits, symmetric; out.bits must be 4): weight_packed I32 [N, K/8] holds 8
-// consecutive inputs per int32 (nibble i is input 8c + i), each stored as q + 8; weight_scale [N, K/group] (already
-// f32). value = (stored - 8) · scale: the layout's symmetric zero, so out.zeros is not written (may be null).
-void repack_pack_quantized(std::span<const int32_t> packed, std::span<const float> scales, const Int4Layout& out);
+// compressed-tensors pack-quantized (4 or 8 bits: out.bits), with p = 32 / bits values per int32: weight_packed I32
+// [N, K/p] holds p consecutive inputs per int32 (value i is input p·c + i), each stored as q + 2^(bits-1) of a signed
+// q; weight_scale [N, K/group] (already f32). Symmetric (`zero_points` empty): value = (stored - 2^(bits-1)) · scale,
+// the layout's symmetric zero, so out.zeros is not written (may be null). With zero points: weight_zero_point I32
+// [N/p, K/group] packed along the outputs (value i of word (r, g) is output p·r + i's zero of group g), each stored
+// as its signed zero + 2^(bits-1) like the weights, so value = (stored - stored zero) · scale.
+void repack_pack_quantized(std::span<const int32_t> packed, std::span<const float> scales,
+                           std::span<const int32_t> zero_points, const Int4Layout& out);
 
 }  // namespace pagoda::model

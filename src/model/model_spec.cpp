@@ -578,6 +578,7 @@ std::string QuantizationSpec::describe() const {
         if (!format.empty()) add(format);
         add((weight_type.empty() ? "int" : weight_type) + std::to_string(bits) + " weights");
         if (!strategy.empty()) add(strategy == "group" ? group() : strategy + " scales");
+        if (weight_type == "int") add(sym ? "symmetric" : "zero points");
         if (input_bits > 0) add(input_type + std::to_string(input_bits) + " activations");
     }
     return s;

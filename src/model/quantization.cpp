@@ -9,7 +9,7 @@ namespace {
 constexpr const char* kServed =
     "pagoda serves fp8 e4m3 checkpoints (quant_method fp8, or compressed-tensors float-quantized 8-bit float weights) "
     "and int4 / int8 weight-only ones (awq gemm, gptq 4- or 8-bit (act-order too, on dense layers), compressed-tensors "
-    "pack-quantized symmetric W4A16)";
+    "pack-quantized W4A16 / W8A16, symmetric or with zero points)";
 
 Status not_served(const QuantizationSpec& q, const std::string& why) {
     return Status::error("quantized checkpoint (" + q.describe() + "): " + why + "; " + kServed);
@@ -73,16 +73,22 @@ Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
 
 Result<std::optional<CheckpointQuantization>> compressed_tensors(const QuantizationSpec& q) {
     if (q.format == "pack-quantized") {
-        if (q.weight_type != "int" || q.bits != 4) return not_served(q, "this pack-quantized variant is not served");
-        if (!q.sym) return not_served(q, "asymmetric int4 weights (weight_zero_point) are not served yet");
+        // llm-compressor's W4A16 / W8A16 presets, symmetric or with zero points (the _ASYM ones).
+        if (q.weight_type != "int" || (q.bits != 4 && q.bits != 8)) {
+            return not_served(q, "this pack-quantized variant is not served (int weights of 4 or 8 bits are)");
+        }
         if (q.input_bits != 0) {
             return not_served(q, std::to_string(q.input_bits) + "-bit " + q.input_type +
-                                     " activations are not served (W4A16: weight-only is)");
+                                     " activations are not served (W4A16 and W8A16: weight-only is)");
         }
         if (q.strategy != "group" && q.strategy != "channel") {
-            return not_served(q, "weight scale strategy '" + q.strategy + "' is not served for int4 (group, channel)");
+            return not_served(q, "weight scale strategy '" + q.strategy + "' is not served for int weights (group, " +
+                                     "channel)");
         }
-        return int4(q, Int4Packing::kPackQuantized, q.strategy == "group" ? q.group_size : 0, false, 0);
+        // pack_to_int32 stores each value and each zero point plus 2^(bits-1) (unsigned), so the stored zero is the
+        // layout's zero as it is.
+        return int4(q, Int4Packing::kPackQuantized, q.strategy == "group" ? q.group_size : 0, !q.sym, 0,
+                    static_cast<int>(q.bits));
     }
     if (q.format != "float-quantized" || q.weight_type != "float" || q.bits != 8) {
         return not_served(q, "this variant is not served yet");

@@ -19,7 +19,8 @@ enum class Int4Packing : uint8_t {
     kAwqGemm,        // AutoAWQ version "gemm": <module>.qweight [K, N/8], .qzeros, .scales [K/group, N]
     kGptq,           // GPTQ: <module>.qweight [K/8, N] (8 bits: [K/4, N]), .qzeros (stored zero - 1 in the v1
                      // format), .scales, .g_idx
-    kPackQuantized,  // compressed-tensors pack-quantized: <module>.weight_packed [N, K/8], .weight_scale, .weight_shape
+    kPackQuantized,  // compressed-tensors pack-quantized: <module>.weight_packed [N, K/8] (8 bits: [N, K/4]),
+                     // .weight_scale, .weight_shape, and with zero points .weight_zero_point [N/8, K/group] ([N/4, ..])
 };
 
 // The stored form of the checkpoint's quantized linear weights. A weight is quantized when the checkpoint stores it
@@ -32,10 +33,11 @@ struct CheckpointQuantization {
     // The scale tensor of "<module>.weight" is "<module>.<scale_suffix>": a multiplier either way
     // (dequantised weight = q · scale).
     std::string scale_suffix;  // "weight_scale_inv" (fp8: Qwen, DeepSeek) / "weight_scale" (compressed-tensors)
-    // int4 (format kInt4, layout kGroup), and GPTQ 8-bit (format kInt8: the same fields, one value a byte)
+    // int4 (format kInt4, layout kGroup), and 8-bit GPTQ / compressed-tensors (format kInt8: the same fields, one
+    // value a byte)
     Int4Packing packing = Int4Packing::kNone;
     int64_t group_size = 0;        // inputs per scale; 0: one group per row (per channel)
-    bool zero_points = false;      // asymmetric (AWQ, GPTQ); compressed-tensors W4A16 is symmetric
+    bool zero_points = false;      // asymmetric (AWQ, GPTQ sym false, compressed-tensors symmetric false)
     int32_t zero_offset = 0;       // added to each stored zero (1 for GPTQ's v1 format)
     std::string describe() const;  // "fp8-e4m3 (128x128 block scales)", "int4 (group 128, zero points), AWQ GEMM"
     int bits() const { return grouped_int_bits(format); }  // 4, 8 (grouped integer formats); 0 for fp8

@@ -74,9 +74,9 @@ class WeightLoader {
     struct Int4Module {
         std::string name;  // "<module>.weight"
         int64_t N = 0, K = 0, group = 0;
-        int bits = 4;                         // 4, or 8 (GPTQ int8: LinearWeight's kInt8)
+        int bits = 4;                         // 4, or 8 (GPTQ / compressed-tensors int8: LinearWeight's kInt8)
         const TensorView* qweight = nullptr;  // qweight (AWQ, GPTQ) or weight_packed (compressed-tensors)
-        const TensorView* qzeros = nullptr;   // AWQ, GPTQ
+        const TensorView* qzeros = nullptr;   // qzeros (AWQ, GPTQ), weight_zero_point (compressed-tensors asymmetric)
         const TensorView* scales = nullptr;
         DType dequant_dtype = DType::F32;  // LinearWeight::dequant_dtype: the stored scales' dtype
         // GPTQ act-order: the inputs sorted by their group (act_order_permutation, LinearWeight::input_perm), which
@@ -101,7 +101,7 @@ class WeightLoader {
     int64_t expert_features_first() const { return features_first_; }
     int64_t expert_features_count(int64_t all) const { return features_count_ < 0 ? all : features_count_; }
     bool int4_zero_points() const { return quantization_ != nullptr && quantization_->zero_points; }
-    int int4_bits() const { return quantization_ != nullptr ? quantization_->bits() : 0; }  // 4, 8 (GPTQ int8), 0
+    int int4_bits() const { return quantization_ != nullptr ? quantization_->bits() : 0; }  // 4, 8 (int8), 0
     // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
     void repack_int4(const Int4Module& m, const Int4Layout& out) const;
 

@@ -113,8 +113,11 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
                                          std::to_string(K) + "] (I64), the shape the model declares for " + name);
                 }
             }
-            PAGODA_ASSIGN_OR_RETURN(out.qweight, packed_words(m + "weight_packed", Shape{N, K / 8}));
+            PAGODA_ASSIGN_OR_RETURN(out.qweight, packed_words(m + "weight_packed", Shape{N, K / per_word}));
             PAGODA_ASSIGN_OR_RETURN(out.scales, lookup(m + "weight_scale", Shape{N, G}));
+            if (q.zero_points) {
+                PAGODA_ASSIGN_OR_RETURN(out.qzeros, packed_words(m + "weight_zero_point", Shape{N / per_word, G}));
+            }
             break;
         }
         case Int4Packing::kNone:
@@ -136,7 +139,8 @@ void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out) const
                         m.input_perm);
             break;
         case Int4Packing::kPackQuantized:
-            repack_pack_quantized(words(*m.qweight), floats(*m.scales), out);
+            repack_pack_quantized(words(*m.qweight), floats(*m.scales),
+                                  m.qzeros ? words(*m.qzeros) : std::vector<int32_t>(), out);
             break;
         case Int4Packing::kNone:
             PAGODA_CHECK_MSG(false, "repack_int4 of a checkpoint that is not int4");

@@ -278,7 +278,7 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t fi
     if (loader.int4_bits() != 4) {
         // The expert kernels (CPU and CUDA) read 4-bit values only; 8-bit experts would need passes of their own.
         return Status::error(p + std::to_string(first) + ".gate_proj: " + std::to_string(loader.int4_bits()) +
-                             "-bit GPTQ MoE experts are not served yet (8-bit dense layers are, and 4-bit experts)");
+                             "-bit MoE experts are not served yet (8-bit dense layers are, and 4-bit experts)");
     }
     std::vector<Slot> slots;
     LinearWeight gate_up, down;

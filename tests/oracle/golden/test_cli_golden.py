@@ -17,7 +17,8 @@ GOLDEN = ROOT / "tests" / "golden"
 NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_yarn",
          "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_moe_fp8", "qwen3_5_moe_fp8", "qwen3_next_fp8",
          "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16",
-         "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen3_gptq_actorder"]
+         "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen3_gptq_actorder",
+         "qwen3_w4a16_asym", "qwen2_w8a16"]
 
 
 def pagoda_bin():

@@ -164,8 +164,8 @@ TEST_F(Fp8CheckpointTest, UnservedFormatsAreRefusedByName) {
         {R"({"quant_method": "fp8", "fmt": "e5m2", "weight_block_size": [128, 128]})", "e5m2"},
         {R"({"quant_method": "fp8", "activation_scheme": "static", "weight_block_size": [128, 128]})", "static"},
         {R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {
-             "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": false}}}})",
-         "asymmetric int4"},
+             "weights": {"num_bits": 2, "type": "int", "strategy": "group", "group_size": 128, "symmetric": false}}}})",
+         "int weights of 4 or 8 bits are"},
         {R"({"quant_method": "compressed-tensors", "format": "pack-quantized", "config_groups": {"g": {
              "weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128},
              "input_activations": {"num_bits": 8, "type": "int"}}}})",

@@ -176,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                                            "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16",
                                            "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16", "qwen3_next_gptq",
                                            "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym",
-                                           "qwen3_gptq_actorder"),
+                                           "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // The YaRN references are only worth something if plain RoPE misses them: the same checkpoint with the scaling

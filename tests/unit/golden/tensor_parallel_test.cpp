@@ -278,7 +278,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // An fp8 KV cache: each rank stores its own KV heads in e4m3.
                       Case{"qwen3", 0, {2, 4}, kKvFp8Tolerance, false, "", true},
                       Case{"qwen3_5", 0, {2}, kKvFp8Tolerance, false, "", true}, Case{"qwen3_awq", 0, {2}},
-                      Case{"qwen3_gptq", 0, {2}}, Case{"qwen3_w4a16", 0, {2}},
+                      Case{"qwen3_gptq", 0, {2}}, Case{"qwen3_w4a16", 0, {2}}, Case{"qwen3_w4a16_asym", 0, {2}},
                       // int4 experts (AWQ, groups of 16): each expert's share of its features, and whole experts.
                       Case{"qwen3_moe_awq", 0, {2}, kRecurrentTolerance},
                       Case{"qwen3_moe_awq", 0, {2}, kRecurrentTolerance, true}),

@@ -131,21 +131,65 @@ TEST(Int4Repack, GptqV1AndV2GroupsAndPerChannel) {
     }
 }
 
-TEST(Int4Repack, PackQuantizedIsSymmetric) {
+TEST(Int4Repack, PackQuantizedSymmetricAndWithZeroPoints) {
     std::mt19937 rng(3);
-    for (int64_t group : {16, 128}) {
-        const Values v = random_values(8, 128, group, rng);
-        std::vector<int32_t> packed;  // [N, K/8]: 8 consecutive inputs per word, q + 8 of a signed q
-        for (int64_t n = 0; n < v.N; ++n)
-            for (int64_t c = 0; c < v.K / 8; ++c) {
-                int vals[8];
-                for (int i = 0; i < 8; ++i)
-                    vals[i] = (v.q[n * v.K + 8 * c + i] - 8) + 8;
-                packed.push_back(word(vals));
-            }
-        Repacked r(v, false);
-        repack_pack_quantized(packed, v.scales, r.layout);
-        expect_values(r, v, false);
+    for (const bool zero_points : {false, true})
+        for (int64_t group : {16, 128}) {
+            const Values v = random_values(16, 128, group, rng);
+            std::vector<int32_t> packed;  // [N, K/8]: 8 consecutive inputs per word, q + 8 of a signed q
+            for (int64_t n = 0; n < v.N; ++n)
+                for (int64_t c = 0; c < v.K / 8; ++c) {
+                    int vals[8];
+                    for (int i = 0; i < 8; ++i)
+                        vals[i] = (v.q[n * v.K + 8 * c + i] - 8) + 8;
+                    packed.push_back(word(vals));
+                }
+            // weight_zero_point [N/8, G]: 8 consecutive outputs per word (pack_to_int32 along dim 0), zero + 8 of a
+            // signed zero.
+            std::vector<int32_t> zeros;
+            for (int64_t r = 0; zero_points && r < v.N / 8; ++r)
+                for (int64_t g = 0; g < v.G(); ++g) {
+                    int vals[8];
+                    for (int i = 0; i < 8; ++i)
+                        vals[i] = (v.zeros[(8 * r + i) * v.G() + g] - 8) + 8;
+                    zeros.push_back(word(vals));
+                }
+            Repacked r(v, zero_points);
+            repack_pack_quantized(packed, v.scales, zeros, r.layout);
+            expect_values(r, v, zero_points);
+        }
+}
+
+// compressed-tensors W8A16: weight_packed [N, K/4] holds 4 consecutive inputs per int32 (byte i is input 4c + i),
+// weight_zero_point [N/4, G] 4 consecutive outputs per int32; every byte of a word differs (a byte read from the
+// wrong place shows).
+TEST(Int8Repack, PackQuantizedWithZeroPoints) {
+    constexpr int64_t N = 8, K = 16, group = 8, G = K / group;
+    const auto q = [](int64_t n, int64_t k) { return static_cast<uint32_t>((n * 37 + k * 11 + 5) % 256); };
+    const auto zero = [](int64_t n, int64_t g) { return static_cast<uint32_t>((n * 29 + g * 101 + 3) % 256); };
+    std::vector<int32_t> packed, zeros;
+    for (int64_t n = 0; n < N; ++n)
+        for (int64_t c = 0; c < K / 4; ++c)
+            packed.push_back(static_cast<int32_t>(q(n, 4 * c) | q(n, 4 * c + 1) << 8 | q(n, 4 * c + 2) << 16 |
+                                                  q(n, 4 * c + 3) << 24));
+    for (int64_t r = 0; r < N / 4; ++r)
+        for (int64_t g = 0; g < G; ++g)
+            zeros.push_back(static_cast<int32_t>(zero(4 * r, g) | zero(4 * r + 1, g) << 8 | zero(4 * r + 2, g) << 16 |
+                                                 zero(4 * r + 3, g) << 24));
+    std::vector<float> scales(N * G);
+    for (int64_t i = 0; i < N * G; ++i)
+        scales[i] = 0.5f + static_cast<float>(i);
+    std::vector<uint8_t> data(N * K, 0xEE);
+    std::vector<float> out_scales(N * G), out_zeros(N * G);
+    const Int4Layout layout{data.data(), out_scales.data(), out_zeros.data(), N, K, group, 8};
+    repack_pack_quantized(packed, scales, zeros, layout);
+    for (int64_t n = 0; n < N; ++n) {
+        for (int64_t k = 0; k < K; ++k)
+            ASSERT_EQ(data[n * K + k], q(n, k)) << "n=" << n << " k=" << k;
+        for (int64_t g = 0; g < G; ++g) {
+            ASSERT_EQ(out_zeros[n * G + g], static_cast<float>(zero(n, g))) << "n=" << n << " g=" << g;
+            ASSERT_EQ(out_scales[n * G + g], scales[n * G + g]);
+        }
     }
 }
 
