@@ -27,7 +27,10 @@
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
 #   kernels     every kernel of a short decode run timed alone under ncu (bench/gpu/kernel_times.py)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
-#   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background
+#   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background (the tree of
+#               llama-cpp-python 0.3.36's vendor/llama.cpp without models/, docs/, media/, benches/, tests/,
+#               examples/ and the ggml backends other than ggml-cpu and ggml-cuda, xz -9e: 6.4 MB; configured
+#               and dry-run (ninja -n llama-server llama-bench llama-quantize) with CUDA on here)
 #   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build); PEER_QUANT=Q4_K_M
 #               (or Q8_0) also on the GGUF quantized by llama-quantize: the quantized rows' peer
 #   lora        multi-LoRA (issue 19): LORA_COUNT (100) random rank-16 adapters on every projection
