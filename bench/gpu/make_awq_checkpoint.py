@@ -127,6 +127,25 @@ def pack_columns(q):
     return words.to(torch.int32)
 
 
+def unpack_columns(words):
+    """The inverse of pack_columns: I32 [R, C / 8] -> int64 [R, C] of values 0..15."""
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    R, C8 = w.shape
+    out = torch.empty(R, C8 * 8, dtype=torch.int64, device=words.device)
+    for i, col in enumerate(AWQ_ORDER):
+        out[:, col::8] = (w >> (4 * i)) & 0xF
+    return out
+
+
+def dequantize(qweight, qzeros, scales, group):
+    """The weight W [N, K] (f32) a stored qweight [K, N/8], qzeros [G, N/8], scales F16 [G, N] serve: (q - zero) *
+    scale rounded to f16, as AWQ dequantises."""
+    q, zeros = unpack_columns(qweight), unpack_columns(qzeros)  # [K, N], [G, N]
+    g = torch.arange(q.shape[0], device=q.device) // group
+    w = (q - zeros[g]).to(torch.float32) * scales[g].to(torch.float32)
+    return w.to(torch.float16).to(torch.float32).t().contiguous()
+
+
 def quantize(w, group):
     """w [N, K] (any float dtype, on the device) -> (qweight I32 [K, N/8], qzeros I32 [G, N/8], scales F16 [G, N], sum
     of squared errors of the dequantised weights, sum of squared weights)."""

@@ -20,6 +20,10 @@
 #               roofline counting the int4 bytes it reads), per-op GPU time of prefill and decode steps
 #               (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200; LONG_PREFILL=N also times an N-token
 #               prefill (here and in the peer part)
+#   qaccuracy   issue 18's real-shape check (needs the model part's references): pagoda's logits of the AWQ copy
+#               ($MODEL-awq, made once) and of --quantization fp8 against transformers' fp32 run of the same quantized
+#               weights (quant_reference.py), and each quantization's cost against the bf16 model: KL divergence and
+#               top-1 agreement beside transformers' own (compare_quantized.py)
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
 #   profile     a shorter profiled serving run (PROFILE_N (256) x 1000 in / 300 out, eager steps) whose per-op
@@ -192,6 +196,12 @@ compare_logits_at() {
     [[ -n $hidden ]] && python3 bench/gpu/compare_hidden.py "$dir" "$json" > "$OUT/hidden_$label.log" 2>&1
     rm -f "$json"
 }
+# The AWQ int4 copy of $MODEL, $MODEL-awq (group 128, round to nearest), made once on the GPU.
+make_awq_copy() {
+    [[ -f $MODEL-awq/config.json ]] && return
+    timeout 500 python3 bench/gpu/make_awq_checkpoint.py "$MODEL" "$MODEL-awq" > "$OUT/make_awq.log" 2>&1
+    summary+=("make_awq_checkpoint rc=$?: $(tail -1 "$OUT/make_awq.log")")
+}
 if want golden-drift; then
     # transformers' own bf16 error on each tiny golden model (what cuda_golden_test's bound is derived from).
     timeout 200 python3 bench/gpu/golden_bf16_drift.py tests/golden > "$OUT/golden_drift.log" 2>&1
@@ -248,10 +258,7 @@ if want bench; then
         summary+=("pagoda, grouped MoE passes at batch 1: $(tail -1 "$OUT/pagoda_bench_grouped.log")")
     fi
     if [[ ${QUANT:-} == awq ]]; then  # an AWQ int4 copy of the same checkpoint (made once), beside the bf16 run
-        if [[ ! -f $MODEL-awq/config.json ]]; then
-            timeout 500 python3 bench/gpu/make_awq_checkpoint.py "$MODEL" "$MODEL-awq" > "$OUT/make_awq.log" 2>&1
-            summary+=("make_awq_checkpoint rc=$?: $(tail -1 "$OUT/make_awq.log")")
-        fi
+        make_awq_copy
         LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL-awq" --prefill 2048 --context 512 \
             --decode 128 > "$OUT/pagoda_bench_awq.log" 2>&1
         summary+=("pagoda, AWQ int4 ($MODEL-awq): $(tail -1 "$OUT/pagoda_bench_awq.log")")
@@ -352,6 +359,27 @@ serve_and() {
     kill -TERM $pid
     wait $pid
 }
+if want qaccuracy; then
+    # Issue 18: each quantized variant's logits on the GPU against transformers' fp32 run of the same quantized weights
+    # (the verdict), and what the quantization costs against the bf16 model (KL, top-1), pagoda's beside transformers'.
+    make_awq_copy
+    for variant in awq fp8; do
+        if [[ $variant == awq ]]; then
+            qdir=$MODEL-awq qargs=(--awq "$MODEL-awq") pargs=()
+        else
+            qdir=$MODEL qargs=(--fp8-channel) pargs=(--quantization fp8)
+        fi
+        timeout 300 python3 bench/gpu/quant_reference.py "$MODEL" "$OUT/ref_$variant.npy" "${qargs[@]}" \
+            > "$OUT/quant_reference_$variant.log" 2>&1
+        LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda" logits --model "$qdir" --device cuda --json --last 8 \
+            "${pargs[@]}" --ids "$(cat "$MODEL/reference_ids.txt")" > "$OUT/logits_$variant.json" \
+            2> "$OUT/pagoda_logits_$variant.log"
+        summary+=("quantized ($variant) vs transformers: $(tail -1 "$OUT/quant_reference_$variant.log" | cut -c1-160);\
+ $(python3 bench/gpu/compare_quantized.py "$MODEL/reference_logits.npy" "$OUT/ref_$variant.npy" \
+            "$OUT/logits_$variant.json" "$MODEL/reference_logits_bf16.npy" 2>&1 | tail -1)")
+        rm -f "$OUT/logits_$variant.json" "$OUT/ref_$variant.npy"
+    done
+fi
 if want throughput; then
     # THROUGHPUT_N requests (256); SERVE_SIZES="" serves with the sizes chosen from the GPU instead of 256 sequences.
     n=${THROUGHPUT_N:-256}
