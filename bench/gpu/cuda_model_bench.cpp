@@ -2,6 +2,7 @@
 // long-prefill speed of one model on the CUDA backend, with the machine's ceilings measured in the same run (device
 // copy bandwidth, cuBLASLt bf16 GEMM peak). Prints one JSON line.
 //   pagoda_cuda_bench --model DIR [--prefill 2048] [--context 512] [--decode 128] [--quantization fp8]
+//                     [--fp8-activations 1]
 // --quantization fp8 quantizes a bf16 checkpoint's projections at load (as `pagoda serve --quantization fp8`). The
 // decode roofline counts the linear weights as the loaded model holds them (linear_bytes_per_token): bf16 at two bytes
 // a parameter, fp8 at one plus its scales, an int4 checkpoint's (AWQ, GPTQ: bench/gpu/make_awq_checkpoint.py makes
@@ -118,11 +119,14 @@ int main(int argc, char** argv) {
             decode = std::atoi(argv[i + 1]);
         else if (k == "--quantization")
             load_options.quantization = argv[i + 1];
+        else if (k == "--fp8-activations")  // 1: W8A8 (model::LoadOptions::fp8_activations)
+            load_options.fp8_activations = std::string(argv[i + 1]) == "1";
         else
             return fail("unknown option " + k);
     }
     if (dir.empty() || prefill <= 0 || context <= 0 || decode <= 0)
-        return fail("usage: --model DIR [--prefill N] [--context N] [--decode N] [--quantization fp8]");
+        return fail(
+            "usage: --model DIR [--prefill N] [--context N] [--decode N] [--quantization fp8] [--fp8-activations 1]");
     if (!load_options.quantization.empty() && load_options.quantization != "fp8")
         return fail("--quantization: only fp8 (quantized at load) is measured here");
 

@@ -53,6 +53,9 @@ int run_logits(std::span<const std::string_view> args) {
     parser.add_option("last", "N", "print only the last N positions (default: all)");
     parser.add_option("device", "DEV", "cpu (default) | cuda");
     parser.add_option("quantization", "METHOD", "fp8: quantize a bf16 checkpoint at load (as serve)");
+    parser.add_switch("fp8-activations",
+                      "fp8 checkpoints with dynamic activation scales (and --quantization fp8): round each token's\n"
+                      "inputs to fp8 before the product, as the checkpoint computes (W8A8); default: weight-only");
     if (auto exit = cli::parse_or_exit(parser, "logits", args)) return *exit;
 
     const auto dir = parser.get("model");
@@ -81,8 +84,10 @@ int run_logits(std::span<const std::string_view> args) {
     } else {
         return cli::fail("logits", "--device: '" + device + "' is not cpu or cuda");
     }
-    auto model = model::Model::load(*dir, *backend, single_communicator(),
-                                    model::LoadOptions{parser.get("quantization").value_or("")});
+    model::LoadOptions load;
+    load.quantization = parser.get("quantization").value_or("");
+    load.fp8_activations = parser.has("fp8-activations");
+    auto model = model::Model::load(*dir, *backend, single_communicator(), load);
     if (!model.ok()) return cli::fail("logits", model.message());
     auto runner = model::SequenceRunner::create(**model, 1, static_cast<int32_t>(ids->size()));
     if (!runner.ok()) return cli::fail("logits", runner.message());

@@ -58,6 +58,7 @@ Result<std::unique_ptr<Model>> Model::load(ModelDir dir, Backend& backend, Commu
     if (status.ok()) status = shard_weights(model->dir_.spec, model->plan_, model->weights_);  // none unless split
     if (status.ok() && (backend.device().kind != DeviceKind::Host || options.pack_weights))
         status = model->upload_weights();
+    if (status.ok() && options.fp8_activations) status = model->quantize_activations(quantization->fp8_at_load);
     if (!status.ok()) return status.with_context(model->dir_.files.dir);
     // One launch for q/k/v, one for gate/up and one for the delta-net input projections where the weights lie back to
     // back (upload_weights places them so when their sizes allow).
@@ -194,6 +195,26 @@ Status Model::load_weights(const QuantizationPlan& quantization) {
         }));
     }
     if (!weights_.lm_head.defined()) weights_.lm_head = LinearWeight::dense(weights_.embed);  // tied
+    return ok_status();
+}
+
+Status Model::quantize_activations(bool quantized_at_load) {
+    const QuantizationSpec& q = dir_.spec.quantization;
+    int64_t marked = 0;
+    PAGODA_RETURN_IF_ERROR(visit_weights(weights_, dir_.spec, [&](const WeightEntry& e) {
+        LinearWeight* w = e.linear;
+        if (w == nullptr || !w->defined() || w->format != WeightFormat::kFp8E4M3 || w->data.rank() != 2)
+            return ok_status();
+        w->input_quant_group = quantized_at_load ? -1 : dynamic_activation_group(q, *w);
+        marked += w->input_quant_group != 0;
+        return ok_status();
+    }));
+    if (marked == 0) {
+        return Status::error("--fp8-activations: no fp8 projection of this checkpoint (quantization_config: " +
+                             q.describe() +
+                             ") quantizes its activations dynamically; it applies to fp8 checkpoints with dynamic "
+                             "activation scales and to --quantization fp8");
+    }
     return ok_status();
 }
 

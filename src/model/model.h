@@ -50,6 +50,13 @@ struct LoadOptions {
     // --enable-expert-parallel: with tensor parallelism, each rank holds whole routed experts (num_experts / N of
     // them) instead of a slice of every expert (shard_plan.h). Needs an MoE model.
     bool expert_parallel = false;
+    // --fp8-activations: fp8 weights of a checkpoint whose activations are quantized dynamically (activation_scheme
+    // dynamic; compressed-tensors FP8_DYNAMIC / block presets) compute as the checkpoint does, their inputs rounded to
+    // fp8 per token (group) before the product (LinearWeight::input_quant_group; on Hopper cuBLASLt's fp8 GEMM takes
+    // them as they are), and so do the projections --quantization fp8 quantizes (per token). Off: weight-only, as
+    // transformers computes such a checkpoint when it dequantises it (the golden references). MoE experts stay
+    // weight-only either way.
+    bool fp8_activations = false;
 };
 
 class Model {
@@ -103,6 +110,9 @@ class Model {
         : dir_(std::move(dir)), backend_(backend), comm_(comm), plan_(plan) {}
     Status load_weights(const QuantizationPlan& quantization);
     Status upload_weights();  // device backends: weights into device memory
+    // --fp8-activations: marks every fp8 projection whose checkpoint quantizes its inputs dynamically (per token for
+    // the ones quantized at load); an error when there is none.
+    Status quantize_activations(bool quantized_at_load);
     Status place_kv_scales(const std::vector<CheckpointKvScales>& scales);
     size_t scratch_bytes(int64_t tokens, int64_t logits_rows) const;
 

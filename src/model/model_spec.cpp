@@ -550,6 +550,9 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
             const Fields af(*in, g.prefix() + "input_activations.");
             PAGODA_RETURN_IF_ERROR(af.get("num_bits", q.input_bits));
             PAGODA_RETURN_IF_ERROR(af.get("type", q.input_type));
+            PAGODA_RETURN_IF_ERROR(af.get("strategy", q.input_strategy));
+            PAGODA_RETURN_IF_ERROR(af.get("group_size", q.input_group_size));
+            PAGODA_RETURN_IF_ERROR(af.get("dynamic", q.input_dynamic));
         }
     }
     return ok_status();

@@ -66,6 +66,9 @@ struct QuantizationSpec {
     std::string strategy;             // "tensor", "channel", "group", "block"
     int64_t input_bits = 0;           // input_activations.num_bits; 0: weight-only
     std::string input_type;           // input_activations.type
+    std::string input_strategy;       // input_activations.strategy: "token", "group", "tensor"
+    int64_t input_group_size = 0;     // input_activations.group_size (strategy group)
+    bool input_dynamic = false;       // input_activations.dynamic: scales computed on the fly
     std::vector<std::string> ignore;  // modules_to_not_convert / ignore: layers left unquantized
     // GPTQModel's `dynamic` rules that give the modules they match other bits / groups ("+:regex" or a bare regex with
     // settings). Its "-:regex" rules only leave modules unquantized (Qwen's Qwen3.5 GPTQ releases: "-:.*attn.*"),

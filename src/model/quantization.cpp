@@ -166,6 +166,20 @@ Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::strin
     return plan;
 }
 
+int64_t dynamic_activation_group(const QuantizationSpec& q, const LinearWeight& w) {
+    if (w.format != WeightFormat::kFp8E4M3) return 0;
+    if (q.method == "fp8") {
+        if (q.activation_scheme != "dynamic") return 0;
+        return w.scale_layout == ScaleLayout::kBlock ? w.block_cols : -1;
+    }
+    if (q.method == "compressed-tensors") {
+        if (q.input_bits != 8 || q.input_type != "float" || !q.input_dynamic) return 0;
+        if (q.input_strategy == "token") return -1;
+        if (q.input_strategy == "group" && q.input_group_size > 0) return q.input_group_size;
+    }
+    return 0;
+}
+
 std::string module_prefix(const std::string& weight_name) {
     constexpr std::string_view kWeight = "weight";
     std::string module = weight_name;

@@ -316,7 +316,7 @@ class CpuOps final : public Ops {
     }
 
   private:
-    std::vector<float> gathered_;  // x's columns in an act-order weight's input order (linear_int4); grows only
+    std::vector<float> gathered_;  // x in the order an act-order weight takes (linear_int4), or rounded to fp8 (linear_fp8)
 
     static int32_t max_slot(std::span<const int32_t> slots) {
         int32_t m = -1;
@@ -413,12 +413,20 @@ class CpuOps final : public Ops {
         return s;
     }
 
-    // Weight-only fp8: dequantised to f32 chunk by chunk, then the f32 GEMM (gemm_fp8.cpp).
-    static void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    // Weight-only fp8: dequantised to f32 chunk by chunk, then the f32 GEMM (gemm_fp8.cpp); with dynamic activation
+    // quantization (W8A8) the input is rounded as the CUDA fp8 GEMM takes it first.
+    void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y) {
         ops_checks::expect_fp8(w, kHere, "linear");
         const ScaleBlocks blocks = w.scale_blocks();
         kc::LinearFp8Args a;
         a.x = x.data_as<float>(), a.x_stride = x.stride(0);
+        if (w.input_quant_group != 0) {
+            const int64_t T = x.dim(0), K = w.in_features();
+            if (gathered_.size() < static_cast<size_t>(T * K)) gathered_.resize(static_cast<size_t>(T * K));
+            kc::launch_quantize_fp8_activations({x.data_as<float>(), x.stride(0), gathered_.data(), T, K,
+                                                 w.input_quant_group});
+            a.x = gathered_.data(), a.x_stride = K;
+        }
         a.w = static_cast<const uint8_t*>(w.data.data()), a.w_stride = w.data.stride(0);
         a.scales = {w.scales.data_as<float>(), blocks.rows, blocks.cols, blocks.stride};
         a.bias = w.bias.defined() ? w.bias.data() : nullptr, a.bias_dtype = w.bias.dtype();

@@ -180,6 +180,10 @@ std::string LinearWeight::describe() const {
                  (input_perm.defined() ? ", act-order)" : ")");
             break;
     }
+    if (input_quant_group != 0) {
+        s += input_quant_group > 0 ? ", fp8 activations per " + std::to_string(input_quant_group) + " inputs"
+                                   : std::string(", fp8 activations per token");
+    }
     return s;
 }
 

@@ -77,6 +77,14 @@ struct LinearWeight {
     // the 4-bit layout and its kernels stay as they are.
     Tensor input_perm;
 
+    // fp8 only: dynamic activation quantization (W8A8), as an fp8 checkpoint whose activations are quantized on the fly
+    // is computed (vLLM on Hopper; model::LoadOptions::fp8_activations). 0: none, the input is used as it is
+    // (weight-only). > 0: each token's inputs in groups of this many (Qwen's FP8 checkpoints: 128, the weight blocks'
+    // width); -1: one group per token. Each group is rounded to e4m3 with the scale max(amax / 448, 1e-12) (the
+    // weights' rule) before the product: y = qdq(x) · wᵀ, on every backend and for every token count
+    // (kernels/cpu/cpu_kernels.h: QuantizeFp8ActivationsArgs says it exactly).
+    int64_t input_quant_group = 0;
+
     // Adapters whose low-rank deltas a request may add to this projection's output; null (always, for now) when
     // there are none. A pointer into a per-layer set owned beside the model, so loading an adapter changes no weight
     // and the base weights stay shared by every adapter.

@@ -126,6 +126,19 @@ struct QuantizeFp8RowsArgs {
 };
 void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a);
 
+// Dynamic fp8 activation quantization (LinearWeight::input_quant_group), as a quantize-dequantize: each row of x
+// [T, K] in groups of `group` inputs (<= 0: the whole row; the last group may be shorter), scale = max(amax / 448,
+// 1e-12), out = e4m3(x / scale) · scale with e4m3 rounding to nearest even and saturating (f32_to_f8e4m3), each step
+// an f32 operation: the values the CUDA W8A8 GEMM multiplies (its fp8 input times its scale), which the CUDA
+// quantization kernel computes the same way.
+struct QuantizeFp8ActivationsArgs {
+    const float* x = nullptr;
+    int64_t x_stride = 0;
+    float* out = nullptr;  // [T, K] contiguous
+    int64_t T = 0, K = 0, group = 0;
+};
+void launch_quantize_fp8_activations(const QuantizeFp8ActivationsArgs& a);
+
 // An int4 weight [N, K] as LinearWeight's kInt4 holds it: two unsigned 4-bit values per byte (even k in the low
 // nibble), row stride `row_bytes`; weight (n, k) = (q(n, k) - zero) · scale with scale = scales[n * groups + k / group]
 // and zero = zeros[same] (8 where zeros is null: symmetric), the product rounded to `round_to` (F16, BF16; F32: not

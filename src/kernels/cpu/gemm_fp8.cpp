@@ -78,4 +78,25 @@ void launch_quantize_fp8_rows(const QuantizeFp8RowsArgs& a) {
     }
 }
 
+void launch_quantize_fp8_activations(const QuantizeFp8ActivationsArgs& a) {
+    PAGODA_CHECK(a.x && a.out);
+    if (a.T <= 0 || a.K <= 0) return;
+    const int64_t group = a.group > 0 ? a.group : a.K;
+    const int threads = a.T * a.K < kParallelMinWork ? 1 : omp_get_max_threads();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t t = 0; t < a.T; ++t) {
+        const float* x = a.x + t * a.x_stride;
+        float* out = a.out + t * a.K;
+        for (int64_t k0 = 0; k0 < a.K; k0 += group) {
+            const int64_t k1 = std::min(a.K, k0 + group);
+            float amax = 0.0f;
+            for (int64_t k = k0; k < k1; ++k)
+                amax = std::max(amax, std::fabs(x[k]));
+            const float scale = std::max(amax / 448.0f, 1e-12f);
+            for (int64_t k = k0; k < k1; ++k)
+                out[k] = f8e4m3_to_f32(f32_to_f8e4m3(x[k] / scale)) * scale;
+        }
+    }
+}
+
 }  // namespace pagoda::kernels::cpu

@@ -10,6 +10,7 @@
 #include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/elementwise/elementwise.h"
 #include "kernels/cuda/gemm/gemv.h"
+#include "kernels/cuda/gemm/fp8_activations.h"
 #include "kernels/cuda/gemm/wo_mma.h"
 #include "kernels/cuda/lora/lora.h"
 #include "kernels/cuda/moe/moe.h"

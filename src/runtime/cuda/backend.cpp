@@ -74,7 +74,7 @@ class CudaBackend final : public Backend {
   public:
     CudaBackend(int device, const cudaDeviceProp& props, cudaStream_t stream)
         : device_(device), props_(props), stream_(stream), allocator_(device) {
-        ops_ = make_cuda_ops({device, props.multiProcessorCount, stream});
+        ops_ = make_cuda_ops({device, props.multiProcessorCount, stream, props.major * 10 + props.minor});
     }
     ~CudaBackend() override {
         ops_.reset();

@@ -1,5 +1,6 @@
 // CudaOps' plumbing: construction, the step's host arrays (staging, upload, resolve), CUDA graphs, and the factory.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "runtime/cuda/cuda_ops.h"
@@ -14,6 +15,10 @@ bool cuda_runs_op(std::string_view) {
 
 CudaOps::CudaOps(const CudaOpsConfig& c)
     : device_(c.device), sm_count_(c.sm_count), stream_(c.stream), gemm_(c.stream), profiler_(c.stream) {
+    // cuBLASLt's block-scaled fp8 GEMM (cuBLAS 12.9+) is Hopper's; PAGODA_CUDA_KERNELS=sm80/sm86 runs what those GPUs
+    // get, and PAGODA_W8A8_GEMM=0 keeps W8A8 weights on the weight-only paths over rounded inputs.
+    const char* w8a8 = std::getenv("PAGODA_W8A8_GEMM");
+    w8a8_gemm_ = c.compute_capability == 90 && !kcu::forced_kernel_family() && !(w8a8 && std::strcmp(w8a8, "0") == 0);
     PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
 }

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -250,6 +252,13 @@ class CudaOps final : public CudaOpsBase {
     // wo_mma_max_tokens() rows and the kernel takes the weight: `a` holds the weight's fields; false, and nothing
     // done, otherwise.
     bool gemm_weight_only(const Tensor& x, kcu::WoMmaArgs a, const LinearWeight& w, const Tensor& y);
+    // W8A8 (an fp8 weight with input_quant_group): x quantized to e4m3 with its scales and cuBLASLt's fp8 GEMM, on
+    // Hopper where the weight's scales are ones cuBLASLt applies (128x128 blocks with groups of 128 inputs, or per
+    // channel with per-token inputs); false where it does not apply (the caller rounds x and runs the weight-only
+    // paths on it: the same numbers but for the order of the sums).
+    bool gemm_w8a8(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // x rounded to fp8 as w.input_quant_group says, as an f32 [T, K] tensor in scratch.
+    Tensor fp8_rounded_input(const Tensor& x, const LinearWeight& w);
     // The GEMM both take for more tokens: the input converted to bf16, cuBLASLt over `dense` (w's bf16 copy), w's bias.
     void gemm_bf16_copy(const Tensor& x, const void* dense, const LinearWeight& w, const Tensor& y);
     // The GEMV of one token of x through w (dense or weight-only fp8) into y.
@@ -288,7 +297,11 @@ class CudaOps final : public CudaOpsBase {
     void* converted_buffer_ = nullptr;
     Converted converted_src_;
     DeviceScratch dequantized_weight_;  // linear_fp8/int4 with more than one token: the bf16 copy of the weight
-    DeviceScratch gathered_input_;      // linear_int4 of an act-order weight: x's columns in the layout's order
+    DeviceScratch gathered_input_;      // linear_int4 of an act-order weight: x's columns in the layout's order;
+                                        // linear_fp8 with fp8 activations: x rounded to fp8, or its e4m3 bytes and
+                                        // scales for the W8A8 GEMM
+    bool w8a8_gemm_ = false;            // cuBLASLt's block-scaled fp8 GEMM is there (Hopper), and not turned off
+    std::set<std::tuple<int, int64_t, int64_t>> w8a8_refused_;  // (scaling, N, K) cuBLASLt had no algorithm for
 
     DeviceScratch attention_workspace_;
     DeviceScratch moe_workspace_;         // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows

@@ -33,6 +33,18 @@ class CudaGemm {
     void run(kernels::cuda::ElemType type, const void* w, int64_t ldw, const void* x, int64_t ldx, float* y,
              int64_t ldd, int64_t N, int64_t T, int64_t K);
 
+    // W8A8 on Hopper: y[T, N] = x[T, K] · w[N, K]ᵀ with x and w e4m3 (rows of K bytes) and their fp32 scales applied by
+    // cuBLASLt, accumulating in fp32:
+    //   kBlock128:   w_scales one per 128x128 block, [ceil(N/128), K/128] (K a multiple of 512, so that the rows of
+    //                block scales are whole 16-byte runs as cuBLASLt's 2-D block scaling reads them); x_scales one per
+    //                token and 128 inputs, [K/128, round_up(T, 4)] (token-major within each group of inputs);
+    //   kPerChannel: w_scales [N], x_scales [T] (cuBLASLt's outer-vector scaling).
+    // These are Transformer Engine's "GEMM ready" block-scale layouts for the same cuBLASLt modes (cuBLAS 12.9+).
+    // false when cuBLASLt offers no algorithm for the problem (the caller takes another path); the answer is kept.
+    enum class Fp8Scaling { kBlock128 = 1, kPerChannel = 2 };
+    bool run_fp8(Fp8Scaling scaling, const void* w, const float* w_scales, const void* x, const float* x_scales, float* y,
+                 int64_t ldd, int64_t N, int64_t T, int64_t K);
+
     // While a CUDA graph is being captured nothing may be timed: new problems take the heuristic's first choice
     // until their first call outside a capture.
     void set_capturing(bool capturing) { capturing_ = capturing; }
@@ -41,6 +53,7 @@ class CudaGemm {
         int type;  // kernels::cuda::ElemType of A and B
         int64_t m, n, k, lda, ldb, ldd;
         uint32_t align_a, align_b, align_d;
+        int scaling = 0;  // Fp8Scaling, 0 for unscaled inputs
         bool operator==(const Key&) const = default;
     };
     struct KeyHash {
@@ -54,12 +67,21 @@ class CudaGemm {
         cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
         cublasLtMatmulAlgo_t algo{};
         cublasLtMatmulHeuristicResult_t candidates[kCandidates] = {};  // the heuristic's ranking
-        int found = 0;
+        int found = 0;        // 0: cuBLASLt has no algorithm (only run_fp8 keeps such a plan)
         bool chosen = false;  // algo is final: timed, taken from the bucket, or tuning is off
     };
-    Plan make_plan(const Key& key);  // descriptors and the heuristic's candidates
-    void choose_algo(const Key& key, Plan& plan, const void* w, const void* x, float* y);
-    bool launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* w, const void* x, float* y);
+    // What one matmul reads and writes; the scales only for fp8 inputs.
+    struct Operands {
+        const void* w;
+        const void* x;
+        float* y;
+        const float* w_scales = nullptr;
+        const float* x_scales = nullptr;
+    };
+    Plan make_plan(const Key& key);  // descriptors and the heuristic's candidates (found 0: none)
+    Plan& plan_for(const Key& key, const Operands& o);
+    void choose_algo(const Key& key, Plan& plan, const Operands& o);
+    bool launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const Operands& o);
 
     cudaStream_t stream_;
     cublasLtHandle_t lt_ = nullptr;

@@ -31,6 +31,7 @@ struct CudaOpsConfig {
     int device = 0;
     int sm_count = 0;
     cudaStream_t stream = nullptr;
+    int compute_capability = 0;  // major * 10 + minor (90: Hopper)
 };
 // Ops plus what the backend needs to tell them.
 class CudaOpsBase : public Ops {

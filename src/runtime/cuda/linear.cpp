@@ -4,7 +4,10 @@
 // the weight for many.
 #include <algorithm>
 #include <cstdlib>
+#include <string>
+#include <tuple>
 
+#include "common/log.h"
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -58,11 +61,16 @@ void CudaOps::linear_dense(const Tensor& x, const LinearWeight& w, const Tensor&
     if (bias.defined()) kcu::launch_add_bias(y.data_as<float>(), y.stride(0), bias.data(), bt, T, N, stream_);
 }
 
-void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+void CudaOps::linear_fp8(const Tensor& given_x, const LinearWeight& w, const Tensor& y) {
     ops_checks::expect_fp8(w, kHere, "linear");
-    const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
+    const int64_t T = given_x.dim(0), N = w.out_features(), K = w.in_features();
     if (overlaps(y, converted_src_)) invalidate_converted();
     if (T == 0 || N == 0) return;
+    Tensor x = given_x;
+    if (w.input_quant_group != 0) {  // W8A8: the fp8 GEMM, or the paths below over the input rounded to fp8
+        if (T >= 2 && gemm_w8a8(given_x, w, y)) return;
+        x = fp8_rounded_input(given_x, w);
+    }
     const ScaleBlocks blocks = w.scale_blocks();
     const kcu::WeightScales scales{w.scales.data_as<float>(), blocks.rows, blocks.cols, blocks.stride};
     if (T == kcu::kGemvTokens) {
@@ -79,6 +87,73 @@ void CudaOps::linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y
         kcu::launch_dequantize_fp8({w.data.data(), w.data.stride(0), scales, N, K, weight}, stream_);
     }
     gemm_bf16_copy(x, weight, w, y);
+}
+
+Tensor CudaOps::fp8_rounded_input(const Tensor& x, const LinearWeight& w) {
+    const int64_t T = x.dim(0), K = w.in_features();
+    auto* rounded = static_cast<float*>(gathered_input_.get(static_cast<size_t>(T * K) * 4, stream_));
+    {
+        const auto profile = profiler_.scope("round input to fp8");
+        kcu::QuantizeFp8ActivationsArgs a;
+        a.x = x.data_as<float>(), a.x_stride = x.stride(0), a.T = T, a.K = K, a.group = w.input_quant_group;
+        a.qdq = rounded;
+        kcu::launch_quantize_fp8_activations(a, stream_);
+    }
+    // The buffer is rewritten by every such layer: a conversion cached for an earlier one is stale.
+    invalidate_converted();
+    return Tensor(rounded, DType::F32, Shape{T, K}, x.device());
+}
+
+namespace {
+int64_t round_up(int64_t v, int64_t to) {
+    return (v + to - 1) / to * to;
+}
+void add_weight_bias(const LinearWeight& w, const Tensor& y, cudaStream_t stream);
+}  // namespace
+
+bool CudaOps::gemm_w8a8(const Tensor& x, const LinearWeight& w, const Tensor& y) {
+    if (!w8a8_gemm_) return false;
+    const int64_t T = x.dim(0), N = w.out_features(), K = w.in_features();
+    using Scaling = CudaGemm::Fp8Scaling;
+    Scaling scaling;
+    if (w.scale_layout == ScaleLayout::kBlock && w.block_rows == 128 && w.block_cols == 128 &&
+        w.input_quant_group == 128 && K % 512 == 0) {
+        scaling = Scaling::kBlock128;  // 2-D weight blocks, 1-D input groups (K % 512: whole 16-byte scale rows)
+    } else if (w.scale_layout == ScaleLayout::kPerChannel && w.input_quant_group < 0 && K % 16 == 0) {
+        scaling = Scaling::kPerChannel;
+    } else {
+        return false;
+    }
+    // 16-byte rows everywhere (fp8 rows of K bytes, f32 output rows), and an answer cuBLASLt has not refused before.
+    const std::tuple<int, int64_t, int64_t> problem{static_cast<int>(scaling), N, K};
+    if (N % 16 != 0 || w.data.stride(0) != K || y.stride(0) % 4 != 0 || w8a8_refused_.count(problem)) return false;
+    const bool block = scaling == Scaling::kBlock128;
+    const int64_t ld = block ? round_up(T, 4) : T, groups = block ? K / 128 : 1;
+    const int64_t q_bytes = round_up(T * K, 256);
+    auto* q = static_cast<uint8_t*>(
+        gathered_input_.get(static_cast<size_t>(q_bytes + groups * ld * 4), stream_));
+    auto* scales = reinterpret_cast<float*>(q + q_bytes);
+    {
+        const auto profile = profiler_.scope("quantize input to fp8");
+        kcu::QuantizeFp8ActivationsArgs a;
+        a.x = x.data_as<float>(), a.x_stride = x.stride(0), a.T = T, a.K = K, a.group = w.input_quant_group;
+        a.q = q, a.scales = scales, a.scale_ld = ld;
+        kcu::launch_quantize_fp8_activations(a, stream_);
+    }
+    bool ran = false;
+    {
+        const auto profile = profiler_.scope("linear (fp8 gemm)");
+        ran = gemm_.run_fp8(scaling, w.data.data(), w.scales.data_as<float>(), q, scales, y.data_as<float>(),
+                            y.stride(0), N, T, K);
+    }
+    if (!ran) {
+        w8a8_refused_.insert(problem);
+        PAGODA_LOG_WARNING("cuBLASLt has no fp8 GEMM for a " + std::to_string(N) + " x " + std::to_string(K) + " " +
+                        w.describe() + " weight: its inputs are rounded to fp8 and the weight-only kernels run");
+        return false;
+    }
+    add_weight_bias(w, y, stream_);
+    return true;
 }
 
 namespace {
@@ -185,7 +260,8 @@ void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Te
 
 void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) {
     const int64_t I = out.dim(1);
-    const bool gemv_format = w.is_dense() || w.format == WeightFormat::kFp8E4M3;
+    // (fp8 weights with fp8 activations take linear(), which rounds their input first.)
+    const bool gemv_format = w.is_dense() || (w.format == WeightFormat::kFp8E4M3 && w.input_quant_group == 0);
     const bool adapters = w.lora != nullptr && !lora_slots_.empty();  // the delta goes on gu, before silu_mul
     if (x.dim(0) != kcu::kGemvTokens || !gemv_format || adapters) return Ops::linear_silu_mul(x, w, gu, out);
     ops_checks::expect_linear(x, w, gu, kHere, "linear_silu_mul");

@@ -1,7 +1,8 @@
 // launch_linear_fp8 against a naive double-precision reference that dequantises each weight on its own
 // (f8e4m3_to_f32(q) · scale of its block): block grids with ragged last blocks, per-channel and per-tensor scales,
 // the GEMV and GEMM paths, several dequantisation chunks, strided operands, bias. And the dequantisation itself,
-// exactly (one f32 product per weight, as transformers computes it).
+// exactly (one f32 product per weight, as transformers computes it). And the dynamic rounding of activations to fp8
+// (W8A8), against values worked out here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -112,6 +113,54 @@ TEST(DequantizeFp8, IsOneF32ProductPerWeight) {
             ASSERT_EQ(out[(n - n0) * os + k], w.at(n, k, K)) << "n=" << n << " k=" << k;
         for (int64_t k = K; k < os; ++k)
             ASSERT_EQ(out[(n - n0) * os + k], -7.0f) << "wrote past K";
+    }
+}
+
+// Each group's scale is its amax / 448 and every value is rounded to e4m3 with it: the largest value of a group maps
+// to ±448 exactly, an exactly representable multiple stays, halfway values round to even, and groups do not share
+// scales (a ragged last group included). Per token (group <= 0): one scale for the whole row.
+TEST(QuantizeFp8Activations, RoundsEachGroupWithItsOwnScale) {
+    // Row 0, group 0 (4 inputs): amax 448 -> scale 1: 448 and 17 (between 16 and 18: ties to even 16) and 0.3
+    // (subnormal-free: e4m3 near 0.3 is 0.3125 = 5 / 16) and -1.
+    // Row 0, group 1 (4 inputs): amax 2 -> scale 2 / 448; 2 maps to 448 exactly, 1 to 224.
+    // Row 0, group 2 (ragged: 1 input): 5 alone -> 448 at scale 5 / 448.
+    const std::vector<float> x = {448.0f, 17.0f, 0.3f, -1.0f, 2.0f, 1.0f, -2.0f, 0.0f, 5.0f};
+    std::vector<float> out(9, -7.0f);
+    launch_quantize_fp8_activations({x.data(), 9, out.data(), 1, 9, 4});
+    const float s1 = 2.0f / 448.0f;
+    const std::vector<float> want = {448.0f,      16.0f,        0.3125f, -1.0f, 448.0f * s1, 224.0f * s1,
+                                     -448.0f * s1, 0.0f, 448.0f * (5.0f / 448.0f)};
+    for (size_t i = 0; i < x.size(); ++i)
+        EXPECT_EQ(out[i], want[i]) << i;
+    // The whole row as one group: scale 448 / 448 = 1 again, and 5 stays, 2 stays, 17 -> 16.
+    launch_quantize_fp8_activations({x.data(), 9, out.data(), 1, 9, 0});
+    EXPECT_EQ(out[1], 16.0f);
+    EXPECT_EQ(out[4], 2.0f);
+    EXPECT_EQ(out[8], 5.0f);
+    // An all-zero group keeps its zeros (the 1e-12 floor of the scale).
+    const std::vector<float> zeros = {0.0f, 0.0f};
+    std::vector<float> zout(2, -7.0f);
+    launch_quantize_fp8_activations({zeros.data(), 2, zout.data(), 1, 2, 2});
+    EXPECT_EQ(zout[0], 0.0f);
+    EXPECT_EQ(zout[1], 0.0f);
+}
+
+// Rows are independent and strided input is read as such.
+TEST(QuantizeFp8Activations, RowsAreIndependent) {
+    std::mt19937 rng(14);
+    std::normal_distribution<float> d(0.0f, 3.0f);
+    const int64_t T = 5, K = 300, stride = 310;
+    std::vector<float> x(T * stride);
+    for (float& v : x)
+        v = d(rng);
+    std::vector<float> all(T * K), one(K);
+    launch_quantize_fp8_activations({x.data(), stride, all.data(), T, K, 128});
+    for (int64_t t = 0; t < T; ++t) {
+        launch_quantize_fp8_activations({x.data() + t * stride, stride, one.data(), 1, K, 128});
+        for (int64_t k = 0; k < K; ++k)
+            ASSERT_EQ(all[t * K + k], one[k]) << "t=" << t << " k=" << k;
+        for (int64_t k = 0; k < K; ++k)  // within half an e4m3 step (2^-4 relative) of the input, or the group's floor
+            ASSERT_LE(std::fabs(one[k] - x[t * stride + k]), std::fabs(x[t * stride + k]) / 16 + 1e-2f) << k;
     }
 }
 

@@ -201,14 +201,22 @@ const char* layout_str(ScaleLayout layout) {
 // Weight-only fp8: e4m3 weights over their whole range with 128x128 block (ragged last blocks where N or K is not a
 // multiple of 128), per-channel or per-tensor scales. T = 1 takes the fp8 GEMV on CUDA, more tokens the bf16 copy
 // and cuBLASLt; both round the dequantised weight and x to bf16 (bf16 tolerance against the CPU's f32).
-OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias, const char* label = "") {
-    return {fmt("linear fp8%s%s T=%lld N=%lld K=%lld %s%s", *label ? " " : "", label, (long long)T, (long long)N,
-                (long long)K, layout_str(layout), bias ? " bias" : ""),
+// input_group != 0: W8A8 (LinearWeight::input_quant_group, 128 or -1 per token): both backends round x to fp8 first;
+// on Hopper cuBLASLt's fp8 GEMM takes 128x128 blocks with K a multiple of 512 and per-channel weights (N a multiple
+// of 16, 2 tokens or more), every other case the weight-only paths over the rounded input.
+OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias, const char* label = "",
+                  int64_t input_group = 0) {
+    const std::string activations =
+        input_group == 0 ? "" : input_group > 0 ? fmt(" fp8 activations /%lld", (long long)input_group)
+                                                : std::string(" fp8 activations per token");
+    return {fmt("linear fp8%s%s T=%lld N=%lld K=%lld %s%s%s", *label ? " " : "", label, (long long)T, (long long)N,
+                (long long)K, layout_str(layout), bias ? " bias" : "", activations.c_str()),
             "linear", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
                 const Tensor q = r.dense(Shape{N, K}, DType::F8_E4M3, 448.0f);
                 const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
                 LinearWeight w = LinearWeight::fp8(q, Tensor(), layout, 128, 128, b);
+                w.input_quant_group = input_group;
                 w.scales = r.dense(w.expected_scales_shape(), DType::F32, 1e-3f);
                 const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
                 r.set_bytes(static_cast<double>(N * K + (T * K + T * N) * 4));
@@ -853,6 +861,19 @@ const std::vector<OpCase>& op_cases() {
             linear_fp8(8, 1000, 4096, ScaleLayout::kPerChannel, false),
             linear_fp8(64, 2048, 1024, ScaleLayout::kPerTensor, false),
             linear_fp8(100, 256, 256, ScaleLayout::kBlock, false),
+            // W8A8: cuBLASLt's fp8 GEMM (block scales at 2 .. 300 tokens, T not a multiple of 4 for the scales'
+            // padding; per channel), and the weight-only paths over the rounded input (T = 1, K not a multiple of
+            // 512, N not of 16, per-tensor scales).
+            linear_fp8(300, 1024, 2048, ScaleLayout::kBlock, true, "", 128),
+            linear_fp8(7, 512, 512, ScaleLayout::kBlock, false, "", 128),
+            linear_fp8(2, 256, 1024, ScaleLayout::kBlock, false, "", 128),
+            linear_fp8(64, 1008, 1024, ScaleLayout::kPerChannel, true, "", -1),
+            linear_fp8(3, 512, 4096, ScaleLayout::kPerChannel, false, "", -1),
+            linear_fp8(1, 256, 512, ScaleLayout::kBlock, true, "", 128),
+            linear_fp8(37, 256, 384, ScaleLayout::kBlock, false, "", 128),
+            linear_fp8(1, 300, 264, ScaleLayout::kPerChannel, false, "", -1),
+            linear_fp8(9, 129, 100, ScaleLayout::kPerChannel, false, "", -1),
+            linear_fp8(64, 96, 72, ScaleLayout::kPerTensor, false, "", -1),
             rope(5, 4, 32, 32),
             rope(70, 8, 128, 64),
             rope(3, 2, 256, 128),

@@ -1,0 +1,54 @@
+// One block per (group, token): the group's amax by a block reduction, then each input rounded to e4m3 with the
+// group's scale. The divisions are IEEE (the build has no fast math), so the bytes are the CPU's.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm/fp8_activations.h"
+
+namespace pagoda::kernels::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+__device__ __forceinline__ float block_max(float v) {
+    __shared__ float partial[kThreads / 32];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_max(v);
+    if (lane == 0) partial[warp] = v;
+    __syncthreads();
+    v = lane < kThreads / 32 ? partial[lane] : 0.0f;
+    return warp_max(v);
+}
+
+__global__ void quantize_fp8_activations_kernel(QuantizeFp8ActivationsArgs a, int64_t group) {
+    PAGODA_KERNEL_PROLOGUE();
+    const int64_t t = blockIdx.y, g = blockIdx.x;
+    const int64_t k0 = g * group, k1 = min(a.K, k0 + group);
+    const float* x = a.x + t * a.x_stride;
+    float amax = 0.0f;
+    for (int64_t k = k0 + threadIdx.x; k < k1; k += kThreads)
+        amax = fmaxf(amax, fabsf(x[k]));
+    amax = block_max(amax);
+    const float scale = fmaxf(__fdiv_rn(amax, 448.0f), 1e-12f);
+    if (a.scales && threadIdx.x == 0) a.scales[g * a.scale_ld + t] = scale;
+    for (int64_t k = k0 + threadIdx.x; k < k1; k += kThreads) {
+        const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(__fdiv_rn(x[k], scale), __NV_SATFINITE, __NV_E4M3);
+        if (a.q) a.q[t * a.K + k] = q;
+        // e4m3 -> f16 is exact, and so the product is the f32 one the CPU computes (not rounded to bf16 as a weight's).
+        if (a.qdq) a.qdq[t * a.K + k] = __half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E4M3))) * scale;
+    }
+}
+
+}  // namespace
+
+void launch_quantize_fp8_activations(const QuantizeFp8ActivationsArgs& a, cudaStream_t stream) {
+    if (a.T == 0 || a.K == 0) return;
+    PAGODA_KERNEL_REQUIRE(a.x && (a.qdq || a.q) && (!a.q || (a.scales && a.scale_ld >= a.T)),
+                          "fp8 activation quantization needs an input, an output and (for e4m3 bytes) scales");
+    const int64_t group = a.group > 0 ? a.group : a.K;
+    const int64_t groups = (a.K + group - 1) / group;
+    PAGODA_KERNEL_REQUIRE(a.T <= 65535, "fp8 activation quantization takes at most 65,535 tokens a call");
+    launch_kernel<quantize_fp8_activations_kernel>(dim3(static_cast<unsigned>(groups), static_cast<unsigned>(a.T)),
+                                                   dim3(kThreads), 0, stream, a, group);
+}
+
+}  // namespace pagoda::kernels::cuda
