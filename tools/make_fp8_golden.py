@@ -22,7 +22,13 @@ transformers derives the block size from the scale grid (rows // scale_rows), so
 one block nor a multiple of the block would be dequantised differently from the format (ceil grid, ragged last
 block); the generator refuses such shapes. pagoda's ragged blocks are checked by the op tests instead.
 
+W8A8 (`--w8a8 name ...`, in place in tests/golden/<name>): the same checkpoint computed as its activation_scheme
+dynamic says on a GPU (`--fp8-activations`): transformers' dequantised fp32 model with every quantized projection's
+input rounded to e4m3 first by a forward pre-hook, per token in groups of the blocks' width (scale max(amax / 448,
+1e-12)). Writes w8a8_logits_last8.bin: f32 [8, vocab], the logits of the last 8 positions of the golden ids.
+
 Usage: python3 tools/make_fp8_golden.py OUT_DIR [name ...]   (then copy OUT/<name> to tests/golden/)
+       python3 tools/make_fp8_golden.py --w8a8 [name ...]
 """
 import json
 import math
@@ -225,7 +231,44 @@ def check_dequantised(model, tensors, block):
             raise AssertionError(f"{n}: transformers' dequantised weight differs from q * scale_inv")
 
 
+def fp8_round_groups(x, group):
+    """x [..., K] rounded to e4m3 in groups of `group` inputs along K (the last may be shorter), each group's scale
+    max(amax / 448, 1e-12): what --fp8-activations does to a projection's input."""
+    out = torch.empty_like(x)
+    for k0 in range(0, x.shape[-1], group):
+        g = x[..., k0:k0 + group]
+        scale = (g.abs().amax(dim=-1, keepdim=True) / E4M3_MAX).clamp(min=1e-12)
+        out[..., k0:k0 + group] = (g / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).float() * scale
+    return out
+
+
+def record_w8a8(name, log):
+    """w8a8_logits_last8.bin of tests/golden/<name> (see the module's doc)."""
+    d = os.path.join(GOLDEN, name)
+    _, block, _, skip, *_ = SPECS[name]
+    ref = json.load(open(os.path.join(d, "reference.json")))
+    qc = FineGrainedFP8Config(dequantize=True, weight_block_size=tuple(block), modules_to_not_convert=skip)
+    model = tiny.type_for(ref["model_type"]).from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
+                                                             quantization_config=qc).eval()
+    hooked = 0
+    for module_name, module in model.named_modules():
+        if isinstance(module, torch.nn.Linear) and QUANTIZED.match(module_name + ".weight"):
+            module.register_forward_pre_hook(lambda _m, args: (fp8_round_groups(args[0], block[1]),) + args[1:])
+            hooked += 1
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0, -8:].float().numpy()
+    logits.astype(np.float32).tofile(os.path.join(d, "w8a8_logits_last8.bin"))
+    log(f"{name}: W8A8 logits of the last 8 positions ({hooked} projections' inputs rounded to e4m3 per token in "
+        f"groups of {block[1]}): max|logit| {float(np.abs(logits).max()):.4f}")
+
+
 def main():
+    if sys.argv[1] == "--w8a8":
+        torch.set_num_threads(min(8, os.cpu_count() or 1))
+        logf = open(os.path.join(GOLDEN, "make_fp8_golden.log"), "a")
+        for name in sys.argv[2:]:
+            record_w8a8(name, lambda msg: (print(msg, flush=True), logf.write(msg + "\n")))
+        return 0
     out_root = sys.argv[1]
     names = sys.argv[2:] or list(SPECS)
     os.makedirs(out_root, exist_ok=True)

@@ -2,7 +2,8 @@
 """transformers' fp32 logits for a quantized copy of a checkpoint bench/gpu/hf_qwen3_8b.py made: the reference issue
 18's real-shape check (bench/gpu/compare_quantized.py) holds pagoda's logits of the quantized model to.
 
-  python3 bench/gpu/quant_reference.py MODEL_DIR OUT.npy (--awq AWQ_DIR | --fp8-channel) [--device cuda|cpu]
+  python3 bench/gpu/quant_reference.py MODEL_DIR OUT.npy (--awq AWQ_DIR | --fp8-channel [--fp8-activations])
+      [--device cuda|cpu]
 
 MODEL_DIR's model is loaded in fp32 (its bf16 weights widened exactly) and each quantized projection's weight replaced
 by what the quantized model serves:
@@ -12,6 +13,9 @@ by what the quantized model serves:
                   (self_attn q/k/v/o, mlp gate/up/down): per output channel, scale = max(amax / 448, 1e-12) and
                   q = e4m3(w / scale) rounded to nearest even, each step in f32 (kernels/cpu/cpu_kernels.h,
                   QuantizeFp8RowsArgs; the golden test QuantizeAtLoad holds pagoda to torch's bytes).
+  --fp8-activations  with --fp8-channel: each of those projections' input is also rounded to e4m3 per token before
+                  the product, scale max(amax / 448, 1e-12) (`--fp8-activations`, W8A8: kernels/cpu/cpu_kernels.h,
+                  QuantizeFp8ActivationsArgs), by a forward pre-hook on the module.
 Then the prompt of MODEL_DIR/reference_ids.txt runs and the logits of its last 8 positions are saved to OUT.npy
 [8, vocab], as hf_qwen3_8b.py saves the bf16 model's. Prints one JSON line: weights replaced, their RMS change relative
 to the weights' RMS, seconds.
@@ -42,6 +46,12 @@ def fp8_channel(w):
     return q.to(torch.float32) * scale
 
 
+def fp8_per_token(x):
+    """x [..., K] rounded to e4m3 per token (row), as --fp8-activations rounds a projection's input."""
+    scale = (x.abs().amax(dim=-1, keepdim=True) / E4M3_MAX).clamp(min=1e-12)
+    return (x / scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).to(torch.float32) * scale
+
+
 def awq_weights(awq_dir, device):
     """(weight name, the f32 weight AWQ_DIR serves) for every module it stores packed, one at a time."""
     config = json.load(open(os.path.join(awq_dir, "config.json")))
@@ -65,8 +75,11 @@ def main():
     kind = ap.add_mutually_exclusive_group(required=True)
     kind.add_argument("--awq", metavar="AWQ_DIR")
     kind.add_argument("--fp8-channel", action="store_true")
+    ap.add_argument("--fp8-activations", action="store_true", help="with --fp8-channel: W8A8, inputs per token")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
+    if a.fp8_activations and not a.fp8_channel:
+        sys.exit("quant_reference: --fp8-activations goes with --fp8-channel")
     t0 = time.time()
     model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).to(a.device).eval()
     params = dict(model.named_parameters())
@@ -86,13 +99,17 @@ def main():
             energy += float((p**2).sum())
             p.copy_(w)
             replaced += 1
+            if a.fp8_activations:
+                module = model.get_submodule(name[: -len(".weight")])
+                module.register_forward_pre_hook(lambda _m, args: (fp8_per_token(args[0]),) + tuple(args[1:]))
         if replaced == 0:
             sys.exit("quant_reference: no weight was replaced")
         ids = [int(t) for t in open(os.path.join(a.model, "reference_ids.txt")).read().split()]
         logits = model(torch.tensor([ids], device=a.device), use_cache=False, logits_to_keep=8).logits
     np.save(a.out, logits[0].float().cpu().numpy())
     print(json.dumps({"replaced": replaced, "rel_rms_change": round((err / energy) ** 0.5, 5),
-                      "variant": "awq " + a.awq if a.awq else "fp8 per channel", "out": a.out,
+                      "variant": "awq " + a.awq if a.awq else
+                      "fp8 per channel" + (", fp8 activations per token" if a.fp8_activations else ""), "out": a.out,
                       "seconds": round(time.time() - t0, 1)}), flush=True)
 
 

@@ -14,15 +14,16 @@
 #               qwen3-next-80b-a3b; LAYERS=N keeps N layers;
 #               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity;
 #               SAVE_ONLY=1 makes the checkpoint only)
-#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load;
+#   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load,
+#               weight-only and W8A8 (--fp8-activations);
 #               QUANT=awq also an AWQ int4 copy of the model, $MODEL-awq, made once by bench/gpu/make_awq_checkpoint.py
 #               (group 128, round-to-nearest, on the GPU: a minute or two at 8B, so an earlier call may make it), its
 #               roofline counting the int4 bytes it reads), per-op GPU time of prefill and decode steps
 #               (PAGODA_CUDA_PROFILE=1), `pagoda serve` start to /health 200; LONG_PREFILL=N also times an N-token
 #               prefill (here and in the peer part)
 #   qaccuracy   issue 18's real-shape check (needs the model part's references): pagoda's logits of the AWQ copy
-#               ($MODEL-awq, made once) and of --quantization fp8 against transformers' fp32 run of the same quantized
-#               weights (quant_reference.py), and each quantization's cost against the bf16 model: KL divergence and
+#               ($MODEL-awq, made once), of --quantization fp8 and of that with --fp8-activations (W8A8) against
+#               transformers' fp32 run of the same quantized weights (and rounded inputs; quant_reference.py), and each quantization's cost against the bf16 model: KL divergence and
 #               top-1 agreement beside transformers' own (compare_quantized.py)
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
@@ -266,6 +267,11 @@ if want bench; then
         LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 \
             --decode 128 --quantization "$QUANT" > "$OUT/pagoda_bench_$QUANT.log" 2>&1
         summary+=("pagoda, --quantization $QUANT: $(tail -1 "$OUT/pagoda_bench_$QUANT.log")")
+        if [[ $QUANT == fp8 ]]; then  # W8A8: the inputs rounded to fp8 per token, cuBLASLt's fp8 GEMM on Hopper
+            LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 \
+                --decode 128 --quantization fp8 --fp8-activations 1 > "$OUT/pagoda_bench_w8a8.log" 2>&1
+            summary+=("pagoda, --quantization fp8 --fp8-activations: $(tail -1 "$OUT/pagoda_bench_w8a8.log")")
+        fi
     fi
 fi
 if want kernels && command -v ncu > /dev/null; then
@@ -363,11 +369,13 @@ if want qaccuracy; then
     # Issue 18: each quantized variant's logits on the GPU against transformers' fp32 run of the same quantized weights
     # (the verdict), and what the quantization costs against the bf16 model (KL, top-1), pagoda's beside transformers'.
     make_awq_copy
-    for variant in awq fp8; do
+    for variant in awq fp8 w8a8; do
         if [[ $variant == awq ]]; then
             qdir=$MODEL-awq qargs=(--awq "$MODEL-awq") pargs=()
-        else
+        elif [[ $variant == fp8 ]]; then
             qdir=$MODEL qargs=(--fp8-channel) pargs=(--quantization fp8)
+        else  # W8A8: the inputs rounded to fp8 per token too
+            qdir=$MODEL qargs=(--fp8-channel --fp8-activations) pargs=(--quantization fp8 --fp8-activations)
         fi
         timeout 300 python3 bench/gpu/quant_reference.py "$MODEL" "$OUT/ref_$variant.npy" "${qargs[@]}" \
             > "$OUT/quant_reference_$variant.log" 2>&1

@@ -1,7 +1,8 @@
 """bench/gpu/quant_reference.py and bench/gpu/compare_quantized.py (issue 18's real-shape check of quantized models on
 the GPU machine) on the tiny golden qwen3, on the CPU: pagoda's logits of an AWQ copy (make_awq_checkpoint.py) and of
-`--quantization fp8` must pass against transformers' run of the same quantized weights, with the same KL cost against
-the bf16 model as transformers', and must fail against the other variant's reference (the check can fail).
+`--quantization fp8` (also with `--fp8-activations`: W8A8) must pass against transformers' run of the same quantized
+weights, with the same KL cost against the bf16 model as transformers', and must fail against another variant's
+reference (the check can fail).
 """
 import json
 import pathlib
@@ -58,15 +59,20 @@ def test_awq_and_fp8_pass_against_their_own_reference_only(model, pagoda_bin, tm
     code, line = run(sys.executable, GPU / "make_awq_checkpoint.py", model, awq, "--group", "32", "--device", "cpu")
     assert code == 0, line
     refs = {}
-    for variant, args in (("awq", ["--awq", awq]), ("fp8", ["--fp8-channel"])):
+    for variant, args in (("awq", ["--awq", awq]), ("fp8", ["--fp8-channel"]),
+                          ("w8a8", ["--fp8-channel", "--fp8-activations"])):
         refs[variant] = tmp_path / f"{variant}_ref.npy"
         code, line = run(sys.executable, GPU / "quant_reference.py", model, refs[variant], *args, "--device", "cpu")
         assert code == 0, line
         assert json.loads(line)["replaced"] == 21  # 3 layers x 7 projections
     ids = (model / "reference_ids.txt").read_text()
     got = {"awq": pagoda_logits(pagoda_bin, awq, ids, tmp_path / "awq.json"),
-           "fp8": pagoda_logits(pagoda_bin, model, ids, tmp_path / "fp8.json", "--quantization", "fp8")}
-    for variant, other in (("awq", "fp8"), ("fp8", "awq")):
+           "fp8": pagoda_logits(pagoda_bin, model, ids, tmp_path / "fp8.json", "--quantization", "fp8"),
+           "w8a8": pagoda_logits(pagoda_bin, model, ids, tmp_path / "w8a8.json", "--quantization", "fp8",
+                                 "--fp8-activations")}
+    # Each against its own reference passes and against another's fails (W8A8 against weight-only fp8 too: rounding
+    # the inputs moves the logits past the limit).
+    for variant, other in (("awq", "fp8"), ("fp8", "awq"), ("w8a8", "fp8")):
         code, line = run(sys.executable, GPU / "compare_quantized.py", model / "reference_logits.npy", refs[variant],
                          got[variant], model / "reference_logits_bf16.npy")
         result = json.loads(line)
