@@ -210,10 +210,10 @@ Status Model::quantize_activations(bool quantized_at_load) {
         return ok_status();
     }));
     if (marked == 0) {
-        return Status::error("--fp8-activations: no fp8 projection of this checkpoint (quantization_config: " +
-                             q.describe() +
-                             ") quantizes its activations dynamically; it applies to fp8 checkpoints with dynamic "
-                             "activation scales and to --quantization fp8");
+        return Status::error(
+            "--fp8-activations: no fp8 projection of this checkpoint (quantization_config: " + q.describe() +
+            ") quantizes its activations dynamically; it applies to fp8 checkpoints with dynamic "
+            "activation scales and to --quantization fp8");
     }
     return ok_status();
 }

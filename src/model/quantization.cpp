@@ -82,8 +82,8 @@ Result<std::optional<CheckpointQuantization>> compressed_tensors(const Quantizat
                                      " activations are not served (W4A16 and W8A16: weight-only is)");
         }
         if (q.strategy != "group" && q.strategy != "channel") {
-            return not_served(q, "weight scale strategy '" + q.strategy + "' is not served for int weights (group, " +
-                                     "channel)");
+            return not_served(
+                q, "weight scale strategy '" + q.strategy + "' is not served for int weights (group, " + "channel)");
         }
         // pack_to_int32 stores each value and each zero point plus 2^(bits-1) (unsigned), so the stored zero is the
         // layout's zero as it is.

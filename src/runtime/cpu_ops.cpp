@@ -316,7 +316,8 @@ class CpuOps final : public Ops {
     }
 
   private:
-    std::vector<float> gathered_;  // x in the order an act-order weight takes (linear_int4), or rounded to fp8 (linear_fp8)
+    std::vector<float>
+        gathered_;  // x in the order an act-order weight takes (linear_int4), or rounded to fp8 (linear_fp8)
 
     static int32_t max_slot(std::span<const int32_t> slots) {
         int32_t m = -1;
@@ -423,8 +424,8 @@ class CpuOps final : public Ops {
         if (w.input_quant_group != 0) {
             const int64_t T = x.dim(0), K = w.in_features();
             if (gathered_.size() < static_cast<size_t>(T * K)) gathered_.resize(static_cast<size_t>(T * K));
-            kc::launch_quantize_fp8_activations({x.data_as<float>(), x.stride(0), gathered_.data(), T, K,
-                                                 w.input_quant_group});
+            kc::launch_quantize_fp8_activations(
+                {x.data_as<float>(), x.stride(0), gathered_.data(), T, K, w.input_quant_group});
             a.x = gathered_.data(), a.x_stride = K;
         }
         a.w = static_cast<const uint8_t*>(w.data.data()), a.w_stride = w.data.stride(0);

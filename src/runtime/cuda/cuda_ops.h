@@ -255,7 +255,7 @@ class CudaOps final : public CudaOpsBase {
     // W8A8 (an fp8 weight with input_quant_group): x quantized to e4m3 with its scales and cuBLASLt's fp8 GEMM, on
     // Hopper where the weight's scales are ones cuBLASLt applies (128x128 blocks with groups of 128 inputs, or per
     // channel with per-token inputs); false where it does not apply (the caller rounds x and runs the weight-only
-    // paths on it: the same numbers but for the order of the sums).
+    // paths on it, which also round the rounded x and the weight to bf16 as for weight-only fp8).
     bool gemm_w8a8(const Tensor& x, const LinearWeight& w, const Tensor& y);
     // x rounded to fp8 as w.input_quant_group says, as an f32 [T, K] tensor in scratch.
     Tensor fp8_rounded_input(const Tensor& x, const LinearWeight& w);
@@ -296,12 +296,14 @@ class CudaOps final : public CudaOpsBase {
     DeviceScratch convert_scratch_;
     void* converted_buffer_ = nullptr;
     Converted converted_src_;
-    DeviceScratch dequantized_weight_;  // linear_fp8/int4 with more than one token: the bf16 copy of the weight
+    DeviceScratch dequantized_weight_;  // linear_fp8/int4 with more than one token: the bf16 copy of the weight;
+                                        // the W8A8 GEMM's output for a token count padded to a multiple of 4
     DeviceScratch gathered_input_;      // linear_int4 of an act-order weight: x's columns in the layout's order;
                                         // linear_fp8 with fp8 activations: x rounded to fp8, or its e4m3 bytes and
                                         // scales for the W8A8 GEMM
     bool w8a8_gemm_ = false;            // cuBLASLt's block-scaled fp8 GEMM is there (Hopper), and not turned off
-    std::set<std::tuple<int, int64_t, int64_t>> w8a8_refused_;  // (scaling, N, K) cuBLASLt had no algorithm for
+    // (scaling, N, K, power-of-two bucket of tokens) cuBLASLt had no algorithm for
+    std::set<std::tuple<int, int64_t, int64_t, int64_t>> w8a8_refused_;
 
     DeviceScratch attention_workspace_;
     DeviceScratch moe_workspace_;         // moe_experts: x in 16-bit, the routing, and the per-(token, slot) rows

@@ -84,8 +84,17 @@ void CudaGemm::run(kcu::ElemType type, const void* w, int64_t ldw, const void* x
 
 bool CudaGemm::run_fp8(Fp8Scaling scaling, const void* w, const float* w_scales, const void* x, const float* x_scales,
                        float* y, int64_t ldd, int64_t N, int64_t T, int64_t K) {
-    const Key key{static_cast<int>(kcu::ElemType::F8E4M3), N, T, K, K, K, ldd, alignment_of(w), alignment_of(x),
-                  alignment_of(y), static_cast<int>(scaling)};
+    const Key key{static_cast<int>(kcu::ElemType::F8E4M3),
+                  N,
+                  T,
+                  K,
+                  K,
+                  K,
+                  ldd,
+                  alignment_of(w),
+                  alignment_of(x),
+                  alignment_of(y),
+                  static_cast<int>(scaling)};
     const Operands o{w, x, y, w_scales, x_scales};
     Plan& plan = plan_for(key, o);
     return plan.found > 0 && launch(plan, plan.algo, o);
@@ -126,17 +135,17 @@ CudaGemm::Plan CudaGemm::make_plan(const Key& k) {
         // fp8: the scale modes of A (the weight) and B (the input); accumulation in fp32 throughout (fast
         // accumulation is not offered with block scales, and would round partial sums).
         const auto block = k.scaling == static_cast<int>(Fp8Scaling::kBlock128);
-        const int32_t a_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F
-                                     : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
-        const int32_t b_mode = block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F
-                                     : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        const int32_t a_mode =
+            block ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        const int32_t b_mode =
+            block ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
         const int8_t fast_accum = 0;
         PAGODA_CUBLAS_OK(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
         PAGODA_CUBLAS_OK(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
-        PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum,
-                                                        sizeof(fast_accum)));
+        PAGODA_CUBLAS_OK(
+            cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)));
     }
     // A: W as column-major [K, N] (ld lda), transposed; B: x as column-major [K, T]; D: y as column-major [N, T].
     PAGODA_CUBLAS_OK(

@@ -35,15 +35,16 @@ class CudaGemm {
 
     // W8A8 on Hopper: y[T, N] = x[T, K] · w[N, K]ᵀ with x and w e4m3 (rows of K bytes) and their fp32 scales applied by
     // cuBLASLt, accumulating in fp32:
-    //   kBlock128:   w_scales one per 128x128 block, [ceil(N/128), K/128] (K a multiple of 512, so that the rows of
-    //                block scales are whole 16-byte runs as cuBLASLt's 2-D block scaling reads them); x_scales one per
-    //                token and 128 inputs, [K/128, round_up(T, 4)] (token-major within each group of inputs);
+    //   kBlock128:   w_scales one per 128x128 block, [ceil(N/128), K/128] (K-major; K a multiple of 512, so that
+    //                the stride between block columns is a multiple of 4); x_scales one per token and 128 inputs,
+    //                [K/128, T] (token-major); N and T multiples of 4;
     //   kPerChannel: w_scales [N], x_scales [T] (cuBLASLt's outer-vector scaling).
-    // These are Transformer Engine's "GEMM ready" block-scale layouts for the same cuBLASLt modes (cuBLAS 12.9+).
+    // cuBLAS's scaling-factor layouts for these modes (its documentation, "Scaling factors layouts"; Transformer
+    // Engine's "GEMM ready" layouts and PyTorch's _scaled_mm checks say the same); scale pointers 16-byte aligned.
     // false when cuBLASLt offers no algorithm for the problem (the caller takes another path); the answer is kept.
     enum class Fp8Scaling { kBlock128 = 1, kPerChannel = 2 };
-    bool run_fp8(Fp8Scaling scaling, const void* w, const float* w_scales, const void* x, const float* x_scales, float* y,
-                 int64_t ldd, int64_t N, int64_t T, int64_t K);
+    bool run_fp8(Fp8Scaling scaling, const void* w, const float* w_scales, const void* x, const float* x_scales,
+                 float* y, int64_t ldd, int64_t N, int64_t T, int64_t K);
 
     // While a CUDA graph is being captured nothing may be timed: new problems take the heuristic's first choice
     // until their first call outside a capture.

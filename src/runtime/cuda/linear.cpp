@@ -3,6 +3,7 @@
 // for one token, the weight-only tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of
 // the weight for many.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <tuple>
@@ -124,33 +125,51 @@ bool CudaOps::gemm_w8a8(const Tensor& x, const LinearWeight& w, const Tensor& y)
     } else {
         return false;
     }
-    // 16-byte rows everywhere (fp8 rows of K bytes, f32 output rows), and an answer cuBLASLt has not refused before.
-    const std::tuple<int, int64_t, int64_t> problem{static_cast<int>(scaling), N, K};
-    if (N % 16 != 0 || w.data.stride(0) != K || y.stride(0) % 4 != 0 || w8a8_refused_.count(problem)) return false;
+    // Block scaling wants both GEMM sizes multiples of 4 (cuBLAS's scaling-factor layouts): the input gets zero rows up
+    // to T4 tokens and the product goes to scratch, whose first T rows are copied to y.
     const bool block = scaling == Scaling::kBlock128;
-    const int64_t ld = block ? round_up(T, 4) : T, groups = block ? K / 128 : 1;
-    const int64_t q_bytes = round_up(T * K, 256);
-    auto* q = static_cast<uint8_t*>(
-        gathered_input_.get(static_cast<size_t>(q_bytes + groups * ld * 4), stream_));
+    const int64_t T4 = block ? round_up(T, 4) : T, groups = block ? K / 128 : 1;
+    // 16-byte rows and scales (fp8 rows of K bytes, f32 output rows), and a problem cuBLASLt has not refused before
+    // (by power-of-two bucket of tokens: an answer for a decode batch says nothing about a prefill's).
+    int64_t bucket = 1;
+    while (bucket < T4)
+        bucket *= 2;
+    const std::tuple<int, int64_t, int64_t, int64_t> problem{static_cast<int>(scaling), N, K, bucket};
+    if (N % 16 != 0 || w.data.stride(0) != K || y.stride(0) % 4 != 0 ||
+        reinterpret_cast<uintptr_t>(w.scales.data()) % 16 != 0 || w8a8_refused_.count(problem))
+        return false;
+    const int64_t q_bytes = round_up(T4 * K, 256);
+    auto* q = static_cast<uint8_t*>(gathered_input_.get(static_cast<size_t>(q_bytes + groups * T4 * 4), stream_));
     auto* scales = reinterpret_cast<float*>(q + q_bytes);
     {
         const auto profile = profiler_.scope("quantize input to fp8");
         kcu::QuantizeFp8ActivationsArgs a;
         a.x = x.data_as<float>(), a.x_stride = x.stride(0), a.T = T, a.K = K, a.group = w.input_quant_group;
-        a.q = q, a.scales = scales, a.scale_ld = ld;
+        a.q = q, a.scales = scales, a.scale_ld = T4, a.padded_T = T4;
         kcu::launch_quantize_fp8_activations(a, stream_);
+    }
+    float* out = y.data_as<float>();
+    int64_t ldd = y.stride(0);
+    if (T4 != T) {
+        out = static_cast<float*>(dequantized_weight_.get(static_cast<size_t>(T4 * N) * 4, stream_));
+        ldd = N;
     }
     bool ran = false;
     {
         const auto profile = profiler_.scope("linear (fp8 gemm)");
-        ran = gemm_.run_fp8(scaling, w.data.data(), w.scales.data_as<float>(), q, scales, y.data_as<float>(),
-                            y.stride(0), N, T, K);
+        ran = gemm_.run_fp8(scaling, w.data.data(), w.scales.data_as<float>(), q, scales, out, ldd, N, T4, K);
     }
     if (!ran) {
         w8a8_refused_.insert(problem);
-        PAGODA_LOG_WARNING("cuBLASLt has no fp8 GEMM for a " + std::to_string(N) + " x " + std::to_string(K) + " " +
-                        w.describe() + " weight: its inputs are rounded to fp8 and the weight-only kernels run");
+        PAGODA_LOG_WARNING("cuBLASLt has no fp8 GEMM for " + std::to_string(T4) + " tokens of a " + std::to_string(N) +
+                           " x " + std::to_string(K) + " " + w.describe() +
+                           " weight: its inputs are rounded to fp8 and the weight-only kernels run");
         return false;
+    }
+    if (out != y.data_as<float>()) {
+        PAGODA_CUDA_OK(cudaMemcpy2DAsync(y.data(), static_cast<size_t>(y.stride(0)) * 4, out,
+                                         static_cast<size_t>(N) * 4, static_cast<size_t>(N) * 4, static_cast<size_t>(T),
+                                         cudaMemcpyDeviceToDevice, stream_));
     }
     add_weight_bias(w, y, stream_);
     return true;

@@ -1,7 +1,8 @@
 // The CUDA rounding of activations to fp8 (W8A8: kernels/cuda/gemm/fp8_activations.h) against the CPU's, bit for bit:
 // the e4m3 bytes and scales the fp8 GEMM takes (scales in its token-major layout with padded rows), and the rounded
 // f32 values the other paths take, for groups of 128, ragged groups and whole rows, over values spanning e4m3's range
-// (ties, subnormals after scaling, an all-zero group, huge and tiny magnitudes).
+// (ties, subnormals after scaling, an all-zero group, huge and tiny magnitudes); and the zero rows that pad the token
+// count to a multiple of 4 for the GEMM.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -50,24 +51,30 @@ void check(int64_t T, int64_t K, int64_t stride, int64_t group, std::mt19937& rn
 
     float* dx = device_copy(x);
     float* dqdq = device_copy(std::vector<float>(static_cast<size_t>(T * K), std::nanf("")));
-    uint8_t* dq = device_copy(std::vector<uint8_t>(static_cast<size_t>(T * K), 0xAB));
+    uint8_t* dq = device_copy(std::vector<uint8_t>(static_cast<size_t>(ld * K), 0xAB));
     float* dscales = device_copy(std::vector<float>(static_cast<size_t>(groups * ld), -1.0f));
     kernels::cuda::QuantizeFp8ActivationsArgs a;
     a.x = dx, a.x_stride = stride, a.T = T, a.K = K, a.group = group;
-    a.qdq = dqdq, a.q = dq, a.scales = dscales, a.scale_ld = ld;
+    a.qdq = dqdq, a.q = dq, a.scales = dscales, a.scale_ld = ld, a.padded_T = ld;
     kernels::cuda::launch_quantize_fp8_activations(a, nullptr);
     const auto qdq = host_copy(dqdq, static_cast<size_t>(T * K));
-    const auto q = host_copy(dq, static_cast<size_t>(T * K));
+    const auto q = host_copy(dq, static_cast<size_t>(ld * K));
     const auto scales = host_copy(dscales, static_cast<size_t>(groups * ld));
     for (int64_t t = 0; t < T; ++t) {
         for (int64_t k = 0; k < K; ++k) {
             const size_t i = static_cast<size_t>(t * K + k);
-            ASSERT_EQ(std::memcmp(&qdq[i], &want[i], 4), 0) << "t=" << t << " k=" << k << ": " << qdq[i] << " vs "
-                                                             << want[i];
+            ASSERT_EQ(std::memcmp(&qdq[i], &want[i], 4), 0)
+                << "t=" << t << " k=" << k << ": " << qdq[i] << " vs " << want[i];
             // The bytes and the scale give the same value: what the fp8 GEMM multiplies.
             const float scale = scales[static_cast<size_t>((k / g) * ld + t)];
             ASSERT_EQ(f8e4m3_to_f32(q[i]) * scale, want[i]) << "t=" << t << " k=" << k;
         }
+    }
+    for (int64_t t = T; t < ld; ++t) {  // the padding rows: zero inputs
+        for (int64_t k = 0; k < K; ++k)
+            ASSERT_EQ(q[static_cast<size_t>(t * K + k)], 0) << "padding row " << t;
+        for (int64_t gi = 0; gi < groups; ++gi)
+            ASSERT_EQ(scales[static_cast<size_t>(gi * ld + t)], 1e-12f);
     }
     cudaFree(dx), cudaFree(dqdq), cudaFree(dq), cudaFree(dscales);
 }

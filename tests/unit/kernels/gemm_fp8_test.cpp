@@ -128,8 +128,8 @@ TEST(QuantizeFp8Activations, RoundsEachGroupWithItsOwnScale) {
     std::vector<float> out(9, -7.0f);
     launch_quantize_fp8_activations({x.data(), 9, out.data(), 1, 9, 4});
     const float s1 = 2.0f / 448.0f;
-    const std::vector<float> want = {448.0f,      16.0f,        0.3125f, -1.0f, 448.0f * s1, 224.0f * s1,
-                                     -448.0f * s1, 0.0f, 448.0f * (5.0f / 448.0f)};
+    const std::vector<float> want = {
+        448.0f, 16.0f, 0.3125f, -1.0f, 448.0f * s1, 224.0f * s1, -448.0f * s1, 0.0f, 448.0f * (5.0f / 448.0f)};
     for (size_t i = 0; i < x.size(); ++i)
         EXPECT_EQ(out[i], want[i]) << i;
     // The whole row as one group: scale 448 / 448 = 1 again, and 5 stays, 2 stays, 17 -> 16.

@@ -206,9 +206,9 @@ const char* layout_str(ScaleLayout layout) {
 // of 16, 2 tokens or more), every other case the weight-only paths over the rounded input.
 OpCase linear_fp8(int64_t T, int64_t N, int64_t K, ScaleLayout layout, bool bias, const char* label = "",
                   int64_t input_group = 0) {
-    const std::string activations =
-        input_group == 0 ? "" : input_group > 0 ? fmt(" fp8 activations /%lld", (long long)input_group)
-                                                : std::string(" fp8 activations per token");
+    const std::string activations = input_group == 0  ? ""
+                                    : input_group > 0 ? fmt(" fp8 activations /%lld", (long long)input_group)
+                                                      : std::string(" fp8 activations per token");
     return {fmt("linear fp8%s%s T=%lld N=%lld K=%lld %s%s%s", *label ? " " : "", label, (long long)T, (long long)N,
                 (long long)K, layout_str(layout), bias ? " bias" : "", activations.c_str()),
             "linear", [=](CaseRun& r) {

@@ -21,8 +21,14 @@ __device__ __forceinline__ float block_max(float v) {
 
 __global__ void quantize_fp8_activations_kernel(QuantizeFp8ActivationsArgs a, int64_t group) {
     PAGODA_KERNEL_PROLOGUE();
-    const int64_t t = blockIdx.y, g = blockIdx.x;
+    const int64_t t = blockIdx.x, g = blockIdx.y;
     const int64_t k0 = g * group, k1 = min(a.K, k0 + group);
+    if (t >= a.T) {  // a padding row of the GEMM's input: zeros
+        if (threadIdx.x == 0) a.scales[g * a.scale_ld + t] = 1e-12f;
+        for (int64_t k = k0 + threadIdx.x; k < k1; k += kThreads)
+            a.q[t * a.K + k] = 0;
+        return;
+    }
     const float* x = a.x + t * a.x_stride;
     float amax = 0.0f;
     for (int64_t k = k0 + threadIdx.x; k < k1; k += kThreads)
@@ -42,12 +48,14 @@ __global__ void quantize_fp8_activations_kernel(QuantizeFp8ActivationsArgs a, in
 
 void launch_quantize_fp8_activations(const QuantizeFp8ActivationsArgs& a, cudaStream_t stream) {
     if (a.T == 0 || a.K == 0) return;
-    PAGODA_KERNEL_REQUIRE(a.x && (a.qdq || a.q) && (!a.q || (a.scales && a.scale_ld >= a.T)),
+    const int64_t rows = a.q && a.padded_T > a.T ? a.padded_T : a.T;
+    PAGODA_KERNEL_REQUIRE(a.x && (a.qdq || a.q) && (!a.q || (a.scales && a.scale_ld >= rows)),
                           "fp8 activation quantization needs an input, an output and (for e4m3 bytes) scales");
     const int64_t group = a.group > 0 ? a.group : a.K;
     const int64_t groups = (a.K + group - 1) / group;
-    PAGODA_KERNEL_REQUIRE(a.T <= 65535, "fp8 activation quantization takes at most 65,535 tokens a call");
-    launch_kernel<quantize_fp8_activations_kernel>(dim3(static_cast<unsigned>(groups), static_cast<unsigned>(a.T)),
+    PAGODA_KERNEL_REQUIRE(groups <= 65535, "fp8 activation quantization takes at most 65,535 groups a token");
+    // Tokens on grid.x (up to 2^31 - 1), groups on grid.y.
+    launch_kernel<quantize_fp8_activations_kernel>(dim3(static_cast<unsigned>(rows), static_cast<unsigned>(groups)),
                                                    dim3(kThreads), 0, stream, a, group);
 }
 

@@ -16,10 +16,13 @@ struct QuantizeFp8ActivationsArgs {
     int64_t T = 0, K = 0;
     int64_t group = 0;  // inputs a group (the last may be shorter); <= 0: the whole row
     // Either or both outputs:
-    float* qdq = nullptr;       // [T, K] contiguous: e4m3(x / scale) · scale, the values the product takes
-    uint8_t* q = nullptr;       // [T, K] contiguous e4m3 bytes, for an fp8 GEMM ...
-    float* scales = nullptr;    // ... and their scales, scale of (token t, group g) at scales[g * scale_ld + t]
-    int64_t scale_ld = 0;       // >= T
+    float* qdq = nullptr;     // [T, K] contiguous: e4m3(x / scale) · scale, the values the product takes
+    uint8_t* q = nullptr;     // [T, K] contiguous e4m3 bytes, for an fp8 GEMM ...
+    float* scales = nullptr;  // ... and their scales, scale of (token t, group g) at scales[g * scale_ld + t]
+    int64_t scale_ld = 0;     // >= padded_T
+    // With q: rows [T, padded_T) of q and scales are written as zero inputs (bytes 0, scales 1e-12), for a GEMM whose
+    // token count must be a multiple of 4. 0: T.
+    int64_t padded_T = 0;
 };
 void launch_quantize_fp8_activations(const QuantizeFp8ActivationsArgs& a, cudaStream_t stream);
 
