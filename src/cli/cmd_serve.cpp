@@ -307,6 +307,7 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
         PAGODA_ASSIGN_OR_RETURN(eo.kv_cache_dtype, parse_kv_cache_dtype(*v));
     }
     eo.calculate_kv_scales = p.has("calculate-kv-scales");
+    eo.fp8_activations = p.has("fp8-activations");
     if (auto v = p.get("scheduling-policy")) {
         if (*v != "fcfs" && *v != "priority") return Status::error("--scheduling-policy: fcfs or priority");
         eo.priority_scheduling = *v == "priority";
@@ -456,6 +457,9 @@ cli::ArgParser make_serve_parser() {
                  "a scale per layer (1.0 unless calculated), half a GPU's bytes per token: twice the tokens");
     p.add_switch("calculate-kv-scales",
                  "fp8 KV cache: each layer's K and V scales from the first prefill's amax / 448");
+    p.add_switch("fp8-activations",
+                 "fp8 checkpoints with dynamic activation scales (and -q fp8): round each token's projection inputs to "
+                 "fp8 as the checkpoint computes them (W8A8; cuBLASLt's fp8 GEMM on Hopper); default weight-only");
     p.add_option("seed", "S", "seed for requests that bring none (default 0)");
     p.add_option("device", "DEV", cli::kDeviceHelp);
     p.add_option("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 (also PAGODA_API_KEY, VLLM_API_KEY)",

@@ -335,6 +335,7 @@ Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::st
     load.kv_cache_dtype = o.kv_cache_dtype;
     load.calculate_kv_scales = o.calculate_kv_scales;
     load.expert_parallel = o.enable_expert_parallel;
+    load.fp8_activations = o.fp8_activations;
     if (cuda) return TensorParallelRunner::load_cuda(model_dir, o.tensor_parallel_size, load);
     return TensorParallelRunner::load_cpu(model_dir, o.tensor_parallel_size, o.num_threads, load);
 }
@@ -349,6 +350,7 @@ Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const 
                              std::to_string(o.nnodes - 1) + " (--nnodes " + std::to_string(o.nnodes) + ")");
     }
     if (o.dist_timeout_s < 1) return Status::error("--dist-timeout must be at least 1 second");
+    if (o.fp8_activations) return Status::error("--fp8-activations is not served across nodes (--nnodes) yet");
     if (o.dist_init_addr.empty()) {
         return Status::error("--nnodes " + std::to_string(o.nnodes) +
                              " needs --dist-init-addr HOST:PORT (node 0's address and a free port)");
@@ -442,7 +444,8 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
                             model::Model::load(std::move(dir), *s->backend_, single_communicator(),
                                                model::LoadOptions{.quantization = options.quantization,
                                                                   .kv_cache_dtype = options.kv_cache_dtype,
-                                                                  .calculate_kv_scales = options.calculate_kv_scales}));
+                                                                  .calculate_kv_scales = options.calculate_kv_scales,
+                                                                  .fp8_activations = options.fp8_activations}));
     if (options.enable_lora)
         PAGODA_RETURN_IF_ERROR(
             s->model_->enable_lora(options.max_loras, options.max_lora_rank).with_context(model_dir));

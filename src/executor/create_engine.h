@@ -70,6 +70,9 @@ struct EngineOptions {
     // pool holds twice the tokens. Not with tensor parallelism yet.
     KvCacheDtype kv_cache_dtype = KvCacheDtype::kAuto;
     bool calculate_kv_scales = false;
+    // --fp8-activations (model::LoadOptions::fp8_activations): W8A8 for fp8 checkpoints with dynamic activation scales
+    // and --quantization fp8 (off: weight-only). Not across nodes yet.
+    bool fp8_activations = false;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
 
     // Multi-LoRA (--enable-lora; one device, no tensor parallelism yet): adapter slots on the device (--max-loras),

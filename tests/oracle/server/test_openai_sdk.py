@@ -287,6 +287,10 @@ def test_vllm_flags_harmless_warn_harmful_refuse(demo_dir):
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--quantization awq" in lines[0] and "not quantized" in lines[0], r.stderr
+    # W8A8 needs fp8 weights (the demo model is bf16): said in one line, naming the flag.
+    r = subprocess.run([_bin(), "serve", str(demo_dir), "--fp8-activations"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode != 0 and "--fp8-activations" in r.stderr, r.stderr
     # The demo model (4 attention heads) splits over 2 ranks, not 3.
     r = subprocess.run([_bin(), "serve", str(demo_dir), "--tensor-parallel-size", "3"], capture_output=True,
                        text=True, timeout=60)

@@ -412,6 +412,14 @@ TEST(CreateEngineTest, SizesPoolsAndRejectsWhatCannotWork) {
         << yarn_too_long.message();
     options.max_model_len = 128;
     EXPECT_TRUE(create_engine(golden::dir("qwen3_yarn"), options).ok());
+    // --fp8-activations reaches the model: a bf16 checkpoint has no fp8 projection to apply it to.
+    options.max_model_len = 64;
+    options.fp8_activations = true;
+    auto w8a8 = create_engine(dense, options);
+    ASSERT_FALSE(w8a8.ok());
+    EXPECT_NE(w8a8.message().find("--fp8-activations"), std::string::npos) << w8a8.message();
+    options.quantization = "fp8";
+    EXPECT_TRUE(create_engine(dense, options).ok());
 }
 
 // The runner turns a bad batch into a step error instead of touching memory outside its pools.
