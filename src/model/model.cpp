@@ -207,6 +207,15 @@ Status Model::quantize_activations(bool quantized_at_load) {
             return ok_status();
         w->input_quant_group = quantized_at_load ? -1 : dynamic_activation_group(q, *w);
         marked += w->input_quant_group != 0;
+        // A rank of a column-split (row-parallel) projection rounds its share of the inputs: only whole groups round
+        // as one GPU does.
+        const int64_t group = w->input_quant_group;
+        if (comm_.size() > 1 && e.role.split == Split::kColumns && group > 0 && w->in_features() % group != 0) {
+            return Status::error("--fp8-activations with " + std::to_string(comm_.size()) +
+                                 " tensor-parallel ranks: " + e.name + "'s " + std::to_string(w->in_features()) +
+                                 " inputs a rank are not whole groups of " + std::to_string(group) +
+                                 ", so the ranks would round them otherwise than one GPU does");
+        }
         return ok_status();
     }));
     if (marked == 0) {

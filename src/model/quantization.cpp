@@ -169,8 +169,10 @@ Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::strin
 int64_t dynamic_activation_group(const QuantizationSpec& q, const LinearWeight& w) {
     if (w.format != WeightFormat::kFp8E4M3) return 0;
     if (q.method == "fp8") {
+        // The checkpoint's block width, not the weight's: a tensor-parallel cut through a block leaves one scale a
+        // column (block_cols 1), and the inputs are still rounded in the checkpoint's groups.
         if (q.activation_scheme != "dynamic") return 0;
-        return w.scale_layout == ScaleLayout::kBlock ? w.block_cols : -1;
+        return q.weight_block_size.size() == 2 ? q.weight_block_size[1] : -1;
     }
     if (q.method == "compressed-tensors") {
         if (q.input_bits != 8 || q.input_type != "float" || !q.input_dynamic) return 0;

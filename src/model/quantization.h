@@ -43,9 +43,9 @@ struct CheckpointQuantization {
     int bits() const { return grouped_int_bits(format); }  // 4, 8 (grouped integer formats); 0 for fp8
 };
 
-// The input quantization group (LinearWeight::input_quant_group) the checkpoint computes an fp8 weight of `w`'s
-// scale layout with: its activations quantized dynamically to fp8 (quant_method fp8 with activation_scheme dynamic:
-// groups of the weight blocks' width, or per token without blocks; compressed-tensors' dynamic float8 input
+// The input quantization group (LinearWeight::input_quant_group) the checkpoint computes its fp8 weight `w` with: its
+// activations quantized dynamically to fp8 (quant_method fp8 with activation_scheme dynamic: groups of the
+// checkpoint's weight_block_size width, or per token without blocks; compressed-tensors' dynamic float8 input
 // activations: per token, or the checkpoint's groups), else 0 (weight-only: static or no activation quantization).
 int64_t dynamic_activation_group(const QuantizationSpec& q, const LinearWeight& w);
 

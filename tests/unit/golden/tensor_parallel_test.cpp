@@ -382,6 +382,24 @@ TEST(TensorParallel, PerHeadKvCacheScalesGoWithTheirHeads) {
         moved.max_abs_diff, d.max_abs_diff, d.max_abs_ref);
 }
 
+// --fp8-activations with ranks: a row-parallel projection's rank rounds its share of the inputs, so block-group
+// checkpoints need whole groups a rank (qwen3_fp8's o_proj has 128 inputs, 64 a rank of two: refused, naming it);
+// per-token rounding (--quantization fp8) rounds each rank's share with its own scale, as vLLM does, and runs.
+TEST(TensorParallel, Fp8ActivationsNeedWholeGroupsARank) {
+    const std::string fp8 = golden::dir("qwen3_fp8"), bf16 = golden::dir("qwen3");
+    if (!file_exists(fp8 + "/config.json")) GTEST_SKIP() << "no golden data";
+    const Script script(golden::load(bf16, /*with_tensors=*/false).ids);
+    LoadOptions w8a8;
+    w8a8.fp8_activations = true;
+    auto refused = run_tensor_parallel(fp8, 2, script, w8a8);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_NE(refused.message().find("o_proj.weight's 64 inputs a rank are not whole groups of 128"), std::string::npos)
+        << refused.message();
+    w8a8.quantization = "fp8";
+    auto per_token = run_tensor_parallel(bf16, 2, script, w8a8);
+    EXPECT_TRUE(per_token.ok()) << per_token.message();
+}
+
 TEST(TensorParallel, EachRankCachesItsOwnKvHeads) {
     const std::string dir = golden::dir("qwen3");  // 2 KV heads
     if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no golden data";
