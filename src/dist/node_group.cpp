@@ -18,8 +18,9 @@ namespace {
 constexpr uint32_t kMagic = 0x41444750;  // "PGDA"
 // Bump when a message between nodes changes (the handshake, the steps, the collectives): nodes of different
 // versions then refuse each other instead of misreading each other.
-// 2: the hello says whether expert parallelism is on; 3: and --quantization, --kv-cache-dtype, --calculate-kv-scales.
-constexpr uint32_t kProtocolVersion = 3;
+// 2: the hello says whether expert parallelism is on; 3: and --quantization, --kv-cache-dtype, --calculate-kv-scales;
+// 4: and --max-loras / --max-lora-rank (steps carry adapter ids, and adapters are announced: node_messages.h).
+constexpr uint32_t kProtocolVersion = 4;
 
 // Handshake frame tags (the only frames before the group is formed).
 constexpr uint32_t kHelloTag = 0x4F4C4548;    // "HELO"
@@ -50,6 +51,8 @@ struct Hello {
     std::string quantization;
     std::string kv_cache_dtype;
     uint8_t calculate_kv_scales = 0;
+    int32_t max_loras = 0;
+    int64_t max_lora_rank = 0;
 };
 
 void encode(const Hello& h, std::vector<std::byte>& out) {
@@ -66,6 +69,8 @@ void encode(const Hello& h, std::vector<std::byte>& out) {
     w.put_string(h.quantization);
     w.put_string(h.kv_cache_dtype);
     w.put(h.calculate_kv_scales);
+    w.put(h.max_loras);
+    w.put(h.max_lora_rank);
 }
 
 bool decode(std::span<const std::byte> in, Hello& h) {
@@ -77,7 +82,7 @@ bool decode(std::span<const std::byte> in, Hello& h) {
     return r.get(h.nnodes) && r.get(h.node_rank) && r.get(h.tensor_parallel_size) && r.get(h.channel) &&
            r.get(h.fingerprint) && r.get_string(h.device, 64) && r.get(h.expert_parallel) &&
            r.get_string(h.quantization, 64) && r.get_string(h.kv_cache_dtype, 64) && r.get(h.calculate_kv_scales) &&
-           r.at_end();
+           r.get(h.max_loras) && r.get(h.max_lora_rank) && r.at_end();
 }
 
 // What differs between a node's hello and node 0's options, or "" when it may join.
@@ -114,6 +119,13 @@ std::string differences(const Hello& h, const NodeGroupOptions& o) {
         add(std::string(h.calculate_kv_scales ? "--calculate-kv-scales" : "no --calculate-kv-scales") +
             " (node 0: " + (o.calculate_kv_scales ? "on" : "off") + ")");
     }
+    auto lora = [](int32_t slots, int64_t rank) {
+        return slots == 0
+                   ? std::string("no --enable-lora")
+                   : "--enable-lora --max-loras " + std::to_string(slots) + " --max-lora-rank " + std::to_string(rank);
+    };
+    if (h.max_loras != o.max_loras || (o.max_loras != 0 && h.max_lora_rank != o.max_lora_rank))
+        add(lora(h.max_loras, h.max_lora_rank) + " (node 0: " + lora(o.max_loras, o.max_lora_rank) + ")");
     if (h.node_rank < 1 || h.node_rank >= o.nnodes) {
         add("--node-rank " + std::to_string(h.node_rank) + " is outside 1.." + std::to_string(o.nnodes - 1));
     }
@@ -273,6 +285,8 @@ Result<std::unique_ptr<NodeGroup>> NodeGroup::connect(const NodeGroupOptions& op
         hello.quantization = options.quantization;
         hello.kv_cache_dtype = options.kv_cache_dtype;
         hello.calculate_kv_scales = options.calculate_kv_scales ? 1 : 0;
+        hello.max_loras = options.max_loras;
+        hello.max_lora_rank = options.max_lora_rank;
         std::vector<std::byte> payload;
         encode(hello, payload);
         PAGODA_RETURN_IF_ERROR(c.send(kHelloTag, payload, deadline.left()));

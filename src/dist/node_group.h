@@ -30,7 +30,11 @@ struct NodeGroupOptions {
     std::string quantization;             // "fp8" when --quantization fp8 quantizes a bf16 checkpoint at load, else ""
     std::string kv_cache_dtype = "auto";  // --kv-cache-dtype, as kv_cache_dtype_name spells it
     bool calculate_kv_scales = false;     // --calculate-kv-scales
-    Timeout timeout{300'000};             // for connecting, for all nodes to arrive, and for each answer of a node
+    // --enable-lora's adapter slots (--max-loras; 0: LoRA off) and their largest rank (--max-lora-rank): every node
+    // makes the same table, and runs the adapters node 0 names (NodeMessage::kLoraAdapter).
+    int32_t max_loras = 0;
+    int64_t max_lora_rank = 0;
+    Timeout timeout{300'000};  // for connecting, for all nodes to arrive, and for each answer of a node
     // Node 0: when set and it turns true (e.g. SIGTERM while waiting), accept_all stops waiting within a second
     // (it looks between connections, and while it waits for a connection's hello).
     const std::atomic<bool>* cancel = nullptr;

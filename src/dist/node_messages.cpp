@@ -17,6 +17,8 @@ const char* node_message_name(uint32_t tag) {
             return "shutdown";
         case NodeMessage::kStatus:
             return "status";
+        case NodeMessage::kLoraAdapter:
+            return "LoRA adapter";
     }
     return "unknown message";
 }
@@ -31,6 +33,8 @@ size_t max_message_bytes(NodeMessage type) {
             return 0;
         case NodeMessage::kStatus:
             return size_t{64} << 10;  // an error message
+        case NodeMessage::kLoraAdapter:
+            return 8 + kMaxLoraPathBytes;  // the id, the path's length, the path
         case NodeMessage::kStep:
             break;
     }

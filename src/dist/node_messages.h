@@ -1,6 +1,7 @@
 // The messages on a multi-node group's step channels (dist/node_group.h), after the handshake: node 0 sends the
 // NCCL id (GPUs), the pool sizes, the steps and the shutdown; every other node answers each of them but the id and
-// the shutdown with its status (ok, or its error). Payload formats are in step_codec.h.
+// the shutdown with its status (ok, or its error); with LoRA, each adapter before the first step that uses it.
+// Payload formats are in step_codec.h.
 #pragma once
 
 #include <cstddef>
@@ -12,12 +13,19 @@
 
 namespace pagoda::dist {
 
+// The longest adapter directory a kLoraAdapter message carries (PATH_MAX).
+inline constexpr size_t kMaxLoraPathBytes = 4096;
+
 enum class NodeMessage : uint32_t {
     kNcclId = 1,     // node 0 -> node: the 128-byte NCCL unique id
     kPoolSizes = 2,  // node 0 -> node: PoolSizes (step_codec.h), once
     kStep = 3,       // node 0 -> node: a StepInput (step_codec.h)
     kShutdown = 4,   // node 0 -> node: the engine stopped; exit 0
     kStatus = 5,     // node -> node 0: empty when ok, else the error message
+    // node 0 -> node: a LoRA adapter the next step uses for the first time: its id and the directory every node reads
+    // it from (step_codec.h: encode_lora_adapter); answered with a status (the node could read and check it, or why
+    // not).
+    kLoraAdapter = 6,
 };
 const char* node_message_name(uint32_t tag);
 

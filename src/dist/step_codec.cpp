@@ -1,10 +1,11 @@
 // Step layout: num_tokens, num_seqs, block_size, max_blocks_per_seq, seq_len_bound (i32 each), then the arrays in
 // ForwardBatch order (token_ids, positions, query_start_loc, seq_lens, block_tables, slot_mapping, state_slots,
-// logits_indices), then state_restores and state_saves; each array is a u32 count and its elements.
+// logits_indices), then state_restores, state_saves and lora_ids; each array is a u32 count and its elements.
 #include "dist/step_codec.h"
 
 #include <string>
 
+#include "dist/node_messages.h"
 #include "dist/wire_format.h"
 
 namespace pagoda::dist {
@@ -42,6 +43,9 @@ Status check_consistent(const ForwardBatch& b) {
         if (p < 0) return malformed("negative position");
     for (int32_t row : b.logits_indices)
         if (row < 0 || row >= T) return malformed("logits row outside the tokens");
+    if (!b.lora_ids.empty() && !size_is(b.lora_ids, T)) return malformed("adapter ids of the wrong size");
+    for (int32_t id : b.lora_ids)
+        if (id < 0) return malformed("a negative adapter id");
     return ok_status();
 }
 
@@ -71,8 +75,8 @@ Status check_within(const ForwardBatch& b, size_t restores, size_t saves, const 
 
 size_t max_step_bytes(const PoolSizes& s) {
     const auto T = size_t(s.max_num_batched_tokens), S = size_t(s.max_num_seqs);
-    const size_t header = 5 * sizeof(int32_t) + 10 * sizeof(uint32_t);  // the scalars, then one count per array
-    const size_t per_token = 3 * sizeof(int32_t) + sizeof(int64_t);     // id, position, logits row; slot
+    const size_t header = 5 * sizeof(int32_t) + 11 * sizeof(uint32_t);  // the scalars, then one count per array
+    const size_t per_token = 4 * sizeof(int32_t) + sizeof(int64_t);     // id, position, logits row, adapter; slot
     const size_t per_seq = 3 * sizeof(int32_t) + size_t(max_blocks_per_seq(s)) * sizeof(int32_t);
     return header + T * per_token + (S + 1) * per_seq + 2 * size_t(s.num_state_slots) * sizeof(engine::StateCopy);
 }
@@ -95,6 +99,23 @@ void encode_step(const engine::StepInput& input, std::vector<std::byte>& out) {
     w.put_array(b.logits_indices);
     w.put_array(input.state_restores);
     w.put_array(input.state_saves);
+    w.put_array(b.lora_ids);
+}
+
+void encode_lora_adapter(int32_t id, const std::string& path, std::vector<std::byte>& out) {
+    WireWriter w(out);
+    w.put(id);
+    w.put_string(path);
+}
+
+Status decode_lora_adapter(std::span<const std::byte> bytes, int32_t& id, std::string& path) {
+    WireReader r(bytes);
+    if (!r.get(id) || !r.get_string(path, kMaxLoraPathBytes) || !r.at_end())
+        return Status::error("malformed LoRA adapter message (" + std::to_string(bytes.size()) + " bytes)");
+    if (id <= 0 || path.empty())
+        return Status::error("malformed LoRA adapter message: id " + std::to_string(id) +
+                             (path.empty() ? ", no directory" : ""));
+    return ok_status();
 }
 
 Status decode_step(std::span<const std::byte> bytes, const PoolSizes& limits, DecodedStep& out) {
@@ -108,9 +129,10 @@ Status decode_step(std::span<const std::byte> bytes, const PoolSizes& limits, De
     if (!r.get_array(a.token_ids) || !r.get_array(a.positions) || !r.get_array(a.query_start_loc) ||
         !r.get_array(a.seq_lens) || !r.get_array(a.block_tables) || !r.get_array(a.slot_mapping) ||
         !r.get_array(a.state_slots) || !r.get_array(a.logits_indices) || !r.get_array(out.state_restores_) ||
-        !r.get_array(out.state_saves_))
+        !r.get_array(out.state_saves_) || !r.get_array(a.lora_ids))
         return malformed("an array runs past the end of the message");
     if (!r.at_end()) return malformed("bytes after the last array");
+    a.has_lora = !a.lora_ids.empty();
     ForwardBatch b = a.view(block_size, max_blocks_per_seq, seq_len_bound);
     // The counts the header claims, which check_consistent holds the arrays to.
     b.num_tokens = num_tokens;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "common/status.h"
@@ -16,8 +17,14 @@
 
 namespace pagoda::dist {
 
-// Appends the step to `out` (cleared first; its capacity is reused, so steady-state steps do not allocate).
+// Appends the step to `out` (cleared first; its capacity is reused, so steady-state steps do not allocate). The
+// batch's lora_ids travel with it (the other nodes' ranks add the same adapters' deltas).
 void encode_step(const engine::StepInput& input, std::vector<std::byte>& out);
+
+// A kLoraAdapter message (node_messages.h): adapter `id` (> 0) and the directory to read it from.
+void encode_lora_adapter(int32_t id, const std::string& path, std::vector<std::byte>& out);
+// Errors: truncated or trailing bytes, an id <= 0, an empty path or one longer than kMaxLoraPathBytes.
+Status decode_lora_adapter(std::span<const std::byte> bytes, int32_t& id, std::string& path);
 
 struct PoolSizes;
 
@@ -39,10 +46,11 @@ class DecodedStep {
 };
 
 // Decodes what encode_step wrote. Errors: truncated or trailing bytes, array sizes that disagree with num_tokens /
-// num_seqs, query starts that do not partition the tokens, a context shorter than its new tokens, logits rows
-// outside the tokens, and a step larger than the engine under `limits` schedules (more tokens, sequences, state
-// copies, table columns or context than the pools were made for: a confused peer must not make a node reserve
-// scratch for it). Block, slot and state ids are checked against the pools by the runner.
+// num_seqs (lora_ids: none or one per token, none negative), query starts that do not partition the tokens, a context
+// shorter than its new tokens, logits rows outside the tokens, and a step larger than the engine under `limits`
+// schedules (more tokens, sequences, state copies, table columns or context than the pools were made for: a confused
+// peer must not make a node reserve scratch for it). Block, slot and state ids are checked against the pools by the
+// runner.
 Status decode_step(std::span<const std::byte> bytes, const PoolSizes& limits, DecodedStep& out);
 
 // The EngineConfig fields that size a rank's pools and scratch (the rest is node 0's scheduling business).

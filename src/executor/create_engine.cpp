@@ -379,6 +379,7 @@ Result<NodeGroupOptions> node_group_options(const std::string& model_dir, const 
     g.quantization = plan.fp8_at_load ? "fp8" : "";
     g.kv_cache_dtype = kv_cache_dtype_name(o.kv_cache_dtype);
     g.calculate_kv_scales = o.calculate_kv_scales;
+    if (o.enable_lora) g.max_loras = o.max_loras, g.max_lora_rank = o.max_lora_rank;
     return g;
 }
 
@@ -412,9 +413,6 @@ engine::ModelRunner& ServingEngine::runner_for_engine(engine::ModelRunner& runne
 
 Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_dir, const EngineOptions& options) {
     std::unique_ptr<ServingEngine> s(new ServingEngine());
-    if (options.enable_lora && options.nnodes > 1)
-        return Status::error("--enable-lora with --nnodes " + std::to_string(options.nnodes) +
-                             " is not supported yet: the other nodes have no adapters");
     if (options.tensor_parallel_size > 1 || options.nnodes > 1) {
         // The ranks are threads of this process (docs/architecture.md, Tensor parallelism), and with several nodes
         // the threads of the other nodes' processes too.
@@ -427,6 +425,8 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
         if (options.enable_lora) {
             PAGODA_ASSIGN_OR_RETURN(s->lora_, start_lora(s->tp_runner_->model(), options));
             s->tp_runner_->set_lora_fetch(lora_fetch(*s->lora_));
+            // Across nodes the others read each adapter from the directory node 0 loaded it from.
+            s->tp_runner_->set_lora_paths([m = s->lora_.get()](int32_t id) { return m->path_of(id); });
             s->config_.max_loras = options.max_loras;
         }
         auto engine =

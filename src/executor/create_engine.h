@@ -75,9 +75,11 @@ struct EngineOptions {
     bool fp8_activations = false;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
 
-    // Multi-LoRA (--enable-lora; one device, no tensor parallelism yet): adapter slots on the device (--max-loras),
-    // their largest rank (--max-lora-rank), adapters kept in host memory (--max-cpu-loras; 0: max_loras), the
-    // adapters served from the start (--lora-modules name=path) and names an adapter may not take (the model's).
+    // Multi-LoRA (--enable-lora; with tensor parallelism in one process or across nodes, whose other nodes read each
+    // adapter from the directory node 0 names and are given the same three sizes): adapter slots on the device
+    // (--max-loras), their largest rank (--max-lora-rank), adapters kept in host memory (--max-cpu-loras; 0:
+    // max_loras), the adapters served from the start (--lora-modules name=path) and names an adapter may not take (the
+    // model's).
     bool enable_lora = false;
     int32_t max_loras = 1;
     int32_t max_lora_rank = 16;

@@ -140,4 +140,63 @@ void LoraManager::trim_locked(const Entry* keep) {
     }
 }
 
+Result<std::string> LoraManager::path_of(int32_t id) {
+    std::lock_guard lock(mu_);
+    auto it = by_id_.find(id);
+    const std::shared_ptr<Entry> entry = it != by_id_.end() ? it->second.lock() : nullptr;
+    if (!entry) return Status::error("LoRA adapter id " + std::to_string(id) + " is no longer loaded");
+    return entry->path;
+}
+
+NodeLoraCache::NodeLoraCache(const model::Model& model, int32_t max_cpu) : model_(model), max_cpu_(max_cpu) {
+    PAGODA_CHECK_MSG(model.lora() != nullptr, "NodeLoraCache needs a model with LoRA enabled");
+}
+
+Status NodeLoraCache::add(int32_t id, const std::string& path) {
+    auto weights = model_.read_lora(path);
+    if (!weights.ok()) return weights.status().with_context("LoRA adapter " + std::to_string(id) + " at " + path);
+    std::lock_guard lock(mu_);
+    Entry& e = entries_[id];
+    e.path = path;
+    e.weights = std::move(weights).value();
+    e.last_used = ++clock_;
+    trim_locked(id);
+    return ok_status();
+}
+
+Result<std::shared_ptr<const model::LoraAdapter>> NodeLoraCache::weights(int32_t id) {
+    std::string path;
+    {
+        std::lock_guard lock(mu_);
+        auto it = entries_.find(id);
+        if (it == entries_.end())
+            return Status::error("LoRA adapter id " + std::to_string(id) + " was not named by node 0 before its step");
+        it->second.last_used = ++clock_;
+        if (it->second.weights) return it->second.weights;
+        path = it->second.path;
+    }
+    // Dropped from host memory: read again (it was checked when node 0 named it).
+    auto weights = model_.read_lora(path);
+    if (!weights.ok()) return weights.status().with_context("LoRA adapter " + std::to_string(id) + " read again");
+    std::lock_guard lock(mu_);
+    Entry& e = entries_[id];
+    if (!e.weights) e.weights = *weights;
+    trim_locked(id);
+    return e.weights;
+}
+
+void NodeLoraCache::trim_locked(int32_t keep) {
+    for (;;) {
+        int32_t held = 0;
+        Entry* oldest = nullptr;
+        for (auto& [id, e] : entries_) {
+            if (!e.weights) continue;
+            ++held;
+            if (id != keep && (oldest == nullptr || e.last_used < oldest->last_used)) oldest = &e;
+        }
+        if (held <= max_cpu_ || oldest == nullptr) return;
+        oldest->weights.reset();  // an adapter resident on the device keeps its own reference
+    }
+}
+
 }  // namespace pagoda::executor

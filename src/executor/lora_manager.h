@@ -35,6 +35,9 @@ class LoraManager final : public engine::LoraRegistry {
 
     // The engine thread (the adapter table's fetch): the weights of adapter `id`, read again if they were dropped.
     Result<std::shared_ptr<const model::LoraAdapter>> weights(int32_t id);
+    // The directory adapter `id` was loaded from (also after an unload, while requests hold it): what node 0 tells
+    // the other nodes of a multi-node group to read.
+    Result<std::string> path_of(int32_t id);
 
   private:
     struct Entry {
@@ -58,6 +61,35 @@ class LoraManager final : public engine::LoraRegistry {
     std::vector<std::shared_ptr<Entry>> served_;     // in load order
     std::map<int32_t, std::weak_ptr<Entry>> by_id_;  // also unloaded entries that requests still hold
     int32_t next_id_ = 1;
+    uint64_t clock_ = 0;
+};
+
+// The adapters of a node other than node 0 of a multi-node group: node 0 names each one (id, directory) before the
+// first step that uses it (NodeMessage::kLoraAdapter); this node reads it from the same directory (the nodes share
+// the model's storage, as they load the same model) and checks it against its own model's projections (rank 0's: each
+// rank cuts what it reads). Up to `max_cpu` stay in host memory, the least recently used dropped first and read again
+// from their directory when a step needs them (an adapter's id is never reused, so a name stays valid). Any thread:
+// the worker adds, the ranks' threads fetch.
+class NodeLoraCache {
+  public:
+    NodeLoraCache(const model::Model& model, int32_t max_cpu);
+    // Reads and checks adapter `id` now, so that a bad one is node 0's error before its step is sent.
+    Status add(int32_t id, const std::string& path);
+    // The adapter table's fetch.
+    Result<std::shared_ptr<const model::LoraAdapter>> weights(int32_t id);
+
+  private:
+    struct Entry {
+        std::string path;
+        std::shared_ptr<const model::LoraAdapter> weights;  // null once dropped
+        uint64_t last_used = 0;
+    };
+    void trim_locked(int32_t keep);
+
+    const model::Model& model_;
+    const int32_t max_cpu_;
+    std::mutex mu_;
+    std::map<int32_t, Entry> entries_;
     uint64_t clock_ = 0;
 };
 

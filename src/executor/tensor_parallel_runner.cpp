@@ -288,7 +288,6 @@ Status TensorParallelRunner::on_every_rank(Step&& step) {
 }
 
 Status TensorParallelRunner::enable_lora(int32_t max_loras, int64_t max_rank) {
-    if (group_) return Status::error("LoRA adapters across nodes are not supported yet");
     for (Rank& rank : ranks_)
         PAGODA_RETURN_IF_ERROR(
             rank.model->enable_lora(max_loras, max_rank).with_context(rank_context(rank.comm->rank(), size())));
@@ -300,6 +299,37 @@ void TensorParallelRunner::set_lora_fetch(const model::LoraFetch& fetch) {
         PAGODA_CHECK_MSG(rank.runner != nullptr, "set_lora_fetch before start");
         rank.runner->set_lora_fetch(fetch);
     }
+}
+
+void TensorParallelRunner::use_node_adapters(int32_t max_cpu) {
+    node_adapters_ = std::make_unique<NodeLoraCache>(model(), max_cpu);
+    set_lora_fetch([cache = node_adapters_.get()](int32_t id) { return cache->weights(id); });
+}
+
+Status TensorParallelRunner::add_node_adapter(int32_t id, const std::string& path) {
+    if (!node_adapters_)
+        return Status::error("node 0 named a LoRA adapter, and this node was started without --enable-lora");
+    return node_adapters_->add(id, path);
+}
+
+Status TensorParallelRunner::announce_adapters(const ForwardBatch& batch) {
+    for (int32_t id : batch.lora_ids) {
+        if (id == 0 || std::binary_search(announced_adapters_.begin(), announced_adapters_.end(), id)) continue;
+        if (!lora_path_of_)
+            return Status::error("a step uses LoRA adapter " + std::to_string(id) +
+                                 " but node 0 has no adapter directories to name to the other nodes");
+        PAGODA_ASSIGN_OR_RETURN(const std::string path, lora_path_of_(id));
+        dist::encode_lora_adapter(id, path, step_bytes_);
+        const Timeout timeout = group_->options().timeout;
+        for (int n = 1; n < group_->nnodes(); ++n)
+            PAGODA_RETURN_IF_ERROR(send_message(group_->steps(n), NodeMessage::kLoraAdapter, step_bytes_, timeout));
+        for (int n = 1; n < group_->nnodes(); ++n)
+            PAGODA_RETURN_IF_ERROR(
+                recv_status(group_->steps(n), reply_bytes_, timeout)
+                    .with_context("LoRA adapter " + std::to_string(id) + " on node " + std::to_string(n)));
+        announced_adapters_.insert(std::upper_bound(announced_adapters_.begin(), announced_adapters_.end(), id), id);
+    }
+    return ok_status();
 }
 
 Status TensorParallelRunner::start(const engine::EngineConfig& config) {
@@ -379,6 +409,9 @@ engine::StepOutput TensorParallelRunner::execute(const engine::StepInput& input)
     if (!ranks_[0].runner) return failed_step(Status::error("TensorParallelRunner::start was not called"));
     if (group_) {
         if (!group_failure_.ok()) return failed_step(group_failure_);
+        // An adapter a node cannot read fails this step only: no node has run any of it. (A lost node fails the next
+        // send again, and that breaks the group.)
+        if (Status s = announce_adapters(input.batch); !s.ok()) return failed_step(s);
         if (Status s = execute_with_nodes(input); !s.ok()) {
             break_group(s);
             return failed_step(group_failure_);

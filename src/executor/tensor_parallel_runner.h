@@ -21,6 +21,7 @@
 #include "dist/tcp_communicator.h"
 #include "engine/engine.h"
 #include "engine/model_runner.h"
+#include "executor/lora_manager.h"
 #include "executor/model_engine_runner.h"
 #include "model/model.h"
 #include "runtime/backend.h"
@@ -58,11 +59,18 @@ class TensorParallelRunner final : public engine::ModelRunner {
     // node 0 of several nodes it sends the pool sizes to the other nodes first and returns their first error.
     Status start(const engine::EngineConfig& config);
 
-    // Multi-LoRA on the ranks of one process: enable_lora gives every rank's model its adapter table (before
-    // start()); after start(), set_lora_fetch gives every rank's runner the adapters, which each rank cuts to its own
-    // share as its projections are cut (model/lora_table.h). Not across nodes (the other nodes have no adapters).
+    // Multi-LoRA: enable_lora gives every rank's model its adapter table (before start()); after start(),
+    // set_lora_fetch gives every rank's runner the adapters, which each rank cuts to its own share as its projections
+    // are cut (model/lora_table.h). Across nodes, node 0 also tells the others where each adapter lies before the
+    // first step that uses it (set_lora_paths: its LoraManager's directories), and they read it themselves
+    // (use_node_adapters, then add_node_adapter for each one named).
     Status enable_lora(int32_t max_loras, int64_t max_rank);
     void set_lora_fetch(const model::LoraFetch& fetch);
+    void set_lora_paths(std::function<Result<std::string>(int32_t id)> path_of) { lora_path_of_ = std::move(path_of); }
+    // Nodes other than node 0, after start(): the ranks fetch the adapters node 0 names, up to `max_cpu` kept in host
+    // memory.
+    void use_node_adapters(int32_t max_cpu);
+    Status add_node_adapter(int32_t id, const std::string& path);
 
     int size() const { return static_cast<int>(ranks_.size()); }
     // Rank 0's model and backend: the spec, the whole vocabulary and the generation defaults are the same on all.
@@ -102,6 +110,9 @@ class TensorParallelRunner final : public engine::ModelRunner {
 
     // Node 0 of several nodes: sends the step to every other node, runs the local ranks, collects the statuses.
     Status execute_with_nodes(const engine::StepInput& input);
+    // Node 0: names to every other node each adapter of the step it has not named before, and waits for their
+    // statuses.
+    Status announce_adapters(const ForwardBatch& batch);
     // Runs step(rank's runner) on every rank at once, its StepOutput (or Status) into outputs_; then the first
     // error: the collectives' (a lost peer), else the first rank's.
     template <typename Step>
@@ -117,10 +128,13 @@ class TensorParallelRunner final : public engine::ModelRunner {
     std::unique_ptr<RankThreads> threads_;
     std::vector<engine::StepOutput> outputs_;  // per rank, reused across steps
 
-    std::unique_ptr<NodeGroup> group_;  // several nodes only
-    TcpCommunicator* tcp_ = nullptr;    // the CPU rank's communicator across nodes, owned by ranks_[0]
-    Status group_failure_;              // ok until the group breaks
-    bool started_ = false;              // start() succeeded: the other nodes wait for steps, then a shutdown
+    std::unique_ptr<NodeGroup> group_;                          // several nodes only
+    std::function<Result<std::string>(int32_t)> lora_path_of_;  // node 0 of several, with LoRA
+    std::vector<int32_t> announced_adapters_;                   // node 0: ids the other nodes know (sorted)
+    std::unique_ptr<NodeLoraCache> node_adapters_;              // the other nodes, with LoRA
+    TcpCommunicator* tcp_ = nullptr;  // the CPU rank's communicator across nodes, owned by ranks_[0]
+    Status group_failure_;            // ok until the group breaks
+    bool started_ = false;            // start() succeeded: the other nodes wait for steps, then a shutdown
     std::function<void(const Status&)> on_failure_;
     std::vector<std::byte> step_bytes_;   // node 0: the encoded step, reused
     std::vector<std::byte> reply_bytes_;  // node 0: the other nodes' status messages, reused

@@ -1,7 +1,9 @@
 // The worker loop of a node other than node 0: join, load, make the pools, then step after step until shutdown.
 #include "executor/tensor_parallel_worker.h"
 
+#include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/log.h"
@@ -11,9 +13,11 @@
 
 namespace pagoda::executor {
 
+using dist::decode_lora_adapter;
 using dist::decode_pool_sizes;
 using dist::decode_step;
 using dist::DecodedStep;
+using dist::max_message_bytes;
 using dist::max_step_bytes;
 using dist::node_message_name;
 using dist::NodeMessage;
@@ -41,13 +45,22 @@ Result<PoolSizes> start_pools(TensorParallelRunner& runner, TcpChannel& leader, 
 Status run_steps(TensorParallelRunner& runner, TcpChannel& leader, const PoolSizes& sizes, Timeout timeout) {
     std::vector<std::byte> payload;
     DecodedStep step;
-    const size_t max_bytes = max_step_bytes(sizes);
+    const size_t max_bytes = std::max(max_step_bytes(sizes), max_message_bytes(NodeMessage::kLoraAdapter));
     for (;;) {
         uint32_t tag = 0;
         // An idle server sends no steps for as long as it likes: no timeout here.
         PAGODA_RETURN_IF_ERROR(
             leader.recv(tag, payload, max_bytes, kForever).with_context("waiting for the next step"));
         if (tag == static_cast<uint32_t>(NodeMessage::kShutdown)) return ok_status();
+        if (tag == static_cast<uint32_t>(NodeMessage::kLoraAdapter)) {  // read before the step that uses it
+            int32_t id = 0;
+            std::string path;
+            Status added = decode_lora_adapter(payload, id, path);
+            if (added.ok()) added = runner.add_node_adapter(id, path);
+            // A bad adapter fails node 0's step that needs it, not this node: it ran nothing.
+            PAGODA_RETURN_IF_ERROR(send_status(leader, added, timeout));
+            continue;
+        }
         if (tag != static_cast<uint32_t>(NodeMessage::kStep)) {
             return Status::error(std::string("out of step with node 0: expected a step, got a ") +
                                  node_message_name(tag) + " message (tag " + std::to_string(tag) + ")");
@@ -77,8 +90,13 @@ Status run_tensor_parallel_worker(const std::string& model_dir, const EngineOpti
     PAGODA_ASSIGN_OR_RETURN(std::unique_ptr<TensorParallelRunner> runner,
                             TensorParallelRunner::load_node(model_dir, std::move(group), options.num_threads));
     TcpChannel& leader = runner->node_group()->steps(0);
-    auto sizes = start_pools(*runner, leader, group_options.timeout);
+    // LoRA's adapter tables before the pools (node 0 sizes the KV pool after reserving its slots, and the hello made
+    // sure both nodes were given the same --max-loras and --max-lora-rank).
+    Status lora = options.enable_lora ? runner->enable_lora(options.max_loras, options.max_lora_rank) : ok_status();
+    auto sizes = lora.ok() ? start_pools(*runner, leader, group_options.timeout) : Result<PoolSizes>(lora);
     if (!sizes.ok()) return sizes.status().with_context(me);
+    if (options.enable_lora)
+        runner->use_node_adapters(options.max_cpu_loras > 0 ? options.max_cpu_loras : options.max_loras);
     PAGODA_LOG_INFO(me + ": ready; running node 0's steps");
     PAGODA_RETURN_IF_ERROR(run_steps(*runner, leader, *sizes, group_options.timeout).with_context(me));
     PAGODA_LOG_INFO(me + ": node 0 shut the group down");

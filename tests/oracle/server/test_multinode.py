@@ -19,6 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from test_openai_sdk import Server, _bin
@@ -193,6 +194,31 @@ def test_two_nodes_take_the_quantization_and_kv_cache_flags_of_one_process(model
     assert node0.returncode != 0 and worker.returncode != 0
     assert "--kv-cache-dtype auto (node 0: fp8_e4m3)" in node0.stderr, node0.stderr
     assert "refused this node" in worker_err, worker_err
+
+
+def test_two_nodes_serve_lora_adapters_as_peft_does(model_dir, tmp_path):
+    # Node 0 names each adapter's directory to node 1 before the first step that uses it; one loaded over HTTP after
+    # the start reaches node 1 the same way. Each node's rank cuts its share of the adapter as a rank of -tp 2 does.
+    from test_lora import LORA, peft_prompt_logprobs, post, prompt_logprobs
+    if not (LORA / "reference.json").exists():
+        pytest.skip("no LoRA golden data")
+    lora = ["--enable-lora", "--lora-modules", f"attn={LORA / 'attn'}", "--max-loras", "2", "--max-lora-rank", "8"]
+    nodes = TwoNodes(model_dir, tmp_path, lora)
+    try:
+        client = nodes.node0.client()
+        status, text = post(nodes.node0.url, "/v1/load_lora_adapter",
+                            {"lora_name": "mlp", "lora_path": str(LORA / "mlp_rslora")})
+        assert status == 200, text
+        base = next(m.id for m in client.models.list().data if m.model_dump().get("parent") is None)
+        for name, adapter in (("attn", "attn"), ("mlp", "mlp_rslora")):
+            want, max_abs = peft_prompt_logprobs(adapter)
+            got = prompt_logprobs(client, name)
+            assert np.abs(got - want).max() <= 2e-3 * max_abs, (name, got, want)
+            assert np.abs(prompt_logprobs(client, base) - want).max() > 0.05  # the adapter made the match
+        assert nodes.node0.stop() == 0
+        assert nodes.worker.wait(timeout=30) == 0
+    finally:
+        nodes.kill()
 
 
 def test_killing_the_worker_fails_the_next_request_and_stops_node0(model_dir, tmp_path):

@@ -293,7 +293,7 @@ std::unique_ptr<NodeGroup> listening_node0(int nnodes) {
 
 // A hello as another build might send it: node_group.cpp's tag and magic, then `version`, then nothing more.
 constexpr uint32_t kHelloTag = 0x4F4C4548, kRefuseTag = 0x46455252, kMagic = 0x41444750;
-constexpr uint32_t kThisVersion = 3;  // node_group.cpp's kProtocolVersion
+constexpr uint32_t kThisVersion = 4;  // node_group.cpp's kProtocolVersion
 Status send_bare_hello(TcpChannel& c, uint32_t version) {
     const uint32_t words[] = {kMagic, version};
     return c.send(kHelloTag, std::as_bytes(std::span(words)), kTestTimeout);

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "runtime/forward_batch.h"
 #include "dist/step_codec.h"
+#include "runtime/forward_batch.h"
 
 namespace pagoda::dist {
 namespace {
@@ -30,7 +30,7 @@ struct Step {
         const std::vector<int32_t> chunk{5, 6, 7, 8, 9}, one{42}, other{17}, all{1, 2, 3};
         const std::vector<int32_t> table_a{4, 8}, table_b{1}, table_c{2, 3, 5}, table_d{6};
         builder.add_sequence(chunk, 20, table_a, 0);
-        builder.add_sequence(one, 15, table_b, 1);
+        builder.add_sequence(one, 15, table_b, 1, ForwardBatchBuilder::Logits::Last, 7);  // with LoRA adapter 7
         builder.add_sequence(other, 40, table_c, 2);
         builder.add_sequence(all, 0, table_d, 3, ForwardBatchBuilder::Logits::All);
         batch = builder.view();
@@ -70,6 +70,7 @@ void expect_same(const engine::StepInput& got, const engine::StepInput& want) {
     EXPECT_EQ(vec(g.logits_indices), vec(w.logits_indices));
     EXPECT_EQ(pairs(got.state_restores), pairs(want.state_restores));
     EXPECT_EQ(pairs(got.state_saves), pairs(want.state_saves));
+    EXPECT_EQ(vec(g.lora_ids), vec(w.lora_ids));
     EXPECT_TRUE(got.sample_rows.empty() && got.sampling.empty());  // only node 0 samples
 }
 
@@ -82,8 +83,11 @@ TEST(StepCodec, RoundTrip) {
     ASSERT_TRUE(s.ok()) << s.message();
     expect_same(decoded.input(), step.input);
 
-    // The same DecodedStep takes the next step (its arrays reused); a step without state slots or copies too.
+    EXPECT_EQ(vec(decoded.input().batch.lora_ids), (std::vector<int32_t>{0, 0, 0, 0, 0, 7, 0, 0, 0, 0}));
+
+    // The same DecodedStep takes the next step (its arrays reused); a step without state slots, copies or adapters.
     step.batch.state_slots = {};
+    step.batch.lora_ids = {};
     step.input.batch = step.batch;
     step.input.state_restores = {};
     encode_step(step.input, bytes);
@@ -223,6 +227,14 @@ TEST(StepCodec, ArraysThatDisagreeAreErrors) {
              scratch[0] = -1;
              b.positions = scratch;
          }},
+        {"adapter ids of the wrong size",
+         [](ForwardBatch& b, std::vector<int32_t>&) { b.lora_ids = b.lora_ids.first(3); }},
+        {"a negative adapter id",
+         [](ForwardBatch& b, std::vector<int32_t>& scratch) {
+             scratch.assign(b.lora_ids.begin(), b.lora_ids.end());
+             scratch[2] = -4;
+             b.lora_ids = scratch;
+         }},
     };
     for (const Case& c : cases) {
         Step step;
@@ -235,6 +247,27 @@ TEST(StepCodec, ArraysThatDisagreeAreErrors) {
         Status s = decode_step(bytes, kLimits, decoded);
         ASSERT_FALSE(s.ok()) << c.says;
         EXPECT_NE(s.message().find(c.says), std::string::npos) << s.message();
+    }
+}
+
+// The adapter a step will use, named to the other nodes: id and directory round-trip; every truncation, trailing
+// bytes, a non-positive id and an empty directory are errors.
+TEST(LoraAdapterMessage, RoundTripAndBadInput) {
+    std::vector<std::byte> bytes;
+    dist::encode_lora_adapter(12, "/models/adapters/customer-a", bytes);
+    int32_t id = 0;
+    std::string path;
+    ASSERT_TRUE(dist::decode_lora_adapter(bytes, id, path).ok());
+    EXPECT_EQ(id, 12);
+    EXPECT_EQ(path, "/models/adapters/customer-a");
+    for (size_t n = 0; n < bytes.size(); ++n)
+        EXPECT_FALSE(dist::decode_lora_adapter(std::span(bytes).first(n), id, path).ok()) << n;
+    bytes.push_back(std::byte{0});
+    EXPECT_FALSE(dist::decode_lora_adapter(bytes, id, path).ok());
+    for (const auto& [bad_id, bad_path] :
+         {std::pair{0, std::string("/a")}, std::pair{-3, std::string("/a")}, std::pair{5, std::string()}}) {
+        dist::encode_lora_adapter(bad_id, bad_path, bytes);
+        EXPECT_FALSE(dist::decode_lora_adapter(bytes, id, path).ok()) << bad_id << " '" << bad_path << "'";
     }
 }
 

@@ -11,12 +11,15 @@
 #include <cmath>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "async_scheduling.h"
 #include "common/file.h"
+#include "dist/tcp_channel.h"
 #include "engine/engine.h"
 #include "executor/create_engine.h"
+#include "executor/tensor_parallel_worker.h"
 #include "golden/golden_reference.h"
 
 namespace pagoda::executor {
@@ -36,7 +39,7 @@ class LoraEngineTest : public ::testing::Test {
         for (int32_t t = 0; t < 20; ++t)
             prompt_.push_back((t * 37 + 11) % 1000);
     }
-    std::unique_ptr<ServingEngine> start(int32_t max_loras, int32_t max_cpu_loras = 3, int32_t tensor_parallel = 1) {
+    static EngineOptions options(int32_t max_loras, int32_t max_cpu_loras = 3, int32_t tensor_parallel = 1) {
         EngineOptions o;
         o.tensor_parallel_size = tensor_parallel;
         o.enable_lora = true;
@@ -49,6 +52,12 @@ class LoraEngineTest : public ::testing::Test {
         o.max_model_len = 64;
         o.max_num_seqs = 8;
         o.async_scheduling = engine::testing::testing_async_scheduling();
+        return o;
+    }
+    std::unique_ptr<ServingEngine> start(int32_t max_loras, int32_t max_cpu_loras = 3, int32_t tensor_parallel = 1) {
+        return start(options(max_loras, max_cpu_loras, tensor_parallel));
+    }
+    std::unique_ptr<ServingEngine> start(const EngineOptions& o) {
         auto s = create_engine(golden::dir("qwen3"), o);
         EXPECT_TRUE(s.ok()) << s.message();
         return s.ok() ? std::move(s).value() : nullptr;
@@ -211,6 +220,57 @@ TEST_F(LoraEngineTest, TensorParallelRanksGiveWhatOneRankGives) {
     }
 }
 
+// Two nodes (one rank each, over TCP): node 0 names each adapter to node 1 before the first step that uses it, node 1
+// reads it from that directory and cuts it as rank 1; with two slots for three adapters they take turns on both nodes.
+// Each request gets what two ranks of one process give it, alone and in mixed batches. A node started with other LoRA
+// sizes is refused, naming them.
+TEST_F(LoraEngineTest, TwoNodesGiveWhatTwoRanksGive) {
+    auto in_process = start(2, 2, /*tensor_parallel=*/2);
+    ASSERT_TRUE(in_process);
+    const std::vector<Output> want = each_alone(*in_process);
+    in_process.reset();
+    std::string address;
+    {
+        auto listener = TcpListener::listen(0);  // a port that was free a moment ago
+        ASSERT_TRUE(listener.ok()) << listener.message();
+        address = "127.0.0.1:" + std::to_string(listener->port());
+    }
+    auto node = [&](int32_t rank) {
+        EngineOptions o = options(2, 2, /*tensor_parallel=*/2);
+        o.nnodes = 2, o.node_rank = rank, o.dist_init_addr = address, o.dist_timeout_s = 30, o.num_threads = 1;
+        return o;
+    };
+    Status worker = Status::error("the worker did not run");
+    std::thread node1([&] { worker = run_tensor_parallel_worker(golden::dir("qwen3"), node(1)); });
+    auto node0 = start(node(0));
+    if (!node0) {
+        node1.join();
+        FAIL() << "node 0 did not start; node 1: " << worker.message();
+    }
+    const std::vector<Output> alone = each_alone(*node0);
+    const std::vector<Output> mixed = together(*node0);
+    for (size_t i = 0; i < want.size(); ++i) {
+        const std::string what = i == 0 ? std::string("base") : kAdapters[i - 1];
+        expect_same(alone[i], want[i], what + " alone on two nodes");
+        expect_same(mixed[i], want[i], what + " in a mixed batch on two nodes");
+    }
+    node0.reset();  // node 1 is told to shut down
+    node1.join();
+    EXPECT_TRUE(worker.ok()) << worker.message();
+
+    // Node 1 with another --max-lora-rank: both refuse, node 0 naming the difference.
+    EngineOptions other = node(1);
+    other.max_lora_rank = 16;
+    std::thread refused([&] { worker = run_tensor_parallel_worker(golden::dir("qwen3"), other); });
+    auto s = create_engine(golden::dir("qwen3"), node(0));
+    refused.join();
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("--max-lora-rank 16 (node 0: --enable-lora --max-loras 2 --max-lora-rank 8)"),
+              std::string::npos)
+        << s.message();
+    EXPECT_FALSE(worker.ok());
+}
+
 TEST_F(LoraEngineTest, RefusedSettings) {
     EngineOptions o;
     o.enable_lora = true;
@@ -220,13 +280,6 @@ TEST_F(LoraEngineTest, RefusedSettings) {
     ASSERT_FALSE(s.ok());
     EXPECT_NE(s.message().find("--max-cpu-loras"), std::string::npos) << s.message();
     o.max_cpu_loras = 0;
-    o.tensor_parallel_size = 2;
-    o.nnodes = 2;
-    s = create_engine(golden::dir("qwen3"), o);
-    ASSERT_FALSE(s.ok());
-    EXPECT_NE(s.message().find("--enable-lora with --nnodes 2"), std::string::npos) << s.message();
-    o.tensor_parallel_size = 1;
-    o.nnodes = 1;
     o.lora_modules = {{"bad", golden::dir("lora/qwen3_next/mixed")}};  // another model's adapter
     s = create_engine(golden::dir("qwen3"), o);
     ASSERT_FALSE(s.ok());
