@@ -12,7 +12,8 @@ CARRY=${2:-build-cuda-carry}
 ALL="tests/unit/ops/backend_ops_test tests/unit/cuda/delta_net_kernels_test tests/unit/cuda/cuda_golden_test
      tests/unit/cuda/cuda_sampler_test tests/unit/cuda/cuda_tensor_parallel_test tests/unit/cuda/cuda_lora_test
      tests/unit/cuda/int4_dequant_test
-     tests/unit/executor/executor_test bench/gpu/pagoda_cuda_bench bench/gpu/pagoda_op_bench
+     tests/unit/executor/executor_test tests/unit/executor/lora_engine_test bench/gpu/pagoda_cuda_bench
+     bench/gpu/pagoda_op_bench
      bench/gpu/pagoda_delta_net_bench src/cli/pagoda"
 rm -rf "$CARRY" && mkdir -p "$CARRY/tok"
 for f in $ALL; do

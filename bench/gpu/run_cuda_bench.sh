@@ -102,6 +102,13 @@ if want tests; then
         summary+=("executor_test (cuda, async scheduling) rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
             "$OUT/executor_test_async.log" | tr '\n' ' ')")
     fi
+    # Decode steps with LoRA adapters as CUDA graphs against eager ones.
+    if [[ -x $BIN/lora_engine_test ]]; then
+        PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/lora_engine_test" \
+            --gtest_filter='*CudaGraphs*' > "$OUT/lora_engine_test.log" 2>&1
+        summary+=("lora_engine_test (cuda graphs) rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
+            "$OUT/lora_engine_test.log" | tr '\n' ' ')")
+    fi
     # The CLI on the GPU: greedy ids from --device cuda and --device cpu (tiny golden model; equal unless a near-tie).
     if [[ -x $BIN/pagoda ]]; then
         for dev in cuda cpu; do

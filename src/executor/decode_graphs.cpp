@@ -52,6 +52,9 @@ void pad_decode_batch(const ForwardBatch& b, int32_t bucket, int32_t max_blocks,
     if (!b.state_slots.empty()) a.state_slots.resize(B, -1);  // padding rows have no state (the kernels skip -1)
     a.slot_mapping.assign(b.slot_mapping.begin(), b.slot_mapping.end());
     a.slot_mapping.resize(B, -1);  // padding rows store no K/V
+    a.has_lora = !b.lora_ids.empty();
+    a.lora_ids.assign(b.lora_ids.begin(), b.lora_ids.end());
+    if (a.has_lora) a.lora_ids.resize(B, 0);  // padding rows take no adapter
     a.query_start_loc.resize(B + 1);
     a.logits_indices.resize(B);
     for (size_t i = 0; i < B; ++i)
@@ -69,8 +72,7 @@ bool DecodeGraphs::accepts(const ForwardBatch& b) const {
         b.block_size != options_.block_size || b.max_blocks_per_seq > max_blocks_ ||
         static_cast<int32_t>(b.logits_indices.size()) != b.num_seqs)
         return false;
-    // A graph records the base model's projections only: steps with adapters run eagerly.
-    if (!b.lora_ids.empty()) return false;
+    if (!b.lora_ids.empty() && model_.lora() == nullptr) return false;
     for (int32_t s = 0; s < b.num_seqs; ++s)
         if (b.query_start_loc[s] != s || b.logits_indices[s] != s || b.seq_lens[s] > options_.max_seq_len) return false;
     return true;
@@ -85,9 +87,9 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
                                  std::to_string(model_.spec().vocab_size) + ")");
     const int32_t bucket = decode_graph_bucket(batch.num_seqs, options_.max_seqs);
     const int32_t width = decode_graph_width(batch.max_blocks_per_seq, max_blocks_);
-    const Key key{bucket, width};
+    const Key key{bucket, width, !batch.lora_ids.empty()};
     pad_decode_batch(batch, bucket, width, std::min(width * options_.block_size, options_.max_seq_len), padded_);
-    const ForwardBatch& padded = padded_.view;
+    ForwardBatch& padded = padded_.view;
     const int64_t V = model_.vocab_size();
     const Tensor logits = logits_.view(DType::F32, Shape{bucket, V});
     const Tensor rows = logits.narrow(0, 0, batch.num_seqs);
@@ -98,6 +100,11 @@ Result<Tensor> DecodeGraphs::forward(const ForwardBatch& batch, const KvCachePoo
         generation_ = model_.memory_generation();
     }
     if (auto it = graphs_.find(key); it != graphs_.end()) {
+        if (!padded.lora_ids.empty()) {  // what Model::forward does on an eager step
+            PAGODA_RETURN_IF_ERROR(model_.lora()->map_tokens(padded.lora_ids, padded_.lora_slots));
+            padded.lora_slots = padded_.lora_slots;
+            padded.lora_slot_count = model_.lora()->max_loras();
+        }
         ops.replay(*it->second, padded);
         replays_.fetch_add(1, std::memory_order_relaxed);
         return rows;

@@ -5,7 +5,10 @@
 // of 16 up to max_seqs). Padding sequences have one token (id 0, position 0) whose K/V are not stored (slot -1),
 // whose attention reads one key of block 0, and whose linear-attention state slot is -1 (outside the pool: the
 // delta-net kernels skip them): their rows compute garbage that no real row reads (every op is row-wise or per
-// sequence) and nobody samples. State slots are batch data like block tables, so hybrid models record too. Block tables
+// sequence) and nobody samples. State slots are batch data like block tables, so hybrid models record too, and so are
+// LoRA adapters: a step with adapters is recorded apart from the base model's (its graph adds every projection's
+// deltas), the tokens' adapter slots and tiles are restaged at each replay, padding rows take none, and each slot's
+// matrices sit at fixed places whatever adapter is in it (runtime/lora.h, LoraDeviceLayout). Block tables
 // are padded to a width bucket too (a power of two of blocks, at least 64, at most max_seq_len's), and split-KV
 // attention plans for that width (ForwardBatch::seq_len_bound): one graph serves every context length within its
 // width, and a step of short sequences does not fill and upload tables as wide as a 262,144-token context.
@@ -20,7 +23,7 @@
 #include <map>
 #include <memory>
 #include <set>
-#include <utility>
+#include <tuple>
 #include <vector>
 
 #include "common/status.h"
@@ -39,6 +42,7 @@ int32_t decode_graph_width(int32_t blocks, int32_t max_blocks);
 struct PaddedDecodeBatch {
     ForwardBatchArrays arrays;
     ForwardBatch view;
+    std::vector<int32_t> lora_slots;  // a replayed step's adapter slots (the model maps them on an eager step)
 };
 // `batch`: one token per sequence, num_seqs <= bucket, max_blocks_per_seq <= max_blocks. The padded batch's block
 // tables have max_blocks columns and its seq_len_bound is `seq_len_bound`.
@@ -56,7 +60,8 @@ class DecodeGraphs {
     static Result<std::unique_ptr<DecodeGraphs>> create(model::Model& model, const Options& options);
 
     // True for a batch this runs: one new token per sequence, logits for every row in order, at most max_seqs
-    // sequences, each within max_seq_len and the batch's block size equal to the options'.
+    // sequences, each within max_seq_len and the batch's block size equal to the options'. A batch with adapters
+    // needs them resident (the runner's prepare step) before forward().
     bool accepts(const ForwardBatch& batch) const;
     // Runs the step; the logits [num_seqs, vocab] are rows of device memory owned here, valid until the next call.
     Result<Tensor> forward(const ForwardBatch& batch, const KvCachePool* kv, const StateCachePool* states);
@@ -71,8 +76,8 @@ class DecodeGraphs {
     model::Model& model_;
     Options options_;
     int32_t max_blocks_ = 0;
-    Buffer logits_;                           // [max_seqs, vocab] on the device
-    using Key = std::pair<int32_t, int32_t>;  // (sequence bucket, block-table width)
+    Buffer logits_;                                  // [max_seqs, vocab] on the device
+    using Key = std::tuple<int32_t, int32_t, bool>;  // (sequence bucket, block-table width, with adapters)
     std::map<Key, std::unique_ptr<StepGraph>> graphs_;
     std::set<Key> failed_;  // shapes whose recording failed: they run eagerly until memory moves
     uint64_t generation_ = 0;

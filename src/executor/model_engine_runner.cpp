@@ -191,6 +191,7 @@ Status ModelEngineRunner::sample_on_device(const engine::StepInput& input) {
     }
     Tensor logits;
     if (graphs_ && graphs_->accepts(batch) && batch.pooled_indices.empty()) {
+        PAGODA_RETURN_IF_ERROR(prepare_lora(batch));
         copy_states(input.state_restores);
         PAGODA_ASSIGN_OR_RETURN(logits, graphs_->forward(batch, kv_ ? &*kv_ : nullptr, states_ ? &*states_ : nullptr));
         copy_states(input.state_saves);

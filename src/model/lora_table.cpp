@@ -12,6 +12,10 @@ namespace {
 
 constexpr std::string_view kWeightSuffix = ".weight";
 
+size_t align256(size_t n) {
+    return (n + 255) & ~size_t{255};
+}
+
 std::string module_of(const std::string& weight) {
     return weight.substr(0, weight.size() - kWeightSuffix.size());
 }
@@ -63,6 +67,7 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
     const std::string layers = spec.weight_prefix + "layers.";
     std::unordered_map<LinearWeight*, std::string> names;
     std::unordered_map<std::string, ShardRole> roles;
+    std::unordered_map<LinearWeight*, std::pair<int64_t, int64_t>> dims;  // (N, K) at this rank
     Status walked = visit_weights(weights, spec, [&](const WeightEntry& e) {
         if (e.linear == nullptr || !e.name.starts_with(layers) || !e.name.ends_with(kWeightSuffix) ||
             e.shape.rank() != 2)
@@ -73,7 +78,7 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
         const WeightSlice cut = plan.size > 1 && e.role.splittable() ? plan.slice(e.role) : WeightSlice{};
         const int64_t N = cut.dim == SplitDim::kRows ? cut.length() : e.shape[0];
         const int64_t K = cut.dim == SplitDim::kColumns ? cut.length() : e.shape[1];
-        slot_bytes_ += static_cast<size_t>(max_rank * (N + K)) * sizeof(float);
+        dims[e.linear] = {N, K};
         if (e.source == WeightSource::kLinear) {
             targets_[module_of(e.name)] = LoraTarget{e.shape[0], e.shape[1], {{e.name, {}}}};
         } else if (e.name.ends_with(".in_proj_qkv.weight")) {  // built from Qwen3-Next's packed projections
@@ -90,20 +95,34 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
         w.lora = sets_.back().get();
         return sets_.back().get();
     };
+    // A part of a set: where its deltas go, and its matrices' places in every device slot (A then B, each at a
+    // 256-byte boundary, one part after another).
+    const auto add_part = [&](LoraAdapterSet* set, LinearWeight* w, int64_t row_offset) {
+        const std::string& name = names.at(w);
+        const auto [N, K] = dims.at(w);
+        LoraDeviceLayout& layout = set->device;
+        layout.rank = max_rank;
+        layout.K = K;
+        LoraDeviceLayout::Part part{row_offset, N, slot_bytes_, 0};
+        slot_bytes_ += align256(static_cast<size_t>(max_rank * K) * sizeof(float));
+        part.b_offset = slot_bytes_;
+        slot_bytes_ += align256(static_cast<size_t>(N * max_rank) * sizeof(float));
+        layout.parts.push_back(part);
+        landing_[name] = Landing{set, row_offset, roles.at(name), layout.parts.size() - 1};
+    };
     for (LayerWeights& layer : weights.layers) {
         for (FusedGroup& g : fused_groups(layer)) {
             if (!g.fused->defined()) continue;  // its parts run one by one: each gets its own set below
             LoraAdapterSet* set = new_set(*g.fused);
             int64_t offset = 0;
             for (LinearWeight* part : g.parts) {
-                if (auto it = names.find(part); it != names.end())
-                    landing_[it->second] = Landing{set, offset, roles.at(it->second)};
+                if (names.count(part)) add_part(set, part, offset);
                 offset += part->out_features();
             }
         }
     }
     for (auto& [w, name] : names)
-        if (!landing_.count(name)) landing_[name] = Landing{new_set(*w), 0, roles.at(name)};
+        if (!landing_.count(name)) add_part(new_set(*w), w, 0);
 }
 
 int32_t LoraTable::slot_of(int32_t id) const {
@@ -113,25 +132,67 @@ int32_t LoraTable::slot_of(int32_t id) const {
 }
 
 void LoraTable::clear(int32_t slot) {
+    // (A device slot keeps its bytes: no token maps to a free slot, and the next adapter overwrites all of them.)
     for (auto& set : sets_)
         set->slots[static_cast<size_t>(slot)].clear();
-    Slot& s = slots_[static_cast<size_t>(slot)];
-    Buffer device = std::move(s.device);  // the slot keeps its memory for the next adapter
-    s = Slot{};
-    s.device = std::move(device);
+    slots_[static_cast<size_t>(slot)] = Slot{};
 }
 
 Status LoraTable::reserve_slots() {
-    if (backend_.device().kind == DeviceKind::Host) return ok_status();
-    for (Slot& s : slots_) {
-        auto buffer = Buffer::allocate(backend_.allocator(), slot_bytes_, 256);
-        if (!buffer.ok()) {
-            return buffer.status().with_context("LoRA: " + std::to_string(slots_.size()) +
-                                                " adapter slots (--max-loras) of " + std::to_string(slot_bytes_ >> 20) +
-                                                " MiB each at rank " + std::to_string(max_rank_) +
-                                                " (--max-lora-rank)");
+    if (backend_.device().kind == DeviceKind::Host || slot_bytes_ == 0) return ok_status();
+    auto buffer = Buffer::allocate(backend_.allocator(), slot_bytes_ * slots_.size(), 256);
+    if (!buffer.ok()) {
+        return buffer.status().with_context("LoRA: " + std::to_string(slots_.size()) +
+                                            " adapter slots (--max-loras) of " + std::to_string(slot_bytes_ >> 20) +
+                                            " MiB each at rank " + std::to_string(max_rank_) + " (--max-lora-rank)");
+    }
+    device_ = std::move(buffer).value();
+    for (auto& set : sets_) {
+        set->device.base = static_cast<const std::byte*>(device_.data());
+        set->device.slot_stride = slot_bytes_;
+    }
+    return ok_status();
+}
+
+Status LoraTable::write_device_slot(int32_t slot, const std::vector<Cut>& cuts, float scale) {
+    std::unordered_map<const Landing*, const Cut*> cut_of;
+    for (const Cut& c : cuts)
+        if (!cut_of.emplace(c.landing, &c).second)  // (the host path would add both; a slot holds one A and B a part)
+            return Status::error("two modules of the LoRA adapter land on one projection");
+    auto* base = static_cast<std::byte*>(device_.data()) + static_cast<size_t>(slot) * slot_bytes_;
+    const int64_t R = max_rank_;
+    std::vector<float> image;
+    const auto upload = [&](size_t offset, int64_t rows, int64_t cols) {
+        backend_.copy(Tensor(base + offset, DType::F32, Shape{rows, cols}, backend_.device()),
+                      Tensor(image.data(), DType::F32, Shape{rows, cols}));
+    };
+    for (const auto& [name, landing] : landing_) {
+        const LoraDeviceLayout& layout = landing.set->device;
+        const LoraDeviceLayout::Part& part = layout.parts[landing.part];
+        const auto it = cut_of.find(&landing);
+        const Cut* c = it != cut_of.end() ? it->second : nullptr;
+        // A [R, K]: the adapter's r rows, then zeros.
+        image.assign(static_cast<size_t>(R * layout.K), 0.0f);
+        if (c) {
+            PAGODA_CHECK_MSG(
+                c->a.dtype() == DType::F32 && c->a.is_contiguous() && c->a.dim(1) == layout.K && c->a.dim(0) <= R,
+                "a LoRA adapter's A does not fit its slot");
+            std::copy_n(c->a.data_as<float>(), c->a.numel(), image.begin());
         }
-        s.device = std::move(buffer).value();
+        upload(part.a_offset, R, layout.K);
+        // B [rows, R] times the scale: each row's r values, then zeros.
+        image.assign(static_cast<size_t>(part.rows * R), 0.0f);
+        if (c) {
+            const int64_t r = c->b.dim(1);
+            PAGODA_CHECK_MSG(
+                c->b.dtype() == DType::F32 && c->b.is_contiguous() && c->b.dim(0) == part.rows && r == c->a.dim(0),
+                "a LoRA adapter's B does not fit its slot");
+            const float* b = c->b.data_as<float>();
+            for (int64_t n = 0; n < part.rows; ++n)
+                for (int64_t j = 0; j < r; ++j)
+                    image[static_cast<size_t>(n * R + j)] = scale * b[n * r + j];
+        }
+        upload(part.b_offset, part.rows, R);
     }
     return ok_status();
 }
@@ -140,10 +201,6 @@ Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAd
     clear(slot);
     Slot& s = slots_[static_cast<size_t>(slot)];
     // This rank's share of each module: B's rows of a column-parallel projection, A's columns of a row-parallel one.
-    struct Cut {
-        const Landing* landing;
-        Tensor a, b;
-    };
     std::vector<Cut> cuts;
     for (const LoraModule& m : adapter->modules) {
         const auto it = landing_.find(m.weight);
@@ -161,28 +218,15 @@ Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAd
         }
         cuts.push_back(std::move(c));
     }
-    // The adapter's A and B matrices back to back in the slot's memory: an adapter read against these targets at
-    // most max_rank (read_lora_adapter) fits the room reserve_slots took.
-    size_t bytes = 0;
-    for (const Cut& c : cuts)
-        bytes += c.a.nbytes() + c.b.nbytes();
-    PAGODA_CHECK_MSG(bytes <= slot_bytes_, "a LoRA adapter larger than its slot");
-    const bool host = backend_.device().kind == DeviceKind::Host;
-    std::byte* base = nullptr;
-    if (!host) {
-        if (!s.device.data()) return Status::error("LoRA adapter slots were not reserved on the device");
-        base = static_cast<std::byte*>(s.device.data());
+    if (backend_.device().kind == DeviceKind::Host) {
+        for (const Cut& c : cuts)
+            c.landing->set->slots[static_cast<size_t>(slot)].push_back(
+                LoraSlice{c.landing->row_offset, c.a, c.b, adapter->scale});
+    } else {
+        if (!device_.data()) return Status::error("LoRA adapter slots were not reserved on the device");
+        PAGODA_RETURN_IF_ERROR(
+            write_device_slot(slot, cuts, adapter->scale).with_context("LoRA adapter " + adapter->path));
     }
-    const auto place = [&](const Tensor& t) {
-        if (host) return t;
-        Tensor d(base, DType::F32, t.shape(), backend_.device());
-        backend_.copy(d, t);
-        base += t.nbytes();
-        return d;
-    };
-    for (const Cut& c : cuts)
-        c.landing->set->slots[static_cast<size_t>(slot)].push_back(
-            LoraSlice{c.landing->row_offset, place(c.a), place(c.b), adapter->scale});
     s.id = id;
     s.adapter = std::move(adapter);
     return ok_status();

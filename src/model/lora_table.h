@@ -34,11 +34,13 @@ class LoraTable {
     LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPlan& plan, Backend& backend, int32_t max_loras,
               int64_t max_rank);
 
-    // On a device backend, takes each slot's memory now: room for an adapter of max_rank on every projection (this
-    // rank's share of each), so that the KV pool, sized after this, leaves it free and no adapter fails to fit
-    // later. An error says how much could not be had. Nothing to do on the CPU (adapters stay in host memory).
+    // On a device backend, takes the slots' memory now (one block, each slot at the places its projections'
+    // LoraDeviceLayout gives): room for an adapter of max_rank on every projection (this rank's share of each), so
+    // that the KV pool, sized after this, leaves it free and no adapter fails to fit later. An error says how much
+    // could not be had. Nothing to do on the CPU (adapters stay in host memory).
     Status reserve_slots();
-    // The bytes of one slot: A [max_rank, K] and B [N, max_rank] in F32 for every projection (this rank's share).
+    // The bytes of one slot: A [max_rank, K] and B [N, max_rank] in F32 for every projection (this rank's share),
+    // each at a 256-byte boundary.
     size_t slot_bytes() const { return slot_bytes_; }
 
     // The modules an adapter may target (read_lora_adapter checks adapters against these).
@@ -61,17 +63,24 @@ class LoraTable {
     struct Slot {
         int32_t id = 0;  // 0: free
         std::shared_ptr<const LoraAdapter> adapter;
-        Buffer device;        // the slot's memory on a device backend (reserve_slots): the adapter's A and B matrices
-        OwnedWeights shards;  // this rank's cuts of them, where a cut is a copy
+        OwnedWeights shards;  // this rank's cuts of its matrices, where a cut is a copy
         uint64_t last_used = 0;
     };
     struct Landing {
         LoraAdapterSet* set = nullptr;
         int64_t row_offset = 0;
-        ShardRole role;  // of the projection: how this rank's share of an adapter on it is cut
+        ShardRole role;   // of the projection: how this rank's share of an adapter on it is cut
+        size_t part = 0;  // its place in set->device.parts
+    };
+    // This rank's share of one module of an adapter.
+    struct Cut {
+        const Landing* landing;
+        Tensor a, b;
     };
     int32_t slot_of(int32_t id) const;
     Status install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter);
+    // Writes an adapter's cuts into a device slot: every part of every projection, zeros where the adapter has none.
+    Status write_device_slot(int32_t slot, const std::vector<Cut>& cuts, float scale);
     void clear(int32_t slot);
 
     Backend& backend_;
@@ -82,6 +91,7 @@ class LoraTable {
     std::map<std::string, Landing> landing_;  // model weight name -> where its deltas go
     std::vector<std::unique_ptr<LoraAdapterSet>> sets_;
     std::vector<Slot> slots_;
+    Buffer device_;  // every slot's matrices on a device backend (reserve_slots)
     uint64_t clock_ = 0;
 };
 

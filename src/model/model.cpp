@@ -346,6 +346,7 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
         if (static_cast<int64_t>(batch.lora_ids.size()) != T) return Status::error("one LoRA id per token");
         PAGODA_RETURN_IF_ERROR(lora_->map_tokens(batch.lora_ids, lora_slots_));
         step.lora_slots = lora_slots_;
+        step.lora_slot_count = lora_->max_loras();
     }
 
     Ops& ops = backend_.ops();

@@ -43,6 +43,7 @@ struct ForwardBatch {
     // by the model from lora_ids once the adapters are resident; what Ops::linear reads (runtime/lora.h).
     std::span<const int32_t> lora_ids;    // [T] or empty
     std::span<const int32_t> lora_slots;  // [T] or empty
+    int32_t lora_slot_count = 0;          // the adapter table's slots (--max-loras) when lora_slots is set
 
     // When > 0, kernels that size their work by the longest sequence (split-KV attention) plan for sequences of up
     // to this many tokens instead: a recorded step (CUDA graph) is replayed for longer sequences than it saw.

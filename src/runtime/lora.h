@@ -24,21 +24,56 @@ struct LoraSlice {
     float scale = 1.0f;
 };
 
-struct LoraAdapterSet {
-    // slots[s]: the slices of the adapter resident in slot s (empty: it does not touch this projection, or the slot
-    // is free). Sized once (--max-loras); changed only between steps.
-    std::vector<std::vector<LoraSlice>> slots;
+// Where a device backend keeps one projection's adapters (model::LoraTable on a device). Every slot holds, for each
+// part of the projection (q, k and v of a fused q/k/v; the projection itself when it is not fused), A [rank, K] and
+// B [rows, rank] in F32 at the same offsets from the slot's start, slots `slot_stride` bytes apart. `rank` is the
+// table's largest (--max-lora-rank): an adapter of a lower rank is zero-padded, a part it does not touch holds zeros,
+// and B is stored times the adapter's scale. So a kernel finds slot s's matrices from s alone, and a recorded step
+// (a CUDA graph) stays right when other adapters move into the slots.
+struct LoraDeviceLayout {
+    struct Part {
+        int64_t row_offset = 0;             // the part's first output feature in the projection's output
+        int64_t rows = 0;                   // its output features
+        size_t a_offset = 0, b_offset = 0;  // bytes from a slot's start
+    };
+    const std::byte* base = nullptr;  // slot 0's start; null on the host, and until the slots are reserved
+    size_t slot_stride = 0;
+    int64_t rank = 0, K = 0;
+    std::vector<Part> parts;  // in row order
 };
 
+struct LoraAdapterSet {
+    // The host backend: slots[s] holds the slices of the adapter resident in slot s (empty: it does not touch this
+    // projection, or the slot is free). Sized once (--max-loras); changed only between steps.
+    std::vector<std::vector<LoraSlice>> slots;
+    // A device backend: the slots' fixed places (slots stays empty there).
+    LoraDeviceLayout device;
+};
+
+// A device kernel's share of a step's adapter tokens: `count` (at most kLoraTileRows) tokens of adapter slot `slot`,
+// LoraTokenGroups::order[begin, begin + count). A tile of count 0 is padding: its blocks do nothing.
+struct LoraTile {
+    int32_t slot = 0, begin = 0, count = 0, unused = 0;
+};
+inline constexpr int32_t kLoraTileRows = 16;
+// The most tiles the tokens of a step can need: each slot's tokens in runs of kLoraTileRows, the last one short. A
+// recorded step is laid out for this many (the same for every step of its size), the rest padding.
+int32_t lora_tile_bound(int32_t tokens, int32_t slots);
+
 // A step's tokens grouped by adapter slot (a counting sort of ForwardBatch::lora_slots): tokens of slot s are
-// order[offsets[s] .. offsets[s+1]). The CPU loops over the groups; the CUDA path runs one shrink/expand per group.
-// Kept across steps (clear keeps the capacity).
+// order[offsets[s] .. offsets[s+1]). The CPU loops over the groups; the CUDA path launches one shrink and one expand
+// a projection over their tiles. Kept across steps (build keeps the capacity).
 struct LoraTokenGroups {
     std::vector<int32_t> order;
     std::vector<int32_t> offsets;  // [num_slots + 1]
     std::vector<int32_t> cursor;   // build()'s scratch
 
     void build(std::span<const int32_t> token_slots, int32_t num_slots);
+    // After build: the groups cut into tiles of up to kLoraTileRows tokens, padded with empty tiles to `bound`
+    // (lora_tile_bound of the step, at least the tiles needed), and order padded with token 0 to `tokens` entries,
+    // so that a step's arrays have one size whatever its adapters (what a CUDA graph's replay needs).
+    void tile(int32_t tokens, int32_t bound);
+    std::vector<LoraTile> tiles;
     int32_t num_slots() const { return offsets.empty() ? 0 : static_cast<int32_t>(offsets.size()) - 1; }
     std::span<const int32_t> tokens(int32_t slot) const {
         return std::span<const int32_t>(order).subspan(offsets[slot], offsets[slot + 1] - offsets[slot]);

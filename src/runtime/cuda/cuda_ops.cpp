@@ -37,7 +37,7 @@ void CudaOps::begin_step(const ForwardBatch& b) {
         PAGODA_CUDA_OK(cudaMemcpyAsync(step_device_.get(bytes, stream_), step_staging_.get(bytes), bytes,
                                        cudaMemcpyHostToDevice, stream_));
     if (bytes > 0 && !capturing_) PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
-    begin_lora_step(b);
+    lora_slots_ = b.lora_slots;
 }
 
 void CudaOps::end_step() {
@@ -94,13 +94,14 @@ uint64_t CudaOps::memory_generation() const {
     return step_staging_.reallocations() + step_device_.reallocations() + convert_scratch_.reallocations() +
            dequantized_weight_.reallocations() + gathered_input_.reallocations() +
            attention_workspace_.reallocations() + moe_workspace_.reallocations() +
-           delta_rule_workspace_.reallocations();
+           delta_rule_workspace_.reallocations() + lora_shrunk_.reallocations();
 }
 
 size_t CudaOps::stage(const ForwardBatch& b) {
     step_.clear();
     checked_.clear();
     invalidate_converted();
+    group_lora_tokens(b);
     const std::initializer_list<std::pair<const void*, size_t>> arrays = {
         {b.token_ids.data(), b.token_ids.size_bytes()},
         {b.positions.data(), b.positions.size_bytes()},
@@ -109,7 +110,9 @@ size_t CudaOps::stage(const ForwardBatch& b) {
         {b.block_tables.data(), b.block_tables.size_bytes()},
         {b.slot_mapping.data(), b.slot_mapping.size_bytes()},
         {b.state_slots.data(), b.state_slots.size_bytes()},
-        {b.logits_indices.data(), b.logits_indices.size_bytes()}};
+        {b.logits_indices.data(), b.logits_indices.size_bytes()},
+        {lora_groups_.order.data(), lora_groups_.order.size() * sizeof(int32_t)},
+        {lora_groups_.tiles.data(), lora_groups_.tiles.size() * sizeof(LoraTile)}};
     size_t total = 0;
     for (const auto& [ptr, bytes] : arrays)
         total += align256(bytes);

@@ -184,7 +184,8 @@ class CudaOps final : public CudaOpsBase {
 
     // Copies the batch's host arrays into the pinned staging memory, one after another at 256-byte offsets (the same
     // offsets for every batch of the same shape: a recorded upload finds a replayed batch's arrays where it expects
-    // them), and remembers where each will be on the device. Returns the bytes to upload.
+    // them), and remembers where each will be on the device; with the arrays, the batch's LoRA token order and
+    // tiles (group_lora_tokens). Returns the bytes to upload.
     size_t stage(const ForwardBatch& b);
 
     // The checked arguments of the attention prologue kernel (q/k norm and RoPE; the caller adds the cache store).
@@ -236,9 +237,9 @@ class CudaOps final : public CudaOpsBase {
 
     void check_cache(const KvCacheLayer& cache, int64_t H_kv, int64_t D, const ForwardBatch& batch, const char* op);
 
-    // Multi-LoRA (lora.cpp): the step's tokens grouped by adapter slot, the groups' token lists on the device, and
-    // y += each token's adapter delta after a projection that has adapters.
-    void begin_lora_step(const ForwardBatch& b);
+    // Multi-LoRA (lora.cpp): the step's tokens grouped by adapter slot and cut into tiles (by stage(), which uploads
+    // them with the batch), and y += each token's adapter delta after a projection that has adapters.
+    void group_lora_tokens(const ForwardBatch& b);
     void add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor& y);
 
     // linear() of a BF16/F16/F32 weight (the checks shared with other formats done).
@@ -312,9 +313,8 @@ class CudaOps final : public CudaOpsBase {
     PinnedScratch argmax_host_;
 
     std::span<const int32_t> lora_slots_;  // the step's (empty: no adapters)
-    LoraTokenGroups lora_groups_;
-    DeviceScratch lora_tokens_;  // lora_groups_.order on the device
-    DeviceScratch lora_shrunk_;  // the shrink's [tokens, rank] output
+    LoraTokenGroups lora_groups_;          // its order and tiles are staged with the step's arrays
+    DeviceScratch lora_shrunk_;            // the shrink's [tokens, parts, rank] output
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

@@ -1,62 +1,80 @@
-// CudaOps' multi-LoRA path (runtime/lora.h): the step's tokens are grouped by adapter slot once (begin_step), the
-// groups' token lists uploaded once, and each projection with adapters runs, per slot with tokens and per slice of
-// that slot, the gathered shrink and expand kernels (kernels/cuda/lora). Steps with adapters are never recorded into
-// CUDA graphs (DecodeGraphs::accepts), so the uploads here need no staging for a replay.
+// CudaOps' multi-LoRA path (runtime/lora.h): the step's tokens are grouped by adapter slot and cut into tiles when the
+// batch is staged (stage(), so that a CUDA graph's replay restages them with the batch), and each projection with
+// adapters runs one shrink and one expand over every tile (kernels/cuda/lora), reading each slot's matrices at the
+// fixed places of the projection's LoraDeviceLayout.
 #include <algorithm>
+#include <cstddef>
+#include <string>
 
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
 
-void CudaOps::begin_lora_step(const ForwardBatch& b) {
-    lora_slots_ = b.lora_slots;
-    if (lora_slots_.empty()) return;
-    if (capturing_) {  // the token lists below are copied from pageable memory: not recordable
-        capture_failed_ = true;
+static_assert(sizeof(LoraTile) == sizeof(kcu::LoraTileDesc) && offsetof(LoraTile, slot) == 0 &&
+                  offsetof(LoraTile, begin) == offsetof(kcu::LoraTileDesc, begin) &&
+                  offsetof(LoraTile, count) == offsetof(kcu::LoraTileDesc, count),
+              "the kernels read runtime's tiles as they are");
+static_assert(kLoraTileRows == kcu::kLoraTileTokens, "one tile size for the host and the kernels");
+
+void CudaOps::group_lora_tokens(const ForwardBatch& b) {
+    if (b.lora_slots.empty()) {
+        lora_groups_.order.clear();
+        lora_groups_.tiles.clear();
         return;
     }
-    int32_t slots = 0;
-    for (int32_t s : lora_slots_)
-        slots = std::max(slots, s + 1);
-    lora_groups_.build(lora_slots_, slots);
-    const size_t bytes = lora_groups_.order.size() * sizeof(int32_t);
-    if (bytes > 0)
-        PAGODA_CUDA_OK(cudaMemcpyAsync(lora_tokens_.get(bytes, stream_), lora_groups_.order.data(), bytes,
-                                       cudaMemcpyHostToDevice, stream_));
+    const auto T = static_cast<int32_t>(b.lora_slots.size());
+    int32_t top = -1;
+    for (int32_t s : b.lora_slots)
+        top = std::max(top, s);
+    expect(top < b.lora_slot_count, "linear",
+           "a token's LoRA slot " + std::to_string(top) + " is outside the step's " +
+               std::to_string(b.lora_slot_count) + " adapter slots (ForwardBatch::lora_slot_count)");
+    lora_groups_.build(b.lora_slots, b.lora_slot_count);
+    lora_groups_.tile(T, lora_tile_bound(T, b.lora_slot_count));
 }
 
 void CudaOps::add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor& y) {
-    expect(x.dim(0) == static_cast<int64_t>(lora_slots_.size()), "linear",
+    const LoraDeviceLayout& layout = set.device;
+    const auto T = static_cast<int64_t>(lora_slots_.size());
+    expect(x.dim(0) == T, "linear",
            "a projection with adapters ran on " + std::to_string(x.dim(0)) + " rows, not the step's " +
-               std::to_string(lora_slots_.size()) + " tokens");
+               std::to_string(T) + " tokens");
+    if (layout.parts.empty()) return;  // no adapter can target this projection
+    expect(layout.base != nullptr, "linear", "a projection with adapters has no adapter slots on the device");
+    expect(layout.K == x.dim(1) && layout.parts.size() <= static_cast<size_t>(kcu::kLoraMaxParts) &&
+               layout.parts.back().row_offset + layout.parts.back().rows <= y.dim(1),
+           "linear", "the adapter slots' layout does not fit the projection");
     const auto profile = profiler_.scope("linear (lora)");
-    const auto* tokens =
-        static_cast<const int32_t*>(lora_tokens_.get(lora_groups_.order.size() * sizeof(int32_t), stream_));
-    const int32_t slots = std::min(lora_groups_.num_slots(), static_cast<int32_t>(set.slots.size()));
-    // One shrink buffer for every slice: a reallocation between launches would free memory still in use.
-    int64_t max_rank = 0;
-    for (int32_t s = 0; s < slots; ++s)
-        for (const LoraSlice& slice : set.slots[static_cast<size_t>(s)])
-            max_rank = std::max(max_rank, slice.a.dim(0));
-    if (max_rank == 0) return;
-    auto* u = static_cast<float*>(
-        lora_shrunk_.get(lora_slots_.size() * static_cast<size_t>(max_rank) * sizeof(float), stream_));
-    for (int32_t s = 0; s < slots; ++s) {
-        const int64_t n = static_cast<int64_t>(lora_groups_.tokens(s).size());
-        if (n == 0) continue;
-        const int32_t* group = tokens + lora_groups_.offsets[static_cast<size_t>(s)];
-        for (const LoraSlice& slice : set.slots[static_cast<size_t>(s)]) {
-            const int64_t rank = slice.a.dim(0), K = slice.a.dim(1), N = slice.b.dim(0);
-            expect(K == x.dim(1) && slice.row_offset + N <= y.dim(1) && slice.a.device() == x.device(), "linear",
-                   "a LoRA slice does not fit its projection");
-            kcu::launch_lora_shrink(
-                {x.data_as<float>(), x.stride(0), slice.a.data_as<float>(), rank, K, slice.scale, group, n, u},
-                stream_);
-            kcu::launch_lora_expand(
-                {u, slice.b.data_as<float>(), rank, N, y.data_as<float>(), y.stride(0), slice.row_offset, group, n},
-                stream_);
-        }
+    kcu::LoraArgs a{};
+    a.x = x.data_as<float>();
+    a.x_stride = x.stride(0);
+    a.y = y.data_as<float>();
+    a.y_stride = y.stride(0);
+    a.slots = reinterpret_cast<const float*>(layout.base);
+    a.slot_stride = static_cast<int64_t>(layout.slot_stride / sizeof(float));
+    a.rank = layout.rank;
+    a.K = layout.K;
+    a.num_parts = static_cast<int32_t>(layout.parts.size());
+    for (size_t p = 0; p < layout.parts.size(); ++p) {
+        const LoraDeviceLayout::Part& part = layout.parts[p];
+        a.parts[p] = {part.row_offset, part.rows, static_cast<int64_t>(part.a_offset / sizeof(float)),
+                      static_cast<int64_t>(part.b_offset / sizeof(float))};
+        a.max_rows = std::max(a.max_rows, part.rows);
     }
+    // The token order and the tiles came up with the step's arrays (stage()).
+    const void* arrays[2];
+    resolve({{lora_groups_.order.data(), lora_groups_.order.size() * sizeof(int32_t)},
+             {lora_groups_.tiles.data(), lora_groups_.tiles.size() * sizeof(LoraTile)}},
+            arrays);
+    a.order = static_cast<const int32_t*>(arrays[0]);
+    a.tiles = static_cast<const kcu::LoraTileDesc*>(arrays[1]);
+    a.num_tiles = static_cast<int32_t>(lora_groups_.tiles.size());
+    // Sized for the most parts and the table's rank, so that every projection of a step takes the same buffer: a
+    // reallocation between launches would free memory still in use, and a recorded step must find it in place.
+    a.u = static_cast<float*>(
+        lora_shrunk_.get(static_cast<size_t>(T * kcu::kLoraMaxParts * layout.rank) * sizeof(float), stream_));
+    kcu::launch_lora_shrink(a, stream_);
+    kcu::launch_lora_expand(a, stream_);
 }
 
 }  // namespace pagoda

@@ -1,4 +1,5 @@
-// Multi-LoRA on the CUDA backend (the gathered shrink/expand kernels, kernels/cuda/lora): the adapters of
+// Multi-LoRA on the CUDA backend (the tiled shrink/expand kernels, kernels/cuda/lora, over the adapter slots' device
+// layout; the kernels' harder shapes are op-harness cases, `backend_ops_test --gtest_filter='*lora*'`): the adapters of
 // tests/golden/lora against transformers + peft's logits within cuda_golden_test's bound for the base model (2e-2 of
 // max|ref|, or 1.5x transformers' bf16 drift where that is more), in a step that mixes the adapter's sequence with a
 // base one (whose logits must stay the base model's), and for one-token decode steps (the GEMV path plus the delta).

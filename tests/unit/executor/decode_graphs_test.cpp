@@ -131,5 +131,22 @@ TEST(DecodeGraphs, PaddingLeavesTheRealRowsAlone) {
             << "cache element " << i;
 }
 
+TEST(DecodeGraphs, PaddingRowsTakeNoAdapter) {
+    ForwardBatchBuilder decode(16);
+    const std::vector<int32_t> table = {3};
+    decode.add_sequence(std::vector<int32_t>{1}, 4, table, 0, ForwardBatchBuilder::Logits::Last, /*lora_id=*/7);
+    decode.add_sequence(std::vector<int32_t>{2}, 4, table, 0, ForwardBatchBuilder::Logits::Last, /*lora_id=*/0);
+    decode.add_sequence(std::vector<int32_t>{3}, 4, table, 0, ForwardBatchBuilder::Logits::Last, /*lora_id=*/9);
+    PaddedDecodeBatch padded;
+    pad_decode_batch(decode.view(), 8, 4, 64, padded);
+    EXPECT_EQ(std::vector<int32_t>(padded.view.lora_ids.begin(), padded.view.lora_ids.end()),
+              (std::vector<int32_t>{7, 0, 9, 0, 0, 0, 0, 0}));
+    // A step without adapters stays without them (its graph is the base model's).
+    ForwardBatchBuilder base(16);
+    base.add_sequence(std::vector<int32_t>{1}, 4, table, 0);
+    pad_decode_batch(base.view(), 8, 4, 64, padded);
+    EXPECT_TRUE(padded.view.lora_ids.empty());
+}
+
 }  // namespace
 }  // namespace pagoda::executor

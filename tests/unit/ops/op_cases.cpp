@@ -808,6 +808,12 @@ const std::vector<OpCase>& op_cases() {
             linear(300, 1000, 1024, BF16, false),
             linear(512, 384, 256, BF16, true),
             linear(512, 128, 128, F32, false),
+            // Multi-LoRA: a decode token, tiles of one slot past 16 tokens with K past the shrink's 256-input chunk
+            // (rank 20: the expand's float4 path; 21: its scalar one), four uneven parts, a prefill of many tiles.
+            lora_linear(1, 300, 16, {64}),
+            lora_linear(40, 1000, 20, {40, 24, 8, 8}),
+            lora_linear(40, 1000, 21, {40, 24, 8, 8}),
+            lora_linear(300, 512, 16, {100, 28}),
             // Gated MLP: four warps per row (2I < 8192), one warp per row (2I >= 8192), an odd K (the element-wise
             // GEMV), fp8, and more tokens (the default: linear then silu_mul).
             linear_silu_mul(1, 96, 256, BF16),

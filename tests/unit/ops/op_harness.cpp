@@ -328,9 +328,10 @@ std::unique_ptr<CaseRun> run_case(const OpCase& c, Backend& backend, Layout layo
     auto run = std::make_unique<CaseRun>(backend, layout, c.seed ^ std::hash<std::string>{}(c.name));
     const std::function<void()> op = c.build(*run);
     const ForwardBatch* batch = run->step_batch();
-    if (through_step && batch) backend.ops().begin_step(*batch);
+    const bool step = (through_step || c.needs_step) && batch;
+    if (step) backend.ops().begin_step(*batch);
     op();
-    if (through_step && batch) backend.ops().end_step();
+    if (step) backend.ops().end_step();
     run->collect();
     return run;
 }

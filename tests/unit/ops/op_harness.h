@@ -132,6 +132,8 @@ struct OpCase {
     std::string op;    // the Ops member it exercises, asked of Ops::supports
     CaseBuilder build;
     uint64_t seed = 1;
+    // The op reads its step's batch (LoRA's adapter slots): every run goes through begin_step/end_step of it.
+    bool needs_step = false;
 };
 
 // The correctness table (also timed by the perf mode): every op, small and odd shapes, strided views, every dtype.
@@ -141,6 +143,10 @@ const std::vector<OpCase>& qwen3_8b_cases();
 // Qwen3-30B-A3B's MoE layers (router and experts, decode at 1 to 256 tokens and a prefill of 2,048): perf mode only.
 const std::vector<OpCase>& qwen3_30b_a3b_cases();
 
+// Ops::linear with LoRA adapters over three slots and the base (lora_cases.cpp): T tokens, K inputs, the table's rank
+// R, a projection of `parts` (their output features, one after another).
+OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts);
+
 // The only place the harness calls Ops::linear, so a change of its signature touches one line.
 void call_linear(Ops& ops, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);
 void call_linear(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor& y);
@@ -148,7 +154,8 @@ void call_linear(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor&
 // A case's name as a gtest name: letters, digits and underscores.
 std::string test_name(std::string_view case_name);
 
-// Builds `c` on `backend` and runs it once (inside begin_step/end_step of its batch when `through_step`), then reads
+// Builds `c` on `backend` and runs it once (inside begin_step/end_step of its batch when `through_step` or the case
+// needs it), then reads
 // its outputs back. Null (and `why` set) when the backend does not run the op.
 std::unique_ptr<CaseRun> run_case(const OpCase& c, Backend& backend, Layout layout, bool through_step,
                                   std::string* why);

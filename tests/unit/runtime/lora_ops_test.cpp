@@ -3,6 +3,8 @@
 // the token grouping the backends share.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -31,6 +33,39 @@ TEST(LoraTokenGroups, GroupsTokensBySlotInOrder) {
     EXPECT_EQ(std::vector<int32_t>(g.tokens(2).begin(), g.tokens(2).end()), (std::vector<int32_t>{4}));
     g.build(std::vector<int32_t>{-1, -1}, 1);  // reused: nothing left over
     EXPECT_TRUE(g.tokens(0).empty());
+}
+
+TEST(LoraTokenGroups, TilesCoverEachSlotsTokensAndPadToTheBound) {
+    // 40 tokens over slots 0..2 and the base: slot 0 has 20 (a full tile and 4), slot 2 has 17 (16 and 1), slot 1 none.
+    std::vector<int32_t> slots(40);
+    for (size_t t = 0; t < slots.size(); ++t)
+        slots[t] = t < 20 ? 0 : t < 37 ? 2 : -1;
+    LoraTokenGroups g;
+    g.build(slots, 3);
+    const int32_t bound = lora_tile_bound(40, 3);
+    EXPECT_EQ(bound, 3 + 3);
+    g.tile(40, bound);
+    ASSERT_EQ(g.tiles.size(), static_cast<size_t>(bound));
+    const std::vector<std::array<int32_t, 3>> want = {{0, 0, 16}, {0, 16, 4}, {2, 20, 16}, {2, 36, 1}};
+    for (size_t i = 0; i < g.tiles.size(); ++i) {
+        const LoraTile& t = g.tiles[i];
+        if (i < want.size()) {
+            EXPECT_EQ((std::array<int32_t, 3>{t.slot, t.begin, t.count}), want[i]) << "tile " << i;
+        } else {
+            EXPECT_EQ(t.count, 0) << "padding tile " << i;
+        }
+    }
+    ASSERT_EQ(g.order.size(), 40u);  // padded to the step's tokens
+    for (int32_t i = 0; i < 37; ++i)
+        EXPECT_EQ(g.order[static_cast<size_t>(i)], i);
+    // The bound holds for the worst case: every slot one token more than whole tiles.
+    std::vector<int32_t> worst;
+    for (int32_t s = 0; s < 4; ++s)
+        worst.insert(worst.end(), 17, s);
+    g.build(worst, 4);
+    g.tile(static_cast<int32_t>(worst.size()), lora_tile_bound(static_cast<int32_t>(worst.size()), 4));
+    EXPECT_EQ(std::count_if(g.tiles.begin(), g.tiles.end(), [](const LoraTile& t) { return t.count > 0; }), 8);
+    EXPECT_LE(8, lora_tile_bound(68, 4));
 }
 
 TEST(LoraOps, LinearAddsEachTokensAdapterDelta) {

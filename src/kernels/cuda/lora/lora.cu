@@ -1,6 +1,8 @@
-// The LoRA shrink and expand kernels (lora.h). Low-rank deltas are a small share of a step's work next to the base
-// GEMMs; these are plain and correct rather than tuned (one block per (token, rank row) for the shrink, a thread per
-// output feature for the expand).
+// The LoRA shrink and expand kernels (lora.h). A block works on one tile (up to 16 tokens of one adapter slot), so
+// each adapter's matrices are read once a tile rather than once a token: the shrink stages the tile's inputs in
+// shared memory a chunk of K at a time and gives each warp two of A's rows; the expand keeps the tile's u in shared
+// memory and gives each thread one output feature (one row of B). Low-rank deltas are a small share of a step next to
+// the base GEMMs; these are plain rather than tuned.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lora/lora.h"
 
@@ -8,49 +10,130 @@ namespace pagoda::kernels::cuda {
 
 namespace {
 
-constexpr int kShrinkThreads = 128;
-constexpr int kExpandThreads = 256;
+constexpr int kTokens = kLoraTileTokens;
+constexpr int kShrinkWarps = 8;
+constexpr int kShrinkRowsPerWarp = 2;
+constexpr int kShrinkRows = kShrinkWarps * kShrinkRowsPerWarp;  // A's rows a block takes
+constexpr int kShrinkChunk = 256;                               // inputs staged in shared memory per pass
+constexpr int kExpandThreads = 128;
 
-__global__ void lora_shrink_kernel(LoraShrinkArgs a) {
+__global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs a) {
     PAGODA_KERNEL_PROLOGUE();
-    const int64_t i = blockIdx.x, j = blockIdx.y;
-    const float* x = a.x + static_cast<int64_t>(a.tokens[i]) * a.x_stride;
-    const float* row = a.a + j * a.K;
-    float acc = 0.0f;
-    for (int64_t k = threadIdx.x; k < a.K; k += blockDim.x)
-        acc += x[k] * row[k];
-    acc = block_sum(acc);
-    if (threadIdx.x == 0) a.u[i * a.rank + j] = acc * a.scale;
+    __shared__ float xs[kTokens][kShrinkChunk];
+    const LoraTileDesc tile = a.tiles[blockIdx.x];
+    const int64_t r0 = static_cast<int64_t>(blockIdx.z) * kShrinkRows;
+    if (tile.count <= 0 || r0 >= a.rank) return;  // the same for the whole block
+    const LoraPartArgs p = a.parts[blockIdx.y];
+    const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
+    const float* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
+    const float* row[kShrinkRowsPerWarp];
+    bool live[kShrinkRowsPerWarp];
+#pragma unroll
+    for (int q = 0; q < kShrinkRowsPerWarp; ++q) {
+        const int64_t r = r0 + warp * kShrinkRowsPerWarp + q;
+        live[q] = r < a.rank;
+        row[q] = slot + p.a_offset + (live[q] ? r : 0) * a.K;
+    }
+    float acc[kShrinkRowsPerWarp][kTokens] = {};
+    for (int64_t k0 = 0; k0 < a.K; k0 += kShrinkChunk) {
+        __syncthreads();  // every warp is done with the previous chunk
+        for (int e = static_cast<int>(threadIdx.x); e < kTokens * kShrinkChunk; e += static_cast<int>(blockDim.x)) {
+            const int j = e / kShrinkChunk, k = e % kShrinkChunk;
+            xs[j][k] = j < tile.count && k0 + k < a.K
+                           ? a.x[static_cast<int64_t>(a.order[tile.begin + j]) * a.x_stride + k0 + k]
+                           : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int c = 0; c < kShrinkChunk / 32; ++c) {
+            const int64_t k = k0 + c * 32 + lane;
+            float w[kShrinkRowsPerWarp];
+#pragma unroll
+            for (int q = 0; q < kShrinkRowsPerWarp; ++q)
+                w[q] = live[q] && k < a.K ? row[q][k] : 0.0f;
+#pragma unroll
+            for (int j = 0; j < kTokens; ++j) {
+                const float xv = xs[j][c * 32 + lane];
+#pragma unroll
+                for (int q = 0; q < kShrinkRowsPerWarp; ++q)
+                    acc[q][j] += xv * w[q];
+            }
+        }
+    }
+    const int64_t u_stride = a.num_parts * a.rank;
+#pragma unroll
+    for (int q = 0; q < kShrinkRowsPerWarp; ++q) {
+        const int64_t r = r0 + warp * kShrinkRowsPerWarp + q;
+#pragma unroll
+        for (int j = 0; j < kTokens; ++j) {
+            const float v = warp_sum(acc[q][j]);
+            if (lane == 0 && live[q] && j < tile.count)
+                a.u[(tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.y) * a.rank + r] = v;
+        }
+    }
 }
 
-__global__ void lora_expand_kernel(LoraExpandArgs a) {
+__global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a) {
     PAGODA_KERNEL_PROLOGUE();
-    const int64_t i = blockIdx.x;
-    const int64_t n = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
-    if (n >= a.N) return;
-    const float* u = a.u + i * a.rank;
-    const float* b = a.b + n * a.rank;
-    float acc = 0.0f;
-    for (int64_t j = 0; j < a.rank; ++j)
-        acc += u[j] * b[j];
-    a.y[static_cast<int64_t>(a.tokens[i]) * a.y_stride + a.row_offset + n] += acc;
+    extern __shared__ float us[];  // [kTokens, rank]: the tile's u for this part
+    const LoraTileDesc tile = a.tiles[blockIdx.x];
+    const LoraPartArgs p = a.parts[blockIdx.z];
+    const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kExpandThreads;
+    if (tile.count <= 0 || n0 >= p.rows) return;  // the same for the whole block
+    const int64_t R = a.rank, u_stride = a.num_parts * R;
+    for (int64_t e = threadIdx.x; e < kTokens * R; e += blockDim.x) {
+        const int64_t j = e / R, r = e % R;
+        us[e] = j < tile.count ? a.u[(tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.z) * R + r] : 0.0f;
+    }
+    __syncthreads();
+    const int64_t n = n0 + threadIdx.x;
+    if (n >= p.rows) return;
+    const float* b = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride + p.b_offset + n * R;
+    float acc[kTokens] = {};
+    int64_t r = 0;
+    if ((R & 3) == 0) {  // B's rows are 16-byte aligned (the layout aligns each matrix to 256 bytes)
+        for (; r < R; r += 4) {
+            const float4 w = *reinterpret_cast<const float4*>(b + r);
+#pragma unroll
+            for (int j = 0; j < kTokens; ++j) {
+                const float* uj = us + j * R + r;
+                acc[j] += uj[0] * w.x + uj[1] * w.y + uj[2] * w.z + uj[3] * w.w;
+            }
+        }
+    }
+    for (; r < R; ++r) {
+        const float w = b[r];
+#pragma unroll
+        for (int j = 0; j < kTokens; ++j)
+            acc[j] += us[j * R + r] * w;
+    }
+#pragma unroll
+    for (int j = 0; j < kTokens; ++j)
+        if (j < tile.count)
+            a.y[static_cast<int64_t>(a.order[tile.begin + j]) * a.y_stride + p.row_offset + n] += acc[j];
 }
 
 }  // namespace
 
-void launch_lora_shrink(const LoraShrinkArgs& a, cudaStream_t stream) {
-    if (a.num_tokens <= 0 || a.rank <= 0) return;
-    PAGODA_KERNEL_REQUIRE(a.num_tokens < (int64_t{1} << 31) && a.rank <= 65535, "LoRA shrink grid too large");
-    const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(a.rank));
-    launch_kernel<lora_shrink_kernel>(grid, kShrinkThreads, 0, stream, a);
+void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream) {
+    if (a.num_tiles <= 0 || a.rank <= 0 || a.num_parts <= 0) return;
+    PAGODA_KERNEL_REQUIRE(a.num_parts <= kLoraMaxParts, "LoRA: too many parts in one projection");
+    const int64_t groups = (a.rank + kShrinkRows - 1) / kShrinkRows;
+    PAGODA_KERNEL_REQUIRE(groups <= 65535, "LoRA shrink grid too large");
+    const dim3 grid(static_cast<unsigned>(a.num_tiles), static_cast<unsigned>(a.num_parts),
+                    static_cast<unsigned>(groups));
+    launch_kernel<lora_shrink_kernel>(grid, kShrinkWarps * 32, 0, stream, a);
 }
 
-void launch_lora_expand(const LoraExpandArgs& a, cudaStream_t stream) {
-    if (a.num_tokens <= 0 || a.N <= 0) return;
-    const int64_t col_blocks = (a.N + kExpandThreads - 1) / kExpandThreads;
-    PAGODA_KERNEL_REQUIRE(a.num_tokens < (int64_t{1} << 31) && col_blocks <= 65535, "LoRA expand grid too large");
-    const dim3 grid(static_cast<unsigned>(a.num_tokens), static_cast<unsigned>(col_blocks));
-    launch_kernel<lora_expand_kernel>(grid, kExpandThreads, 0, stream, a);
+void launch_lora_expand(const LoraArgs& a, cudaStream_t stream) {
+    if (a.num_tiles <= 0 || a.rank <= 0 || a.num_parts <= 0 || a.max_rows <= 0) return;
+    PAGODA_KERNEL_REQUIRE(a.num_parts <= kLoraMaxParts, "LoRA: too many parts in one projection");
+    const int64_t col_blocks = (a.max_rows + kExpandThreads - 1) / kExpandThreads;
+    const size_t smem = static_cast<size_t>(kTokens * a.rank) * sizeof(float);
+    PAGODA_KERNEL_REQUIRE(col_blocks <= 65535 && smem <= 48 * 1024, "LoRA expand grid or rank too large");
+    const dim3 grid(static_cast<unsigned>(a.num_tiles), static_cast<unsigned>(col_blocks),
+                    static_cast<unsigned>(a.num_parts));
+    launch_kernel<lora_expand_kernel>(grid, kExpandThreads, smem, stream, a);
 }
 
 }  // namespace pagoda::kernels::cuda

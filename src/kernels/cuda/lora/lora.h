@@ -1,36 +1,50 @@
-// CUDA launchers for multi-LoRA (runtime/lora.h): a step's tokens are grouped by adapter slot, and each group runs a
-// shrink (u = scale · x · Aᵀ, rank values per token) then an expand (y[:, off:off+N] += u · Bᵀ) per slice of the
-// projection. Gathered: the kernels read the group's rows of x and y through its token list, so nothing is copied.
+// CUDA launchers for multi-LoRA (runtime/lora.h): a projection's adapter deltas for every token of a step in two
+// launches, whatever the adapters. The step's adapter tokens come sorted by slot (`order`) and cut into tiles of up
+// to kLoraTileRows tokens of one slot; each slot keeps its adapter's matrices at fixed places (runtime's
+// LoraDeviceLayout: A [rank, K] and B [rows, rank] per part of the projection, zero-padded to the table's rank, B
+// times the adapter's scale). The shrink writes u = x · Aᵀ per (token, part); the expand adds u · Bᵀ into the part's
+// columns of y. Nothing depends on host data but the grid's size (the tile count, fixed for a recorded step), so a
+// CUDA graph replays them for any mix of adapters.
 #pragma once
 
 #include "kernels/cuda/types.h"
 
 namespace pagoda::kernels::cuda {
 
-// u[i, j] = scale · Σ_k x[tokens[i], k] · a[j, k] for i < num_tokens, j < rank. a F32 [rank, K]; u F32 [num_tokens,
-// rank] dense; tokens on the device.
-struct LoraShrinkArgs {
+inline constexpr int kLoraMaxParts = 4;  // Qwen3.5's fused Gated DeltaNet input projection: qkv, z, b, a
+inline constexpr int kLoraTileTokens = 16;
+
+// The same fields, in the same order, as runtime's LoraTile (runtime/cuda/lora.cpp checks it).
+struct LoraTileDesc {
+    int32_t slot, begin, count, unused;
+};
+
+struct LoraPartArgs {
+    int64_t row_offset, rows;    // the part's output features in y
+    int64_t a_offset, b_offset;  // in floats from a slot's start
+};
+
+// For every tile i < num_tiles with count > 0, token t = order[tiles[i].begin + j] (j < count) of slot s:
+//   shrink: u[(begin + j), p, r] = Σ_k x[t, k] · A_{s,p}[r, k]          for r < rank, p < num_parts
+//   expand: y[t, row_offset_p + n] += Σ_r u[(begin + j), p, r] · B_{s,p}[n, r]   for n < rows_p
+// with A_{s,p} at slots + s · slot_stride + a_offset_p, B likewise. u is [order's length, num_parts, rank] F32.
+struct LoraArgs {
     const float* x;
     int64_t x_stride;
-    const float* a;
+    float* y;
+    int64_t y_stride;
+    const float* slots;
+    int64_t slot_stride;  // floats
     int64_t rank, K;
-    float scale;
-    const int32_t* tokens;
-    int64_t num_tokens;
+    LoraPartArgs parts[kLoraMaxParts];
+    int32_t num_parts;
+    int64_t max_rows;  // the largest part's rows (the expand's grid)
+    const int32_t* order;
+    const LoraTileDesc* tiles;
+    int32_t num_tiles;
     float* u;
 };
-void launch_lora_shrink(const LoraShrinkArgs& a, cudaStream_t stream);
-
-// y[tokens[i], row_offset + n] += Σ_j u[i, j] · b[n, j] for n < N. b F32 [N, rank].
-struct LoraExpandArgs {
-    const float* u;
-    const float* b;
-    int64_t rank, N;
-    float* y;
-    int64_t y_stride, row_offset;
-    const int32_t* tokens;
-    int64_t num_tokens;
-};
-void launch_lora_expand(const LoraExpandArgs& a, cudaStream_t stream);
+void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream);
+void launch_lora_expand(const LoraArgs& a, cudaStream_t stream);
 
 }  // namespace pagoda::kernels::cuda
