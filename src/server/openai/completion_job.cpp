@@ -270,6 +270,7 @@ void CompletionJob::emit(Choice& ch, int index, const std::string& lp_json, bool
             ch.prefix.clear();
         }
         t += out_text;
+        ch.text_chars += utf8_code_points(t);
         if (!t.empty() || ch.done || !lp_json.empty())
             responder->write(sse->completion_text(index, t, ch.done ? ch.finish : "", lp_json, per_chunk_usage));
     }

@@ -47,6 +47,9 @@ class OutputSink {
                                       const UsageCounts& usage) = 0;
 };
 
+// Code points in UTF-8 text (what Python's len() counts: vLLM's text_offset is in those).
+int64_t utf8_code_points(std::string_view text);
+
 struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     struct Choice {
         std::optional<IncrementalDecoder> decoder;
@@ -61,6 +64,7 @@ struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
         double first_token_time = 0.0;              // of the first token (time per output token)
         double last_token_time = 0.0;               // of the previous token (inter-token latency)
         int64_t timed_tokens = 0;                   // tokens whose time was seen
+        int64_t text_chars = 0;                     // completions streamed: code points of the text sent so far
         // Non-streaming accumulation: completions text, or the chat output parsed whole at the end.
         std::string text;
         Json logprobs_content = Json::array();  // chat: content entries; completions: see completion_logprobs

@@ -7,6 +7,28 @@
 
 namespace pagoda::server::openai {
 
+namespace {
+
+// The legacy completions logprobs' text_offset: where each token's text starts in the choice's text, counted as vLLM
+// counts it (Python characters, i.e. code points, of each listed token after the first, from `start`).
+Json text_offsets(const Json& tokens, int64_t start) {
+    Json out = Json::array();
+    for (const Json& t : tokens.as_array()) {
+        out.push_back(Json(start));
+        start += utf8_code_points(t.as_string());
+    }
+    return out;
+}
+
+}  // namespace
+
+int64_t utf8_code_points(std::string_view text) {
+    int64_t n = 0;
+    for (unsigned char c : text)
+        n += (c & 0xC0) != 0x80;
+    return n;
+}
+
 // Completions echo with logprobs: the prompt's entries of the legacy lists (the first token has none).
 void CompletionJob::append_prompt_logprobs(size_t s, Json& tokens, Json& token_lps, Json& tops) const {
     const std::vector<int32_t>& ids = prompt_ids[s];
@@ -107,6 +129,7 @@ std::string CompletionJob::logprobs_for(const engine::ChoiceDelta& d, Choice& ch
     if (chat) {
         out.set("content", std::move(content));
     } else {
+        out.set("text_offset", text_offsets(tokens, ch.text_chars));
         out.set("tokens", std::move(tokens));
         out.set("token_logprobs", std::move(token_lps));
         out.set("top_logprobs", std::move(tops));
@@ -174,6 +197,7 @@ std::string CompletionJob::response_body(std::vector<chat::ParsedChatOutput>& pa
                 for (Json& v : ch.lp_top.as_array())
                     tops.push_back(std::move(v));
                 Json lp = Json::object();
+                lp.set("text_offset", text_offsets(tokens, 0));
                 lp.set("tokens", std::move(tokens));
                 lp.set("token_logprobs", std::move(token_lps));
                 lp.set("top_logprobs", std::move(tops));

@@ -184,6 +184,41 @@ def test_greedy_token_is_top1_logprob(engine_server):
         assert entry.top_logprobs[0].logprob == pytest.approx(entry.logprob, abs=1e-5)
 
 
+@pytest.mark.parametrize("echo", [False, True])
+def test_completion_logprobs_text_offset(engine_server, echo):
+    # The legacy logprobs' text_offset (as vLLM gives it): where each listed token starts in the choice's text, in
+    # characters, the prompt's tokens first with echo; streamed, each chunk's offsets go on from the text sent before.
+    c = engine_server.client()
+    kw = dict(model="demo", prompt="Hello world", max_tokens=8, temperature=0, logprobs=1, echo=echo)
+    r = c.completions.create(**kw)
+    lp = r.choices[0].logprobs
+    assert len(lp.text_offset) == len(lp.tokens) == len(lp.token_logprobs)
+    assert lp.text_offset[0] == 0
+    for i in range(1, len(lp.tokens)):
+        assert lp.text_offset[i] == lp.text_offset[i - 1] + len(lp.tokens[i - 1])
+    if echo:  # the byte-level demo tokenizer spells an ASCII prompt token by token
+        assert r.choices[0].text.startswith("Hello world")
+        prompt_tokens = r.usage.prompt_tokens
+        assert "".join(lp.tokens[:prompt_tokens]) == "Hello world"
+        assert lp.text_offset[prompt_tokens] == len("Hello world")
+    sent, offsets, tokens = "", [], []
+    for chunk in c.completions.create(stream=True, **kw):
+        if not chunk.choices or chunk.choices[0].logprobs is None:
+            sent += chunk.choices[0].text if chunk.choices else ""
+            continue
+        clp = chunk.choices[0].logprobs
+        if clp.tokens:
+            assert clp.text_offset[0] == len(sent), (clp.text_offset, sent)
+        offsets += clp.text_offset
+        tokens += clp.tokens
+        sent += chunk.choices[0].text
+    assert tokens == lp.tokens
+    assert sent == r.choices[0].text
+    # Where the text is the tokens' spelling (as here), the streamed offsets are the non-streamed ones.
+    if "".join(tokens) == sent:
+        assert offsets == lp.text_offset
+
+
 def test_n_and_seed(engine_server):
     c = engine_server.client()
     kw = dict(model="demo", prompt="Once upon a time", max_tokens=8, temperature=1.0, seed=1234)
