@@ -95,18 +95,19 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
         w.lora = sets_.back().get();
         return sets_.back().get();
     };
-    // A part of a set: where its deltas go, and its matrices' places in every device slot (A then B, each at a
-    // 256-byte boundary, one part after another).
+    // A part of a set: where its deltas go, and its places in every device slot: its rank in the slot's header (one
+    // int32 a part), its A then B after the header, each at a 256-byte boundary, one part after another.
+    size_t matrix_bytes = 0, num_parts = 0;
     const auto add_part = [&](LoraAdapterSet* set, LinearWeight* w, int64_t row_offset) {
         const std::string& name = names.at(w);
         const auto [N, K] = dims.at(w);
         LoraDeviceLayout& layout = set->device;
         layout.rank = max_rank;
         layout.K = K;
-        LoraDeviceLayout::Part part{row_offset, N, slot_bytes_, 0};
-        slot_bytes_ += align256(static_cast<size_t>(max_rank * K) * sizeof(float));
-        part.b_offset = slot_bytes_;
-        slot_bytes_ += align256(static_cast<size_t>(N * max_rank) * sizeof(float));
+        LoraDeviceLayout::Part part{row_offset, N, matrix_bytes, 0, num_parts++ * sizeof(int32_t)};
+        matrix_bytes += align256(static_cast<size_t>(max_rank * K) * sizeof(float));
+        part.b_offset = matrix_bytes;
+        matrix_bytes += align256(static_cast<size_t>(N * max_rank) * sizeof(float));
         layout.parts.push_back(part);
         landing_[name] = Landing{set, row_offset, roles.at(name), layout.parts.size() - 1};
     };
@@ -123,6 +124,14 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
     }
     for (auto& [w, name] : names)
         if (!landing_.count(name)) add_part(new_set(*w), w, 0);
+    // The header of ranks first, then the matrices.
+    header_bytes_ = align256(num_parts * sizeof(int32_t));
+    for (auto& set : sets_)
+        for (LoraDeviceLayout::Part& part : set->device.parts) {
+            part.a_offset += header_bytes_;
+            part.b_offset += header_bytes_;
+        }
+    slot_bytes_ = header_bytes_ + matrix_bytes;
 }
 
 int32_t LoraTable::slot_of(int32_t id) const {
@@ -155,45 +164,39 @@ Status LoraTable::reserve_slots() {
 }
 
 Status LoraTable::write_device_slot(int32_t slot, const std::vector<Cut>& cuts, float scale) {
-    std::unordered_map<const Landing*, const Cut*> cut_of;
-    for (const Cut& c : cuts)
-        if (!cut_of.emplace(c.landing, &c).second)  // (the host path would add both; a slot holds one A and B a part)
-            return Status::error("two modules of the LoRA adapter land on one projection");
     auto* base = static_cast<std::byte*>(device_.data()) + static_cast<size_t>(slot) * slot_bytes_;
     const int64_t R = max_rank_;
+    // Every part's rank in this slot: 0 for the parts the adapter leaves alone (their old matrices are never read).
+    std::vector<int32_t> ranks(header_bytes_ / sizeof(int32_t), 0);
+    std::vector<bool> written(ranks.size(), false);
     std::vector<float> image;
-    const auto upload = [&](size_t offset, int64_t rows, int64_t cols) {
-        backend_.copy(Tensor(base + offset, DType::F32, Shape{rows, cols}, backend_.device()),
-                      Tensor(image.data(), DType::F32, Shape{rows, cols}));
-    };
-    for (const auto& [name, landing] : landing_) {
-        const LoraDeviceLayout& layout = landing.set->device;
-        const LoraDeviceLayout::Part& part = layout.parts[landing.part];
-        const auto it = cut_of.find(&landing);
-        const Cut* c = it != cut_of.end() ? it->second : nullptr;
-        // A [R, K]: the adapter's r rows, then zeros.
-        image.assign(static_cast<size_t>(R * layout.K), 0.0f);
-        if (c) {
-            PAGODA_CHECK_MSG(
-                c->a.dtype() == DType::F32 && c->a.is_contiguous() && c->a.dim(1) == layout.K && c->a.dim(0) <= R,
-                "a LoRA adapter's A does not fit its slot");
-            std::copy_n(c->a.data_as<float>(), c->a.numel(), image.begin());
-        }
-        upload(part.a_offset, R, layout.K);
-        // B [rows, R] times the scale: each row's r values, then zeros.
+    for (const Cut& c : cuts) {
+        const LoraDeviceLayout& layout = c.landing->set->device;
+        const LoraDeviceLayout::Part& part = layout.parts[c.landing->part];
+        const size_t at = part.rank_offset / sizeof(int32_t);
+        // (The host path would add both; a slot holds one A and B a part.)
+        if (written[at]) return Status::error("two modules of the LoRA adapter land on one projection");
+        written[at] = true;
+        const int64_t r = c.a.dim(0);
+        PAGODA_CHECK_MSG(c.a.dtype() == DType::F32 && c.a.is_contiguous() && c.a.dim(1) == layout.K && r <= R &&
+                             c.b.dtype() == DType::F32 && c.b.is_contiguous() && c.b.dim(0) == part.rows &&
+                             c.b.dim(1) == r,
+                         "a LoRA adapter's matrices do not fit their slot");
+        ranks[at] = static_cast<int32_t>(r);
+        // A [r, K]: the first r rows of the part's A.
+        backend_.copy(Tensor(base + part.a_offset, DType::F32, c.a.shape(), backend_.device()), c.a);
+        // B [rows, R] times the scale: each row's r values first.
         image.assign(static_cast<size_t>(part.rows * R), 0.0f);
-        if (c) {
-            const int64_t r = c->b.dim(1);
-            PAGODA_CHECK_MSG(
-                c->b.dtype() == DType::F32 && c->b.is_contiguous() && c->b.dim(0) == part.rows && r == c->a.dim(0),
-                "a LoRA adapter's B does not fit its slot");
-            const float* b = c->b.data_as<float>();
-            for (int64_t n = 0; n < part.rows; ++n)
-                for (int64_t j = 0; j < r; ++j)
-                    image[static_cast<size_t>(n * R + j)] = scale * b[n * r + j];
-        }
-        upload(part.b_offset, part.rows, R);
+        const float* b = c.b.data_as<float>();
+        for (int64_t n = 0; n < part.rows; ++n)
+            for (int64_t j = 0; j < r; ++j)
+                image[static_cast<size_t>(n * R + j)] = scale * b[n * r + j];
+        backend_.copy(Tensor(base + part.b_offset, DType::F32, Shape{part.rows, R}, backend_.device()),
+                      Tensor(image.data(), DType::F32, Shape{part.rows, R}));
     }
+    const auto count = static_cast<int64_t>(ranks.size());
+    backend_.copy(Tensor(base, DType::I32, Shape{count}, backend_.device()),
+                  Tensor(ranks.data(), DType::I32, Shape{count}));
     return ok_status();
 }
 

@@ -39,8 +39,8 @@ class LoraTable {
     // that the KV pool, sized after this, leaves it free and no adapter fails to fit later. An error says how much
     // could not be had. Nothing to do on the CPU (adapters stay in host memory).
     Status reserve_slots();
-    // The bytes of one slot: A [max_rank, K] and B [N, max_rank] in F32 for every projection (this rank's share),
-    // each at a 256-byte boundary.
+    // The bytes of one slot: every part's rank, then A [max_rank, K] and B [N, max_rank] in F32 for every projection
+    // (this rank's share), each at a 256-byte boundary.
     size_t slot_bytes() const { return slot_bytes_; }
 
     // The modules an adapter may target (read_lora_adapter checks adapters against these).
@@ -79,7 +79,7 @@ class LoraTable {
     };
     int32_t slot_of(int32_t id) const;
     Status install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter);
-    // Writes an adapter's cuts into a device slot: every part of every projection, zeros where the adapter has none.
+    // Writes an adapter's cuts into a device slot: their matrices, and every part's rank (0 where it has none).
     Status write_device_slot(int32_t slot, const std::vector<Cut>& cuts, float scale);
     void clear(int32_t slot);
 
@@ -87,6 +87,7 @@ class LoraTable {
     ShardPlan plan_;
     int64_t max_rank_;
     size_t slot_bytes_ = 0;
+    size_t header_bytes_ = 0;  // the parts' ranks at the start of each device slot
     LoraTargets targets_;
     std::map<std::string, Landing> landing_;  // model weight name -> where its deltas go
     std::vector<std::unique_ptr<LoraAdapterSet>> sets_;

@@ -25,16 +25,18 @@ struct LoraSlice {
 };
 
 // Where a device backend keeps one projection's adapters (model::LoraTable on a device). Every slot holds, for each
-// part of the projection (q, k and v of a fused q/k/v; the projection itself when it is not fused), A [rank, K] and
-// B [rows, rank] in F32 at the same offsets from the slot's start, slots `slot_stride` bytes apart. `rank` is the
-// table's largest (--max-lora-rank): an adapter of a lower rank is zero-padded, a part it does not touch holds zeros,
-// and B is stored times the adapter's scale. So a kernel finds slot s's matrices from s alone, and a recorded step
-// (a CUDA graph) stays right when other adapters move into the slots.
+// part of the projection (q, k and v of a fused q/k/v; the projection itself when it is not fused), the rank of its
+// adapter there (an int32; 0 where the adapter does not touch the part), A [rank, K] and B [rows, rank] in F32, at
+// the same offsets from the slot's start, slots `slot_stride` bytes apart. The matrices have room for the table's
+// largest rank (--max-lora-rank): an adapter of a lower rank fills A's first rows and B's first columns, and B is
+// stored times the adapter's scale; what lies beyond the part's rank is never read. So a kernel finds slot s's
+// matrices and ranks from s alone, and a recorded step (a CUDA graph) stays right when other adapters move in.
 struct LoraDeviceLayout {
     struct Part {
         int64_t row_offset = 0;             // the part's first output feature in the projection's output
         int64_t rows = 0;                   // its output features
         size_t a_offset = 0, b_offset = 0;  // bytes from a slot's start
+        size_t rank_offset = 0;             // bytes from a slot's start: the int32 rank of the slot's adapter here
     };
     const std::byte* base = nullptr;  // slot 0's start; null on the host, and until the slots are reserved
     size_t slot_stride = 0;

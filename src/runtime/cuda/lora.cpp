@@ -58,7 +58,8 @@ void CudaOps::add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor&
     for (size_t p = 0; p < layout.parts.size(); ++p) {
         const LoraDeviceLayout::Part& part = layout.parts[p];
         a.parts[p] = {part.row_offset, part.rows, static_cast<int64_t>(part.a_offset / sizeof(float)),
-                      static_cast<int64_t>(part.b_offset / sizeof(float))};
+                      static_cast<int64_t>(part.b_offset / sizeof(float)),
+                      static_cast<int64_t>(part.rank_offset / sizeof(int32_t))};
         a.max_rows = std::max(a.max_rows, part.rows);
     }
     // The token order and the tiles came up with the step's arrays (stage()).

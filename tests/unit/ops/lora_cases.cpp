@@ -1,9 +1,10 @@
 // The op harness's multi-LoRA cases (runtime/lora.h): Ops::linear of a bf16 projection made of uneven parts (a fused
 // q/k/v's), through a step whose tokens are spread over three adapter slots and the base model. Each adapter has its
 // own rank and scale and touches some of the parts. The CPU adds the host slices; CUDA reads the same matrices from
-// a device layout as model::LoraTable writes it (zero-padded to the table's rank R, B times the scale, each matrix at
-// a 256-byte boundary) over the step's tiles of up to 16 tokens of one slot.
+// a device layout as model::LoraTable writes it (room for the table's rank R, B times the scale, each part's rank in
+// the slot's header, 0 where the adapter leaves it alone) over the step's tiles of up to 16 tokens of one slot.
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <numeric>
 #include <string>
@@ -41,13 +42,15 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                 const auto touches = [P](int32_t a, int64_t p) {
                     return a == 1 || (a == 0 && p % 2 == 0) || (a == 2 && (p % 2 == 1 || P == 1));
                 };
-                // The device layout: per part A [R, K] then B [rows, R], each at a 256-byte boundary.
+                // The device layout: the parts' ranks, then per part A [R, K] and B [rows, R], each at a 256-byte
+                // boundary.
                 LoraDeviceLayout layout;
                 layout.rank = R;
                 layout.K = K;
-                size_t bytes = 0;
+                size_t bytes = 256;
                 for (int64_t p = 0, offset = 0; p < P; offset += parts[static_cast<size_t>(p)], ++p) {
-                    LoraDeviceLayout::Part part{offset, parts[static_cast<size_t>(p)], bytes, 0};
+                    LoraDeviceLayout::Part part{offset, parts[static_cast<size_t>(p)], bytes, 0,
+                                                static_cast<size_t>(p) * sizeof(int32_t)};
                     bytes += align256(static_cast<size_t>(R * K) * sizeof(float));
                     part.b_offset = bytes;
                     bytes += align256(static_cast<size_t>(part.rows * R) * sizeof(float));
@@ -56,8 +59,15 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                 layout.slot_stride = bytes;
                 auto& set = r.keep(LoraAdapterSet{});
                 set.slots.resize(kSlots);
+                // Ranks 0 (no adapter on a part) unless written below; every matrix NaN where nothing is written, so
+                // that a kernel reading past a part's rank, or a part its adapter leaves alone, poisons y.
                 HostTensor image = HostTensor::zeros(DType::F32, Shape{static_cast<int64_t>(kSlots * bytes / 4)});
                 auto* base = static_cast<std::byte*>(image.tensor.data());
+                for (int32_t a = 0; a < kSlots; ++a) {
+                    auto* f = reinterpret_cast<float*>(base + static_cast<size_t>(a) * bytes);
+                    std::fill(f + 256 / sizeof(float), f + bytes / sizeof(float),
+                              std::numeric_limits<float>::quiet_NaN());
+                }
                 for (int32_t a = 0; a < kSlots; ++a) {
                     const int64_t rank = ranks[a];
                     for (int64_t p = 0; p < P; ++p) {
@@ -69,6 +79,7 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                         set.slots[static_cast<size_t>(a)].push_back(
                             LoraSlice{part.row_offset, A.tensor, B.tensor, scales[a]});
                         std::byte* slot = base + static_cast<size_t>(a) * bytes;
+                        *reinterpret_cast<int32_t*>(slot + part.rank_offset) = static_cast<int32_t>(rank);
                         auto* da = reinterpret_cast<float*>(slot + part.a_offset);
                         auto* db = reinterpret_cast<float*>(slot + part.b_offset);
                         const float* ha = A.tensor.data_as<float>();

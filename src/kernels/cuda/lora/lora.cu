@@ -1,5 +1,6 @@
 // The LoRA shrink and expand kernels (lora.h). A block works on one tile (up to 16 tokens of one adapter slot), so
-// each adapter's matrices are read once a tile rather than once a token: the shrink stages the tile's inputs in
+// each adapter's matrices are read once a tile rather than once a token, and only up to the adapter's rank on the
+// part (the blocks of a part it leaves alone return at once): the shrink stages the tile's inputs in
 // shared memory a chunk of K at a time and gives each warp two of A's rows; the expand keeps the tile's u in shared
 // memory and gives each thread one output feature (one row of B). Low-rank deltas are a small share of a step next to
 // the base GEMMs; these are plain rather than tuned.
@@ -21,17 +22,19 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
     PAGODA_KERNEL_PROLOGUE();
     __shared__ float xs[kTokens][kShrinkChunk];
     const LoraTileDesc tile = a.tiles[blockIdx.x];
-    const int64_t r0 = static_cast<int64_t>(blockIdx.z) * kShrinkRows;
-    if (tile.count <= 0 || r0 >= a.rank) return;  // the same for the whole block
+    if (tile.count <= 0) return;  // padding: the same for the whole block
     const LoraPartArgs p = a.parts[blockIdx.y];
-    const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
     const float* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
+    const int64_t rank = reinterpret_cast<const int32_t*>(slot)[p.rank_index];
+    const int64_t r0 = static_cast<int64_t>(blockIdx.z) * kShrinkRows;
+    if (r0 >= rank) return;  // rows past the adapter's rank on this part (all of them where it has none)
+    const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
     const float* row[kShrinkRowsPerWarp];
     bool live[kShrinkRowsPerWarp];
 #pragma unroll
     for (int q = 0; q < kShrinkRowsPerWarp; ++q) {
         const int64_t r = r0 + warp * kShrinkRowsPerWarp + q;
-        live[q] = r < a.rank;
+        live[q] = r < rank;
         row[q] = slot + p.a_offset + (live[q] ? r : 0) * a.K;
     }
     float acc[kShrinkRowsPerWarp][kTokens] = {};
@@ -80,19 +83,23 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
     const LoraPartArgs p = a.parts[blockIdx.z];
     const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kExpandThreads;
     if (tile.count <= 0 || n0 >= p.rows) return;  // the same for the whole block
+    const float* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
+    const int64_t rank = reinterpret_cast<const int32_t*>(slot)[p.rank_index];
+    if (rank <= 0) return;  // the slot's adapter leaves this part alone
     const int64_t R = a.rank, u_stride = a.num_parts * R;
-    for (int64_t e = threadIdx.x; e < kTokens * R; e += blockDim.x) {
-        const int64_t j = e / R, r = e % R;
-        us[e] = j < tile.count ? a.u[(tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.z) * R + r] : 0.0f;
+    for (int64_t e = threadIdx.x; e < kTokens * rank; e += blockDim.x) {
+        const int64_t j = e / rank, r = e % rank;
+        us[j * R + r] =
+            j < tile.count ? a.u[(tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.z) * R + r] : 0.0f;
     }
     __syncthreads();
     const int64_t n = n0 + threadIdx.x;
     if (n >= p.rows) return;
-    const float* b = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride + p.b_offset + n * R;
+    const float* b = slot + p.b_offset + n * R;
     float acc[kTokens] = {};
     int64_t r = 0;
     if ((R & 3) == 0) {  // B's rows are 16-byte aligned (the layout aligns each matrix to 256 bytes)
-        for (; r < R; r += 4) {
+        for (; r + 4 <= rank; r += 4) {
             const float4 w = *reinterpret_cast<const float4*>(b + r);
 #pragma unroll
             for (int j = 0; j < kTokens; ++j) {
@@ -101,7 +108,7 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
             }
         }
     }
-    for (; r < R; ++r) {
+    for (; r < rank; ++r) {
         const float w = b[r];
 #pragma unroll
         for (int j = 0; j < kTokens; ++j)
