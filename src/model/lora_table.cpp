@@ -141,7 +141,8 @@ int32_t LoraTable::slot_of(int32_t id) const {
 }
 
 void LoraTable::clear(int32_t slot) {
-    // (A device slot keeps its bytes: no token maps to a free slot, and the next adapter overwrites all of them.)
+    // (A device slot keeps its bytes: no token maps to a free slot, and the next install rewrites the whole header of
+    // ranks, so the old matrices are never read past the new ranks or under a rank of 0.)
     for (auto& set : sets_)
         set->slots[static_cast<size_t>(slot)].clear();
     slots_[static_cast<size_t>(slot)] = Slot{};

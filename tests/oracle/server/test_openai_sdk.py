@@ -185,38 +185,40 @@ def test_greedy_token_is_top1_logprob(engine_server):
 
 
 @pytest.mark.parametrize("echo", [False, True])
-def test_completion_logprobs_text_offset(engine_server, echo):
+@pytest.mark.parametrize("prompt", ["Hello world", "héllo 世界😀"])
+def test_completion_logprobs_text_offset(engine_server, echo, prompt):
     # The legacy logprobs' text_offset (as vLLM gives it): where each listed token starts in the choice's text, in
-    # characters, the prompt's tokens first with echo; streamed, each chunk's offsets go on from the text sent before.
+    # characters (code points) of the listed tokens, the prompt's tokens first with echo; streamed, each chunk's
+    # offsets go on from the text sent before, each of the n choices on its own.
     c = engine_server.client()
-    kw = dict(model="demo", prompt="Hello world", max_tokens=8, temperature=0, logprobs=1, echo=echo)
+    kw = dict(model="demo", prompt=prompt, max_tokens=8, temperature=1.0, seed=7, n=2, logprobs=1, echo=echo)
     r = c.completions.create(**kw)
-    lp = r.choices[0].logprobs
-    assert len(lp.text_offset) == len(lp.tokens) == len(lp.token_logprobs)
-    assert lp.text_offset[0] == 0
-    for i in range(1, len(lp.tokens)):
-        assert lp.text_offset[i] == lp.text_offset[i - 1] + len(lp.tokens[i - 1])
-    if echo:  # the byte-level demo tokenizer spells an ASCII prompt token by token
-        assert r.choices[0].text.startswith("Hello world")
-        prompt_tokens = r.usage.prompt_tokens
-        assert "".join(lp.tokens[:prompt_tokens]) == "Hello world"
-        assert lp.text_offset[prompt_tokens] == len("Hello world")
-    sent, offsets, tokens = "", [], []
+    for choice in r.choices:
+        lp = choice.logprobs
+        assert len(lp.text_offset) == len(lp.tokens) == len(lp.token_logprobs)
+        assert lp.text_offset[0] == 0
+        for i in range(1, len(lp.tokens)):
+            assert lp.text_offset[i] == lp.text_offset[i - 1] + len(lp.tokens[i - 1])
+    if echo and prompt.isascii():  # the byte-level demo tokenizer spells an ASCII prompt token by token
+        lp = r.choices[0].logprobs
+        assert r.choices[0].text.startswith(prompt)
+        assert "".join(lp.tokens[:r.usage.prompt_tokens]) == prompt
+        assert lp.text_offset[r.usage.prompt_tokens] == len(prompt)
+    sent, offsets, tokens = ["", ""], [[], []], [[], []]
     for chunk in c.completions.create(stream=True, **kw):
-        if not chunk.choices or chunk.choices[0].logprobs is None:
-            sent += chunk.choices[0].text if chunk.choices else ""
-            continue
-        clp = chunk.choices[0].logprobs
-        if clp.tokens:
-            assert clp.text_offset[0] == len(sent), (clp.text_offset, sent)
-        offsets += clp.text_offset
-        tokens += clp.tokens
-        sent += chunk.choices[0].text
-    assert tokens == lp.tokens
-    assert sent == r.choices[0].text
-    # Where the text is the tokens' spelling (as here), the streamed offsets are the non-streamed ones.
-    if "".join(tokens) == sent:
-        assert offsets == lp.text_offset
+        for ch in chunk.choices:
+            i = ch.index
+            if ch.logprobs is not None and ch.logprobs.tokens:
+                assert ch.logprobs.text_offset[0] == len(sent[i]), (ch.logprobs.text_offset, sent[i])
+                offsets[i] += ch.logprobs.text_offset
+                tokens[i] += ch.logprobs.tokens
+            sent[i] += ch.text
+    for i, choice in enumerate(r.choices):
+        assert tokens[i] == choice.logprobs.tokens
+        assert sent[i] == choice.text
+        # Where the text is the tokens' spelling, the streamed offsets are the non-streamed ones.
+        if "".join(tokens[i]) == sent[i]:
+            assert offsets[i] == choice.logprobs.text_offset
 
 
 def test_n_and_seed(engine_server):

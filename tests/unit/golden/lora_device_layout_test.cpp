@@ -231,7 +231,9 @@ TEST_P(LoraDeviceLayoutTest, SlotsGiveTheHostDeltas) {
                 ids.push_back(static_cast<int32_t>(i) + 1);
             check(ids, "every adapter resident");
             // The first adapter's slot goes to the last one's twin (a new id): the parts the new one does not target
-            // must read as untouched (rank 0), whatever the first one left there.
+            // must read as untouched (rank 0), whatever the first one left there. (Only qwen3's case has adapters of
+            // other targets and ranks: attn, r = 8 on q/k/v/o, gives way to regex, r = 2 on q and down; the others
+            // put their one adapter back.)
             for (Model* m : {host_model->get(), device_model->get()})
                 m->lora()->evict(1);
             adapters.push_back(adapters.back());

@@ -18,6 +18,12 @@ constexpr int kShrinkRows = kShrinkWarps * kShrinkRowsPerWarp;  // A's rows a bl
 constexpr int kShrinkChunk = 256;                               // inputs staged in shared memory per pass
 constexpr int kExpandThreads = 128;
 
+// The rank of the slot's adapter on part p, from the slot's header; never above the room its matrices have (the
+// table writes no more, and a header that said more must not send the kernels past A, B or the shared tile).
+__device__ __forceinline__ int64_t slot_rank(const LoraArgs& a, const float* slot, const LoraPartArgs& p) {
+    return min(static_cast<int64_t>(reinterpret_cast<const int32_t*>(slot)[p.rank_index]), a.rank);
+}
+
 __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs a) {
     PAGODA_KERNEL_PROLOGUE();
     __shared__ float xs[kTokens][kShrinkChunk];
@@ -25,7 +31,7 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
     if (tile.count <= 0) return;  // padding: the same for the whole block
     const LoraPartArgs p = a.parts[blockIdx.y];
     const float* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
-    const int64_t rank = reinterpret_cast<const int32_t*>(slot)[p.rank_index];
+    const int64_t rank = slot_rank(a, slot, p);
     const int64_t r0 = static_cast<int64_t>(blockIdx.z) * kShrinkRows;
     if (r0 >= rank) return;  // rows past the adapter's rank on this part (all of them where it has none)
     const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
@@ -84,7 +90,7 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
     const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kExpandThreads;
     if (tile.count <= 0 || n0 >= p.rows) return;  // the same for the whole block
     const float* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
-    const int64_t rank = reinterpret_cast<const int32_t*>(slot)[p.rank_index];
+    const int64_t rank = slot_rank(a, slot, p);
     if (rank <= 0) return;  // the slot's adapter leaves this part alone
     const int64_t R = a.rank, u_stride = a.num_parts * R;
     for (int64_t e = threadIdx.x; e < kTokens * rank; e += blockDim.x) {
