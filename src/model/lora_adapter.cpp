@@ -1,9 +1,11 @@
 #include "model/lora_adapter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <regex>
 #include <set>
+#include <string_view>
 
 #include "common/file.h"
 #include "common/json.h"
@@ -94,16 +96,62 @@ std::string projection_names(const LoraTargets& targets) {
     return out;
 }
 
+// The deepest nesting of groups in a pattern (escapes and classes skipped).
+int group_depth(std::string_view pattern) {
+    int depth = 0, deepest = 0;
+    bool in_class = false;
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        const char ch = pattern[i];
+        if (ch == '\\') {
+            ++i;
+        } else if (in_class) {
+            in_class = ch != ']';
+        } else if (ch == '[') {
+            in_class = true;
+        } else if (ch == '(') {
+            deepest = std::max(deepest, ++depth);
+        } else if (ch == ')') {
+            depth = std::max(depth - 1, 0);
+        }
+    }
+    return deepest;
+}
+
+// target_modules as a regular expression (peft fullmatches it against module names), compiled so that no pattern can
+// take the server down: its length and nesting are bounded (libstdc++ compiles groups recursively, and 20,000 nested
+// ones overflow the stack), and it runs on libstdc++'s breadth-first executor, in polynomial time (the default
+// backtracking one takes exponential time on a pattern like (.*)*x against a module name: a hung load). Lookahead,
+// which some trainers write (^(?!.*visual).*q_proj), works on both; backreferences are refused.
+constexpr size_t kMaxTargetRegexBytes = 4096;
+constexpr int kMaxTargetRegexDepth = 64;
+Result<std::regex> compile_target_regex(const std::string& pattern) {
+    const std::string what =
+        "adapter_config.json: target_modules '" + pattern.substr(0, 200) + (pattern.size() > 200 ? "...'" : "'");
+    if (pattern.size() > kMaxTargetRegexBytes)
+        return Status::error(what + " is longer than " + std::to_string(kMaxTargetRegexBytes) + " bytes");
+    if (group_depth(pattern) > kMaxTargetRegexDepth)
+        return Status::error(what + " nests groups deeper than " + std::to_string(kMaxTargetRegexDepth));
+    try {
+#if defined(__GLIBCXX__)
+        return std::regex(pattern, std::regex::ECMAScript | std::regex_constants::__polynomial);
+#else
+#error "compile_target_regex needs a regex executor whose matching time is polynomial"
+#endif
+    } catch (const std::regex_error& e) {
+        return Status::error(what + " is not a regular expression this server reads (" + e.what() + ")");
+    }
+}
+
 // Every target_modules entry must name projections of this model.
 Status check_targets(const AdapterConfig& c, const LoraTargets& targets) {
     if (!c.target_regex.empty()) {
+        PAGODA_ASSIGN_OR_RETURN(const std::regex re, compile_target_regex(c.target_regex));
         try {
-            const std::regex re(c.target_regex);
             for (const auto& [module, target] : targets)
                 if (std::regex_match(module, re)) return ok_status();
         } catch (const std::regex_error& e) {
-            return Status::error("adapter_config.json: target_modules '" + c.target_regex +
-                                 "' is not a regular expression this server reads (" + e.what() + ")");
+            return Status::error("adapter_config.json: target_modules could not be matched (" + std::string(e.what()) +
+                                 ")");
         }
         return Status::error("adapter_config.json: target_modules '" + c.target_regex +
                              "' matches no projection of this model (its projections: " + projection_names(targets) +

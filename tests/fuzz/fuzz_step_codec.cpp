@@ -1,14 +1,16 @@
 // libFuzzer target: the decoders of the messages node 0 sends to the other nodes of a multi-node group
-// (dist/step_codec.h) on arbitrary bytes. They must return an error or a step whose arrays agree with its counts
-// (what the decoder promises the kernels), and an accepted step must encode back to the same bytes; never crash,
-// hang or read out of bounds.
+// (dist/step_codec.h: steps, pool sizes, LoRA adapters' names) on arbitrary bytes. They must return an error or a step
+// whose arrays agree with its counts (what the decoder promises the kernels), and an accepted step must encode back to
+// the same bytes; never crash, hang or read out of bounds.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "dist/node_messages.h"
 #include "dist/step_codec.h"
 
 namespace {
@@ -34,11 +36,23 @@ void check_step(std::span<const std::byte> bytes) {
     if (again.size() != bytes.size() || !std::equal(again.begin(), again.end(), bytes.begin())) std::abort();
 }
 
+// A LoRA adapter's name (id, directory): an accepted one is what the contract says, and encodes back to the bytes.
+void check_lora_adapter(std::span<const std::byte> bytes) {
+    int32_t id = 0;
+    std::string path;
+    if (!pagoda::dist::decode_lora_adapter(bytes, id, path).ok()) return;
+    if (id <= 0 || path.empty() || path.size() > pagoda::dist::kMaxLoraPathBytes) std::abort();
+    std::vector<std::byte> again;
+    pagoda::dist::encode_lora_adapter(id, path, again);
+    if (again.size() != bytes.size() || !std::equal(again.begin(), again.end(), bytes.begin())) std::abort();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const auto bytes = std::as_bytes(std::span<const uint8_t>(data, size));
     check_step(bytes);
+    check_lora_adapter(bytes);
     auto sizes = pagoda::dist::decode_pool_sizes(bytes);
     if (sizes.ok() && (sizes->block_size < 1 || sizes->num_kv_blocks < 0)) std::abort();
     return 0;

@@ -5,6 +5,7 @@
 // adapters are refused with a message that names what is wrong.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -311,6 +312,24 @@ TEST_F(BadAdapterTest, TargetModuleTheModelLacks) {
     expect_refused("target module 'in_proj_qkvz' is not a projection");
     set_config("target_modules", R"(".*\\.nothing_proj")");
     expect_refused("matches no projection of this model");
+}
+// target_modules as a regular expression from an adapter's file must not take the server down: deep nesting (which
+// overflowed the stack in the regex compiler) is refused by name, a pattern that backtracks exponentially (which hung
+// the load) is matched in polynomial time, and lookahead, which some trainers write, still works.
+TEST_F(BadAdapterTest, TargetRegexThatCouldHangOrCrash) {
+    set_config("target_modules", "\"" + std::string(100, '(') + ".*q_proj" + std::string(100, ')') + "\"");
+    expect_refused("nests groups deeper than 64");
+    set_config("target_modules", "\"" + std::string(20000, '(') + "q_proj" + std::string(20000, ')') + "\"");
+    expect_refused("is longer than 4096 bytes");
+    std::string backtracking;
+    for (int i = 0; i < 30; ++i)
+        backtracking += "(.*)*";
+    set_config("target_modules", "\"" + backtracking + "x\"");
+    const auto start = std::chrono::steady_clock::now();
+    expect_refused("matches no projection of this model");
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+    set_config("target_modules", R"x("^(?!.*visual).*\\.(q_proj|k_proj|v_proj|o_proj)")x");
+    EXPECT_TRUE(model_.model->read_lora(dir_).ok());
 }
 TEST_F(BadAdapterTest, RankAboveMaxLoraRank) {
     set_config("r", "16");
