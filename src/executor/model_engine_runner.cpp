@@ -260,6 +260,15 @@ Status ModelEngineRunner::warm_up(const engine::EngineConfig& config) {
         static_cast<size_t>(seqs), [](size_t) { return std::span<const int32_t>(); }, max_blocks);
     engine::StepInput input;
     input.batch = arrays.view(block_size_, max_blocks, config.max_model_len);
+    // With LoRA on, every token in adapter slot 0, so that the adapters' kernels size their scratch now too (a later
+    // growth would drop the recorded graphs). The slot is empty here: its ranks are 0 (LoraTable::reserve_slots), and
+    // a device's kernels return at once.
+    std::vector<int32_t> lora_slots;
+    if (model_.lora() != nullptr) {
+        lora_slots.assign(arrays.token_ids.size(), 0);
+        input.batch.lora_slots = lora_slots;
+        input.batch.lora_slot_count = model_.lora()->max_loras();
+    }
 
     // The device logits buffer at its largest (the decode graphs hold their own).
     PAGODA_RETURN_IF_ERROR(guarded(model_.backend(), "warm-up step failed", [&] {

@@ -157,6 +157,12 @@ Status LoraTable::reserve_slots() {
                                             " MiB each at rank " + std::to_string(max_rank_) + " (--max-lora-rank)");
     }
     device_ = std::move(buffer).value();
+    // Every slot's ranks 0 until an adapter moves in: a step may name an empty slot (the runner's warm-up does).
+    std::vector<int32_t> zeros(header_bytes_ / sizeof(int32_t), 0);
+    for (size_t s = 0; s < slots_.size(); ++s)
+        backend_.copy(Tensor(static_cast<std::byte*>(device_.data()) + s * slot_bytes_, DType::I32,
+                             Shape{static_cast<int64_t>(zeros.size())}, backend_.device()),
+                      Tensor(zeros.data(), DType::I32, Shape{static_cast<int64_t>(zeros.size())}));
     for (auto& set : sets_) {
         set->device.base = static_cast<const std::byte*>(device_.data());
         set->device.slot_stride = slot_bytes_;

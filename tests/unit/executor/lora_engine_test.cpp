@@ -172,6 +172,10 @@ TEST_F(LoraEngineTest, CudaGraphsGiveTheEagerSteps) {
         expect_same(graph_solo[i], eager_solo[i], what + " alone", 1e-3);
         expect_same(graph_mixed[i], eager_mixed[i], what + " in the mixed batch", 1e-3);
     }
+    // The warm-up step ran the adapters' kernels (every token in an empty slot), so no LoRA step grew scratch memory
+    // afterwards (which would have dropped the recorded graphs).
+    EXPECT_EQ(g->scratch_growths_after_warm_up(), 0u);
+    EXPECT_EQ(e->scratch_growths_after_warm_up(), 0u);
     // And the adapters were applied in the graphs: each adapter's request differs from the base one.
     for (size_t i = 1; i < graph_solo.size(); ++i)
         EXPECT_NE(graph_solo[i].logprobs, graph_solo[0].logprobs) << kAdapters[i - 1];

@@ -164,6 +164,19 @@ TEST_P(LoraDeviceLayoutTest, SlotsGiveTheHostDeltas) {
             constexpr int32_t kSlots = 3;
             ASSERT_TRUE((*host_model)->enable_lora(kSlots, 16).ok());
             ASSERT_TRUE((*device_model)->enable_lora(kSlots, 16).ok());
+            // Before any adapter moves in, every slot reads as empty (ranks 0): the runner's warm-up names slot 0.
+            for (const LayerWeights& layer : (*device_model)->weights().layers) {
+                for (const LinearWeight* w : projections(layer)) {
+                    if (w->lora == nullptr) continue;
+                    const LoraDeviceLayout& layout = w->lora->device;
+                    for (int32_t s = 0; s < kSlots; ++s) {
+                        for (const LoraDeviceLayout::Part& part : layout.parts) {
+                            const std::byte* at = layout.base + s * layout.slot_stride + part.rank_offset;
+                            ASSERT_EQ(*reinterpret_cast<const int32_t*>(at), 0) << "slot " << s;
+                        }
+                    }
+                }
+            }
             std::vector<std::shared_ptr<const LoraAdapter>> adapters;
             for (const std::string& name : c.adapters) {
                 auto a = (*host_model)->read_lora(lora_dir + "/" + name);
