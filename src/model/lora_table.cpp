@@ -5,6 +5,7 @@
 
 #include "common/check.h"
 #include "model/tensor_parallel.h"
+#include "tensor/dtype.h"
 
 namespace pagoda::model {
 
@@ -105,9 +106,9 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
         layout.rank = max_rank;
         layout.K = K;
         LoraDeviceLayout::Part part{row_offset, N, matrix_bytes, 0, num_parts++ * sizeof(int32_t)};
-        matrix_bytes += align256(static_cast<size_t>(max_rank * K) * sizeof(float));
+        matrix_bytes += align256(static_cast<size_t>(max_rank * K) * sizeof(uint16_t));
         part.b_offset = matrix_bytes;
-        matrix_bytes += align256(static_cast<size_t>(N * max_rank) * sizeof(float));
+        matrix_bytes += align256(static_cast<size_t>(N * max_rank) * sizeof(uint16_t));
         layout.parts.push_back(part);
         landing_[name] = Landing{set, row_offset, roles.at(name), layout.parts.size() - 1};
     };
@@ -176,7 +177,7 @@ Status LoraTable::write_device_slot(int32_t slot, const std::vector<Cut>& cuts, 
     // Every part's rank in this slot: 0 for the parts the adapter leaves alone (their old matrices are never read).
     std::vector<int32_t> ranks(header_bytes_ / sizeof(int32_t), 0);
     std::vector<bool> written(ranks.size(), false);
-    std::vector<float> image;
+    std::vector<uint16_t> image;  // bf16
     for (const Cut& c : cuts) {
         const LoraDeviceLayout& layout = c.landing->set->device;
         const LoraDeviceLayout::Part& part = layout.parts[c.landing->part];
@@ -190,16 +191,21 @@ Status LoraTable::write_device_slot(int32_t slot, const std::vector<Cut>& cuts, 
                              c.b.dim(1) == r,
                          "a LoRA adapter's matrices do not fit their slot");
         ranks[at] = static_cast<int32_t>(r);
-        // A [r, K]: the first r rows of the part's A.
-        backend_.copy(Tensor(base + part.a_offset, DType::F32, c.a.shape(), backend_.device()), c.a);
-        // B [rows, R] times the scale: each row's r values first.
-        image.assign(static_cast<size_t>(part.rows * R), 0.0f);
+        // A [r, K] in bf16: the first r rows of the part's A.
+        const float* a = c.a.data_as<float>();
+        image.resize(static_cast<size_t>(c.a.numel()));
+        for (size_t i = 0; i < image.size(); ++i)
+            image[i] = f32_to_bf16(a[i]);
+        backend_.copy(Tensor(base + part.a_offset, DType::BF16, c.a.shape(), backend_.device()),
+                      Tensor(image.data(), DType::BF16, c.a.shape()));
+        // B [rows, R] in bf16, times the scale: each row's r values first.
+        image.assign(static_cast<size_t>(part.rows * R), 0);
         const float* b = c.b.data_as<float>();
         for (int64_t n = 0; n < part.rows; ++n)
             for (int64_t j = 0; j < r; ++j)
-                image[static_cast<size_t>(n * R + j)] = scale * b[n * r + j];
-        backend_.copy(Tensor(base + part.b_offset, DType::F32, Shape{part.rows, R}, backend_.device()),
-                      Tensor(image.data(), DType::F32, Shape{part.rows, R}));
+                image[static_cast<size_t>(n * R + j)] = f32_to_bf16(scale * b[n * r + j]);
+        backend_.copy(Tensor(base + part.b_offset, DType::BF16, Shape{part.rows, R}, backend_.device()),
+                      Tensor(image.data(), DType::BF16, Shape{part.rows, R}));
     }
     const auto count = static_cast<int64_t>(ranks.size());
     backend_.copy(Tensor(base, DType::I32, Shape{count}, backend_.device()),

@@ -39,8 +39,8 @@ class LoraTable {
     // that the KV pool, sized after this, leaves it free and no adapter fails to fit later. An error says how much
     // could not be had. Nothing to do on the CPU (adapters stay in host memory).
     Status reserve_slots();
-    // The bytes of one slot: every part's rank, then A [max_rank, K] and B [N, max_rank] in F32 for every projection
-    // (this rank's share), each at a 256-byte boundary.
+    // The bytes of one slot on a device: every part's rank, then A [max_rank, K] and B [N, max_rank] in bf16 for
+    // every projection (this rank's share), each at a 256-byte boundary.
     size_t slot_bytes() const { return slot_bytes_; }
 
     // The modules an adapter may target (read_lora_adapter checks adapters against these).

@@ -26,7 +26,8 @@ struct LoraSlice {
 
 // Where a device backend keeps one projection's adapters (model::LoraTable on a device). Every slot holds, for each
 // part of the projection (q, k and v of a fused q/k/v; the projection itself when it is not fused), the rank of its
-// adapter there (an int32; 0 where the adapter does not touch the part), A [rank, K] and B [rows, rank] in F32, at
+// adapter there (an int32; 0 where the adapter does not touch the part), A [rank, K] and B [rows, rank] in bf16 (as
+// vLLM keeps adapters in the model's dtype; the host path keeps F32), at
 // the same offsets from the slot's start, slots `slot_stride` bytes apart. The matrices have room for the table's
 // largest rank (--max-lora-rank): an adapter of a lower rank fills A's first rows and B's first columns, and B is
 // stored times the adapter's scale; what lies beyond the part's rank is never read. So a kernel finds slot s's

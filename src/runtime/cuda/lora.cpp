@@ -50,16 +50,15 @@ void CudaOps::add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor&
     a.x_stride = x.stride(0);
     a.y = y.data_as<float>();
     a.y_stride = y.stride(0);
-    a.slots = reinterpret_cast<const float*>(layout.base);
-    a.slot_stride = static_cast<int64_t>(layout.slot_stride / sizeof(float));
+    a.slots = layout.base;
+    a.slot_stride = static_cast<int64_t>(layout.slot_stride);
     a.rank = layout.rank;
     a.K = layout.K;
     a.num_parts = static_cast<int32_t>(layout.parts.size());
     for (size_t p = 0; p < layout.parts.size(); ++p) {
         const LoraDeviceLayout::Part& part = layout.parts[p];
-        a.parts[p] = {part.row_offset, part.rows, static_cast<int64_t>(part.a_offset / sizeof(float)),
-                      static_cast<int64_t>(part.b_offset / sizeof(float)),
-                      static_cast<int64_t>(part.rank_offset / sizeof(int32_t))};
+        a.parts[p] = {part.row_offset, part.rows, static_cast<int64_t>(part.a_offset),
+                      static_cast<int64_t>(part.b_offset), static_cast<int64_t>(part.rank_offset)};
         a.max_rows = std::max(a.max_rows, part.rows);
     }
     // The token order and the tiles came up with the step's arrays (stage()).

@@ -24,6 +24,7 @@
 #include "runtime/backend.h"
 #include "runtime/communicator.h"
 #include "runtime/lora.h"
+#include "tensor/dtype.h"
 
 namespace pagoda::model {
 namespace {
@@ -112,22 +113,21 @@ void device_deltas(const LoraDeviceLayout& layout, const LoraTokenGroups& groups
     std::vector<double> u(groups.order.size() * static_cast<size_t>(P * R));
     for (const LoraTile& tile : groups.tiles) {
         const std::byte* slot_base = layout.base + tile.slot * layout.slot_stride;
-        const auto* slot = reinterpret_cast<const float*>(slot_base);
         for (int32_t i = 0; i < tile.count; ++i) {
             const int64_t row = tile.begin + i, t = groups.order[static_cast<size_t>(row)];
             for (int64_t p = 0; p < P; ++p) {
                 const LoraDeviceLayout::Part& part = layout.parts[static_cast<size_t>(p)];
                 const int32_t rank = *reinterpret_cast<const int32_t*>(slot_base + part.rank_offset);
                 EXPECT_TRUE(rank >= 0 && rank <= R) << rank;
-                const float* a = slot + part.a_offset / sizeof(float);
-                const float* b = slot + part.b_offset / sizeof(float);
+                const auto* a = reinterpret_cast<const uint16_t*>(slot_base + part.a_offset);  // bf16
+                const auto* b = reinterpret_cast<const uint16_t*>(slot_base + part.b_offset);
                 double* up = &u[static_cast<size_t>((row * P + p) * R)];
                 for (int64_t j = 0; j < rank; ++j)
                     for (int64_t k = 0; k < K; ++k)
-                        up[j] += static_cast<double>(x[t * K + k]) * a[j * K + k];
+                        up[j] += static_cast<double>(x[t * K + k]) * bf16_to_f32(a[j * K + k]);
                 for (int64_t n = 0; n < part.rows; ++n)
                     for (int64_t j = 0; j < rank; ++j)
-                        y[t * N + part.row_offset + n] += up[j] * b[n * R + j];
+                        y[t * N + part.row_offset + n] += up[j] * bf16_to_f32(b[n * R + j]);
             }
         }
     }
@@ -230,9 +230,11 @@ TEST_P(LoraDeviceLayoutTest, SlotsGiveTheHostDeltas) {
                         double max_want = 0;
                         for (double v : want)
                             max_want = std::max(max_want, std::fabs(v));
-                        size_t off = 0;  // elements off by more than the bound, or NaN (read from unwritten memory)
+                        // The slots hold bf16 (A, and B times the scale, each rounded once): within 1% of the
+                        // largest delta. Elements off by more, or NaN (read from unwritten memory), are errors.
+                        size_t off = 0;
                         for (size_t e = 0; e < want.size(); ++e)
-                            off += !(std::fabs(want[e] - got[e]) <= 1e-5 * std::max(max_want, 1.0));
+                            off += !(std::fabs(want[e] - got[e]) <= 1e-2 * std::max(max_want, 1e-3));
                         EXPECT_EQ(off, 0u) << "layer " << l << " projection " << i;
                         touched += max_want > 0;
                     }

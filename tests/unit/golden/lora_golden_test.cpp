@@ -215,13 +215,13 @@ TEST(LoraSlots, HoldTheLargestRankOnEveryProjection) {
         const int64_t H = sp.hidden_size, I = sp.intermediate_size / size;
         const int64_t Q = sp.num_attention_heads * sp.head_dim / size, KV = sp.num_key_value_heads * sp.head_dim / size;
         // q, k, v, gate, up: N split; o, down: K split. Each part's rank (an int32 in the slot's header), then its
-        // A [rank, K] and B [N, rank] at 256-byte boundaries (on a device the kernels find them there).
+        // A [rank, K] and B [N, rank] in bf16 at 256-byte boundaries (on a device the kernels find them there).
         const auto align = [](size_t n) { return (n + 255) / 256 * 256; };
         const std::pair<int64_t, int64_t> parts[] = {{Q, H}, {KV, H}, {KV, H}, {H, Q}, {I, H}, {I, H}, {H, I}};
         size_t per_layer = 0;
         for (const auto& [N, K] : parts)
-            per_layer += align(static_cast<size_t>(kRank * K) * sizeof(float)) +
-                         align(static_cast<size_t>(N * kRank) * sizeof(float));
+            per_layer += align(static_cast<size_t>(kRank * K) * sizeof(uint16_t)) +
+                         align(static_cast<size_t>(N * kRank) * sizeof(uint16_t));
         const auto layers = static_cast<size_t>(sp.num_hidden_layers);
         EXPECT_EQ((*model)->lora()->slot_bytes(), align(layers * 7 * sizeof(int32_t)) + layers * per_layer);
     }

@@ -1,8 +1,8 @@
 // The op harness's multi-LoRA cases (runtime/lora.h): Ops::linear of a bf16 projection made of uneven parts (a fused
 // q/k/v's), through a step whose tokens are spread over three adapter slots and the base model. Each adapter has its
 // own rank and scale and touches some of the parts. The CPU adds the host slices; CUDA reads the same matrices from
-// a device layout as model::LoraTable writes it (room for the table's rank R, B times the scale, each part's rank in
-// the slot's header, 0 where the adapter leaves it alone) over the step's tiles of up to 16 tokens of one slot.
+// a device layout as model::LoraTable writes it (bf16, room for the table's rank R, B times the scale, each part's rank
+// in the slot's header, 0 where the adapter leaves it alone) over the step's tiles of up to 16 tokens of one slot.
 #include <algorithm>
 #include <limits>
 #include <memory>
@@ -12,6 +12,7 @@
 
 #include "ops/op_harness.h"
 #include "runtime/lora.h"
+#include "tensor/dtype.h"
 
 namespace pagoda::op_harness {
 
@@ -51,9 +52,9 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                 for (int64_t p = 0, offset = 0; p < P; offset += parts[static_cast<size_t>(p)], ++p) {
                     LoraDeviceLayout::Part part{offset, parts[static_cast<size_t>(p)], bytes, 0,
                                                 static_cast<size_t>(p) * sizeof(int32_t)};
-                    bytes += align256(static_cast<size_t>(R * K) * sizeof(float));
+                    bytes += align256(static_cast<size_t>(R * K) * sizeof(uint16_t));  // bf16
                     part.b_offset = bytes;
-                    bytes += align256(static_cast<size_t>(part.rows * R) * sizeof(float));
+                    bytes += align256(static_cast<size_t>(part.rows * R) * sizeof(uint16_t));
                     layout.parts.push_back(part);
                 }
                 layout.slot_stride = bytes;
@@ -64,9 +65,9 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                 HostTensor image = HostTensor::zeros(DType::F32, Shape{static_cast<int64_t>(kSlots * bytes / 4)});
                 auto* base = static_cast<std::byte*>(image.tensor.data());
                 for (int32_t a = 0; a < kSlots; ++a) {
-                    auto* f = reinterpret_cast<float*>(base + static_cast<size_t>(a) * bytes);
-                    std::fill(f + 256 / sizeof(float), f + bytes / sizeof(float),
-                              std::numeric_limits<float>::quiet_NaN());
+                    auto* h = reinterpret_cast<uint16_t*>(base + static_cast<size_t>(a) * bytes);
+                    std::fill(h + 256 / sizeof(uint16_t), h + bytes / sizeof(uint16_t),
+                              f32_to_bf16(std::numeric_limits<float>::quiet_NaN()));
                 }
                 for (int32_t a = 0; a < kSlots; ++a) {
                     const int64_t rank = ranks[a];
@@ -80,14 +81,15 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                             LoraSlice{part.row_offset, A.tensor, B.tensor, scales[a]});
                         std::byte* slot = base + static_cast<size_t>(a) * bytes;
                         *reinterpret_cast<int32_t*>(slot + part.rank_offset) = static_cast<int32_t>(rank);
-                        auto* da = reinterpret_cast<float*>(slot + part.a_offset);
-                        auto* db = reinterpret_cast<float*>(slot + part.b_offset);
+                        auto* da = reinterpret_cast<uint16_t*>(slot + part.a_offset);
+                        auto* db = reinterpret_cast<uint16_t*>(slot + part.b_offset);
                         const float* ha = A.tensor.data_as<float>();
                         const float* hb = B.tensor.data_as<float>();
-                        std::copy_n(ha, rank * K, da);
+                        for (int64_t i = 0; i < rank * K; ++i)
+                            da[i] = f32_to_bf16(ha[i]);
                         for (int64_t n = 0; n < part.rows; ++n)
                             for (int64_t j = 0; j < rank; ++j)
-                                db[n * R + j] = scales[a] * hb[n * rank + j];
+                                db[n * R + j] = f32_to_bf16(scales[a] * hb[n * rank + j]);
                     }
                 }
                 if (r.on_cuda()) {

@@ -1,4 +1,5 @@
-// The LoRA shrink and expand kernels (lora.h). A block works on one tile (up to 16 tokens of one adapter slot), so
+// The LoRA shrink and expand kernels (lora.h): bf16 adapter matrices, F32 activations and sums. A block works on one
+// tile (up to 16 tokens of one adapter slot), so
 // each adapter's matrices are read once a tile rather than once a token, and only up to the adapter's rank on the
 // part (the blocks of a part it leaves alone return at once): the shrink stages the tile's inputs in
 // shared memory a chunk of K at a time and gives each warp two of A's rows; the expand keeps the tile's u in shared
@@ -20,8 +21,8 @@ constexpr int kExpandThreads = 128;
 
 // The rank of the slot's adapter on part p, from the slot's header; never above the room its matrices have (the
 // table writes no more, and a header that said more must not send the kernels past A, B or the shared tile).
-__device__ __forceinline__ int64_t slot_rank(const LoraArgs& a, const float* slot, const LoraPartArgs& p) {
-    return min(static_cast<int64_t>(reinterpret_cast<const int32_t*>(slot)[p.rank_index]), a.rank);
+__device__ __forceinline__ int64_t slot_rank(const LoraArgs& a, const std::byte* slot, const LoraPartArgs& p) {
+    return min(static_cast<int64_t>(*reinterpret_cast<const int32_t*>(slot + p.rank_offset)), a.rank);
 }
 
 __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs a) {
@@ -30,18 +31,19 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
     const LoraTileDesc tile = a.tiles[blockIdx.x];
     if (tile.count <= 0) return;  // padding: the same for the whole block
     const LoraPartArgs p = a.parts[blockIdx.y];
-    const float* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
+    const std::byte* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
     const int64_t rank = slot_rank(a, slot, p);
     const int64_t r0 = static_cast<int64_t>(blockIdx.z) * kShrinkRows;
     if (r0 >= rank) return;  // rows past the adapter's rank on this part (all of them where it has none)
     const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
-    const float* row[kShrinkRowsPerWarp];
+    const auto* A = reinterpret_cast<const __nv_bfloat16*>(slot + p.a_offset);
+    const __nv_bfloat16* row[kShrinkRowsPerWarp];
     bool live[kShrinkRowsPerWarp];
 #pragma unroll
     for (int q = 0; q < kShrinkRowsPerWarp; ++q) {
         const int64_t r = r0 + warp * kShrinkRowsPerWarp + q;
         live[q] = r < rank;
-        row[q] = slot + p.a_offset + (live[q] ? r : 0) * a.K;
+        row[q] = A + (live[q] ? r : 0) * a.K;
     }
     float acc[kShrinkRowsPerWarp][kTokens] = {};
     for (int64_t k0 = 0; k0 < a.K; k0 += kShrinkChunk) {
@@ -59,7 +61,7 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
             float w[kShrinkRowsPerWarp];
 #pragma unroll
             for (int q = 0; q < kShrinkRowsPerWarp; ++q)
-                w[q] = live[q] && k < a.K ? row[q][k] : 0.0f;
+                w[q] = live[q] && k < a.K ? __bfloat162float(row[q][k]) : 0.0f;
 #pragma unroll
             for (int j = 0; j < kTokens; ++j) {
                 const float xv = xs[j][c * 32 + lane];
@@ -89,7 +91,7 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
     const LoraPartArgs p = a.parts[blockIdx.z];
     const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kExpandThreads;
     if (tile.count <= 0 || n0 >= p.rows) return;  // the same for the whole block
-    const float* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
+    const std::byte* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
     const int64_t rank = slot_rank(a, slot, p);
     if (rank <= 0) return;  // the slot's adapter leaves this part alone
     const int64_t R = a.rank, u_stride = a.num_parts * R;
@@ -101,21 +103,23 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
     __syncthreads();
     const int64_t n = n0 + threadIdx.x;
     if (n >= p.rows) return;
-    const float* b = slot + p.b_offset + n * R;
+    const auto* b = reinterpret_cast<const __nv_bfloat16*>(slot + p.b_offset) + n * R;
     float acc[kTokens] = {};
     int64_t r = 0;
-    if ((R & 3) == 0) {  // B's rows are 16-byte aligned (the layout aligns each matrix to 256 bytes)
+    if ((R & 3) == 0) {  // B's rows are 8-byte aligned (the layout aligns each matrix to 256 bytes)
         for (; r + 4 <= rank; r += 4) {
-            const float4 w = *reinterpret_cast<const float4*>(b + r);
+            const uint2 raw = *reinterpret_cast<const uint2*>(b + r);
+            const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+            const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
 #pragma unroll
             for (int j = 0; j < kTokens; ++j) {
                 const float* uj = us + j * R + r;
-                acc[j] += uj[0] * w.x + uj[1] * w.y + uj[2] * w.z + uj[3] * w.w;
+                acc[j] += uj[0] * lo.x + uj[1] * lo.y + uj[2] * hi.x + uj[3] * hi.y;
             }
         }
     }
     for (; r < rank; ++r) {
-        const float w = b[r];
+        const float w = __bfloat162float(b[r]);
 #pragma unroll
         for (int j = 0; j < kTokens; ++j)
             acc[j] += us[j * R + r] * w;

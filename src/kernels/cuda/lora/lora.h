@@ -1,10 +1,11 @@
 // CUDA launchers for multi-LoRA (runtime/lora.h): a projection's adapter deltas for every token of a step in two
 // launches, whatever the adapters. The step's adapter tokens come sorted by slot (`order`) and cut into tiles of up
 // to kLoraTileRows tokens of one slot; each slot keeps its adapter's matrices at fixed places (runtime's
-// LoraDeviceLayout: A [rank, K] and B [rows, rank] per part of the projection with room for the table's rank, B times
-// the adapter's scale, and the adapter's rank on each part, which bounds what the kernels read). The shrink writes u =
-// x · Aᵀ per (token, part); the expand adds u · Bᵀ into the part's columns of y. Nothing depends on host data but the
-// grid's size (the tile count, fixed for a recorded step), so a CUDA graph replays them for any mix of adapters.
+// LoraDeviceLayout: A [rank, K] and B [rows, rank] in bf16 per part of the projection with room for the table's rank,
+// B times the adapter's scale, and the adapter's rank on each part, which bounds what the kernels read). The shrink
+// writes u = x · Aᵀ per (token, part); the expand adds u · Bᵀ into the part's columns of y. Nothing depends on host
+// data but the grid's size (the tile count, fixed for a recorded step), so a CUDA graph replays them for any mix of
+// adapters.
 #pragma once
 
 #include "kernels/cuda/types.h"
@@ -21,23 +22,23 @@ struct LoraTileDesc {
 
 struct LoraPartArgs {
     int64_t row_offset, rows;    // the part's output features in y
-    int64_t a_offset, b_offset;  // in floats from a slot's start
-    int64_t rank_index;          // in int32s from a slot's start: the rank r_{s,p} of the slot's adapter on the part
+    int64_t a_offset, b_offset;  // bytes from a slot's start
+    int64_t rank_offset;         // bytes from a slot's start: the int32 rank r_{s,p} of the slot's adapter on the part
 };
 
 // For every tile i < num_tiles with count > 0, token t = order[tiles[i].begin + j] (j < count) of slot s:
 //   shrink: u[(begin + j), p, r] = Σ_k x[t, k] · A_{s,p}[r, k]          for r < r_{s,p}, p < num_parts
 //   expand: y[t, row_offset_p + n] += Σ_{r < r_{s,p}} u[(begin + j), p, r] · B_{s,p}[n, r]   for n < rows_p
-// with A_{s,p} [rank, K] at slots + s · slot_stride + a_offset_p, B_{s,p} [rows_p, rank] likewise (rank: the row
-// stride of B and the room of A; r_{s,p} <= rank, 0 where the adapter leaves the part alone: nothing is read or
-// added). u is [order's length, num_parts, rank] F32.
+// with A_{s,p} [rank, K] bf16 at slots + s · slot_stride + a_offset_p, B_{s,p} [rows_p, rank] bf16 likewise (rank:
+// the row stride of B and the room of A; r_{s,p} <= rank, 0 where the adapter leaves the part alone: nothing is read
+// or added). x, y and u are F32; u is [order's length, num_parts, rank], summed in F32.
 struct LoraArgs {
     const float* x;
     int64_t x_stride;
     float* y;
     int64_t y_stride;
-    const float* slots;
-    int64_t slot_stride;  // floats
+    const std::byte* slots;
+    int64_t slot_stride;  // bytes
     int64_t rank, K;
     LoraPartArgs parts[kLoraMaxParts];
     int32_t num_parts;
