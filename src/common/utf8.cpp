@@ -81,4 +81,11 @@ void utf8_append(std::string& out, char32_t cp) {
     }
 }
 
+size_t utf8_length(std::string_view s) {
+    size_t n = 0;
+    for (unsigned char c : s)
+        n += (c & 0xC0) != 0x80;
+    return n;
+}
+
 }  // namespace pagoda

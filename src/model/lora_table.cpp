@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "common/align.h"
 #include "common/check.h"
 #include "model/tensor_parallel.h"
 #include "tensor/dtype.h"
@@ -12,10 +13,6 @@ namespace pagoda::model {
 namespace {
 
 constexpr std::string_view kWeightSuffix = ".weight";
-
-size_t align256(size_t n) {
-    return (n + 255) & ~size_t{255};
-}
 
 std::string module_of(const std::string& weight) {
     return weight.substr(0, weight.size() - kWeightSuffix.size());
@@ -106,9 +103,9 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
         layout.rank = max_rank;
         layout.K = K;
         LoraDeviceLayout::Part part{row_offset, N, matrix_bytes, 0, num_parts++ * sizeof(int32_t)};
-        matrix_bytes += align256(static_cast<size_t>(max_rank * K) * sizeof(uint16_t));
+        matrix_bytes += align_up(static_cast<size_t>(max_rank * K) * sizeof(uint16_t), 256);
         part.b_offset = matrix_bytes;
-        matrix_bytes += align256(static_cast<size_t>(N * max_rank) * sizeof(uint16_t));
+        matrix_bytes += align_up(static_cast<size_t>(N * max_rank) * sizeof(uint16_t), 256);
         layout.parts.push_back(part);
         landing_[name] = Landing{set, row_offset, roles.at(name), layout.parts.size() - 1};
     };
@@ -126,7 +123,7 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
     for (auto& [w, name] : names)
         if (!landing_.count(name)) add_part(new_set(*w), w, 0);
     // The header of ranks first, then the matrices.
-    header_bytes_ = align256(num_parts * sizeof(int32_t));
+    header_bytes_ = align_up(num_parts * sizeof(int32_t), 256);
     for (auto& set : sets_)
         for (LoraDeviceLayout::Part& part : set->device.parts) {
             part.a_offset += header_bytes_;

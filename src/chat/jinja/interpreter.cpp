@@ -16,13 +16,6 @@ namespace pagoda::jinja {
     throw TemplateError(undefined.str().empty() ? "undefined value" : undefined.str());
 }
 
-size_t utf8_length(const std::string& s) {
-    size_t n = 0;
-    for (unsigned char c : s)
-        if ((c & 0xC0) != 0x80) ++n;
-    return n;
-}
-
 std::vector<Value> iterate(const Value& v) {
     switch (v.kind()) {
         case Value::Kind::kUndefined:

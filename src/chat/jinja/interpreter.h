@@ -9,6 +9,7 @@
 
 #include "chat/jinja/ast.h"
 #include "chat/jinja/template.h"
+#include "common/utf8.h"  // utf8_length, for the built-ins
 
 namespace pagoda::jinja {
 
@@ -93,7 +94,6 @@ class Interpreter {
 // Python-style helpers shared by the interpreter and the built-ins.
 std::vector<Value> iterate(const Value& v);  // for-loop iteration; TypeError when not iterable
 bool value_in(const Value& item, const Value& container);
-size_t utf8_length(const std::string& s);
 [[noreturn]] void raise_undefined(const Value& undefined);
 
 }  // namespace pagoda::jinja

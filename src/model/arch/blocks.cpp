@@ -8,6 +8,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/align.h"
 #include "common/check.h"
 #include "model/parallel_copy.h"
 
@@ -17,9 +18,6 @@ namespace pagoda::model {
 
 namespace {
 constexpr size_t kArenaAlign = 64;
-size_t align_up(size_t n) {
-    return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
-}
 }  // namespace
 
 void Arena::reserve(Allocator& allocator, size_t bytes) {
@@ -32,7 +30,7 @@ void Arena::reserve(Allocator& allocator, size_t bytes) {
 }
 
 Tensor Arena::take(DType dtype, const Shape& shape) {
-    const size_t bytes = align_up(static_cast<size_t>(shape.numel()) * dtype_size(dtype));
+    const size_t bytes = align_up(static_cast<size_t>(shape.numel()) * dtype_size(dtype), kArenaAlign);
     PAGODA_CHECK_MSG(used_ + bytes <= buffer_.size(), "scratch arena too small");
     Tensor t(static_cast<std::byte*>(buffer_.data()) + used_, dtype, shape, buffer_.device());
     used_ += bytes;

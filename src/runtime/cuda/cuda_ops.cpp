@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "common/align.h"
 #include "runtime/cuda/cuda_ops.h"
 #include "runtime/cuda_backend.h"
 
@@ -115,7 +116,7 @@ size_t CudaOps::stage(const ForwardBatch& b) {
         {lora_groups_.tiles.data(), lora_groups_.tiles.size() * sizeof(LoraTile)}};
     size_t total = 0;
     for (const auto& [ptr, bytes] : arrays)
-        total += align256(bytes);
+        total += align_up(bytes, 256);
     if (total == 0) return 0;
     // The previous step's upload must have left the staging memory before it is rewritten (while recording,
     // nothing runs, and the event must not be recorded into the graph).
@@ -127,7 +128,7 @@ size_t CudaOps::stage(const ForwardBatch& b) {
         if (bytes == 0 || ptr == nullptr) continue;
         std::memcpy(host + off, ptr, bytes);
         step_.push_back({ptr, bytes, dev + off});
-        off += align256(bytes);
+        off += align_up(bytes, 256);
     }
     return off;
 }
@@ -143,7 +144,7 @@ bool CudaOps::already_checked(const void* array, int64_t size) {
 void CudaOps::resolve(std::initializer_list<HostArray> arrays, const void** out) {
     size_t missing = 0;
     for (const HostArray& a : arrays)
-        if (a.bytes > 0 && !find_step(a)) missing += align256(a.bytes);
+        if (a.bytes > 0 && !find_step(a)) missing += align_up(a.bytes, 256);
     char* scratch = missing ? static_cast<char*>(op_uploads_.get(missing, stream_)) : nullptr;
     size_t i = 0, off = 0;
     for (const HostArray& a : arrays) {
@@ -157,7 +158,7 @@ void CudaOps::resolve(std::initializer_list<HostArray> arrays, const void** out)
         }
         char* dst = scratch + off;
         out[i++] = dst;
-        off += align256(a.bytes);
+        off += align_up(a.bytes, 256);
         if (capturing_) {  // a copy from pageable memory cannot be recorded, and would not be redone at replay
             capture_failed_ = true;
             continue;

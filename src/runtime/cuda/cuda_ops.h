@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/align.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/gemm.h"
 #include "runtime/cuda/internal.h"
@@ -76,10 +77,6 @@ inline kcu::Rows rows2(const Tensor& t) {
 }
 inline kcu::Rows rows3(const Tensor& t) {
     return {t.data_as<float>(), t.stride(0), t.stride(1)};
-}
-
-inline size_t align256(size_t n) {
-    return (n + 255) / 256 * 256;
 }
 
 struct CudaStepGraph final : StepGraph {

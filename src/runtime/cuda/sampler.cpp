@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/align.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "runtime/cuda/internal.h"
 #include "runtime/device_sampler.h"
@@ -15,10 +16,6 @@ namespace kcu = kernels::cuda;
 using kernels::LogitEdit;
 using kernels::SampledToken;
 using kernels::SampleRow;
-
-size_t align256(size_t n) {
-    return (n + 255) / 256 * 256;
-}
 
 class CudaSampler final : public DeviceSampler {
   public:
@@ -45,10 +42,10 @@ class CudaSampler final : public DeviceSampler {
                 return Status::error("sample: edit token " + std::to_string(e.token) + " outside the vocabulary");
 
         // One upload: rows, edits and the structured-output masks (bit-packed: 19 KB a row for Qwen's vocabulary).
-        const size_t rows_bytes = align256(rows.size_bytes()), edits_bytes = align256(edits.size_bytes());
-        const size_t masks_bytes = align256(masks.size_bytes());
+        const size_t rows_bytes = align_up(rows.size_bytes(), 256), edits_bytes = align_up(edits.size_bytes(), 256);
+        const size_t masks_bytes = align_up(masks.size_bytes(), 256);
         const size_t upload = rows_bytes + edits_bytes + masks_bytes;
-        const size_t raw_bytes = align256(edits.size() * sizeof(float)), out_bytes = out.size_bytes();
+        const size_t raw_bytes = align_up(edits.size() * sizeof(float), 256), out_bytes = out.size_bytes();
         auto* host = static_cast<char*>(staging_.get(upload));
         std::memcpy(host, rows.data(), rows.size_bytes());
         if (!edits.empty()) std::memcpy(host + rows_bytes, edits.data(), edits.size_bytes());

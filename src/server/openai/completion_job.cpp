@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "common/log.h"
+#include "common/utf8.h"
 #include "server/openai/service_context.h"
 
 namespace pagoda::server::openai {
@@ -270,7 +271,7 @@ void CompletionJob::emit(Choice& ch, int index, const std::string& lp_json, bool
             ch.prefix.clear();
         }
         t += out_text;
-        ch.text_chars += utf8_code_points(t);
+        ch.text_chars += static_cast<int64_t>(utf8_length(t));
         if (!t.empty() || ch.done || !lp_json.empty())
             responder->write(sse->completion_text(index, t, ch.done ? ch.finish : "", lp_json, per_chunk_usage));
     }

@@ -47,9 +47,6 @@ class OutputSink {
                                       const UsageCounts& usage) = 0;
 };
 
-// Code points in UTF-8 text (what Python's len() counts: vLLM's text_offset is in those).
-int64_t utf8_code_points(std::string_view text);
-
 struct CompletionJob : std::enable_shared_from_this<CompletionJob> {
     struct Choice {
         std::optional<IncrementalDecoder> decoder;

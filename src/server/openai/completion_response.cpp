@@ -2,6 +2,7 @@
 // non-streamed response body.
 #include <algorithm>
 
+#include "common/utf8.h"
 #include "server/openai/completion_job.h"
 #include "server/openai/service_context.h"
 
@@ -15,19 +16,12 @@ Json text_offsets(const Json& tokens, int64_t start) {
     Json out = Json::array();
     for (const Json& t : tokens.as_array()) {
         out.push_back(Json(start));
-        start += utf8_code_points(t.as_string());
+        start += static_cast<int64_t>(utf8_length(t.as_string()));
     }
     return out;
 }
 
 }  // namespace
-
-int64_t utf8_code_points(std::string_view text) {
-    int64_t n = 0;
-    for (unsigned char c : text)
-        n += (c & 0xC0) != 0x80;
-    return n;
-}
 
 // Completions echo with logprobs: the prompt's entries of the legacy lists (the first token has none).
 void CompletionJob::append_prompt_logprobs(size_t s, Json& tokens, Json& token_lps, Json& tops) const {

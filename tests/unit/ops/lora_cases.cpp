@@ -10,19 +10,12 @@
 #include <string>
 #include <vector>
 
+#include "common/align.h"
 #include "ops/op_harness.h"
 #include "runtime/lora.h"
 #include "tensor/dtype.h"
 
 namespace pagoda::op_harness {
-
-namespace {
-
-size_t align256(size_t n) {
-    return (n + 255) & ~size_t{255};
-}
-
-}  // namespace
 
 OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) {
     std::string name =
@@ -52,9 +45,9 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                 for (int64_t p = 0, offset = 0; p < P; offset += parts[static_cast<size_t>(p)], ++p) {
                     LoraDeviceLayout::Part part{offset, parts[static_cast<size_t>(p)], bytes, 0,
                                                 static_cast<size_t>(p) * sizeof(int32_t)};
-                    bytes += align256(static_cast<size_t>(R * K) * sizeof(uint16_t));  // bf16
+                    bytes += align_up(static_cast<size_t>(R * K) * sizeof(uint16_t), 256);  // bf16
                     part.b_offset = bytes;
-                    bytes += align256(static_cast<size_t>(part.rows * R) * sizeof(uint16_t));
+                    bytes += align_up(static_cast<size_t>(part.rows * R) * sizeof(uint16_t), 256);
                     layout.parts.push_back(part);
                 }
                 layout.slot_stride = bytes;

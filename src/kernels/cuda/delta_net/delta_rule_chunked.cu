@@ -21,6 +21,7 @@
 // delta_net.h); dv is cut into blocks of 32 columns, masked at the edge, so any dv works. Shared memory: chunk_prepare
 // (64·(DK+4) + 2·64·68 + 5·64) floats = 70 KB at DK 128, within every supported part's 99 KB; chunk_state_pass
 // (DK·40 + 64·40 + 4·64) floats = 31 KB.
+#include "common/align.h"
 #include "kernels/cuda/delta_net/delta_net_internal.cuh"
 #include "kernels/cuda/device_caps.h"
 
@@ -138,20 +139,16 @@ struct ChunkWorkspace {
     float* u;      // [T, Hv, dv]
 };
 
-size_t align256(size_t bytes) {
-    return (bytes + 255) / 256 * 256;
-}
-
 ChunkWorkspace split_workspace(void* base, int64_t T, int Hv, int dk) {
     const size_t rows = static_cast<size_t>(T) * Hv;
     char* p = static_cast<char*>(base);
     ChunkWorkspace ws;
     ws.rowf = reinterpret_cast<float4*>(p);
-    p += align256(rows * sizeof(float4));
+    p += align_up(rows * sizeof(float4), 256);
     ws.attn = reinterpret_cast<float*>(p);
-    p += align256(rows * kChunk * sizeof(float));
+    p += align_up(rows * kChunk * sizeof(float), 256);
     ws.w = reinterpret_cast<float*>(p);
-    p += align256(rows * dk * sizeof(float));
+    p += align_up(rows * dk * sizeof(float), 256);
     ws.u = reinterpret_cast<float*>(p);
     return ws;
 }
@@ -433,8 +430,8 @@ void chunked_launch(const GatedDeltaRuleArgs& a, const ChunkWorkspace& ws, cudaS
 
 size_t gated_delta_rule_chunked_workspace_bytes(int64_t num_tokens, int Hv, int dk, int dv) {
     const size_t rows = static_cast<size_t>(num_tokens) * Hv;
-    return align256(rows * sizeof(float4)) + align256(rows * kChunk * sizeof(float)) +
-           align256(rows * dk * sizeof(float)) + align256(rows * dv * sizeof(float));
+    return align_up(rows * sizeof(float4), 256) + align_up(rows * kChunk * sizeof(float), 256) +
+           align_up(rows * dk * sizeof(float), 256) + align_up(rows * dv * sizeof(float), 256);
 }
 
 void launch_gated_delta_rule_chunked(const GatedDeltaRuleArgs& a, void* workspace, cudaStream_t stream) {
