@@ -37,7 +37,8 @@ class LoraTable {
     // On a device backend, takes the slots' memory now (one block, each slot at the places its projections'
     // LoraDeviceLayout gives): room for an adapter of max_rank on every projection (this rank's share of each), so
     // that the KV pool, sized after this, leaves it free and no adapter fails to fit later. An error says how much
-    // could not be had. Nothing to do on the CPU (adapters stay in host memory).
+    // could not be had. Also a host buffer of one slot (page-locked on a GPU) that each adapter is put together in
+    // before it goes to the device. Nothing to do on the CPU (adapters stay in host memory).
     Status reserve_slots();
     // The bytes of one slot on a device: every part's rank, then A [max_rank, K] and B [N, max_rank] in bf16 for
     // every projection (this rank's share), each at a 256-byte boundary.
@@ -79,7 +80,8 @@ class LoraTable {
     };
     int32_t slot_of(int32_t id) const;
     Status install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter);
-    // Writes an adapter's cuts into a device slot: their matrices, and every part's rank (0 where it has none).
+    // Writes an adapter's cuts into a device slot: their matrices, and every part's rank (0 where it has none), put
+    // together in staging_ on every core, then one copy.
     Status write_device_slot(int32_t slot, const std::vector<Cut>& cuts, float scale);
     void clear(int32_t slot);
 
@@ -92,7 +94,8 @@ class LoraTable {
     std::map<std::string, Landing> landing_;  // model weight name -> where its deltas go
     std::vector<std::unique_ptr<LoraAdapterSet>> sets_;
     std::vector<Slot> slots_;
-    Buffer device_;  // every slot's matrices on a device backend (reserve_slots)
+    Buffer device_;   // every slot's matrices on a device backend (reserve_slots)
+    Buffer staging_;  // one slot's image in host memory (page-locked on a GPU), copied to the device at once
     uint64_t clock_ = 0;
 };
 
