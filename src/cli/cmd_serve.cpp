@@ -201,7 +201,11 @@ Status expand_config_file(std::span<const std::string_view> args, std::vector<st
         auto j = Json::parse(*text);
         if (!j.ok()) return j.status().with_context("--config " + *path);
         if (!j->is_object()) return Status::error("--config " + *path + ": must hold a JSON object of flag: value");
-        for (const auto& [key, value] : j->as_object()) {
+        for (const auto& entry : j->as_object()) {
+            // (Named, not a structured binding: the lambda below captures it, which C++20 allows and clang 14 does
+            // not.)
+            const std::string& key = entry.first;
+            const Json& value = entry.second;
             std::string flag = "--" + key;
             std::replace(flag.begin(), flag.end(), '_', '-');
             auto scalar = [&](const Json& v) -> Result<std::string> {
