@@ -72,7 +72,9 @@ bool DecodeGraphs::accepts(const ForwardBatch& b) const {
         b.block_size != options_.block_size || b.max_blocks_per_seq > max_blocks_ ||
         static_cast<int32_t>(b.logits_indices.size()) != b.num_seqs)
         return false;
-    if (!b.lora_ids.empty() && model_.lora() == nullptr) return false;
+    // (Model::forward would refuse a batch whose adapter ids are not one a token; a replay skips it.)
+    if (!b.lora_ids.empty() && (model_.lora() == nullptr || static_cast<int32_t>(b.lora_ids.size()) != b.num_tokens))
+        return false;
     for (int32_t s = 0; s < b.num_seqs; ++s)
         if (b.query_start_loc[s] != s || b.logits_indices[s] != s || b.seq_lens[s] > options_.max_seq_len) return false;
     return true;
