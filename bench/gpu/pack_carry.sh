@@ -2,8 +2,10 @@
 # Packs what run_cuda_bench.sh runs on the GPU machine from a CUDA build on this machine: the test and benchmark
 # binaries (stripped, xz-compressed: the carry limit is 64 MiB), the libraries the GPU machine lacks and the tokenizer
 # files the serving runs need.   [TARGETS="name ..."] bench/gpu/pack_carry.sh BUILD_DIR [CARRY_DIR]
-# The carry limit (64 MiB) counts the repository's own files too (~34 MB), so a call carries about eight binaries
-# (3-5 MB each, xz) and not all of them: TARGETS names the ones this call runs (default: every one below). ICU
+# The carry limit (64 MiB) counts the repository's own files too (~42 MB). Built with the kernels in one shared
+# library (-DPAGODA_CUDA_KERNELS_SHARED=ON) every binary below fits (~0.3-1 MB each, xz, beside the library's ~3 MB);
+# built with static kernels a call carries about five (3-5 MB each): TARGETS names the ones this call runs (default:
+# every one below). ICU
 # (8 MB) comes only with `pagoda` (the server and `pagoda logits` need it; the test binaries do not), the tokenizer
 # files as said below.
 set -euo pipefail
@@ -21,6 +23,10 @@ for f in $ALL; do
     [[ -z ${TARGETS:-} || " $TARGETS " == *" $name "* ]] || continue
     strip -s -o "$CARRY/$name" "$BUILD/$f" && xz -f "$CARRY/$name"
 done
+# A build configured with -DPAGODA_CUDA_KERNELS_SHARED=ON keeps the kernels (most of every binary) in one library:
+# then every binary fits one call's carry.
+kernels=$BUILD/src/kernels/cuda/libpagoda_kernels_cuda.so
+[[ -f $kernels ]] && strip -s -o "$CARRY/libpagoda_kernels_cuda.so" "$kernels" && xz -f "$CARRY/libpagoda_kernels_cuda.so"
 cp /lib/x86_64-linux-gnu/{libgomp.so.1,libxxhash.so.0} "$CARRY/"
 if [[ -f $CARRY/pagoda.xz ]]; then
     for l in icuuc icudata; do xz -c /usr/lib/x86_64-linux-gnu/lib$l.so.72.1 > "$CARRY/lib$l.so.72.xz"; done
