@@ -311,7 +311,7 @@ class CudaOps final : public CudaOpsBase {
 
     std::span<const int32_t> lora_slots_;  // the step's (empty: no adapters)
     LoraTokenGroups lora_groups_;          // its order and tiles are staged with the step's arrays
-    DeviceScratch lora_shrunk_;            // the shrink's [tokens, parts, rank] output
+    DeviceScratch lora_shrunk_;            // the shrink's [K ranges, tokens, parts, rank] output
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

@@ -69,10 +69,14 @@ void CudaOps::add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor&
     a.order = static_cast<const int32_t*>(arrays[0]);
     a.tiles = static_cast<const kcu::LoraTileDesc*>(arrays[1]);
     a.num_tiles = static_cast<int32_t>(lora_groups_.tiles.size());
-    // Sized for the most parts and the table's rank, so that every projection of a step takes the same buffer: a
-    // reallocation between launches would free memory still in use, and a recorded step must find it in place.
-    a.u = static_cast<float*>(
-        lora_shrunk_.get(static_cast<size_t>(T * kcu::kLoraMaxParts * layout.rank) * sizeof(float), stream_));
+    // Sized for the most parts and the table's rank, and this projection's K ranges: the runner's warm-up step runs
+    // every projection at the most tokens, so no later step grows it (growing waits for the stream, and a recorded
+    // step must find it in place).
+    expect(lora_groups_.order.size() <= static_cast<size_t>(T), "linear", "more LoRA rows than the step's tokens");
+    a.u_rows = T;
+    a.u = static_cast<float*>(lora_shrunk_.get(
+        static_cast<size_t>(kcu::lora_splits(layout.K) * T * kcu::kLoraMaxParts * layout.rank) * sizeof(float),
+        stream_));
     kcu::launch_lora_shrink(a, stream_);
     kcu::launch_lora_expand(a, stream_);
 }

@@ -1,8 +1,8 @@
 // The LoRA shrink and expand kernels (lora.h): bf16 adapter matrices, F32 activations and sums. A block works on one
 // tile (up to 16 tokens of one adapter slot), so
 // each adapter's matrices are read once a tile rather than once a token, and only up to the adapter's rank on the
-// part (the blocks of a part it leaves alone return at once): the shrink stages the tile's inputs in
-// shared memory a chunk of K at a time and gives each warp two of A's rows; the expand keeps the tile's u in shared
+// part (the blocks of a part it leaves alone return at once): the shrink splits K into ranges of kLoraSplitK, one a
+// block, stages the tile's inputs in shared memory a chunk at a time and gives each warp two of A's rows; the expand keeps the tile's u in shared
 // memory and gives each thread one output feature (one row of B). Low-rank deltas are a small share of a step next to
 // the base GEMMs; these are plain rather than tuned.
 #include "kernels/cuda/common.cuh"
@@ -33,8 +33,10 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
     const LoraPartArgs p = a.parts[blockIdx.y];
     const std::byte* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
     const int64_t rank = slot_rank(a, slot, p);
-    const int64_t r0 = static_cast<int64_t>(blockIdx.z) * kShrinkRows;
+    const int64_t splits = lora_splits(a.K);
+    const int64_t split = blockIdx.z % splits, r0 = static_cast<int64_t>(blockIdx.z / splits) * kShrinkRows;
     if (r0 >= rank) return;  // rows past the adapter's rank on this part (all of them where it has none)
+    const int64_t k_begin = split * kLoraSplitK, k_end = min(a.K, k_begin + kLoraSplitK);
     const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
     const auto* A = reinterpret_cast<const __nv_bfloat16*>(slot + p.a_offset);
     const __nv_bfloat16* row[kShrinkRowsPerWarp];
@@ -46,11 +48,11 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
         row[q] = A + (live[q] ? r : 0) * a.K;
     }
     float acc[kShrinkRowsPerWarp][kTokens] = {};
-    for (int64_t k0 = 0; k0 < a.K; k0 += kShrinkChunk) {
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += kShrinkChunk) {
         __syncthreads();  // every warp is done with the previous chunk
         for (int e = static_cast<int>(threadIdx.x); e < kTokens * kShrinkChunk; e += static_cast<int>(blockDim.x)) {
             const int j = e / kShrinkChunk, k = e % kShrinkChunk;
-            xs[j][k] = j < tile.count && k0 + k < a.K
+            xs[j][k] = j < tile.count && k0 + k < k_end
                            ? a.x[static_cast<int64_t>(a.order[tile.begin + j]) * a.x_stride + k0 + k]
                            : 0.0f;
         }
@@ -61,7 +63,7 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
             float w[kShrinkRowsPerWarp];
 #pragma unroll
             for (int q = 0; q < kShrinkRowsPerWarp; ++q)
-                w[q] = live[q] && k < a.K ? __bfloat162float(row[q][k]) : 0.0f;
+                w[q] = live[q] && k < k_end ? __bfloat162float(row[q][k]) : 0.0f;
 #pragma unroll
             for (int j = 0; j < kTokens; ++j) {
                 const float xv = xs[j][c * 32 + lane];
@@ -72,6 +74,7 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
         }
     }
     const int64_t u_stride = a.num_parts * a.rank;
+    float* u = a.u + split * a.u_rows * u_stride;
 #pragma unroll
     for (int q = 0; q < kShrinkRowsPerWarp; ++q) {
         const int64_t r = r0 + warp * kShrinkRowsPerWarp + q;
@@ -79,7 +82,7 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
         for (int j = 0; j < kTokens; ++j) {
             const float v = warp_sum(acc[q][j]);
             if (lane == 0 && live[q] && j < tile.count)
-                a.u[(tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.y) * a.rank + r] = v;
+                u[(tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.y) * a.rank + r] = v;
         }
     }
 }
@@ -94,11 +97,16 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
     const std::byte* slot = a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
     const int64_t rank = slot_rank(a, slot, p);
     if (rank <= 0) return;  // the slot's adapter leaves this part alone
-    const int64_t R = a.rank, u_stride = a.num_parts * R;
+    const int64_t R = a.rank, u_stride = a.num_parts * R, splits = lora_splits(a.K);
     for (int64_t e = threadIdx.x; e < kTokens * rank; e += blockDim.x) {
         const int64_t j = e / rank, r = e % rank;
-        us[j * R + r] =
-            j < tile.count ? a.u[(tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.z) * R + r] : 0.0f;
+        float sum = 0.0f;
+        if (j < tile.count) {
+            const float* u = a.u + (tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.z) * R + r;
+            for (int64_t q = 0; q < splits; ++q)  // the K ranges' sums, always in this order
+                sum += u[q * a.u_rows * u_stride];
+        }
+        us[j * R + r] = sum;
     }
     __syncthreads();
     const int64_t n = n0 + threadIdx.x;
@@ -135,10 +143,11 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
 void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream) {
     if (a.num_tiles <= 0 || a.rank <= 0 || a.num_parts <= 0) return;
     PAGODA_KERNEL_REQUIRE(a.num_parts <= kLoraMaxParts, "LoRA: too many parts in one projection");
+    PAGODA_KERNEL_REQUIRE(a.u_rows >= 0 && a.K > 0, "LoRA shrink: no inputs or no rows of u");
     const int64_t groups = (a.rank + kShrinkRows - 1) / kShrinkRows;
-    PAGODA_KERNEL_REQUIRE(groups <= 65535, "LoRA shrink grid too large");
+    PAGODA_KERNEL_REQUIRE(groups * lora_splits(a.K) <= 65535, "LoRA shrink grid too large");
     const dim3 grid(static_cast<unsigned>(a.num_tiles), static_cast<unsigned>(a.num_parts),
-                    static_cast<unsigned>(groups));
+                    static_cast<unsigned>(groups * lora_splits(a.K)));
     launch_kernel<lora_shrink_kernel>(grid, kShrinkWarps * 32, 0, stream, a);
 }
 
