@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "common/log.h"
 #include "runtime/ops_checks.h"
 
 namespace pagoda {
@@ -102,7 +103,7 @@ bool CudaGemm::run_fp8(Fp8Scaling scaling, const void* w, const float* w_scales,
 
 CudaGemm::Plan& CudaGemm::plan_for(const Key& key, const Operands& o) {
     auto it = plans_.find(key);
-    if (it == plans_.end()) it = plans_.emplace(key, make_plan(key)).first;
+    if (it == plans_.end()) it = plans_.emplace(key, make_plan(key, o)).first;
     // A plan made while a graph was captured has the heuristic's algorithm; it is chosen properly at the first
     // eager call (graphs already recorded keep the kernels they captured).
     if (it->second.found > 0 && !it->second.chosen && !capturing_) choose_algo(key, it->second, o);
@@ -121,7 +122,7 @@ bool CudaGemm::launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const Ope
                           kWorkspaceBytes, stream_) == CUBLAS_STATUS_SUCCESS;
 }
 
-CudaGemm::Plan CudaGemm::make_plan(const Key& k) {
+CudaGemm::Plan CudaGemm::make_plan(const Key& k, const Operands& o) {
     const cudaDataType_t ab = k.type == static_cast<int>(kcu::ElemType::BF16)     ? CUDA_R_16BF
                               : k.type == static_cast<int>(kcu::ElemType::F16)    ? CUDA_R_16F
                               : k.type == static_cast<int>(kcu::ElemType::F8E4M3) ? CUDA_R_8F_E4M3
@@ -146,6 +147,13 @@ CudaGemm::Plan CudaGemm::make_plan(const Key& k) {
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
         PAGODA_CUBLAS_OK(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)));
+        // The scales' places too, before the heuristic is asked (as PyTorch's scaled GEMM does): with vector and block
+        // scale modes it refused every problem asked without them on an H100 (session 21; whether this was why has
+        // not been run yet). launch() sets each call's own.
+        PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.w_scales,
+                                                        sizeof(o.w_scales)));
+        PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.x_scales,
+                                                        sizeof(o.x_scales)));
     }
     // A: W as column-major [K, N] (ld lda), transposed; B: x as column-major [K, T]; D: y as column-major [N, T].
     PAGODA_CUBLAS_OK(
@@ -170,7 +178,12 @@ CudaGemm::Plan CudaGemm::make_plan(const Key& k) {
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || p.found == 0) {
         p.found = 0;
-        if (k.scaling != 0) return p;  // run_fp8 says so and its caller takes another path
+        if (k.scaling != 0) {  // run_fp8 says so and its caller takes another path; cuBLASLt's reason is said here
+            PAGODA_LOG_WARNING(std::string("cuBLASLt's heuristic found no fp8 algorithm (") +
+                               cublasLtGetStatusString(st) + ", " + std::to_string(p.found) + " candidates) for N=" +
+                               std::to_string(k.m) + " T=" + std::to_string(k.n) + " K=" + std::to_string(k.k));
+            return p;
+        }
         ops_checks::fail("linear", "cuBLASLt has no algorithm for N=" + std::to_string(k.m) +
                                        " T=" + std::to_string(k.n) + " K=" + std::to_string(k.k) + " (" +
                                        cublasLtGetStatusString(st) + ")");

@@ -79,7 +79,7 @@ class CudaGemm {
         const float* w_scales = nullptr;
         const float* x_scales = nullptr;
     };
-    Plan make_plan(const Key& key);  // descriptors and the heuristic's candidates (found 0: none)
+    Plan make_plan(const Key& key, const Operands& o);  // descriptors and the heuristic's candidates (found 0: none)
     Plan& plan_for(const Key& key, const Operands& o);
     void choose_algo(const Key& key, Plan& plan, const Operands& o);
     bool launch(const Plan& p, const cublasLtMatmulAlgo_t& algo, const Operands& o);
