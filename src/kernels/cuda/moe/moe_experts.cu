@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 
+#include "common/align.h"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/moe/moe_internal.cuh"
 
@@ -103,13 +104,12 @@ struct Workspace {
     size_t bytes;
 };
 Workspace carve(char* base, int64_t T, int64_t H, int64_t I, int64_t E, int64_t k) {
-    auto a256 = [](size_t n) { return (n + 255) / 256 * 256; };
     const auto pairs = static_cast<size_t>(T * k);
     Workspace w{};
     size_t off = 0;
     auto take = [&](size_t bytes) {
         char* p = base ? base + off : nullptr;
-        off += a256(bytes);
+        off += align_up(bytes, 256);
         return p;
     };
     w.x_w = take(static_cast<size_t>(T * H) * 2);
