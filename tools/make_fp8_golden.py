@@ -29,6 +29,8 @@ input rounded to e4m3 first by a forward pre-hook, per token in groups of the bl
 
 Usage: python3 tools/make_fp8_golden.py OUT_DIR [name ...]   (then copy OUT/<name> to tests/golden/)
        python3 tools/make_fp8_golden.py --w8a8 [name ...]
+       python3 tools/make_fp8_golden.py --w8a8-drift [name ...]   (after --w8a8: transformers' bf16 run of the same
+                                                                   computation, the CUDA test's bound)
 """
 import json
 import math
@@ -242,32 +244,62 @@ def fp8_round_groups(x, group):
     return out
 
 
-def record_w8a8(name, log):
-    """w8a8_logits_last8.bin of tests/golden/<name> (see the module's doc)."""
-    d = os.path.join(GOLDEN, name)
+def w8a8_logits(d, name, dtype):
+    """transformers' dequantised checkpoint in `dtype` with every quantized projection's input rounded to e4m3 first
+    (fp8_round_groups, computed in fp32 and handed back in the model's dtype): the logits of the last 8 positions of
+    the golden ids, and how many projections were hooked."""
     _, block, _, skip, *_ = SPECS[name]
     ref = json.load(open(os.path.join(d, "reference.json")))
     qc = FineGrainedFP8Config(dequantize=True, weight_block_size=tuple(block), modules_to_not_convert=skip)
-    model = tiny.type_for(ref["model_type"]).from_pretrained(d, dtype=torch.float32, attn_implementation="eager",
+    model = tiny.type_for(ref["model_type"]).from_pretrained(d, dtype=dtype, attn_implementation="eager",
                                                              quantization_config=qc).eval()
     hooked = 0
     for module_name, module in model.named_modules():
         if isinstance(module, torch.nn.Linear) and QUANTIZED.match(module_name + ".weight"):
-            module.register_forward_pre_hook(lambda _m, args: (fp8_round_groups(args[0], block[1]),) + args[1:])
+            module.register_forward_pre_hook(
+                lambda _m, args: (fp8_round_groups(args[0].float(), block[1]).to(args[0].dtype),) + args[1:])
             hooked += 1
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0, -8:].float().numpy()
+    return logits, hooked
+
+
+def record_w8a8(name, log):
+    """w8a8_logits_last8.bin of tests/golden/<name> (see the module's doc)."""
+    d = os.path.join(GOLDEN, name)
+    logits, hooked = w8a8_logits(d, name, torch.float32)
     logits.astype(np.float32).tofile(os.path.join(d, "w8a8_logits_last8.bin"))
     log(f"{name}: W8A8 logits of the last 8 positions ({hooked} projections' inputs rounded to e4m3 per token in "
-        f"groups of {block[1]}): max|logit| {float(np.abs(logits).max()):.4f}")
+        f"groups of {SPECS[name][1][1]}): max|logit| {float(np.abs(logits).max()):.4f}")
+
+
+def record_w8a8_drift(name, log):
+    """transformers' own bf16 run of the W8A8 computation against w8a8_logits_last8.bin (its fp32 run), recorded in
+    reference.json as w8a8_transformers_bf16_max_abs_diff: the CUDA golden test's bound for --fp8-activations. The
+    weight-only drift is no bound for it: rounding inputs to e4m3 turns a bf16-sized difference upstream into a whole
+    e4m3 step (2^-3 relative) wherever it crosses a rounding boundary."""
+    d = os.path.join(GOLDEN, name)
+    want = np.fromfile(os.path.join(d, "w8a8_logits_last8.bin"), dtype=np.float32).reshape(8, -1)
+    got, _ = w8a8_logits(d, name, torch.bfloat16)
+    drift = float(np.abs(got - want).max())
+    ref_path = os.path.join(d, "reference.json")
+    ref = json.load(open(ref_path))
+    ref["w8a8_transformers_bf16_max_abs_diff"] = round(drift, 6)
+    ref["w8a8_transformers_bf16_note"] = (f"measured by tools/make_fp8_golden.py --w8a8-drift (torch {torch.__version__}, "
+                                          f"transformers {transformers.__version__}, CPU)")
+    with open(ref_path, "w") as f:
+        json.dump(ref, f, indent=1)
+    log(f"{name}: transformers' bf16 W8A8 run moves the last 8 positions' logits by {drift:.6f} "
+        f"(weight-only bf16 drift {ref.get('transformers_bf16_max_abs_diff')})")
 
 
 def main():
-    if sys.argv[1] == "--w8a8":
+    if sys.argv[1] in ("--w8a8", "--w8a8-drift"):
         torch.set_num_threads(min(8, os.cpu_count() or 1))
         logf = open(os.path.join(GOLDEN, "make_fp8_golden.log"), "a")
+        record = record_w8a8 if sys.argv[1] == "--w8a8" else record_w8a8_drift
         for name in sys.argv[2:]:
-            record_w8a8(name, lambda msg: (print(msg, flush=True), logf.write(msg + "\n")))
+            record(name, lambda msg: (print(msg, flush=True), logf.write(msg + "\n")))
         return 0
     out_root = sys.argv[1]
     names = sys.argv[2:] or list(SPECS)

@@ -261,9 +261,15 @@ int main(int argc, char** argv) {
         for (int i = 0; i < 2; ++i)
             PAGODA_RETURN_IF_ERROR(m.forward(batch, &kv, st_pool, logits));  // warm-up
         (*backend)->synchronize();
-        Status st = ok_status();
-        auto t = cuda_time_queued(**backend, [&] { st = m.forward(batch, &kv, st_pool, logits); });
-        PAGODA_RETURN_IF_ERROR(st);
+        // A forward whose queueing outlasts the hold (a 27B model's prefill did at 200 ms) is queued again behind a
+        // longer one; only the last refusal fails the run.
+        Result<QueuedTiming> t = Status::error("not run");
+        for (const double hold_ms : {200.0, 1000.0, 5000.0}) {
+            Status st = ok_status();
+            t = cuda_time_queued(**backend, [&] { st = m.forward(batch, &kv, st_pool, logits); }, hold_ms);
+            PAGODA_RETURN_IF_ERROR(st);
+            if (t.ok()) break;
+        }
         return t;
     };
     auto dq = queued(context + decode / 2, std::span<const int32_t>(&first_token, 1));

@@ -25,7 +25,8 @@
 #               ($MODEL-awq, made once), of --quantization fp8 and of that with --fp8-activations (W8A8) against
 #               transformers' fp32 run of the same quantized weights (and rounded inputs; quant_reference.py), and each quantization's cost against the bf16 model: KL divergence and
 #               top-1 agreement beside transformers' own (compare_quantized.py)
-#   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out)
+#   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out); THROUGHPUT_PEER=1
+#               also against llama-server on the peer part's GGUF (one slot a request, 2,048 tokens each)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
 #   profile     a shorter profiled serving run (PROFILE_N (256) x 1000 in / 300 out, eager steps) whose per-op
 #               table shows where a large-batch step's time goes
@@ -236,16 +237,24 @@ if want model2; then
     compare_logits_at "$MODEL2" Qwen2.5-7B
 fi
 if want sanitize; then
-    # compute-sanitizer: memcheck over every op test, racecheck (shared memory) over the attention and prologue
-    # kernels, synccheck over the same.
-    for tool in memcheck racecheck synccheck; do
-        filter='*'
-        [[ $tool != memcheck ]] && filter='*paged_attention*:*qk_norm*'
-        LD_LIBRARY_PATH=$LIBS timeout "${SANITIZE_TIMEOUT:-400}" compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/backend_ops_test" \
-            --gtest_filter="$filter" > "$OUT/sanitize_$tool.log" 2>&1
-        summary+=("compute-sanitizer $tool rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' \
-            "$OUT/sanitize_$tool.log" | tr '\n' ' ')")
-    done
+    # compute-sanitizer: memcheck over every op test (SANITIZE_OPS: a gtest filter, e.g. the Gated DeltaNet cases),
+    # racecheck (shared memory) over the attention and prologue kernels, synccheck over the same; then the three over
+    # the Gated DeltaNet kernels' own tests (their 1,000- and 4,097-token cases left to memcheck: racecheck is slow).
+    sanitize() {
+        local tool=$1 name=$2 filter=$3
+        LD_LIBRARY_PATH=$LIBS timeout "${SANITIZE_TIMEOUT:-400}" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+            "$BIN/$name" --gtest_filter="$filter" > "$OUT/sanitize_${tool}_$name.log" 2>&1
+        summary+=("compute-sanitizer $tool $name rc=$?: $(grep -E 'ERROR SUMMARY|^\[  (PASSED|FAILED) ' \
+            "$OUT/sanitize_${tool}_$name.log" | tr '\n' ' ')")
+    }
+    sanitize memcheck backend_ops_test "${SANITIZE_OPS:-*}"
+    sanitize racecheck backend_ops_test '*paged_attention*:*qk_norm*'
+    sanitize synccheck backend_ops_test '*paged_attention*:*qk_norm*'
+    if [[ -x $BIN/delta_net_kernels_test ]]; then
+        sanitize memcheck delta_net_kernels_test '*'
+        sanitize racecheck delta_net_kernels_test '-*4097*:*1000*'
+        sanitize synccheck delta_net_kernels_test '-*4097*:*1000*'
+    fi
 fi
 # BENCH_BF16=0 skips the bf16 runs (a QUANT run whose bf16 baseline an earlier call of the same visit measured),
 # PDL_AB=0 the run with programmatic dependent launch off.
@@ -378,6 +387,23 @@ serve_and() {
     kill -TERM $pid
     wait $pid
 }
+# llama-server on the peer part's GGUF, for the serving loads: LOG, parallel slots, tokens a slot, then the client.
+llama_server_ready() { [[ -x /tmp/llama.cpp/build/bin/llama-server && -f /tmp/$SHAPE.gguf ]]; }
+llama_serve_and() {
+    local log=$1 slots=$2 per_slot=$3
+    shift 3
+    /tmp/llama.cpp/build/bin/llama-server -m "/tmp/$SHAPE.gguf" -ngl 999 -fa on -c $((slots * per_slot)) -np "$slots" \
+        --port 8016 > "$log" 2>&1 &
+    local pid=$!
+    for _ in $(seq 1200); do  # 503 while it loads: urlopen raises until it answers 200
+        python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8016/health', timeout=1)" \
+            2> /dev/null && break
+        sleep 0.1
+    done
+    "$@"
+    kill -TERM $pid
+    wait $pid
+}
 if want qaccuracy; then
     # Issue 18: each quantized variant's logits on the GPU against transformers' fp32 run of the same quantized weights
     # (the verdict), and what the quantization costs against the bf16 model (KL, top-1), pagoda's beside transformers'.
@@ -409,6 +435,12 @@ if want throughput; then
         -n "$n" --input 1000 --output 1000 --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput.log" 2>&1
     summary+=("offline throughput $n x (1000 in, 1000 out), serve ${SERVE_SIZES---max-model-len 4096 --max-num-seqs 256}: $(tail -1 "$OUT/throughput.log")")
     summary+=("  $(grep -E 'engine sizes|KV pool|num_preemptions' "$OUT/serve_throughput.log" | tr '\n' ' ')")
+    if [[ ${THROUGHPUT_PEER:-0} == 1 ]] && llama_server_ready; then  # the same load on llama-server (peer part's GGUF)
+        llama_serve_and "$OUT/llama_server_throughput.log" "$n" 2048 python3 bench/gpu/offline_throughput.py \
+            --url http://127.0.0.1:8016 --model "$MODEL" -n "$n" --input 1000 --output 1000 \
+            --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput_llama.log" 2>&1
+        summary+=("llama-server, offline $n x (1000 in, 1000 out): $(tail -1 "$OUT/throughput_llama.log")")
+    fi
 fi
 if want async; then
     # Async scheduling A/B (issue 17): the same loads through one server without and one with --async-scheduling:
@@ -532,20 +564,11 @@ if want streams; then
     SERVE_SIZES="" serve_and "$OUT/serve_streams.log" 8015 PAGODA_QUIET=1 "${load[@]}" --url http://127.0.0.1:8015 \
         > "$OUT/streams_pagoda.log" 2>&1
     summary+=("pagoda serve, $n streams x (1000 in, 256 out): $(tail -1 "$OUT/streams_pagoda.log")")
-    if [[ -x $LLAMA/build/bin/llama-server && -f /tmp/$SHAPE.gguf ]]; then
+    if llama_server_ready; then
         # n slots of 1,280 tokens each (llama-server splits -c over its -np slots).
-        $LLAMA/build/bin/llama-server -m "/tmp/$SHAPE.gguf" -ngl 999 -fa on -c $((n * 1280)) -np "$n" --port 8016 \
-            > "$OUT/llama_server.log" 2>&1 &
-        pid=$!
-        for _ in $(seq 1200); do  # 503 while it loads: urlopen raises until it answers 200
-            python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8016/health', timeout=1)" \
-                2> /dev/null && break
-            sleep 0.1
-        done
-        "${load[@]}" --url http://127.0.0.1:8016 > "$OUT/streams_llama.log" 2>&1
+        llama_serve_and "$OUT/llama_server.log" "$n" 1280 "${load[@]}" --url http://127.0.0.1:8016 \
+            > "$OUT/streams_llama.log" 2>&1
         summary+=("llama-server, $n streams x (1000 in, 256 out): $(tail -1 "$OUT/streams_llama.log")")
-        kill -TERM $pid
-        wait $pid
     fi
 fi
 

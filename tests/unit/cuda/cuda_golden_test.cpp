@@ -151,15 +151,20 @@ TEST(CudaQuantizeAtLoad, Fp8MatchesThePerChannelGolden) {
 }
 
 // --fp8-activations (W8A8) on the GPU: the qwen3_fp8 golden with every projection's input rounded to fp8 per token
-// in groups of 128 against transformers' logits for the same rounding (tools/make_fp8_golden.py --w8a8), within this
-// test's bound for the checkpoint. (Its K of 64 and 128 are not multiples of 512: the inputs are rounded by the CUDA
-// kernel and the weight-only paths run; the cuBLASLt fp8 GEMM is held to the CPU by the op harness.)
+// in groups of 128 against transformers' logits for the same rounding (tools/make_fp8_golden.py --w8a8), within 1.5x
+// transformers' own bf16 deviation from them for that computation (--w8a8-drift). The weight-only checkpoint's drift
+// is no bound here: a bf16-sized difference upstream that crosses an e4m3 rounding boundary becomes a whole e4m3 step
+// (0.749 against that bound of 0.214 on an H100 and an H200, through the fallback and through cuBLASLt alike), so the
+// test skips until the W8A8 drift is recorded. (Its K of 64 and 128 are not multiples of 512: the inputs are rounded
+// by the CUDA kernel and the weight-only paths run; the cuBLASLt fp8 GEMM is held to the CPU by the op harness.)
 TEST(CudaFp8Activations, MatchTransformersRoundingTheInputs) {
     if (cuda_device_count() == 0)
         GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": skipped";
     const std::string dir = golden::dir("qwen3_fp8");
     if (!file_exists(dir + "/w8a8_logits_last8.bin")) GTEST_SKIP() << "no golden qwen3_fp8 W8A8 logits";
     const Reference ref = golden::load(dir);
+    if (ref.w8a8_transformers_bf16_max_abs_diff == 0)
+        GTEST_SKIP() << "reference.json has no w8a8_transformers_bf16_max_abs_diff (make_fp8_golden.py --w8a8-drift)";
     const auto want = golden::read_f32(dir + "/w8a8_logits_last8.bin", static_cast<size_t>(8 * ref.vocab));
     ASSERT_EQ(want.size(), static_cast<size_t>(8 * ref.vocab));
     auto backend = make_cuda_backend();
@@ -169,7 +174,7 @@ TEST(CudaFp8Activations, MatchTransformersRoundingTheInputs) {
     auto model = Model::load(dir, **backend, single_communicator(), w8a8);
     ASSERT_TRUE(model.ok()) << model.message();
     const float tol = std::max(kRelTolerance * ref.max_abs,
-                               kTransformersFactor * static_cast<float>(ref.transformers_bf16_max_abs_diff));
+                               kTransformersFactor * static_cast<float>(ref.w8a8_transformers_bf16_max_abs_diff));
     auto r = SequenceRunner::create(**model, 1, static_cast<int32_t>(ref.rows) + 8);
     ASSERT_TRUE(r.ok()) << r.message();
     auto prefill = r->feed(0, ref.ids, true);

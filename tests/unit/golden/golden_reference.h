@@ -34,6 +34,9 @@ struct Reference {
     // max |Δ| of transformers' own bf16 forward from these fp32 logits (bench/gpu/golden_bf16_drift.py); 0 when
     // not recorded.
     double transformers_bf16_max_abs_diff = 0;
+    // The same for the W8A8 computation (inputs rounded to e4m3; tools/make_fp8_golden.py --w8a8-drift): 0 when not
+    // recorded.
+    double w8a8_transformers_bf16_max_abs_diff = 0;
     std::vector<float> logits;          // [rows, vocab] (with_tensors)
     float max_abs = 0;                  // max |logits| read (with_tensors)
     std::vector<int64_t> hidden_shape;  // [n, rows, H] when recorded
@@ -67,6 +70,8 @@ inline Reference load(const std::string& dir, bool with_tensors = true) {
     r.prompt_len = json->find("prompt_len")->as_int();
     r.logits_max_abs = json->find("logits_max_abs")->as_double();
     if (const Json* d = json->find("transformers_bf16_max_abs_diff")) r.transformers_bf16_max_abs_diff = d->as_double();
+    if (const Json* d = json->find("w8a8_transformers_bf16_max_abs_diff"))
+        r.w8a8_transformers_bf16_max_abs_diff = d->as_double();
     const auto& shape = json->find("logits_shape")->as_array();
     r.rows = shape[0].as_int();
     r.vocab = shape[1].as_int();
