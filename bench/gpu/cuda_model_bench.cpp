@@ -266,7 +266,8 @@ int main(int argc, char** argv) {
         Result<QueuedTiming> t = Status::error("not run");
         for (const double hold_ms : {200.0, 1000.0, 5000.0}) {
             Status st = ok_status();
-            t = cuda_time_queued(**backend, [&] { st = m.forward(batch, &kv, st_pool, logits); }, hold_ms);
+            t = cuda_time_queued(
+                **backend, [&] { st = m.forward(batch, &kv, st_pool, logits); }, hold_ms);
             PAGODA_RETURN_IF_ERROR(st);
             if (t.ok()) break;
         }
