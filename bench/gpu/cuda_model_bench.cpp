@@ -285,8 +285,11 @@ int main(int argc, char** argv) {
                                [&] { graph_status = (*graphs)->forward(graph_batch, &*decode_kv, st_pool).status(); });
     if (!gq.ok() || !graph_status.ok())
         return fail("graph profile: " + (gq.ok() ? graph_status : gq.status()).message());
+    // The prefill's profile is the one part a run may lack (its queueing outlasted every hold): then its two fields
+    // are -1 and the rest is still reported.
     auto pq = queued(0, long_prompt);
-    if (!pq.ok()) return fail("prefill profile: " + pq.message());
+    if (!pq.ok()) std::fprintf(stderr, "pagoda_cuda_bench: prefill profile left out: %s\n", pq.message().c_str());
+    const QueuedTiming prefill_queued = pq.ok() ? *pq : QueuedTiming{-1, -1};
 
     // Bytes one decode step must read: every weight a token goes through except the embedding table (one row), in
     // the format the model holds it, plus the KV cache of the full-attention layers and, in hybrid models, the fp32
@@ -321,7 +324,7 @@ int main(int argc, char** argv) {
         dir.c_str(), (*backend)->name().c_str(), load_s, copy_gbps, gemm_tflops, context, decode, median_step * 1e3,
         mean_step * 1e3, tok_s, roof_tok_s, roof_tok_s > 0 ? tok_s / roof_tok_s : 0.0, prefill, prefill_s * 1e3,
         flops / prefill_s / 1e12, mfu, dq->enqueue_ms, dq->gpu_ms, bytes_per_token / (copy_gbps * 1e9) * 1e3,
-        pq->enqueue_ms, pq->gpu_ms, eager.mean * 1e3, 1.0 / eager.mean, gq->gpu_ms,
+        prefill_queued.enqueue_ms, prefill_queued.gpu_ms, eager.mean * 1e3, 1.0 / eager.mean, gq->gpu_ms,
         1.0 - gq->gpu_ms / (mean_step * 1e3), *weight_bytes / 1e6);
     return 0;
 }
