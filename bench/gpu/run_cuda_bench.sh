@@ -43,7 +43,8 @@
 #               (make_lora_adapters.py; 8 distinct weight files), served with --max-loras 8 and all held in host
 #               memory: the slots' memory from the start-up log, a cold adapter's first request against its second,
 #               64 streams of 1,000 in / 256 out over 8 adapters against the same load on the base model of a server
-#               without LoRA, and one stream with an adapter against one without
+#               without LoRA, and one stream with an adapter against one without; LORA_PROFILE=1 also the 64 streams
+#               on an eager server with PAGODA_CUDA_PROFILE=1 (the decode steps' per-op table)
 #   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
 #               through llama-server on the same checkpoint when the peer part has made its GGUF: output tok/s and
 #               TTFT / TPOT medians from the same client (offline_throughput.py --stream)
@@ -556,6 +557,15 @@ if want lora; then
     for f in lora_off_64 lora_on_64 lora_off_1 lora_on_1 lora_on_base_1; do
         summary+=("  $f: $(tail -1 "$OUT/$f.log")")
     done
+    if [[ ${LORA_PROFILE:-0} == 1 ]]; then
+        # Where the 64 streams' adapter cost goes: the same load on an eager, profiled server (a replayed graph shows
+        # as one op); the per-op table of its decode steps (`linear (lora)` against the rest) goes into the summary.
+        SERVE_SIZES="" SERVE_EXTRA="--enforce-eager --enable-lora --max-loras 8 --max-lora-rank 16 --max-cpu-loras $n \
+            --lora-modules $(tr '\n' ' ' < "$LORAS/modules.txt")" serve_and "$OUT/serve_lora_profile.log" 8019 \
+            PAGODA_CUDA_PROFILE=1 "${many[@]}" --url http://127.0.0.1:8019 --model "$eight" > "$OUT/lora_profile_64.log" 2>&1
+        summary+=("  profiled (eager) 64 streams over 8 adapters: $(tail -1 "$OUT/lora_profile_64.log")")
+        while read -r line; do summary+=("    $line"); done < <(grep -A14 'decode steps:' "$OUT/serve_lora_profile.log" | tail -15)
+    fi
 fi
 if want streams; then
     n=${STREAMS:-64}
