@@ -76,6 +76,22 @@ for packed in "$BIN"/*.xz "$BIN"/tok/*.xz; do
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
 summary=()
+# Each summary line is also appended to $OUT/summary.txt as soon as it is added (checked before every top-level
+# command), so a call stopped at the device's time limit still brings back what was measured by then.
+summary_written=0
+trap 'if (( ${#summary[@]} > summary_written )); then printf "%s\n" "${summary[@]:summary_written}" \
+    >> "$OUT/summary.txt"; summary_written=${#summary[@]}; fi' DEBUG
+# The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns
+# only a few files).
+finish() {
+    trap - DEBUG
+    for f in "$OUT"/profile_*.log "$OUT"/serve_profile.log; do
+        [[ -f $f ]] && { echo "--- $(basename "$f")"; grep -E 'cuda profile|KV' "$f"; }
+    done
+    echo "=== $(date -u +%F) $(cat "$OUT/gpu.txt")"
+    for line in "${summary[@]}"; do echo "$line"; done
+    (cd "$OUT" && tar czf logs.tgz --remove-files -- *.log gpu.txt 2> /dev/null)
+}
 
 if want tests; then
     for t in backend_ops_test delta_net_kernels_test cuda_golden_test cuda_sampler_test cuda_lora_test \
@@ -582,11 +598,4 @@ if want streams; then
     fi
 fi
 
-# The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns
-# only a few files).
-for f in "$OUT"/profile_*.log "$OUT"/serve_profile.log; do
-    [[ -f $f ]] && { echo "--- $(basename "$f")"; grep -E 'cuda profile|KV' "$f"; }
-done
-echo "=== $(date -u +%F) $(cat "$OUT/gpu.txt")"
-for line in "${summary[@]}"; do echo "$line"; done
-(cd "$OUT" && tar czf logs.tgz --remove-files -- *.log *.txt 2> /dev/null)
+finish
