@@ -1,8 +1,10 @@
 #include "executor/model_engine_runner.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <exception>
 #include <string>
+#include <string_view>
 
 #include "common/log.h"
 
@@ -237,10 +239,26 @@ Result<Tensor> ModelEngineRunner::logits_rows(int64_t rows, bool on_device) {
 Status ModelEngineRunner::warm_up(const engine::EngineConfig& config) {
     if (config.max_num_seqs <= 0 || config.max_num_batched_tokens <= 0 || config.max_model_len <= 0)
         return Status::error("warm-up: max_num_seqs, max_num_batched_tokens and max_model_len must be positive");
-    const int32_t seqs = std::min(config.max_num_seqs, config.max_num_batched_tokens);
+    PAGODA_RETURN_IF_ERROR(warm_up_step(config, config.max_num_batched_tokens));
+    // PAGODA_WARMUP_BUCKETS=1 (an experiment, off by default): a step of every power of two below the budget too, so
+    // that the GEMM tuner (runtime/cuda/gemm.cpp), which times cuBLASLt's candidates the first time a shape meets a
+    // power-of-two bucket of tokens, does it now rather than in the first steps of a burst of requests.
+    if (const char* env = std::getenv("PAGODA_WARMUP_BUCKETS"); env && std::string_view(env) == "1") {
+        int32_t tokens = 1;
+        while (tokens * 2 < config.max_num_batched_tokens)
+            tokens *= 2;
+        for (; tokens >= 2; tokens /= 2)
+            PAGODA_RETURN_IF_ERROR(warm_up_step(config, tokens));
+    }
+    warm_generation_ = model_.memory_generation();
+    return ok_status();
+}
+
+Status ModelEngineRunner::warm_up_step(const engine::EngineConfig& config, int32_t budget) {
+    const int32_t seqs = std::min(config.max_num_seqs, budget);
     // Every sequence gets one token; what is left of the budget goes to the last ones, max_model_len at most each.
     std::vector<int32_t> lens(static_cast<size_t>(seqs), 1);
-    int64_t extra = int64_t(config.max_num_batched_tokens) - seqs;
+    int64_t extra = int64_t(budget) - seqs;
     for (int32_t s = seqs - 1; s >= 0 && extra > 0; --s) {
         const int64_t add = std::min<int64_t>(extra, config.max_model_len - 1);
         lens[s] += static_cast<int32_t>(add);
@@ -271,12 +289,10 @@ Status ModelEngineRunner::warm_up(const engine::EngineConfig& config) {
     }
 
     // The device logits buffer at its largest (the decode graphs hold their own).
-    PAGODA_RETURN_IF_ERROR(guarded(model_.backend(), "warm-up step failed", [&] {
+    return guarded(model_.backend(), "warm-up step failed", [&] {
         PAGODA_RETURN_IF_ERROR(check_input(input));
         return run_forward(input, /*device_logits=*/device_sampler_ != nullptr);
-    }));
-    warm_generation_ = model_.memory_generation();
-    return ok_status();
+    });
 }
 
 Status ModelEngineRunner::resize_kv_pool(int32_t num_blocks) {

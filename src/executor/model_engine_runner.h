@@ -62,6 +62,8 @@ class ModelEngineRunner final : public engine::ModelRunner {
 
   private:
     explicit ModelEngineRunner(model::Model& model) : model_(model) {}
+    // One warm-up step of `budget` tokens over min(max_num_seqs, budget) sequences (warm_up's shape).
+    Status warm_up_step(const engine::EngineConfig& config, int32_t budget);
     Status check_batch(const ForwardBatch& batch) const;
     Status check_copies(std::span<const engine::StateCopy> copies) const;
     void copy_state(const engine::StateCopy& copy);
