@@ -47,7 +47,8 @@
 #               on an eager server with PAGODA_CUDA_PROFILE=1 (the decode steps' per-op table)
 #   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
 #               through llama-server on the same checkpoint when the peer part has made its GGUF: output tok/s and
-#               TTFT / TPOT medians from the same client (offline_throughput.py --stream)
+#               TTFT / TPOT medians from the same client (offline_throughput.py --stream); STREAMS_ENV adds
+#               environment settings to pagoda's server (e.g. PAGODA_WARMUP_BUCKETS=1 or PAGODA_GEMM_TUNING=0)
 #   async       async scheduling A/B (issue 17): offline ASYNC_N (256) x 1,000 / ASYNC_OUTPUT (300) and one stream of
 #               100 / 256 through `pagoda serve` without, then with --async-scheduling
 #   prefix      a real-shape serving run with prefix-cache hits, its completions compared with a cache-off run
@@ -587,7 +588,7 @@ if want streams; then
     n=${STREAMS:-64}
     load=(python3 bench/gpu/offline_throughput.py --model "$MODEL" -n "$n" --input 1000 --output 256 --stream
         --deadline 240)
-    SERVE_SIZES="" serve_and "$OUT/serve_streams.log" 8015 PAGODA_QUIET=1 "${load[@]}" --url http://127.0.0.1:8015 \
+    SERVE_SIZES="" serve_and "$OUT/serve_streams.log" 8015 "PAGODA_QUIET=1 ${STREAMS_ENV:-}" "${load[@]}" --url http://127.0.0.1:8015 \
         > "$OUT/streams_pagoda.log" 2>&1
     summary+=("pagoda serve, $n streams x (1000 in, 256 out): $(tail -1 "$OUT/streams_pagoda.log")")
     if llama_server_ready; then
