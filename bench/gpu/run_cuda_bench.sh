@@ -588,9 +588,9 @@ if want streams; then
     n=${STREAMS:-64}
     load=(python3 bench/gpu/offline_throughput.py --model "$MODEL" -n "$n" --input 1000 --output 256 --stream
         --deadline 240)
-    SERVE_SIZES="" serve_and "$OUT/serve_streams.log" 8015 "PAGODA_QUIET=1 ${STREAMS_ENV:-}" "${load[@]}" --url http://127.0.0.1:8015 \
-        > "$OUT/streams_pagoda.log" 2>&1
-    summary+=("pagoda serve, $n streams x (1000 in, 256 out): $(tail -1 "$OUT/streams_pagoda.log")")
+    SERVE_SIZES="" serve_and "$OUT/serve_streams.log" 8015 "PAGODA_QUIET=1 ${STREAMS_ENV:-}" "${load[@]}" \
+        --url http://127.0.0.1:8015 > "$OUT/streams_pagoda.log" 2>&1
+    summary+=("pagoda serve ${STREAMS_ENV:-}, $n streams x (1000 in, 256 out): $(tail -1 "$OUT/streams_pagoda.log")")
     if llama_server_ready; then
         # n slots of 1,280 tokens each (llama-server splits -c over its -np slots).
         llama_serve_and "$OUT/llama_server.log" "$n" 1280 "${load[@]}" --url http://127.0.0.1:8016 \
