@@ -66,6 +66,7 @@ want() { [[ $WHAT == all || ",$WHAT," == *",$1,"* ]]; }
 # SHAPE picks the random checkpoint the model part makes (hf_qwen3_8b.py --shape; LAYERS keeps the first N layers).
 SHAPE=${SHAPE:-qwen3-8b}
 MODEL=${MODEL:-/tmp/$SHAPE-random}
+LLAMA=/tmp/llama.cpp  # the peer's tree, built there by the peer-build part
 mkdir -p "$OUT"
 export PAGODA_SOURCE_DIR=$PWD
 # Our binaries may need the libgomp carried beside them; Python keeps its own environment.
@@ -406,11 +407,11 @@ serve_and() {
     wait $pid
 }
 # llama-server on the peer part's GGUF, for the serving loads: LOG, parallel slots, tokens a slot, then the client.
-llama_server_ready() { [[ -x /tmp/llama.cpp/build/bin/llama-server && -f /tmp/$SHAPE.gguf ]]; }
+llama_server_ready() { [[ -x $LLAMA/build/bin/llama-server && -f /tmp/$SHAPE.gguf ]]; }
 llama_serve_and() {
     local log=$1 slots=$2 per_slot=$3
     shift 3
-    /tmp/llama.cpp/build/bin/llama-server -m "/tmp/$SHAPE.gguf" -ngl 999 -fa on -c $((slots * per_slot)) -np "$slots" \
+    $LLAMA/build/bin/llama-server -m "/tmp/$SHAPE.gguf" -ngl 999 -fa on -c $((slots * per_slot)) -np "$slots" \
         --port 8016 > "$log" 2>&1 &
     local pid=$!
     for _ in $(seq 1200); do  # 503 while it loads: urlopen raises until it answers 200
@@ -505,7 +506,6 @@ fi
 # llama.cpp, the peer (GPU.md): built here from the source carried in build-llama-carry (peer-build starts the build in
 # the background, so that it overlaps the model part; peer waits for it), then the same checkpoint as GGUF, llama-bench
 # at batch 1 (tg128) and a 2,048-token prefill (pp2048).
-LLAMA=/tmp/llama.cpp
 if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
     tar xJf build-llama-carry/llama.cpp.tar.xz -C /tmp
     (cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \

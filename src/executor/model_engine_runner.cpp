@@ -288,7 +288,7 @@ Status ModelEngineRunner::warm_up_step(const engine::EngineConfig& config, int32
         input.batch.lora_slot_count = model_.lora()->max_loras();
     }
 
-    // The device logits buffer at its largest (the decode graphs hold their own).
+    // The device logits buffer at its largest with the full budget's step (the decode graphs hold their own).
     return guarded(model_.backend(), "warm-up step failed", [&] {
         PAGODA_RETURN_IF_ERROR(check_input(input));
         return run_forward(input, /*device_logits=*/device_sampler_ != nullptr);

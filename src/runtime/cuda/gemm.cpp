@@ -148,8 +148,8 @@ CudaGemm::Plan CudaGemm::make_plan(const Key& k, const Operands& o) {
         PAGODA_CUBLAS_OK(
             cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast_accum, sizeof(fast_accum)));
         // The scales' places too, before the heuristic is asked (as PyTorch's scaled GEMM does): with vector and block
-        // scale modes it refused every problem asked without them on an H100 (session 21; whether this was why has
-        // not been run yet). launch() sets each call's own.
+        // scale modes it refused every problem asked without them on an H100 (session 21) and takes them with them on
+        // an H200 (session 22). launch() sets each call's own.
         PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &o.w_scales,
                                                         sizeof(o.w_scales)));
         PAGODA_CUBLAS_OK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &o.x_scales,
