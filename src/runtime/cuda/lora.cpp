@@ -74,6 +74,7 @@ void CudaOps::add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor&
     // step must find it in place).
     expect(lora_groups_.order.size() <= static_cast<size_t>(T), "linear", "more LoRA rows than the step's tokens");
     a.u_rows = T;
+    a.tile_tokens = static_cast<int32_t>(std::min<int64_t>(T, kcu::kLoraTileTokens));
     a.u = static_cast<float*>(lora_shrunk_.get(
         static_cast<size_t>(kcu::lora_splits(layout.K) * T * kcu::kLoraMaxParts * layout.rank) * sizeof(float),
         stream_));

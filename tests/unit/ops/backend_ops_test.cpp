@@ -293,6 +293,32 @@ TEST(MoeExpertsTest, TokensDoNotDependOnTheTokenCount) {
     }
 }
 
+// A token's LoRA delta gives the same bits on CUDA whatever the step's size: the kernels' instances for tiles of 1, 2,
+// 4, 8 and 16 tokens (LoraArgs::tile_tokens = min(T, 16)) sum each token in one order. Every token on one slot, so the
+// tiles are full; a zero base weight, so the base GEMV (one token) and GEMM (more) add nothing and y is the delta
+// alone; the first rows of each step are the 40-token step's (the cases share a name, hence their values).
+TEST(LoraTest, TokensDoNotDependOnTheStepSize) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    ASSERT_NO_FATAL_FAILURE(every_backend(backends));
+    const auto step = [](int64_t T) {
+        OpCase c = lora_linear(T, 2500, 16, {64, 32}, {.one_slot = true, .zero_base = true});
+        c.name = "one adapter's tokens";
+        return c;
+    };
+    for (auto& b : backends) {
+        const auto whole = run_case(step(40), *b, Layout::Contiguous, false, nullptr);
+        ASSERT_NE(whole, nullptr);
+        for (const int64_t T : {1, 2, 3, 4, 5, 8, 16}) {
+            const auto run = run_case(step(T), *b, Layout::Contiguous, false, nullptr);
+            ASSERT_NE(run, nullptr);
+            const float e = rel_error(run->checked()[0].host_view, whole->checked()[0].host_view.narrow(0, 0, T));
+            std::printf("  %-20s T=%lld vs T=40: max rel err %.3g\n", b->name().c_str(), (long long)T, e);
+            // The CPU's blocking may follow the row count: fp32 summation order.
+            EXPECT_LE(e, b->device().kind == DeviceKind::Cuda ? 0.0f : kF32Tol) << b->name() << " T=" << T;
+        }
+    }
+}
+
 // CUDA runs every op of the case table: none of them is skipped there as not supported.
 TEST(CudaSupportsTest, RunsEveryOpOfTheTable) {
     if (cuda_device_count() == 0)

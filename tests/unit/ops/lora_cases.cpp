@@ -17,17 +17,21 @@
 
 namespace pagoda::op_harness {
 
-OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) {
+OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts, LoraCaseOptions options) {
     std::string name =
         "linear lora T=" + std::to_string(T) + " K=" + std::to_string(K) + " R=" + std::to_string(R) + " parts";
     for (int64_t p : parts)
         name += " " + std::to_string(p);
+    if (options.one_slot) name += " one slot";
+    if (options.zero_base) name += " zero base";
+    const bool one_slot = options.one_slot;
+    const float base_scale = options.zero_base ? 0.0f : 0.05f;
     return {name, "linear",
             [=](CaseRun& r) {
                 const int64_t N = std::accumulate(parts.begin(), parts.end(), int64_t{0});
                 const auto P = static_cast<int64_t>(parts.size());
                 const Tensor x = r.act(Shape{T, K});
-                auto& w = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, DType::BF16, 0.05f)));
+                auto& w = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, DType::BF16, base_scale)));
                 const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
                 constexpr int32_t kSlots = 3;
                 const int64_t ranks[kSlots] = {std::min<int64_t>(5, R), std::min<int64_t>(12, R), R};
@@ -92,7 +96,8 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                 }
                 set.device = std::move(layout);
                 w.lora = &set;
-                // One sequence of T tokens: every slot, more than a tile of slot 0 where T allows, and base tokens.
+                // One sequence of T tokens: every slot, more than a tile of slot 0 where T allows, and base tokens;
+                // or (one_slot) every token on slot 0, as a decode step of one adapter's sequences has them.
                 auto builder = std::make_unique<ForwardBatchBuilder>(16);
                 std::vector<int32_t> table(static_cast<size_t>((T + 15) / 16));
                 std::iota(table.begin(), table.end(), 0);
@@ -102,7 +107,7 @@ OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts) 
                 auto& slots = r.keep(std::vector<int32_t>(static_cast<size_t>(T)));
                 constexpr int32_t kPattern[] = {0, 0, 1, -1, 2, 0, 2};
                 for (size_t t = 0; t < slots.size(); ++t)
-                    slots[t] = kPattern[t % 7];
+                    slots[t] = one_slot ? 0 : kPattern[t % 7];
                 batch.lora_slots = slots;
                 batch.lora_slot_count = kSlots;
                 r.set_flops(2.0 * T * N * K);

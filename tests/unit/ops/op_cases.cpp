@@ -809,8 +809,16 @@ const std::vector<OpCase>& op_cases() {
             linear(512, 384, 256, BF16, true),
             linear(512, 128, 128, F32, false),
             // Multi-LoRA: a decode token, tiles of one slot past 16 tokens with K past the shrink's 256-input chunk
-            // (rank 20: the expand's float4 path; 21: its scalar one), four uneven parts, a prefill of many tiles.
+            // (rank 20: the expand's float4 path; 21: its scalar one), four uneven parts, a prefill of many tiles;
+            // and steps of 2 to 8 tokens, whose kernels hold 2, 4 and 8 tokens a tile (their whole 1,024-input split
+            // in one chunk, or 512 inputs a chunk), with ragged last splits (K 2,500 and 1,000) and, on one slot,
+            // full tiles.
             lora_linear(1, 300, 16, {64}),
+            lora_linear(2, 2048, 16, {96, 32}),
+            lora_linear(3, 2500, 16, {64}),
+            lora_linear(7, 1000, 8, {48, 16}),
+            lora_linear(4, 2500, 16, {64, 32}, {.one_slot = true}),
+            lora_linear(8, 1000, 16, {48, 16}, {.one_slot = true}),
             lora_linear(40, 1000, 20, {40, 24, 8, 8}),
             lora_linear(40, 1000, 21, {40, 24, 8, 8}),
             lora_linear(300, 512, 16, {100, 28}),

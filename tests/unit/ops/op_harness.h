@@ -144,8 +144,13 @@ const std::vector<OpCase>& qwen3_8b_cases();
 const std::vector<OpCase>& qwen3_30b_a3b_cases();
 
 // Ops::linear with LoRA adapters over three slots and the base (lora_cases.cpp): T tokens, K inputs, the table's rank
-// R, a projection of `parts` (their output features, one after another).
-OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts);
+// R, a projection of `parts` (their output features, one after another). Its values depend on the case's seed and
+// name and on their place only: renamed alike, a case of T tokens has the first rows of one of more tokens.
+struct LoraCaseOptions {
+    bool one_slot = false;   // every token on slot 0 (a decode step of one adapter's sequences), not a mix
+    bool zero_base = false;  // a zero base weight: y is the adapters' delta alone, whichever base path ran
+};
+OpCase lora_linear(int64_t T, int64_t K, int64_t R, std::vector<int64_t> parts, LoraCaseOptions options = {});
 
 // The only place the harness calls Ops::linear, so a change of its signature touches one line.
 void call_linear(Ops& ops, const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& y);

@@ -5,6 +5,13 @@
 // block, stages the tile's inputs in shared memory a chunk at a time and gives each warp two of A's rows; the expand
 // sums the ranges' u in shared memory and gives each thread one output feature (one row of B). Plain rather than
 // tuned: at rank 16 they still cost ~24 µs a projection of a decode step on an H100 (docs/benchmarks.md).
+// Both are instantiated for tiles of at most 1, 2, 4, 8 and 16 tokens (LoraArgs::tile_tokens: a step of T tokens
+// has no tile of more than T): a decode step of a few sequences then stages, multiplies and keeps in registers only
+// the tokens a tile can hold instead of 16 (with one token, a 16th of the work), and takes its split of K in one
+// chunk. Every token's sums are taken in the same order in every instance (a lane adds its k in increasing order,
+// chunk after chunk), so the instance does not change a bit of the result.
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lora/lora.h"
 
@@ -12,12 +19,18 @@ namespace pagoda::kernels::cuda {
 
 namespace {
 
-constexpr int kTokens = kLoraTileTokens;
 constexpr int kShrinkWarps = 8;
 constexpr int kShrinkRowsPerWarp = 2;
 constexpr int kShrinkRows = kShrinkWarps * kShrinkRowsPerWarp;  // A's rows a block takes
-constexpr int kShrinkChunk = 256;                               // inputs staged in shared memory per pass
 constexpr int kExpandThreads = 128;
+// Inputs staged in shared memory per pass: 16 KB of tokens x inputs, one whole split for tiles of up to 4 tokens.
+template <int kTokens>
+constexpr int kShrinkChunk = kTokens <= 4 ? static_cast<int>(kLoraSplitK) : 4096 / kTokens;
+template <int kTokens>
+constexpr bool kChunkFits = kShrinkChunk<kTokens> % 32 == 0 && kLoraSplitK % kShrinkChunk<kTokens> == 0 &&
+                            kTokens* kShrinkChunk<kTokens> * sizeof(float) <= 48 * 1024;
+static_assert(kChunkFits<1> && kChunkFits<2> && kChunkFits<4> && kChunkFits<8> && kChunkFits<16>,
+              "a split of K is whole chunks of whole warps, and a chunk fits static shared memory");
 
 // The rank of the slot's adapter on part p, from the slot's header; never above the room its matrices have (the
 // table writes no more, and a header that said more must not send the kernels past A, B or the shared tile).
@@ -25,9 +38,11 @@ __device__ __forceinline__ int64_t slot_rank(const LoraArgs& a, const std::byte*
     return min(static_cast<int64_t>(*reinterpret_cast<const int32_t*>(slot + p.rank_offset)), a.rank);
 }
 
+template <int kTokens>
 __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs a) {
     PAGODA_KERNEL_PROLOGUE();
-    __shared__ float xs[kTokens][kShrinkChunk];
+    constexpr int kChunk = kShrinkChunk<kTokens>;
+    __shared__ float xs[kTokens][kChunk];
     const LoraTileDesc tile = a.tiles[blockIdx.x];
     if (tile.count <= 0) return;  // padding: the same for the whole block
     const LoraPartArgs p = a.parts[blockIdx.y];
@@ -48,17 +63,17 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
         row[q] = A + (live[q] ? r : 0) * a.K;
     }
     float acc[kShrinkRowsPerWarp][kTokens] = {};
-    for (int64_t k0 = k_begin; k0 < k_end; k0 += kShrinkChunk) {
+    for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
         __syncthreads();  // every warp is done with the previous chunk
-        for (int e = static_cast<int>(threadIdx.x); e < kTokens * kShrinkChunk; e += static_cast<int>(blockDim.x)) {
-            const int j = e / kShrinkChunk, k = e % kShrinkChunk;
+        for (int e = static_cast<int>(threadIdx.x); e < kTokens * kChunk; e += static_cast<int>(blockDim.x)) {
+            const int j = e / kChunk, k = e % kChunk;
             xs[j][k] = j < tile.count && k0 + k < k_end
                            ? a.x[static_cast<int64_t>(a.order[tile.begin + j]) * a.x_stride + k0 + k]
                            : 0.0f;
         }
         __syncthreads();
-#pragma unroll
-        for (int c = 0; c < kShrinkChunk / 32; ++c) {
+#pragma unroll 8
+        for (int c = 0; c < kChunk / 32; ++c) {
             const int64_t k = k0 + c * 32 + lane;
             float w[kShrinkRowsPerWarp];
 #pragma unroll
@@ -87,6 +102,7 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
     }
 }
 
+template <int kTokens>
 __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a) {
     PAGODA_KERNEL_PROLOGUE();
     extern __shared__ float us[];  // [kTokens, rank]: the tile's u for this part
@@ -138,6 +154,19 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
             a.y[static_cast<int64_t>(a.order[tile.begin + j]) * a.y_stride + p.row_offset + n] += acc[j];
 }
 
+// Calls launch(std::integral_constant<int, n>) with the instance n for tiles of up to a.tile_tokens tokens (1-16:
+// n = 1, 2, 4, 8 or 16, the least that holds them).
+template <class Launch>
+void for_tile_tokens(const LoraArgs& a, Launch&& launch) {
+    PAGODA_KERNEL_REQUIRE(a.tile_tokens >= 1 && a.tile_tokens <= kLoraTileTokens,
+                          "LoRA: tile_tokens must be 1 to kLoraTileTokens");
+    if (a.tile_tokens <= 1) return launch(std::integral_constant<int, 1>{});
+    if (a.tile_tokens <= 2) return launch(std::integral_constant<int, 2>{});
+    if (a.tile_tokens <= 4) return launch(std::integral_constant<int, 4>{});
+    if (a.tile_tokens <= 8) return launch(std::integral_constant<int, 8>{});
+    launch(std::integral_constant<int, 16>{});
+}
+
 }  // namespace
 
 void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream) {
@@ -148,18 +177,24 @@ void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(groups * lora_splits(a.K) <= 65535, "LoRA shrink grid too large");
     const dim3 grid(static_cast<unsigned>(a.num_tiles), static_cast<unsigned>(a.num_parts),
                     static_cast<unsigned>(groups * lora_splits(a.K)));
-    launch_kernel<lora_shrink_kernel>(grid, kShrinkWarps * 32, 0, stream, a);
+    for_tile_tokens(a, [&](auto tokens) {
+        launch_kernel<lora_shrink_kernel<decltype(tokens)::value>>(grid, kShrinkWarps * 32, 0, stream, a);
+    });
 }
 
 void launch_lora_expand(const LoraArgs& a, cudaStream_t stream) {
     if (a.num_tiles <= 0 || a.rank <= 0 || a.num_parts <= 0 || a.max_rows <= 0) return;
     PAGODA_KERNEL_REQUIRE(a.num_parts <= kLoraMaxParts, "LoRA: too many parts in one projection");
     const int64_t col_blocks = (a.max_rows + kExpandThreads - 1) / kExpandThreads;
-    const size_t smem = static_cast<size_t>(kTokens * a.rank) * sizeof(float);
-    PAGODA_KERNEL_REQUIRE(col_blocks <= 65535 && smem <= 48 * 1024, "LoRA expand grid or rank too large");
+    PAGODA_KERNEL_REQUIRE(col_blocks <= 65535 && kLoraTileTokens * a.rank * sizeof(float) <= 48 * 1024,
+                          "LoRA expand grid or rank too large");
     const dim3 grid(static_cast<unsigned>(a.num_tiles), static_cast<unsigned>(col_blocks),
                     static_cast<unsigned>(a.num_parts));
-    launch_kernel<lora_expand_kernel>(grid, kExpandThreads, smem, stream, a);
+    for_tile_tokens(a, [&](auto tokens) {
+        constexpr int n = decltype(tokens)::value;
+        const size_t smem = static_cast<size_t>(n * a.rank) * sizeof(float);
+        launch_kernel<lora_expand_kernel<n>>(grid, kExpandThreads, smem, stream, a);
+    });
 }
 
 }  // namespace pagoda::kernels::cuda

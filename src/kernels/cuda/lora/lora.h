@@ -58,6 +58,10 @@ struct LoraArgs {
     int32_t num_tiles;
     float* u;
     int64_t u_rows;
+    // The most tokens a tile holds (1 to kLoraTileTokens; a step of T tokens: min(T, kLoraTileTokens), fixed for a
+    // recorded step): the kernels' instance, which stages and sums only that many a tile (the results do not depend
+    // on it).
+    int32_t tile_tokens = kLoraTileTokens;
 };
 void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream);
 void launch_lora_expand(const LoraArgs& a, cudaStream_t stream);
