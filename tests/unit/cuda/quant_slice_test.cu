@@ -57,5 +57,23 @@ TEST(QuantSlice, ChunkValuesFollowTheWeightLayout) {
     }
 }
 
+// ColumnGroups (gemm/column_groups.cuh), which the quantized kernels use instead of a 64-bit division to find a
+// weight's scale: k / width for power-of-two widths (a shift) and others (a 32-bit division), k up to 2^31 - 1.
+TEST(ColumnGroupsTest, EqualsTheDivision) {
+    std::mt19937_64 rng(7);
+    for (const int64_t width : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{8}, int64_t{16}, int64_t{32}, int64_t{64},
+                                int64_t{100}, int64_t{128}, int64_t{255}, int64_t{256}, int64_t{1000}, int64_t{4096},
+                                int64_t{12288}, int64_t{1} << 20, int64_t{1} << 30, (int64_t{1} << 31) - 1}) {
+        const ColumnGroups groups(width);
+        EXPECT_EQ(groups.shift >= 0, (width & (width - 1)) == 0) << width;
+        for (int trial = 0; trial < 4000; ++trial) {
+            const int64_t k = trial < 1000 ? trial : static_cast<int64_t>(rng() % (uint64_t{1} << 31));
+            ASSERT_EQ(groups.of(k), k / width) << "k " << k << " width " << width;
+        }
+        ASSERT_EQ(groups.of(width - 1), 0) << width;
+        ASSERT_EQ(groups.of(width), 1) << width;
+    }
+}
+
 }  // namespace
 }  // namespace pagoda::kernels::cuda

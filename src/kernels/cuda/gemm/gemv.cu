@@ -12,6 +12,7 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_caps.h"
+#include "kernels/cuda/gemm/column_groups.cuh"
 #include "kernels/cuda/gemm/gemv.h"
 
 namespace pagoda::kernels::cuda {
@@ -130,16 +131,21 @@ __device__ __forceinline__ void stage_x(const float* x, int64_t K, __nv_bfloat16
     }
 }
 
-__device__ __forceinline__ float weight_scale(const WeightScales& s, int64_t n, int64_t k) {
-    return __ldg(s.data + (n / s.rows) * s.stride + k / s.cols);
-}
+// Row n's scales (fp8 weights): its row of the scale grid, found once a row, and the columns' groups.
+struct ScaleRow {
+    const float* data;
+    ColumnGroups cols;
+    __device__ __forceinline__ ScaleRow(const WeightScales& s, int64_t n)
+        : data(s.data + ColumnGroups(s.rows).of(n) * s.stride), cols(s.cols) {}
+    __device__ __forceinline__ float at(int64_t k) const { return __ldg(data + cols.of(k)); }
+};
 
 // fp8: the kN weights of one load (one scale block: launch_gemv checks that the block columns are a multiple of kN)
-// as the dequantised bf16 weight holds them, bf16(q · scale). Dense weights: as loaded.
+// as the dequantised bf16 weight holds them, bf16(q · scale). Dense weights: as loaded (no scales: s is unused).
 template <typename W>
-__device__ __forceinline__ void dequantize_group(const GemvArgs& a, int64_t n, int64_t k, float* w) {
+__device__ __forceinline__ void dequantize_group(const ScaleRow& scales, int64_t k, float* w) {
     if constexpr (std::is_same_v<W, __nv_fp8_e4m3>) {
-        const float s = weight_scale(a.scales, n, k);
+        const float s = scales.at(k);
 #pragma unroll
         for (int i = 0; i < Vec16<W>::kN; ++i)
             w[i] = __bfloat162float(__float2bfloat16_rn(w[i] * s));
@@ -153,6 +159,8 @@ __device__ __forceinline__ float row_partial(const GemvArgs& a, const __nv_bfloa
                                              int64_t k) {
     constexpr int kN = Vec16<W>::kN;
     constexpr int64_t kStep = int64_t(WPR) * 32 * kN;  // elements between one lane's consecutive loads
+    constexpr bool kFp8 = std::is_same_v<W, __nv_fp8_e4m3>;
+    const ScaleRow scales(kFp8 ? a.scales : WeightScales{}, kFp8 ? n : 0);
     float acc = 0.0f;
     for (; k + int64_t(kGemvUnroll - 1) * kStep < a.K; k += int64_t(kGemvUnroll) * kStep) {
         float wv[kGemvUnroll][kN];
@@ -161,7 +169,7 @@ __device__ __forceinline__ float row_partial(const GemvArgs& a, const __nv_bfloa
             Vec16<W>::load(w + k + u * kStep, wv[u]);
 #pragma unroll
         for (int u = 0; u < kGemvUnroll; ++u)
-            dequantize_group<W>(a, n, k + u * kStep, wv[u]);
+            dequantize_group<W>(scales, k + u * kStep, wv[u]);
 #pragma unroll
         for (int u = 0; u < kGemvUnroll; ++u)
             acc = dot_x<W, kN>(acc, wv[u], a.x, xs, k + u * kStep);
@@ -169,7 +177,7 @@ __device__ __forceinline__ float row_partial(const GemvArgs& a, const __nv_bfloa
     for (; k < a.K; k += kStep) {
         float wv[kN];
         Vec16<W>::load(w + k, wv);
-        dequantize_group<W>(a, n, k, wv);
+        dequantize_group<W>(scales, k, wv);
         acc = dot_x<W, kN>(acc, wv, a.x, xs, k);
     }
     return acc;
@@ -230,13 +238,14 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
 // Any alignment, any weight type: element by element (odd shapes in tests and tiny models).
 __device__ float scalar_row(const GemvArgs& a, int64_t n, int lane) {
     const bool fp8 = a.w_type == ElemType::F8E4M3;
+    const ScaleRow scales(fp8 ? a.scales : WeightScales{}, fp8 ? n : 0);
     float acc = 0.0f;
     for (int64_t k = lane; k < a.K; k += 32) {
         float x = a.x[k];
         if (a.w_type == ElemType::BF16 || fp8) x = __bfloat162float(__float2bfloat16_rn(x));
         if (a.w_type == ElemType::F16) x = __half2float(__float2half_rn(x));
         float w = load_as_f32(a.w, a.w_type, n * a.w_stride + k);
-        if (fp8) w = __bfloat162float(__float2bfloat16_rn(w * weight_scale(a.scales, n, k)));
+        if (fp8) w = __bfloat162float(__float2bfloat16_rn(w * scales.at(k)));
         acc += w * x;
     }
     return warp_sum(acc) + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);

@@ -9,6 +9,7 @@
 // shared memory rather than every lane rounding its x per weight (as the fp8 GEMV does, gemv.cu).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_caps.h"
+#include "kernels/cuda/gemm/column_groups.cuh"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/gemm/int4_dequant.cuh"
 
@@ -41,11 +42,28 @@ __device__ __forceinline__ float bf16_round(float v) {
     return __bfloat162float(__float2bfloat16_rn(v));
 }
 
-// Scale and zero of weight (n, k).
+// Row n's group scales and zero points, found once a row, and the columns' groups (column_groups.cuh: no 64-bit
+// division a load).
+template <int kBits>
+struct GroupRow {
+    const float* scales;
+    const float* zeros;
+    ColumnGroups groups;
+    __device__ __forceinline__ GroupRow(const Int4Weight& w, int64_t K, int64_t n)
+        : scales(w.scales + n * (K / w.group_size)),
+          zeros(w.zeros ? w.zeros + n * (K / w.group_size) : nullptr),
+          groups(w.group_size) {}
+    // Scale and zero of weight k of the row.
+    __device__ __forceinline__ float2 at(int64_t k) const {
+        const int64_t g = groups.of(k);
+        return make_float2(__ldg(scales + g), zeros ? __ldg(zeros + g) : Packing<kBits>::kSymmetricZero);
+    }
+};
+
+// Scale and zero of weight (n, k) (the kernels that take one or a few weights a row).
 template <int kBits>
 __device__ __forceinline__ float2 group_of(const Int4Weight& w, int64_t K, int64_t n, int64_t k) {
-    const int64_t i = n * (K / w.group_size) + k / w.group_size;
-    return make_float2(__ldg(w.scales + i), w.zeros ? __ldg(w.zeros + i) : Packing<kBits>::kSymmetricZero);
+    return GroupRow<kBits>(w, K, n).at(k);
 }
 
 // bf16 of the format's dequantised weight (rounded to its scales' dtype first: an f16 or bf16 product).
@@ -87,11 +105,12 @@ __device__ __forceinline__ float row_partial(const GemvInt4Args& a, const unsign
     using P = Packing<kBits>;
     const auto* row = static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes;
     const bool bf16_scales = a.w.round_to == ElemType::BF16;
+    const GroupRow<kBits> groups(a.w, a.K, n);
     float acc = 0.0f;
 #pragma unroll 4
     for (int64_t k = first * P::kPerLoad; k < a.K; k += step * P::kPerLoad) {
         const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + P::byte_of(k)));
-        const float2 sz = group_of<kBits>(a.w, a.K, n, k);
+        const float2 sz = groups.at(k);
         const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
         __half2 zero_plus_1024{}, scale_f16{};
         __nv_bfloat162 scale_bf16{};
@@ -156,10 +175,11 @@ __global__ void gemv_int4_scalar_kernel(GemvInt4Args a) {
     PAGODA_KERNEL_PROLOGUE();
     if (n >= a.N) return;
     const auto* row = static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes;
+    const GroupRow<kBits> groups(a.w, a.K, n);
     float acc = 0.0f;
     for (int64_t k = lane; k < a.K; k += 32) {
         const uint32_t q = Packing<kBits>::at(row, k);
-        acc += dequantize(q, group_of<kBits>(a.w, a.K, n, k), a.w.round_to) * bf16_round(a.x[k]);
+        acc += dequantize(q, groups.at(k), a.w.round_to) * bf16_round(a.x[k]);
     }
     acc = warp_sum(acc);
     if (lane == 0) a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm/column_groups.cuh"
 
 namespace pagoda::kernels::cuda::quant {
 
@@ -36,7 +37,8 @@ __device__ __forceinline__ Chunk fetch(const uint8_t* row, int64_t r, int64_t k,
     } else {
         c.raw = __ldg(reinterpret_cast<const uint4*>(row + k));
     }
-    const int64_t i = (r / q.scales.rows) * q.scales.stride + k / q.scales.cols;
+    // Shifts, not 64-bit divisions, for the usual power-of-two blocks and groups (column_groups.cuh).
+    const int64_t i = ColumnGroups(q.scales.rows).of(r) * q.scales.stride + ColumnGroups(q.scales.cols).of(k);
     c.scale = __ldg(q.scales.data + i);
     if constexpr (F != Format::Fp8) c.zero = q.zeros ? __ldg(q.zeros + i) : (F == Format::Int8 ? 128.0f : 8.0f);
     return c;

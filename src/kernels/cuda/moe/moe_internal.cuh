@@ -34,7 +34,7 @@ using StackQuant = quant::RowQuant;  // gemm/quant_slice.cuh: the grid formula a
 // Weights [k, k + 8) of stack row `row` from their 4 packed bytes (k a multiple of 8, the 8 in one group), each
 // as launch_dequantize_int4 writes it.
 __device__ __forceinline__ void unpack_int4(uint32_t raw, const StackQuant& q, int64_t row, int64_t k, float* out) {
-    const int64_t g = row * q.scales.stride + k / q.scales.cols;
+    const int64_t g = row * q.scales.stride + ColumnGroups(q.scales.cols).of(k);  // no 64-bit division a load
     const float s = __ldg(q.scales.data + g), z = q.zeros ? __ldg(q.zeros + g) : 8.0f;
 #pragma unroll
     for (int i = 0; i < 8; ++i)
@@ -45,7 +45,8 @@ __device__ __forceinline__ void unpack_int4(uint32_t raw, const StackQuant& q, i
 // scale of the stack's grid), each as launch_dequantize_fp8 writes it: bf16(q · scale).
 __device__ __forceinline__ void unpack_fp8(uint2 raw, const StackQuant& q, int64_t row, int64_t k, float* out) {
     const auto* v = reinterpret_cast<const __nv_fp8_storage_t*>(&raw);
-    const float s = __ldg(q.scales.data + (row / q.scales.rows) * q.scales.stride + k / q.scales.cols);
+    const float s = __ldg(q.scales.data + ColumnGroups(q.scales.rows).of(row) * q.scales.stride +
+                          ColumnGroups(q.scales.cols).of(k));
 #pragma unroll
     for (int i = 0; i < 8; ++i)
         out[i] = dequantize_e4m3(v[i], s);
