@@ -1,7 +1,7 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
 // otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run their GEMV on the stored bytes
-// for one token, the weight-only tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of
-// the weight for many.
+// for one token (fp8: a tensor-core GEMV for 2-8), the weight-only tensor-core GEMM (also on the stored bytes) for a
+// few, or cuBLASLt on a bf16 copy of the weight for many.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -12,6 +12,24 @@
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
+
+namespace {
+// The fewest tokens that take the fp8 tensor-core GEMV (kernels/cuda/gemm/gemv_fp8_mma.cu; it takes up to
+// kGemvFp8MmaTokens): 2 by default, 1 with PAGODA_FP8_GEMV_MMA=1, none with =0. Measured on an H100 (session 23,
+// pagoda_op_bench --table qwen3-8b, the same binary with the variable 0 and 1): at 2 and 8 tokens Qwen3-8B's fp8 qkv
+// took 14.4 / 14.8 µs on it against 35.3 / 35.7 on the weight-only mma GEMM it replaces there, gate_up 50.6 / 53.4
+// against 97.8 / 96.8, down 35.9 / 39.2 against 66.5 / 66.6. At one token it wins on qkv (14.5 against the plain
+// GEMV's 18.1) but loses on gate_up (50.1 against 45.9) and down (34.9 against 29.7), and a batch-1 decode step took
+// 7.37 ms with it against 5.79 without: one token keeps the plain GEMV.
+int64_t fp8_gemv_mma_min_tokens() {
+    static const int64_t fewest = [] {
+        const char* env = std::getenv("PAGODA_FP8_GEMV_MMA");
+        if (env == nullptr) return int64_t{2};
+        return std::string(env) == "0" ? kcu::kGemvFp8MmaTokens + 1 : std::string(env) == "1" ? int64_t{1} : int64_t{2};
+    }();
+    return fewest;
+}
+}  // namespace
 
 void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
     ops_checks::expect_linear(x, w, y, kHere, "linear");
@@ -71,6 +89,14 @@ void CudaOps::linear_fp8(const Tensor& given_x, const LinearWeight& w, const Ten
     if (w.input_quant_group != 0) {  // W8A8: the fp8 GEMM, or the paths below over the input rounded to fp8
         if (T >= 2 && gemm_w8a8(given_x, w, y)) return;
         x = fp8_rounded_input(given_x, w);
+    }
+    if (T >= fp8_gemv_mma_min_tokens() && T <= kcu::kGemvFp8MmaTokens) {
+        const kcu::GemvArgs a = gemv_args(x, w, y);
+        if (kcu::gemv_fp8_mma_fits(a, T, x.stride(0))) {
+            const auto profile = profiler_.scope("linear fp8 (gemv mma)");
+            kcu::launch_gemv_fp8_mma(a, T, x.stride(0), y.stride(0), stream_);
+            return;
+        }
     }
     const ScaleBlocks blocks = w.scale_blocks();
     const kcu::WeightScales scales{w.scales.data_as<float>(), blocks.rows, blocks.cols, blocks.stride};
@@ -292,7 +318,10 @@ void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tens
     kcu::GemvArgs a = gemv_args(x, w, out);
     a.N = I;
     a.glu_rows = I;
-    kcu::launch_gemv(a, stream_);
+    if (w.format == WeightFormat::kFp8E4M3 && fp8_gemv_mma_min_tokens() == 1 && kcu::gemv_fp8_mma_fits(a, 1, 0))
+        kcu::launch_gemv_fp8_mma(a, 1, 0, 0, stream_);
+    else
+        kcu::launch_gemv(a, stream_);
 }
 
 kcu::GemvArgs CudaOps::gemv_args(const Tensor& x, const LinearWeight& w, const Tensor& y) {

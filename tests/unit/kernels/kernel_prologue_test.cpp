@@ -35,7 +35,7 @@ std::vector<fs::path> kernel_sources() {
 // through a pointer it was handed, synchronises or returns must come after.
 bool allowed_before_prologue(const std::string& line) {
     static const std::regex ok(
-        R"(^\s*(//.*|constexpr .*|using \w+ = .*;|const (int|int64_t|bool|W\*) .*|if constexpr \(Glu\) prefetch_first_loads.*|prefetch_first_loads<.*)$)");
+        R"(^\s*(//.*|constexpr .*|using \w+ = .*;|const (int|int64_t|bool|W\*) .*|if constexpr \(Glu\) prefetch_first_loads.*|prefetch_first_loads[<(].*)$)");
     return line.find_first_not_of(" \t") == std::string::npos || std::regex_match(line, ok);
 }
 

@@ -1090,6 +1090,12 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(linear_int4(T, I, H, 128, true, DType::F16, false));
             c.push_back(linear_int4(T, H, I, 128, true, DType::F16, false));
         }
+        // Rank-16 adapters on a decode step (issue 19): the base projection plus both LoRA kernels, tokens spread over
+        // three adapter slots and the base model (lora_cases.cpp).
+        for (int64_t T : {1, 8, 64}) {
+            c.push_back(lora_linear(T, H, 16, {Hq * D, Hkv * D, Hkv * D}));
+            c.push_back(lora_linear(T, I, 16, {H}));
+        }
         for (int64_t T : {1, 256})
             c.push_back(linear(T, V, H, BF16, false, "lm_head"));
         for (int64_t T : {1, 256, 2048}) {

@@ -28,6 +28,14 @@ struct GemvArgs {
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
 
+// Weight-only fp8 for 1 to kGemvFp8MmaTokens tokens on tensor cores (gemm/gemv_fp8_mma.cu): the same weights
+// bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync; a's x and y are
+// token 0's rows, the others x_stride and y_stride floats apart (glu_rows as above). Takes K a multiple of 64, scale
+// blocks a multiple of 16 columns wide, 16-byte aligned weights and x rows: gemv_fp8_mma_fits.
+inline constexpr int64_t kGemvFp8MmaTokens = 8;
+bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride);
+void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream);
+
 // out[n, k] = bf16(q[n, k] · scale(n, k)) for an fp8 weight [N, K] (row stride w_stride): the bf16 weight the
 // cuBLASLt GEMM takes for more tokens than the GEMV serves. out is dense [N, K].
 struct DequantizeFp8Args {
