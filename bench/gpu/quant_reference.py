@@ -3,7 +3,7 @@
 18's real-shape check (bench/gpu/compare_quantized.py) holds pagoda's logits of the quantized model to.
 
   python3 bench/gpu/quant_reference.py MODEL_DIR OUT.npy (--awq AWQ_DIR | --fp8-channel [--fp8-activations])
-      [--device cuda|cpu]
+      [--dtype fp32|bf16] [--device cuda|cpu]
 
 MODEL_DIR's model is loaded in fp32 (its bf16 weights widened exactly) and each quantized projection's weight replaced
 by what the quantized model serves:
@@ -16,6 +16,10 @@ by what the quantized model serves:
   --fp8-activations  with --fp8-channel: each of those projections' input is also rounded to e4m3 per token before
                   the product, scale max(amax / 448, 1e-12) (`--fp8-activations`, W8A8: kernels/cpu/cpu_kernels.h,
                   QuantizeFp8ActivationsArgs), by a forward pre-hook on the module.
+--dtype bf16 runs the same quantized model in bf16 instead (the served weights rounded to bf16 as pagoda's kernels
+round them; W8A8's input rounding still computed in fp32 and handed back in bf16): transformers' own bf16 deviation
+from the fp32 run, the bound compare_quantized.py takes for pagoda's (a quantized model's, W8A8's above all, can be
+far larger than the bf16 model's: rounding inputs to e4m3 turns bf16-sized differences into e4m3 steps).
 Then the prompt of MODEL_DIR/reference_ids.txt runs and the logits of its last 8 positions are saved to OUT.npy
 [8, vocab], as hf_qwen3_8b.py saves the bf16 model's. Prints one JSON line: weights replaced, their RMS change relative
 to the weights' RMS, seconds.
@@ -76,32 +80,36 @@ def main():
     kind.add_argument("--awq", metavar="AWQ_DIR")
     kind.add_argument("--fp8-channel", action="store_true")
     ap.add_argument("--fp8-activations", action="store_true", help="with --fp8-channel: W8A8, inputs per token")
+    ap.add_argument("--dtype", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     a = ap.parse_args()
     if a.fp8_activations and not a.fp8_channel:
         sys.exit("quant_reference: --fp8-activations goes with --fp8-channel")
     t0 = time.time()
-    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=torch.float32).to(a.device).eval()
+    dtype = torch.float32 if a.dtype == "fp32" else torch.bfloat16
+    model = AutoModelForCausalLM.from_pretrained(a.model, dtype=dtype).to(a.device).eval()
     params = dict(model.named_parameters())
     replaced, err, energy = 0, 0.0, 0.0
     with torch.no_grad():
         if a.awq:
             items = awq_weights(a.awq, a.device)
         else:
-            items = ((n, fp8_channel(p)) for n, p in params.items() if DENSE_PROJECTION.search(n))
+            # From the checkpoint's bf16 weights, exactly widened either way.
+            items = ((n, fp8_channel(p.float())) for n, p in params.items() if DENSE_PROJECTION.search(n))
         for name, w in items:
             p = params.get(name)
             if p is None:
                 sys.exit(f"quant_reference: {name} is quantized but the model has no such weight")
             if tuple(w.shape) != tuple(p.shape):
                 sys.exit(f"quant_reference: {name}: served weight {tuple(w.shape)}, model's {tuple(p.shape)}")
-            err += float(((w - p) ** 2).sum())
-            energy += float((p**2).sum())
+            err += float(((w.float() - p.float()) ** 2).sum())
+            energy += float((p.float() ** 2).sum())
             p.copy_(w)
             replaced += 1
             if a.fp8_activations:
                 module = model.get_submodule(name[: -len(".weight")])
-                module.register_forward_pre_hook(lambda _m, args: (fp8_per_token(args[0]),) + tuple(args[1:]))
+                module.register_forward_pre_hook(
+                    lambda _m, args: (fp8_per_token(args[0].float()).to(args[0].dtype),) + tuple(args[1:]))
         if replaced == 0:
             sys.exit("quant_reference: no weight was replaced")
         ids = [int(t) for t in open(os.path.join(a.model, "reference_ids.txt")).read().split()]
@@ -109,7 +117,8 @@ def main():
     np.save(a.out, logits[0].float().cpu().numpy())
     print(json.dumps({"replaced": replaced, "rel_rms_change": round((err / energy) ** 0.5, 5),
                       "variant": "awq " + a.awq if a.awq else
-                      "fp8 per channel" + (", fp8 activations per token" if a.fp8_activations else ""), "out": a.out,
+                      "fp8 per channel" + (", fp8 activations per token" if a.fp8_activations else ""), "dtype": a.dtype,
+                      "out": a.out,
                       "seconds": round(time.time() - t0, 1)}), flush=True)
 
 

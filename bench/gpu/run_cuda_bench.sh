@@ -23,7 +23,8 @@
 #               prefill (here and in the peer part)
 #   qaccuracy   issue 18's real-shape check (needs the model part's references): pagoda's logits of the AWQ copy
 #               ($MODEL-awq, made once), of --quantization fp8 and of that with --fp8-activations (W8A8) against
-#               transformers' fp32 run of the same quantized weights (and rounded inputs; quant_reference.py), and each quantization's cost against the bf16 model: KL divergence and
+#               transformers' fp32 run of the same quantized weights (and rounded inputs; quant_reference.py), judged
+#               by transformers' bf16 run of them, and each quantization's cost against the bf16 model: KL divergence and
 #               top-1 agreement beside transformers' own (compare_quantized.py)
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out); THROUGHPUT_PEER=1
 #               also against llama-server on the peer part's GGUF (one slot a request, 2,048 tokens each)
@@ -437,13 +438,16 @@ if want qaccuracy; then
         fi
         timeout 300 python3 bench/gpu/quant_reference.py "$MODEL" "$OUT/ref_$variant.npy" "${qargs[@]}" \
             > "$OUT/quant_reference_$variant.log" 2>&1
+        # transformers' bf16 run of the same quantized model: the bound pagoda's deviation is judged by.
+        timeout 300 python3 bench/gpu/quant_reference.py "$MODEL" "$OUT/ref_${variant}_bf16.npy" "${qargs[@]}" \
+            --dtype bf16 > "$OUT/quant_reference_${variant}_bf16.log" 2>&1
         LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/pagoda" logits --model "$qdir" --device cuda --json --last 8 \
             "${pargs[@]}" --ids "$(cat "$MODEL/reference_ids.txt")" > "$OUT/logits_$variant.json" \
             2> "$OUT/pagoda_logits_$variant.log"
         summary+=("quantized ($variant) vs transformers: $(tail -1 "$OUT/quant_reference_$variant.log" | cut -c1-160);\
  $(python3 bench/gpu/compare_quantized.py "$MODEL/reference_logits.npy" "$OUT/ref_$variant.npy" \
-            "$OUT/logits_$variant.json" "$MODEL/reference_logits_bf16.npy" 2>&1 | tail -1)")
-        rm -f "$OUT/logits_$variant.json" "$OUT/ref_$variant.npy"
+            "$OUT/logits_$variant.json" "$MODEL/reference_logits_bf16.npy" "$OUT/ref_${variant}_bf16.npy" 2>&1 | tail -1)")
+        rm -f "$OUT/logits_$variant.json" "$OUT/ref_$variant.npy" "$OUT/ref_${variant}_bf16.npy"
     done
 fi
 if want throughput; then

@@ -83,3 +83,25 @@ def test_awq_and_fp8_pass_against_their_own_reference_only(model, pagoda_bin, tm
         code, line = run(sys.executable, GPU / "compare_quantized.py", model / "reference_logits.npy", refs[other],
                          got[variant])
         assert code == 1 and not json.loads(line)["ok"], line
+
+
+def test_the_quantized_models_own_bf16_run_sets_the_bound(model, pagoda_bin, tmp_path):
+    """quant_reference.py --dtype bf16 (transformers' bf16 run of the quantized model) given to compare_quantized.py
+    sets the bound from its own deviation, not from the bf16 model's: W8A8's input rounding moves bf16 logits by more."""
+    ref, ref_bf16 = tmp_path / "w8a8_ref.npy", tmp_path / "w8a8_ref_bf16.npy"
+    for out, dtype in ((ref, "fp32"), (ref_bf16, "bf16")):
+        code, line = run(sys.executable, GPU / "quant_reference.py", model, out, "--fp8-channel", "--fp8-activations",
+                         "--dtype", dtype, "--device", "cpu")
+        assert code == 0 and json.loads(line)["dtype"] == dtype, line
+    want, bf16 = np.load(ref), np.load(ref_bf16)
+    deviation = float((np.abs(bf16 - want).max(axis=1) / np.abs(want).max(axis=1)).max())
+    assert deviation > 0  # the bf16 run is a different computation
+    ids = (model / "reference_ids.txt").read_text()
+    got = pagoda_logits(pagoda_bin, model, ids, tmp_path / "w8a8.json", "--quantization", "fp8", "--fp8-activations")
+    code, line = run(sys.executable, GPU / "compare_quantized.py", model / "reference_logits.npy", ref, got,
+                     model / "reference_logits_bf16.npy", ref_bf16)
+    result = json.loads(line)
+    exact = result["vs_quantized_reference"]
+    assert code == 0 and result["ok"], line
+    assert exact["hf_bf16_max_rel_err"] == pytest.approx(deviation, rel=1e-5), line
+    assert exact["limit"] == pytest.approx(max(2e-2, 1.5 * deviation), rel=1e-5), line
