@@ -1,7 +1,7 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
 // otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run their GEMV on the stored bytes
-// for one token (fp8: a tensor-core GEMV for 2-8), the weight-only tensor-core GEMM (also on the stored bytes) for a
-// few, or cuBLASLt on a bf16 copy of the weight for many.
+// for one token (fp8: a tensor-core GEMV for 2-8; int4 can take it too), the weight-only tensor-core GEMM (also on the
+// stored bytes) for a few, or cuBLASLt on a bf16 copy of the weight for many.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -14,19 +14,27 @@
 namespace pagoda {
 
 namespace {
-// The fewest tokens that take the fp8 tensor-core GEMV (kernels/cuda/gemm/gemv_fp8_mma.cu; it takes up to
-// kGemvFp8MmaTokens): 2 by default, 1 with PAGODA_FP8_GEMV_MMA=1, none with =0. Measured on an H100 (session 23,
-// pagoda_op_bench --table qwen3-8b, the same binary with the variable 0 and 1): at 2 and 8 tokens Qwen3-8B's fp8 qkv
-// took 14.4 / 14.8 µs on it against 35.3 / 35.7 on the weight-only mma GEMM it replaces there, gate_up 50.6 / 53.4
-// against 97.8 / 96.8, down 35.9 / 39.2 against 66.5 / 66.6. At one token it wins on qkv (14.5 against the plain
-// GEMV's 18.1) but loses on gate_up (50.1 against 45.9) and down (34.9 against 29.7), and a batch-1 decode step took
-// 7.37 ms with it against 5.79 without: one token keeps the plain GEMV.
+// The fewest tokens that take the tensor-core GEMV (kernels/cuda/gemm/gemv_mma.cu, up to kGemvMmaTokens) for the
+// format whose variable `env` is: 1 or 2 as it says, 0 none, else `fallback`.
+int64_t gemv_mma_min_tokens(const char* env, int64_t fallback) {
+    const char* v = std::getenv(env);
+    const std::string s = v != nullptr ? v : "";
+    return s == "0" ? kcu::kGemvMmaTokens + 1 : s == "1" ? 1 : s == "2" ? 2 : fallback;
+}
+// fp8 (PAGODA_FP8_GEMV_MMA): from 2 tokens by default. Measured on an H100 (session 23, pagoda_op_bench --table
+// qwen3-8b, the same binary with the variable 0 and 1): at 2 and 8 tokens Qwen3-8B's fp8 qkv took 14.4 / 14.8 µs on it
+// against 35.3 / 35.7 on the weight-only mma GEMM it replaces there, gate_up 50.6 / 53.4 against 97.8 / 96.8, down
+// 35.9 / 39.2 against 66.5 / 66.6. At one token it wins on qkv (14.5 against the plain GEMV's 18.1) but loses on
+// gate_up (50.1 against 45.9) and down (34.9 against 29.7), and a batch-1 decode step took 7.37 ms with it against
+// 5.79 without: one token keeps the plain GEMV.
 int64_t fp8_gemv_mma_min_tokens() {
-    static const int64_t fewest = [] {
-        const char* env = std::getenv("PAGODA_FP8_GEMV_MMA");
-        if (env == nullptr) return int64_t{2};
-        return std::string(env) == "0" ? kcu::kGemvFp8MmaTokens + 1 : std::string(env) == "1" ? int64_t{1} : int64_t{2};
-    }();
+    static const int64_t fewest = gemv_mma_min_tokens("PAGODA_FP8_GEMV_MMA", 2);
+    return fewest;
+}
+// int4 (PAGODA_INT4_GEMV_MMA): off by default, as it has not run on a GPU yet; 2 or more tokens otherwise dequantise
+// the whole weight into bf16 scratch for cuBLASLt on every call.
+int64_t int4_gemv_mma_min_tokens() {
+    static const int64_t fewest = gemv_mma_min_tokens("PAGODA_INT4_GEMV_MMA", kcu::kGemvMmaTokens + 1);
     return fewest;
 }
 }  // namespace
@@ -90,7 +98,7 @@ void CudaOps::linear_fp8(const Tensor& given_x, const LinearWeight& w, const Ten
         if (T >= 2 && gemm_w8a8(given_x, w, y)) return;
         x = fp8_rounded_input(given_x, w);
     }
-    if (T >= fp8_gemv_mma_min_tokens() && T <= kcu::kGemvFp8MmaTokens) {
+    if (T >= fp8_gemv_mma_min_tokens() && T <= kcu::kGemvMmaTokens) {
         const kcu::GemvArgs a = gemv_args(x, w, y);
         if (kcu::gemv_fp8_mma_fits(a, T, x.stride(0))) {
             const auto profile = profiler_.scope("linear fp8 (gemv mma)");
@@ -284,12 +292,17 @@ void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Te
         invalidate_converted();
     }
     const kcu::Int4Weight weight = int4_weight(w, w.data.stride(0), "linear");
+    const kcu::GemvInt4Args gemv{
+        x.data_as<float>(), weight, bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K};
+    if (T >= int4_gemv_mma_min_tokens() && T <= kcu::kGemvMmaTokens && kcu::gemv_int4_mma_fits(gemv, T, x.stride(0))) {
+        const auto profile = profiler_.scope("linear int4 (gemv mma)");
+        kcu::launch_gemv_int4_mma(gemv, T, x.stride(0), y.stride(0), stream_);
+        return;
+    }
     if (T == kcu::kGemvTokens) {
         const auto profile =
             profiler_.scope(w.format == WeightFormat::kInt8 ? "linear int8 (gemv)" : "linear int4 (gemv)");
-        kcu::launch_gemv_int4(
-            {x.data_as<float>(), weight, bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K},
-            stream_);
+        kcu::launch_gemv_int4(gemv, stream_);
         return;
     }
     kcu::WoMmaArgs wo{};

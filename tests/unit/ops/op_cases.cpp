@@ -843,6 +843,12 @@ const std::vector<OpCase>& op_cases() {
             linear_int4(16, 1000, 256, 16, false, DType::BF16, false),
             linear_int4(70, 136, 512, 32, true, DType::F32, false),
             linear_int4(8, 300, 2048, 64, true, DType::F16, false, 8),
+            // 2-8 tokens with K a multiple of 128 and groups of 32 or more: the tensor-core GEMV when
+            // PAGODA_INT4_GEMV_MMA is 1 or 2 (off by default), else the dequantised weight's GEMM; bf16 and f16
+            // scales, symmetric or with zeros, rows past a block's 32.
+            linear_int4(3, 520, 384, 64, false, DType::BF16, false),
+            linear_int4(8, 136, 1024, 128, true, DType::F16, false),
+            linear_int4(6, 72, 512, 32, true, DType::BF16, true),
             // act-order GPTQ: x gathered by the weight's input permutation, then the GEMV (T = 1) or the dequantised
             // weight's GEMM; 4 and 8 bits.
             linear_int4(1, 256, 512, 32, false, DType::F16, false, 4, true),

@@ -1,4 +1,5 @@
-// fp8 weights for 1 to kGemvFp8MmaTokens tokens on tensor cores (gemv.h). Why: the plain fp8 GEMV (gemv.cu) turns
+// Quantized weights (fp8, and int4 as its GEMV reads them) for 1 to kGemvMmaTokens tokens on tensor cores (gemv.h).
+// fp8 first. Why: the plain fp8 GEMV (gemv.cu) turns
 // each weight into f32 with two conversion instructions, rounds the scaled weight to bf16 with a third and multiplies
 // on the CUDA cores, and conversions issue at a fraction of the FMA rate: at one token it read Qwen3-8B's fp8
 // projections at 1.4-2.2 TB/s on an H100 whose copy bandwidth is 2.84 (qkv 18.0 us, the same as bf16's 19.3 for
@@ -27,11 +28,18 @@
 //
 // e4m3's NaN bytes (0x7f, 0xff) come out as 480 here, where the dequantised copy has NaN: no checkpoint stores them
 // (quantizers saturate at 448).
+//
+// int4 (round_to F16 or BF16) is the same kernel with 32 weights a 16-byte load (128-column chunks): each word's
+// eight values become four bf16 pairs exactly as the int4 GEMV and the dequantised copy compute them
+// (dequantize_word_pairs: pair i = values i and i + 4 of the word), and x is paired alike. Today int4 weights for 2 or
+// more tokens are dequantised whole into bf16 scratch for cuBLASLt on every call (~9x the bytes of the packed weight
+// for a few tokens); this path is off by default until it has run on a GPU (PAGODA_INT4_GEMV_MMA, linear.cpp).
 #include <cstdint>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/column_groups.cuh"
 #include "kernels/cuda/gemm/gemv.h"
+#include "kernels/cuda/gemm/int4_dequant.cuh"
 #include "kernels/cuda/gemm/mma_tile.cuh"
 
 namespace pagoda::kernels::cuda {
@@ -39,9 +47,33 @@ namespace pagoda::kernels::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kRows = 32;   // weight rows a block takes
-constexpr int kChunk = 64;  // columns a warp takes per step: 4 lanes x 16 bytes of each row
-constexpr int kUnroll = 2;  // chunks in flight per warp (8 16-byte loads a lane)
+constexpr int kRows = 32;        // weight rows a block takes
+constexpr int kChunkBytes = 64;  // bytes of a row a warp takes per step: 4 lanes x 16
+constexpr int kUnroll = 2;       // chunks in flight per warp (8 16-byte loads a lane)
+
+// What the kernel takes, whatever the weights' format.
+struct MmaGemvArgs {
+    const float* x;
+    int64_t x_stride;
+    float* y;
+    int64_t y_stride;
+    int64_t T, N, K;
+    const void* bias;
+    ElemType bias_type;
+    int64_t glu_rows;
+    const uint8_t* w;
+    int64_t row_bytes;
+    WeightScales scales;        // fp8
+    const float* group_scales;  // int4: [N, K / group_size]
+    const float* group_zeros;   // int4: the same, or null (symmetric: 8)
+    int64_t group_size;
+    bool bf16_scales;
+};
+
+__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
+    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
 
 // Byte i of w (an e4m3 value q) as f32 q · 2^-120: a permute puts the byte at bits 16-23 and its sign, replicated, at
 // 24-31; shifted left by 4 the byte's exponent and mantissa fill bits 20-26 (the f32 exponent's low bits and the
@@ -54,114 +86,179 @@ __device__ __forceinline__ float e4m3_scaled_down(uint32_t w) {
     return __uint_as_float((p << 4) & 0x87F00000u);
 }
 
-__device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
-    const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<const uint32_t*>(&v);
-}
-
 // bf16(q · s) of bytes (lo_byte, lo_byte + 1) of w, as one bf16 pair.
 template <int kLoByte>
 __device__ __forceinline__ uint32_t dequantized_pair(uint32_t w, float s) {
     return bf16_pair(e4m3_scaled_down<kLoByte>(w) * 0x1p120f * s, e4m3_scaled_down<kLoByte + 1>(w) * 0x1p120f * s);
 }
 
-struct Fp8MmaArgs {
-    GemvArgs g;
-    int64_t T, x_stride, y_stride;
+// A format: kPerLoad weights a 16-byte load, kPairs bf16 pairs a 32-bit word of it (pair i of word w holding the
+// load's values lo(kPairs w + i) and hi(...)); Row (a weight row's scales, found once), Columns (what maps a column to
+// its scale), Params (one load's scale, and zero point) and decode_word.
+struct Fp8 {
+    static constexpr int kPerLoad = 16, kPairs = 2;
+    static constexpr __host__ __device__ int lo(int p) { return 2 * p; }
+    static constexpr __host__ __device__ int hi(int p) { return 2 * p + 1; }
+    struct Row {
+        const float* scales;
+        __device__ Row(const MmaGemvArgs& a, int64_t n)
+            : scales(a.scales.data + ColumnGroups(a.scales.rows).of(n) * a.scales.stride) {}
+    };
+    struct Columns {
+        ColumnGroups cols;
+        __device__ explicit Columns(const MmaGemvArgs& a) : cols(a.scales.cols) {}
+    };
+    struct Params {
+        float s = 0.0f;
+    };
+    __device__ static Params params(const Columns& c, const Row& r, int64_t k) {
+        return {__ldg(r.scales + c.cols.of(k))};
+    }
+    __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
+        pairs[0] = dequantized_pair<0>(w, p.s), pairs[1] = dequantized_pair<2>(w, p.s);
+    }
+};
+
+struct Int4 {
+    static constexpr int kPerLoad = 32, kPairs = 4;
+    static constexpr __host__ __device__ int lo(int p) { return 8 * (p / 4) + p % 4; }
+    static constexpr __host__ __device__ int hi(int p) { return lo(p) + 4; }
+    struct Row {
+        const float* scales;
+        const float* zeros;
+        __device__ Row(const MmaGemvArgs& a, int64_t n)
+            : scales(a.group_scales + n * (a.K / a.group_size)),
+              zeros(a.group_zeros ? a.group_zeros + n * (a.K / a.group_size) : nullptr) {}
+    };
+    struct Columns {
+        ColumnGroups groups;
+        bool bf16_scales;
+        __device__ explicit Columns(const MmaGemvArgs& a) : groups(a.group_size), bf16_scales(a.bf16_scales) {}
+    };
+    struct Params {
+        float s = 0.0f, z = 0.0f;
+    };
+    __device__ static Params params(const Columns& c, const Row& r, int64_t k) {
+        const int64_t g = c.groups.of(k);
+        return {__ldg(r.scales + g), r.zeros ? __ldg(r.zeros + g) : 8.0f};
+    }
+    __device__ static void decode_word(uint32_t w, const Params& p, const Columns& c, uint32_t (&pairs)[kPairs]) {
+        // Exact: a whole zero point below 1024, and scales that are values of the format's f16 or bf16 (int4.cu).
+        __nv_bfloat162 pr[kPairs];
+        dequantize_word_pairs<4>(w, __float2half2_rn(1024.0f + p.z), __float2half2_rn(p.s), __float2bfloat162_rn(p.s),
+                                 c.bf16_scales, pr);
+#pragma unroll
+        for (int j = 0; j < kPairs; ++j)
+            pairs[j] = *reinterpret_cast<const uint32_t*>(&pr[j]);
+    }
 };
 
 // The four weight rows of lane g (tile m, half h: local row 16 m + 8 h + g) in the weight; -1 where past the rows.
-__device__ __forceinline__ int64_t weight_row(const Fp8MmaArgs& a, int64_t block, int local) {
-    if (a.g.glu_rows) {  // tile 0: gate rows, tile 1: the same outputs' up rows
+__device__ __forceinline__ int64_t weight_row(const MmaGemvArgs& a, int64_t block, int local) {
+    if (a.glu_rows) {  // tile 0: gate rows, tile 1: the same outputs' up rows
         const int64_t n = block * (kRows / 2) + (local & 15);
-        return n < a.g.N ? n + (local >= 16 ? a.g.glu_rows : 0) : -1;
+        return n < a.N ? n + (local >= 16 ? a.glu_rows : 0) : -1;
     }
     const int64_t n = block * kRows + local;
-    return n < a.g.N ? n : -1;
+    return n < a.N ? n : -1;
 }
 
-// Lane (g, t)'s rows as row pointers (at its 16 columns) and rows of the scale grid.
+// Weight row n of the lane's row r (0..3), or row 0 past the rows (loaded, never stored).
+__device__ __forceinline__ int64_t lane_row(const MmaGemvArgs& a, int g, int r) {
+    const int64_t n = weight_row(a, blockIdx.x, 8 * r + g);
+    return n >= 0 ? n : 0;
+}
+
+// Lane (g, t)'s rows: pointers at its 16 bytes of each, and their scales.
+template <class F>
 struct LaneRows {
     const uint8_t* w[4];
-    const float* scales[4];
-    __device__ __forceinline__ LaneRows(const Fp8MmaArgs& a, int g, int t) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            const int64_t n = weight_row(a, blockIdx.x, 8 * r + g);
-            w[r] = static_cast<const uint8_t*>(a.g.w) + (n >= 0 ? n : 0) * a.g.w_stride + 16 * t;
-            scales[r] = a.g.scales.data + ColumnGroups(a.g.scales.rows).of(n >= 0 ? n : 0) * a.g.scales.stride;
-        }
-    }
+    typename F::Row rows[4];
+    __device__ __forceinline__ LaneRows(const MmaGemvArgs& a, int g, int t)
+        : w{a.w + lane_row(a, g, 0) * a.row_bytes + 16 * t, a.w + lane_row(a, g, 1) * a.row_bytes + 16 * t,
+            a.w + lane_row(a, g, 2) * a.row_bytes + 16 * t, a.w + lane_row(a, g, 3) * a.row_bytes + 16 * t},
+          rows{{a, lane_row(a, g, 0)}, {a, lane_row(a, g, 1)}, {a, lane_row(a, g, 2)}, {a, lane_row(a, g, 3)}} {}
 };
 
 // Asks L2 for the warp's first chunk of each of the lane's rows. Issued before the prologue: weights are written by no
 // kernel, so they stream in while the kernel before this one finishes.
-__device__ __forceinline__ void prefetch_first_loads(const Fp8MmaArgs& a, int warp, int lane) {
-    if (warp >= a.g.K / kChunk) return;
-    const LaneRows rows(a, lane >> 2, lane & 3);
+template <class F>
+__device__ __forceinline__ void prefetch_first_loads(const MmaGemvArgs& a, int warp, int lane) {
+    if (warp >= a.K / (4 * F::kPerLoad)) return;
 #pragma unroll
-    for (int r = 0; r < 4; ++r)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(rows.w[r] + int64_t(warp) * kChunk));
+    for (int r = 0; r < 4; ++r) {
+        const uint8_t* p = a.w + lane_row(a, lane >> 2, r) * a.row_bytes + 16 * (lane & 3);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + int64_t(warp) * kChunkBytes));
+    }
 }
 
-__global__ void __launch_bounds__(kWarps * 32) gemv_fp8_mma_kernel(Fp8MmaArgs a) {
+template <class F>
+__global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(MmaGemvArgs a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    prefetch_first_loads(a, warp, lane);
+    prefetch_first_loads<F>(a, warp, lane);
     PAGODA_KERNEL_PROLOGUE();
-    const LaneRows rows(a, g, t);
-    const ColumnGroups cols(a.g.scales.cols);
-    const int64_t block = blockIdx.x, chunks = a.g.K / kChunk;
+    constexpr int kPer = F::kPerLoad, kChunk = 4 * kPer;  // a chunk's columns
+    const LaneRows<F> rows(a, g, t);
+    const typename F::Columns cols(a);
+    const int64_t block = blockIdx.x, chunks = a.K / kChunk;
     const bool has_token = g < a.T;
-    const float* x = a.g.x + (has_token ? g : 0) * a.x_stride + 16 * t;
+    const float* x = a.x + (has_token ? g : 0) * a.x_stride + kPer * t;
 
     float acc[2][4] = {};
     for (int64_t c0 = warp; c0 < chunks; c0 += int64_t(kWarps) * kUnroll) {
         uint4 v[kUnroll][4];
-        float s[kUnroll][4];
+        typename F::Params p[kUnroll][4];
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int64_t c = c0 + int64_t(u) * kWarps;
+            if (c >= chunks) break;  // the same for the whole warp
 #pragma unroll
             for (int r = 0; r < 4; ++r) {
-                const bool in = c < chunks;
-                v[u][r] = in ? __ldg(reinterpret_cast<const uint4*>(rows.w[r] + c * kChunk)) : make_uint4(0, 0, 0, 0);
-                s[u][r] = in ? __ldg(rows.scales[r] + cols.of(c * kChunk + 16 * t)) : 0.0f;
+                v[u][r] = __ldg(reinterpret_cast<const uint4*>(rows.w[r] + c * kChunkBytes));
+                p[u][r] = F::params(cols, rows.rows[r], c * kChunk + kPer * t);
             }
         }
 #pragma unroll
         for (int u = 0; u < kUnroll; ++u) {
             const int64_t c = c0 + int64_t(u) * kWarps;
-            if (c >= chunks) break;  // the same for the whole warp
-            uint32_t b[8];           // token g's x at this lane's 16 columns, as bf16 pairs
+            if (c >= chunks) break;
+            uint32_t b[kPer / 2];  // token g's x at this lane's columns, paired as the weights are
             if (has_token) {
+                float4 x4[kPer / 4];
 #pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const float4 xv = __ldg(reinterpret_cast<const float4*>(x + c * kChunk + 4 * q));
-                    b[2 * q] = bf16_pair(xv.x, xv.y), b[2 * q + 1] = bf16_pair(xv.z, xv.w);
-                }
+                for (int q = 0; q < kPer / 4; ++q)
+                    x4[q] = __ldg(reinterpret_cast<const float4*>(x + c * kChunk + 4 * q));
+                const float* xv = reinterpret_cast<const float*>(x4);
+#pragma unroll
+                for (int q = 0; q < kPer / 2; ++q)
+                    b[q] = bf16_pair(xv[F::lo(q)], xv[F::hi(q)]);
             } else {
 #pragma unroll
-                for (int q = 0; q < 8; ++q)
+                for (int q = 0; q < kPer / 2; ++q)
                     b[q] = 0;
             }
 #pragma unroll
             for (int m = 0; m < 2; ++m) {
-                const uint32_t* lo = reinterpret_cast<const uint32_t*>(&v[u][2 * m]);      // row 16 m + g
-                const uint32_t* hi = reinterpret_cast<const uint32_t*>(&v[u][2 * m + 1]);  // row 16 m + g + 8
-                const float s_lo = s[u][2 * m], s_hi = s[u][2 * m + 1];
+                const uint32_t* lo_words = reinterpret_cast<const uint32_t*>(&v[u][2 * m]);      // row 16 m + g
+                const uint32_t* hi_words = reinterpret_cast<const uint32_t*>(&v[u][2 * m + 1]);  // row 16 m + g + 8
 #pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const uint32_t af[4] = {dequantized_pair<0>(lo[j], s_lo), dequantized_pair<0>(hi[j], s_hi),
-                                            dequantized_pair<2>(lo[j], s_lo), dequantized_pair<2>(hi[j], s_hi)};
-                    const uint32_t bf[2] = {b[2 * j], b[2 * j + 1]};
-                    mma::mma_16816<__nv_bfloat16>(acc[m], af, bf);
+                for (int w = 0; w < 4; ++w) {  // a word at a time: its pairs make kPairs / 2 mma steps
+                    uint32_t lo[F::kPairs], hi[F::kPairs];
+                    F::decode_word(lo_words[w], p[u][2 * m], cols, lo);
+                    F::decode_word(hi_words[w], p[u][2 * m + 1], cols, hi);
+#pragma unroll
+                    for (int i = 0; i < F::kPairs; i += 2) {
+                        const uint32_t af[4] = {lo[i], hi[i], lo[i + 1], hi[i + 1]};
+                        const uint32_t bf[2] = {b[F::kPairs * w + i], b[F::kPairs * w + i + 1]};
+                        mma::mma_16816<__nv_bfloat16>(acc[m], af, bf);
+                    }
                 }
             }
         }
     }
 
     // acc[m][2 h + e] is local row 16 m + 8 h + g, token 2 t + e.
-    __shared__ float partial[kWarps][kRows][kGemvFp8MmaTokens];
+    __shared__ float partial[kWarps][kRows][kGemvMmaTokens];
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
@@ -170,37 +267,49 @@ __global__ void __launch_bounds__(kWarps * 32) gemv_fp8_mma_kernel(Fp8MmaArgs a)
             for (int e = 0; e < 2; ++e)
                 partial[warp][16 * m + 8 * h + g][2 * t + e] = acc[m][2 * h + e];
     __syncthreads();
-    const int local = threadIdx.x / kGemvFp8MmaTokens, token = threadIdx.x % kGemvFp8MmaTokens;
+    const int local = threadIdx.x / kGemvMmaTokens, token = threadIdx.x % kGemvMmaTokens;
     if (token >= a.T) return;
     auto sum_of = [&](int r) {
-        float v = 0.0f;
+        float s = 0.0f;
 #pragma unroll
         for (int q = 0; q < kWarps; ++q)
-            v += partial[q][r][token];
-        return v;
+            s += partial[q][r][token];
+        return s;
     };
-    float* y = a.g.y + token * a.y_stride;
-    if (a.g.glu_rows) {
+    float* y = a.y + token * a.y_stride;
+    if (a.glu_rows) {
         const int64_t n = block * (kRows / 2) + local;
-        if (local >= kRows / 2 || n >= a.g.N) return;
+        if (local >= kRows / 2 || n >= a.N) return;
         float gate = sum_of(local), up = sum_of(local + kRows / 2);
-        if (a.g.bias) {
-            gate += load_as_f32(a.g.bias, a.g.bias_type, n);
-            up += load_as_f32(a.g.bias, a.g.bias_type, n + a.g.glu_rows);
+        if (a.bias) {
+            gate += load_as_f32(a.bias, a.bias_type, n);
+            up += load_as_f32(a.bias, a.bias_type, n + a.glu_rows);
         }
         y[n] = silu(gate) * up;
     } else {
         const int64_t n = block * kRows + local;
-        if (n >= a.g.N) return;
-        y[n] = sum_of(local) + (a.g.bias ? load_as_f32(a.g.bias, a.g.bias_type, n) : 0.0f);
+        if (n >= a.N) return;
+        y[n] = sum_of(local) + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
     }
+}
+
+bool aligned16(const void* p) {
+    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <class F>
+void launch(const MmaGemvArgs& a, cudaStream_t stream) {
+    const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
+    const int64_t blocks = (a.N + outputs_per_block - 1) / outputs_per_block;
+    PAGODA_KERNEL_REQUIRE(blocks <= 0x7fffffff, "tensor-core GEMV grid too large");
+    launch_kernel<gemv_mma_kernel<F>>(static_cast<unsigned>(blocks), kWarps * 32, 0, stream, a);
+    PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride) {
-    const auto aligned16 = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-    return a.w_type == ElemType::F8E4M3 && T >= 1 && T <= kGemvFp8MmaTokens && a.K % kChunk == 0 &&
+    return a.w_type == ElemType::F8E4M3 && T >= 1 && T <= kGemvMmaTokens && a.K % (4 * Fp8::kPerLoad) == 0 &&
            a.w_stride % 16 == 0 && aligned16(a.w) && aligned16(a.x) && (T == 1 || x_stride % 4 == 0) &&
            a.scales.data != nullptr && a.scales.rows > 0 && a.scales.cols > 0 && a.scales.cols % 16 == 0 &&
            (a.glu_rows == 0 || a.glu_rows == a.N);
@@ -209,12 +318,30 @@ bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride) {
 void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
     if (a.N == 0 || T == 0) return;
     PAGODA_KERNEL_REQUIRE(gemv_fp8_mma_fits(a, T, x_stride), "fp8 tensor-core GEMV: shape or alignment not taken");
-    const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
-    const int64_t blocks = (a.N + outputs_per_block - 1) / outputs_per_block;
-    PAGODA_KERNEL_REQUIRE(blocks <= 0x7fffffff, "fp8 tensor-core GEMV grid too large");
-    launch_kernel<gemv_fp8_mma_kernel>(static_cast<unsigned>(blocks), kWarps * 32, 0, stream,
-                                       Fp8MmaArgs{a, T, x_stride, y_stride});
-    PAGODA_CUDA_CHECK_LAUNCH();
+    MmaGemvArgs m{};
+    m.x = a.x, m.x_stride = x_stride, m.y = a.y, m.y_stride = y_stride, m.T = T, m.N = a.N, m.K = a.K;
+    m.bias = a.bias, m.bias_type = a.bias_type, m.glu_rows = a.glu_rows;
+    m.w = static_cast<const uint8_t*>(a.w), m.row_bytes = a.w_stride, m.scales = a.scales;
+    launch<Fp8>(m, stream);
+}
+
+bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
+    return a.w.bits == 4 && (a.w.round_to == ElemType::F16 || a.w.round_to == ElemType::BF16) && T >= 1 &&
+           T <= kGemvMmaTokens && a.K % (4 * Int4::kPerLoad) == 0 && a.w.group_size % Int4::kPerLoad == 0 &&
+           a.w.group_size > 0 && a.K % a.w.group_size == 0 && a.w.row_bytes % 16 == 0 && a.w.data != nullptr &&
+           aligned16(a.w.data) && aligned16(a.x) && (T == 1 || x_stride % 4 == 0) && a.w.scales != nullptr;
+}
+
+void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
+    if (a.N == 0 || T == 0) return;
+    PAGODA_KERNEL_REQUIRE(gemv_int4_mma_fits(a, T, x_stride), "int4 tensor-core GEMV: shape or alignment not taken");
+    MmaGemvArgs m{};
+    m.x = a.x, m.x_stride = x_stride, m.y = a.y, m.y_stride = y_stride, m.T = T, m.N = a.N, m.K = a.K;
+    m.bias = a.bias, m.bias_type = a.bias_type, m.glu_rows = 0;
+    m.w = static_cast<const uint8_t*>(a.w.data), m.row_bytes = a.w.row_bytes;
+    m.group_scales = a.w.scales, m.group_zeros = a.w.zeros, m.group_size = a.w.group_size;
+    m.bf16_scales = a.w.round_to == ElemType::BF16;
+    launch<Int4>(m, stream);
 }
 
 }  // namespace pagoda::kernels::cuda
