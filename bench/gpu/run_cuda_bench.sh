@@ -24,8 +24,8 @@
 #   qaccuracy   issue 18's real-shape check (needs the model part's references): pagoda's logits of the AWQ copy
 #               ($MODEL-awq, made once), of --quantization fp8 and of that with --fp8-activations (W8A8) against
 #               transformers' fp32 run of the same quantized weights (and rounded inputs; quant_reference.py), judged
-#               by transformers' bf16 run of them, and each quantization's cost against the bf16 model: KL divergence and
-#               top-1 agreement beside transformers' own (compare_quantized.py)
+#               by transformers' bf16 run of them, and each quantization's cost against the bf16 model: KL divergence
+#               and top-1 agreement beside transformers' own (compare_quantized.py)
 #   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out); THROUGHPUT_PEER=1
 #               also against llama-server on the peer part's GGUF (one slot a request, 2,048 tokens each)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
@@ -33,6 +33,9 @@
 #               table shows where a large-batch step's time goes
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
 #   kernels     every kernel of a short decode run timed alone under ncu (bench/gpu/kernel_times.py)
+#   opsprof     the op bench's Qwen3-8B cases matching OPS_FILTER (lora) under ncu, the first NCU_COUNT (40) launches of
+#               kernels matching NCU_KERNELS (lora): duration, DRAM and L2 throughput, occupancy, registers and the warp
+#               stall breakdown of each (where a kernel's microseconds go; no model needed)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
 #   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background (the tree of
 #               llama-cpp-python 0.3.36's vendor/llama.cpp without models/, docs/, media/, benches/, tests/,
@@ -324,6 +327,14 @@ if want kernels && command -v ncu > /dev/null; then
     summary+=("ncu kernels rc=$?:")
     python3 bench/gpu/kernel_times.py "$OUT/ncu_kernels.csv" > "$OUT/kernel_times.log" 2>&1
     while read -r line; do summary+=("  $line"); done < <(head -40 "$OUT/kernel_times.log")
+fi
+if want opsprof && command -v ncu > /dev/null; then
+    LD_LIBRARY_PATH=$LIBS timeout 300 ncu -c "${NCU_COUNT:-40}" -k "regex:${NCU_KERNELS:-lora}" --section SpeedOfLight \
+        --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+        "$BIN/pagoda_op_bench" --table qwen3-8b --filter "${OPS_FILTER:-lora}" > "$OUT/ncu_ops.log" 2>&1
+    summary+=("ncu over the op bench's '${OPS_FILTER:-lora}' cases rc=$? (all of it in ncu_ops.log):")
+    keep='Context [0-9]+, Stream|Duration|DRAM Throughput|L2 Cache Throughput|Achieved Occupancy|Registers Per Thr|Stall'
+    while read -r line; do summary+=("  $line"); done < <(grep -E "$keep" "$OUT/ncu_ops.log" | head -80)
 fi
 if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench ]]; then
     # The A100 build's code (compute_80 PTX, sm80 tiles) at the real shape on this GPU, as the bench part runs it.
