@@ -84,8 +84,10 @@ TEST(Fp8Activations, CudaRoundsAsTheCpu) {
     std::mt19937 rng(21);
     check(7, 512, 520, 128, rng);   // whole groups, T not a multiple of 4 (padded scale rows)
     check(3, 300, 300, 128, rng);   // a ragged last group
-    check(5, 4096, 4100, -1, rng);  // one group a token
+    check(5, 4096, 4100, -1, rng);  // one group a token: 512 threads, 8 inputs held each
     check(1, 96, 96, 32, rng);
+    check(2, 12288, 12288, -1, rng);  // 1,024 threads: 8 inputs held each, 4 more read twice
+    check(3, 100, 100, -1, rng);      // fewer inputs than threads
 }
 
 }  // namespace
