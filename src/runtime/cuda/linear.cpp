@@ -37,6 +37,15 @@ int64_t int4_gemv_mma_min_tokens() {
     static const int64_t fewest = gemv_mma_min_tokens("PAGODA_INT4_GEMV_MMA", kcu::kGemvMmaTokens + 1);
     return fewest;
 }
+// PAGODA_GEMV_MMA_PIPELINE=1: the tensor-core GEMV's variant that issues each chunk's loads before multiplying the
+// previous one (an experiment for the projections whose grids leave one block an SM, N = 4,096: not measured yet).
+bool gemv_mma_pipelined() {
+    static const bool on = [] {
+        const char* v = std::getenv("PAGODA_GEMV_MMA_PIPELINE");
+        return v != nullptr && std::string(v) == "1";
+    }();
+    return on;
+}
 }  // namespace
 
 void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
@@ -102,7 +111,7 @@ void CudaOps::linear_fp8(const Tensor& given_x, const LinearWeight& w, const Ten
         const kcu::GemvArgs a = gemv_args(x, w, y);
         if (kcu::gemv_fp8_mma_fits(a, T, x.stride(0))) {
             const auto profile = profiler_.scope("linear fp8 (gemv mma)");
-            kcu::launch_gemv_fp8_mma(a, T, x.stride(0), y.stride(0), stream_);
+            kcu::launch_gemv_fp8_mma(a, T, x.stride(0), y.stride(0), stream_, gemv_mma_pipelined());
             return;
         }
     }
@@ -296,7 +305,7 @@ void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Te
         x.data_as<float>(), weight, bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K};
     if (T >= int4_gemv_mma_min_tokens() && T <= kcu::kGemvMmaTokens && kcu::gemv_int4_mma_fits(gemv, T, x.stride(0))) {
         const auto profile = profiler_.scope("linear int4 (gemv mma)");
-        kcu::launch_gemv_int4_mma(gemv, T, x.stride(0), y.stride(0), stream_);
+        kcu::launch_gemv_int4_mma(gemv, T, x.stride(0), y.stride(0), stream_, gemv_mma_pipelined());
         return;
     }
     if (T == kcu::kGemvTokens) {
@@ -332,7 +341,7 @@ void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tens
     a.N = I;
     a.glu_rows = I;
     if (w.format == WeightFormat::kFp8E4M3 && fp8_gemv_mma_min_tokens() == 1 && kcu::gemv_fp8_mma_fits(a, 1, 0))
-        kcu::launch_gemv_fp8_mma(a, 1, 0, 0, stream_);
+        kcu::launch_gemv_fp8_mma(a, 1, 0, 0, stream_, gemv_mma_pipelined());
     else
         kcu::launch_gemv(a, stream_);
 }

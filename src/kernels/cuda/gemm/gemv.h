@@ -31,10 +31,12 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream);
 // Weight-only fp8 for 1 to kGemvMmaTokens tokens on tensor cores (gemm/gemv_mma.cu): the same weights
 // bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync; a's x and y are
 // token 0's rows, the others x_stride and y_stride floats apart (glu_rows as above). Takes K a multiple of 64, scale
-// blocks a multiple of 16 columns wide, 16-byte aligned weights and x rows: gemv_fp8_mma_fits.
+// blocks a multiple of 16 columns wide, 16-byte aligned weights and x rows: gemv_fp8_mma_fits. pipelined: the
+// variant that keeps each warp's next loads in flight while it multiplies (an experiment; the same sums).
 inline constexpr int64_t kGemvMmaTokens = 8;
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride);
-void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream);
+void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
+                         bool pipelined = false);
 
 // out[n, k] = bf16(q[n, k] · scale(n, k)) for an fp8 weight [N, K] (row stride w_stride): the bf16 weight the
 // cuBLASLt GEMM takes for more tokens than the GEMV serves. out is dense [N, K].
@@ -79,7 +81,8 @@ void launch_gemv_int4(const GemvInt4Args& a, cudaStream_t stream);
 // (gemm/gemv_mma.cu), dequantised exactly as there; x and y as launch_gemv_fp8_mma's. K a multiple of 128 and groups
 // a multiple of 32 wide, 16-byte aligned rows and x: gemv_int4_mma_fits.
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride);
-void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream);
+void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
+                          bool pipelined = false);
 
 // out[n, k] = bf16((q(n, k) - zero) · scale) for an int4 (int8) weight: the bf16 weight the cuBLASLt GEMM takes for
 // more tokens than the GEMV serves. out is dense [N, K].

@@ -49,7 +49,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kRows = 32;        // weight rows a block takes
 constexpr int kChunkBytes = 64;  // bytes of a row a warp takes per step: 4 lanes x 16
-constexpr int kUnroll = 2;       // chunks in flight per warp (8 16-byte loads a lane)
 
 // What the kernel takes, whatever the weights' format.
 struct MmaGemvArgs {
@@ -192,69 +191,86 @@ __device__ __forceinline__ void prefetch_first_loads(const MmaGemvArgs& a, int w
     }
 }
 
+// One chunk's loads of a lane: 16 bytes of each of its four rows and their scales.
 template <class F>
-__global__ void __launch_bounds__(kWarps * 32) gemv_mma_kernel(MmaGemvArgs a) {
+struct ChunkLoads {
+    uint4 v[4];
+    typename F::Params p[4];
+    __device__ __forceinline__ void load(const LaneRows<F>& rows, const typename F::Columns& cols, int64_t c, int t) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            v[r] = __ldg(reinterpret_cast<const uint4*>(rows.w[r] + c * kChunkBytes));
+            p[r] = F::params(cols, rows.rows[r], c * 4 * F::kPerLoad + F::kPerLoad * t);
+        }
+    }
+};
+
+// acc += chunk c's products with token g's x (x: the token's row at this lane's columns; zeros without a token),
+// paired as the weights are, over both m16 tiles, a 32-bit word of weights at a time (each tile's mma steps in the
+// same order as a loop over tiles outside the words would take them).
+template <class F>
+__device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const typename F::Columns& cols, const float* x,
+                                               bool has_token, int64_t c, float (&acc)[2][4]) {
+    constexpr int kPerWord = F::kPerLoad / 4;  // a word's values, and the columns of x they take
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+        uint32_t b[F::kPairs];  // token g's x at word w's columns, paired as its weights are
+        if (has_token) {
+            float4 x4[kPerWord / 4];
+#pragma unroll
+            for (int q = 0; q < kPerWord / 4; ++q)
+                x4[q] = __ldg(reinterpret_cast<const float4*>(x + c * 4 * F::kPerLoad + kPerWord * w + 4 * q));
+            const float* xv = reinterpret_cast<const float*>(x4);
+#pragma unroll
+            for (int i = 0; i < F::kPairs; ++i)
+                b[i] =
+                    bf16_pair(xv[F::lo(F::kPairs * w + i) - kPerWord * w], xv[F::hi(F::kPairs * w + i) - kPerWord * w]);
+        } else {
+#pragma unroll
+            for (int i = 0; i < F::kPairs; ++i)
+                b[i] = 0;
+        }
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            uint32_t lo[F::kPairs], hi[F::kPairs];  // rows 16 m + g and 16 m + g + 8
+            F::decode_word(reinterpret_cast<const uint32_t*>(&in.v[2 * m])[w], in.p[2 * m], cols, lo);
+            F::decode_word(reinterpret_cast<const uint32_t*>(&in.v[2 * m + 1])[w], in.p[2 * m + 1], cols, hi);
+#pragma unroll
+            for (int i = 0; i < F::kPairs; i += 2) {
+                const uint32_t af[4] = {lo[i], hi[i], lo[i + 1], hi[i + 1]};
+                const uint32_t bf[2] = {b[i], b[i + 1]};
+                mma::mma_16816<__nv_bfloat16>(acc[m], af, bf);
+            }
+        }
+    }
+}
+
+// kPipelined: each chunk's loads are issued before the previous chunk is multiplied, so a warp always has a chunk in
+// flight (an experiment, PAGODA_GEMV_MMA_PIPELINE=1); else two chunks are loaded, then both multiplied (measured on
+// an H100, session 23). The same chunks in the same order either way: the same sums, bit for bit.
+template <class F, bool kPipelined>
+__global__ void __launch_bounds__(kWarps * 32, 2) gemv_mma_kernel(MmaGemvArgs a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     prefetch_first_loads<F>(a, warp, lane);
     PAGODA_KERNEL_PROLOGUE();
-    constexpr int kPer = F::kPerLoad, kChunk = 4 * kPer;  // a chunk's columns
     const LaneRows<F> rows(a, g, t);
     const typename F::Columns cols(a);
-    const int64_t block = blockIdx.x, chunks = a.K / kChunk;
+    const int64_t block = blockIdx.x, chunks = a.K / (4 * F::kPerLoad);
     const bool has_token = g < a.T;
-    const float* x = a.x + (has_token ? g : 0) * a.x_stride + kPer * t;
+    const float* x = a.x + (has_token ? g : 0) * a.x_stride + F::kPerLoad * t;
 
     float acc[2][4] = {};
-    for (int64_t c0 = warp; c0 < chunks; c0 += int64_t(kWarps) * kUnroll) {
-        uint4 v[kUnroll][4];
-        typename F::Params p[kUnroll][4];
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int64_t c = c0 + int64_t(u) * kWarps;
-            if (c >= chunks) break;  // the same for the whole warp
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {
-                v[u][r] = __ldg(reinterpret_cast<const uint4*>(rows.w[r] + c * kChunkBytes));
-                p[u][r] = F::params(cols, rows.rows[r], c * kChunk + kPer * t);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-            const int64_t c = c0 + int64_t(u) * kWarps;
-            if (c >= chunks) break;
-            uint32_t b[kPer / 2];  // token g's x at this lane's columns, paired as the weights are
-            if (has_token) {
-                float4 x4[kPer / 4];
-#pragma unroll
-                for (int q = 0; q < kPer / 4; ++q)
-                    x4[q] = __ldg(reinterpret_cast<const float4*>(x + c * kChunk + 4 * q));
-                const float* xv = reinterpret_cast<const float*>(x4);
-#pragma unroll
-                for (int q = 0; q < kPer / 2; ++q)
-                    b[q] = bf16_pair(xv[F::lo(q)], xv[F::hi(q)]);
-            } else {
-#pragma unroll
-                for (int q = 0; q < kPer / 2; ++q)
-                    b[q] = 0;
-            }
-#pragma unroll
-            for (int m = 0; m < 2; ++m) {
-                const uint32_t* lo_words = reinterpret_cast<const uint32_t*>(&v[u][2 * m]);      // row 16 m + g
-                const uint32_t* hi_words = reinterpret_cast<const uint32_t*>(&v[u][2 * m + 1]);  // row 16 m + g + 8
-#pragma unroll
-                for (int w = 0; w < 4; ++w) {  // a word at a time: its pairs make kPairs / 2 mma steps
-                    uint32_t lo[F::kPairs], hi[F::kPairs];
-                    F::decode_word(lo_words[w], p[u][2 * m], cols, lo);
-                    F::decode_word(hi_words[w], p[u][2 * m + 1], cols, hi);
-#pragma unroll
-                    for (int i = 0; i < F::kPairs; i += 2) {
-                        const uint32_t af[4] = {lo[i], hi[i], lo[i + 1], hi[i + 1]};
-                        const uint32_t bf[2] = {b[F::kPairs * w + i], b[F::kPairs * w + i + 1]};
-                        mma::mma_16816<__nv_bfloat16>(acc[m], af, bf);
-                    }
-                }
-            }
-        }
+    ChunkLoads<F> first, second;  // chunks c and c + kWarps of the warp's
+    int64_t c = warp;
+    if (kPipelined && c < chunks) first.load(rows, cols, c, t);
+    for (; c < chunks; c += 2 * kWarps) {
+        const int64_t c2 = c + kWarps;
+        if (!kPipelined) first.load(rows, cols, c, t);
+        if (c2 < chunks) second.load(rows, cols, c2, t);
+        multiply_chunk<F>(first, cols, x, has_token, c, acc);
+        if (c2 >= chunks) break;  // the same for the whole warp
+        if (kPipelined && c2 + kWarps < chunks) first.load(rows, cols, c2 + kWarps, t);
+        multiply_chunk<F>(second, cols, x, has_token, c2, acc);
     }
 
     // acc[m][2 h + e] is local row 16 m + 8 h + g, token 2 t + e.
@@ -298,11 +314,14 @@ bool aligned16(const void* p) {
 }
 
 template <class F>
-void launch(const MmaGemvArgs& a, cudaStream_t stream) {
+void launch(const MmaGemvArgs& a, bool pipelined, cudaStream_t stream) {
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
     const int64_t blocks = (a.N + outputs_per_block - 1) / outputs_per_block;
     PAGODA_KERNEL_REQUIRE(blocks <= 0x7fffffff, "tensor-core GEMV grid too large");
-    launch_kernel<gemv_mma_kernel<F>>(static_cast<unsigned>(blocks), kWarps * 32, 0, stream, a);
+    if (pipelined)
+        launch_kernel<gemv_mma_kernel<F, true>>(static_cast<unsigned>(blocks), kWarps * 32, 0, stream, a);
+    else
+        launch_kernel<gemv_mma_kernel<F, false>>(static_cast<unsigned>(blocks), kWarps * 32, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
@@ -315,14 +334,15 @@ bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride) {
            (a.glu_rows == 0 || a.glu_rows == a.N);
 }
 
-void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
+void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
+                         bool pipelined) {
     if (a.N == 0 || T == 0) return;
     PAGODA_KERNEL_REQUIRE(gemv_fp8_mma_fits(a, T, x_stride), "fp8 tensor-core GEMV: shape or alignment not taken");
     MmaGemvArgs m{};
     m.x = a.x, m.x_stride = x_stride, m.y = a.y, m.y_stride = y_stride, m.T = T, m.N = a.N, m.K = a.K;
     m.bias = a.bias, m.bias_type = a.bias_type, m.glu_rows = a.glu_rows;
     m.w = static_cast<const uint8_t*>(a.w), m.row_bytes = a.w_stride, m.scales = a.scales;
-    launch<Fp8>(m, stream);
+    launch<Fp8>(m, pipelined, stream);
 }
 
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
@@ -332,7 +352,8 @@ bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
            aligned16(a.w.data) && aligned16(a.x) && (T == 1 || x_stride % 4 == 0) && a.w.scales != nullptr;
 }
 
-void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
+void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
+                          bool pipelined) {
     if (a.N == 0 || T == 0) return;
     PAGODA_KERNEL_REQUIRE(gemv_int4_mma_fits(a, T, x_stride), "int4 tensor-core GEMV: shape or alignment not taken");
     MmaGemvArgs m{};
@@ -341,7 +362,7 @@ void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, in
     m.w = static_cast<const uint8_t*>(a.w.data), m.row_bytes = a.w.row_bytes;
     m.group_scales = a.w.scales, m.group_zeros = a.w.zeros, m.group_size = a.w.group_size;
     m.bf16_scales = a.w.round_to == ElemType::BF16;
-    launch<Int4>(m, stream);
+    launch<Int4>(m, pipelined, stream);
 }
 
 }  // namespace pagoda::kernels::cuda
