@@ -9,6 +9,8 @@
 #   TESTS     test binaries of NEW to run first, each NAME or NAME:GTEST_FILTER (default: every *_test in NEW)
 #   ENV       environment for the tests (e.g. PAGODA_TEST_DEVICE=cuda, which executor_test needs to use the GPU)
 #   OPS       a pagoda_op_bench --filter for the Qwen3-8B table (none: no op bench), run old/new twice
+#   OPS_ENV_A, OPS_ENV_B  instead of OLD: NEW's op bench under two environments, alternated twice (a switch's A/B in
+#             one binary, e.g. OPS_ENV_A=PAGODA_INT4_GEMV_MMA=0 OPS_ENV_B=PAGODA_INT4_GEMV_MMA=1)
 #   SHAPES    random checkpoints to make (hf_qwen3_8b.py --shape; ":N" keeps N layers), each benched old, new, old, new
 #   BENCH     extra pagoda_cuda_bench arguments (e.g. "--quantization fp8")
 #   KEEP_MODEL=1 leaves the last of SHAPES in /tmp/ab-model (for runs of its own after this script)
@@ -30,28 +32,46 @@ for dir in "$NEW" $OLD; do
 done
 NEW=$(cd "$NEW" && pwd)
 [[ -n $OLD ]] && OLD=$(cd "$OLD" && pwd)
-export LD_LIBRARY_PATH="$NEW:${LD_LIBRARY_PATH:-}"  # libgomp and libxxhash, which the GPU machine lacks
+# Each binary runs with its own folder first on the library path: built with the kernels in one shared library
+# (pack_carry.sh), a binary finds libpagoda_kernels_cuda.so there (its RUNPATH, a path of this machine, yields to
+# LD_LIBRARY_PATH), and with NEW first for both, OLD's binaries ran NEW's kernels (session 23's first A/Bs compared the
+# change with itself). The folders also hold the libgomp and libxxhash the GPU machine lacks.
+BASE_LD=${LD_LIBRARY_PATH:-}
+libs() { echo "$1:$BASE_LD"; }
 note() { echo "$*" >> "$S"; }
 
 tests=${TESTS:-$(cd "$NEW" && ls *_test 2> /dev/null | tr '\n' ' ')}
 for t in $tests; do
     name=${t%%:*} filter='*'
     [[ $t == *:* ]] && filter=${t#*:}
-    env ${ENV:-} timeout 200 "$NEW/$name" --gtest_filter="$filter" > "$L/$name.log" 2>&1
+    env LD_LIBRARY_PATH="$(libs "$NEW")" ${ENV:-} timeout 200 "$NEW/$name" --gtest_filter="$filter" \
+        > "$L/$name.log" 2>&1
     note "$name rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$L/$name.log" | tr '\n' ' ')"
     grep -E '^\[  FAILED  \] .*\.' "$L/$name.log" | head -10 >> "$S"
 done
 note "tests done at $((SECONDS - T0)) s"
 
-if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && -n $OLD && -x $OLD/pagoda_op_bench ]]; then
+env_ab=0
+[[ -n ${OPS_ENV_B:-} ]] && env_ab=1
+if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && ( $env_ab == 1 || ( -n $OLD && -x $OLD/pagoda_op_bench ) ) ]]; then
     for round in 1 2; do
         for v in old new; do
-            dir=$NEW
-            [[ $v == old ]] && dir=$OLD
-            timeout 120 "$dir/pagoda_op_bench" --table qwen3-8b --filter "$OPS" > "$L/op_bench_${v}_$round.log" 2>&1
+            dir=$NEW env=""
+            if [[ $env_ab == 1 ]]; then
+                env=${OPS_ENV_A:-}
+                [[ $v == new ]] && env=$OPS_ENV_B
+            elif [[ $v == old ]]; then
+                dir=$OLD
+            fi
+            env LD_LIBRARY_PATH="$(libs "$dir")" $env timeout 120 "$dir/pagoda_op_bench" --table qwen3-8b \
+                --filter "$OPS" > "$L/op_bench_${v}_$round.log" 2>&1
         done
     done
-    note "op bench, us per call (old, new, old, new):"
+    if [[ $env_ab == 1 ]]; then
+        note "op bench, us per call ('${OPS_ENV_A:-}', '$OPS_ENV_B', again both):"
+    else
+        note "op bench, us per call (old, new, old, new):"
+    fi
     # Columns are two or more spaces apart (a case's name has single spaces); rows joined by case name.
     awk -F'  +' 'FNR == 1 { file++ } $1 ~ / T=/ && NF >= 2 { us[$1, file] = $2; if (file == 2) order[++n] = $1 }
                  END { for (i = 1; i <= n; i++) printf "  %-64s %9s %9s %9s %9s\n", order[i], us[order[i], 1],
@@ -76,7 +96,8 @@ for spec in ${SHAPES:-}; do
                 [[ -n $OLD && -x $OLD/pagoda_cuda_bench ]] || continue
                 dir=$OLD
             fi
-            timeout 100 "$dir/pagoda_cuda_bench" --model /tmp/ab-model --prefill 2048 --context 512 --decode 128 \
+            LD_LIBRARY_PATH="$(libs "$dir")" timeout 100 "$dir/pagoda_cuda_bench" --model /tmp/ab-model --prefill 2048 \
+                --context 512 --decode 128 \
                 ${BENCH:-} > "$L/bench_${shape}_${v}_$round.log" 2>&1
             note "$spec $v $round: $(tail -1 "$L/bench_${shape}_${v}_$round.log")"
         done

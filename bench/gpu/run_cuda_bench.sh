@@ -156,7 +156,8 @@ if want arch; then
     done
     # CUDA_FORCE_PTX_JIT=1 cannot do this: it applies to cuBLASLt too, whose kernels ship without PTX, and
     # cublasLtCreate fails. $PTX_BIN holds the same tests built with CMAKE_CUDA_ARCHITECTURES=80-virtual instead (our
-    # kernels as compute_80 PTX only, compiled by the driver at load; cuBLAS as shipped).
+    # kernels as compute_80 PTX only, compiled by the driver at load; cuBLAS as shipped). Its folder comes first on the
+    # library path: built with the kernels in a shared library, its binaries must load that library, not $BIN's.
     PTX_BIN=${PTX_BIN:-build-ptx80-carry}
     export CUDA_CACHE_MAXSIZE=4294967296  # the JIT's cache keeps every kernel once compiled
     for packed in "$PTX_BIN"/*.xz; do
@@ -167,12 +168,12 @@ if want arch; then
     for t in backend_ops_test delta_net_kernels_test cuda_golden_test cuda_sampler_test; do
         [[ -x $PTX_BIN/$t ]] || continue
         start=$(date +%s)
-        PAGODA_CUDA_KERNELS=sm80 LD_LIBRARY_PATH=$LIBS timeout 300 "$PTX_BIN/$t" > "$OUT/arch_ptx_$t.log" 2>&1
+        PAGODA_CUDA_KERNELS=sm80 LD_LIBRARY_PATH=$PTX_BIN:$LIBS timeout 300 "$PTX_BIN/$t" > "$OUT/arch_ptx_$t.log" 2>&1
         summary+=("compute_80 PTX: $t rc=$? ($(( $(date +%s) - start )) s): $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
             "$OUT/arch_ptx_$t.log" | tr '\n' ' ')")
     done
     if [[ -x $PTX_BIN/executor_test ]]; then
-        PAGODA_CUDA_KERNELS=sm80 PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 200 \
+        PAGODA_CUDA_KERNELS=sm80 PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$PTX_BIN:$LIBS timeout 200 \
             "$PTX_BIN/executor_test" --gtest_filter='Golden/EngineRunnerTest.*' > "$OUT/arch_ptx_executor_test.log" 2>&1
         summary+=("compute_80 PTX: executor_test (cuda) rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' \
             "$OUT/arch_ptx_executor_test.log" | tr '\n' ' ')")
@@ -338,8 +339,8 @@ if want opsprof && command -v ncu > /dev/null; then
 fi
 if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench ]]; then
     # The A100 build's code (compute_80 PTX, sm80 tiles) at the real shape on this GPU, as the bench part runs it.
-    PAGODA_CUDA_KERNELS=sm80 CUDA_CACHE_MAXSIZE=4294967296 LD_LIBRARY_PATH=$LIBS timeout 200 \
-        "${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
+    PAGODA_CUDA_KERNELS=sm80 CUDA_CACHE_MAXSIZE=4294967296 LD_LIBRARY_PATH=${PTX_BIN:-build-ptx80-carry}:$LIBS \
+        timeout 200 "${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/arch_ptx_bench.log" 2>&1
     summary+=("compute_80 PTX, sm80 tiles: $(tail -1 "$OUT/arch_ptx_bench.log")")
 fi

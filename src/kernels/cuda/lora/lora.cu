@@ -4,7 +4,10 @@
 // part (the blocks of a part it leaves alone return at once): the shrink splits K into ranges of kLoraSplitK, one a
 // block, stages the tile's inputs in shared memory a chunk at a time and gives each warp two of A's rows; the expand
 // sums the ranges' u in shared memory and gives each thread one output feature (one row of B). Plain rather than
-// tuned: at rank 16 they still cost ~24 µs a projection of a decode step on an H100 (docs/benchmarks.md).
+// tuned: on an H100 (session 23) a decode step of 64 streams over 8 adapters spent 39 µs a projection in them, 27% of
+// the step, when the shrink staged its inputs in a loop over a runtime bound; it now issues a chunk's staging loads at
+// once (these kernels passed the LoRA op tests on that H100; what it changes in time is not measured: the A/B meant to
+// say ran the change's kernel library for both binaries).
 // Both are instantiated for tiles of at most 1, 2, 4, 8 and 16 tokens (LoraArgs::tile_tokens: a step of T tokens
 // has no tile of more than T): a decode step of a few sequences then stages, multiplies and keeps in registers only
 // the tokens a tile can hold instead of 16 (with one token, a 16th of the work), and takes its split of K in one
@@ -23,14 +26,19 @@ constexpr int kShrinkWarps = 8;
 constexpr int kShrinkRowsPerWarp = 2;
 constexpr int kShrinkRows = kShrinkWarps * kShrinkRowsPerWarp;  // A's rows a block takes
 constexpr int kExpandThreads = 128;
-// Inputs staged in shared memory per pass: 16 KB of tokens x inputs, one whole split for tiles of up to 4 tokens.
+// Inputs staged in shared memory per pass: up to 32 KB of tokens x inputs, one whole split for tiles of up to 8
+// tokens, two halves for 16.
 template <int kTokens>
-constexpr int kShrinkChunk = kTokens <= 4 ? static_cast<int>(kLoraSplitK) : 4096 / kTokens;
+constexpr int kShrinkChunk = kTokens <= 8 ? static_cast<int>(kLoraSplitK) : 8192 / kTokens;
+// Staged values a thread loads per chunk: all of them issued before the first is used.
 template <int kTokens>
-constexpr bool kChunkFits = kShrinkChunk<kTokens> % 32 == 0 && kLoraSplitK % kShrinkChunk<kTokens> == 0 &&
-                            kTokens* kShrinkChunk<kTokens> * sizeof(float) <= 48 * 1024;
+constexpr int kStagePerThread = kTokens * kShrinkChunk<kTokens> / (kShrinkWarps * 32);
+template <int kTokens>
+constexpr bool kChunkFits = kShrinkChunk<kTokens> % (kShrinkWarps * 32) == 0 &&
+                            kLoraSplitK % kShrinkChunk<kTokens> == 0 &&
+                            kTokens* kShrinkChunk<kTokens> * sizeof(float) <= 32 * 1024;
 static_assert(kChunkFits<1> && kChunkFits<2> && kChunkFits<4> && kChunkFits<8> && kChunkFits<16>,
-              "a split of K is whole chunks of whole warps, and a chunk fits static shared memory");
+              "a split of K is whole chunks, a chunk's row is whole blocks of threads, and it fits 32 KB");
 
 // The rank of the slot's adapter on part p, from the slot's header; never above the room its matrices have (the
 // table writes no more, and a header that said more must not send the kernels past A, B or the shared tile).
@@ -39,7 +47,7 @@ __device__ __forceinline__ int64_t slot_rank(const LoraArgs& a, const std::byte*
 }
 
 template <int kTokens>
-__global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs a) {
+__global__ void __launch_bounds__(kShrinkWarps * 32, 2) lora_shrink_kernel(LoraArgs a) {
     PAGODA_KERNEL_PROLOGUE();
     constexpr int kChunk = kShrinkChunk<kTokens>;
     __shared__ float xs[kTokens][kChunk];
@@ -62,15 +70,27 @@ __global__ void __launch_bounds__(kShrinkWarps * 32) lora_shrink_kernel(LoraArgs
         live[q] = r < rank;
         row[q] = A + (live[q] ? r : 0) * a.K;
     }
+    // The tile's token rows of x, found once: the staging loads below then need nothing loaded before them.
+    const float* x_row[kTokens];
+#pragma unroll
+    for (int j = 0; j < kTokens; ++j)
+        x_row[j] = j < tile.count ? a.x + static_cast<int64_t>(a.order[tile.begin + j]) * a.x_stride : nullptr;
     float acc[kShrinkRowsPerWarp][kTokens] = {};
     for (int64_t k0 = k_begin; k0 < k_end; k0 += kChunk) {
         __syncthreads();  // every warp is done with the previous chunk
-        for (int e = static_cast<int>(threadIdx.x); e < kTokens * kChunk; e += static_cast<int>(blockDim.x)) {
-            const int j = e / kChunk, k = e % kChunk;
-            xs[j][k] = j < tile.count && k0 + k < k_end
-                           ? a.x[static_cast<int64_t>(a.order[tile.begin + j]) * a.x_stride + k0 + k]
-                           : 0.0f;
+        // Step i: token i / kSteps, inputs (i % kSteps) · blockDim + thread. A fixed count a thread, unrolled, so all
+        // its loads are in flight at once (a loop over a runtime bound issued them one round trip after another:
+        // ~16 serial L2 round trips a chunk, most of a decode step's LoRA time).
+        constexpr int kSteps = kChunk / (kShrinkWarps * 32);  // steps a token row takes
+        float staged[kStagePerThread<kTokens>];
+#pragma unroll
+        for (int i = 0; i < kStagePerThread<kTokens>; ++i) {
+            const int j = i / kSteps, k = (i % kSteps) * kShrinkWarps * 32 + static_cast<int>(threadIdx.x);
+            staged[i] = x_row[j] != nullptr && k0 + k < k_end ? x_row[j][k0 + k] : 0.0f;
         }
+#pragma unroll
+        for (int i = 0; i < kStagePerThread<kTokens>; ++i)
+            xs[i / kSteps][(i % kSteps) * kShrinkWarps * 32 + static_cast<int>(threadIdx.x)] = staged[i];
         __syncthreads();
 #pragma unroll 8
         for (int c = 0; c < kChunk / 32; ++c) {
@@ -119,6 +139,7 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
         float sum = 0.0f;
         if (j < tile.count) {
             const float* u = a.u + (tile.begin + j) * u_stride + static_cast<int64_t>(blockIdx.z) * R + r;
+#pragma unroll 4
             for (int64_t q = 0; q < splits; ++q)  // the K ranges' sums, always in this order
                 sum += u[q * a.u_rows * u_stride];
         }
