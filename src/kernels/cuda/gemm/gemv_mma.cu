@@ -191,6 +191,14 @@ __device__ __forceinline__ void prefetch_first_loads(const MmaGemvArgs& a, int w
     }
 }
 
+// 16 bytes of weights through the read-only path, where the source puts the load: an `asm volatile` keeps its place
+// among the mma steps (also volatile), which the pipelined variant's overlap depends on (ptxas may move an __ldg).
+__device__ __forceinline__ uint4 load_weights16(const uint8_t* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+    return v;
+}
+
 // One chunk's loads of a lane: 16 bytes of each of its four rows and their scales.
 template <class F>
 struct ChunkLoads {
@@ -199,7 +207,7 @@ struct ChunkLoads {
     __device__ __forceinline__ void load(const LaneRows<F>& rows, const typename F::Columns& cols, int64_t c, int t) {
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            v[r] = __ldg(reinterpret_cast<const uint4*>(rows.w[r] + c * kChunkBytes));
+            v[r] = load_weights16(rows.w[r] + c * kChunkBytes);
             p[r] = F::params(cols, rows.rows[r], c * 4 * F::kPerLoad + F::kPerLoad * t);
         }
     }
