@@ -1,10 +1,11 @@
 // Quantized weights (fp8, and int4 as its GEMV reads them) for 1 to kGemvMmaTokens tokens on tensor cores (gemv.h).
-// fp8 first. Why: the plain fp8 GEMV (gemv.cu) turns
-// each weight into f32 with two conversion instructions, rounds the scaled weight to bf16 with a third and multiplies
-// on the CUDA cores, and conversions issue at a fraction of the FMA rate: at one token it read Qwen3-8B's fp8
-// projections at 1.4-2.2 TB/s on an H100 whose copy bandwidth is 2.84 (qkv 18.0 us, the same as bf16's 19.3 for
-// twice the bytes), and the weight-only mma GEMM that took 2-128 tokens read them at a third of that.
-// Measured on that H100 (session 23, pagoda_op_bench --table qwen3-8b): 2-8 tokens cost what one does here, about
+// Why, for fp8: the plain fp8 GEMV (gemv.cu) turns each weight into f32 with two conversion instructions, rounds the
+// scaled weight to bf16 with a third and multiplies on the CUDA cores, and conversions issue at a fraction of the FMA
+// rate: at one token it read Qwen3-8B's fp8 projections at 1.4-2.2 TB/s on an H100 whose copy bandwidth is 2.84
+// (qkv 18.0 us, the same as bf16's 19.3 for twice the bytes), and the weight-only mma GEMM that took 2-128 tokens
+// read them at a third of that. Measured on that H100 (session 23, pagoda_op_bench --table qwen3-8b, this kernel as
+// first written, before it took int4 and was split into ChunkLoads / multiply_chunk with the same mma steps; not
+// re-timed since): 2-8 tokens cost what one does here, about
 // half the weight-only mma GEMM's time (qkv 14.4 against 35.3 us at 2 tokens, gate_up 50.6 against 97.8, down 35.9
 // against 66.5), so linear() takes it for 2-8 tokens. At one token it is no better than the plain GEMV (qkv 14.5
 // against 18.1, gate_up 50.1 against 45.9, down 34.9 against 29.7): still instruction-bound at ~2 TB/s, and N = 4096
