@@ -3,10 +3,18 @@
 // events, back to back behind a host hold so launch gaps do not count, and prints per case µs and GB/s
 // (bandwidth-bound ops, with the share of this run's own copy bandwidth) or TFLOP/s (GEMMs and prefill attention:
 // more than 64 FLOP per byte).
-//   pagoda_op_bench [--table qwen3-8b|qwen3-30b-a3b|ops|all] [--filter SUBSTRING]
+//   pagoda_op_bench [--table qwen3-8b|qwen3-30b-a3b|ops|all] [--filter SUBSTRING] [--cold]
+// Calls repeat on the same tensors, so a case whose bytes fit the GPU's L2 (50 MB on an H100) reads them partly from
+// L2: its GB/s can exceed the memory's, as in a model's step they cannot. --cold gives each case that builds no step
+// batch enough copies of its tensors (2x the L2, at most 32) to call them in turn, each call's bytes from memory.
 // PAGODA_DECODE_ATTENTION=WxS picks another block shape of the decode attention kernel (decode_attention.cu).
+#include <cuda_runtime.h>
+
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,15 +60,19 @@ Timing time_call(Backend& backend, const std::function<void()>& op) {
 
 int main(int argc, char** argv) {
     std::string table = "all", filter;
+    bool cold = false;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
         if (a == "--table" && i + 1 < argc) {
             table = argv[++i];
         } else if (a == "--filter" && i + 1 < argc) {
             filter = argv[++i];
+        } else if (a == "--cold") {
+            cold = true;
         } else {
             std::fprintf(stderr,
-                         "usage: pagoda_op_bench [--table qwen3-8b|qwen3-30b-a3b|ops|all] [--filter SUBSTRING]\n");
+                         "usage: pagoda_op_bench [--table qwen3-8b|qwen3-30b-a3b|ops|all] [--filter SUBSTRING] "
+                         "[--cold]\n");
             return 1;
         }
     }
@@ -79,7 +91,11 @@ int main(int argc, char** argv) {
         const Timing t = time_call(gpu, [&] { gpu.ops().copy(dst, src); });
         copy_gbps = 2.0 * static_cast<double>(src.nbytes()) / (t.us * 1e3);
     }
-    std::printf("%s, copy ceiling %.0f GB/s\n", gpu.name().c_str(), copy_gbps);
+    int device = 0, l2_bytes = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device);
+    std::printf("%s, copy ceiling %.0f GB/s, L2 %d MB%s\n", gpu.name().c_str(), copy_gbps, l2_bytes >> 20,
+                cold ? ", --cold: tensors copied past 2x the L2, called in turn" : "");
     std::printf("%-72s %10s %9s %7s %9s\n", "case", "us", "GB/s", "%copy", "TFLOP/s");
 
     std::vector<const std::vector<OpCase>*> tables;
@@ -96,8 +112,24 @@ int main(int argc, char** argv) {
             CaseRun r(gpu, Layout::Contiguous, 1);
             const std::function<void()> op = c.build(r);
             // As the model runs them: the batch's arrays uploaded once per step, the op reading the uploaded copies.
+            // --cold: more instances of the case, called in turn (a step batch's cases stay on one instance: the
+            // step's arrays are uploaded once for it).
+            std::vector<std::unique_ptr<CaseRun>> copies;
+            std::vector<std::function<void()>> calls{op};
+            if (cold && !r.step_batch() && r.bytes() > 0) {
+                const auto want = static_cast<int>(std::min(32.0, std::ceil(2.0 * l2_bytes / r.bytes())));
+                for (int i = 1; i < want; ++i) {
+                    copies.push_back(std::make_unique<CaseRun>(gpu, Layout::Contiguous, 1));
+                    calls.push_back(c.build(*copies.back()));
+                }
+            }
+            size_t next = 0;
+            const std::function<void()> in_turn = [&] {
+                calls[next]();
+                next = (next + 1) % calls.size();
+            };
             if (r.step_batch()) gpu.ops().begin_step(*r.step_batch());
-            const Timing t = time_call(gpu, op);
+            const Timing t = time_call(gpu, in_turn);
             if (r.step_batch()) gpu.ops().end_step();
             const double gbps = r.bytes() / (t.us * 1e3), tflops = r.flops() / (t.us * 1e6);
             const bool compute_bound = r.flops() > 64.0 * r.bytes();
