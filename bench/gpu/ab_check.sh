@@ -9,6 +9,7 @@
 #   TESTS     test binaries of NEW to run first, each NAME or NAME:GTEST_FILTER (default: every *_test in NEW)
 #   ENV       environment for the tests (e.g. PAGODA_TEST_DEVICE=cuda, which executor_test needs to use the GPU)
 #   OPS       a pagoda_op_bench --filter for the Qwen3-8B table (none: no op bench), run old/new twice
+#   OPS_ARGS  more pagoda_op_bench arguments (e.g. --cold: tensors past the L2, read from memory)
 #   OPS_ENV_A, OPS_ENV_B  instead of OLD: NEW's op bench under two environments, alternated twice (a switch's A/B in
 #             one binary, e.g. OPS_ENV_A=PAGODA_INT4_GEMV_MMA=0 OPS_ENV_B=PAGODA_INT4_GEMV_MMA=1)
 #   SHAPES    random checkpoints to make (hf_qwen3_8b.py --shape; ":N" keeps N layers), each benched old, new, old, new
@@ -64,7 +65,7 @@ if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && ( $env_ab == 1 || ( -n $OLD && -
                 dir=$OLD
             fi
             env LD_LIBRARY_PATH="$(libs "$dir")" $env timeout 120 "$dir/pagoda_op_bench" --table qwen3-8b \
-                --filter "$OPS" > "$L/op_bench_${v}_$round.log" 2>&1
+                --filter "$OPS" ${OPS_ARGS:-} > "$L/op_bench_${v}_$round.log" 2>&1
         done
     done
     if [[ $env_ab == 1 ]]; then
