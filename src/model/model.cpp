@@ -103,36 +103,42 @@ Status Model::place_kv_scales(const std::vector<CheckpointKvScales>& scales) {
 // points the tensors there. Tensors that share memory (tied lm_head) share it on the device too. The weights go in
 // the order their structs declare them (visit_weights), which puts q, k, v (and their biases) and gate, up one after
 // another, so that fuse_projections can view each group as one tensor (where their sizes are multiples of the
-// 256-byte alignment, as at every real Qwen shape; otherwise they stay separate).
+// 256-byte alignment, as at every real Qwen shape; otherwise they stay separate). Every weight's data comes first, then
+// the linear weights' scales, zero points and permutations in the same order, so that fp8 neighbours' data and their
+// scale grids are both back to back; a side tensor whose size is not a multiple of 256 bytes takes 16-byte alignment
+// (a tiny model's scale grids then stay back to back too).
 Status Model::upload_weights() {
-    constexpr size_t kAlign = 256;
-    const auto for_each_weight = [this](const std::function<void(Tensor&)>& f) {
-        Status walked = visit_weights(weights_, dir_.spec, [&f](const WeightEntry& e) {
-            f(e.data());
-            if (e.linear != nullptr) {  // after the data: dense neighbours stay back to back
-                f(e.linear->scales);
-                f(e.linear->zeros);
-                f(e.linear->input_perm);
-            }
-            return ok_status();
-        });
-        PAGODA_CHECK_MSG(walked.ok(), walked.message().c_str());  // the visitor never fails
+    constexpr size_t kAlign = 256, kSmallAlign = 16;
+    const auto for_each_weight = [this](const std::function<void(Tensor&, size_t)>& f) {
+        for (const bool side : {false, true}) {
+            Status walked = visit_weights(weights_, dir_.spec, [&f, side](const WeightEntry& e) {
+                if (!side) {
+                    f(e.data(), kAlign);
+                } else if (e.linear != nullptr) {
+                    for (Tensor* t : {&e.linear->scales, &e.linear->zeros, &e.linear->input_perm})
+                        f(*t, t->defined() && t->nbytes() % kAlign == 0 ? kAlign : kSmallAlign);
+                }
+                return ok_status();
+            });
+            PAGODA_CHECK_MSG(walked.ok(), walked.message().c_str());  // the visitor never fails
+        }
     };
     std::unordered_map<const void*, size_t> offsets;  // host data -> offset in the device buffer
     size_t total = 0;
     Status status = ok_status();
-    for_each_weight([&](Tensor& t) {
+    for_each_weight([&](Tensor& t, size_t align) {
         if (!t.defined() || offsets.count(t.data())) return;
         if (!t.is_contiguous()) status = Status::error("weight " + t.to_string() + " is not contiguous");
+        total = (total + align - 1) / align * align;
         offsets[t.data()] = total;
-        total += (t.nbytes() + kAlign - 1) / kAlign * kAlign;
+        total += t.nbytes();
     });
     PAGODA_RETURN_IF_ERROR(status);
     auto buffer = Buffer::allocate(backend_.allocator(), total, kAlign);
     if (!buffer.ok()) return buffer.status().with_context("weights on " + backend_.name());
     auto* base = static_cast<std::byte*>(buffer->data());
     std::unordered_map<const void*, bool> copied;
-    for_each_weight([&](Tensor& t) {
+    for_each_weight([&](Tensor& t, size_t) {
         if (!t.defined()) return;
         std::byte* dst = base + offsets.at(t.data());
         const Tensor device_view(dst, t.dtype(), t.shape(), backend_.device());

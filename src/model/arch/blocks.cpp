@@ -175,18 +175,50 @@ Tensor rows_back_to_back(std::span<const Tensor* const> parts) {
 }
 
 namespace {
-// The weights as one, when they are of one dense format and their data (and biases) lie back to back.
+// Whether fp8 weights can be viewed as one: the same scale layout over the same blocks, the same input rounding, and
+// every part but the last whole block rows (so that the scale grids' rows stack as the data's do). Per-tensor scales
+// differ between the parts: never.
+bool fp8_parts_fuse(std::initializer_list<const LinearWeight*> parts) {
+    const LinearWeight& first = **parts.begin();
+    if (first.scale_layout != ScaleLayout::kBlock && first.scale_layout != ScaleLayout::kPerChannel) return false;
+    size_t i = 0;
+    for (const LinearWeight* p : parts) {
+        const bool last = ++i == parts.size();
+        if (p->scale_layout != first.scale_layout || p->block_rows != first.block_rows ||
+            p->block_cols != first.block_cols || p->input_quant_group != first.input_quant_group ||
+            p->input_perm.defined() || !p->scales.defined())
+            return false;
+        if (first.scale_layout == ScaleLayout::kBlock && !last && p->out_features() % first.block_rows != 0)
+            return false;
+    }
+    return true;
+}
+
+// The weights as one, when they are of one format that fuses (dense, or fp8 as fp8_parts_fuse says) and their data (and
+// biases, and fp8 scales) lie back to back.
 LinearWeight fuse_rows(std::initializer_list<const LinearWeight*> parts) {
     const LinearWeight& first = **parts.begin();
+    const bool fp8 = first.format == WeightFormat::kFp8E4M3;
     for (const LinearWeight* p : parts) {
-        if (!p->defined() || !p->is_dense() || p->format != first.format || p->bias.defined() != first.bias.defined())
+        if (!p->defined() || (!p->is_dense() && !fp8) || p->format != first.format ||
+            p->bias.defined() != first.bias.defined())
             return LinearWeight();
     }
-    std::vector<const Tensor*> data, bias;
+    if (fp8 && !fp8_parts_fuse(parts)) return LinearWeight();
+    std::vector<const Tensor*> data, bias, scales;
     for (const LinearWeight* p : parts)
-        data.push_back(&p->data), bias.push_back(&p->bias);
-    LinearWeight fused = LinearWeight::dense(rows_back_to_back(data));
-    if (!fused.data.defined()) return LinearWeight();
+        data.push_back(&p->data), bias.push_back(&p->bias), scales.push_back(&p->scales);
+    const Tensor fused_data = rows_back_to_back(data);
+    if (!fused_data.defined()) return LinearWeight();
+    LinearWeight fused;
+    if (fp8) {
+        const Tensor fused_scales = rows_back_to_back(scales);
+        if (!fused_scales.defined()) return LinearWeight();
+        fused = LinearWeight::fp8(fused_data, fused_scales, first.scale_layout, first.block_rows, first.block_cols);
+        fused.input_quant_group = first.input_quant_group;
+    } else {
+        fused = LinearWeight::dense(fused_data);
+    }
     if (first.bias.defined()) {
         fused.bias = rows_back_to_back(bias);
         if (!fused.bias.defined()) return LinearWeight();  // one linear takes one bias

@@ -83,7 +83,8 @@ void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, c
 Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts);
 Tensor rows_back_to_back(std::span<const Tensor* const> parts);
 // Sets qkv and gate_up where rows_back_to_back allows (all of q/k/v and their biases, if any, must be, and the
-// formats must be the same dense one).
+// formats must be the same dense one, or fp8 with block or channel scales over the same blocks whose scale grids are
+// back to back too: Model::upload_weights places every weight's data first and the scales after them).
 void fuse_projections(AttentionWeights& w);
 void fuse_projections(MlpWeights& w);
 

@@ -29,6 +29,35 @@ namespace {
 using golden::max_diff;
 using golden::Reference;
 
+// The model's logits at every position of the reference prompt, one prefill step (with the pools its layers need);
+// `observer` sees each layer's residual stream.
+void prefill_logits(Model& model, Backend& backend, const Reference& ref, const HiddenObserver& observer,
+                    std::vector<float>& out) {
+    ForwardBatchBuilder builder(16);
+    std::vector<int32_t> table((ref.rows + 15) / 16);
+    for (size_t i = 0; i < table.size(); ++i)
+        table[i] = static_cast<int32_t>(i);
+    builder.add_sequence(ref.ids, 0, table, 0, ForwardBatchBuilder::Logits::All);
+    std::optional<KvCachePool> kv;
+    std::optional<StateCachePool> states;
+    if (model.spec().num_full_attention_layers() > 0) {
+        auto pool =
+            KvCachePool::create(backend.allocator(), model.kv_cache_config(static_cast<int32_t>(table.size()), 16));
+        ASSERT_TRUE(pool.ok()) << pool.message();
+        kv = std::move(pool).value();
+    }
+    if (model.spec().num_linear_attention_layers() > 0) {
+        auto pool = StateCachePool::create(backend.allocator(), model.state_cache_config(1));
+        ASSERT_TRUE(pool.ok()) << pool.message();
+        states = std::move(pool).value();
+    }
+    HostTensor logits = HostTensor::empty(DType::F32, Shape{ref.rows, ref.vocab});
+    const Status s =
+        model.forward(builder.view(), kv ? &*kv : nullptr, states ? &*states : nullptr, logits.tensor, observer);
+    ASSERT_TRUE(s.ok()) << s.message();
+    out.assign(logits.tensor.data_as<float>(), logits.tensor.data_as<float>() + ref.rows * ref.vocab);
+}
+
 class GoldenTest : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override {
@@ -74,29 +103,9 @@ TEST_P(GoldenTest, PrefillLogitsMatchTransformersAtEveryPosition) {
             m = std::max(m, std::fabs(h[i] - r[i]));
         layer_diff.push_back(m);
     };
-    ForwardBatchBuilder builder(16);
-    std::vector<int32_t> table((ref_.rows + 15) / 16);
-    for (size_t i = 0; i < table.size(); ++i)
-        table[i] = static_cast<int32_t>(i);
-    builder.add_sequence(ref_.ids, 0, table, 0, ForwardBatchBuilder::Logits::All);
-    std::optional<KvCachePool> kv;
-    std::optional<StateCachePool> states;
-    if (model_->spec().num_full_attention_layers() > 0) {
-        auto pool =
-            KvCachePool::create(backend_->allocator(), model_->kv_cache_config(static_cast<int32_t>(table.size()), 16));
-        ASSERT_TRUE(pool.ok()) << pool.message();
-        kv = std::move(pool).value();
-    }
-    if (model_->spec().num_linear_attention_layers() > 0) {
-        auto pool = StateCachePool::create(backend_->allocator(), model_->state_cache_config(1));
-        ASSERT_TRUE(pool.ok()) << pool.message();
-        states = std::move(pool).value();
-    }
-    HostTensor logits = HostTensor::empty(DType::F32, Shape{ref_.rows, ref_.vocab});
-    Status s =
-        model_->forward(builder.view(), kv ? &*kv : nullptr, states ? &*states : nullptr, logits.tensor, observer);
-    ASSERT_TRUE(s.ok()) << s.message();
-    std::vector<float> ours(logits.tensor.data_as<float>(), logits.tensor.data_as<float>() + ref_.rows * ref_.vocab);
+    std::vector<float> ours;
+    prefill_logits(*model_, *backend_, ref_, observer, ours);
+    if (HasFatalFailure()) return;
     std::string layers;
     for (size_t i = 0; i < layer_diff.size(); ++i)
         layers += " " + std::to_string(layer_diff[i]);
@@ -178,6 +187,39 @@ INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                                            "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym",
                                            "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// fp8 checkpoints packed as a device backend packs them (LoadOptions::pack_weights: data first, then the scale grids,
+// both back to back): q/k/v and gate/up become one fp8 view where their scale grids stack (channel scales, or blocks
+// whole on every part but the last), and the fused views give transformers' logits at every position as the golden
+// test's separate weights do. qwen3_fp8's 128x128 blocks each cover a whole tiny matrix (64 q rows: not whole
+// blocks), so it stays separate; the per-channel and 16x16-block goldens fuse.
+TEST(GoldenFp8Packed, FusedFp8ProjectionsMatchTransformers) {
+    int fused_models = 0;
+    for (const char* name : {"qwen2_fp8", "qwen3_fp8", "qwen3_fp8_channel", "qwen3_5_fp8", "qwen3_next_fp8"}) {
+        SCOPED_TRACE(name);
+        const std::string dir = golden::dir(name);
+        if (!file_exists(dir + "/config.json")) continue;
+        const Reference ref = golden::load(dir);
+        auto backend = make_cpu_backend();
+        LoadOptions options;
+        options.pack_weights = true;
+        auto loaded = Model::load(dir, *backend, single_communicator(), options);
+        ASSERT_TRUE(loaded.ok()) << loaded.message();
+        const std::unique_ptr<Model> model = std::move(loaded).value();
+        int fused = 0;
+        for (const LayerWeights& layer : model->weights().layers)
+            for (const LinearWeight* w : {&layer.attn.qkv, &layer.dense.gate_up})
+                if (w->defined() && w->format == WeightFormat::kFp8E4M3) ++fused;
+        fused_models += fused > 0;
+        std::printf("[ %s ] %d fused fp8 projections\n", name, fused);
+
+        std::vector<float> ours;
+        prefill_logits(*model, *backend, ref, nullptr, ours);
+        if (HasFatalFailure()) return;
+        EXPECT_LE(max_diff(ours, ref, 0, ref.rows), 1e-3f * ref.max_abs);
+    }
+    EXPECT_GE(fused_models, 2) << "no fp8 golden fused its projections: the test would not see the fused path";
+}
 
 // The YaRN references are only worth something if plain RoPE misses them: the same checkpoint with the scaling
 // dropped from its spec lands far outside the tolerance (transformers' own plain-RoPE run of it is as far off:
