@@ -104,19 +104,20 @@ Status Model::place_kv_scales(const std::vector<CheckpointKvScales>& scales) {
 // the order their structs declare them (visit_weights), which puts q, k, v (and their biases) and gate, up one after
 // another, so that fuse_projections can view each group as one tensor (where their sizes are multiples of the
 // 256-byte alignment, as at every real Qwen shape; otherwise they stay separate). Every weight's data comes first, then
-// the linear weights' scales, zero points and permutations in the same order, so that fp8 neighbours' data and their
-// scale grids are both back to back; a side tensor whose size is not a multiple of 256 bytes takes 16-byte alignment
-// (a tiny model's scale grids then stay back to back too).
+// the linear weights' scales, then their zero points, then their permutations, each in the same order, so that
+// quantized neighbours' data, scales and zero points are each back to back; a side tensor whose size is not a multiple
+// of 256 bytes takes 16-byte alignment (a tiny model's scale grids then stay back to back too).
 Status Model::upload_weights() {
     constexpr size_t kAlign = 256, kSmallAlign = 16;
+    // Pass 0: every weight's data; passes 1-3: the linear weights' scales, then zero points, then permutations.
     const auto for_each_weight = [this](const std::function<void(Tensor&, size_t)>& f) {
-        for (const bool side : {false, true}) {
-            Status walked = visit_weights(weights_, dir_.spec, [&f, side](const WeightEntry& e) {
-                if (!side) {
+        for (int pass = 0; pass < 4; ++pass) {
+            Status walked = visit_weights(weights_, dir_.spec, [&f, pass](const WeightEntry& e) {
+                if (pass == 0) {
                     f(e.data(), kAlign);
                 } else if (e.linear != nullptr) {
-                    for (Tensor* t : {&e.linear->scales, &e.linear->zeros, &e.linear->input_perm})
-                        f(*t, t->defined() && t->nbytes() % kAlign == 0 ? kAlign : kSmallAlign);
+                    Tensor& t = pass == 1 ? e.linear->scales : pass == 2 ? e.linear->zeros : e.linear->input_perm;
+                    f(t, t.defined() && t.nbytes() % kAlign == 0 ? kAlign : kSmallAlign);
                 }
                 return ok_status();
             });

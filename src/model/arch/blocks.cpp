@@ -194,28 +194,47 @@ bool fp8_parts_fuse(std::initializer_list<const LinearWeight*> parts) {
     return true;
 }
 
-// The weights as one, when they are of one format that fuses (dense, or fp8 as fp8_parts_fuse says) and their data (and
-// biases, and fp8 scales) lie back to back.
+// Whether grouped integer weights (int4, int8) can be viewed as one: the same groups, rounding and zero points (all
+// or none), and no act-order permutation (each projection has its own).
+bool grouped_int_parts_fuse(std::initializer_list<const LinearWeight*> parts) {
+    const LinearWeight& first = **parts.begin();
+    for (const LinearWeight* p : parts)
+        if (p->group_size != first.group_size || p->dequant_dtype != first.dequant_dtype ||
+            p->zeros.defined() != first.zeros.defined() || p->input_perm.defined() || !p->scales.defined())
+            return false;
+    return true;
+}
+
+// The weights as one, when they are of one format that fuses (dense; fp8 and grouped integers as fp8_parts_fuse and
+// grouped_int_parts_fuse say) and their data (and biases, scales and zero points) lie back to back.
 LinearWeight fuse_rows(std::initializer_list<const LinearWeight*> parts) {
     const LinearWeight& first = **parts.begin();
-    const bool fp8 = first.format == WeightFormat::kFp8E4M3;
+    const bool fp8 = first.format == WeightFormat::kFp8E4M3, grouped = first.is_grouped_int();
     for (const LinearWeight* p : parts) {
-        if (!p->defined() || (!p->is_dense() && !fp8) || p->format != first.format ||
+        if (!p->defined() || (!p->is_dense() && !fp8 && !grouped) || p->format != first.format ||
             p->bias.defined() != first.bias.defined())
             return LinearWeight();
     }
-    if (fp8 && !fp8_parts_fuse(parts)) return LinearWeight();
-    std::vector<const Tensor*> data, bias, scales;
+    if ((fp8 && !fp8_parts_fuse(parts)) || (grouped && !grouped_int_parts_fuse(parts))) return LinearWeight();
+    std::vector<const Tensor*> data, bias, scales, zeros;
     for (const LinearWeight* p : parts)
-        data.push_back(&p->data), bias.push_back(&p->bias), scales.push_back(&p->scales);
+        data.push_back(&p->data), bias.push_back(&p->bias), scales.push_back(&p->scales), zeros.push_back(&p->zeros);
     const Tensor fused_data = rows_back_to_back(data);
     if (!fused_data.defined()) return LinearWeight();
     LinearWeight fused;
-    if (fp8) {
+    if (fp8 || grouped) {
         const Tensor fused_scales = rows_back_to_back(scales);
         if (!fused_scales.defined()) return LinearWeight();
-        fused = LinearWeight::fp8(fused_data, fused_scales, first.scale_layout, first.block_rows, first.block_cols);
-        fused.input_quant_group = first.input_quant_group;
+        if (fp8) {
+            fused = LinearWeight::fp8(fused_data, fused_scales, first.scale_layout, first.block_rows, first.block_cols);
+            fused.input_quant_group = first.input_quant_group;
+        } else {
+            const Tensor fused_zeros = first.zeros.defined() ? rows_back_to_back(zeros) : Tensor();
+            if (first.zeros.defined() && !fused_zeros.defined()) return LinearWeight();
+            fused = LinearWeight::grouped_int(grouped_int_bits(first.format), fused_data, fused_scales, fused_zeros,
+                                              first.group_size);
+            fused.dequant_dtype = first.dequant_dtype;
+        }
     } else {
         fused = LinearWeight::dense(fused_data);
     }

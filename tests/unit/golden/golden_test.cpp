@@ -188,14 +188,17 @@ INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                                            "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
-// fp8 checkpoints packed as a device backend packs them (LoadOptions::pack_weights: data first, then the scale grids,
-// both back to back): q/k/v and gate/up become one fp8 view where their scale grids stack (channel scales, or blocks
-// whole on every part but the last), and the fused views give transformers' logits at every position as the golden
-// test's separate weights do. qwen3_fp8's 128x128 blocks each cover a whole tiny matrix (64 q rows: not whole
-// blocks), so it stays separate; the per-channel and 16x16-block goldens fuse.
-TEST(GoldenFp8Packed, FusedFp8ProjectionsMatchTransformers) {
-    int fused_models = 0;
-    for (const char* name : {"qwen2_fp8", "qwen3_fp8", "qwen3_fp8_channel", "qwen3_5_fp8", "qwen3_next_fp8"}) {
+// Quantized checkpoints packed as a device backend packs them (LoadOptions::pack_weights: every weight's data first,
+// then the scales, then the zero points, each back to back): q/k/v and gate/up become one quantized view where they
+// stack (fp8: channel scales, or blocks whole on every part but the last; int4/int8: the same groups, rounding and
+// zero points, no act-order permutation), and the fused views give transformers' logits at every position as the
+// golden test's separate weights do. qwen3_fp8's 128x128 blocks each cover a whole tiny matrix (64 q rows: not whole
+// blocks) and act-order weights each have their own permutation: those stay separate.
+TEST(GoldenQuantizedPacked, FusedProjectionsMatchTransformers) {
+    int fp8_fused = 0, int_fused = 0;
+    for (const char* name : {"qwen2_fp8", "qwen3_fp8", "qwen3_fp8_channel", "qwen3_5_fp8", "qwen3_next_fp8",
+                             "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_w4a16_asym",
+                             "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen2_w8a16", "qwen3_gptq_actorder"}) {
         SCOPED_TRACE(name);
         const std::string dir = golden::dir(name);
         if (!file_exists(dir + "/config.json")) continue;
@@ -207,18 +210,20 @@ TEST(GoldenFp8Packed, FusedFp8ProjectionsMatchTransformers) {
         ASSERT_TRUE(loaded.ok()) << loaded.message();
         const std::unique_ptr<Model> model = std::move(loaded).value();
         int fused = 0;
+        bool fp8 = false;
         for (const LayerWeights& layer : model->weights().layers)
             for (const LinearWeight* w : {&layer.attn.qkv, &layer.dense.gate_up})
-                if (w->defined() && w->format == WeightFormat::kFp8E4M3) ++fused;
-        fused_models += fused > 0;
-        std::printf("[ %s ] %d fused fp8 projections\n", name, fused);
+                if (w->defined() && !w->is_dense()) ++fused, fp8 = w->format == WeightFormat::kFp8E4M3;
+        (fp8 ? fp8_fused : int_fused) += fused > 0;
+        std::printf("[ %s ] %d fused quantized projections\n", name, fused);
 
         std::vector<float> ours;
         prefill_logits(*model, *backend, ref, nullptr, ours);
         if (HasFatalFailure()) return;
         EXPECT_LE(max_diff(ours, ref, 0, ref.rows), 1e-3f * ref.max_abs);
     }
-    EXPECT_GE(fused_models, 2) << "no fp8 golden fused its projections: the test would not see the fused path";
+    EXPECT_GE(fp8_fused, 2) << "fp8 goldens fused too rarely for the test to see the fused path";
+    EXPECT_GE(int_fused, 2) << "int4/int8 goldens fused too rarely for the test to see the fused path";
 }
 
 // The YaRN references are only worth something if plain RoPE misses them: the same checkpoint with the scaling
