@@ -233,6 +233,11 @@ void launch_kernel_after(dim3 grid, dim3 block, size_t smem, cudaStream_t stream
     detail::launch<Kernel, false>(grid, block, smem, stream, std::forward<Args>(args)...);
 }
 
+// Whether p lies on a `bytes` boundary (a power of two): what a vector load of that width needs.
+inline bool aligned(const void* p, uintptr_t bytes) {
+    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
 inline unsigned grid_for(int64_t n, int threads) {
     const int64_t blocks = (n + threads - 1) / threads;
     return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65535LL * 512 ? 65535LL * 512 : blocks));

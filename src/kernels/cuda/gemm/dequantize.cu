@@ -51,10 +51,6 @@ __global__ void dequantize1_kernel(DequantizeFp8Args a) {
     static_cast<__nv_bfloat16*>(a.out)[i] = dequantize(q, scale_at(a.scales, n, k));
 }
 
-bool aligned(const void* p, uintptr_t bytes) {
-    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 }  // namespace
 
 void launch_dequantize_fp8(const DequantizeFp8Args& a, cudaStream_t stream) {

@@ -287,10 +287,6 @@ void launch_vec(const GemvArgs& a, cudaStream_t stream) {
         launch_vec_wpr<W, 4>(a, stream);
 }
 
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 }  // namespace
 
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
@@ -300,7 +296,7 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     const bool fp8 = a.w_type == ElemType::F8E4M3;
     PAGODA_KERNEL_REQUIRE(!fp8 || (a.scales.data && a.scales.rows > 0 && a.scales.cols > 0), "fp8 GEMV needs scales");
     const int64_t vec = a.w_type == ElemType::F32 ? 4 : fp8 ? 16 : 8;  // elements per 16-byte load
-    const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned16(a.w) && aligned16(a.x) &&
+    const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned(a.w, 16) && aligned(a.x, 16) &&
                         (!fp8 || (a.scales.cols % vec == 0 && kPartialBytes + 2 * a.K <= max_block_smem()));
     if (!vec_ok) {
         launch_kernel<gemv_scalar_kernel>(blocks, kWarpsPerBlock * 32, 0, stream, a);

@@ -318,10 +318,6 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_mma_kernel(MmaGemvArgs a)
     }
 }
 
-bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 template <class F>
 void launch(const MmaGemvArgs& a, bool pipelined, cudaStream_t stream) {
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
@@ -334,41 +330,50 @@ void launch(const MmaGemvArgs& a, bool pipelined, cudaStream_t stream) {
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
+// What both formats' launchers fill alike: the tokens' x and y rows, the sizes, the bias and the weight's rows.
+MmaGemvArgs token_args(const float* x, int64_t x_stride, float* y, int64_t y_stride, int64_t T, int64_t N, int64_t K,
+                       const void* bias, ElemType bias_type, const void* w, int64_t row_bytes) {
+    MmaGemvArgs m{};
+    m.x = x, m.x_stride = x_stride, m.y = y, m.y_stride = y_stride, m.T = T, m.N = N, m.K = K;
+    m.bias = bias, m.bias_type = bias_type;
+    m.w = static_cast<const uint8_t*>(w), m.row_bytes = row_bytes;
+    return m;
+}
+
+// 1 to kGemvMmaTokens tokens whose rows take 16-byte loads.
+bool tokens_fit(const float* x, int64_t T, int64_t x_stride) {
+    return T >= 1 && T <= kGemvMmaTokens && aligned(x, 16) && (T == 1 || x_stride % 4 == 0);
+}
+
 }  // namespace
 
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride) {
-    return a.w_type == ElemType::F8E4M3 && T >= 1 && T <= kGemvMmaTokens && a.K % (4 * Fp8::kPerLoad) == 0 &&
-           a.w_stride % 16 == 0 && aligned16(a.w) && aligned16(a.x) && (T == 1 || x_stride % 4 == 0) &&
-           a.scales.data != nullptr && a.scales.rows > 0 && a.scales.cols > 0 && a.scales.cols % 16 == 0 &&
-           (a.glu_rows == 0 || a.glu_rows == a.N);
+    return a.w_type == ElemType::F8E4M3 && tokens_fit(a.x, T, x_stride) && a.K % (4 * Fp8::kPerLoad) == 0 &&
+           a.w_stride % 16 == 0 && aligned(a.w, 16) && a.scales.data != nullptr && a.scales.rows > 0 &&
+           a.scales.cols > 0 && a.scales.cols % 16 == 0 && (a.glu_rows == 0 || a.glu_rows == a.N);
 }
 
 void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
                          bool pipelined) {
     if (a.N == 0 || T == 0) return;
     PAGODA_KERNEL_REQUIRE(gemv_fp8_mma_fits(a, T, x_stride), "fp8 tensor-core GEMV: shape or alignment not taken");
-    MmaGemvArgs m{};
-    m.x = a.x, m.x_stride = x_stride, m.y = a.y, m.y_stride = y_stride, m.T = T, m.N = a.N, m.K = a.K;
-    m.bias = a.bias, m.bias_type = a.bias_type, m.glu_rows = a.glu_rows;
-    m.w = static_cast<const uint8_t*>(a.w), m.row_bytes = a.w_stride, m.scales = a.scales;
+    MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w, a.w_stride);
+    m.glu_rows = a.glu_rows, m.scales = a.scales;
     launch<Fp8>(m, pipelined, stream);
 }
 
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
-    return a.w.bits == 4 && (a.w.round_to == ElemType::F16 || a.w.round_to == ElemType::BF16) && T >= 1 &&
-           T <= kGemvMmaTokens && a.K % (4 * Int4::kPerLoad) == 0 && a.w.group_size % Int4::kPerLoad == 0 &&
-           a.w.group_size > 0 && a.K % a.w.group_size == 0 && a.w.row_bytes % 16 == 0 && a.w.data != nullptr &&
-           aligned16(a.w.data) && aligned16(a.x) && (T == 1 || x_stride % 4 == 0) && a.w.scales != nullptr;
+    return a.w.bits == 4 && (a.w.round_to == ElemType::F16 || a.w.round_to == ElemType::BF16) &&
+           tokens_fit(a.x, T, x_stride) && a.K % (4 * Int4::kPerLoad) == 0 && a.w.group_size > 0 &&
+           a.w.group_size % Int4::kPerLoad == 0 && a.K % a.w.group_size == 0 && a.w.row_bytes % 16 == 0 &&
+           a.w.data != nullptr && aligned(a.w.data, 16) && a.w.scales != nullptr;
 }
 
 void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
                           bool pipelined) {
     if (a.N == 0 || T == 0) return;
     PAGODA_KERNEL_REQUIRE(gemv_int4_mma_fits(a, T, x_stride), "int4 tensor-core GEMV: shape or alignment not taken");
-    MmaGemvArgs m{};
-    m.x = a.x, m.x_stride = x_stride, m.y = a.y, m.y_stride = y_stride, m.T = T, m.N = a.N, m.K = a.K;
-    m.bias = a.bias, m.bias_type = a.bias_type, m.glu_rows = 0;
-    m.w = static_cast<const uint8_t*>(a.w.data), m.row_bytes = a.w.row_bytes;
+    MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w.data, a.w.row_bytes);
     m.group_scales = a.w.scales, m.group_zeros = a.w.zeros, m.group_size = a.w.group_size;
     m.bf16_scales = a.w.round_to == ElemType::BF16;
     launch<Int4>(m, pipelined, stream);

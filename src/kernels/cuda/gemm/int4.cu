@@ -220,10 +220,6 @@ __global__ void dequantize_int4_scalar_kernel(DequantizeInt4Args a) {
         __float2bfloat16_rn(dequantize(q, group_of<kBits>(a.w, a.K, n, k), a.w.round_to));
 }
 
-bool aligned(const void* p, uintptr_t bytes) {
-    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 void require_weight(const Int4Weight& w, int64_t K) {
     PAGODA_KERNEL_REQUIRE(
         w.data && w.scales && w.group_size > 0 && K % w.group_size == 0 && K % 2 == 0 && (w.bits == 4 || w.bits == 8),

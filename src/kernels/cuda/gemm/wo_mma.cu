@@ -119,10 +119,6 @@ __global__ void wo_mma_reduce_kernel(WoMmaArgs a) {
     a.y[(i / a.N) * a.ldy + i % a.N] = sum;
 }
 
-bool aligned(const void* p, uintptr_t bytes) {
-    return reinterpret_cast<uintptr_t>(p) % bytes == 0;
-}
-
 template <Format F>
 void launch_format(const WoMmaArgs& a, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>((a.N + kBN - 1) / kBN), static_cast<unsigned>((a.T + kBM - 1) / kBM),

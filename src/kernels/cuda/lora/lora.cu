@@ -32,11 +32,11 @@ template <int kTokens>
 constexpr int kShrinkChunk = kTokens <= 8 ? static_cast<int>(kLoraSplitK) : 8192 / kTokens;
 // Staged values a thread loads per chunk: all of them issued before the first is used.
 template <int kTokens>
-constexpr int kStagePerThread = kTokens * kShrinkChunk<kTokens> / (kShrinkWarps * 32);
+constexpr int kStagePerThread = kTokens* kShrinkChunk<kTokens> / (kShrinkWarps * 32);
 template <int kTokens>
-constexpr bool kChunkFits = kShrinkChunk<kTokens> % (kShrinkWarps * 32) == 0 &&
-                            kLoraSplitK % kShrinkChunk<kTokens> == 0 &&
-                            kTokens* kShrinkChunk<kTokens> * sizeof(float) <= 32 * 1024;
+constexpr bool kChunkFits =
+    kShrinkChunk<kTokens> % (kShrinkWarps * 32) == 0 &&
+    kLoraSplitK % kShrinkChunk<kTokens> == 0 && kTokens* kShrinkChunk<kTokens> * sizeof(float) <= 32 * 1024;
 static_assert(kChunkFits<1> && kChunkFits<2> && kChunkFits<4> && kChunkFits<8> && kChunkFits<16>,
               "a split of K is whole chunks, a chunk's row is whole blocks of threads, and it fits 32 KB");
 

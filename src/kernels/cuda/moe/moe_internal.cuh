@@ -133,14 +133,10 @@ inline constexpr int64_t kPairMaxTokens = 4;
 bool take_pair_passes(const MoeExpertsArgs& a);
 void launch_pair_passes(const MoeExpertsArgs& a, void* h, cudaStream_t stream);
 
-inline bool aligned16(const void* p) {
-    return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
 // Whether 16-byte (8-element) loads fit: every row start of the weights and the input on a 16-byte boundary.
 inline bool vector_loads_fit(const GroupedArgs& a) {
-    return a.K % 8 == 0 && a.w.expert_stride % 8 == 0 && a.w.row_stride % 8 == 0 && aligned16(a.w.data) &&
-           aligned16(a.a);
+    return a.K % 8 == 0 && a.w.expert_stride % 8 == 0 && a.w.row_stride % 8 == 0 && aligned(a.w.data, 16) &&
+           aligned(a.a, 16);
 }
 
 // int4 weights on the GEMV passes: 8-weight loads on 4-byte boundaries (K, the strides in bytes and the base as
@@ -158,8 +154,8 @@ inline bool quant_mma_fits(const GroupedArgs& a, Pass pass) {
     const int64_t rows_per_expert = pass == Pass::GateUp ? 2 * a.N : a.N;
     const bool grid = a.int4 ? s.rows == 1 : rows_per_expert % s.rows == 0;
     return (a.int4 || a.fp8) && a.K % 32 == 0 && s.data && s.rows > 0 && s.cols % 16 == 0 && grid &&
-           a.w.row_stride % align == 0 && a.w.expert_stride % align == 0 &&
-           reinterpret_cast<uintptr_t>(a.w.data) % align == 0 && aligned16(a.a);
+           a.w.row_stride % align == 0 && a.w.expert_stride % align == 0 && aligned(a.w.data, align) &&
+           aligned(a.a, 16);
 }
 
 // fp8 weights on the GEMV passes: 8-weight loads as vector_loads_fit wants them (8 bytes, on 16-byte row starts), 8

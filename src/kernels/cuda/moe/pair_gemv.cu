@@ -241,7 +241,7 @@ namespace moe {
 
 bool take_pair_passes(const MoeExpertsArgs& a) {
     const auto rows16 = [](const MoeStackedWeight& w) {
-        return w.expert_stride % kVec == 0 && w.row_stride % kVec == 0 && aligned16(w.data);
+        return w.expert_stride % kVec == 0 && w.row_stride % kVec == 0 && aligned(w.data, 16);
     };
     // fp8: 8 weights under one scale (block columns a multiple of 8), and one grid for the whole stack (the rows of
     // an expert a whole number of scale blocks), as the loader stacks them.
@@ -255,7 +255,7 @@ bool take_pair_passes(const MoeExpertsArgs& a) {
         return !(env && std::strcmp(env, "0") == 0);
     }();
     return enabled && a.T <= kPairMaxTokens && a.I > 0 && a.k <= kMaxSlots && a.H % kVec == 0 && a.I % kVec == 0 &&
-           a.x_stride % 4 == 0 && aligned16(a.x) && rows16(a.gate_up) && rows16(a.down) &&
+           a.x_stride % 4 == 0 && aligned(a.x, 16) && rows16(a.gate_up) && rows16(a.down) &&
            grid_fits(a.gate_up_scales, 2 * a.I) && grid_fits(a.down_scales, a.H);
 }
 
