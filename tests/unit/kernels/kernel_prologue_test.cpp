@@ -31,11 +31,11 @@ std::vector<fs::path> kernel_sources() {
 }
 
 // The statements a kernel may run before the prologue: declarations of values computed from its arguments and
-// built-in indices, type aliases, and prefetches of weights (which no kernel writes). Anything that stores, loads
-// through a pointer it was handed, synchronises or returns must come after.
+// built-in indices, type aliases, and prefetches (prefetch_*) of weights and adapters (which no kernel writes).
+// Anything that stores, loads through a pointer it was handed, synchronises or returns must come after.
 bool allowed_before_prologue(const std::string& line) {
     static const std::regex ok(
-        R"(^\s*(//.*|constexpr .*|using \w+ = .*;|const (int|int64_t|bool|W\*) .*|if constexpr \(Glu\) prefetch_first_loads.*|prefetch_first_loads[<(].*)$)");
+        R"(^\s*(//.*|constexpr .*|using \w+ = .*;|const (int|int64_t|bool|W\*) .*|if constexpr \(Glu\) prefetch_first_loads.*|prefetch_\w+[<(].*)$)");
     return line.find_first_not_of(" \t") == std::string::npos || std::regex_match(line, ok);
 }
 

@@ -822,6 +822,7 @@ const std::vector<OpCase>& op_cases() {
             lora_linear(40, 1000, 20, {40, 24, 8, 8}),
             lora_linear(40, 1000, 21, {40, 24, 8, 8}),
             lora_linear(300, 512, 16, {100, 28}),
+            lora_linear(1100, 512, 16, {100, 28}),  // > 64 tiles: CUDA blocks take runs of tiles
             // Gated MLP: four warps per row (2I < 8192), one warp per row (2I >= 8192), an odd K (the element-wise
             // GEMV), fp8, and more tokens (the default: linear then silu_mul).
             linear_silu_mul(1, 96, 256, BF16),
@@ -1096,9 +1097,9 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(linear_int4(T, I, H, 128, true, DType::F16, false));
             c.push_back(linear_int4(T, H, I, 128, true, DType::F16, false));
         }
-        // Rank-16 adapters on a decode step (issue 19): the base projection plus both LoRA kernels, tokens spread over
-        // three adapter slots and the base model (lora_cases.cpp).
-        for (int64_t T : {1, 8, 64}) {
+        // Rank-16 adapters on decode steps and a prefill chunk (issue 19): the base projection plus both LoRA kernels,
+        // tokens spread over three adapter slots and the base model (lora_cases.cpp).
+        for (int64_t T : {1, 8, 64, 2048}) {
             c.push_back(lora_linear(T, H, 16, {Hq * D, Hkv * D, Hkv * D}));
             c.push_back(lora_linear(T, I, 16, {H}));
         }

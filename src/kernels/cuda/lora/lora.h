@@ -16,9 +16,9 @@ inline constexpr int kLoraMaxParts = 4;  // Qwen3.5's fused Gated DeltaNet input
 inline constexpr int kLoraTileTokens = 16;
 // The inputs one shrink block sums: a projection's K is split into ceil(K / kLoraSplitK) ranges, each block's sums go
 // to their own slice of u, and the expand adds the slices in order (a fixed split, so a token's delta does not depend
-// on what else the step holds). One block walking all of K left a decode step's shrink latency-bound: ~115 µs a
-// projection on an H100 at rank 16.
-inline constexpr int64_t kLoraSplitK = 1024;
+// on what else the step holds). One block walking all of K left a decode step's shrink latency-bound (~115 µs a
+// projection on an H100 at rank 16); ranges of 512 let a block load all of its inputs at once.
+inline constexpr int64_t kLoraSplitK = 512;
 inline constexpr int64_t lora_splits(int64_t K) {
     return (K + kLoraSplitK - 1) / kLoraSplitK;
 }
