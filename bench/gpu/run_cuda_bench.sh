@@ -48,7 +48,8 @@
 #               memory: the slots' memory from the start-up log, a cold adapter's first request against its second,
 #               64 streams of 1,000 in / 256 out over 8 adapters against the same load on the base model of a server
 #               without LoRA, and one stream with an adapter against one without; LORA_PROFILE=1 also the 64 streams
-#               on an eager server with PAGODA_CUDA_PROFILE=1 (the decode steps' per-op table)
+#               on an eager server with PAGODA_CUDA_PROFILE=1 (the decode steps' per-op table); LORA_ENV adds environment settings to the
+#               servers with adapters (e.g. PAGODA_LORA_MMA=1: the tensor-core LoRA kernels)
 #   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
 #               through llama-server on the same checkpoint when the peer part has made its GGUF: output tok/s and
 #               TTFT / TPOT medians from the same client (offline_throughput.py --stream); STREAMS_ENV adds
@@ -581,7 +582,7 @@ if want lora; then
     }
     n=$(wc -l < "$LORAS/modules.txt")
     SERVE_SIZES="" SERVE_EXTRA="--enable-lora --max-loras 8 --max-lora-rank 16 --max-cpu-loras $n --lora-modules \
-        $(tr '\n' ' ' < "$LORAS/modules.txt")" serve_and "$OUT/serve_lora_on.log" 8018 PAGODA_QUIET=1 lora_runs
+        $(tr '\n' ' ' < "$LORAS/modules.txt")" serve_and "$OUT/serve_lora_on.log" 8018 "PAGODA_QUIET=1 ${LORA_ENV:-}" lora_runs
     summary+=("LoRA: $(tail -1 "$OUT/lora_make.log" 2> /dev/null | cut -c1-80) $(grep -E 'LoRA: |KV cache' \
         "$OUT/serve_lora_on.log" | tr '\n' ' ' | cut -c1-400)")
     summary+=("  server without LoRA, KV: $(grep -E 'KV cache' "$OUT/serve_lora_off.log" | tr '\n' ' ' | cut -c1-200)")
@@ -595,7 +596,7 @@ if want lora; then
         # as one op); the per-op table of its decode steps (`linear (lora)` against the rest) goes into the summary.
         SERVE_SIZES="" SERVE_EXTRA="--enforce-eager --enable-lora --max-loras 8 --max-lora-rank 16 --max-cpu-loras $n \
             --lora-modules $(tr '\n' ' ' < "$LORAS/modules.txt")" serve_and "$OUT/serve_lora_profile.log" 8019 \
-            PAGODA_CUDA_PROFILE=1 "${many[@]}" --url http://127.0.0.1:8019 --model "$eight" > "$OUT/lora_profile_64.log" 2>&1
+            "PAGODA_CUDA_PROFILE=1 ${LORA_ENV:-}" "${many[@]}" --url http://127.0.0.1:8019 --model "$eight" > "$OUT/lora_profile_64.log" 2>&1
         summary+=("  profiled (eager) 64 streams over 8 adapters: $(tail -1 "$OUT/lora_profile_64.log")")
         while read -r line; do summary+=("    $line"); done < <(grep -A14 'decode steps:' "$OUT/serve_lora_profile.log" | tail -15)
     fi

@@ -18,10 +18,14 @@
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/lora/lora.h"
+#include "kernels/cuda/lora/lora_internal.cuh"
 
 namespace pagoda::kernels::cuda {
 
 namespace {
+
+using lora::slot_rank;
+using lora::tile_slot;
 
 constexpr int kShrinkWarps = 8;
 constexpr int kShrinkThreads = kShrinkWarps * 32;
@@ -37,17 +41,6 @@ static_assert(kLoraSplitK % kShrinkThreads == 0 && kLoraTileTokens * kLoraSplitK
 constexpr int kExpandThreads = 128;
 constexpr int kExpandRowsPerThread = 2;
 constexpr int kExpandRows = kExpandThreads * kExpandRowsPerThread;  // output features a block takes
-constexpr int kUSumLoads = 16;                                      // loads of u's splits a thread keeps in flight
-
-// The rank of the slot's adapter on part p, from the slot's header; never above the room its matrices have (the
-// table writes no more, and a header that said more must not send the kernels past A, B or the shared tile).
-__device__ __forceinline__ int64_t slot_rank(const LoraArgs& a, const std::byte* slot, const LoraPartArgs& p) {
-    return min(static_cast<int64_t>(*reinterpret_cast<const int32_t*>(slot + p.rank_offset)), a.rank);
-}
-
-__device__ __forceinline__ const std::byte* tile_slot(const LoraArgs& a, const LoraTileDesc& tile) {
-    return a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
-}
 
 // The shrink block's split of K and its first row of A (blockIdx.z = row group · splits + split).
 struct ShrinkBlock {
@@ -213,7 +206,7 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
     const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kExpandRows;
     if (tile.count <= 0 || n0 >= p.rows) return;  // the same for the whole block
     const std::byte* slot = tile_slot(a, tile);
-    const int64_t R = a.rank, u_stride = a.num_parts * R, splits = lora_splits(a.K);
+    const int64_t R = a.rank;
     // Issued before the sums of u are waited for: the rank, B's rows, the token order and y.
     const int64_t rank = slot_rank(a, slot, p);
     const bool vec = R % 8 == 0;
@@ -232,34 +225,7 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
         for (int j = 0; j < kTokens; ++j)
             yv[m][j] = token[j] >= 0 && n < p.rows ? a.y[token[j] * a.y_stride + p.row_offset + n] : 0.0f;
     }
-    // us[e] for e = j · R + r: the sum over the splits of u, in split order. A thread's (element, split) items are
-    // loaded kUSumLoads at a time, each element's splits in order and summed as they come.
-    // (Counts here are small: int arithmetic.)
-    const int r_room = static_cast<int>(R), n_splits = static_cast<int>(splits), elems = kTokens * r_room;
-    const int tid = static_cast<int>(threadIdx.x);
-    const int items = (elems > tid ? (elems - 1 - tid) / kExpandThreads + 1 : 0) * n_splits;
-    float sum = 0.0f;
-    for (int i0 = 0; i0 < items; i0 += kUSumLoads) {
-        float v[kUSumLoads];
-#pragma unroll
-        for (int s = 0; s < kUSumLoads; ++s) {
-            const int i = i0 + s, e = tid + (i / n_splits) * kExpandThreads, j = e / r_room;
-            v[s] = i < items && j < tile.count
-                       ? a.u[(i % n_splits) * a.u_rows * u_stride + (tile.begin + j) * u_stride +
-                             static_cast<int64_t>(blockIdx.z) * R + e % r_room]
-                       : 0.0f;
-        }
-#pragma unroll
-        for (int s = 0; s < kUSumLoads; ++s) {
-            const int i = i0 + s;
-            if (i >= items) break;
-            sum += v[s];
-            if (i % n_splits == n_splits - 1) {
-                us[tid + (i / n_splits) * kExpandThreads] = sum;
-                sum = 0.0f;
-            }
-        }
-    }
+    lora::sum_splits<kTokens, kExpandThreads>(a, tile, us);
     __syncthreads();
     if (rank <= 0) return;  // the slot's adapter leaves this part alone (after the barrier: every thread reached it)
 #pragma unroll
@@ -323,6 +289,7 @@ void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream) {
     if (a.num_tiles <= 0 || a.rank <= 0 || a.num_parts <= 0) return;
     PAGODA_KERNEL_REQUIRE(a.num_parts <= kLoraMaxParts, "LoRA: too many parts in one projection");
     PAGODA_KERNEL_REQUIRE(a.u_rows >= 0 && a.K > 0, "LoRA shrink: no inputs or no rows of u");
+    if (a.tensor_cores) return launch_lora_shrink_mma(a, stream);
     const int64_t groups = (a.rank + kShrinkRows - 1) / kShrinkRows;
     PAGODA_KERNEL_REQUIRE(groups * lora_splits(a.K) <= 65535, "LoRA shrink grid too large");
     const dim3 grid(static_cast<unsigned>(a.num_tiles), static_cast<unsigned>(a.num_parts),
@@ -335,6 +302,7 @@ void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream) {
 void launch_lora_expand(const LoraArgs& a, cudaStream_t stream) {
     if (a.num_tiles <= 0 || a.rank <= 0 || a.num_parts <= 0 || a.max_rows <= 0) return;
     PAGODA_KERNEL_REQUIRE(a.num_parts <= kLoraMaxParts, "LoRA: too many parts in one projection");
+    if (a.tensor_cores) return launch_lora_expand_mma(a, stream);
     const int64_t col_blocks = (a.max_rows + kExpandRows - 1) / kExpandRows;
     PAGODA_KERNEL_REQUIRE(col_blocks <= 65535 && kLoraTileTokens * a.rank * sizeof(float) <= 48 * 1024,
                           "LoRA expand grid or rank too large");

@@ -2,10 +2,10 @@
 // launches, whatever the adapters. The step's adapter tokens come sorted by slot (`order`) and cut into tiles of up
 // to kLoraTileRows tokens of one slot; each slot keeps its adapter's matrices at fixed places (runtime's
 // LoraDeviceLayout: A [rank, K] and B [rows, rank] in bf16 per part of the projection with room for the table's rank,
-// B times the adapter's scale, and the adapter's rank on each part, which bounds what the kernels read). The shrink
-// writes u = x · Aᵀ per (token, part); the expand adds u · Bᵀ into the part's columns of y. Nothing depends on host
-// data but the grid's size (the tile count, fixed for a recorded step), so a CUDA graph replays them for any mix of
-// adapters.
+// B times the adapter's scale, and the adapter's rank on each part, which bounds what the kernels use: rows past it may
+// be read, never added). The shrink writes u = x · Aᵀ per (token, part); the expand adds u · Bᵀ into the part's columns
+// of y. Nothing depends on host data but the grid's size (the tile count, fixed for a recorded step), so a CUDA graph
+// replays them for any mix of adapters.
 #pragma once
 
 #include "kernels/cuda/types.h"
@@ -62,6 +62,10 @@ struct LoraArgs {
     // recorded step): the kernels' instance, which stages and sums only that many a tile (the results do not depend
     // on it).
     int32_t tile_tokens = kLoraTileTokens;
+    // Both kernels on tensor cores (lora_mma.cu: x and u rounded to bf16, f32 sums; every tile one 16-token operand,
+    // tile_tokens unused) instead of CUDA cores. One choice for a process: a token's delta then depends on nothing
+    // else of its step either way.
+    bool tensor_cores = false;
 };
 void launch_lora_shrink(const LoraArgs& a, cudaStream_t stream);
 void launch_lora_expand(const LoraArgs& a, cudaStream_t stream);
