@@ -71,6 +71,19 @@ __device__ __forceinline__ uint4 load8(const float* row, int64_t k, int64_t end,
     return make_uint4(bf16x2(v[0], v[1]), bf16x2(v[2], v[3]), bf16x2(v[4], v[5]), bf16x2(v[6], v[7]));
 }
 
+// Calls f(nt, h, e) for each of a thread's accumulators over kTiles 8-column tiles: acc[nt][2h + e] is mma row g + 8h,
+// column nt · 8 + 2t + e.
+template <int kTiles, class F>
+__device__ __forceinline__ void for_each_acc(F&& f) {
+#pragma unroll
+    for (int nt = 0; nt < kTiles; ++nt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                f(nt, h, e);
+}
+
 __global__ void __launch_bounds__(kShrinkThreads) lora_shrink_mma_kernel(LoraArgs a) {
     PAGODA_KERNEL_PROLOGUE();
     __shared__ float partial[kShrinkWarps][kRows][kTokens];  // each warp's sums over its inputs
@@ -121,14 +134,8 @@ __global__ void __launch_bounds__(kShrinkThreads) lora_shrink_mma_kernel(LoraArg
             }
         }
     }
-    // acc[nt][2·h + e] is row g + 8h of the group, token nt · 8 + 2t + e.
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-                partial[warp][g + 8 * h][nt * 8 + 2 * t + e] = acc[nt][2 * h + e];
+    // Row g + 8h of the group, token nt · 8 + 2t + e.
+    for_each_acc<2>([&](int nt, int h, int e) { partial[warp][g + 8 * h][nt * 8 + 2 * t + e] = acc[nt][2 * h + e]; });
     __syncthreads();
     const int r = static_cast<int>(threadIdx.x) / kTokens, j = static_cast<int>(threadIdx.x) % kTokens;
     float sum = 0.0f;
@@ -161,16 +168,11 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_mma_kernel(LoraArg
                       ? static_cast<int64_t>(a.order[tile.begin + g + 8 * h]) * a.y_stride + p.row_offset
                       : -1;
     const int64_t n_warp = n0 + warp * kWarpFeatures;
-    float yv[8][4];  // [column tile][mma's c0..c3]
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int64_t n = n_warp + nt * 8 + 2 * t + e;
-                yv[nt][2 * h + e] = y_at[h] >= 0 && n < p.rows ? a.y[y_at[h] + n] : 0.0f;
-            }
+    float yv[8][4];  // [column tile][mma's c0..c3]: token g + 8h, feature n_warp + 8 nt + 2t + e
+    for_each_acc<8>([&](int nt, int h, int e) {
+        const int64_t n = n_warp + nt * 8 + 2 * t + e;
+        yv[nt][2 * h + e] = y_at[h] >= 0 && n < p.rows ? a.y[y_at[h] + n] : 0.0f;
+    });
     lora::sum_splits<kTokens, kExpandThreads>(a, tile, us);
     __syncthreads();
     if (rank <= 0) return;  // the slot's adapter leaves this part alone (after the barrier: every thread reached it)
@@ -207,16 +209,10 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_mma_kernel(LoraArg
             mma::mma_16816<__nv_bfloat16>(acc[nt], fa, fb);
         }
     }
-    // acc[nt][2·h + e]: token g + 8h, feature n_warp + 8 nt + 2t + e.
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int e = 0; e < 2; ++e) {
-                const int64_t n = n_warp + nt * 8 + 2 * t + e;
-                if (y_at[h] >= 0 && n < p.rows) a.y[y_at[h] + n] = yv[nt][2 * h + e] + acc[nt][2 * h + e];
-            }
+    for_each_acc<8>([&](int nt, int h, int e) {  // token g + 8h, feature n_warp + 8 nt + 2t + e
+        const int64_t n = n_warp + nt * 8 + 2 * t + e;
+        if (y_at[h] >= 0 && n < p.rows) a.y[y_at[h] + n] = yv[nt][2 * h + e] + acc[nt][2 * h + e];
+    });
 }
 
 // The 16-byte loads of A's rows and the 8-byte ones of B's need the slots' matrices 16-byte aligned (the table puts
