@@ -8,6 +8,8 @@
 // measured on an H200 (pagoda_op_bench, Qwen3-8B shapes), fp8 gate_up 94 -> 69 us and qkv 32 -> 28 us, while the
 // same staging made the bf16 GEMVs slower (down 27.5 -> 34.7 us: the staging adds a block-wide read of x and a
 // barrier before the first weight is used), so 16-bit weights read x as before.
+#include <algorithm>
+#include <cstdlib>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -275,19 +277,28 @@ void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
     }
 }
 
-// Rows that fill the GPU with one warp each get one; fewer rows get four warps each. A fused gate/up GEMV reads two
-// rows per output and chooses as the unfused one over all its rows did, so both sum alike.
+// Rows that fill the GPU with one warp each get one; fewer rows get four warps each (staged_gemv_one_warp_rows for
+// the kernels that stage x). A fused gate/up GEMV reads two rows per output and chooses as the unfused one over all
+// its rows did, so both sum alike.
 constexpr int64_t kOneWarpRows = 8192;
 
 template <typename W>
 void launch_vec(const GemvArgs& a, cudaStream_t stream) {
-    if ((a.glu_rows ? 2 * a.N : a.N) >= kOneWarpRows)
+    if ((a.glu_rows ? 2 * a.N : a.N) >= (kStagedX<W> ? staged_gemv_one_warp_rows() : kOneWarpRows))
         launch_vec_wpr<W, 1>(a, stream);
     else
         launch_vec_wpr<W, 4>(a, stream);
 }
 
 }  // namespace
+
+int64_t staged_gemv_one_warp_rows() {
+    static const int64_t rows = [] {
+        const char* env = std::getenv("PAGODA_GEMV_ONE_WARP_ROWS");
+        return env ? std::max<int64_t>(0, std::atoll(env)) : kOneWarpRows;
+    }();
+    return rows;
+}
 
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     if (a.N == 0) return;

@@ -27,6 +27,12 @@ struct GemvArgs {
     int64_t glu_rows = 0;
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
+// The fewest output rows for which the GEMVs that stage x in shared memory (fp8, int4/int8) give each row one warp
+// (8 rows a block) rather than four (2 rows a block): 8,192, or PAGODA_GEMV_ONE_WARP_ROWS=N. Each block stages the
+// whole of x, so 2 rows a block read x twice for every byte of fp8 weight at K = 4,096 (on an H100, session 24, --cold,
+// one token: fp8 qkv 1.3 TB/s and down 1.5 against the 8-rows-a-block gate/up's 2.1): the variable is there to measure
+// a lower threshold against it.
+int64_t staged_gemv_one_warp_rows();
 
 // Weight-only fp8 for 1 to kGemvMmaTokens tokens on tensor cores (gemm/gemv_mma.cu): the same weights
 // bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync; a's x and y are

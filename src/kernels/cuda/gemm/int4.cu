@@ -244,8 +244,7 @@ void require_weight(const Int4Weight& w, int64_t K) {
         "int4/int8 weight needs 4 or 8 bits, scales and a group size dividing an even K");
 }
 
-// As the fp8 GEMV: rows that fill the GPU get one warp each, fewer rows four.
-constexpr int64_t kOneWarpRows = 8192;
+// As the fp8 GEMV: rows that fill the GPU get one warp each, fewer rows four (staged_gemv_one_warp_rows, gemv.h).
 
 template <int kBits, int WPR, bool kPacked>
 void launch_vec_packing(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
@@ -272,7 +271,7 @@ void run_gemv(const GemvInt4Args& a, cudaStream_t stream) {
     if (!vec) {
         const auto blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
         launch_kernel<gemv_int4_scalar_kernel<kBits>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
-    } else if (a.N >= kOneWarpRows) {
+    } else if (a.N >= staged_gemv_one_warp_rows()) {
         launch_vec<kBits, 1>(a, smem, stream);
     } else {
         launch_vec<kBits, 4>(a, smem, stream);
