@@ -10,6 +10,7 @@
 // barrier before the first weight is used), so 16-bit weights read x as before.
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -196,9 +197,40 @@ __device__ __forceinline__ void prefetch_first_loads(const GemvArgs& a, const W*
         if (k + u * kStep < a.K) asm volatile("prefetch.global.L2 [%0];" ::"l"(w + k + u * kStep));
 }
 
-// One output row per WPR warps; with Glu, output n is silu(row n) * row (n + glu_rows), the two sums taken exactly as
-// for two separate rows, so the result equals linear then silu_mul to the bit.
+// Output rows group · (kWarpsPerBlock / WPR) + warp / WPR of the block's group: one row per WPR warps; with Glu,
+// output n is silu(row n) * row (n + glu_rows), the two sums taken exactly as for two separate rows, so the result
+// equals linear then silu_mul to the bit. Every thread of the block calls it (the WPR > 1 exchange syncs the block).
 template <typename W, int WPR, bool Glu>
+__device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16* xs, float (*partial)[kWarpsPerBlock],
+                                          int64_t group, int warp, int lane) {
+    constexpr int kN = Vec16<W>::kN;
+    const int64_t n = group * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
+    const bool active = n < a.N;
+    const W* w = static_cast<const W*>(a.w) + (active ? n : 0) * a.w_stride;
+    const W* w_up = Glu ? w + a.glu_rows * a.w_stride : nullptr;
+    const int64_t k = active ? (int64_t(warp % WPR) * 32 + lane) * kN : a.K;
+    float acc = warp_sum(row_partial<W, WPR>(a, xs, w, n, k));
+    float acc_up = Glu ? warp_sum(row_partial<W, WPR>(a, xs, w_up, n + a.glu_rows, k)) : 0.0f;
+    if constexpr (WPR > 1) {  // the row's warps meet in shared memory
+        if (lane == 0) partial[0][warp] = acc, partial[1][warp] = acc_up;
+        __syncthreads();
+        if (warp % WPR != 0) return;
+#pragma unroll
+        for (int j = 1; j < WPR; ++j)
+            acc += partial[0][warp + j], acc_up += partial[1][warp + j];
+    }
+    if (!active || lane != 0) return;
+    const float y = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
+    if constexpr (Glu)
+        a.y[n] = silu(y) * (acc_up + (a.bias ? load_as_f32(a.bias, a.bias_type, n + a.glu_rows) : 0.0f));
+    else
+        a.y[n] = y;
+}
+
+// A block takes row group blockIdx.x, or with kPersistent (kernels that stage x only) groups blockIdx.x,
+// + gridDim.x, ... for a grid of about as many blocks as fit the GPU at once, so that x is staged once a block
+// rather than once every 2-8 rows (PAGODA_GEMV_PERSISTENT=1; not measured yet). Each row's sums are the same.
+template <typename W, int WPR, bool Glu, bool kPersistent>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -219,22 +251,15 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
         stage_x(a.x, a.K, xs);
         __syncthreads();
     }
-    float acc = warp_sum(row_partial<W, WPR>(a, xs, w, n, k));
-    float acc_up = Glu ? warp_sum(row_partial<W, WPR>(a, xs, w_up, n + a.glu_rows, k)) : 0.0f;
-    if constexpr (WPR > 1) {  // the row's warps meet in shared memory
-        if (lane == 0) partial[0][warp] = acc, partial[1][warp] = acc_up;
-        __syncthreads();
-        if (warp % WPR != 0) return;
-#pragma unroll
-        for (int j = 1; j < WPR; ++j)
-            acc += partial[0][warp + j], acc_up += partial[1][warp + j];
+    if constexpr (!kPersistent) {
+        gemv_rows<W, WPR, Glu>(a, xs, partial, blockIdx.x, warp, lane);
+    } else {
+        const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
+        for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+            gemv_rows<W, WPR, Glu>(a, xs, partial, g, warp, lane);
+            if constexpr (WPR > 1) __syncthreads();  // partial is rewritten by the next group
+        }
     }
-    if (!active || lane != 0) return;
-    const float y = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
-    if constexpr (Glu)
-        a.y[n] = silu(y) * (acc_up + (a.bias ? load_as_f32(a.bias, a.bias_type, n + a.glu_rows) : 0.0f));
-    else
-        a.y[n] = y;
 }
 
 // Any alignment, any weight type: element by element (odd shapes in tests and tiny models).
@@ -263,17 +288,46 @@ __global__ void gemv_scalar_kernel(GemvArgs a) {
     if (lane == 0) a.y[n] = a.glu_rows ? silu(y) * y_up : y;
 }
 
+// PAGODA_GEMV_PERSISTENT=1: the kernels that stage x take persistent blocks (gemv_vec_kernel).
+bool gemv_persistent() {
+    static const bool on = [] {
+        const char* env = std::getenv("PAGODA_GEMV_PERSISTENT");
+        return env != nullptr && std::strcmp(env, "1") == 0;
+    }();
+    return on;
+}
+
+template <typename W, int WPR, bool Glu, bool kPersistent>
+void launch_vec_kernel(const GemvArgs& a, unsigned groups, size_t smem, cudaStream_t stream) {
+    constexpr auto kernel = gemv_vec_kernel<W, WPR, Glu, kPersistent>;
+    if constexpr (kStagedX<W>) allow_dynamic_smem<kernel>(max_block_smem());
+    unsigned blocks = groups;
+    if constexpr (kPersistent) {  // as many blocks as fit the GPU at once, at most one a group
+        int device = 0, sms = 0, per_sm = 0;
+        PAGODA_CUDA_CHECK(cudaGetDevice(&device));
+        PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+        PAGODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarpsPerBlock * 32, smem));
+        blocks = std::min<unsigned>(groups, static_cast<unsigned>(std::max(1, sms * per_sm)));
+    }
+    launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a);
+}
+
 template <typename W, int WPR>
 void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
-    const unsigned blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
+    const unsigned groups = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
     const size_t smem = kPartialBytes + (kStagedX<W> ? size_t(a.K) * sizeof(__nv_bfloat16) : 0);
+    const bool persistent = kStagedX<W> && gemv_persistent();
     if (a.glu_rows) {
-        if constexpr (kStagedX<W>) allow_dynamic_smem<gemv_vec_kernel<W, WPR, true>>(max_block_smem());
-        launch_kernel<gemv_vec_kernel<W, WPR, true>>(blocks, kWarpsPerBlock * 32, smem, stream, a);
+        if (persistent)
+            launch_vec_kernel<W, WPR, true, kStagedX<W>>(a, groups, smem, stream);
+        else
+            launch_vec_kernel<W, WPR, true, false>(a, groups, smem, stream);
     } else {
-        if constexpr (kStagedX<W>) allow_dynamic_smem<gemv_vec_kernel<W, WPR, false>>(max_block_smem());
-        launch_kernel<gemv_vec_kernel<W, WPR, false>>(blocks, kWarpsPerBlock * 32, smem, stream, a);
+        if (persistent)
+            launch_vec_kernel<W, WPR, false, kStagedX<W>>(a, groups, smem, stream);
+        else
+            launch_vec_kernel<W, WPR, false, false>(a, groups, smem, stream);
     }
 }
 
