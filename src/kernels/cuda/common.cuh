@@ -145,6 +145,31 @@ __device__ __forceinline__ float block_sum(float v) {
     return warp_sum(v);
 }
 
+// Calls f(group) for the block's groups of `groups`: blockIdx.x, or with kPersistent blockIdx.x, + gridDim.x, ...
+// (a grid of resident_blocks, below), syncing the block between groups when kSync (f exchanges through shared memory).
+template <bool kPersistent, bool kSync, class F>
+__device__ __forceinline__ void for_each_block_group(int64_t groups, F&& f) {
+    if constexpr (!kPersistent) {
+        f(static_cast<int64_t>(blockIdx.x));
+    } else {
+        for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
+            f(g);
+            if constexpr (kSync) __syncthreads();
+        }
+    }
+}
+
+// How many blocks of `Kernel` (`threads` each, `smem` dynamic bytes) the current GPU holds at once: the grid of a
+// persistent kernel whose blocks walk its work in strides of gridDim.x.
+template <auto Kernel>
+unsigned resident_blocks(int threads, size_t smem) {
+    int device = 0, sms = 0, per_sm = 0;
+    PAGODA_CUDA_CHECK(cudaGetDevice(&device));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+    PAGODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, Kernel, threads, smem));
+    return static_cast<unsigned>(sms * per_sm > 0 ? sms * per_sm : 1);
+}
+
 // Lets `Kernel` take `bytes` (> 48 KB) of dynamic shared memory. The attribute belongs to a device, so it is set on
 // each device's first launch: tensor-parallel ranks launch the same kernels on several GPUs. Devices past 63 set it
 // at every launch (correct, only slower).

@@ -251,15 +251,9 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
         stage_x(a.x, a.K, xs);
         __syncthreads();
     }
-    if constexpr (!kPersistent) {
-        gemv_rows<W, WPR, Glu>(a, xs, partial, blockIdx.x, warp, lane);
-    } else {
-        const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
-        for (int64_t g = blockIdx.x; g < groups; g += gridDim.x) {
-            gemv_rows<W, WPR, Glu>(a, xs, partial, g, warp, lane);
-            if constexpr (WPR > 1) __syncthreads();  // partial is rewritten by the next group
-        }
-    }
+    const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
+    for_each_block_group<kPersistent, (WPR > 1)>(
+        groups, [&](int64_t g) { gemv_rows<W, WPR, Glu>(a, xs, partial, g, warp, lane); });
 }
 
 // Any alignment, any weight type: element by element (odd shapes in tests and tiny models).
@@ -288,8 +282,9 @@ __global__ void gemv_scalar_kernel(GemvArgs a) {
     if (lane == 0) a.y[n] = a.glu_rows ? silu(y) * y_up : y;
 }
 
-// PAGODA_GEMV_PERSISTENT=1: the kernels that stage x take persistent blocks (gemv_vec_kernel).
-bool gemv_persistent() {
+}  // namespace
+
+bool staged_gemv_persistent() {
     static const bool on = [] {
         const char* env = std::getenv("PAGODA_GEMV_PERSISTENT");
         return env != nullptr && std::strcmp(env, "1") == 0;
@@ -297,18 +292,14 @@ bool gemv_persistent() {
     return on;
 }
 
+namespace {
+
 template <typename W, int WPR, bool Glu, bool kPersistent>
 void launch_vec_kernel(const GemvArgs& a, unsigned groups, size_t smem, cudaStream_t stream) {
     constexpr auto kernel = gemv_vec_kernel<W, WPR, Glu, kPersistent>;
     if constexpr (kStagedX<W>) allow_dynamic_smem<kernel>(max_block_smem());
-    unsigned blocks = groups;
-    if constexpr (kPersistent) {  // as many blocks as fit the GPU at once, at most one a group
-        int device = 0, sms = 0, per_sm = 0;
-        PAGODA_CUDA_CHECK(cudaGetDevice(&device));
-        PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-        PAGODA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kWarpsPerBlock * 32, smem));
-        blocks = std::min<unsigned>(groups, static_cast<unsigned>(std::max(1, sms * per_sm)));
-    }
+    // Persistent: as many blocks as fit the GPU at once, at most one a group.
+    const unsigned blocks = kPersistent ? std::min(groups, resident_blocks<kernel>(kWarpsPerBlock * 32, smem)) : groups;
     launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a);
 }
 
@@ -317,7 +308,7 @@ void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const unsigned groups = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
     const size_t smem = kPartialBytes + (kStagedX<W> ? size_t(a.K) * sizeof(__nv_bfloat16) : 0);
-    const bool persistent = kStagedX<W> && gemv_persistent();
+    const bool persistent = kStagedX<W> && staged_gemv_persistent();
     if (a.glu_rows) {
         if (persistent)
             launch_vec_kernel<W, WPR, true, kStagedX<W>>(a, groups, smem, stream);

@@ -33,6 +33,9 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream);
 // one token: fp8 qkv 1.3 TB/s and down 1.5 against the 8-rows-a-block gate/up's 2.1): the variable is there to measure
 // a lower threshold against it.
 int64_t staged_gemv_one_warp_rows();
+// PAGODA_GEMV_PERSISTENT=1: those GEMVs take about as many blocks as fit the GPU at once, each staging x once and
+// walking row groups blockIdx.x, + gridDim.x, ... (off by default: not measured yet; every row's sums are the same).
+bool staged_gemv_persistent();
 
 // Weight-only fp8 for 1 to kGemvMmaTokens tokens on tensor cores (gemm/gemv_mma.cu): the same weights
 // bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync; a's x and y are

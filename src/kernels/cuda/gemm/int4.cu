@@ -7,6 +7,8 @@
 // them with x rounded to bf16, in fp32. The packed weight is read once, 4.25 (8.25) bits a weight with group-128
 // scales and zeros; the dequantisation makes the kernel instruction-bound, so each block rounds x to bf16 once into
 // shared memory rather than every lane rounding its x per weight (as the fp8 GEMV does, gemv.cu).
+#include <algorithm>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/gemm/column_groups.cuh"
@@ -159,18 +161,13 @@ __device__ __forceinline__ void prefetch_first_loads(const GemvInt4Args& a, int6
     }
 }
 
+// Output row group · (kWarpsPerBlock / WPR) + warp / WPR of the block's group, WPR warps a row. Every thread of the
+// block calls it (the WPR > 1 exchange syncs the block).
 template <int kBits, int WPR, bool kPacked>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4Args a) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
+__device__ __forceinline__ void gemv_int4_rows(const GemvInt4Args& a, const unsigned char* xs, float* partial,
+                                               int64_t group, int warp, int lane) {
+    const int64_t n = group * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
     const bool active = n < a.N;
-    prefetch_first_loads<kBits, WPR>(a, n, warp, lane);
-    PAGODA_KERNEL_PROLOGUE();
-    extern __shared__ __align__(16) unsigned char smem_raw[];  // the warps' sums, then x
-    auto* partial = reinterpret_cast<float*>(smem_raw);
-    unsigned char* xs = smem_raw + kPartialBytes;
-    StagedX<kBits>::stage(a.x, a.K, xs);
-    __syncthreads();
     float acc =
         active ? warp_sum(row_partial<kBits, kPacked>(a, xs, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32))
                : 0.0f;
@@ -183,6 +180,24 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4
             acc += partial[warp + j];
     }
     if (active && lane == 0) a.y[n] = acc + (a.bias ? load_as_f32(a.bias, a.bias_type, n) : 0.0f);
+}
+
+// A block takes row group blockIdx.x, or with kPersistent groups blockIdx.x, + gridDim.x, ... (as the fp8 GEMV:
+// staged_gemv_persistent, gemv.h).
+template <int kBits, int WPR, bool kPacked, bool kPersistent>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4Args a) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
+    prefetch_first_loads<kBits, WPR>(a, n, warp, lane);
+    PAGODA_KERNEL_PROLOGUE();
+    extern __shared__ __align__(16) unsigned char smem_raw[];  // the warps' sums, then x
+    auto* partial = reinterpret_cast<float*>(smem_raw);
+    unsigned char* xs = smem_raw + kPartialBytes;
+    StagedX<kBits>::stage(a.x, a.K, xs);
+    __syncthreads();
+    const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
+    for_each_block_group<kPersistent, (WPR > 1)>(
+        groups, [&](int64_t g) { gemv_int4_rows<kBits, WPR, kPacked>(a, xs, partial, g, warp, lane); });
 }
 
 // Any group size and alignment: weight by weight, one warp per row (tiny models and odd shapes in tests).
@@ -246,12 +261,22 @@ void require_weight(const Int4Weight& w, int64_t K) {
 
 // As the fp8 GEMV: rows that fill the GPU get one warp each, fewer rows four (staged_gemv_one_warp_rows, gemv.h).
 
+template <int kBits, int WPR, bool kPacked, bool kPersistent>
+void launch_vec_kernel(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
+    constexpr auto kernel = gemv_int4_kernel<kBits, WPR, kPacked, kPersistent>;
+    constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
+    const auto groups = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
+    allow_dynamic_smem<kernel>(max_block_smem());
+    const unsigned blocks = kPersistent ? std::min(groups, resident_blocks<kernel>(kWarpsPerBlock * 32, smem)) : groups;
+    launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a);
+}
+
 template <int kBits, int WPR, bool kPacked>
 void launch_vec_packing(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
-    constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
-    const auto blocks = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
-    allow_dynamic_smem<gemv_int4_kernel<kBits, WPR, kPacked>>(max_block_smem());
-    launch_kernel<gemv_int4_kernel<kBits, WPR, kPacked>>(blocks, kWarpsPerBlock * 32, smem, stream, a);
+    if (staged_gemv_persistent())
+        launch_vec_kernel<kBits, WPR, kPacked, true>(a, smem, stream);
+    else
+        launch_vec_kernel<kBits, WPR, kPacked, false>(a, smem, stream);
 }
 
 // Formats that round to F16 or BF16 dequantise two weights at a time (dequantize_word); F32 (unrounded) one by one.
