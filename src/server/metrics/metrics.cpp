@@ -328,6 +328,8 @@ std::string render_model_info(const ModelInfo& info, std::string_view prefix) {
     w.sample("model_reloads_total", static_cast<double>(info.reloads_failed), "result=\"failed\"");
     w.gauge("model_reload_parked_requests", "Requests waiting for a reload to switch models.",
             static_cast<double>(info.parked));
+    w.family("model_reload_parked_requests_total", "counter", "Requests that waited for a reload to switch models.");
+    w.sample("model_reload_parked_requests_total", static_cast<double>(info.parked_total));
     return w.take();
 }
 

@@ -123,12 +123,14 @@ std::string render_tenant_counters(std::span<const TenantCounters> tenants, std:
 
 // Which model is served and since when (model hot reload), pagoda's own series: <prefix>:model_info{model_name,path}
 // whose value is the unix time it started serving, <prefix>:model_reloads_total{result="ok"|"failed"}, and the
-// requests parked while a reload switches models (<prefix>:model_reload_parked_requests).
+// requests parked while a reload switches models (<prefix>:model_reload_parked_requests, now, and
+// <prefix>:model_reload_parked_requests_total since start).
 struct ModelInfo {
     std::string name, path;
     int64_t loaded_at = 0;
     uint64_t reloads_ok = 0, reloads_failed = 0;
     size_t parked = 0;
+    uint64_t parked_total = 0;
 };
 std::string render_model_info(const ModelInfo& info, std::string_view prefix);
 

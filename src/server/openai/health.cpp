@@ -49,9 +49,9 @@ void handle_metrics(ServiceContext& ctx, Exchange x) {
     const engine::EngineStats stats = model.generator.stats();
     const std::string& name = model.served_model_names.front();
     std::string text = ctx.metrics.render(stats, ctx.config.metrics_prefix, name);
-    text += metrics::render_model_info(
-        {name, model.model_dir, model.loaded_at, ctx.reloads_ok.load(), ctx.reloads_failed.load(), ctx.models.parked()},
-        ctx.config.metrics_prefix);
+    text += metrics::render_model_info({name, model.model_dir, model.loaded_at, ctx.reloads_ok.load(),
+                                        ctx.reloads_failed.load(), ctx.models.parked(), ctx.models.parked_total()},
+                                       ctx.config.metrics_prefix);
     std::vector<metrics::TenantCounters> tenants;
     for (const auto& u : ctx.tenants->usage())
         tenants.push_back({u->name, u->requests.load(), u->prompt_tokens.load(), u->generation_tokens.load(),

@@ -52,6 +52,7 @@ void ModelHolder::run_when_serving(std::function<void()> fn) {
         std::lock_guard lock(mu_);
         if (paused_) {
             parked_.push_back(std::move(fn));
+            ++parked_total_;
             return;
         }
     }
@@ -61,6 +62,11 @@ void ModelHolder::run_when_serving(std::function<void()> fn) {
 size_t ModelHolder::parked() const {
     std::lock_guard lock(mu_);
     return parked_.size();
+}
+
+uint64_t ModelHolder::parked_total() const {
+    std::lock_guard lock(mu_);
+    return parked_total_;
 }
 
 double retire_when_drained(std::shared_ptr<ServedModel> model) {

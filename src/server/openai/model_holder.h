@@ -72,12 +72,15 @@ class ModelHolder {
     // `fn` must only post work to the request's connection).
     void run_when_serving(std::function<void()> fn);
     size_t parked() const;
+    // Requests parked since start (a counter: a switch's parked requests are seen after it, however short it was).
+    uint64_t parked_total() const;
 
   private:
     mutable std::mutex mu_;
     std::shared_ptr<ServedModel> current_;
     bool paused_ = false;
     std::vector<std::function<void()>> parked_;
+    uint64_t parked_total_ = 0;
 };
 
 // Blocks until nobody but `model`'s last owner (the caller) holds it, then destroys it (its engine stops).

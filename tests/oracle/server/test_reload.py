@@ -124,7 +124,9 @@ def test_reload_under_load_drops_nothing(models, tmp_path, strategy):
         assert all(body["strategy"] == ("beside" if strategy == "beside" else "after_drain") for _, body in reloads)
         assert errors == []
         if strategy == "drain":
-            assert max(parked) > 0  # requests did arrive during a switch, and waited
+            # Requests did arrive during a switch, and waited: the counter, since a switch can be shorter than the
+            # gauge's sampling (under load the 50 ms samples missed every one once); the gauge rose when it was seen.
+            assert metric(server, "model_reload_parked_requests_total") > 0, parked
         assert min(open_at_reload) >= streams // 2, open_at_reload  # each reload began under load
         assert len(results) > streams
         cut = [r for r in results if r[3] is None]
