@@ -20,6 +20,8 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     // get, and PAGODA_W8A8_GEMM=0 keeps W8A8 weights on the weight-only paths over rounded inputs.
     const char* w8a8 = std::getenv("PAGODA_W8A8_GEMM");
     w8a8_gemm_ = c.compute_capability == 90 && !kcu::forced_kernel_family() && !(w8a8 && std::strcmp(w8a8, "0") == 0);
+    const char* lora_mma = std::getenv("PAGODA_LORA_MMA");
+    lora_tensor_cores_ = lora_mma && std::strcmp(lora_mma, "1") == 0;
     PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
 }

@@ -312,6 +312,11 @@ class CudaOps final : public CudaOpsBase {
     std::span<const int32_t> lora_slots_;  // the step's (empty: no adapters)
     LoraTokenGroups lora_groups_;          // its order and tiles are staged with the step's arrays
     DeviceScratch lora_shrunk_;            // the shrink's [K ranges, tokens, parts, rank] output
+    // PAGODA_LORA_MMA=1 when the ops were made: the LoRA kernels on tensor cores (kernels/cuda/lora/lora_mma.cu; x
+    // and u rounded to bf16). Off by default until they have run on a GPU: written for the large steps where the
+    // CUDA-core kernels cost most (on an H100, session 24, a 2,048-token step added 156-226 µs to a Qwen3-8B
+    // projection). One choice for the ops' life, so a token's delta never depends on when it ran.
+    bool lora_tensor_cores_ = false;
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

@@ -4,7 +4,6 @@
 // fixed places of the projection's LoraDeviceLayout.
 #include <algorithm>
 #include <cstddef>
-#include <cstdlib>
 #include <string>
 
 #include "runtime/cuda/cuda_ops.h"
@@ -16,19 +15,6 @@ static_assert(sizeof(LoraTile) == sizeof(kcu::LoraTileDesc) && offsetof(LoraTile
                   offsetof(LoraTile, count) == offsetof(kcu::LoraTileDesc, count),
               "the kernels read runtime's tiles as they are");
 static_assert(kLoraTileRows == kcu::kLoraTileTokens, "one tile size for the host and the kernels");
-
-namespace {
-// PAGODA_LORA_MMA=1: the LoRA kernels on tensor cores (kernels/cuda/lora/lora_mma.cu; x and u rounded to bf16). Off by
-// default until they have run on a GPU: written for the large steps where the CUDA-core kernels cost most (on an H100,
-// session 24, a 2,048-token step added 156-226 µs to a Qwen3-8B projection, a 64-token one 24-33 µs).
-bool lora_tensor_cores() {
-    static const bool on = [] {
-        const char* v = std::getenv("PAGODA_LORA_MMA");
-        return v != nullptr && std::string(v) == "1";
-    }();
-    return on;
-}
-}  // namespace
 
 void CudaOps::group_lora_tokens(const ForwardBatch& b) {
     if (b.lora_slots.empty()) {
@@ -89,7 +75,7 @@ void CudaOps::add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor&
     expect(lora_groups_.order.size() <= static_cast<size_t>(T), "linear", "more LoRA rows than the step's tokens");
     a.u_rows = T;
     a.tile_tokens = static_cast<int32_t>(std::min<int64_t>(T, kcu::kLoraTileTokens));
-    a.tensor_cores = lora_tensor_cores();
+    a.tensor_cores = lora_tensor_cores_;
     a.u = static_cast<float*>(lora_shrunk_.get(
         static_cast<size_t>(kcu::lora_splits(layout.K) * T * kcu::kLoraMaxParts * layout.rank) * sizeof(float),
         stream_));

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <set>
+#include <string>
 
 #include "ops/op_harness.h"
 #include "runtime/cuda_backend.h"
@@ -296,28 +298,65 @@ TEST(MoeExpertsTest, TokensDoNotDependOnTheTokenCount) {
 // A token's LoRA delta gives the same bits on CUDA whatever the step's size: the kernels' instances for tiles of 1, 2,
 // 4, 8 and 16 tokens (LoraArgs::tile_tokens = min(T, 16)) sum each token in one order. Every token on one slot, so the
 // tiles are full; a zero base weight, so the base GEMV (one token) and GEMM (more) add nothing and y is the delta
-// alone; the first rows of each step are the 40-token step's (the cases share a name, hence their values).
-TEST(LoraTest, TokensDoNotDependOnTheStepSize) {
-    std::vector<std::unique_ptr<Backend>> backends;
-    ASSERT_NO_FATAL_FAILURE(every_backend(backends));
+// alone; the first rows of each step are the 1,200-token step's (the cases share a name, hence their values).
+void expect_lora_tokens_independent_of_the_step(Backend& b) {
     const auto step = [](int64_t T) {
         OpCase c = lora_linear(T, 2500, 16, {64, 32}, {.one_slot = true, .zero_base = true});
         c.name = "one adapter's tokens";
         return c;
     };
-    for (auto& b : backends) {
-        // 1,200 tokens are 75 tiles: CUDA's blocks then take runs of two tiles, a decode step's one each.
-        const auto whole = run_case(step(1200), *b, Layout::Contiguous, false, nullptr);
-        ASSERT_NE(whole, nullptr);
-        for (const int64_t T : {1, 2, 3, 4, 5, 8, 16, 40}) {
-            const auto run = run_case(step(T), *b, Layout::Contiguous, false, nullptr);
-            ASSERT_NE(run, nullptr);
-            const float e = rel_error(run->checked()[0].host_view, whole->checked()[0].host_view.narrow(0, 0, T));
-            std::printf("  %-20s T=%lld vs T=1200: max rel err %.3g\n", b->name().c_str(), (long long)T, e);
-            // The CPU's blocking may follow the row count: fp32 summation order.
-            EXPECT_LE(e, b->device().kind == DeviceKind::Cuda ? 0.0f : kF32Tol) << b->name() << " T=" << T;
+    const auto whole = run_case(step(1200), b, Layout::Contiguous, false, nullptr);  // 75 tiles: a prefill's size
+    ASSERT_NE(whole, nullptr);
+    for (const int64_t T : {1, 2, 3, 4, 5, 8, 16, 40}) {
+        const auto run = run_case(step(T), b, Layout::Contiguous, false, nullptr);
+        ASSERT_NE(run, nullptr);
+        const float e = rel_error(run->checked()[0].host_view, whole->checked()[0].host_view.narrow(0, 0, T));
+        std::printf("  %-20s T=%lld vs T=1200: max rel err %.3g\n", b.name().c_str(), (long long)T, e);
+        // The CPU's blocking may follow the row count: fp32 summation order.
+        EXPECT_LE(e, b.device().kind == DeviceKind::Cuda ? 0.0f : kF32Tol) << b.name() << " T=" << T;
+    }
+}
+
+TEST(LoraTest, TokensDoNotDependOnTheStepSize) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    ASSERT_NO_FATAL_FAILURE(every_backend(backends));
+    for (auto& b : backends)
+        expect_lora_tokens_independent_of_the_step(*b);
+}
+
+// The tensor-core LoRA kernels (PAGODA_LORA_MMA=1, read when a CUDA backend starts; x and u rounded to bf16): every
+// LoRA case of the table against the CPU within its bf16 tolerance, and a token's delta the same at every step size.
+TEST(LoraTest, TensorCoreKernelsMatchTheCpu) {
+    if (cuda_device_count() == 0)
+        GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": CUDA test skipped";
+    const char* before = std::getenv("PAGODA_LORA_MMA");
+    const std::string kept = before ? before : "";
+    setenv("PAGODA_LORA_MMA", "1", 1);
+    auto g = make_cuda_backend();
+    if (before)
+        setenv("PAGODA_LORA_MMA", kept.c_str(), 1);
+    else
+        unsetenv("PAGODA_LORA_MMA");
+    ASSERT_TRUE(g.ok()) << g.message();
+    Backend& gpu = **g;
+    const auto cpu = make_cpu_backend();
+    int cases = 0;
+    for (const OpCase& c : op_cases()) {
+        if (c.op != "linear" || c.name.find("lora") == std::string::npos) continue;
+        ++cases;
+        std::string why;
+        const auto reference = run_case(c, *cpu, Layout::Contiguous, false, &why);
+        ASSERT_NE(reference, nullptr) << why;
+        const auto run = run_case(c, gpu, Layout::Contiguous, false, &why);
+        ASSERT_NE(run, nullptr) << c.name << ": " << why;
+        for (const Comparison& cmp : compare(*reference, *run)) {
+            std::printf("  %-40s %-20s max rel err %.3g (tol %.0e)\n", c.name.c_str(), cmp.what.c_str(), cmp.error,
+                        cmp.tol);
+            EXPECT_TRUE(cmp.ok) << c.name << ": " << cmp.what << " max rel err " << cmp.error << " > " << cmp.tol;
         }
     }
+    EXPECT_GE(cases, 9);
+    expect_lora_tokens_independent_of_the_step(gpu);
 }
 
 // CUDA runs every op of the case table: none of them is skipped there as not supported.
