@@ -822,7 +822,7 @@ const std::vector<OpCase>& op_cases() {
             lora_linear(40, 1000, 20, {40, 24, 8, 8}),
             lora_linear(40, 1000, 21, {40, 24, 8, 8}),
             lora_linear(300, 512, 16, {100, 28}),
-            lora_linear(1100, 512, 16, {100, 28}),  // > 64 tiles: CUDA blocks take runs of tiles
+            lora_linear(1100, 512, 16, {100, 28}),  // a prefill-sized step: ~70 tiles over three slots
             // Gated MLP: four warps per row (2I < 8192), one warp per row (2I >= 8192), an odd K (the element-wise
             // GEMV), fp8, and more tokens (the default: linear then silu_mul).
             linear_silu_mul(1, 96, 256, BF16),
