@@ -256,7 +256,8 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
 
 // kPipelined: each chunk's loads are issued before the previous chunk is multiplied, so a warp always has a chunk in
 // flight (the default: 9-17% faster for fp8 at 2-8 tokens on an H100, session 24); else two chunks are loaded, then
-// both multiplied (PAGODA_GEMV_MMA_PIPELINE=0). The same chunks in the same order either way: the same sums, bit for bit.
+// both multiplied (PAGODA_GEMV_MMA_PIPELINE=0). The same chunks in the same order either way: the same sums, bit for
+// bit.
 template <class F, bool kPipelined>
 __global__ void __launch_bounds__(kWarps * 32, 2) gemv_mma_kernel(MmaGemvArgs a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;

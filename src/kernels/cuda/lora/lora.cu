@@ -83,11 +83,9 @@ __device__ __forceinline__ void prefetch_a_rows(const LoraArgs& a, int warp, int
 // inside or outside the split (K a multiple of 4: the matrices start at 256-byte boundaries).
 __device__ __forceinline__ uint2 load_run(const __nv_bfloat16* row, int64_t k, int64_t k_end, bool aligned) {
     if (aligned) return k < k_end ? __ldg(reinterpret_cast<const uint2*>(row + k)) : make_uint2(0, 0);
-    uint16_t h[kRun];
-#pragma unroll
-    for (int e = 0; e < kRun; ++e)
-        h[e] = k + e < k_end ? __bfloat16_as_ushort(row[k + e]) : 0;
-    return make_uint2(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16));
+    uint32_t w[kRun / 2];
+    lora::bf16_words(row, k, k_end, w);
+    return make_uint2(w[0], w[1]);
 }
 
 __device__ __forceinline__ float4 bf16x4_to_float4(uint2 v) {
@@ -255,13 +253,9 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_kernel(LoraArgs a)
                 add8(__ldg(reinterpret_cast<const uint4*>(b + r0)), r0);
         } else {
             for (int64_t r0 = 0; r0 < rank; r0 += 8) {
-                uint16_t h[8];
-#pragma unroll
-                for (int e = 0; e < 8; ++e)
-                    h[e] = r0 + e < rank ? __bfloat16_as_ushort(b[r0 + e]) : 0;
-                add8(make_uint4(h[0] | (uint32_t(h[1]) << 16), h[2] | (uint32_t(h[3]) << 16),
-                                h[4] | (uint32_t(h[5]) << 16), h[6] | (uint32_t(h[7]) << 16)),
-                     r0);
+                uint32_t w[4];
+                lora::bf16_words(b, r0, rank, w);
+                add8(make_uint4(w[0], w[1], w[2], w[3]), r0);
             }
         }
 #pragma unroll

@@ -17,6 +17,18 @@ __device__ __forceinline__ const std::byte* tile_slot(const LoraArgs& a, const L
     return a.slots + static_cast<int64_t>(tile.slot) * a.slot_stride;
 }
 
+// Word i of `w`: the bf16 bits of row[k + 2i] (low half) and row[k + 2i + 1], zeros from `end` on (the scalar path
+// of the kernels' packed loads: odd K, an unaligned row, a rank that ends inside a run).
+template <int kWords>
+__device__ __forceinline__ void bf16_words(const __nv_bfloat16* row, int64_t k, int64_t end, uint32_t (&w)[kWords]) {
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+        const uint32_t lo = k + 2 * i < end ? __bfloat16_as_ushort(row[k + 2 * i]) : 0;
+        const uint32_t hi = k + 2 * i + 1 < end ? __bfloat16_as_ushort(row[k + 2 * i + 1]) : 0;
+        w[i] = lo | (hi << 16);
+    }
+}
+
 constexpr int kUSumLoads = 16;  // loads of u's splits a thread keeps in flight
 
 // us[e] for e = j · R + r (j < kTokens, r < R = a.rank): the tile's u for part blockIdx.z, the sum over the splits in

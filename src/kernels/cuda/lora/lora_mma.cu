@@ -49,12 +49,7 @@ __device__ __forceinline__ uint32_t bf16x2(float lo, float hi) {
 __device__ __forceinline__ uint4 load8(const __nv_bfloat16* row, int64_t k, int64_t end, bool whole) {
     if (whole) return k < end ? __ldg(reinterpret_cast<const uint4*>(row + k)) : make_uint4(0, 0, 0, 0);
     uint32_t w[4];
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-        const uint32_t lo = k + 2 * e < end ? __bfloat16_as_ushort(row[k + 2 * e]) : 0;
-        const uint32_t hi = k + 2 * e + 1 < end ? __bfloat16_as_ushort(row[k + 2 * e + 1]) : 0;
-        w[e] = lo | (hi << 16);
-    }
+    lora::bf16_words(row, k, end, w);
     return make_uint4(w[0], w[1], w[2], w[3]);
 }
 __device__ __forceinline__ uint4 load8(const float* row, int64_t k, int64_t end, bool whole) {
@@ -194,16 +189,12 @@ __global__ void __launch_bounds__(kExpandThreads) lora_expand_mma_kernel(LoraArg
             const int64_t n = n_warp + nt * 8 + g;  // B's row: this thread's column of the mma
             uint32_t fb[2] = {0, 0};
             if (n < p.rows) {
-                const __nv_bfloat16* b = B + n * R + rk;
+                const __nv_bfloat16* b = B + n * R;
                 if (whole && rk + 4 <= rank) {
-                    const uint2 v = __ldg(reinterpret_cast<const uint2*>(b));
+                    const uint2 v = __ldg(reinterpret_cast<const uint2*>(b + rk));
                     fb[0] = v.x, fb[1] = v.y;
                 } else {
-                    uint32_t h16[4];
-#pragma unroll
-                    for (int e = 0; e < 4; ++e)
-                        h16[e] = rk + e < rank ? __bfloat16_as_ushort(b[e]) : 0;
-                    fb[0] = h16[0] | (h16[1] << 16), fb[1] = h16[2] | (h16[3] << 16);
+                    lora::bf16_words(b, rk, rank, fb);
                 }
             }
             mma::mma_16816<__nv_bfloat16>(acc[nt], fa, fb);
