@@ -10,7 +10,7 @@ With --deadline it reports what finished by then (marked "partial") instead of w
 --model takes a comma-separated list too: request i names the (i mod n)-th (LoRA adapters spread over a load).
 --stream asks for server-sent events and adds each request's time to first token (TTFT) and time per output token
 after the first (TPOT: (last token - first token) / (tokens - 1)), medians and 90th percentiles over the finished
-requests, in ms: the serving figures vLLM's benchmark reports. Any OpenAI-compatible server that takes a prompt of
+requests, in ms: the serving figures vLLM's benchmark reports; and the longest gap between two tokens of any request. Any OpenAI-compatible server that takes a prompt of
 token ids and `ignore_eos` works (pagoda serve, llama-server).
 --shared-prefix N starts every prompt with the same N tokens (prefix-cache hits); --save FILE asks for logprobs and
 writes each completion's tokens, their logprobs and the top-2 logprobs of each position, in request order, as a JSON
@@ -42,12 +42,13 @@ def one(url, model, prompt, output, logprobs):
 
 
 def one_streamed(url, model, prompt, output):
-    """(completion tokens, TTFT s, TPOT s or None) of one streamed request. Tokens are the usage the last event
-    reports when the server sends it (stream_options.include_usage), else the events that carry text."""
+    """(completion tokens, TTFT s, TPOT s or None, longest gap between two text events s or None) of one streamed
+    request. Tokens are the usage the last event reports when the server sends it (stream_options.include_usage), else
+    the events that carry text."""
     request = {"model": model, "prompt": prompt, "max_tokens": output, "temperature": 0, "ignore_eos": True,
                "stream": True, "stream_options": {"include_usage": True}}
     start = time.time()
-    first = last = None
+    first = last = gap = None
     events = usage = 0
     with post(url, request) as r:
         for raw in r:
@@ -58,13 +59,16 @@ def one_streamed(url, model, prompt, output):
             if event.get("usage"):
                 usage = event["usage"].get("completion_tokens", 0)
             if any(c.get("text") for c in event.get("choices") or []):
-                last = time.time()
+                now = time.time()
+                if last is not None:
+                    gap = max(gap or 0.0, now - last)
+                last = now
                 first = first or last
                 events += 1
     tokens = usage or events
     if first is None:
-        return tokens, None, None
-    return tokens, first - start, (last - first) / (tokens - 1) if tokens > 1 else None
+        return tokens, None, None, None
+    return tokens, first - start, (last - first) / (tokens - 1) if tokens > 1 else None, gap
 
 
 def percentiles(values):
@@ -103,7 +107,7 @@ def main():
         futures = [pool.submit(one, a.url, models[i % len(models)], p, a.output, a.save is not None)
                    for i, p in enumerate(prompts)]
     tokens, done, partial = 0, 0, False
-    ttft, tpot = [], []
+    ttft, tpot, gaps = [], [], []
     try:
         for f in as_completed(futures, timeout=a.deadline):
             result = f.result()
@@ -112,6 +116,7 @@ def main():
             if a.stream:
                 ttft.append(result[1])
                 tpot.append(result[2])
+                gaps.append(result[3])
     except FuturesTimeout:
         partial = True
     if a.save and not partial:
@@ -126,6 +131,9 @@ def main():
     if a.stream:
         report["ttft_ms_median"], report["ttft_ms_p90"] = percentiles(ttft)
         report["tpot_ms_median"], report["tpot_ms_p90"] = percentiles(tpot)
+        # The longest wait between two tokens of any request: what a step that stopped for something else costs.
+        longest = [g for g in gaps if g is not None]
+        report["gap_ms_max"] = round(max(longest) * 1e3, 1) if longest else None
     print(json.dumps(report), flush=True)
     if partial:
         os._exit(0)  # the unfinished requests' threads would keep the process alive

@@ -47,7 +47,9 @@
 #               (make_lora_adapters.py; 8 distinct weight files), served with --max-loras 8 and all held in host
 #               memory: the slots' memory from the start-up log, a cold adapter's first request against its second,
 #               64 streams of 1,000 in / 256 out over 8 adapters against the same load on the base model of a server
-#               without LoRA, and one stream with an adapter against one without; LORA_PROFILE=1 also the 64 streams
+#               without LoRA, and one stream with an adapter against one without, and 8 cold adapters' first requests
+#               while 16 streams decode (their TTFT, and the streams' longest gap between two tokens: the paging
+#               against LORA_ENV=PAGODA_LORA_PAGING=0's installs inside the step); LORA_PROFILE=1 also the 64 streams
 #               on an eager server with PAGODA_CUDA_PROFILE=1 (the decode steps' per-op table); LORA_ENV adds environment settings to the
 #               servers with adapters (e.g. PAGODA_LORA_MMA=1: the tensor-core LoRA kernels)
 #   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
@@ -576,6 +578,18 @@ if want lora; then
             python3 bench/gpu/offline_throughput.py -n 1 --input 16 --output 1 --stream --url http://127.0.0.1:8018 \
                 --model "$(tail -1 "$LORAS/modules.txt" | cut -d= -f1)" > "$OUT/lora_cold_$i.log" 2>&1
         done
+        # Cold adapters under load: 16 streams of one adapter decode while 8 adapters in no slot get a short request
+        # each, one after another. The streams' longest gap between two tokens says whether an adapter's arrival
+        # stopped them (LORA_ENV=PAGODA_LORA_PAGING=0: the steps install adapters themselves).
+        python3 bench/gpu/offline_throughput.py -n 16 --input 1000 --output 1024 --stream --url http://127.0.0.1:8018 \
+            --model "${eight%%,*}" > "$OUT/lora_load_16.log" 2>&1 &
+        local streams=$!
+        sleep 8
+        for i in $(seq 21 28); do
+            python3 bench/gpu/offline_throughput.py -n 1 --input 16 --output 1 --stream --url http://127.0.0.1:8018 \
+                --model "$(sed -n "${i}p" "$LORAS/modules.txt" | cut -d= -f1)" >> "$OUT/lora_cold_load.log" 2>&1
+        done
+        wait "$streams"
         "${many[@]}" --url http://127.0.0.1:8018 --model "$eight" > "$OUT/lora_on_64.log" 2>&1
         "${one[@]}" --url http://127.0.0.1:8018 --model "${eight%%,*}" > "$OUT/lora_on_1.log" 2>&1
         "${one[@]}" --url http://127.0.0.1:8018 --model "$MODEL" > "$OUT/lora_on_base_1.log" 2>&1
@@ -588,6 +602,8 @@ if want lora; then
     summary+=("  server without LoRA, KV: $(grep -E 'KV cache' "$OUT/serve_lora_off.log" | tr '\n' ' ' | cut -c1-200)")
     summary+=("  base model, then a cold adapter's first / second request: $(for i in 0 1 2; do
         tail -1 "$OUT/lora_cold_$i.log" | grep -o '"ttft_ms_median": [0-9.]*'; done | tr '\n' ' ')")
+    summary+=("  8 cold adapters' TTFT while 16 streams decode: $(grep -o '"ttft_ms_median": [0-9.]*' \
+        "$OUT/lora_cold_load.log" | cut -d' ' -f2 | paste -sd' ') ms; the streams: $(tail -1 "$OUT/lora_load_16.log")")
     for f in lora_off_64 lora_on_64 lora_off_1 lora_on_1 lora_on_base_1; do
         summary+=("  $f: $(tail -1 "$OUT/$f.log")")
     done

@@ -125,7 +125,9 @@ struct Engine::Impl {
                                     .async_scheduling = r.launches_ahead()},
                     kv, state ? &*state : nullptr),
           sampler(vocab_size),
-          grammar_masks(vocab_size, c.eos_token_ids) {}
+          grammar_masks(vocab_size, c.eos_token_ids) {
+        if (c.max_loras > 0) scheduler.set_lora_ready([this](int32_t id) { return runner.lora_ready(id); });
+    }
 
     void run();
     void handle(Message& m);
@@ -170,6 +172,7 @@ struct Engine::Impl {
     KvCacheManager kv;
     std::optional<StateCache> state;
     Scheduler scheduler;
+    std::vector<int32_t> step_loras;  // schedule_step's scratch
     Sampler sampler;
     GrammarMasks grammar_masks;
     std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests;
@@ -493,6 +496,14 @@ void Engine::Impl::fill_grammar_masks(StepSlot& slot) {
 bool Engine::Impl::schedule_step(StepSlot& slot) {
     scheduler.schedule(slot.plan);
     if (slot.plan.empty()) return false;
+    if (config.max_loras > 0) {  // the adapters the runner keeps for this step
+        step_loras.clear();
+        for (const ScheduledChunk& c : slot.plan.chunks)
+            if (const int32_t id = owner(*c.seq).request.lora_id;
+                id != 0 && std::find(step_loras.begin(), step_loras.end(), id) == step_loras.end())
+                step_loras.push_back(id);
+        runner.lora_in_use(step_loras);
+    }
     PAGODA_CHECK(slot.plan.num_tokens <= config.max_num_batched_tokens);
     max_step_tokens = std::max<int64_t>(max_step_tokens, slot.plan.num_tokens);
     const double scheduled_at = clock_seconds();

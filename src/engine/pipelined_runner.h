@@ -36,6 +36,9 @@ class PipelinedRunner final : public ModelRunner {
     bool launches_ahead() const override { return true; }
     void launch(const StepInput& input) override;
     StepOutput collect() override;
+    // (The wrapped runner's, which answers on the engine thread while its steps run on the worker.)
+    bool lora_ready(int32_t id) override { return inner_.lora_ready(id); }
+    void lora_in_use(std::span<const int32_t> ids) override { inner_.lora_in_use(ids); }
 
   private:
     // A launched step's output as the engine reads it. Three of them: two steps in flight and the one collected last,

@@ -239,8 +239,8 @@ void Scheduler::schedule(StepPlan& plan) {
     }
 
     // Then admissions, in order, unless memory was short this step. A head that does not fit stops the admissions
-    // (no overtaking by smaller requests, so nothing starves); only a request whose adapter finds no free slot is
-    // passed over (--max-loras).
+    // (no overtaking by smaller requests, so nothing starves); only a request whose adapter finds no free slot
+    // (--max-loras) or is still being brought to the device is passed over.
     if (!plan.preempted.empty() || waiting_.empty() || budget <= 0) return;
     if (static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) return;
     project_running();
@@ -255,6 +255,7 @@ void Scheduler::schedule(StepPlan& plan) {
         const bool new_lora = config_.max_loras > 0 && lora != 0 &&
                               std::find(active_loras_.begin(), active_loras_.end(), lora) == active_loras_.end();
         if (new_lora && static_cast<int32_t>(active_loras_.size()) >= config_.max_loras) continue;  // no free slot
+        if (new_lora && lora_ready_ && !running_.empty() && !lora_ready_(lora)) continue;           // on its way
         if (!try_admit(s, budget, plan)) break;
         if (new_lora) active_loras_.push_back(lora);
     }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <set>
 #include <vector>
 
@@ -127,6 +128,10 @@ class Scheduler {
     const OutputLengthEstimator& output_lengths() const { return output_lengths_; }
     // The distinct adapter ids (non-zero) of the running or the waiting sequences.
     void lora_ids(bool running, std::vector<int32_t>& out) const;
+    // Multi-LoRA: whether an adapter is on the device (ModelRunner::lora_ready). A waiting sequence whose adapter the
+    // running ones do not use waits while it is not, unless nothing runs: then its step installs the adapter, which
+    // stalls no one.
+    void set_lora_ready(std::function<bool(int32_t)> ready) { lora_ready_ = std::move(ready); }
 
   private:
     // Order of service: (priority if enabled, arrival, choice index); lower first.
@@ -155,6 +160,7 @@ class Scheduler {
     KvProjection projection_;  // this step's running sequences (and admissions), for admission
     int64_t free_at_schedule_ = 0;
     std::vector<int32_t> active_loras_;  // schedule()'s scratch
+    std::function<bool(int32_t)> lora_ready_;
     SchedulerStats stats_;
 };
 

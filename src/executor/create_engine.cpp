@@ -1,7 +1,9 @@
 #include "executor/create_engine.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
+#include <string_view>
 
 #include "common/log.h"
 #include "executor/engine_sizes.h"
@@ -455,6 +457,9 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     if (options.enable_lora) {
         PAGODA_ASSIGN_OR_RETURN(s->lora_, start_lora(*s->model_, options));
         s->runner_->set_lora_fetch(lora_fetch(*s->lora_));
+        const char* paging = std::getenv("PAGODA_LORA_PAGING");
+        if (options.page_lora_adapters && !(paging && std::string_view(paging) == "0"))
+            s->runner_->page_lora_adapters();
         s->config_.max_loras = options.max_loras;
     }
     auto engine = engine::Engine::create(s->config_, s->runner_for_engine(*s->runner_, options), options.observer);

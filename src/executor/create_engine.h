@@ -86,6 +86,9 @@ struct EngineOptions {
     int32_t max_cpu_loras = 0;
     std::vector<std::pair<std::string, std::string>> lora_modules;
     std::vector<std::string> lora_reserved_names;
+    // Adapters paged in beside the steps (executor/lora_pager.h; one rank only: split models install them inside the
+    // step); PAGODA_LORA_PAGING=0 in the environment turns it off too.
+    bool page_lora_adapters = true;
 
     // Tensor parallelism across nodes (docs/deployment-multinode.md): one process per node, tensor_parallel_size /
     // nnodes ranks each. create_engine runs node 0 (it listens on dist_init_addr's port and schedules); the other
@@ -120,6 +123,8 @@ class ServingEngine {
     uint64_t scratch_growths_after_warm_up() const { return runner_ ? runner_->scratch_growths_after_warm_up() : 0; }
     // The adapters served (null without enable_lora).
     engine::LoraRegistry* lora() { return lora_.get(); }
+    // What pages adapters in (null without it: no LoRA, several ranks, or page_lora_adapters off).
+    const LoraPager* lora_pager() const { return runner_ ? runner_->lora_pager() : nullptr; }
 
   private:
     friend Result<std::unique_ptr<ServingEngine>> create_engine(const std::string&, const EngineOptions&);
@@ -129,10 +134,10 @@ class ServingEngine {
 
     std::unique_ptr<Backend> backend_;
     std::unique_ptr<model::Model> model_;
+    std::unique_ptr<LoraManager> lora_;  // outlives the runners, whose threads fetch adapters from it
     std::unique_ptr<ModelEngineRunner> runner_;
-    std::unique_ptr<TensorParallelRunner> tp_runner_;     // instead of the three above when tensor_parallel_size > 1
+    std::unique_ptr<TensorParallelRunner> tp_runner_;     // instead of the runner and the two above with several ranks
     std::unique_ptr<engine::PipelinedRunner> pipelined_;  // async scheduling: runs the runner's steps; goes first
-    std::unique_ptr<LoraManager> lora_;
     engine::EngineConfig config_;
     std::unique_ptr<engine::Engine> engine_;
 };

@@ -135,14 +135,21 @@ void ModelEngineRunner::copy_states(std::span<const engine::StateCopy> copies) {
         copy_state(c);
 }
 
+void ModelEngineRunner::page_lora_adapters() {
+    PAGODA_CHECK_MSG(model_.lora() != nullptr && lora_fetch_, "page_lora_adapters needs LoRA and set_lora_fetch");
+    lora_pager_ = std::make_unique<LoraPager>(*model_.lora(), lora_fetch_);
+}
+
 Status ModelEngineRunner::prepare_lora(const ForwardBatch& batch) {
-    if (batch.lora_ids.empty()) return ok_status();
-    if (model_.lora() == nullptr || !lora_fetch_)
-        return Status::error("a step asks for LoRA adapters; none are served");
     step_loras_.clear();
     for (int32_t id : batch.lora_ids)
         if (id != 0 && std::find(step_loras_.begin(), step_loras_.end(), id) == step_loras_.end())
             step_loras_.push_back(id);
+    // The pager places the adapters it staged before every step, those without adapters too.
+    if (lora_pager_) return lora_pager_->prepare(step_loras_);
+    if (batch.lora_ids.empty()) return ok_status();
+    if (model_.lora() == nullptr || !lora_fetch_)
+        return Status::error("a step asks for LoRA adapters; none are served");
     return model_.lora()->make_resident(step_loras_, lora_fetch_);
 }
 

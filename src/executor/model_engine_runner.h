@@ -17,6 +17,7 @@
 #include "engine/model_runner.h"
 #include "executor/decode_graphs.h"
 #include "executor/device_sampling.h"
+#include "executor/lora_pager.h"
 #include "model/model.h"
 #include "runtime/cache_pools.h"
 #include "runtime/device_sampler.h"
@@ -55,6 +56,15 @@ class ModelEngineRunner final : public engine::ModelRunner {
     // Multi-LoRA: where the adapters of a step's lora ids come from (model/lora_table.h); the model must have LoRA
     // enabled. Steps with adapters run eagerly (their deltas are not part of a recorded graph).
     void set_lora_fetch(model::LoraFetch fetch) { lora_fetch_ = std::move(fetch); }
+    // Multi-LoRA: adapters paged in beside the steps (executor/lora_pager.h) from now on, after set_lora_fetch;
+    // without it a step installs the adapters it needs itself.
+    void page_lora_adapters();
+    bool lora_ready(int32_t id) override { return lora_pager_ ? lora_pager_->ready(id) : true; }
+    void lora_in_use(std::span<const int32_t> ids) override {
+        if (lora_pager_) lora_pager_->in_use(ids);
+    }
+    // The pager, when adapters are paged in (its counts); null otherwise.
+    const LoraPager* lora_pager() const { return lora_pager_.get(); }
     // CUDA graphs recorded for decode steps, and decode steps replayed from them, so far (0 without graphs); safe
     // from any thread.
     size_t recorded_cuda_graphs() const { return graphs_ ? graphs_->recordings() : 0; }
@@ -85,6 +95,7 @@ class ModelEngineRunner final : public engine::ModelRunner {
     model::Model& model_;
     int32_t block_size_ = 16;
     model::LoraFetch lora_fetch_;
+    std::unique_ptr<LoraPager> lora_pager_;    // page_lora_adapters()
     std::vector<int32_t> step_loras_;          // the step's distinct adapter ids
     std::optional<uint64_t> warm_generation_;  // Model::memory_generation() after warm_up
     std::atomic<uint64_t> growths_after_warm_up_{0};

@@ -136,8 +136,19 @@ LoraTable::LoraTable(ModelWeights& weights, const ModelSpec& spec, const ShardPl
 
 int32_t LoraTable::slot_of(int32_t id) const {
     for (size_t s = 0; s < slots_.size(); ++s)
-        if (slots_[s].id == id) return static_cast<int32_t>(s);
+        if (slots_[s].id == id && !slots_[s].filling) return static_cast<int32_t>(s);
     return -1;
+}
+
+bool LoraTable::filling(int32_t id) const {
+    return std::any_of(slots_.begin(), slots_.end(), [id](const Slot& s) { return s.id == id && s.filling; });
+}
+
+std::vector<int32_t> LoraTable::resident_ids() const {
+    std::vector<int32_t> ids;
+    for (const Slot& s : slots_)
+        if (s.id != 0 && !s.filling) ids.push_back(s.id);
+    return ids;
 }
 
 void LoraTable::clear(int32_t slot) {
@@ -146,6 +157,20 @@ void LoraTable::clear(int32_t slot) {
     for (auto& set : sets_)
         set->slots[static_cast<size_t>(slot)].clear();
     slots_[static_cast<size_t>(slot)] = Slot{};
+}
+
+int32_t LoraTable::victim(std::span<const int32_t> keep, bool spare_this_step) const {
+    int32_t victim = -1;
+    for (size_t s = 0; s < slots_.size(); ++s) {
+        const Slot& slot = slots_[s];
+        if (slot.id == 0) return static_cast<int32_t>(s);
+        if ((spare_this_step && slot.last_used == clock_) || slot.filling ||
+            std::find(keep.begin(), keep.end(), slot.id) != keep.end())
+            continue;
+        if (victim < 0 || slot.last_used < slots_[static_cast<size_t>(victim)].last_used)
+            victim = static_cast<int32_t>(s);
+    }
+    return victim;
 }
 
 Status LoraTable::reserve_slots() {
@@ -177,8 +202,7 @@ Status LoraTable::reserve_slots() {
     return ok_status();
 }
 
-Status LoraTable::write_device_slot(int32_t slot, const std::vector<Cut>& cuts, float scale) {
-    auto* image = static_cast<std::byte*>(staging_.data());
+Status LoraTable::write_image(const std::vector<Cut>& cuts, float scale, std::byte* image) const {
     const int64_t R = max_rank_;
     // Every part's rank in this slot: 0 for the parts the adapter leaves alone (their old matrices are never read).
     auto* ranks = reinterpret_cast<int32_t*>(image);
@@ -199,7 +223,8 @@ Status LoraTable::write_device_slot(int32_t slot, const std::vector<Cut>& cuts, 
         ranks[at] = static_cast<int32_t>(r);
     }
     // The matrices in bf16 on every core (a rank-16 adapter on every projection of Qwen3-8B is 44M values): each
-    // part's A [r, K], its first r rows; its B [rows, R] times the scale, each row's r values then zeros.
+    // part's A [r, K], its first r rows; its B [rows, R] times the scale, each row's r values then zeros. What the
+    // image holds past a part's rank, or on a part of rank 0, is never read.
     parallel_for(cuts.size() * 2, [&](size_t i) {
         const Cut& c = cuts[i / 2];
         const LoraDeviceLayout::Part& part = c.landing->set->device.parts[c.landing->part];
@@ -219,20 +244,14 @@ Status LoraTable::write_device_slot(int32_t slot, const std::vector<Cut>& cuts, 
             std::fill(out + n * R + r, out + (n + 1) * R, uint16_t{0});
         }
     });
-    // One copy of the whole slot (from pinned memory on a GPU: at the bus's speed), where one a matrix waited for the
-    // stream each time. What the image holds past a part's rank, or on a part of rank 0, is never read.
-    const auto bytes = static_cast<int64_t>(slot_bytes_);
-    backend_.copy(Tensor(static_cast<std::byte*>(device_.data()) + static_cast<size_t>(slot) * slot_bytes_, DType::U8,
-                         Shape{bytes}, backend_.device()),
-                  Tensor(image, DType::U8, Shape{bytes}));
     return ok_status();
 }
 
-Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAdapter> adapter) {
-    clear(slot);
-    Slot& s = slots_[static_cast<size_t>(slot)];
+Result<LoraTable::Staged> LoraTable::stage(int32_t id, std::shared_ptr<const LoraAdapter> adapter,
+                                           Buffer* image) const {
+    Staged staged;
+    staged.id = id;
     // This rank's share of each module: B's rows of a column-parallel projection, A's columns of a row-parallel one.
-    std::vector<Cut> cuts;
     for (const LoraModule& m : adapter->modules) {
         const auto it = landing_.find(m.weight);
         PAGODA_CHECK_MSG(it != landing_.end(), "an adapter read against this model targets a weight it lacks");
@@ -243,52 +262,86 @@ Status LoraTable::install(int32_t slot, int32_t id, std::shared_ptr<const LoraAd
                 return Status::error("LoRA adapter " + adapter->path + ": " + m.weight + " (" + describe(role) +
                                      ") cannot be split for tensor parallelism");
             Tensor& side = role.split == Split::kRows ? c.b : c.a;
-            auto shard = cut_tensor(side, plan_.slice(role), s.shards);
+            auto shard = cut_tensor(side, plan_.slice(role), staged.shards);
             if (!shard.ok()) return shard.status().with_context("LoRA adapter " + adapter->path + ": " + m.weight);
             side = std::move(shard).value();
         }
-        cuts.push_back(std::move(c));
+        staged.cuts.push_back(std::move(c));
     }
-    if (backend_.device().kind == DeviceKind::Host) {
-        for (const Cut& c : cuts)
-            c.landing->set->slots[static_cast<size_t>(slot)].push_back(
-                LoraSlice{c.landing->row_offset, c.a, c.b, adapter->scale});
-    } else {
+    if (on_device()) {
         if (!device_.data()) return Status::error("LoRA adapter slots were not reserved on the device");
-        PAGODA_RETURN_IF_ERROR(
-            write_device_slot(slot, cuts, adapter->scale).with_context("LoRA adapter " + adapter->path));
+        PAGODA_CHECK_MSG(image != nullptr && image->size() >= slot_bytes_, "a LoRA slot image needs slot_bytes()");
+        PAGODA_RETURN_IF_ERROR(write_image(staged.cuts, adapter->scale, static_cast<std::byte*>(image->data()))
+                                   .with_context("LoRA adapter " + adapter->path));
+        staged.image = image;
     }
-    s.id = id;
-    s.adapter = std::move(adapter);
-    return ok_status();
+    staged.adapter = std::move(adapter);
+    return staged;
 }
 
-Status LoraTable::make_resident(std::span<const int32_t> ids, const LoraFetch& fetch) {
+void LoraTable::put(int32_t slot, Staged staged, bool behind) {
+    clear(slot);
+    Slot& s = slots_[static_cast<size_t>(slot)];
+    if (!on_device()) {
+        for (const Cut& c : staged.cuts)
+            c.landing->set->slots[static_cast<size_t>(slot)].push_back(
+                LoraSlice{c.landing->row_offset, c.a, c.b, staged.adapter->scale});
+    } else {
+        // One copy of the whole slot from page-locked memory, at the bus's speed.
+        const auto bytes = static_cast<int64_t>(slot_bytes_);
+        const Tensor dst(static_cast<std::byte*>(device_.data()) + static_cast<size_t>(slot) * slot_bytes_, DType::U8,
+                         Shape{bytes}, backend_.device());
+        const Tensor src(const_cast<void*>(staged.image->data()), DType::U8, Shape{bytes});
+        if (behind) {
+            s.filling = backend_.copy_behind(dst, src);
+        } else {
+            backend_.copy(dst, src);
+        }
+        staged.image = nullptr;  // (the image's owner may reuse it once the copy has arrived)
+    }
+    s.id = staged.id;
+    s.staged = std::move(staged);
+    s.last_used = clock_;
+}
+
+bool LoraTable::place(Staged& staged, std::span<const int32_t> keep) {
+    if (slot_of(staged.id) >= 0 || filling(staged.id)) return true;  // (already there or on its way)
+    const int32_t slot = victim(keep, /*spare_this_step=*/false);
+    if (slot < 0) return false;
+    put(slot, std::move(staged), /*behind=*/true);
+    return true;
+}
+
+void LoraTable::settle(bool wait) {
+    for (Slot& s : slots_) {
+        if (!s.filling) continue;
+        if (wait) s.filling->wait();
+        if (wait || s.filling->arrived()) s.filling.reset();
+    }
+}
+
+Status LoraTable::make_resident(std::span<const int32_t> ids, const LoraFetch& fetch, std::span<const int32_t> keep) {
     if (ids.size() > slots_.size())
         return Status::error("a step uses " + std::to_string(ids.size()) + " LoRA adapters; --max-loras is " +
                              std::to_string(slots_.size()));
+    settle(/*wait=*/false);
+    // An adapter of the step still on its way, or one that must come in now while others are: wait for the copies
+    // (then every slot but this step's may be taken).
+    if (std::any_of(ids.begin(), ids.end(), [this](int32_t id) { return slot_of(id) < 0; })) settle(/*wait=*/true);
     ++clock_;
     for (int32_t id : ids)
         if (const int32_t s = slot_of(id); s >= 0) slots_[static_cast<size_t>(s)].last_used = clock_;
     for (int32_t id : ids) {
         if (slot_of(id) >= 0) continue;
-        // A free slot, else the least recently used one this step does not need.
-        int32_t victim = -1;
-        for (size_t s = 0; s < slots_.size(); ++s) {
-            const Slot& slot = slots_[s];
-            if (slot.last_used == clock_) continue;
-            if (slot.id == 0) {
-                victim = static_cast<int32_t>(s);
-                break;
-            }
-            if (victim < 0 || slot.last_used < slots_[static_cast<size_t>(victim)].last_used)
-                victim = static_cast<int32_t>(s);
-        }
-        PAGODA_CHECK(victim >= 0);  // ids.size() <= slots
+        // A free slot, else the least recently used one this step does not need (one in `keep` only if it must).
+        int32_t slot = victim(keep, /*spare_this_step=*/true);
+        if (slot < 0) slot = victim({}, /*spare_this_step=*/true);
+        PAGODA_CHECK(slot >= 0);  // ids.size() <= slots
         auto adapter = fetch(id);
         if (!adapter.ok()) return adapter.status();
-        PAGODA_RETURN_IF_ERROR(install(victim, id, std::move(adapter).value()));
-        slots_[static_cast<size_t>(victim)].last_used = clock_;
+        auto staged = stage(id, std::move(adapter).value(), &staging_);
+        if (!staged.ok()) return staged.status();
+        put(slot, std::move(staged).value(), /*behind=*/false);
     }
     return ok_status();
 }

@@ -70,6 +70,26 @@ void register_allocators() {
     });
 }
 
+// A copy on the backend's side stream, behind an event of its compute stream.
+class SideStreamCopy final : public PendingCopy {
+  public:
+    explicit SideStreamCopy(cudaEvent_t done) : done_(done) {}
+    ~SideStreamCopy() override {
+        wait();
+        cudaEventDestroy(done_);
+    }
+    bool arrived() override {
+        const cudaError_t e = cudaEventQuery(done_);
+        if (e == cudaErrorNotReady) return false;
+        PAGODA_CUDA_OK(e);
+        return true;
+    }
+    void wait() override { PAGODA_CUDA_OK(cudaEventSynchronize(done_)); }
+
+  private:
+    cudaEvent_t done_;
+};
+
 class CudaBackend final : public Backend {
   public:
     CudaBackend(int device, const cudaDeviceProp& props, cudaStream_t stream)
@@ -80,6 +100,11 @@ class CudaBackend final : public Backend {
         ops_.reset();
         cudaStreamSynchronize(stream_);
         cudaStreamDestroy(stream_);
+        if (side_stream_) {
+            cudaStreamSynchronize(side_stream_);
+            cudaStreamDestroy(side_stream_);
+        }
+        if (queued_) cudaEventDestroy(queued_);
     }
     Device device() const override { return {DeviceKind::Cuda, device_}; }
     std::string name() const override { return "cuda:" + std::to_string(device_) + " (" + props_.name + ")"; }
@@ -95,6 +120,24 @@ class CudaBackend final : public Backend {
         if (dst.is_host() || src.is_host()) PAGODA_CUDA_OK(cudaStreamSynchronize(stream_));
         if (!dst.is_host()) ops_->invalidate_caches();
     }
+    // The copy engine moves the bytes on a second stream while the compute stream runs on; the side stream waits for
+    // an event of the compute stream recorded now, so every kernel queued before has read `dst` first.
+    std::unique_ptr<PendingCopy> copy_behind(const Tensor& dst, const Tensor& src) override {
+        PAGODA_CHECK_MSG(!dst.is_host() && src.is_host() && dst.nbytes() == src.nbytes() && dst.is_contiguous() &&
+                             src.is_contiguous(),
+                         "copy_behind: a contiguous host tensor into device memory of its size");
+        if (!side_stream_) {
+            PAGODA_CUDA_OK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+            PAGODA_CUDA_OK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+        }
+        cudaEvent_t done = nullptr;
+        PAGODA_CUDA_OK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+        PAGODA_CUDA_OK(cudaEventRecord(queued_, stream_));
+        PAGODA_CUDA_OK(cudaStreamWaitEvent(side_stream_, queued_, 0));
+        PAGODA_CUDA_OK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyHostToDevice, side_stream_));
+        PAGODA_CUDA_OK(cudaEventRecord(done, side_stream_));
+        return std::make_unique<SideStreamCopy>(done);
+    }
     void synchronize() override { PAGODA_CUDA_OK(cudaStreamSynchronize(stream_)); }
     // CUDA's current device is a per-thread setting, and a kernel, a cuBLASLt call or a scratch cudaMalloc goes to
     // the current device: every thread that runs this backend's ops (the engine thread, a tensor-parallel rank's
@@ -106,6 +149,8 @@ class CudaBackend final : public Backend {
     int device_;
     cudaDeviceProp props_;
     cudaStream_t stream_;
+    cudaStream_t side_stream_ = nullptr;  // copy_behind's, made on its first use
+    cudaEvent_t queued_ = nullptr;        // the compute stream's place, for the side stream to wait on
     DeviceAllocator allocator_;
     std::unique_ptr<CudaOpsBase> ops_;
 };

@@ -55,9 +55,11 @@ def test_streamed_load_reports_latencies_over_several_names(served):
     server, model = served
     streamed = load(server.url, "--model", f"{model},a00,a01", "-n", "6", "--input", "20", "--output", "8", "--stream")
     assert (streamed["finished"], streamed["output_tokens"]) == (6, 48)
-    for key in ("ttft_ms_median", "ttft_ms_p90", "tpot_ms_median", "tpot_ms_p90"):
+    for key in ("ttft_ms_median", "ttft_ms_p90", "tpot_ms_median", "tpot_ms_p90", "gap_ms_max"):
         assert streamed[key] is not None and streamed[key] >= 0, key
     assert streamed["ttft_ms_p90"] >= streamed["ttft_ms_median"]
+    # The longest wait between two tokens is at least a request's mean one (TPOT: its 7 gaps' mean).
+    assert streamed["gap_ms_max"] >= streamed["tpot_ms_median"]
 
 
 def prompt_logprobs(server, name):

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <vector>
@@ -260,6 +261,35 @@ TEST(Scheduler, AdmitsAtMostMaxLorasAdaptersAtOnce) {
     h.scheduler.remove(b);  // adapter 2's only request ends: its slot frees
     h.step();
     EXPECT_TRUE(c->running);
+}
+
+TEST(Scheduler, WaitsForAnAdapterOnItsWayWhileOthersRun) {
+    // The runner brings adapters to the device beside the steps (ModelRunner::lora_ready): a request whose adapter is
+    // not there yet waits while other sequences run, and later requests go first; with nothing running it is admitted
+    // at once (its step installs the adapter, stalling no one), without asking.
+    Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_loras = 4}, 64, 4);
+    std::vector<int32_t> on_device = {1}, asked;
+    h.scheduler.set_lora_ready([&](int32_t id) {
+        asked.push_back(id);
+        return std::find(on_device.begin(), on_device.end(), id) != on_device.end();
+    });
+    Sequence* first = h.add(4, 0, 1, 0, /*lora_id=*/2);  // nothing runs: admitted, adapter 2 not asked about
+    h.step();
+    EXPECT_TRUE(first->running);
+    EXPECT_TRUE(asked.empty());
+    Sequence* cold = h.add(4, 0, 1, 0, 3);
+    Sequence* warm = h.add(4, 0, 1, 0, 1);
+    Sequence* same = h.add(4, 0, 1, 0, 2);  // the running sequences' adapter: there, not asked about
+    Sequence* base = h.add(4, 0, 1, 0, 0);
+    h.step();
+    EXPECT_FALSE(cold->running);
+    EXPECT_TRUE(warm->running && same->running && base->running);
+    EXPECT_EQ(asked, (std::vector<int32_t>{3, 1}));
+    h.step();
+    EXPECT_FALSE(cold->running);
+    on_device.push_back(3);  // it arrived
+    h.step();
+    EXPECT_TRUE(cold->running);
 }
 
 }  // namespace
