@@ -400,6 +400,12 @@ Result<std::unique_ptr<LoraManager>> start_lora(const model::Model& model, const
     return manager;
 }
 
+// Whether adapters are paged in beside the steps (EngineOptions::page_lora_adapters, PAGODA_LORA_PAGING=0 off).
+bool page_lora_adapters(const EngineOptions& o) {
+    const char* paging = std::getenv("PAGODA_LORA_PAGING");
+    return o.page_lora_adapters && !(paging && std::string_view(paging) == "0");
+}
+
 model::LoraFetch lora_fetch(LoraManager& manager) {
     return [m = &manager](int32_t id) { return m->weights(id); };
 }
@@ -429,6 +435,7 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
             s->tp_runner_->set_lora_fetch(lora_fetch(*s->lora_));
             // Across nodes the others read each adapter from the directory node 0 loaded it from.
             s->tp_runner_->set_lora_paths([m = s->lora_.get()](int32_t id) { return m->path_of(id); });
+            if (options.nnodes <= 1 && page_lora_adapters(options)) s->tp_runner_->page_lora_adapters();
             s->config_.max_loras = options.max_loras;
         }
         auto engine =
@@ -457,9 +464,7 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
     if (options.enable_lora) {
         PAGODA_ASSIGN_OR_RETURN(s->lora_, start_lora(*s->model_, options));
         s->runner_->set_lora_fetch(lora_fetch(*s->lora_));
-        const char* paging = std::getenv("PAGODA_LORA_PAGING");
-        if (options.page_lora_adapters && !(paging && std::string_view(paging) == "0"))
-            s->runner_->page_lora_adapters();
+        if (page_lora_adapters(options)) s->runner_->page_lora_adapters();
         s->config_.max_loras = options.max_loras;
     }
     auto engine = engine::Engine::create(s->config_, s->runner_for_engine(*s->runner_, options), options.observer);

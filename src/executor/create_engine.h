@@ -86,8 +86,8 @@ struct EngineOptions {
     int32_t max_cpu_loras = 0;
     std::vector<std::pair<std::string, std::string>> lora_modules;
     std::vector<std::string> lora_reserved_names;
-    // Adapters paged in beside the steps (executor/lora_pager.h; one rank only: split models install them inside the
-    // step); PAGODA_LORA_PAGING=0 in the environment turns it off too.
+    // Adapters paged in beside the steps (executor/lora_pager.h; within one process: with several nodes the steps
+    // install them); PAGODA_LORA_PAGING=0 in the environment turns it off too.
     bool page_lora_adapters = true;
 
     // Tensor parallelism across nodes (docs/deployment-multinode.md): one process per node, tensor_parallel_size /
@@ -123,8 +123,10 @@ class ServingEngine {
     uint64_t scratch_growths_after_warm_up() const { return runner_ ? runner_->scratch_growths_after_warm_up() : 0; }
     // The adapters served (null without enable_lora).
     engine::LoraRegistry* lora() { return lora_.get(); }
-    // What pages adapters in (null without it: no LoRA, several ranks, or page_lora_adapters off).
-    const LoraPager* lora_pager() const { return runner_ ? runner_->lora_pager() : nullptr; }
+    // What pages adapters in (rank 0's with several; null without LoRA, across nodes or with page_lora_adapters off).
+    const LoraPager* lora_pager() const {
+        return runner_ ? runner_->lora_pager() : tp_runner_ ? tp_runner_->lora_pager(0) : nullptr;
+    }
 
   private:
     friend Result<std::unique_ptr<ServingEngine>> create_engine(const std::string&, const EngineOptions&);

@@ -301,6 +301,24 @@ void TensorParallelRunner::set_lora_fetch(const model::LoraFetch& fetch) {
     }
 }
 
+void TensorParallelRunner::page_lora_adapters() {
+    PAGODA_CHECK_MSG(group_ == nullptr, "adapters are paged in within one process only");
+    for (Rank& rank : ranks_)
+        rank.runner->page_lora_adapters();
+}
+
+bool TensorParallelRunner::lora_ready(int32_t id) {
+    bool ready = true;
+    for (Rank& rank : ranks_)
+        ready = rank.runner->lora_ready(id) && ready;  // every rank asked: each starts its own paging
+    return ready;
+}
+
+void TensorParallelRunner::lora_in_use(std::span<const int32_t> ids) {
+    for (Rank& rank : ranks_)
+        rank.runner->lora_in_use(ids);
+}
+
 void TensorParallelRunner::use_node_adapters(int32_t max_cpu) {
     node_adapters_ = std::make_unique<NodeLoraCache>(model(), max_cpu);
     set_lora_fetch([cache = node_adapters_.get()](int32_t id) { return cache->weights(id); });

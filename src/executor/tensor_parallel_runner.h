@@ -12,6 +12,7 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,14 @@ class TensorParallelRunner final : public engine::ModelRunner {
     // (use_node_adapters, then add_node_adapter for each one named).
     Status enable_lora(int32_t max_loras, int64_t max_rank);
     void set_lora_fetch(const model::LoraFetch& fetch);
+    // Within one process, after set_lora_fetch: every rank pages adapters in beside the steps (executor/lora_pager.h),
+    // and an adapter is ready once it is on every rank. Across nodes the steps install them (the other nodes' ranks
+    // would stop the group for their installs anyway).
+    void page_lora_adapters();
+    bool lora_ready(int32_t id) override;
+    void lora_in_use(std::span<const int32_t> ids) override;
+    // Rank `r`'s pager (null when adapters are not paged).
+    const LoraPager* lora_pager(int r) const { return ranks_[static_cast<size_t>(r)].runner->lora_pager(); }
     void set_lora_paths(std::function<Result<std::string>(int32_t id)> path_of) { lora_path_of_ = std::move(path_of); }
     // Nodes other than node 0, after start(): the ranks fetch the adapters node 0 names, up to `max_cpu` kept in host
     // memory.
