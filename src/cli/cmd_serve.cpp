@@ -452,10 +452,10 @@ cli::ArgParser make_serve_parser() {
                  "schedule step n+1 and hand out step n's tokens while the model runs step n (default off)");
     p.add_switch("no-async-scheduling", "turn async scheduling off (the default)");
     p.add_option("dtype", "DTYPE", "auto | float32 | float (CPU computes in float32)");
-    p.add_option(
-        "quantization", "METHOD",
-        "-q: fp8 quantizes a bf16 checkpoint's projections at load (e4m3, per-channel scales); a quantized "
-        "checkpoint's method (fp8, compressed-tensors, awq, gptq) is read from config.json and, if given, checked");
+    p.add_option("quantization", "METHOD",
+                 "-q: fp8 quantizes a bf16 checkpoint's projections at load (e4m3, per-channel scales); a quantized "
+                 "checkpoint's method (fp8, compressed-tensors, awq, gptq, auto-round) is read from config.json and, "
+                 "if given, checked");
     p.add_option("kv-cache-dtype", "DTYPE",
                  "auto (bf16 on a GPU, f32 on the CPU) | bfloat16 | fp8 | fp8_e4m3: fp8 stores K and V as e4m3 with "
                  "a scale per layer (1.0 unless calculated), half a GPU's bytes per token: twice the tokens");

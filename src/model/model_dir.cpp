@@ -128,6 +128,12 @@ Result<ModelDir> ModelDir::open(const std::string& dir, bool open_weights) {
     if (open_weights) {
         PAGODA_RETURN_IF_ERROR(require_weights(m.files));
         PAGODA_ASSIGN_OR_RETURN(Checkpoint c, Checkpoint::open_dir(dir));
+        // transformers 5 saves a Qwen3.5 language model on its own (Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM:
+        // config.json its text config, model_type qwen3_5_text) under the multimodal checkpoint's tensor names, which
+        // it maps both ways: the tensors say where the layers are.
+        if (m.spec.weight_prefix == "model." && !c.find("model.embed_tokens.weight") &&
+            c.find("model.language_model.embed_tokens.weight"))
+            m.spec.weight_prefix = "model.language_model.";
         m.checkpoint = std::move(c);
     }
     return m;

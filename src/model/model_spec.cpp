@@ -528,6 +528,25 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
             if (!excludes && (!settings.is_object() || settings.size() != 0)) q.dynamic_overrides.push_back(rule);
         }
     }
+    PAGODA_RETURN_IF_ERROR(f.get("data_type", q.data_type));
+    PAGODA_RETURN_IF_ERROR(f.get("packing_format", q.packing_format));
+    if (const Json* extra = f.find("extra_config"); extra && !extra->is_null()) {
+        if (!extra->is_object()) return f.error("extra_config", "an object of module settings", *extra);
+        for (const auto& [module, settings] : extra->as_object()) {
+            if (!settings.is_object()) return f.error("extra_config", "an object of module settings", settings);
+            const Fields m(settings, f.prefix() + "extra_config." + module + ".");
+            int64_t bits = q.bits, group_size = q.group_size;
+            bool sym = q.sym;
+            std::string data_type = q.data_type;
+            PAGODA_RETURN_IF_ERROR(m.get("bits", bits));
+            PAGODA_RETURN_IF_ERROR(m.get("group_size", group_size));
+            PAGODA_RETURN_IF_ERROR(m.get("sym", sym));
+            PAGODA_RETURN_IF_ERROR(m.get("data_type", data_type));
+            if (bits >= 16) continue;  // left unquantized
+            if (bits != q.bits || group_size != q.group_size || sym != q.sym || data_type != q.data_type)
+                q.extra_overrides.push_back(module);
+        }
+    }
     if (const Json* groups = f.find("config_groups")) {
         if (!groups->is_object() || groups->size() == 0)
             return f.error("config_groups", "an object of quantization groups", *groups);
@@ -577,6 +596,9 @@ std::string QuantizationSpec::describe() const {
     } else if (method == "gptq") {
         add("int" + std::to_string(bits)), add(group()), add(sym ? "symmetric" : "zero points");
         if (desc_act) add("act-order");
+    } else if (method == "auto-round") {
+        add((data_type.empty() ? "int" : data_type) + std::to_string(bits)), add(group());
+        add(sym ? "symmetric" : "zero points"), add(packing_format.empty() ? "auto_round:auto_gptq" : packing_format);
     } else if (method == "compressed-tensors") {
         if (!format.empty()) add(format);
         add((weight_type.empty() ? "int" : weight_type) + std::to_string(bits) + " weights");

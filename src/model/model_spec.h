@@ -74,6 +74,12 @@ struct QuantizationSpec {
     // settings). Its "-:regex" rules only leave modules unquantized (Qwen's Qwen3.5 GPTQ releases: "-:.*attn.*"),
     // which the stored tensors show by themselves.
     std::vector<std::string> dynamic_overrides;
+    // auto-round (Intel's AutoRound): the weights' data type ("int"), how they are packed ("auto_round:auto_gptq",
+    // "auto_round:auto_awq", ...), and the extra_config entries that give a module other bits, groups or symmetry
+    // than the checkpoint's (entries of 16 bits or more only leave modules unquantized, which the stored tensors show).
+    std::string data_type;
+    std::string packing_format;
+    std::vector<std::string> extra_overrides;
 
     bool quantized() const { return !method.empty(); }
     // The format and its variant, e.g. "fp8, 128x128 block scales", "awq, int4, group 128, zero points".

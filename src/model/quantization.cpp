@@ -9,7 +9,8 @@ namespace {
 constexpr const char* kServed =
     "pagoda serves fp8 e4m3 checkpoints (quant_method fp8, or compressed-tensors float-quantized 8-bit float weights) "
     "and int4 / int8 weight-only ones (awq gemm, gptq 4- or 8-bit (act-order too, on dense layers), compressed-tensors "
-    "pack-quantized W4A16 / W8A16, symmetric or with zero points)";
+    "pack-quantized W4A16 / W8A16, symmetric or with zero points, auto-round int weights packed as auto_gptq, "
+    "gptqmodel or auto_awq)";
 
 Status not_served(const QuantizationSpec& q, const std::string& why) {
     return Status::error("quantized checkpoint (" + q.describe() + "): " + why + "; " + kServed);
@@ -69,6 +70,37 @@ Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
     }
     // The v1 format stores each zero point minus one (AutoGPTQ's historical off-by-one), v2 as is.
     return int4(q, Int4Packing::kGptq, q.group_size, true, format == "gptq_v2" ? 0 : 1, q.bits);
+}
+
+// Intel's AutoRound (quant_method auto-round; Intel/*-int4-AutoRound and many Qwen3.5 / 3.6 quantizations): integer
+// weights packed as GPTQ or AWQ lay them out, named by packing_format. The auto_gptq packing stores each zero point
+// minus one (GPTQ's v1 convention), the plain auto_round and gptqmodel packings store it as is (auto-round's own
+// packer says so; the golden checkpoints made by it hold pagoda to it). Modules it leaves in 16 bits (extra_config,
+// or outside block_name_to_quantize) are stored as plain weights.
+Result<std::optional<CheckpointQuantization>> auto_round(const QuantizationSpec& q) {
+    if (!q.data_type.empty() && q.data_type != "int")
+        return not_served(q, "auto-round data_type '" + q.data_type + "' is not served (int is)");
+    if (!q.extra_overrides.empty()) {
+        return not_served(q, "quantization_config.extra_config gives '" + q.extra_overrides.front() +
+                                 "' its own bits, group size or symmetry, which is not served (entries of 16 bits, "
+                                 "which leave modules unquantized, are)");
+    }
+    const std::string packing = q.packing_format.empty() ? "auto_round:auto_gptq" : q.packing_format;
+    const bool gptq_v1 = packing == "auto_round:auto_gptq" || packing == "auto_gptq";
+    if (gptq_v1 || packing == "auto_round" || packing == "auto_round:gptqmodel") {
+        if (q.bits != 4 && q.bits != 8) {
+            return not_served(q, std::to_string(q.bits) + "-bit auto-round weights are not served (4- and 8-bit are)");
+        }
+        return int4(q, Int4Packing::kGptq, q.group_size, true, gptq_v1 ? 1 : 0, static_cast<int>(q.bits));
+    }
+    if (packing == "auto_round:auto_awq" || packing == "auto_awq") {
+        if (q.bits != 4) return not_served(q, std::to_string(q.bits) + "-bit AWQ-packed weights are not served");
+        if (q.group_size <= 0) return not_served(q, "AWQ-packed weights without groups are not served");
+        return int4(q, Int4Packing::kAwqGemm, q.group_size, true, 0);
+    }
+    return not_served(q, "auto-round packing_format '" + packing +
+                             "' is not served (auto_round:auto_gptq, auto_round, auto_round:gptqmodel and "
+                             "auto_round:auto_awq are)");
 }
 
 Result<std::optional<CheckpointQuantization>> compressed_tensors(const QuantizationSpec& q) {
@@ -138,6 +170,7 @@ Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const Quan
     if (q.method == "compressed-tensors") return compressed_tensors(q);
     if (q.method == "awq") return awq(q);
     if (q.method == "gptq") return gptq(q);
+    if (q.method == "auto-round") return auto_round(q);
     return not_served(q, "quant_method '" + q.method + "' is not served yet");
 }
 
@@ -148,6 +181,7 @@ Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::strin
         // pass them.
         if (requested == "awq_marlin" || requested == "gptq_marlin")
             requested = requested.substr(0, requested.find('_'));
+        if (requested == "inc" && q.method == "auto-round") requested = q.method;  // (vLLM's newer name for it)
         if (!requested.empty() && requested != q.method) {
             return Status::error("--quantization " + std::string(requested) +
                                  " does not match the checkpoint's quantization_config (" + q.describe() +

@@ -59,7 +59,10 @@ int64_t dynamic_activation_group(const QuantizationSpec& q, const LinearWeight& 
 //  - gptq (Qwen*-GPTQ-Int4 and -Int8, GPTQModel / AutoGPTQ): 4 or 8 bits, sym or not, groups or per channel,
 //    desc_act false or true (act-order: the loader reads g_idx), checkpoint format gptq (v1) or gptq_v2;
 //  - compressed-tensors pack-quantized W4A16 (llm-compressor): 4-bit int weights, symmetric, group or channel
-//    scales, no activation quantization.
+//    scales, no activation quantization;
+//  - auto-round (Intel's AutoRound): int weights, 4 or 8 bits in the GPTQ packings (auto_round:auto_gptq, auto_round,
+//    auto_round:gptqmodel), 4 in the AWQ one (auto_round:auto_awq); per-module extra_config settings only where they
+//    leave a module unquantized.
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q);
 
 // What loading does about quantization: read the checkpoint's quantized weights as stored, and (--quantization fp8 on

@@ -2,7 +2,8 @@
 
 The references (logits.bin, reference.json) were recorded by tools/make_tiny_models.py with transformers in fp32 (the
 *_fp8 ones by tools/make_fp8_golden.py, transformers dequantising the fp8 checkpoint; the int4 ones by
-tools/make_int4_golden.py, from each format's own dequantisation of the packed checkpoint).
+tools/make_int4_golden.py, from each format's own dequantisation of the packed checkpoint; the AutoRound ones by
+tools/make_autoround_golden.py, from auto-round's own kernels).
 """
 import json
 import os
@@ -18,7 +19,8 @@ NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "
          "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_moe_fp8", "qwen3_5_moe_fp8", "qwen3_next_fp8",
          "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16",
          "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen3_gptq_actorder",
-         "qwen3_w4a16_asym", "qwen2_w8a16"]
+         "qwen3_w4a16_asym", "qwen2_w8a16", "qwen3_autoround", "qwen3_autoround_asym", "qwen2_autoround_awq",
+         "qwen3_5_moe_autoround"]
 
 
 def pagoda_bin():

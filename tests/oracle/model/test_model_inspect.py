@@ -152,6 +152,11 @@ QWEN2_LAYER = 70656
     # compressed-tensors W8A16: a byte a weight and one F32 scale per output channel (qwen2's 672 rows a layer).
     ("qwen2_w8a16", "0-1", "int8 (per-channel, symmetric), compressed-tensors pack-quantized", "bf16",
      QWEN2_LAYER + 672 * 4),
+    # AutoRound: GPTQ's packing (zero points stored, symmetric or not) or AWQ's.
+    ("qwen3_autoround", "0-2", "int4 (group 32, zero points), GPTQ packing", "bf16",
+     QWEN3_LAYER // 2 + QWEN3_LAYER // 32 * 8),
+    ("qwen2_autoround_awq", "0-1", "int4 (group 32, zero points), AWQ GEMM packing", "bf16",
+     QWEN2_LAYER // 2 + QWEN2_LAYER // 32 * 8),
     # GPTQ 8-bit: a byte a weight, plus the F32 scale and zero point per group (sym: the stored zeros, all 128).
     ("qwen2_gptq_int8", "0-1", "int8 (group 32, zero points), GPTQ packing", "bf16",
      QWEN2_LAYER + QWEN2_LAYER // 32 * 8),

@@ -12,12 +12,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "common/file.h"
+#include "common/json.h"
 #include "golden/golden_reference.h"
 #include "model/model.h"
 #include "model/runner.h"
@@ -178,6 +180,41 @@ TEST_P(GoldenTest, GreedyContinuationMatchesWhereTheMarginAllows) {
     EXPECT_GT(checked, 0);
 }
 
+// A Qwen3.5 language model saved on its own by transformers 5 (Qwen3_5ForCausalLM.save_pretrained, as text-only
+// fine-tunes and quantizations are): config.json is the text config (model_type qwen3_5_text / qwen3_5_moe_text) and
+// the tensors keep the multimodal names (model.language_model.layers...). Made here from the qwen3_5 and qwen3_5_moe
+// goldens (their text_config and tie flag, the same tensors): the same logits as transformers'.
+TEST(GoldenTextOnlySave, Qwen3_5LanguageModelSavedAloneMatchesTransformers) {
+    namespace fs = std::filesystem;
+    for (const char* name : {"qwen3_5", "qwen3_5_moe"}) {
+        SCOPED_TRACE(name);
+        const std::string src = golden::dir(name);
+        if (!file_exists(src + "/config.json")) GTEST_SKIP() << "no golden data";
+        auto config = Json::parse(*read_file(src + "/config.json"));
+        ASSERT_TRUE(config.ok());
+        Json text = *config->find("text_config");
+        const Json* tie = config->find("tie_word_embeddings");
+        text.set("tie_word_embeddings", tie ? *tie : Json(false));
+        const fs::path dir = fs::temp_directory_path() / ("pagoda_text_only_" + std::string(name));
+        fs::remove_all(dir);
+        fs::create_directories(dir);
+        std::ofstream((dir / "config.json").string()) << text.dump();
+        for (const auto& entry : fs::directory_iterator(src))
+            if (entry.path().extension() == ".safetensors" || entry.path().filename() == "model.safetensors.index.json")
+                fs::create_symlink(entry.path(), dir / entry.path().filename());
+        const Reference ref = golden::load(src);
+        auto backend = make_cpu_backend();
+        auto model = Model::load(dir.string(), *backend);
+        ASSERT_TRUE(model.ok()) << model.message();
+        EXPECT_EQ((*model)->spec().weight_prefix, "model.language_model.");
+        std::vector<float> ours;
+        prefill_logits(**model, *backend, ref, {}, ours);
+        ASSERT_EQ(static_cast<int64_t>(ours.size()), ref.rows * ref.vocab);
+        EXPECT_LE(max_diff(ours, ref, 0, ref.rows), 1e-3f * ref.max_abs);
+        fs::remove_all(dir);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5",
                                            "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8",
@@ -185,7 +222,8 @@ INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                                            "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16",
                                            "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16", "qwen3_next_gptq",
                                            "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym",
-                                           "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16"),
+                                           "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16", "qwen3_autoround",
+                                           "qwen3_autoround_asym", "qwen2_autoround_awq", "qwen3_5_moe_autoround"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // Quantized checkpoints packed as a device backend packs them (LoadOptions::pack_weights: every weight's data first,
@@ -196,9 +234,10 @@ INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
 // blocks) and act-order weights each have their own permutation: those stay separate.
 TEST(GoldenQuantizedPacked, FusedProjectionsMatchTransformers) {
     int fp8_fused = 0, int_fused = 0;
-    for (const char* name : {"qwen2_fp8", "qwen3_fp8", "qwen3_fp8_channel", "qwen3_5_fp8", "qwen3_next_fp8",
-                             "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_w4a16_asym",
-                             "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen2_w8a16", "qwen3_gptq_actorder"}) {
+    for (const char* name :
+         {"qwen2_fp8", "qwen3_fp8", "qwen3_fp8_channel", "qwen3_5_fp8", "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq",
+          "qwen2_gptq", "qwen3_w4a16", "qwen3_w4a16_asym", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen2_w8a16",
+          "qwen3_gptq_actorder", "qwen3_autoround", "qwen3_autoround_asym", "qwen2_autoround_awq"}) {
         SCOPED_TRACE(name);
         const std::string dir = golden::dir(name);
         if (!file_exists(dir + "/config.json")) continue;

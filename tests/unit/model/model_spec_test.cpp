@@ -8,6 +8,7 @@
 #include "common/file.h"
 #include "common/json.h"
 #include "model/model_spec.h"
+#include "model/quantization.h"
 
 namespace pagoda::model {
 namespace {
@@ -459,6 +460,73 @@ TEST(ModelSpec, QuantizationGptqDynamicRules) {
     const std::string bad =
         parse_error(with_quantization(R"({"bits": 4, "quant_method": "gptq", "dynamic": ["-:.*attn.*"]})"));
     EXPECT_NE(bad.find("quantization_config.dynamic"), std::string::npos) << bad;
+}
+
+// Intel's AutoRound, as its exporter writes the config (auto-round 0.16): the packing decides the layout and how zero
+// points are stored (auto_gptq: minus one, as GPTQ's v1; plain auto_round and gptqmodel: as they are; auto_awq: AWQ's
+// GEMM layout); extra_config entries of 16 bits leave modules unquantized, others that differ are refused by name.
+TEST(ModelSpec, QuantizationAutoRound) {
+    const auto config = [](const std::string& packing, const std::string& extra) {
+        return with_quantization(R"({"autoround_version": "0.16.1", "bits": 4, "data_type": "int", "group_size": 128,
+            "iters": 0, "quant_method": "auto-round", "sym": true, "block_name_to_quantize": "model.layers",
+            "packing_format": ")" +
+                                 packing + R"(", "extra_config": )" + extra + "}");
+    };
+    const std::string kept_bf16 = R"({"model.layers.0.linear_attn.in_proj_a": {"bits": 16, "data_type": "float"},
+        "model.layers.1.mlp.down_proj": {"bits": 4, "group_size": 128, "sym": true}})";
+    struct Want {
+        std::string packing;
+        Int4Packing layout;
+        int32_t zero_offset;
+    };
+    for (const Want& w :
+         {Want{"auto_round:auto_gptq", Int4Packing::kGptq, 1}, Want{"auto_round", Int4Packing::kGptq, 0},
+          Want{"auto_round:gptqmodel", Int4Packing::kGptq, 0}, Want{"auto_round:auto_awq", Int4Packing::kAwqGemm, 0}}) {
+        SCOPED_TRACE(w.packing);
+        const ModelSpec s = parse_ok(config(w.packing, kept_bf16));
+        EXPECT_EQ(s.quantization.describe(), "auto-round, int4, group 128, symmetric, " + w.packing);
+        EXPECT_TRUE(s.quantization.extra_overrides.empty());
+        const auto c = checkpoint_quantization(s.quantization);
+        ASSERT_TRUE(c.ok()) << c.message();
+        ASSERT_TRUE(c->has_value());
+        EXPECT_EQ((*c)->packing, w.layout);
+        EXPECT_EQ((*c)->zero_offset, w.zero_offset);
+        EXPECT_EQ((*c)->group_size, 128);
+        EXPECT_TRUE((*c)->zero_points);  // both layouts store zero points, symmetric or not
+    }
+    // A missing packing_format is auto_gptq's (vLLM's default too).
+    const ModelSpec plain = parse_ok(with_quantization(
+        R"({"bits": 8, "group_size": 32, "quant_method": "auto-round", "sym": false, "data_type": "int"})"));
+    const auto eight = checkpoint_quantization(plain.quantization);
+    ASSERT_TRUE(eight.ok() && eight->has_value()) << eight.message();
+    EXPECT_EQ((*eight)->format, WeightFormat::kInt8);
+    EXPECT_EQ((*eight)->zero_offset, 1);
+    // Refused, saying why: a module with other settings, another data type, a packing not served, 8-bit AWQ packing.
+    const auto refusal = [&](const std::string& json) {
+        const auto c = checkpoint_quantization(parse_ok(json).quantization);
+        EXPECT_FALSE(c.ok());
+        return c.ok() ? std::string() : c.message();
+    };
+    EXPECT_NE(refusal(config("auto_round:auto_gptq", R"({"model.layers.2.mlp.down_proj": {"bits": 8}})"))
+                  .find("'model.layers.2.mlp.down_proj' its own bits"),
+              std::string::npos);
+    EXPECT_NE(refusal(config("auto_round:auto_gptq", R"({"lm_head": {"group_size": 32}})")).find("'lm_head'"),
+              std::string::npos);
+    EXPECT_NE(refusal(with_quantization(R"({"bits": 4, "group_size": 32, "quant_method": "auto-round",
+                  "data_type": "mx_fp", "packing_format": "auto_round"})"))
+                  .find("data_type 'mx_fp'"),
+              std::string::npos);
+    EXPECT_NE(refusal(config("auto_round:llm_compressor", "{}")).find("packing_format 'auto_round:llm_compressor'"),
+              std::string::npos);
+    EXPECT_NE(refusal(with_quantization(R"({"bits": 8, "group_size": 32, "quant_method": "auto-round",
+                  "packing_format": "auto_round:auto_awq"})"))
+                  .find("8-bit AWQ-packed"),
+              std::string::npos);
+    // vLLM's newer name for the method passes --quantization.
+    EXPECT_TRUE(plan_quantization(plain.quantization, "inc").ok());
+    EXPECT_TRUE(plan_quantization(plain.quantization, "auto-round").ok());
+    EXPECT_FALSE(plan_quantization(plain.quantization, "gptq").ok());
+    EXPECT_NE(parse_error(config("auto_round", "[]")).find("quantization_config.extra_config"), std::string::npos);
 }
 
 TEST(ModelSpec, QuantizationCompressedTensors) {  // llm-compressor FP8 dynamic, lm_head left out
