@@ -39,7 +39,7 @@ PROJECTION = re.compile(r"^model\.layers\.\d+\.(self_attn|linear_attn|mlp)\.(exp
 GOLDEN = os.path.join(HERE, "..", "tests", "golden")
 TOKENIZER = os.path.join(HERE, "..", "..", "shared", "qwen-tokenizers", "qwen3-4b")
 
-# output name -> (source model, AutoRound's save format, group size, symmetric, bits). The format decides the
+# output name -> (source model, AutoRound's save format, group size, symmetric, bits[, layer_config]). The format decides the
 # packing_format it writes: "auto_round" with sym true is "auto_round:auto_gptq" (GPTQ's layout, each zero point
 # stored minus one; with sym false auto-round 0.16 writes the AWQ packing instead); "auto_round:gptqmodel" is the
 # same layout with the zero points as they are; "auto_round:auto_awq" is AutoAWQ's GEMM layout (read back here
@@ -49,16 +49,26 @@ SPECS = {
     "qwen3_autoround_asym": ("qwen3", "auto_round:gptqmodel", 32, False, 4),
     "qwen2_autoround_awq": ("qwen2", "auto_round:auto_awq", 32, False, 4),
     "qwen3_5_moe_autoround": ("qwen3_5_moe", "auto_round", 32, True, 4),
+    # A mixed recipe (AutoRound's layer_config): modules of their own bits and groups, one left 16-bit, a regular
+    # expression for every layer's up_proj; AutoRound writes them into extra_config.
+    "qwen3_autoround_mixed": ("qwen3", "auto_round", 32, True, 4, {
+        "model.layers.0.mlp.down_proj": {"bits": 8},
+        "model.layers.1.self_attn.v_proj": {"bits": 8, "group_size": 64},
+        "model.layers.2.mlp.gate_proj": {"group_size": 64},
+        "model.layers.2.self_attn.o_proj": {"bits": 16},
+        ".*up_proj": {"bits": 8, "group_size": 16},
+    }),
 }
 
 
-def quantize(src, out, fmt, group, sym, bits, kind):
+def quantize(src, out, fmt, group, sym, bits, kind, layer_config=None):
     """AutoRound's zero-shot quantization of the source model, saved in `fmt`; returns the saved directory. The model
     is the source's own class (Qwen3.5's multimodal one: the saved config keeps its text_config, as the releases do)."""
     from auto_round import AutoRound
     model = tiny.type_for(kind).from_pretrained(src, dtype=torch.float32)
     tokenizer = transformers.AutoTokenizer.from_pretrained(TOKENIZER)
-    ar = AutoRound(model, tokenizer=tokenizer, bits=bits, group_size=group, sym=sym, iters=0, disable_opt_rtn=True)
+    ar = AutoRound(model, tokenizer=tokenizer, bits=bits, group_size=group, sym=sym, iters=0, disable_opt_rtn=True,
+                   layer_config=layer_config)
     tmp = out + ".autoround"
     shutil.rmtree(tmp, ignore_errors=True)
     ar.quantize_and_save(tmp, format=fmt)
@@ -90,13 +100,13 @@ def dequantised_weights(d):
 
 def make_one(name, out_root, log):
     t0 = time.time()
-    source, fmt, group, sym, bits = SPECS[name]
+    source, fmt, group, sym, bits, layer_config = (SPECS[name] + (None,))[:6]
     src = os.path.join(GOLDEN, source)
     d = os.path.join(out_root, name)
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
     kind = json.load(open(os.path.join(src, "reference.json")))["model_type"]
-    saved = quantize(src, d, fmt, group, sym, bits, kind)
+    saved = quantize(src, d, fmt, group, sym, bits, kind, layer_config)
     for f in ("config.json", "model.safetensors", "generation_config.json", "quantization_config.json"):
         if os.path.exists(os.path.join(saved, f)):
             shutil.copy(os.path.join(saved, f), d)

@@ -84,10 +84,15 @@ SPECS = {
     # router and the shared-expert gate bf16, and here the shared expert too (48 wide: gptqmodel packs only inputs a
     # multiple of 32), by a second "-:" rule (GPTQModel reads `dynamic`, not modules_to_not_convert).
     "qwen3_5_moe_gptq": ("qwen3_5_moe", "gptq", 32, True),
+    # GPTQModel's mixed quantization: `dynamic` rules giving modules their own bits and groups (DYNAMIC).
+    "qwen3_gptq_dynamic": ("qwen3", "gptq", 32, True),
 }
-# GPTQModel's `dynamic` rules a checkpoint carries in its quantization_config: "-:regex" leaves the modules it
-# matches (re.match on the module's name) unquantized.
-DYNAMIC = {"qwen3_5_moe_gptq": {"-:.*attn.*": {}, "-:.*shared_expert\\.": {}}}
+# GPTQModel's `dynamic` rules a checkpoint carries in its quantization_config, matched from the start of the module's
+# name (re.match), the first that matches deciding: "-:regex" leaves the modules it matches unquantized, "+:regex" (or
+# a bare regex) gives them the settings it lists (bits, group_size), the rest being the checkpoint's.
+DYNAMIC = {"qwen3_5_moe_gptq": {"-:.*attn.*": {}, "-:.*shared_expert\\.": {}},
+           "qwen3_gptq_dynamic": {"+:.*layers\\.0\\.mlp\\.down_proj": {}, "+:.*down_proj": {"bits": 8, "group_size": 64},
+                                  "-:.*layers\\.2\\.self_attn\\.o_proj": {}, ".*v_proj": {"bits": 8}}}
 # Entries written with act-order: GPTQ processes a module's inputs in the order of its Hessian's diagonal, descending,
 # and forms the groups in that order, so g_idx[k] is the group of input k and the groups are not contiguous. Here the
 # order is a random permutation, seeded by the module's name (a Hessian-like order is as arbitrary to the format).
@@ -278,16 +283,26 @@ def make_one(name, out_root, log):
     files, tensors, meta = tiny.load_checkpoint(src)
     tensors = split_fused_experts(tensors)  # a no-op but for Qwen3.5-MoE, whose bf16 checkpoint fuses its experts
     act_order = {"act_order": True} if name in ACT_ORDER else {}
-    excluded = [re.compile(rule[2:]) for rule in DYNAMIC.get(name, {}) if rule.startswith("-:")]
+    rules = [(re.compile(rule[2:] if rule[:2] in ("+:", "-:") else rule), rule.startswith("-:"), settings)
+             for rule, settings in DYNAMIC.get(name, {}).items()]
+
+    def settings_of(module):
+        """(group, bits) of a module by the dynamic rules, None when one leaves it unquantized."""
+        for rx, excludes, settings in rules:
+            if rx.match(module):
+                return None if excludes else (settings.get("group_size", group), settings.get("bits", bits))
+        return group, bits
+
     out, refs = {}, {}
     for n in sorted(tensors):
         dtype, shape, data = tensors[n]
+        own = settings_of(n[: -len(".weight")])
         if (not QUANTIZED.match(n) or (("moe" in source or "next" in source) and MOE_DENSE_MLP.match(n))
-                or any(r.match(n[: -len(".weight")]) for r in excluded)):
+                or own is None):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]
-        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), group, sym, bits, **act_order)
+        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), own[0], sym, own[1], **act_order)
         for k, v in stored.items():
             out[k] = st_entry(v)
         refs[n] = ref
@@ -313,7 +328,10 @@ def make_one(name, out_root, log):
                           f"projection's weight replaced by the {fmt} tool's dequantisation of the stored tensors")
     drift = bf16_drift(src, d, kind, refs)
     log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
-    if "moe" in source or "next" in source:
+    # transformers' GPTQ loader (through optimum) gives every module the checkpoint's bits: a checkpoint whose dynamic
+    # rules give modules their own is read by GPTQModel.load, which follows them, as the MoE ones are.
+    own_settings = any(not rule.startswith("-:") and settings for rule, settings in DYNAMIC.get(name, {}).items())
+    if "moe" in source or "next" in source or own_settings:
         note_gptqmodel_load(d, fmt, refs, log, name)
     else:
         note_transformers_load(d, kind, log, name)

@@ -212,10 +212,13 @@ bool gptq_act_order(const std::string& weight_name, int64_t K, int64_t group, co
 }
 
 // `t`: the stored weight tensor, or null when the module holds the packed int4 tensors instead.
-StoredLinear stored_linear(const WeightEntry& e, const TensorView* t, const std::optional<CheckpointQuantization>& q,
-                           const Checkpoint& checkpoint, const std::string& stored_name) {
+StoredLinear stored_linear(const WeightEntry& e, const TensorView* t,
+                           const std::optional<CheckpointQuantization>& stored, const Checkpoint& checkpoint,
+                           const std::string& stored_name) {
     const auto numel = static_cast<size_t>(e.shape.numel());
     if (t == nullptr) {  // int4 (int8): the layout's nibbles (bytes), scales and zero points
+        // (the module's own bits and group where a quantization rule gives it some, as the loader reads it)
+        const std::optional<CheckpointQuantization> q = stored->for_module(stored_name);
         const int64_t K = e.shape[e.shape.rank() - 1];
         const auto group = static_cast<size_t>(q->group_size > 0 ? q->group_size : K);
         StoredLinear out{q->describe(),
@@ -227,6 +230,7 @@ StoredLinear stored_linear(const WeightEntry& e, const TensorView* t, const std:
         }
         return out;
     }
+    const std::optional<CheckpointQuantization>& q = stored;
     if (t->dtype == StorageDType::kF8_E4M3) {
         const TensorView* scales = q ? checkpoint.find(scale_name(e.name, *q)) : nullptr;
         size_t scale_count = 0;

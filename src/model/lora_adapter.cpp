@@ -7,6 +7,7 @@
 #include <set>
 #include <string_view>
 
+#include "common/bounded_regex.h"
 #include "common/file.h"
 #include "common/json.h"
 #include "model/safetensors.h"
@@ -96,50 +97,13 @@ std::string projection_names(const LoraTargets& targets) {
     return out;
 }
 
-// The deepest nesting of groups in a pattern (escapes and classes skipped).
-int group_depth(std::string_view pattern) {
-    int depth = 0, deepest = 0;
-    bool in_class = false;
-    for (size_t i = 0; i < pattern.size(); ++i) {
-        const char ch = pattern[i];
-        if (ch == '\\') {
-            ++i;
-        } else if (in_class) {
-            in_class = ch != ']';
-        } else if (ch == '[') {
-            in_class = true;
-        } else if (ch == '(') {
-            deepest = std::max(deepest, ++depth);
-        } else if (ch == ')') {
-            depth = std::max(depth - 1, 0);
-        }
-    }
-    return deepest;
-}
-
 // target_modules as a regular expression (peft fullmatches it against module names), compiled so that no pattern can
-// take the server down: its length and nesting are bounded (libstdc++ compiles groups recursively, and 20,000 nested
-// ones overflow the stack), and it runs on libstdc++'s breadth-first executor, in polynomial time (the default
-// backtracking one takes exponential time on a pattern like (.*)*x against a module name: a hung load). Lookahead,
-// which some trainers write (^(?!.*visual).*q_proj), works on both; backreferences are refused.
-constexpr size_t kMaxTargetRegexBytes = 4096;
-constexpr int kMaxTargetRegexDepth = 64;
+// take the server down (common/bounded_regex.h). Lookahead, which some trainers write (^(?!.*visual).*q_proj), works.
 Result<std::regex> compile_target_regex(const std::string& pattern) {
-    const std::string what =
-        "adapter_config.json: target_modules '" + pattern.substr(0, 200) + (pattern.size() > 200 ? "...'" : "'");
-    if (pattern.size() > kMaxTargetRegexBytes)
-        return Status::error(what + " is longer than " + std::to_string(kMaxTargetRegexBytes) + " bytes");
-    if (group_depth(pattern) > kMaxTargetRegexDepth)
-        return Status::error(what + " nests groups deeper than " + std::to_string(kMaxTargetRegexDepth));
-    try {
-#if defined(__GLIBCXX__)
-        return std::regex(pattern, std::regex::ECMAScript | std::regex_constants::__polynomial);
-#else
-#error "compile_target_regex needs a regex executor whose matching time is polynomial"
-#endif
-    } catch (const std::regex_error& e) {
-        return Status::error(what + " is not a regular expression this server reads (" + e.what() + ")");
-    }
+    auto re = compile_bounded_regex(pattern);
+    if (re.ok()) return re;
+    return Status::error("adapter_config.json: target_modules '" + pattern.substr(0, 200) +
+                         (pattern.size() > 200 ? "...' " : "' ") + re.message());
 }
 
 // Every target_modules entry must name projections of this model.

@@ -521,32 +521,48 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
     PAGODA_RETURN_IF_ERROR(f.get("checkpoint_format", q.checkpoint_format));
     PAGODA_RETURN_IF_ERROR(f.get_string_list("modules_to_not_convert", q.ignore));
     if (f.has("ignore")) PAGODA_RETURN_IF_ERROR(f.get_string_list("ignore", q.ignore));
+    PAGODA_RETURN_IF_ERROR(f.get("data_type", q.data_type));
+    PAGODA_RETURN_IF_ERROR(f.get("packing_format", q.packing_format));
+    // A rule's settings over the checkpoint's (what it leaves out is the checkpoint's).
+    using Rule = QuantizationSpec::ModuleRule;
+    const auto rule_of = [&q](const Fields& m, std::string pattern, Rule::Match match) -> Result<Rule> {
+        Rule r{std::move(pattern), match, q.bits, q.group_size, q.sym, q.desc_act, q.data_type};
+        PAGODA_RETURN_IF_ERROR(m.get("bits", r.bits));
+        PAGODA_RETURN_IF_ERROR(m.get("group_size", r.group_size));
+        PAGODA_RETURN_IF_ERROR(m.get("sym", r.sym));
+        PAGODA_RETURN_IF_ERROR(m.get("desc_act", r.desc_act));
+        PAGODA_RETURN_IF_ERROR(m.get("data_type", r.data_type));
+        return r;
+    };
     if (const Json* dynamic = f.find("dynamic"); dynamic && !dynamic->is_null()) {
         if (!dynamic->is_object()) return f.error("dynamic", "an object of module rules", *dynamic);
         for (const auto& [rule, settings] : dynamic->as_object()) {
-            const bool excludes = rule.rfind("-:", 0) == 0;
-            if (!excludes && (!settings.is_object() || settings.size() != 0)) q.dynamic_overrides.push_back(rule);
+            if (rule.rfind("-:", 0) == 0) continue;  // leaves modules unquantized
+            if (!settings.is_object()) return f.error("dynamic", "an object of module settings", settings);
+            const std::string pattern = rule.rfind("+:", 0) == 0 ? rule.substr(2) : rule;
+            PAGODA_ASSIGN_OR_RETURN(Rule r, rule_of(Fields(settings, f.prefix() + "dynamic." + rule + "."), pattern,
+                                                    Rule::Match::kFromStart));
+            if (r.bits < 16) q.module_rules.push_back(std::move(r));
         }
     }
-    PAGODA_RETURN_IF_ERROR(f.get("data_type", q.data_type));
-    PAGODA_RETURN_IF_ERROR(f.get("packing_format", q.packing_format));
     if (const Json* extra = f.find("extra_config"); extra && !extra->is_null()) {
         if (!extra->is_object()) return f.error("extra_config", "an object of module settings", *extra);
+        std::vector<Rule> exact, searched;  // (vLLM's order: an exact name first, then the expressions)
         for (const auto& [module, settings] : extra->as_object()) {
             if (!settings.is_object()) return f.error("extra_config", "an object of module settings", settings);
-            const Fields m(settings, f.prefix() + "extra_config." + module + ".");
-            int64_t bits = q.bits, group_size = q.group_size;
-            bool sym = q.sym;
-            std::string data_type = q.data_type;
-            PAGODA_RETURN_IF_ERROR(m.get("bits", bits));
-            PAGODA_RETURN_IF_ERROR(m.get("group_size", group_size));
-            PAGODA_RETURN_IF_ERROR(m.get("sym", sym));
-            PAGODA_RETURN_IF_ERROR(m.get("data_type", data_type));
-            if (bits >= 16) continue;  // left unquantized
-            if (bits != q.bits || group_size != q.group_size || sym != q.sym || data_type != q.data_type)
-                q.extra_overrides.push_back(module);
+            const bool regex = module.find_first_of("*+?^$()[]{}|\\") != std::string::npos;
+            PAGODA_ASSIGN_OR_RETURN(Rule r, rule_of(Fields(settings, f.prefix() + "extra_config." + module + "."),
+                                                    module, regex ? Rule::Match::kSearch : Rule::Match::kExact));
+            if (r.bits < 16) (regex ? searched : exact).push_back(std::move(r));
         }
+        q.module_rules.insert(q.module_rules.end(), exact.begin(), exact.end());
+        q.module_rules.insert(q.module_rules.end(), searched.begin(), searched.end());
     }
+    const bool all_default = std::all_of(q.module_rules.begin(), q.module_rules.end(), [&q](const Rule& r) {
+        return r.bits == q.bits && r.group_size == q.group_size && r.sym == q.sym && r.desc_act == q.desc_act &&
+               r.data_type == q.data_type;
+    });
+    if (all_default) q.module_rules.clear();
     if (const Json* groups = f.find("config_groups")) {
         if (!groups->is_object() || groups->size() == 0)
             return f.error("config_groups", "an object of quantization groups", *groups);
@@ -606,6 +622,8 @@ std::string QuantizationSpec::describe() const {
         if (weight_type == "int") add(sym ? "symmetric" : "zero points");
         if (input_bits > 0) add(input_type + std::to_string(input_bits) + " activations");
     }
+    if (!module_rules.empty())
+        add(std::to_string(module_rules.size()) + (module_rules.size() == 1 ? " module rule" : " module rules"));
     return s;
 }
 

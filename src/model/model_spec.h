@@ -70,16 +70,25 @@ struct QuantizationSpec {
     int64_t input_group_size = 0;     // input_activations.group_size (strategy group)
     bool input_dynamic = false;       // input_activations.dynamic: scales computed on the fly
     std::vector<std::string> ignore;  // modules_to_not_convert / ignore: layers left unquantized
-    // GPTQModel's `dynamic` rules that give the modules they match other bits / groups ("+:regex" or a bare regex with
-    // settings). Its "-:regex" rules only leave modules unquantized (Qwen's Qwen3.5 GPTQ releases: "-:.*attn.*"),
-    // which the stored tensors show by themselves.
-    std::vector<std::string> dynamic_overrides;
-    // auto-round (Intel's AutoRound): the weights' data type ("int"), how they are packed ("auto_round:auto_gptq",
-    // "auto_round:auto_awq", ...), and the extra_config entries that give a module other bits, groups or symmetry
-    // than the checkpoint's (entries of 16 bits or more only leave modules unquantized, which the stored tensors show).
+    // auto-round (Intel's AutoRound): the weights' data type ("int") and how they are packed ("auto_round:auto_gptq",
+    // "auto_round:auto_awq", ...).
     std::string data_type;
     std::string packing_format;
-    std::vector<std::string> extra_overrides;
+    // Rules that give the modules they match their own settings, in the order they apply (the first that matches a
+    // module wins): auto-round's extra_config entries (exact module names first, then the keys with regular
+    // expression characters, searched for in the name) and GPTQModel's `dynamic` rules ("+:regex" or a bare regex,
+    // matched from the name's start). Rules of 16 bits or more, and dynamic's "-:regex" ones, only leave modules
+    // unquantized (Qwen's Qwen3.5 GPTQ releases: "-:.*attn.*"; auto-round: routers, shared experts), which the stored
+    // tensors show by themselves: they are not kept. Empty when every rule says what the checkpoint says.
+    struct ModuleRule {
+        enum class Match : uint8_t { kExact, kSearch, kFromStart };
+        std::string pattern;
+        Match match = Match::kExact;
+        int64_t bits = 0, group_size = 0;
+        bool sym = true, desc_act = false;
+        std::string data_type;
+    };
+    std::vector<ModuleRule> module_rules;
 
     bool quantized() const { return !method.empty(); }
     // The format and its variant, e.g. "fp8, 128x128 block scales", "awq, int4, group 128, zero points".

@@ -1,6 +1,10 @@
 #include "model/quantization.h"
 
 #include <algorithm>
+#include <memory>
+#include <regex>
+
+#include "common/bounded_regex.h"
 
 namespace pagoda::model {
 
@@ -80,11 +84,6 @@ Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
 Result<std::optional<CheckpointQuantization>> auto_round(const QuantizationSpec& q) {
     if (!q.data_type.empty() && q.data_type != "int")
         return not_served(q, "auto-round data_type '" + q.data_type + "' is not served (int is)");
-    if (!q.extra_overrides.empty()) {
-        return not_served(q, "quantization_config.extra_config gives '" + q.extra_overrides.front() +
-                                 "' its own bits, group size or symmetry, which is not served (entries of 16 bits, "
-                                 "which leave modules unquantized, are)");
-    }
     const std::string packing = q.packing_format.empty() ? "auto_round:auto_gptq" : q.packing_format;
     const bool gptq_v1 = packing == "auto_round:auto_gptq" || packing == "auto_gptq";
     if (gptq_v1 || packing == "auto_round" || packing == "auto_round:gptqmodel") {
@@ -145,6 +144,48 @@ Result<std::optional<CheckpointQuantization>> compressed_tensors(const Quantizat
     return std::optional<CheckpointQuantization>(c);
 }
 
+// The overrides of `q`'s module rules, each checked as the checkpoint's own settings are (its packing stores zero
+// points either way, so a rule's symmetry changes nothing pagoda reads).
+Status add_overrides(const QuantizationSpec& q, CheckpointQuantization& c) {
+    using Rule = QuantizationSpec::ModuleRule;
+    for (const Rule& r : q.module_rules) {
+        const std::string what = "the rule for '" + r.pattern + "'";
+        if (r.data_type != q.data_type)
+            return not_served(q, what + " gives data_type '" + r.data_type + "', which is not served");
+        if (r.desc_act != q.desc_act)
+            return not_served(q, what + " gives desc_act " + (r.desc_act ? "true" : "false") + ", which is not served");
+        if (r.bits != 4 && (r.bits != 8 || c.packing == Int4Packing::kAwqGemm)) {
+            return not_served(q, what + " gives " + std::to_string(r.bits) + "-bit weights, which are not served (4" +
+                                     (c.packing == Int4Packing::kAwqGemm ? "" : " and 8") + " are)");
+        }
+        if (r.group_size > 0 && r.group_size % 2 != 0)
+            return not_served(q, what + " gives an odd group size, which is not served");
+        if (c.packing == Int4Packing::kAwqGemm && r.group_size <= 0)
+            return not_served(q, what + " gives AWQ-packed weights without groups, which are not served");
+        CheckpointQuantization::ModuleOverride o;
+        o.format = r.bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
+        o.group_size = std::max<int64_t>(r.group_size, 0);
+        if (r.match == Rule::Match::kExact) {
+            o.matches = [name = r.pattern](const std::string& module) {
+                return module == name || "model." + module == name;
+            };
+        } else {
+            auto compiled = compile_bounded_regex(r.pattern);  // (its matching time polynomial)
+            if (!compiled.ok()) return not_served(q, what + " is not served: the expression " + compiled.message());
+            auto re = std::make_shared<const std::regex>(std::move(compiled).value());
+            const bool from_start = r.match == Rule::Match::kFromStart;
+            o.matches = [re, from_start](const std::string& module) {
+                std::smatch m;
+                return std::regex_search(
+                    module, m, *re,
+                    from_start ? std::regex_constants::match_continuous : std::regex_constants::match_default);
+            };
+        }
+        c.overrides.push_back(std::move(o));
+    }
+    return ok_status();
+}
+
 }  // namespace
 
 std::string CheckpointQuantization::describe() const {
@@ -161,17 +202,36 @@ std::string CheckpointQuantization::describe() const {
 
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q) {
     if (!q.quantized()) return std::optional<CheckpointQuantization>();
-    if (!q.dynamic_overrides.empty()) {
-        return not_served(q, "quantization_config.dynamic gives modules matching '" + q.dynamic_overrides.front() +
-                                 "' their own settings, which is not served (its '-:' rules, which leave modules "
-                                 "unquantized, are)");
+    Result<std::optional<CheckpointQuantization>> c =
+        not_served(q, "quant_method '" + q.method + "' is not served yet");
+    if (q.method == "fp8") c = fp8(q);
+    if (q.method == "compressed-tensors") c = compressed_tensors(q);
+    if (q.method == "awq") c = awq(q);
+    if (q.method == "gptq") c = gptq(q);
+    if (q.method == "auto-round") c = auto_round(q);
+    if (!c.ok() || q.module_rules.empty()) return c;
+    if (q.method != "gptq" && q.method != "auto-round") {
+        return not_served(q, "modules with their own quantization settings are served for gptq and auto-round only");
     }
-    if (q.method == "fp8") return fp8(q);
-    if (q.method == "compressed-tensors") return compressed_tensors(q);
-    if (q.method == "awq") return awq(q);
-    if (q.method == "gptq") return gptq(q);
-    if (q.method == "auto-round") return auto_round(q);
-    return not_served(q, "quant_method '" + q.method + "' is not served yet");
+    PAGODA_RETURN_IF_ERROR(add_overrides(q, **c));
+    return c;
+}
+
+CheckpointQuantization CheckpointQuantization::for_module(const std::string& name) const {
+    if (overrides.empty()) return *this;
+    std::string module = module_prefix(name);
+    if (!module.empty()) module.pop_back();  // (the "." before the tensor's own name)
+    std::string text_module = module;
+    if (const size_t at = text_module.find("language_model."); at != std::string::npos)
+        text_module.erase(at, std::string_view("language_model.").size());
+    for (const ModuleOverride& o : overrides) {
+        if (!o.matches(module) && !o.matches(text_module)) continue;
+        CheckpointQuantization c = *this;
+        c.format = o.format, c.group_size = o.group_size;
+        c.overrides.clear();
+        return c;
+    }
+    return *this;
 }
 
 Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::string_view requested) {

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/status.h"
 #include "model/model_spec.h"
@@ -41,6 +43,19 @@ struct CheckpointQuantization {
     int32_t zero_offset = 0;       // added to each stored zero (1 for GPTQ's v1 format)
     std::string describe() const;  // "fp8-e4m3 (128x128 block scales)", "int4 (group 128, zero points), AWQ GEMM"
     int bits() const { return grouped_int_bits(format); }  // 4, 8 (grouped integer formats); 0 for fp8
+
+    // Modules stored with other bits or groups than the checkpoint's (auto-round's extra_config, GPTQModel's dynamic
+    // rules: QuantizationSpec::module_rules), in the order they apply.
+    struct ModuleOverride {
+        std::function<bool(const std::string& module)> matches;
+        WeightFormat format = WeightFormat::kInt4;
+        int64_t group_size = 0;
+    };
+    std::vector<ModuleOverride> overrides;
+    // The settings of weight `name` ("<module>.weight"): those of the first override whose rule matches the module
+    // (its name as stored, or without the "language_model." of a multimodal checkpoint, the names such rules are
+    // written with), else the checkpoint's.
+    CheckpointQuantization for_module(const std::string& name) const;
 };
 
 // The input quantization group (LinearWeight::input_quant_group) the checkpoint computes its fp8 weight `w` with: its
@@ -61,8 +76,8 @@ int64_t dynamic_activation_group(const QuantizationSpec& q, const LinearWeight& 
 //  - compressed-tensors pack-quantized W4A16 (llm-compressor): 4-bit int weights, symmetric, group or channel
 //    scales, no activation quantization;
 //  - auto-round (Intel's AutoRound): int weights, 4 or 8 bits in the GPTQ packings (auto_round:auto_gptq, auto_round,
-//    auto_round:gptqmodel), 4 in the AWQ one (auto_round:auto_awq); per-module extra_config settings only where they
-//    leave a module unquantized.
+//    auto_round:gptqmodel), 4 in the AWQ one (auto_round:auto_awq);
+// and for gptq and auto-round the modules' own bits and groups (dynamic, extra_config) within those limits.
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q);
 
 // What loading does about quantization: read the checkpoint's quantized weights as stored, and (--quantization fp8 on

@@ -89,6 +89,10 @@ class WeightLoader {
     // Whether the checkpoint is an int4 (or GPTQ int8) one (its quantization_config), and whether its format has zero
     // points (else the symmetric 8).
     bool int4_checkpoint() const { return quantization_ != nullptr && quantization_->bits() != 0; }
+    // The bits of the int4 / int8 weight `name` (its module's own, where a quantization rule gives it some).
+    int int4_bits(const std::string& name) const {
+        return quantization_ != nullptr ? quantization_->for_module(name).bits() : 0;
+    }
     // Expert parallelism: a rank stacks only the routed experts it holds, [first, first + count) (a per-expert
     // checkpoint's stacks are then this rank's shard already). count < 0: every expert.
     void hold_experts(int64_t first, int64_t count) { experts_first_ = first, experts_count_ = count; }
@@ -101,7 +105,6 @@ class WeightLoader {
     int64_t expert_features_first() const { return features_first_; }
     int64_t expert_features_count(int64_t all) const { return features_count_ < 0 ? all : features_count_; }
     bool int4_zero_points() const { return quantization_ != nullptr && quantization_->zero_points; }
-    int int4_bits() const { return quantization_ != nullptr ? quantization_->bits() : 0; }  // 4, 8 (int8), 0
     // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
     void repack_int4(const Int4Module& m, const Int4Layout& out) const;
 

@@ -55,7 +55,7 @@ Result<const TensorView*> WeightLoader::packed_words(const std::string& name, co
 }
 
 Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& name, const Shape& shape) {
-    const CheckpointQuantization& q = *quantization_;
+    const CheckpointQuantization q = quantization_->for_module(name);  // (its own bits and group, if a rule says)
     const std::string m = module_prefix(name);
     if (shape.rank() != 2) {
         return Status::error("tensor '" + name + "': int4 weights of shape " + shape.to_string() +

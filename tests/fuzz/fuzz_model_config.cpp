@@ -1,7 +1,8 @@
 // libFuzzer target: a model directory's config.json and generation_config.json on arbitrary bytes, through what pagoda
 // derives from them before it reads a weight (at start-up and on every hot reload): the ModelSpec, the quantization
-// plan, the context length, the RoPE table and the tensor-parallel shard plans. Each must return an error or a value,
-// never crash, hang, overflow or allocate without bound.
+// plan (its per-module rules resolved for a few module names), the context length, the RoPE table and the
+// tensor-parallel shard plans. Each must return an error or a value, never crash, hang, overflow or allocate without
+// bound.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -16,7 +17,12 @@ namespace {
 
 void derive(const pagoda::model::ModelSpec& spec) {
     using namespace pagoda::model;
-    (void)checkpoint_quantization(spec.quantization);
+    // The module rules' expressions run against module names as the loader gives them (in polynomial time).
+    if (const auto q = checkpoint_quantization(spec.quantization); q.ok() && q->has_value()) {
+        for (const char* name : {"model.layers.0.mlp.down_proj.weight",
+                                 "model.language_model.layers.17.mlp.experts.255.gate_proj.weight", "lm_head.weight"})
+            (void)(*q)->for_module(name);
+    }
     (void)plan_quantization(spec.quantization, "");
     (void)plan_quantization(spec.quantization, "fp8");
     (void)max_context_length(spec);

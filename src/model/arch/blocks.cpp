@@ -324,11 +324,6 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t fi
         LinearWeight* stack;
         int64_t expert, row;
     };
-    if (loader.int4_bits() != 4) {
-        // The expert kernels (CPU and CUDA) read 4-bit values only; 8-bit experts would need passes of their own.
-        return Status::error(p + std::to_string(first) + ".gate_proj: " + std::to_string(loader.int4_bits()) +
-                             "-bit MoE experts are not served yet (8-bit dense layers are, and 4-bit experts)");
-    }
     std::vector<Slot> slots;
     LinearWeight gate_up, down;
     for (int64_t e = 0; e < E; ++e) {
@@ -340,7 +335,18 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t fi
                 return Status::error(ep + name + ": experts of one layer must share one format (the first " +
                                      "expert's gate_proj is int4, this one is not)");
             }
+            if (const int bits = loader.int4_bits(ep + name); bits != 4) {
+                // The expert kernels (CPU and CUDA) read 4-bit values only; 8-bit experts would need passes of their
+                // own.
+                return Status::error(ep + name + ": " + std::to_string(bits) +
+                                     "-bit MoE experts are not served yet (8-bit dense layers are, and 4-bit experts)");
+            }
             PAGODA_ASSIGN_OR_RETURN(WeightLoader::Int4Module m, loader.int4_module(ep + name, Shape{rows, cols}));
+            if (stack->defined() && m.group != stack->group_size) {  // (a module rule's own group)
+                return Status::error(ep + name + ": the experts of one layer must share one group size (" +
+                                     std::to_string(m.group) + " here, " + std::to_string(stack->group_size) +
+                                     " before)");
+            }
             if (!m.input_perm.empty()) {  // the grouped expert kernels take no input permutation
                 return Status::error(ep + name + ": act-order GPTQ MoE experts (g_idx not k / group_size) are not " +
                                      "served yet (act-order dense layers are)");

@@ -20,7 +20,8 @@ NAMES = ["qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "
          "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16",
          "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen3_gptq_actorder",
          "qwen3_w4a16_asym", "qwen2_w8a16", "qwen3_autoround", "qwen3_autoround_asym", "qwen2_autoround_awq",
-         "qwen3_5_moe_autoround"]
+         "qwen3_5_moe_autoround", "qwen3_autoround_mixed",
+         "qwen3_gptq_dynamic"]
 
 
 def pagoda_bin():

@@ -469,3 +469,25 @@ def test_spec_matches_transformers(pagoda_bin, tmp_path, name):
     assert got["text_model_type"] == cfg.get_text_config().model_type
     assert got["weight_prefix"] == ("model.language_model." if cfg.model_type in ("qwen3_5", "qwen3_5_moe")
                                     else "model.")
+
+
+def test_modules_of_their_own_bits_and_groups(pagoda_bin):
+    """GPTQModel's dynamic rules (the first that matches a module from the start of its name decides) and auto-round's
+    extra_config (exact names first, then expressions): each layer lists the modules stored in other bits or groups,
+    as the loader reads them."""
+    d = GOLDEN / "qwen3_gptq_dynamic"
+    if not (d / "config.json").exists():
+        pytest.skip(f"no golden data in {d}")
+    report = inspect(pagoda_bin, d)
+    assert report["spec"]["quantization"] == "gptq, int4, group 32, symmetric, 3 module rules"
+    int4, int8 = "int4 (group 32, zero points), GPTQ packing", "int8 (group 32, zero points), GPTQ packing"
+    down8 = "int8 (group 64, zero points), GPTQ packing: mlp.down_proj"
+    assert formats_of(report) == [
+        {"layers": "0", "formats": f"{int4}; {int8}: self_attn.v_proj"},  # layer 0's down_proj: a rule before keeps it
+        {"layers": "1", "formats": f"{int4}; {int8}: self_attn.v_proj; {down8}"},
+        {"layers": "2", "formats": f"{int4}; bf16: self_attn.o_proj; {int8}: self_attn.v_proj; {down8}"},
+    ]
+    mixed = inspect(pagoda_bin, GOLDEN / "qwen3_autoround_mixed")
+    assert [f["formats"] for f in formats_of(mixed)][2] == (
+        f"{int4}; bf16: self_attn.o_proj; int4 (group 64, zero points), GPTQ packing: mlp.gate_proj; "
+        "int8 (group 16, zero points), GPTQ packing: mlp.up_proj")

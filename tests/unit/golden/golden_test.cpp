@@ -223,7 +223,8 @@ INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                                            "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16", "qwen3_next_gptq",
                                            "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym",
                                            "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16", "qwen3_autoround",
-                                           "qwen3_autoround_asym", "qwen2_autoround_awq", "qwen3_5_moe_autoround"),
+                                           "qwen3_autoround_asym", "qwen2_autoround_awq", "qwen3_5_moe_autoround",
+                                           "qwen3_autoround_mixed", "qwen3_gptq_dynamic"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // Quantized checkpoints packed as a device backend packs them (LoadOptions::pack_weights: every weight's data first,
@@ -237,7 +238,8 @@ TEST(GoldenQuantizedPacked, FusedProjectionsMatchTransformers) {
     for (const char* name :
          {"qwen2_fp8", "qwen3_fp8", "qwen3_fp8_channel", "qwen3_5_fp8", "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq",
           "qwen2_gptq", "qwen3_w4a16", "qwen3_w4a16_asym", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen2_w8a16",
-          "qwen3_gptq_actorder", "qwen3_autoround", "qwen3_autoround_asym", "qwen2_autoround_awq"}) {
+          "qwen3_gptq_actorder", "qwen3_autoround", "qwen3_autoround_asym", "qwen2_autoround_awq",
+          "qwen3_autoround_mixed", "qwen3_gptq_dynamic"}) {
         SCOPED_TRACE(name);
         const std::string dir = golden::dir(name);
         if (!file_exists(dir + "/config.json")) continue;

@@ -453,13 +453,41 @@ TEST(ModelSpec, QuantizationGptq) {  // Qwen2.5-7B-Instruct-GPTQ-Int4
 TEST(ModelSpec, QuantizationGptqDynamicRules) {
     const ModelSpec excluding = parse_ok(with_quantization(R"({"bits": 4, "group_size": 128, "sym": true,
         "desc_act": false, "quant_method": "gptq", "dynamic": {"-:.*attn.*": {}, ".*mlp.*": {}}})"));
-    EXPECT_TRUE(excluding.quantization.dynamic_overrides.empty());
+    EXPECT_TRUE(excluding.quantization.module_rules.empty());  // ".*mlp.*": {} says what the checkpoint says
     const ModelSpec overriding = parse_ok(with_quantization(R"({"bits": 4, "group_size": 128, "quant_method": "gptq",
-        "dynamic": {"-:.*attn.*": {}, "+:.*down_proj.*": {"bits": 8, "group_size": 32}}})"));
-    EXPECT_EQ(overriding.quantization.dynamic_overrides, (std::vector<std::string>{"+:.*down_proj.*"}));
+        "dynamic": {"-:.*attn.*": {}, "+:.*layers\\.0\\..*": {}, "+:.*down_proj.*": {"bits": 8, "group_size": 32}}})"));
+    const auto& rules = overriding.quantization.module_rules;
+    ASSERT_EQ(rules.size(), 2u);  // the rule equal to the checkpoint's is kept: it comes first, and shadows
+    EXPECT_EQ(rules[0].pattern, ".*layers\\.0\\..*");
+    EXPECT_EQ(rules[1].pattern, ".*down_proj.*");
+    EXPECT_EQ(rules[1].bits, 8);
+    EXPECT_EQ(rules[1].group_size, 32);
+    EXPECT_EQ(overriding.quantization.describe(), "gptq, int4, group 128, symmetric, 2 module rules");
+    // GPTQModel matches its rules from the start of the module's name (re.match), the first one winning.
+    const auto c = checkpoint_quantization(overriding.quantization);
+    ASSERT_TRUE(c.ok() && c->has_value()) << c.message();
+    const auto settings = [&](const std::string& name) {
+        const CheckpointQuantization m = (*c)->for_module(name);
+        return std::pair{m.bits(), m.group_size};
+    };
+    EXPECT_EQ(settings("model.layers.0.mlp.down_proj.weight"), (std::pair{4, int64_t{128}}));
+    EXPECT_EQ(settings("model.layers.3.mlp.down_proj.weight"), (std::pair{8, int64_t{32}}));
+    EXPECT_EQ(settings("model.layers.3.mlp.up_proj.weight"), (std::pair{4, int64_t{128}}));
     const std::string bad =
         parse_error(with_quantization(R"({"bits": 4, "quant_method": "gptq", "dynamic": ["-:.*attn.*"]})"));
     EXPECT_NE(bad.find("quantization_config.dynamic"), std::string::npos) << bad;
+    // Refused by what the rule says: 3 bits, act-order of its own, a regular expression std::regex cannot read.
+    for (const auto& [rules_json, why] :
+         {std::pair{R"({"+:.*down.*": {"bits": 3}})", "gives 3-bit weights"},
+          std::pair{R"({"+:.*down.*": {"desc_act": true}})", "gives desc_act true"},
+          std::pair{R"x({"+:(?P<x>down)": {"bits": 8}})x", "is not a regular expression this server reads"}}) {
+        const auto refused = checkpoint_quantization(
+            parse_ok(with_quantization(std::string(R"({"bits": 4, "group_size": 128, "quant_method": "gptq",
+                "dynamic": )") + rules_json + "}"))
+                .quantization);
+        ASSERT_FALSE(refused.ok()) << rules_json;
+        EXPECT_NE(refused.message().find(why), std::string::npos) << refused.message();
+    }
 }
 
 // Intel's AutoRound, as its exporter writes the config (auto-round 0.16): the packing decides the layout and how zero
@@ -485,7 +513,7 @@ TEST(ModelSpec, QuantizationAutoRound) {
         SCOPED_TRACE(w.packing);
         const ModelSpec s = parse_ok(config(w.packing, kept_bf16));
         EXPECT_EQ(s.quantization.describe(), "auto-round, int4, group 128, symmetric, " + w.packing);
-        EXPECT_TRUE(s.quantization.extra_overrides.empty());
+        EXPECT_TRUE(s.quantization.module_rules.empty());  // a 16-bit entry, and one that says the checkpoint's
         const auto c = checkpoint_quantization(s.quantization);
         ASSERT_TRUE(c.ok()) << c.message();
         ASSERT_TRUE(c->has_value());
@@ -501,16 +529,35 @@ TEST(ModelSpec, QuantizationAutoRound) {
     ASSERT_TRUE(eight.ok() && eight->has_value()) << eight.message();
     EXPECT_EQ((*eight)->format, WeightFormat::kInt8);
     EXPECT_EQ((*eight)->zero_offset, 1);
-    // Refused, saying why: a module with other settings, another data type, a packing not served, 8-bit AWQ packing.
+    // Modules of their own bits and groups (auto-round's mixed recipes): an exact name (also under a multimodal
+    // checkpoint's language_model), before the regular expressions, searched for anywhere in the name.
+    const ModelSpec mixed = parse_ok(config("auto_round:auto_gptq", R"({".*down_proj": {"bits": 8},
+        "model.layers.2.mlp.down_proj": {"group_size": 64}, "model.layers.1.self_attn.o_proj": {"bits": 16},
+        "model.layers.0.mlp.up_proj": {"bits": 4, "group_size": 128}})"));
+    ASSERT_EQ(mixed.quantization.module_rules.size(), 3u);
+    const auto per_module = checkpoint_quantization(mixed.quantization);
+    ASSERT_TRUE(per_module.ok() && per_module->has_value()) << per_module.message();
+    const auto settings = [&](const std::string& name) {
+        const CheckpointQuantization m = (*per_module)->for_module(name);
+        return std::pair{m.bits(), m.group_size};
+    };
+    EXPECT_EQ(settings("model.layers.2.mlp.down_proj.weight"), (std::pair{4, int64_t{64}}));
+    EXPECT_EQ(settings("model.language_model.layers.2.mlp.down_proj.weight"), (std::pair{4, int64_t{64}}));
+    EXPECT_EQ(settings("model.layers.5.mlp.down_proj.weight"), (std::pair{8, int64_t{128}}));
+    EXPECT_EQ(settings("model.layers.0.mlp.up_proj.weight"), (std::pair{4, int64_t{128}}));
+    EXPECT_EQ(settings("model.layers.0.mlp.gate_proj.weight"), (std::pair{4, int64_t{128}}));
+    EXPECT_EQ((*per_module)->for_module("model.layers.5.mlp.down_proj.weight").format, WeightFormat::kInt8);
+    // Refused, saying why: a module rule pagoda cannot serve, another data type, a packing not served, 8-bit AWQ
+    // packing.
     const auto refusal = [&](const std::string& json) {
         const auto c = checkpoint_quantization(parse_ok(json).quantization);
         EXPECT_FALSE(c.ok());
         return c.ok() ? std::string() : c.message();
     };
-    EXPECT_NE(refusal(config("auto_round:auto_gptq", R"({"model.layers.2.mlp.down_proj": {"bits": 8}})"))
-                  .find("'model.layers.2.mlp.down_proj' its own bits"),
+    EXPECT_NE(refusal(config("auto_round:auto_gptq", R"({"model.layers.2.mlp.down_proj": {"bits": 2}})"))
+                  .find("the rule for 'model.layers.2.mlp.down_proj' gives 2-bit weights"),
               std::string::npos);
-    EXPECT_NE(refusal(config("auto_round:auto_gptq", R"({"lm_head": {"group_size": 32}})")).find("'lm_head'"),
+    EXPECT_NE(refusal(config("auto_round:auto_awq", R"({"lm_head": {"bits": 8}})")).find("the rule for 'lm_head'"),
               std::string::npos);
     EXPECT_NE(refusal(with_quantization(R"({"bits": 4, "group_size": 32, "quant_method": "auto-round",
                   "data_type": "mx_fp", "packing_format": "auto_round"})"))
