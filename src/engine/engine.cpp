@@ -172,7 +172,7 @@ struct Engine::Impl {
     KvCacheManager kv;
     std::optional<StateCache> state;
     Scheduler scheduler;
-    std::vector<int32_t> step_loras;  // schedule_step's scratch
+    std::vector<int32_t> step_loras;  // schedule_step's scratch: the running sequences' adapters
     Sampler sampler;
     GrammarMasks grammar_masks;
     std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests;
@@ -496,12 +496,8 @@ void Engine::Impl::fill_grammar_masks(StepSlot& slot) {
 bool Engine::Impl::schedule_step(StepSlot& slot) {
     scheduler.schedule(slot.plan);
     if (slot.plan.empty()) return false;
-    if (config.max_loras > 0) {  // the adapters the runner keeps for this step
-        step_loras.clear();
-        for (const ScheduledChunk& c : slot.plan.chunks)
-            if (const int32_t id = owner(*c.seq).request.lora_id;
-                id != 0 && std::find(step_loras.begin(), step_loras.end(), id) == step_loras.end())
-                step_loras.push_back(id);
+    if (config.max_loras > 0) {  // the adapters the runner keeps: the running sequences', this step's among them
+        scheduler.lora_ids(/*running=*/true, step_loras);
         runner.lora_in_use(step_loras);
     }
     PAGODA_CHECK(slot.plan.num_tokens <= config.max_num_batched_tokens);

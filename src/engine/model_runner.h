@@ -83,8 +83,8 @@ class ModelRunner {
     // Multi-LoRA, for a runner that brings adapters onto its device beside the steps (executor/lora_pager.h); engine
     // thread. lora_ready(id): whether adapter `id` is there, to stay until the steps scheduled next have run; false:
     // it is on its way (this call starts it), and the scheduler keeps its requests waiting while the other sequences
-    // step on. lora_in_use(ids): the adapters of the step just scheduled. By default every adapter is ready: the step
-    // that needs one installs it.
+    // step on. lora_in_use(ids): the adapters of the running sequences once a step is scheduled (this step's and those
+    // of running sequences it left out). By default every adapter is ready: the step that needs one installs it.
     virtual bool lora_ready(int32_t /*id*/) { return true; }
     virtual void lora_in_use(std::span<const int32_t> /*ids*/) {}
 };

@@ -255,7 +255,12 @@ void Scheduler::schedule(StepPlan& plan) {
         const bool new_lora = config_.max_loras > 0 && lora != 0 &&
                               std::find(active_loras_.begin(), active_loras_.end(), lora) == active_loras_.end();
         if (new_lora && static_cast<int32_t>(active_loras_.size()) >= config_.max_loras) continue;  // no free slot
-        if (new_lora && lora_ready_ && !running_.empty() && !lora_ready_(lora)) continue;           // on its way
+        if (new_lora && lora_ready_ && !running_.empty() && !lora_ready_(lora)) {
+            // On its way: it counts against the slots, so that no more adapters are brought in than fit beside the
+            // running ones (two cold adapters for one free slot would take it from each other in turn).
+            active_loras_.push_back(lora);
+            continue;
+        }
         if (!try_admit(s, budget, plan)) break;
         if (new_lora) active_loras_.push_back(lora);
     }

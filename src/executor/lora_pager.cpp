@@ -52,10 +52,9 @@ LoraPager::~LoraPager() {
 bool LoraPager::ready(int32_t id) {
     std::lock_guard lock(mu_);
     if (disabled_) return true;
-    if (contains(resident_, id)) {
-        if (!contains(granted_, id)) granted_.push_back(id);
-        return true;
-    }
+    if (installing_) return false;  // (asked again at the next schedule)
+    asked_[id] = round_;
+    if (contains(resident_, id)) return true;
     const auto it = jobs_.find(id);
     if (it == jobs_.end()) {
         jobs_[id] = Job{};
@@ -74,7 +73,8 @@ void LoraPager::in_use(std::span<const int32_t> ids) {
     std::lock_guard lock(mu_);
     in_use_[1] = std::move(in_use_[0]);
     in_use_[0].assign(ids.begin(), ids.end());
-    granted_.clear();
+    ++round_;
+    std::erase_if(asked_, [this](const auto& entry) { return entry.second + 1 < round_; });
 }
 
 int LoraPager::free_image() const {
@@ -105,7 +105,9 @@ void LoraPager::work() {
         Status status = ok_status();
         std::optional<model::LoraTable::Staged> staged;
         auto adapter = fetch_(id);
-        auto result = adapter.ok() ? table_.stage(id, std::move(adapter).value(), image)
+        // Half the cores: the engine thread and the steps' host work go on meanwhile.
+        const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / 2);
+        auto result = adapter.ok() ? table_.stage(id, std::move(adapter).value(), image, threads)
                                    : Result<model::LoraTable::Staged>(adapter.status());
         if (result.ok()) {
             staged = std::move(result).value();
@@ -158,10 +160,14 @@ Status LoraPager::prepare(std::span<const int32_t> ids) {
             }
             if (it->second.stage == Stage::kQueued || it->second.stage == Stage::kFailed) jobs_.erase(it);
         }
-        // Slots that the steps scheduled, running or about to run, use are kept.
+        // Kept: the slots of the steps scheduled, running or about to run, and of adapters whose requests asked for
+        // them lately (granted, or brought in and not yet granted: two cold adapters for one free slot would otherwise
+        // take it from each other in turn).
         keep.assign(ids.begin(), ids.end());
-        for (const auto* list : {&granted_, &in_use_[0], &in_use_[1]})
-            keep.insert(keep.end(), list->begin(), list->end());
+        for (const std::vector<int32_t>& list : in_use_)
+            keep.insert(keep.end(), list.begin(), list.end());
+        for (const auto& [id, round] : asked_)
+            keep.push_back(id);
         for (auto& [id, job] : jobs_) {
             if (job.stage != Stage::kStaged) continue;
             const bool there = table_.resident(id) || table_.filling(id);  // (a step installed it meanwhile)
@@ -171,14 +177,20 @@ Status LoraPager::prepare(std::span<const int32_t> ids) {
         }
         table_.settle(/*wait=*/false);  // (on the host a placed adapter has arrived at once)
         retire_arrived();
-        for (int32_t id : ids)
-            installed_by_steps_ += !table_.resident(id) && !table_.filling(id);
+        resident_ = table_.resident_ids();  // (without the adapters a placement evicted)
+        for (int32_t id : ids) {
+            const bool installs = !table_.resident(id) && !table_.filling(id);
+            installed_by_steps_ += installs;
+            installing_ = installing_ || installs;
+        }
     }
-    // Outside the lock: installing an adapter here takes milliseconds, and the engine thread asks ready() meanwhile.
+    // Outside the lock: installing an adapter here takes milliseconds, and the engine thread asks ready() meanwhile
+    // (false until it is done: the install may evict an adapter ready() would otherwise vouch for).
     Status status = table_.make_resident(ids, fetch_, keep);
     std::lock_guard lock(mu_);
     retire_arrived();  // make_resident waited for every copy when it installed one
     resident_ = table_.resident_ids();
+    installing_ = false;
     return status;
 }
 

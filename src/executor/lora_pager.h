@@ -35,10 +35,12 @@ class LoraPager {
     LoraPager& operator=(const LoraPager&) = delete;
 
     // Whether adapter `id` is resident; if so it stays resident until the steps scheduled after this call have run
-    // (those of this and the next in_use()). If not, it is paged in from now on. True also when paging it failed: the
-    // step that needs it then installs it itself, or says why it cannot.
+    // (those of this and the next in_use()). If not, it is paged in from now on, and once there it stays while its
+    // request keeps asking (an adapter asked for since the last in_use() but one is not evicted for another). True also
+    // when paging it failed: the step that needs it then installs it itself, or says why it cannot. False while a step
+    // installs an adapter itself (it may evict any other).
     bool ready(int32_t id);
-    // The adapters of the step just scheduled: kept resident until two more steps have been scheduled.
+    // The running sequences' adapters once a step is scheduled: kept resident until two more steps have been scheduled.
     void in_use(std::span<const int32_t> ids);
 
     // Before the step whose adapters are `ids` (distinct, non-zero; empty for a step without adapters) runs: makes
@@ -71,13 +73,15 @@ class LoraPager {
 
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<int32_t> queue_;         // ids to stage, in order asked
-    std::map<int32_t, Job> jobs_;       // adapters being paged in
-    std::vector<int32_t> resident_;     // the table's resident adapters as of the last prepare()
-    std::vector<int32_t> granted_;      // ready() said true since the last in_use()
-    std::vector<int32_t> in_use_[2];    // the last two steps' adapters, newest first
-    std::vector<Buffer> images_;        // kImages on a device backend
-    std::vector<int32_t> image_owner_;  // the job id using each image, 0: free
+    std::deque<int32_t> queue_;          // ids to stage, in order asked
+    std::map<int32_t, Job> jobs_;        // adapters being paged in
+    std::vector<int32_t> resident_;      // the table's resident adapters as of the last prepare()
+    std::map<int32_t, uint64_t> asked_;  // adapter -> the in_use() round ready() was last asked about it in
+    uint64_t round_ = 0;                 // in_use() calls so far
+    bool installing_ = false;            // prepare() lets make_resident install an adapter (and evict another)
+    std::vector<int32_t> in_use_[2];     // the last two steps' adapters, newest first
+    std::vector<Buffer> images_;         // kImages on a device backend
+    std::vector<int32_t> image_owner_;   // the job id using each image, 0: free
     int64_t paged_in_ = 0, installed_by_steps_ = 0;
     bool disabled_ = false;  // no images could be had: every step installs its adapters itself
     bool stopping_ = false;

@@ -54,7 +54,7 @@ class ModelEngineRunner final : public engine::ModelRunner {
     // inside Model::forward whether or not the rank samples. input.sample_rows / sampling are ignored.
     Status forward_only(const engine::StepInput& input);
     // Multi-LoRA: where the adapters of a step's lora ids come from (model/lora_table.h); the model must have LoRA
-    // enabled. Steps with adapters run eagerly (their deltas are not part of a recorded graph).
+    // enabled. Decode steps with adapters are recorded as graphs of their own (executor/decode_graphs.h).
     void set_lora_fetch(model::LoraFetch fetch) { lora_fetch_ = std::move(fetch); }
     // Multi-LoRA: adapters paged in beside the steps (executor/lora_pager.h) from now on, after set_lora_fetch;
     // without it a step installs the adapters it needs itself.

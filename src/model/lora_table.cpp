@@ -202,7 +202,7 @@ Status LoraTable::reserve_slots() {
     return ok_status();
 }
 
-Status LoraTable::write_image(const std::vector<Cut>& cuts, float scale, std::byte* image) const {
+Status LoraTable::write_image(const std::vector<Cut>& cuts, float scale, std::byte* image, unsigned threads) const {
     const int64_t R = max_rank_;
     // Every part's rank in this slot: 0 for the parts the adapter leaves alone (their old matrices are never read).
     auto* ranks = reinterpret_cast<int32_t*>(image);
@@ -225,30 +225,33 @@ Status LoraTable::write_image(const std::vector<Cut>& cuts, float scale, std::by
     // The matrices in bf16 on every core (a rank-16 adapter on every projection of Qwen3-8B is 44M values): each
     // part's A [r, K], its first r rows; its B [rows, R] times the scale, each row's r values then zeros. What the
     // image holds past a part's rank, or on a part of rank 0, is never read.
-    parallel_for(cuts.size() * 2, [&](size_t i) {
-        const Cut& c = cuts[i / 2];
-        const LoraDeviceLayout::Part& part = c.landing->set->device.parts[c.landing->part];
-        const int64_t r = c.a.dim(0);
-        if (i % 2 == 0) {
-            const float* a = c.a.data_as<float>();
-            auto* out = reinterpret_cast<uint16_t*>(image + part.a_offset);
-            for (int64_t k = 0; k < c.a.numel(); ++k)
-                out[k] = f32_to_bf16(a[k]);
-            return;
-        }
-        const float* b = c.b.data_as<float>();
-        auto* out = reinterpret_cast<uint16_t*>(image + part.b_offset);
-        for (int64_t n = 0; n < part.rows; ++n) {
-            for (int64_t j = 0; j < r; ++j)
-                out[n * R + j] = f32_to_bf16(scale * b[n * r + j]);
-            std::fill(out + n * R + r, out + (n + 1) * R, uint16_t{0});
-        }
-    });
+    parallel_for(
+        cuts.size() * 2,
+        [&](size_t i) {
+            const Cut& c = cuts[i / 2];
+            const LoraDeviceLayout::Part& part = c.landing->set->device.parts[c.landing->part];
+            const int64_t r = c.a.dim(0);
+            if (i % 2 == 0) {
+                const float* a = c.a.data_as<float>();
+                auto* out = reinterpret_cast<uint16_t*>(image + part.a_offset);
+                for (int64_t k = 0; k < c.a.numel(); ++k)
+                    out[k] = f32_to_bf16(a[k]);
+                return;
+            }
+            const float* b = c.b.data_as<float>();
+            auto* out = reinterpret_cast<uint16_t*>(image + part.b_offset);
+            for (int64_t n = 0; n < part.rows; ++n) {
+                for (int64_t j = 0; j < r; ++j)
+                    out[n * R + j] = f32_to_bf16(scale * b[n * r + j]);
+                std::fill(out + n * R + r, out + (n + 1) * R, uint16_t{0});
+            }
+        },
+        threads);
     return ok_status();
 }
 
-Result<LoraTable::Staged> LoraTable::stage(int32_t id, std::shared_ptr<const LoraAdapter> adapter,
-                                           Buffer* image) const {
+Result<LoraTable::Staged> LoraTable::stage(int32_t id, std::shared_ptr<const LoraAdapter> adapter, Buffer* image,
+                                           unsigned threads) const {
     Staged staged;
     staged.id = id;
     // This rank's share of each module: B's rows of a column-parallel projection, A's columns of a row-parallel one.
@@ -271,7 +274,7 @@ Result<LoraTable::Staged> LoraTable::stage(int32_t id, std::shared_ptr<const Lor
     if (on_device()) {
         if (!device_.data()) return Status::error("LoRA adapter slots were not reserved on the device");
         PAGODA_CHECK_MSG(image != nullptr && image->size() >= slot_bytes_, "a LoRA slot image needs slot_bytes()");
-        PAGODA_RETURN_IF_ERROR(write_image(staged.cuts, adapter->scale, static_cast<std::byte*>(image->data()))
+        PAGODA_RETURN_IF_ERROR(write_image(staged.cuts, adapter->scale, static_cast<std::byte*>(image->data()), threads)
                                    .with_context("LoRA adapter " + adapter->path));
         staged.image = image;
     }

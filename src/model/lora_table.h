@@ -84,7 +84,9 @@ class LoraTable {
     // recently used one whose adapter is not in `keep`; false when there is none (every slot kept or still being
     // filled). On a device its copy runs behind the steps queued so far and beside the next ones
     // (Backend::copy_behind); the adapter is resident once settle() has seen the copy arrive. On the host at once.
-    Result<Staged> stage(int32_t id, std::shared_ptr<const LoraAdapter> adapter, Buffer* image) const;
+    // `threads`: the cores that write the image (0: all, as make_resident, whose step waits for it).
+    Result<Staged> stage(int32_t id, std::shared_ptr<const LoraAdapter> adapter, Buffer* image,
+                         unsigned threads = 0) const;
     bool place(Staged& staged, std::span<const int32_t> keep);
     // Makes the adapters whose copies have arrived resident (with `wait`, all of them, after waiting).
     void settle(bool wait);
@@ -113,7 +115,7 @@ class LoraTable {
     int32_t victim(std::span<const int32_t> keep, bool spare_this_step) const;
     // Writes an adapter's slot image: every part's rank (0 where it has none), then the matrices in bf16, on every
     // core.
-    Status write_image(const std::vector<Cut>& cuts, float scale, std::byte* image) const;
+    Status write_image(const std::vector<Cut>& cuts, float scale, std::byte* image, unsigned threads) const;
     // Moves a staged adapter into `slot`: its slices on the host; on a device its image, copied now or (`behind`)
     // beside the steps.
     void put(int32_t slot, Staged staged, bool behind);

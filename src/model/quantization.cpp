@@ -148,6 +148,7 @@ Result<std::optional<CheckpointQuantization>> compressed_tensors(const Quantizat
 // points either way, so a rule's symmetry changes nothing pagoda reads).
 Status add_overrides(const QuantizationSpec& q, CheckpointQuantization& c) {
     using Rule = QuantizationSpec::ModuleRule;
+    auto overrides = std::make_shared<std::vector<CheckpointQuantization::ModuleOverride>>();
     for (const Rule& r : q.module_rules) {
         const std::string what = "the rule for '" + r.pattern + "'";
         if (r.data_type != q.data_type)
@@ -181,8 +182,9 @@ Status add_overrides(const QuantizationSpec& q, CheckpointQuantization& c) {
                     from_start ? std::regex_constants::match_continuous : std::regex_constants::match_default);
             };
         }
-        c.overrides.push_back(std::move(o));
+        overrides->push_back(std::move(o));
     }
+    c.overrides = std::move(overrides);
     return ok_status();
 }
 
@@ -218,17 +220,17 @@ Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const Quan
 }
 
 CheckpointQuantization CheckpointQuantization::for_module(const std::string& name) const {
-    if (overrides.empty()) return *this;
+    if (!overrides) return *this;
     std::string module = module_prefix(name);
     if (!module.empty()) module.pop_back();  // (the "." before the tensor's own name)
     std::string text_module = module;
     if (const size_t at = text_module.find("language_model."); at != std::string::npos)
         text_module.erase(at, std::string_view("language_model.").size());
-    for (const ModuleOverride& o : overrides) {
+    for (const ModuleOverride& o : *overrides) {
         if (!o.matches(module) && !o.matches(text_module)) continue;
         CheckpointQuantization c = *this;
         c.format = o.format, c.group_size = o.group_size;
-        c.overrides.clear();
+        c.overrides = nullptr;
         return c;
     }
     return *this;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,7 +52,7 @@ struct CheckpointQuantization {
         WeightFormat format = WeightFormat::kInt4;
         int64_t group_size = 0;
     };
-    std::vector<ModuleOverride> overrides;
+    std::shared_ptr<const std::vector<ModuleOverride>> overrides;  // null: none (shared: for_module copies the rest)
     // The settings of weight `name` ("<module>.weight"): those of the first override whose rule matches the module
     // (its name as stored, or without the "language_model." of a multimodal checkpoint, the names such rules are
     // written with), else the checkpoint's.

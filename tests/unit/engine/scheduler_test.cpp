@@ -292,5 +292,25 @@ TEST(Scheduler, WaitsForAnAdapterOnItsWayWhileOthersRun) {
     EXPECT_TRUE(cold->running);
 }
 
+TEST(Scheduler, AdaptersOnTheirWayCountAgainstTheSlots) {
+    // Two slots, one taken by the running adapter: of two cold adapters only the first is asked for (brought in), the
+    // second waits without being asked, so the two never take the free slot from each other.
+    Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_loras = 2}, 64, 4);
+    std::vector<int32_t> asked;
+    h.scheduler.set_lora_ready([&](int32_t id) {
+        asked.push_back(id);
+        return false;
+    });
+    Sequence* running = h.add(4, 0, 1, 0, /*lora_id=*/1);
+    h.step();
+    ASSERT_TRUE(running->running);
+    Sequence* first = h.add(4, 0, 1, 0, 3);
+    Sequence* second = h.add(4, 0, 1, 0, 4);
+    for (int i = 0; i < 3; ++i)
+        h.step();
+    EXPECT_FALSE(first->running || second->running);
+    EXPECT_EQ(asked, (std::vector<int32_t>{3, 3, 3}));
+}
+
 }  // namespace
 }  // namespace pagoda::engine

@@ -307,6 +307,52 @@ INSTANTIATE_TEST_SUITE_P(Peft, LoraDeviceLayoutTest,
                                            Case{"qwen3_next", {"mixed"}}, Case{"qwen3_moe", {"attn"}}),
                          [](const ::testing::TestParamInfo<Case>& i) { return i.param.model; });
 
+// Two cold adapters asked for while one slot is free (the other taken by a running adapter): the first brought in is
+// not evicted for the second while its request keeps asking, so it becomes ready and stays so (the pager kept only
+// the scheduled steps' adapters, and the two took the free slot from each other at every step: a reviewer's
+// reproduction, 200 copies in 200 steps). Each step here asks, schedules and runs as the engine does with async
+// scheduling (the copies land during the step).
+TEST(LoraPagerTest, TwoColdAdaptersDoNotTakeOneSlotFromEachOther) {
+    const std::string lora_dir = golden::dir("lora/qwen3");
+    if (!file_exists(lora_dir + "/reference.json")) GTEST_SKIP() << "no LoRA golden data";
+    LoadOptions options;
+    options.pack_weights = true;
+    PretendDeviceBackend device;
+    auto model = Model::load(golden::dir("qwen3"), device, single_communicator(), options);
+    ASSERT_TRUE(model.ok()) << model.message();
+    ASSERT_TRUE((*model)->enable_lora(2, 16).ok());
+    std::vector<std::shared_ptr<const LoraAdapter>> adapters;
+    for (const char* name : {"attn", "mlp_rslora", "regex"}) {
+        auto a = (*model)->read_lora(lora_dir + "/" + name);
+        ASSERT_TRUE(a.ok()) << a.message();
+        adapters.push_back(*a);
+    }
+    LoraTable& table = *(*model)->lora();
+    executor::LoraPager pager(table,
+                              [&](int32_t id) { return Result<std::shared_ptr<const LoraAdapter>>(adapters[id - 1]); });
+    const std::vector<int32_t> running = {1};
+    ASSERT_TRUE(pager.prepare(running).ok());  // adapter 1 installed by its first step
+    int ready_at = -1;
+    for (int step = 0; step < 200 && ready_at < 0; ++step) {
+        const bool two = pager.ready(2), three = pager.ready(3);
+        if (two || three) ready_at = step;
+        pager.in_use(running);
+        ASSERT_TRUE(pager.prepare(running).ok());
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_GE(ready_at, 0) << "neither cold adapter became ready in 200 steps";
+    EXPECT_EQ(pager.paged_in(), 1);
+    // The one that came in stays while its request keeps asking.
+    const int32_t in = pager.ready(2) ? 2 : 3;
+    for (int step = 0; step < 20; ++step) {
+        EXPECT_TRUE(pager.ready(in)) << "step " << step;
+        (void)pager.ready(in == 2 ? 3 : 2);
+        pager.in_use(running);
+        ASSERT_TRUE(pager.prepare(running).ok());
+    }
+    EXPECT_TRUE(table.resident(1));
+}
+
 // A gate the test opens: fetches of the pager's thread wait at it.
 class Gate {
   public:
