@@ -31,7 +31,7 @@ import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_tiny_models as tiny  # noqa: E402
-from make_int4_golden import bf16_drift, set_weight  # noqa: E402
+from make_int4_golden import record_dequantised  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 # A decoder layer's linear weight as transformers names it (MoE experts unfused, one by one, as AutoRound stores them).
@@ -122,20 +122,9 @@ def make_one(name, out_root, log):
         raise AssertionError(f"{name}: quantized {sorted(refs)}")
     log(f"{name}: AutoRound quantized {len(refs)} weights: {kinds}")
 
-    ref = json.load(open(os.path.join(src, "reference.json")))
-    kind = ref["model_type"]
-    model = tiny.type_for(kind).from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
-    params = dict(model.named_parameters())
     if kind in ("qwen3_5", "qwen3_5_moe"):  # the reference model is the multimodal class: its layers are nested
         refs = {n.replace("model.layers.", "model.language_model.layers.", 1): w for n, w in refs.items()}
-    with torch.no_grad():
-        for n, w in refs.items():
-            set_weight(params, n, w)
-    tiny.record_reference(model, d, name, kind, ref["prompt_ids"], log,
-                          f"fp32 on CPU: transformers {transformers.__version__}, the source model with each "
-                          f"projection's weight replaced by AutoRound's own dequantisation of the saved checkpoint")
-    drift = bf16_drift(src, d, kind, refs)
-    log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
+    record_dequantised(src, d, name, refs, log, "AutoRound's own dequantisation of the saved checkpoint")
 
     # transformers' auto-round integration loads the model in float16 whatever dtype is asked (and computes RoPE's
     # inverse frequencies in it): its float parameters are widened back to f32 (exact: bf16 values of these sizes fit
@@ -144,7 +133,8 @@ def make_one(name, out_root, log):
         if prm.is_floating_point():
             prm.data = prm.data.float()
     rotary = getattr(loaded.model, "language_model", loaded.model).rotary_emb
-    source_rotary = getattr(model.model, "language_model", model.model).rotary_emb
+    source = tiny.type_for(kind).from_pretrained(src, dtype=torch.float32)
+    source_rotary = getattr(source.model, "language_model", source.model).rotary_emb
     rotary.inv_freq = source_rotary.inv_freq.clone()
     rotary.original_inv_freq = source_rotary.original_inv_freq.clone()
     ref_path = os.path.join(d, "reference.json")
@@ -168,12 +158,7 @@ def main():
     names = sys.argv[2:] or list(SPECS)
     os.makedirs(out_root, exist_ok=True)
     torch.set_num_threads(2)
-    logf = open(os.path.join(out_root, "make_autoround_golden.log"), "a")
-
-    def log(msg):
-        print(msg, flush=True)
-        logf.write(msg + "\n")
-        logf.flush()
+    log = tiny.open_log(out_root, "make_autoround_golden.log")
 
     import auto_round
     log(f"torch {torch.__version__} transformers {transformers.__version__} auto-round {auto_round.__version__}")

@@ -315,19 +315,7 @@ def make_one(name, out_root, log):
     if os.path.exists(os.path.join(src, "generation_config.json")):
         shutil.copy(os.path.join(src, "generation_config.json"), d)
 
-    ref = json.load(open(os.path.join(src, "reference.json")))
-    kind = ref["model_type"]
-    # The source model in fp32 with each projection's weight replaced by the tool's dequantisation.
-    model = tiny.type_for(kind).from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for n, w in refs.items():
-            set_weight(params, n, w)
-    tiny.record_reference(model, d, name, kind, ref["prompt_ids"], log,
-                          f"fp32 on CPU: transformers {transformers.__version__}, the source model with each "
-                          f"projection's weight replaced by the {fmt} tool's dequantisation of the stored tensors")
-    drift = bf16_drift(src, d, kind, refs)
-    log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
+    kind = record_dequantised(src, d, name, refs, log, f"the {fmt} tool's dequantisation of the stored tensors")
     # transformers' GPTQ loader (through optimum) gives every module the checkpoint's bits: a checkpoint whose dynamic
     # rules give modules their own is read by GPTQModel.load, which follows them, as the MoE ones are.
     own_settings = any(not rule.startswith("-:") and settings for rule, settings in DYNAMIC.get(name, {}).items())
@@ -338,6 +326,25 @@ def make_one(name, out_root, log):
     log(f"{name}: {len(refs)} weights quantized ({fmt} {bits}-bit, group {group}, "
         f"{'symmetric' if sym else 'zero points'}), "
         f"ok in {time.time() - t0:.1f}s, {tiny.dir_summary(d)}")
+
+
+def record_dequantised(src, d, name, refs, log, how):
+    """The reference of a quantized copy of the golden `src` in d: the source model in fp32 with each projection's
+    weight replaced by `refs` (the tool's dequantisation, `how`), then transformers' bf16 drift of the same weights.
+    Returns the model type."""
+    ref = json.load(open(os.path.join(src, "reference.json")))
+    kind = ref["model_type"]
+    model = tiny.type_for(kind).from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        for n, w in refs.items():
+            set_weight(params, n, w)
+    tiny.record_reference(model, d, name, kind, ref["prompt_ids"], log,
+                          f"fp32 on CPU: transformers {transformers.__version__}, the source model with each "
+                          f"projection's weight replaced by {how}")
+    drift = bf16_drift(src, d, kind, refs)
+    log(f"{name}: transformers' bf16 forward moves the logits by {drift:.6f}")
+    return kind
 
 
 def bf16_drift(src, d, kind, refs):
@@ -461,12 +468,7 @@ def main():
     names = sys.argv[2:] or list(SPECS)
     os.makedirs(out_root, exist_ok=True)
     torch.set_num_threads(2)
-    logf = open(os.path.join(out_root, "make_int4_golden.log"), "a")
-
-    def log(msg):
-        print(msg, flush=True)
-        logf.write(msg + "\n")
-        logf.flush()
+    log = tiny.open_log(out_root, "make_int4_golden.log")
 
     import compressed_tensors
     import gptqmodel

@@ -240,6 +240,18 @@ def run_one(name, kind, kw, out_root, log):
     log(f"{name}: ok in {time.time() - t0:.1f}s, {dir_summary(d)}")
 
 
+def open_log(out_root, filename):
+    """A log function that prints each message and appends it to OUT_ROOT/filename (the generators' logs)."""
+    logf = open(os.path.join(out_root, filename), "a")
+
+    def log(msg):
+        print(msg, flush=True)
+        logf.write(msg + "\n")
+        logf.flush()
+
+    return log
+
+
 def dir_summary(d):
     files = sorted(os.listdir(d))
     size = sum(os.path.getsize(os.path.join(d, x)) for x in files)
@@ -465,13 +477,7 @@ def main():
     only = set(sys.argv[2:])
     os.makedirs(out_root, exist_ok=True)
     torch.set_num_threads(min(8, os.cpu_count() or 1))
-    logf = open(os.path.join(out_root, "make_tiny_models.log"), "a")
-
-    def log(msg):
-        print(msg, flush=True)
-        logf.write(msg + "\n")
-        logf.flush()
-
+    log = open_log(out_root, "make_tiny_models.log")
     log(f"torch {torch.__version__} transformers {transformers.__version__}")
     failed = []
     for name, (kind, kw) in specs().items():

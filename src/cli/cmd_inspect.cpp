@@ -218,11 +218,13 @@ StoredLinear stored_linear(const WeightEntry& e, const TensorView* t,
     const auto numel = static_cast<size_t>(e.shape.numel());
     if (t == nullptr) {  // int4 (int8): the layout's nibbles (bytes), scales and zero points
         // (the module's own bits and group where a quantization rule gives it some, as the loader reads it)
-        const std::optional<CheckpointQuantization> q = stored->for_module(stored_name);
+        const auto resolved = stored->for_module(stored_name);
+        const std::optional<CheckpointQuantization> q = resolved.ok() ? *resolved : *stored;
         const int64_t K = e.shape[e.shape.rank() - 1];
         const auto group = static_cast<size_t>(q->group_size > 0 ? q->group_size : K);
         StoredLinear out{q->describe(),
                          numel * static_cast<size_t>(q->bits()) / 8 + numel / group * 4 * (q->zero_points ? 2 : 1)};
+        if (!resolved.ok()) out.format += " (refused: " + resolved.message() + ")";
         if (q->packing == Int4Packing::kGptq &&
             gptq_act_order(stored_name, K, static_cast<int64_t>(group), checkpoint)) {
             out.format += ", act-order";

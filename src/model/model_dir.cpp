@@ -131,7 +131,9 @@ Result<ModelDir> ModelDir::open(const std::string& dir, bool open_weights) {
         // transformers 5 saves a Qwen3.5 language model on its own (Qwen3_5ForCausalLM, Qwen3_5MoeForCausalLM:
         // config.json its text config, model_type qwen3_5_text) under the multimodal checkpoint's tensor names, which
         // it maps both ways: the tensors say where the layers are.
-        if (m.spec.weight_prefix == "model." && !c.find("model.embed_tokens.weight") &&
+        const bool qwen3_5_text =
+            m.spec.text_model_type == "qwen3_5_text" || m.spec.text_model_type == "qwen3_5_moe_text";
+        if (qwen3_5_text && m.spec.weight_prefix == "model." && !c.find("model.embed_tokens.weight") &&
             c.find("model.language_model.embed_tokens.weight"))
             m.spec.weight_prefix = "model.language_model.";
         m.checkpoint = std::move(c);

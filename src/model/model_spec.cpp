@@ -521,14 +521,19 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
     PAGODA_RETURN_IF_ERROR(f.get("checkpoint_format", q.checkpoint_format));
     PAGODA_RETURN_IF_ERROR(f.get_string_list("modules_to_not_convert", q.ignore));
     if (f.has("ignore")) PAGODA_RETURN_IF_ERROR(f.get_string_list("ignore", q.ignore));
-    PAGODA_RETURN_IF_ERROR(f.get("data_type", q.data_type));
-    PAGODA_RETURN_IF_ERROR(f.get("packing_format", q.packing_format));
+    const bool auto_round = q.method == "auto-round";
+    if (auto_round) {
+        PAGODA_RETURN_IF_ERROR(f.get("data_type", q.data_type));
+        PAGODA_RETURN_IF_ERROR(f.get("packing_format", q.packing_format));
+        PAGODA_RETURN_IF_ERROR(f.get("act_bits", q.act_bits));
+    }
     // A rule's settings over the checkpoint's (what it leaves out is the checkpoint's).
     using Rule = QuantizationSpec::ModuleRule;
     const auto rule_of = [&q](const Fields& m, std::string pattern, Rule::Match match) -> Result<Rule> {
-        Rule r{std::move(pattern), match, q.bits, q.group_size, q.sym, q.desc_act, q.data_type};
+        Rule r{std::move(pattern), match, q.bits, q.group_size, q.act_bits, q.sym, q.desc_act, q.data_type};
         PAGODA_RETURN_IF_ERROR(m.get("bits", r.bits));
         PAGODA_RETURN_IF_ERROR(m.get("group_size", r.group_size));
+        PAGODA_RETURN_IF_ERROR(m.get("act_bits", r.act_bits));
         PAGODA_RETURN_IF_ERROR(m.get("sym", r.sym));
         PAGODA_RETURN_IF_ERROR(m.get("desc_act", r.desc_act));
         PAGODA_RETURN_IF_ERROR(m.get("data_type", r.data_type));
@@ -545,7 +550,7 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
             if (r.bits < 16) q.module_rules.push_back(std::move(r));
         }
     }
-    if (const Json* extra = f.find("extra_config"); extra && !extra->is_null()) {
+    if (const Json* extra = auto_round ? f.find("extra_config") : nullptr; extra && !extra->is_null()) {
         if (!extra->is_object()) return f.error("extra_config", "an object of module settings", *extra);
         std::vector<Rule> exact, searched;  // (vLLM's order: an exact name first, then the expressions)
         for (const auto& [module, settings] : extra->as_object()) {
@@ -558,9 +563,10 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
         q.module_rules.insert(q.module_rules.end(), exact.begin(), exact.end());
         q.module_rules.insert(q.module_rules.end(), searched.begin(), searched.end());
     }
-    const bool all_default = std::all_of(q.module_rules.begin(), q.module_rules.end(), [&q](const Rule& r) {
-        return r.bits == q.bits && r.group_size == q.group_size && r.sym == q.sym && r.desc_act == q.desc_act &&
-               r.data_type == q.data_type;
+    const auto int_or = [](const std::string& t) { return t.empty() ? std::string("int") : t; };
+    const bool all_default = std::all_of(q.module_rules.begin(), q.module_rules.end(), [&](const Rule& r) {
+        return r.bits == q.bits && r.group_size == q.group_size && r.act_bits == q.act_bits && r.sym == q.sym &&
+               r.desc_act == q.desc_act && int_or(r.data_type) == int_or(q.data_type);
     });
     if (all_default) q.module_rules.clear();
     if (const Json* groups = f.find("config_groups")) {

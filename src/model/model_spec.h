@@ -74,6 +74,7 @@ struct QuantizationSpec {
     // "auto_round:auto_awq", ...).
     std::string data_type;
     std::string packing_format;
+    int64_t act_bits = 0;  // its activations' bits (16 or not given: weight-only)
     // Rules that give the modules they match their own settings, in the order they apply (the first that matches a
     // module wins): auto-round's extra_config entries (exact module names first, then the keys with regular
     // expression characters, searched for in the name) and GPTQModel's `dynamic` rules ("+:regex" or a bare regex,
@@ -84,7 +85,7 @@ struct QuantizationSpec {
         enum class Match : uint8_t { kExact, kSearch, kFromStart };
         std::string pattern;
         Match match = Match::kExact;
-        int64_t bits = 0, group_size = 0;
+        int64_t bits = 0, group_size = 0, act_bits = 0;
         bool sym = true, desc_act = false;
         std::string data_type;
     };

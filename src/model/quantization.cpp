@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <memory>
 #include <regex>
+#include <unordered_map>
 
 #include "common/bounded_regex.h"
+#include "common/log.h"
 
 namespace pagoda::model {
 
@@ -84,6 +86,10 @@ Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
 Result<std::optional<CheckpointQuantization>> auto_round(const QuantizationSpec& q) {
     if (!q.data_type.empty() && q.data_type != "int")
         return not_served(q, "auto-round data_type '" + q.data_type + "' is not served (int is)");
+    if (q.act_bits > 0 && q.act_bits < 16) {
+        return not_served(q, "auto-round act_bits " + std::to_string(q.act_bits) +
+                                 " (quantized activations) is not served (weight-only is)");
+    }
     const std::string packing = q.packing_format.empty() ? "auto_round:auto_gptq" : q.packing_format;
     const bool gptq_v1 = packing == "auto_round:auto_gptq" || packing == "auto_gptq";
     if (gptq_v1 || packing == "auto_round" || packing == "auto_round:gptqmodel") {
@@ -144,45 +150,104 @@ Result<std::optional<CheckpointQuantization>> compressed_tensors(const Quantizat
     return std::optional<CheckpointQuantization>(c);
 }
 
-// The overrides of `q`'s module rules, each checked as the checkpoint's own settings are (its packing stores zero
-// points either way, so a rule's symmetry changes nothing pagoda reads).
+// Python's \A and \Z (string start and end), which ECMAScript reads as the letters, as ^ and $.
+std::string ecmascript_anchors(const std::string& pattern) {
+    std::string out;
+    for (size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] == '\\' && i + 1 < pattern.size()) {
+            const char next = pattern[++i];
+            if (next == 'A' || next == 'Z') {
+                out += next == 'A' ? '^' : '$';
+            } else {
+                out += '\\';
+                out += next;
+            }
+        } else {
+            out += pattern[i];
+        }
+    }
+    return out;
+}
+
+// The data type a rule or checkpoint gives, "" meaning the checkpoint's int.
+std::string data_type_of(const std::string& data_type) {
+    return data_type.empty() ? "int" : data_type;
+}
+
+constexpr size_t kMaxExpressionRules = 256;  // (each is tried on every packed module's name)
+
+}  // namespace
+
+struct CheckpointQuantization::ModuleOverrides {
+    std::unordered_map<std::string, ModuleOverride> exact;  // auto-round's exact module names
+    struct Expression {
+        std::regex re;
+        bool from_start = false;  // re.match (GPTQModel), else re.search (auto-round)
+        ModuleOverride settings;
+    };
+    std::vector<Expression> expressions;  // in the order they apply
+
+    const ModuleOverride* find(const std::string& module) const {
+        if (const auto it = exact.find(module); it != exact.end()) return &it->second;
+        return nullptr;
+    }
+    const ModuleOverride* match(const std::string& module) const {
+        std::smatch m;
+        for (const Expression& e : expressions)
+            if (std::regex_search(
+                    module, m, e.re,
+                    e.from_start ? std::regex_constants::match_continuous : std::regex_constants::match_default))
+                return &e.settings;
+        return nullptr;
+    }
+};
+
+namespace {
+
+// The overrides of `q`'s module rules. A rule pagoda cannot serve (other bits, a data type, desc_act or activation
+// bits of its own) is kept with its refusal, said only if it decides a module stored packed (as vLLM, which looks at a
+// rule when a layer asks); a key that is not an expression std::regex reads is skipped with a warning (vLLM skips the
+// keys Python's re refuses). Its packing stores zero points either way, so a rule's symmetry changes nothing.
 Status add_overrides(const QuantizationSpec& q, CheckpointQuantization& c) {
     using Rule = QuantizationSpec::ModuleRule;
-    auto overrides = std::make_shared<std::vector<CheckpointQuantization::ModuleOverride>>();
+    auto overrides = std::make_shared<CheckpointQuantization::ModuleOverrides>();
     for (const Rule& r : q.module_rules) {
         const std::string what = "the rule for '" + r.pattern + "'";
-        if (r.data_type != q.data_type)
-            return not_served(q, what + " gives data_type '" + r.data_type + "', which is not served");
-        if (r.desc_act != q.desc_act)
-            return not_served(q, what + " gives desc_act " + (r.desc_act ? "true" : "false") + ", which is not served");
-        if (r.bits != 4 && (r.bits != 8 || c.packing == Int4Packing::kAwqGemm)) {
-            return not_served(q, what + " gives " + std::to_string(r.bits) + "-bit weights, which are not served (4" +
-                                     (c.packing == Int4Packing::kAwqGemm ? "" : " and 8") + " are)");
-        }
-        if (r.group_size > 0 && r.group_size % 2 != 0)
-            return not_served(q, what + " gives an odd group size, which is not served");
-        if (c.packing == Int4Packing::kAwqGemm && r.group_size <= 0)
-            return not_served(q, what + " gives AWQ-packed weights without groups, which are not served");
         CheckpointQuantization::ModuleOverride o;
         o.format = r.bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
         o.group_size = std::max<int64_t>(r.group_size, 0);
-        if (r.match == Rule::Match::kExact) {
-            o.matches = [name = r.pattern](const std::string& module) {
-                return module == name || "model." + module == name;
-            };
-        } else {
-            auto compiled = compile_bounded_regex(r.pattern);  // (its matching time polynomial)
-            if (!compiled.ok()) return not_served(q, what + " is not served: the expression " + compiled.message());
-            auto re = std::make_shared<const std::regex>(std::move(compiled).value());
-            const bool from_start = r.match == Rule::Match::kFromStart;
-            o.matches = [re, from_start](const std::string& module) {
-                std::smatch m;
-                return std::regex_search(
-                    module, m, *re,
-                    from_start ? std::regex_constants::match_continuous : std::regex_constants::match_default);
-            };
+        std::string why;
+        if (data_type_of(r.data_type) != data_type_of(q.data_type)) {
+            why = " gives data_type '" + r.data_type + "', which is not served";
+        } else if (r.desc_act != q.desc_act) {
+            why = std::string(" gives desc_act ") + (r.desc_act ? "true" : "false") + ", which is not served";
+        } else if (r.act_bits > 0 && r.act_bits < 16) {
+            why = " gives " + std::to_string(r.act_bits) + "-bit activations, which are not served (weight-only is)";
+        } else if (r.bits != 4 && (r.bits != 8 || c.packing == Int4Packing::kAwqGemm)) {
+            why = " gives " + std::to_string(r.bits) + "-bit weights, which are not served (4" +
+                  (c.packing == Int4Packing::kAwqGemm ? "" : " and 8") + " are)";
+        } else if (r.group_size < -1 || (r.group_size > 0 && r.group_size % 2 != 0)) {
+            why = " gives group size " + std::to_string(r.group_size) + ", which is not served";
+        } else if (c.packing == Int4Packing::kAwqGemm && r.group_size <= 0) {
+            why = " gives AWQ-packed weights without groups, which are not served";
         }
-        overrides->push_back(std::move(o));
+        if (!why.empty()) o.refusal = not_served(q, what + why).message();
+        if (r.match == Rule::Match::kExact) {
+            overrides->exact.emplace(r.pattern, std::move(o));  // (the first of equal keys: JSON's last wins in
+            continue;                                           // Python, but a config has no duplicate keys)
+        }
+        if (overrides->expressions.size() == kMaxExpressionRules) {
+            return not_served(
+                q, "more than " + std::to_string(kMaxExpressionRules) + " module rules are regular expressions");
+        }
+        auto compiled = compile_bounded_regex(ecmascript_anchors(r.pattern));  // (its matching time polynomial)
+        if (!compiled.ok()) {
+            PAGODA_LOG_WARNING("quantization_config: " + what + " is skipped: the expression " + compiled.message());
+            continue;
+        }
+        // re.search of ".*X" is re.match of it, which the executor does in a fraction of the time.
+        const bool from_start = r.match == Rule::Match::kFromStart || r.pattern.rfind(".*", 0) == 0;
+        overrides->expressions.push_back({std::move(compiled).value(), from_start, std::move(o)});
     }
     c.overrides = std::move(overrides);
     return ok_status();
@@ -219,21 +284,25 @@ Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const Quan
     return c;
 }
 
-CheckpointQuantization CheckpointQuantization::for_module(const std::string& name) const {
+Result<CheckpointQuantization> CheckpointQuantization::for_module(const std::string& name) const {
     if (!overrides) return *this;
     std::string module = module_prefix(name);
     if (!module.empty()) module.pop_back();  // (the "." before the tensor's own name)
     std::string text_module = module;
     if (const size_t at = text_module.find("language_model."); at != std::string::npos)
         text_module.erase(at, std::string_view("language_model.").size());
-    for (const ModuleOverride& o : *overrides) {
-        if (!o.matches(module) && !o.matches(text_module)) continue;
-        CheckpointQuantization c = *this;
-        c.format = o.format, c.group_size = o.group_size;
-        c.overrides = nullptr;
-        return c;
-    }
-    return *this;
+    const bool nested = text_module != module;
+    // Exact names first, then the expressions in order (vLLM's precedence).
+    const ModuleOverride* o = overrides->find(module);
+    if (o == nullptr && nested) o = overrides->find(text_module);
+    if (o == nullptr) o = overrides->match(module);
+    if (o == nullptr && nested) o = overrides->match(text_module);
+    if (o == nullptr) return *this;
+    if (!o->refusal.empty()) return Status::error(module + ": " + o->refusal);
+    CheckpointQuantization c = *this;
+    c.format = o->format, c.group_size = o->group_size;
+    c.overrides = nullptr;
+    return c;
 }
 
 Result<QuantizationPlan> plan_quantization(const QuantizationSpec& q, std::string_view requested) {

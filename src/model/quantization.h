@@ -3,7 +3,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -46,17 +45,18 @@ struct CheckpointQuantization {
     int bits() const { return grouped_int_bits(format); }  // 4, 8 (grouped integer formats); 0 for fp8
 
     // Modules stored with other bits or groups than the checkpoint's (auto-round's extra_config, GPTQModel's dynamic
-    // rules: QuantizationSpec::module_rules), in the order they apply.
+    // rules: QuantizationSpec::module_rules): exact module names, then expressions in the order they apply.
     struct ModuleOverride {
-        std::function<bool(const std::string& module)> matches;
         WeightFormat format = WeightFormat::kInt4;
         int64_t group_size = 0;
+        std::string refusal;  // a rule pagoda cannot serve: an error once it decides a module that is stored packed
     };
-    std::shared_ptr<const std::vector<ModuleOverride>> overrides;  // null: none (shared: for_module copies the rest)
-    // The settings of weight `name` ("<module>.weight"): those of the first override whose rule matches the module
-    // (its name as stored, or without the "language_model." of a multimodal checkpoint, the names such rules are
-    // written with), else the checkpoint's.
-    CheckpointQuantization for_module(const std::string& name) const;
+    struct ModuleOverrides;                            // (quantization.cpp)
+    std::shared_ptr<const ModuleOverrides> overrides;  // null: none (shared: for_module copies the rest)
+    // The settings of weight `name` ("<module>.weight"): those of the rule that decides the module (its name as stored,
+    // and without the "language_model." of a multimodal checkpoint, the names such rules are written with), else the
+    // checkpoint's; an error when that rule is one pagoda cannot serve.
+    Result<CheckpointQuantization> for_module(const std::string& name) const;
 };
 
 // The input quantization group (LinearWeight::input_quant_group) the checkpoint computes its fp8 weight `w` with: its

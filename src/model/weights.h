@@ -86,12 +86,15 @@ class WeightLoader {
     // The packed tensors of the int4 weight `name` of `shape` [N, K] (marked used), checked as int4_linear checks
     // them (shapes, dtypes, a g_idx of whole groups, a matching weight_shape). Not thread-safe.
     Result<Int4Module> int4_module(const std::string& name, const Shape& shape);
+    // The same with the module's quantization already resolved (int4_quantization).
+    Result<Int4Module> int4_module(const std::string& name, const Shape& shape, const CheckpointQuantization& q);
     // Whether the checkpoint is an int4 (or GPTQ int8) one (its quantization_config), and whether its format has zero
     // points (else the symmetric 8).
     bool int4_checkpoint() const { return quantization_ != nullptr && quantization_->bits() != 0; }
-    // The bits of the int4 / int8 weight `name` (its module's own, where a quantization rule gives it some).
-    int int4_bits(const std::string& name) const {
-        return quantization_ != nullptr ? quantization_->for_module(name).bits() : 0;
+    // The quantization of the int4 / int8 weight `name`: its module's own where a quantization rule gives it some
+    // (an error where that rule is one pagoda cannot serve).
+    Result<CheckpointQuantization> int4_quantization(const std::string& name) const {
+        return quantization_->for_module(name);
     }
     // Expert parallelism: a rank stacks only the routed experts it holds, [first, first + count) (a per-expert
     // checkpoint's stacks are then this rank's shard already). count < 0: every expert.

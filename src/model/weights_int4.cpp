@@ -55,7 +55,12 @@ Result<const TensorView*> WeightLoader::packed_words(const std::string& name, co
 }
 
 Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& name, const Shape& shape) {
-    const CheckpointQuantization q = quantization_->for_module(name);  // (its own bits and group, if a rule says)
+    PAGODA_ASSIGN_OR_RETURN(const CheckpointQuantization q, int4_quantization(name));
+    return int4_module(name, shape, q);
+}
+
+Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& name, const Shape& shape,
+                                                           const CheckpointQuantization& q) {
     const std::string m = module_prefix(name);
     if (shape.rank() != 2) {
         return Status::error("tensor '" + name + "': int4 weights of shape " + shape.to_string() +

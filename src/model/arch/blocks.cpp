@@ -335,13 +335,14 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t fi
                 return Status::error(ep + name + ": experts of one layer must share one format (the first " +
                                      "expert's gate_proj is int4, this one is not)");
             }
-            if (const int bits = loader.int4_bits(ep + name); bits != 4) {
+            PAGODA_ASSIGN_OR_RETURN(const CheckpointQuantization q, loader.int4_quantization(ep + name));
+            if (q.bits() != 4) {
                 // The expert kernels (CPU and CUDA) read 4-bit values only; 8-bit experts would need passes of their
                 // own.
-                return Status::error(ep + name + ": " + std::to_string(bits) +
+                return Status::error(ep + name + ": " + std::to_string(q.bits()) +
                                      "-bit MoE experts are not served yet (8-bit dense layers are, and 4-bit experts)");
             }
-            PAGODA_ASSIGN_OR_RETURN(WeightLoader::Int4Module m, loader.int4_module(ep + name, Shape{rows, cols}));
+            PAGODA_ASSIGN_OR_RETURN(WeightLoader::Int4Module m, loader.int4_module(ep + name, Shape{rows, cols}, q));
             if (stack->defined() && m.group != stack->group_size) {  // (a module rule's own group)
                 return Status::error(ep + name + ": the experts of one layer must share one group size (" +
                                      std::to_string(m.group) + " here, " + std::to_string(stack->group_size) +
