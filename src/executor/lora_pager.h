@@ -4,11 +4,11 @@
 // starts the paging and the request waits while the others step on: the pager's thread fetches the adapter and
 // stages it (this rank's cuts and, on a GPU, its slot's image in bf16 in page-locked memory: the work that stalled
 // every sequence when the step that needed the adapter did it); before a later step the runner's prepare() places it
-// in a slot that no step scheduled or running uses (on a GPU its copy runs on a second stream, behind the steps
-// queued so far, beside the next ones); once it has arrived ready(id) says true and the request runs. A step that
-// needs an adapter that is not resident still installs it itself (LoraTable::make_resident: when nothing else ran,
-// the scheduler did not ask), so what a step computes never depends on the paging, only when it runs.
-// ready() and in_use() on the engine thread, prepare() on the thread that runs the steps.
+// in a slot that no running sequence and no request that asked lately uses (on a GPU its copy runs on a second stream,
+// behind the steps queued so far, beside the next ones); once it has arrived ready(id) says true and the request runs.
+// A step that needs an adapter that is not resident still installs it itself (LoraTable::make_resident: when nothing
+// else ran, the scheduler did not ask), so what a step computes never depends on the paging, only when it runs. ready()
+// and in_use() on the engine thread, prepare() on the thread that runs the steps.
 #pragma once
 
 #include <condition_variable>
