@@ -1,7 +1,6 @@
 #include "executor/lora_pager.h"
 
 #include <algorithm>
-#include <optional>
 
 #include "common/log.h"
 
@@ -102,26 +101,19 @@ void LoraPager::work() {
             image = &images_[static_cast<size_t>(job.image)];
         }
         lock.unlock();
-        Status status = ok_status();
-        std::optional<model::LoraTable::Staged> staged;
         auto adapter = fetch_(id);
         // Half the cores: the engine thread and the steps' host work go on meanwhile.
         const unsigned threads = std::max(1u, std::thread::hardware_concurrency() / 2);
-        auto result = adapter.ok() ? table_.stage(id, std::move(adapter).value(), image, threads)
+        auto staged = adapter.ok() ? table_.stage(id, std::move(adapter).value(), image, threads)
                                    : Result<model::LoraTable::Staged>(adapter.status());
-        if (result.ok()) {
-            staged = std::move(result).value();
-        } else {
-            status = result.status();
-        }
         lock.lock();
         Job& done = jobs_.at(id);  // (only prepare() erases a job being staged, after waiting for it)
-        if (staged) {
-            done.staged = std::move(*staged);
+        if (staged.ok()) {
+            done.staged = std::move(staged).value();
             done.stage = Stage::kStaged;
         } else {
             // The step that needs it will try again and say what went wrong.
-            PAGODA_LOG_WARNING("LoRA adapter " + std::to_string(id) + " was not paged in: " + status.message());
+            PAGODA_LOG_WARNING("LoRA adapter " + std::to_string(id) + " was not paged in: " + staged.message());
             done.stage = Stage::kFailed;
             if (done.image >= 0) image_owner_[static_cast<size_t>(done.image)] = 0;
             done.image = -1;

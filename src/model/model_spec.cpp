@@ -563,7 +563,7 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
         q.module_rules.insert(q.module_rules.end(), exact.begin(), exact.end());
         q.module_rules.insert(q.module_rules.end(), searched.begin(), searched.end());
     }
-    const auto int_or = [](const std::string& t) { return t.empty() ? std::string("int") : t; };
+    const auto int_or = &QuantizationSpec::data_type_or_int;
     const bool all_default = std::all_of(q.module_rules.begin(), q.module_rules.end(), [&](const Rule& r) {
         return r.bits == q.bits && r.group_size == q.group_size && r.act_bits == q.act_bits && r.sym == q.sym &&
                r.desc_act == q.desc_act && int_or(r.data_type) == int_or(q.data_type);

@@ -90,6 +90,8 @@ struct QuantizationSpec {
         std::string data_type;
     };
     std::vector<ModuleRule> module_rules;
+    // A data type as auto-round means it: unset is int.
+    static std::string data_type_or_int(const std::string& t) { return t.empty() ? "int" : t; }
 
     bool quantized() const { return !method.empty(); }
     // The format and its variant, e.g. "fp8, 128x128 block scales", "awq, int4, group 128, zero points".

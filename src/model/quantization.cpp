@@ -84,7 +84,7 @@ Result<std::optional<CheckpointQuantization>> gptq(const QuantizationSpec& q) {
 // packer says so; the golden checkpoints made by it hold pagoda to it). Modules it leaves in 16 bits (extra_config,
 // or outside block_name_to_quantize) are stored as plain weights.
 Result<std::optional<CheckpointQuantization>> auto_round(const QuantizationSpec& q) {
-    if (!q.data_type.empty() && q.data_type != "int")
+    if (QuantizationSpec::data_type_or_int(q.data_type) != "int")
         return not_served(q, "auto-round data_type '" + q.data_type + "' is not served (int is)");
     if (q.act_bits > 0 && q.act_bits < 16) {
         return not_served(q, "auto-round act_bits " + std::to_string(q.act_bits) +
@@ -169,11 +169,6 @@ std::string ecmascript_anchors(const std::string& pattern) {
     return out;
 }
 
-// The data type a rule or checkpoint gives, "" meaning the checkpoint's int.
-std::string data_type_of(const std::string& data_type) {
-    return data_type.empty() ? "int" : data_type;
-}
-
 constexpr size_t kMaxExpressionRules = 256;  // (each is tried on every packed module's name)
 
 }  // namespace
@@ -217,7 +212,7 @@ Status add_overrides(const QuantizationSpec& q, CheckpointQuantization& c) {
         o.format = r.bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
         o.group_size = std::max<int64_t>(r.group_size, 0);
         std::string why;
-        if (data_type_of(r.data_type) != data_type_of(q.data_type)) {
+        if (QuantizationSpec::data_type_or_int(r.data_type) != QuantizationSpec::data_type_or_int(q.data_type)) {
             why = " gives data_type '" + r.data_type + "', which is not served";
         } else if (r.desc_act != q.desc_act) {
             why = std::string(" gives desc_act ") + (r.desc_act ? "true" : "false") + ", which is not served";
