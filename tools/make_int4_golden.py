@@ -86,6 +86,9 @@ SPECS = {
     "qwen3_5_moe_gptq": ("qwen3_5_moe", "gptq", 32, True),
     # GPTQModel's mixed quantization: `dynamic` rules giving modules their own bits and groups (DYNAMIC).
     "qwen3_gptq_dynamic": ("qwen3", "gptq", 32, True),
+    # llm-compressor's mixed recipes: compressed-tensors config groups of their own beside the "Linear" one
+    # (CT_GROUPS).
+    "qwen3_w4a16_mixed": ("qwen3", "w4a16", 32, True),
 }
 # GPTQModel's `dynamic` rules a checkpoint carries in its quantization_config, matched from the start of the module's
 # name (re.match), the first that matches deciding: "-:regex" leaves the modules it matches unquantized, "+:regex" (or
@@ -93,6 +96,15 @@ SPECS = {
 DYNAMIC = {"qwen3_5_moe_gptq": {"-:.*attn.*": {}, "-:.*shared_expert\\.": {}},
            "qwen3_gptq_dynamic": {"+:.*layers\\.0\\.mlp\\.down_proj": {}, "+:.*down_proj": {"bits": 8, "group_size": 64},
                                   "-:.*layers\\.2\\.self_attn\\.o_proj": {}, ".*v_proj": {"bits": 8}}}
+# compressed-tensors config groups beside the entry's own (which targets "Linear"): (targets, group, symmetric, bits)
+# each. A module takes the group of its first matching target, exact names first, then the "re:" expressions
+# (re.match) in sorted order, then "Linear" (compressed-tensors' match_targets); settings_of follows that, and
+# transformers' load of the checkpoint (compressed-tensors applying the config) checks it. Here: down_proj 8-bit per
+# channel, but layer 0's (its exact name, before the expression) and layer 1's attention 4-bit in groups of 16 with
+# zero points.
+CT_GROUPS = {"qwen3_w4a16_mixed": [(["re:.*mlp\\.down_proj$"], 0, True, 8),
+                                   (["re:.*layers\\.1\\.self_attn\\..*", "model.layers.0.mlp.down_proj"], 16, False,
+                                    4)]}
 # Entries written with act-order: GPTQ processes a module's inputs in the order of its Hessian's diagonal, descending,
 # and forms the groups in that order, so g_idx[k] is the group of input k and the groups are not contiguous. Here the
 # order is a random permutation, seeded by the module's name (a Hessian-like order is as arbitrary to the format).
@@ -252,7 +264,7 @@ def check_codes(ref, q, scale, zero, group, module):
 PACKERS = {"awq": pack_awq, "gptq": pack_gptq, "w4a16": pack_w4a16}
 
 
-def quantization_config(fmt, group, sym, not_converted=None, bits=4, act_order=False, dynamic=None):
+def quantization_config(fmt, group, sym, not_converted=None, bits=4, act_order=False, dynamic=None, groups=()):
     if fmt == "awq":  # as AutoAWQ / GPTQModel write it for Qwen*-AWQ
         return {"quant_method": "awq", "bits": 4, "group_size": group, "zero_point": not sym, "version": "gemm",
                 "modules_to_not_convert": not_converted}
@@ -265,10 +277,11 @@ def quantization_config(fmt, group, sym, not_converted=None, bits=4, act_order=F
             out["dynamic"] = dynamic
         return out
     from compressed_tensors.quantization import QuantizationConfig, QuantizationScheme
-    scheme = QuantizationScheme(targets=["Linear"], weights=ct_weight_args(group, sym, bits))
+    schemes = [QuantizationScheme(targets=["Linear"], weights=ct_weight_args(group, sym, bits))]
+    schemes += [QuantizationScheme(targets=t, weights=ct_weight_args(g, sy, b)) for t, g, sy, b in groups]
     ignore = ["lm_head"] + ["re:.*" + m.replace(".", "\\.") + "$" for m in not_converted or []]
-    cfg = QuantizationConfig(config_groups={"group_0": scheme}, format="pack-quantized", ignore=ignore,
-                             quantization_status="compressed")
+    cfg = QuantizationConfig(config_groups={f"group_{i}": x for i, x in enumerate(schemes)}, format="pack-quantized",
+                             ignore=ignore, quantization_status="compressed")
     out = cfg.model_dump(exclude_none=False) if hasattr(cfg, "model_dump") else cfg.dict()
     out["quant_method"] = "compressed-tensors"
     return json.loads(json.dumps(out, default=str))
@@ -286,12 +299,20 @@ def make_one(name, out_root, log):
     rules = [(re.compile(rule[2:] if rule[:2] in ("+:", "-:") else rule), rule.startswith("-:"), settings)
              for rule, settings in DYNAMIC.get(name, {}).items()]
 
+    groups = CT_GROUPS.get(name, [])
+    targets = {t: (g, sy, b) for ts, g, sy, b in groups for t in ts}  # (a later group's target wins, as there)
+
     def settings_of(module):
-        """(group, bits) of a module by the dynamic rules, None when one leaves it unquantized."""
+        """(group, bits, symmetric) of a module by the dynamic rules or config groups, None when a rule leaves it
+        unquantized."""
         for rx, excludes, settings in rules:
             if rx.match(module):
-                return None if excludes else (settings.get("group_size", group), settings.get("bits", bits))
-        return group, bits
+                return None if excludes else (settings.get("group_size", group), settings.get("bits", bits), sym)
+        for t in sorted(targets, key=lambda x: ("re:" in x, x)):
+            if (re.match(t[3:], module) if t.startswith("re:") else t == module):
+                g, sy, b = targets[t]
+                return g, b, sy
+        return group, bits, sym
 
     out, refs = {}, {}
     for n in sorted(tensors):
@@ -302,14 +323,14 @@ def make_one(name, out_root, log):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]
-        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), own[0], sym, own[1], **act_order)
+        stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), own[0], own[2], own[1], **act_order)
         for k, v in stored.items():
             out[k] = st_entry(v)
         refs[n] = ref
     tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
     cfg = json.load(open(os.path.join(src, "config.json")))
     cfg["quantization_config"] = quantization_config(fmt, group, sym, NOT_CONVERTED.get(source), bits,
-                                                    bool(act_order), DYNAMIC.get(name))
+                                                    bool(act_order), DYNAMIC.get(name), groups)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
     if os.path.exists(os.path.join(src, "generation_config.json")):
@@ -321,6 +342,8 @@ def make_one(name, out_root, log):
     own_settings = any(not rule.startswith("-:") and settings for rule, settings in DYNAMIC.get(name, {}).items())
     if "moe" in source or "next" in source or own_settings:
         note_gptqmodel_load(d, fmt, refs, log, name)
+    elif name in CT_GROUPS:
+        note_compressed_tensors_groups(src, d, kind, log, name)
     else:
         note_transformers_load(d, kind, log, name)
     log(f"{name}: {len(refs)} weights quantized ({fmt} {bits}-bit, group {group}, "
@@ -432,6 +455,44 @@ def note_gptqmodel_load(d, fmt, refs, log, name):
     except Exception as e:  # noqa: BLE001
         ref["loader_error"] = repr(e)[:400]
         log(f"{name}: the format's loader could not check the checkpoint here: {repr(e)[:300]}")
+    with open(ref_path, "w") as f:
+        json.dump(ref, f, indent=1)
+
+
+def note_compressed_tensors_groups(src, d, kind, log, name):
+    """compressed-tensors' own reading of a checkpoint of several config groups: apply_quantization_config gives each
+    module of the source model the scheme compressed-tensors matches to it, the format's compressor decompresses the
+    module's stored tensors with that scheme, and the model's logits are compared with the reference (made with
+    settings_of's choice). transformers 5.25's loader cannot be the judge here: it decompresses every dense module
+    with one group's scheme (get_dense_scheme) and fails on the others."""
+    from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
+    from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
+    ref_path = os.path.join(d, "reference.json")
+    ref = json.load(open(ref_path))
+    want = np.fromfile(os.path.join(d, "logits.bin"), dtype=np.float32).reshape(ref["logits_shape"])
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    model = tiny.type_for(kind).from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+    apply_quantization_config(model, QuantizationConfig.model_validate(cfg["quantization_config"]))
+    from safetensors.torch import load_file
+    tensors = load_file(os.path.join(d, "model.safetensors"))
+    decompressed = 0
+    with torch.no_grad():
+        for module_name, module in model.named_modules():
+            scheme = getattr(module, "quantization_scheme", None)
+            prefix = module_name + "."
+            if scheme is None or prefix + "weight_packed" not in tensors:
+                continue
+            state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+            w = PackedQuantizationCompressor.decompress(state, scheme)["weight"].float()
+            module.weight.data = w  # (the parameter apply_quantization_config left there, replaced)
+            decompressed += 1
+        got = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0].float().numpy()
+    ref["compressed_tensors_load_max_abs_diff"] = round(float(np.abs(got - want).max()), 6)
+    ref["compressed_tensors_load_note"] = (f"compressed-tensors' apply_quantization_config chose each module's config "
+                                           f"group and its compressor decompressed the {decompressed} packed modules "
+                                           f"(fp32 on the CPU)")
+    log(f"{name}: compressed-tensors' own choice of each module's group: max |Δ| "
+        f"{ref['compressed_tensors_load_max_abs_diff']} over {decompressed} modules")
     with open(ref_path, "w") as f:
         json.dump(ref, f, indent=1)
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 
 #include "common/file.h"
 #include "common/json.h"
@@ -499,6 +501,78 @@ std::string_view to_string(MlpKind kind) {
 
 namespace {
 
+// One compressed-tensors config group's settings (its own format, weights and input activations) over `q`'s.
+Status read_config_group(const Fields& g, QuantizationSpec& q) {
+    PAGODA_RETURN_IF_ERROR(g.get("format", q.format));  // a group's own format (newer compressed-tensors) wins
+    if (const Json* w = g.find("weights")) {
+        if (!w->is_object()) return g.error("weights", "an object", *w);
+        const Fields wf(*w, g.prefix() + "weights.");
+        PAGODA_RETURN_IF_ERROR(wf.get("num_bits", q.bits));
+        PAGODA_RETURN_IF_ERROR(wf.get("type", q.weight_type));
+        PAGODA_RETURN_IF_ERROR(wf.get("strategy", q.strategy));
+        PAGODA_RETURN_IF_ERROR(wf.get("group_size", q.group_size));
+        PAGODA_RETURN_IF_ERROR(wf.get("symmetric", q.sym));
+        PAGODA_RETURN_IF_ERROR(wf.get_int_list("block_structure", q.weight_block_size, false));
+    }
+    if (const Json* in = g.find("input_activations")) {
+        if (!in->is_object()) return g.error("input_activations", "an object or null", *in);
+        const Fields af(*in, g.prefix() + "input_activations.");
+        PAGODA_RETURN_IF_ERROR(af.get("num_bits", q.input_bits));
+        PAGODA_RETURN_IF_ERROR(af.get("type", q.input_type));
+        PAGODA_RETURN_IF_ERROR(af.get("strategy", q.input_strategy));
+        PAGODA_RETURN_IF_ERROR(af.get("group_size", q.input_group_size));
+        PAGODA_RETURN_IF_ERROR(af.get("dynamic", q.input_dynamic));
+    }
+    return ok_status();
+}
+
+// Whether two compressed-tensors config groups store their weights alike.
+bool same_scheme(const QuantizationSpec& a, const QuantizationSpec& b) {
+    return a.format == b.format && a.weight_type == b.weight_type && a.bits == b.bits && a.strategy == b.strategy &&
+           a.group_size == b.group_size && a.sym == b.sym && a.weight_block_size == b.weight_block_size &&
+           a.input_bits == b.input_bits && a.input_type == b.input_type && a.input_strategy == b.input_strategy;
+}
+
+// compressed-tensors' config_groups as it applies them to a model: a module takes the group of the first target that
+// matches it, exact names first, then the "re:" expressions (re.match) in sorted order, then the class "Linear"
+// (every projection); a target listed by two groups is the later one's. The group targeting "Linear" (else the first)
+// gives `q` its settings, every other target becomes a module rule carrying its group.
+Status read_config_groups(const Fields& f, const Json& groups, QuantizationSpec& q) {
+    if (!groups.is_object() || groups.size() == 0)
+        return f.error("config_groups", "an object of quantization groups", groups);
+    std::vector<std::shared_ptr<QuantizationSpec>> specs;
+    std::map<std::string, size_t> target_group;  // (sorted as compressed-tensors sorts its targets)
+    size_t base = 0;
+    for (const auto& [name, group] : groups.as_object()) {
+        if (!group.is_object()) return f.error("config_groups", "an object of quantization groups", group);
+        const Fields g(group, f.prefix() + "config_groups." + name + ".");
+        auto spec = std::make_shared<QuantizationSpec>(q);
+        spec->module_rules.clear();
+        PAGODA_RETURN_IF_ERROR(read_config_group(g, *spec));
+        std::vector<std::string> targets;
+        PAGODA_RETURN_IF_ERROR(g.get_string_list("targets", targets));
+        for (const std::string& t : targets) {
+            if (t == "Linear") base = specs.size();
+            target_group[t] = specs.size();
+        }
+        specs.push_back(std::move(spec));
+    }
+    std::vector<QuantizationSpec::ModuleRule> rules;
+    if (specs.size() > 1) {
+        for (const auto& [target, index] : target_group) {
+            if (target == "Linear") continue;
+            const QuantizationSpec& s = *specs[index];
+            const bool regex = target.rfind("re:", 0) == 0;
+            using Match = QuantizationSpec::ModuleRule::Match;
+            rules.push_back({regex ? target.substr(3) : target, regex ? Match::kFromStart : Match::kExact, s.bits,
+                             s.group_size, s.input_bits, s.sym, false, s.weight_type, specs[index]});
+        }
+    }
+    q = *specs[base];
+    q.module_rules = std::move(rules);
+    return ok_status();
+}
+
 Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
     const Json* qc = parent.find("quantization_config");
     if (!qc) return ok_status();
@@ -527,10 +601,11 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
         PAGODA_RETURN_IF_ERROR(f.get("packing_format", q.packing_format));
         PAGODA_RETURN_IF_ERROR(f.get("act_bits", q.act_bits));
     }
+    if (const Json* groups = f.find("config_groups")) PAGODA_RETURN_IF_ERROR(read_config_groups(f, *groups, q));
     // A rule's settings over the checkpoint's (what it leaves out is the checkpoint's).
     using Rule = QuantizationSpec::ModuleRule;
     const auto rule_of = [&q](const Fields& m, std::string pattern, Rule::Match match) -> Result<Rule> {
-        Rule r{std::move(pattern), match, q.bits, q.group_size, q.act_bits, q.sym, q.desc_act, q.data_type};
+        Rule r{std::move(pattern), match, q.bits, q.group_size, q.act_bits, q.sym, q.desc_act, q.data_type, nullptr};
         PAGODA_RETURN_IF_ERROR(m.get("bits", r.bits));
         PAGODA_RETURN_IF_ERROR(m.get("group_size", r.group_size));
         PAGODA_RETURN_IF_ERROR(m.get("act_bits", r.act_bits));
@@ -565,37 +640,11 @@ Status parse_quantization(const Fields& parent, QuantizationSpec& q) {
     }
     const auto int_or = &QuantizationSpec::data_type_or_int;
     const bool all_default = std::all_of(q.module_rules.begin(), q.module_rules.end(), [&](const Rule& r) {
+        if (r.group) return same_scheme(*r.group, q);
         return r.bits == q.bits && r.group_size == q.group_size && r.act_bits == q.act_bits && r.sym == q.sym &&
                r.desc_act == q.desc_act && int_or(r.data_type) == int_or(q.data_type);
     });
     if (all_default) q.module_rules.clear();
-    if (const Json* groups = f.find("config_groups")) {
-        if (!groups->is_object() || groups->size() == 0)
-            return f.error("config_groups", "an object of quantization groups", *groups);
-        const auto& [name, group] = groups->as_object().front();
-        if (!group.is_object()) return f.error("config_groups", "an object of quantization groups", group);
-        const Fields g(group, f.prefix() + "config_groups." + name + ".");
-        PAGODA_RETURN_IF_ERROR(g.get("format", q.format));  // a group's own format (newer compressed-tensors) wins
-        if (const Json* w = g.find("weights")) {
-            if (!w->is_object()) return g.error("weights", "an object", *w);
-            const Fields wf(*w, g.prefix() + "weights.");
-            PAGODA_RETURN_IF_ERROR(wf.get("num_bits", q.bits));
-            PAGODA_RETURN_IF_ERROR(wf.get("type", q.weight_type));
-            PAGODA_RETURN_IF_ERROR(wf.get("strategy", q.strategy));
-            PAGODA_RETURN_IF_ERROR(wf.get("group_size", q.group_size));
-            PAGODA_RETURN_IF_ERROR(wf.get("symmetric", q.sym));
-            PAGODA_RETURN_IF_ERROR(wf.get_int_list("block_structure", q.weight_block_size, false));
-        }
-        if (const Json* in = g.find("input_activations")) {
-            if (!in->is_object()) return g.error("input_activations", "an object or null", *in);
-            const Fields af(*in, g.prefix() + "input_activations.");
-            PAGODA_RETURN_IF_ERROR(af.get("num_bits", q.input_bits));
-            PAGODA_RETURN_IF_ERROR(af.get("type", q.input_type));
-            PAGODA_RETURN_IF_ERROR(af.get("strategy", q.input_strategy));
-            PAGODA_RETURN_IF_ERROR(af.get("group_size", q.input_group_size));
-            PAGODA_RETURN_IF_ERROR(af.get("dynamic", q.input_dynamic));
-        }
-    }
     return ok_status();
 }
 

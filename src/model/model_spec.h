@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,7 +61,8 @@ struct QuantizationSpec {
     bool desc_act = false;          // gptq: act-order (columns permuted by g_idx)
     bool sym = true;                // gptq / compressed-tensors: symmetric
     std::string checkpoint_format;  // gptq: "gptq" (zeros stored minus one) / "gptq_v2"; empty: not given (gptq)
-    // compressed-tensors (the first of config_groups)
+    // compressed-tensors: the config group that targets every Linear (else the first group); the others are
+    // module_rules
     std::string format;               // "float-quantized", "pack-quantized", "int-quantized", ...
     std::string weight_type;          // "int" / "float"
     std::string strategy;             // "tensor", "channel", "group", "block"
@@ -78,9 +80,11 @@ struct QuantizationSpec {
     // Rules that give the modules they match their own settings, in the order they apply (the first that matches a
     // module wins): auto-round's extra_config entries (exact module names first, then the keys with regular
     // expression characters, searched for in the name) and GPTQModel's `dynamic` rules ("+:regex" or a bare regex,
-    // matched from the name's start). Rules of 16 bits or more, and dynamic's "-:regex" ones, only leave modules
-    // unquantized (Qwen's Qwen3.5 GPTQ releases: "-:.*attn.*"; auto-round: routers, shared experts), which the stored
-    // tensors show by themselves: they are not kept. Empty when every rule says what the checkpoint says.
+    // matched from the name's start), and compressed-tensors' other config groups (each target a rule: exact names,
+    // then the "re:" ones in their sorted order, matched from the start; the base group's "Linear" decides the rest).
+    // Rules of 16 bits or more, and dynamic's "-:regex" ones, only leave modules unquantized (Qwen's Qwen3.5 GPTQ
+    // releases: "-:.*attn.*"; auto-round: routers, shared experts), which the stored tensors show by themselves: they
+    // are not kept. Empty when every rule says what the checkpoint says.
     struct ModuleRule {
         enum class Match : uint8_t { kExact, kSearch, kFromStart };
         std::string pattern;
@@ -88,6 +92,9 @@ struct QuantizationSpec {
         int64_t bits = 0, group_size = 0, act_bits = 0;
         bool sym = true, desc_act = false;
         std::string data_type;
+        // compressed-tensors: the rule's config group whole (its format, weights and activations as the base's
+        // fields), which decides the module instead of the fields above.
+        std::shared_ptr<const QuantizationSpec> group;
     };
     std::vector<ModuleRule> module_rules;
     // A data type as auto-round means it: unset is int.

@@ -16,7 +16,8 @@ constexpr const char* kServed =
     "pagoda serves fp8 e4m3 checkpoints (quant_method fp8, or compressed-tensors float-quantized 8-bit float weights) "
     "and int4 / int8 weight-only ones (awq gemm, gptq 4- or 8-bit (act-order too, on dense layers), compressed-tensors "
     "pack-quantized W4A16 / W8A16, symmetric or with zero points, auto-round int weights packed as auto_gptq, "
-    "gptqmodel or auto_awq)";
+    "gptqmodel or auto_awq; modules' own bits and groups by gptq dynamic rules, auto-round extra_config or "
+    "compressed-tensors config groups of integer weights)";
 
 Status not_served(const QuantizationSpec& q, const std::string& why) {
     return Status::error("quantized checkpoint (" + q.describe() + "): " + why + "; " + kServed);
@@ -202,7 +203,8 @@ namespace {
 // The overrides of `q`'s module rules. A rule pagoda cannot serve (other bits, a data type, desc_act or activation
 // bits of its own) is kept with its refusal, said only if it decides a module stored packed (as vLLM, which looks at a
 // rule when a layer asks); a key that is not an expression std::regex reads is skipped with a warning (vLLM skips the
-// keys Python's re refuses). Its packing stores zero points either way, so a rule's symmetry changes nothing.
+// keys Python's re refuses). The GPTQ and AWQ packings store zero points either way, so there a rule's symmetry
+// changes nothing; a compressed-tensors group's decides whether its modules store them.
 Status add_overrides(const QuantizationSpec& q, CheckpointQuantization& c) {
     using Rule = QuantizationSpec::ModuleRule;
     auto overrides = std::make_shared<CheckpointQuantization::ModuleOverrides>();
@@ -211,8 +213,18 @@ Status add_overrides(const QuantizationSpec& q, CheckpointQuantization& c) {
         CheckpointQuantization::ModuleOverride o;
         o.format = r.bits == 8 ? WeightFormat::kInt8 : WeightFormat::kInt4;
         o.group_size = std::max<int64_t>(r.group_size, 0);
+        o.zero_points = c.zero_points;
         std::string why;
-        if (QuantizationSpec::data_type_or_int(r.data_type) != QuantizationSpec::data_type_or_int(q.data_type)) {
+        if (r.group) {  // a compressed-tensors config group: its own format, weights and activations
+            const auto own = compressed_tensors(*r.group);
+            if (!own.ok()) {
+                o.refusal = what + ": " + own.message();
+            } else if ((*own)->bits() == 0) {
+                why = " stores fp8 weights beside the integer ones, which is not served";
+            } else {
+                o.format = (*own)->format, o.group_size = (*own)->group_size, o.zero_points = (*own)->zero_points;
+            }
+        } else if (QuantizationSpec::data_type_or_int(r.data_type) != QuantizationSpec::data_type_or_int(q.data_type)) {
             why = " gives data_type '" + r.data_type + "', which is not served";
         } else if (r.desc_act != q.desc_act) {
             why = std::string(" gives desc_act ") + (r.desc_act ? "true" : "false") + ", which is not served";
@@ -272,8 +284,15 @@ Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const Quan
     if (q.method == "gptq") c = gptq(q);
     if (q.method == "auto-round") c = auto_round(q);
     if (!c.ok() || q.module_rules.empty()) return c;
-    if (q.method != "gptq" && q.method != "auto-round") {
-        return not_served(q, "modules with their own quantization settings are served for gptq and auto-round only");
+    if (q.method != "gptq" && q.method != "auto-round" && q.method != "compressed-tensors") {
+        return not_served(q,
+                          "modules with their own quantization settings are served for gptq, auto-round and "
+                          "compressed-tensors only");
+    }
+    if ((*c)->bits() == 0) {
+        return not_served(q,
+                          "config groups of their own beside fp8 weights are not served (beside integer weights "
+                          "they are)");
     }
     PAGODA_RETURN_IF_ERROR(add_overrides(q, **c));
     return c;
@@ -295,7 +314,7 @@ Result<CheckpointQuantization> CheckpointQuantization::for_module(const std::str
     if (o == nullptr) return *this;
     if (!o->refusal.empty()) return Status::error(module + ": " + o->refusal);
     CheckpointQuantization c = *this;
-    c.format = o->format, c.group_size = o->group_size;
+    c.format = o->format, c.group_size = o->group_size, c.zero_points = o->zero_points;
     c.overrides = nullptr;
     return c;
 }

@@ -44,11 +44,13 @@ struct CheckpointQuantization {
     std::string describe() const;  // "fp8-e4m3 (128x128 block scales)", "int4 (group 128, zero points), AWQ GEMM"
     int bits() const { return grouped_int_bits(format); }  // 4, 8 (grouped integer formats); 0 for fp8
 
-    // Modules stored with other bits or groups than the checkpoint's (auto-round's extra_config, GPTQModel's dynamic
-    // rules: QuantizationSpec::module_rules): exact module names, then expressions in the order they apply.
+    // Modules stored with other bits, groups (or zero points) than the checkpoint's (auto-round's extra_config,
+    // GPTQModel's dynamic rules, compressed-tensors' other config groups: QuantizationSpec::module_rules): exact module
+    // names, then expressions in the order they apply.
     struct ModuleOverride {
         WeightFormat format = WeightFormat::kInt4;
         int64_t group_size = 0;
+        bool zero_points = false;
         std::string refusal;  // a rule pagoda cannot serve: an error once it decides a module that is stored packed
     };
     struct ModuleOverrides;                            // (quantization.cpp)
@@ -78,7 +80,8 @@ int64_t dynamic_activation_group(const QuantizationSpec& q, const LinearWeight& 
 //    scales, no activation quantization;
 //  - auto-round (Intel's AutoRound): int weights, 4 or 8 bits in the GPTQ packings (auto_round:auto_gptq, auto_round,
 //    auto_round:gptqmodel), 4 in the AWQ one (auto_round:auto_awq);
-// and for gptq and auto-round the modules' own bits and groups (dynamic, extra_config) within those limits.
+// and the modules' own bits and groups within those limits: gptq's dynamic, auto-round's extra_config,
+// compressed-tensors' config groups (integer ones beside integer ones; symmetric or not).
 Result<std::optional<CheckpointQuantization>> checkpoint_quantization(const QuantizationSpec& q);
 
 // What loading does about quantization: read the checkpoint's quantized weights as stored, and (--quantization fp8 on

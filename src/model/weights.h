@@ -75,6 +75,7 @@ class WeightLoader {
         std::string name;  // "<module>.weight"
         int64_t N = 0, K = 0, group = 0;
         int bits = 4;                         // 4, or 8 (GPTQ / compressed-tensors int8: LinearWeight's kInt8)
+        bool zero_points = false;             // the module's format has zero points (else the symmetric 2^(bits-1))
         const TensorView* qweight = nullptr;  // qweight (AWQ, GPTQ) or weight_packed (compressed-tensors)
         const TensorView* qzeros = nullptr;   // qzeros (AWQ, GPTQ), weight_zero_point (compressed-tensors asymmetric)
         const TensorView* scales = nullptr;
@@ -88,8 +89,7 @@ class WeightLoader {
     Result<Int4Module> int4_module(const std::string& name, const Shape& shape);
     // The same with the module's quantization already resolved (int4_quantization).
     Result<Int4Module> int4_module(const std::string& name, const Shape& shape, const CheckpointQuantization& q);
-    // Whether the checkpoint is an int4 (or GPTQ int8) one (its quantization_config), and whether its format has zero
-    // points (else the symmetric 8).
+    // Whether the checkpoint is an int4 (or GPTQ int8) one (its quantization_config).
     bool int4_checkpoint() const { return quantization_ != nullptr && quantization_->bits() != 0; }
     // The quantization of the int4 / int8 weight `name`: its module's own where a quantization rule gives it some
     // (an error where that rule is one pagoda cannot serve).
@@ -107,7 +107,6 @@ class WeightLoader {
     void hold_expert_features(int64_t first, int64_t count) { features_first_ = first, features_count_ = count; }
     int64_t expert_features_first() const { return features_first_; }
     int64_t expert_features_count(int64_t all) const { return features_count_ < 0 ? all : features_count_; }
-    bool int4_zero_points() const { return quantization_ != nullptr && quantization_->zero_points; }
     // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
     void repack_int4(const Int4Module& m, const Int4Layout& out) const;
 

@@ -69,6 +69,7 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
     Int4Module out;
     out.name = name;
     out.bits = q.bits();
+    out.zero_points = q.zero_points;
     const int64_t per_word = 32 / out.bits;  // values an int32 packs
     const int64_t N = shape[0], K = shape[1], group = q.group_size > 0 ? q.group_size : K, G = K / group;
     if (N % 8 != 0 || K % 8 != 0 || K % group != 0 || group % 2 != 0) {
@@ -155,9 +156,9 @@ void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out) const
 Result<LinearWeight> WeightLoader::int4_linear(const std::string& name, const Shape& shape) {
     PAGODA_ASSIGN_OR_RETURN(const Int4Module m, int4_module(name, shape));
     const int64_t G = m.K / m.group;
-    LinearWeight w = LinearWeight::grouped_int(
-        m.bits, allocate(DType::U8, Shape{m.N, m.K * m.bits / 8}), allocate(DType::F32, Shape{m.N, G}),
-        quantization_->zero_points ? allocate(DType::F32, Shape{m.N, G}) : Tensor(), m.group);
+    LinearWeight w = LinearWeight::grouped_int(m.bits, allocate(DType::U8, Shape{m.N, m.K * m.bits / 8}),
+                                               allocate(DType::F32, Shape{m.N, G}),
+                                               m.zero_points ? allocate(DType::F32, Shape{m.N, G}) : Tensor(), m.group);
     w.dequant_dtype = m.dequant_dtype;
     Int4Layout out;
     out.N = m.N, out.K = m.K, out.group = m.group, out.bits = m.bits;

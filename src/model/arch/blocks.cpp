@@ -348,16 +348,18 @@ Status stack_int4_experts(WeightLoader& loader, const std::string& p, int64_t fi
                                      std::to_string(m.group) + " here, " + std::to_string(stack->group_size) +
                                      " before)");
             }
+            if (stack->defined() && m.zero_points != stack->zeros.defined()) {  // (a config group's own symmetry)
+                return Status::error(ep + name + ": the experts of one layer must all have zero points or none");
+            }
             if (!m.input_perm.empty()) {  // the grouped expert kernels take no input permutation
                 return Status::error(ep + name + ": act-order GPTQ MoE experts (g_idx not k / group_size) are not " +
                                      "served yet (act-order dense layers are)");
             }
             if (!stack->defined()) {
                 const int64_t N = stack == &gate_up ? 2 * I : H, G = m.K / m.group;
-                const bool zeros = loader.int4_zero_points();
-                *stack = LinearWeight::int4(loader.allocate(DType::U8, Shape{E, N, m.K / 2}),
-                                            loader.allocate(DType::F32, Shape{E, N, G}),
-                                            zeros ? loader.allocate(DType::F32, Shape{E, N, G}) : Tensor(), m.group);
+                *stack = LinearWeight::int4(
+                    loader.allocate(DType::U8, Shape{E, N, m.K / 2}), loader.allocate(DType::F32, Shape{E, N, G}),
+                    m.zero_points ? loader.allocate(DType::F32, Shape{E, N, G}) : Tensor(), m.group);
                 stack->dequant_dtype = m.dequant_dtype;
             }
             if (m.dequant_dtype != stack->dequant_dtype) {

@@ -205,7 +205,7 @@ INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
                                            "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym",
                                            "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16", "qwen3_autoround",
                                            "qwen3_autoround_asym", "qwen2_autoround_awq", "qwen3_5_moe_autoround",
-                                           "qwen3_autoround_mixed", "qwen3_gptq_dynamic"),
+                                           "qwen3_autoround_mixed", "qwen3_gptq_dynamic", "qwen3_w4a16_mixed"),
                          // Cases named by model (Golden/CudaGoldenTest.X/qwen3_awq), so --gtest_filter can pick them.
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

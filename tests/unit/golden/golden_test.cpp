@@ -224,7 +224,7 @@ INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
                                            "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym",
                                            "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16", "qwen3_autoround",
                                            "qwen3_autoround_asym", "qwen2_autoround_awq", "qwen3_5_moe_autoround",
-                                           "qwen3_autoround_mixed", "qwen3_gptq_dynamic"),
+                                           "qwen3_autoround_mixed", "qwen3_gptq_dynamic", "qwen3_w4a16_mixed"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // Quantized checkpoints packed as a device backend packs them (LoadOptions::pack_weights: every weight's data first,
@@ -235,11 +235,16 @@ INSTANTIATE_TEST_SUITE_P(Qwen, GoldenTest,
 // blocks) and act-order weights each have their own permutation: those stay separate.
 TEST(GoldenQuantizedPacked, FusedProjectionsMatchTransformers) {
     int fp8_fused = 0, int_fused = 0;
-    for (const char* name :
-         {"qwen2_fp8", "qwen3_fp8", "qwen3_fp8_channel", "qwen3_5_fp8", "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq",
-          "qwen2_gptq", "qwen3_w4a16", "qwen3_w4a16_asym", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen2_w8a16",
-          "qwen3_gptq_actorder", "qwen3_autoround", "qwen3_autoround_asym", "qwen2_autoround_awq",
-          "qwen3_autoround_mixed", "qwen3_gptq_dynamic"}) {
+    for (const char* name : {"qwen2_fp8",           "qwen3_fp8",
+                             "qwen3_fp8_channel",   "qwen3_5_fp8",
+                             "qwen3_next_fp8",      "qwen3_awq",
+                             "qwen3_gptq",          "qwen2_gptq",
+                             "qwen3_w4a16",         "qwen3_w4a16_asym",
+                             "qwen2_gptq_int8",     "qwen2_gptq_int8_asym",
+                             "qwen2_w8a16",         "qwen3_gptq_actorder",
+                             "qwen3_autoround",     "qwen3_autoround_asym",
+                             "qwen2_autoround_awq", "qwen3_autoround_mixed",
+                             "qwen3_gptq_dynamic",  "qwen3_w4a16_mixed"}) {
         SCOPED_TRACE(name);
         const std::string dir = golden::dir(name);
         if (!file_exists(dir + "/config.json")) continue;

@@ -60,11 +60,26 @@ void drop_tensor(std::vector<Entry>& entries, const std::string& name) {
 }
 
 TEST(Int4Checkpoint, TheGoldensLoadUnedited) {
-    for (const char* name :
-         {"qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16",
-          "qwen3_next_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen3_gptq_actorder", "qwen3_w4a16_asym",
-          "qwen2_w8a16", "qwen3_autoround", "qwen3_autoround_asym", "qwen2_autoround_awq", "qwen3_5_moe_autoround",
-          "qwen3_autoround_mixed", "qwen3_gptq_dynamic"}) {
+    for (const char* name : {"qwen3_awq",
+                             "qwen3_gptq",
+                             "qwen2_gptq",
+                             "qwen3_w4a16",
+                             "qwen3_moe_gptq",
+                             "qwen3_moe_awq",
+                             "qwen3_moe_w4a16",
+                             "qwen3_next_gptq",
+                             "qwen2_gptq_int8",
+                             "qwen2_gptq_int8_asym",
+                             "qwen3_gptq_actorder",
+                             "qwen3_w4a16_asym",
+                             "qwen2_w8a16",
+                             "qwen3_autoround",
+                             "qwen3_autoround_asym",
+                             "qwen2_autoround_awq",
+                             "qwen3_5_moe_autoround",
+                             "qwen3_autoround_mixed",
+                             "qwen3_gptq_dynamic",
+                             "qwen3_w4a16_mixed"}) {
         const std::string message = load_edited(name, [](std::vector<Entry>&, Json&) {});
         if (message == "skip") GTEST_SKIP() << "no golden " << name;
         EXPECT_EQ(message, "") << name;

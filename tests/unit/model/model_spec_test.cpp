@@ -627,6 +627,75 @@ TEST(ModelSpec, QuantizationCompressedTensors) {  // llm-compressor FP8 dynamic,
     EXPECT_EQ(q.describe(), "compressed-tensors, float-quantized, float8 weights, channel scales, float8 activations");
 }
 
+// llm-compressor's mixed recipes: config groups of their own. A module takes the group of its first matching target:
+// exact names, then the "re:" expressions (re.match) in sorted order, then "Linear" (the base group, wherever it
+// stands); a group of its own symmetry decides whether the module stores zero points.
+TEST(ModelSpec, QuantizationCompressedTensorsConfigGroups) {
+    const auto group = [](const std::string& targets, int bits, const std::string& strategy, int64_t size, bool sym) {
+        return R"({"format": "pack-quantized", "targets": )" + targets + R"(, "input_activations": null,
+            "weights": {"num_bits": )" +
+               std::to_string(bits) + R"(, "type": "int", "strategy": ")" + strategy + R"(", "group_size": )" +
+               (size ? std::to_string(size) : "null") + R"(, "symmetric": )" + (sym ? "true" : "false") + "}}";
+    };
+    const auto config = [](const std::string& groups) {
+        return with_quantization(R"({"quant_method": "compressed-tensors", "format": "mixed-precision",
+            "ignore": ["lm_head"], "quantization_status": "compressed", "config_groups": {)" +
+                                 groups + "}}");
+    };
+    const std::string json = config(
+        R"("group_0": )" + group(R"(["re:.*mlp\\.down_proj$", "re:.*layers\\.1\\..*"])", 8, "channel", 0, true) +
+        R"(, "group_1": )" + group(R"(["Linear"])", 4, "group", 32, true) + R"(, "group_2": )" +
+        group(R"(["model.layers.0.self_attn.o_proj", "re:.*layers\\.0\\.mlp\\.down_proj$"])", 4, "group", 16, false));
+    const ModelSpec s = parse_ok(json);
+    EXPECT_EQ(s.quantization.bits, 4);  // the "Linear" group, though second
+    EXPECT_EQ(s.quantization.group_size, 32);
+    EXPECT_EQ(s.quantization.format, "pack-quantized");
+    ASSERT_EQ(s.quantization.module_rules.size(), 4u);
+    const auto c = checkpoint_quantization(s.quantization);
+    ASSERT_TRUE(c.ok() && c->has_value()) << c.message();
+    const auto module = [&](const std::string& name) {
+        const auto m = (*c)->for_module(name);
+        EXPECT_TRUE(m.ok()) << m.message();
+        return m.ok() ? std::tuple{m->bits(), m->group_size, m->zero_points} : std::tuple{0, int64_t{0}, false};
+    };
+    EXPECT_EQ(module("model.layers.2.self_attn.q_proj.weight"), (std::tuple{4, int64_t{32}, false}));
+    EXPECT_EQ(module("model.layers.2.mlp.down_proj.weight"), (std::tuple{8, int64_t{0}, false}));
+    EXPECT_EQ(module("model.layers.1.self_attn.q_proj.weight"), (std::tuple{8, int64_t{0}, false}));
+    EXPECT_EQ(module("model.layers.0.self_attn.o_proj.weight"), (std::tuple{4, int64_t{16}, true}));  // exact first
+    // Both ".*layers\.0\.mlp..." (group_2) and ".*mlp\.down_proj$" (group_0) match: the first in sorted order wins.
+    EXPECT_EQ(module("model.layers.0.mlp.down_proj.weight"), (std::tuple{4, int64_t{16}, true}));
+    EXPECT_EQ(module("model.language_model.layers.3.mlp.down_proj.weight"), (std::tuple{8, int64_t{0}, false}));
+    // One group only, or groups that all say the same: no rules.
+    EXPECT_TRUE(parse_ok(config(R"("group_0": )" + group(R"(["Linear"])", 4, "group", 32, true) + R"(, "group_1": )" +
+                                group(R"(["re:.*down_proj$"])", 4, "group", 32, true)))
+                    .quantization.module_rules.empty());
+    // A group pagoda cannot serve is refused when it decides a module stored packed, saying which; fp8 groups beside
+    // int ones, and groups beside fp8 weights, are refused.
+    const std::string activations = config(R"("group_0": )" + group(R"(["Linear"])", 4, "group", 32, true) +
+                                           R"(, "group_1": {"format": "int-quantized",
+        "targets": ["re:.*o_proj$"], "weights": {"num_bits": 8, "type": "int", "strategy": "channel",
+        "symmetric": true}, "input_activations": {"num_bits": 8, "type": "int", "strategy": "token"}})");
+    EXPECT_EQ(module_refusal(activations, "model.layers.0.self_attn.q_proj.weight"), "");
+    EXPECT_NE(module_refusal(activations, "model.layers.0.self_attn.o_proj.weight").find("the rule for '.*o_proj$'"),
+              std::string::npos);
+    const std::string fp8_group = R"({"format": "float-quantized", "targets": ["re:.*o_proj$"],
+        "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": true}})";
+    EXPECT_NE(module_refusal(config(R"("group_0": )" + group(R"(["Linear"])", 4, "group", 32, true) +
+                                    R"(, "group_1": )" + fp8_group),
+                             "model.layers.0.self_attn.o_proj.weight")
+                  .find("stores fp8 weights beside the integer ones"),
+              std::string::npos);
+    const auto fp8_base = checkpoint_quantization(
+        parse_ok(config(R"("group_0": )" + group(R"(["re:.*mlp.*"])", 4, "group", 32, true) + R"(, "group_1": )" +
+                        fp8_group.substr(0, fp8_group.find("re:.*o_proj$")) + R"(Linear"],
+        "weights": {"num_bits": 8, "type": "float", "strategy": "channel", "symmetric": true}})"))
+            .quantization);
+    ASSERT_FALSE(fp8_base.ok());
+    EXPECT_NE(fp8_base.message().find("beside fp8 weights"), std::string::npos);
+    EXPECT_NE(parse_error(config(R"("group_0": {"targets": "Linear"})")).find("config_groups.group_0.targets"),
+              std::string::npos);
+}
+
 TEST(ModelSpec, QuantizationUnderTextConfig) {  // Qwen3.5: the language model's config holds it
     const ModelSpec s = parse_ok(R"({"model_type": "qwen3_5", "text_config": {"hidden_size": 64,
         "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
