@@ -314,7 +314,7 @@ def make_one(name, out_root, log):
                 return g, b, sy
         return group, bits, sym
 
-    out, refs = {}, {}
+    out, refs, chosen = {}, {}, {}  # chosen: each quantized module's (group, bits, symmetric)
     for n in sorted(tensors):
         dtype, shape, data = tensors[n]
         own = settings_of(n[: -len(".weight")])
@@ -323,6 +323,7 @@ def make_one(name, out_root, log):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]
+        chosen[module[:-1]] = own
         stored, ref = PACKERS[fmt](module, to_torch(dtype, shape, data), own[0], own[2], own[1], **act_order)
         for k, v in stored.items():
             out[k] = st_entry(v)
@@ -343,7 +344,7 @@ def make_one(name, out_root, log):
     if "moe" in source or "next" in source or own_settings:
         note_gptqmodel_load(d, fmt, refs, log, name)
     elif name in CT_GROUPS:
-        note_compressed_tensors_groups(src, d, kind, log, name)
+        note_compressed_tensors_groups(src, d, kind, log, name, chosen)
     else:
         note_transformers_load(d, kind, log, name)
     log(f"{name}: {len(refs)} weights quantized ({fmt} {bits}-bit, group {group}, "
@@ -459,11 +460,11 @@ def note_gptqmodel_load(d, fmt, refs, log, name):
         json.dump(ref, f, indent=1)
 
 
-def note_compressed_tensors_groups(src, d, kind, log, name):
+def note_compressed_tensors_groups(src, d, kind, log, name, chosen):
     """compressed-tensors' own reading of a checkpoint of several config groups: apply_quantization_config gives each
     module of the source model the scheme compressed-tensors matches to it, the format's compressor decompresses the
-    module's stored tensors with that scheme, and the model's logits are compared with the reference (made with
-    settings_of's choice). transformers 5.25's loader cannot be the judge here: it decompresses every dense module
+    module's stored tensors with that scheme: each module's scheme must be settings_of's choice, and the model's
+    logits the reference's (made with that choice). transformers 5.25's loader cannot be the judge here: it decompresses every dense module
     with one group's scheme (get_dense_scheme) and fails on the others."""
     from compressed_tensors.compressors.pack_quantized.base import PackedQuantizationCompressor
     from compressed_tensors.quantization import QuantizationConfig, apply_quantization_config
@@ -482,12 +483,22 @@ def note_compressed_tensors_groups(src, d, kind, log, name):
             prefix = module_name + "."
             if scheme is None or prefix + "weight_packed" not in tensors:
                 continue
+            args = scheme.weights
+            theirs = (args.group_size or 0, args.num_bits, args.symmetric)
+            if chosen.get(module_name) != theirs:
+                raise AssertionError(f"{module_name}: compressed-tensors gives it {theirs}, settings_of "
+                                     f"{chosen.get(module_name)}")
             state = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
             w = PackedQuantizationCompressor.decompress(state, scheme)["weight"].float()
             module.weight.data = w  # (the parameter apply_quantization_config left there, replaced)
             decompressed += 1
         got = model(input_ids=torch.tensor([ref["ids"]]), use_cache=False).logits[0].float().numpy()
+    if decompressed != len(chosen):
+        raise AssertionError(f"compressed-tensors gave a scheme to {decompressed} packed modules of {len(chosen)}")
     ref["compressed_tensors_load_max_abs_diff"] = round(float(np.abs(got - want).max()), 6)
+    if ref["compressed_tensors_load_max_abs_diff"] > 1e-4:
+        raise AssertionError(f"compressed-tensors' reading differs from the reference by "
+                             f"{ref['compressed_tensors_load_max_abs_diff']}")
     ref["compressed_tensors_load_note"] = (f"compressed-tensors' apply_quantization_config chose each module's config "
                                            f"group and its compressor decompressed the {decompressed} packed modules "
                                            f"(fp32 on the CPU)")

@@ -51,7 +51,7 @@
 #               while 16 streams decode (their TTFT, and the streams' longest gap between two tokens: the paging
 #               against LORA_ENV=PAGODA_LORA_PAGING=0's installs inside the step); LORA_PROFILE=1 also the 64 streams
 #               on an eager server with PAGODA_CUDA_PROFILE=1 (the decode steps' per-op table); LORA_ENV adds environment settings to the
-#               servers with adapters (e.g. PAGODA_LORA_MMA=1: the tensor-core LoRA kernels)
+#               servers with adapters (e.g. PAGODA_LORA_MMA=0: the CUDA-core LoRA kernels)
 #   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
 #               through llama-server on the same checkpoint when the peer part has made its GGUF: output tok/s and
 #               TTFT / TPOT medians from the same client (offline_throughput.py --stream); STREAMS_ENV adds

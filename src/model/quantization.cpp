@@ -248,6 +248,12 @@ Status add_overrides(const QuantizationSpec& q, CheckpointQuantization& c) {
                 q, "more than " + std::to_string(kMaxExpressionRules) + " module rules are regular expressions");
         }
         auto compiled = compile_bounded_regex(ecmascript_anchors(r.pattern));  // (its matching time polynomial)
+        if (!compiled.ok() && r.group) {
+            // A config group's target says how the modules it matches were stored: skipping it would read them with
+            // another group's settings.
+            return not_served(q, "the config group target 're:" + r.pattern + "' is an expression this server " +
+                                     "does not read (" + compiled.message() + ")");
+        }
         if (!compiled.ok()) {
             PAGODA_LOG_WARNING("quantization_config: " + what + " is skipped: the expression " + compiled.message());
             continue;
@@ -306,7 +312,8 @@ Result<CheckpointQuantization> CheckpointQuantization::for_module(const std::str
     if (const size_t at = text_module.find("language_model."); at != std::string::npos)
         text_module.erase(at, std::string_view("language_model.").size());
     const bool nested = text_module != module;
-    // Exact names first, then the expressions in order (vLLM's precedence).
+    // Exact names first, then the expressions in order (vLLM's precedence for auto-round and GPTQ rules,
+    // compressed-tensors' own for its config groups: model_spec.cpp).
     const ModuleOverride* o = overrides->find(module);
     if (o == nullptr && nested) o = overrides->find(text_module);
     if (o == nullptr) o = overrides->match(module);

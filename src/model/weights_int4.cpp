@@ -1,6 +1,7 @@
 // WeightLoader's int4 weights (and GPTQ int8): an AWQ, GPTQ or compressed-tensors module's packed tensors checked
 // against the shape the model declares and repacked (model/int4_repack.h) into owned buffers in LinearWeight's int4
 // (int8) layout.
+#include <algorithm>
 #include <cstring>
 
 #include "common/check.h"
@@ -41,6 +42,21 @@ std::vector<float> floats(const TensorView& t) {
         }
     }
     return out;
+}
+
+// Whether a stored zero-point tensor says only what a symmetric module means: every zero 0, packed (pack_to_int32
+// adds 2^(bits-1) to each value: 0x88888888 at 4 bits, 0x80808080 at 8) or as plain integers.
+bool symmetric_zeros(const TensorView& z) {
+    const size_t bytes = z.nbytes;
+    if (z.dtype == StorageDType::kI32 || z.dtype == StorageDType::kU32) {
+        for (size_t i = 0; i + 4 <= bytes; i += 4) {
+            uint32_t word;
+            std::memcpy(&word, z.data + i, 4);
+            if (word != 0x88888888u && word != 0x80808080u && word != 0) return false;
+        }
+        return true;
+    }
+    return std::all_of(z.data, z.data + bytes, [](std::byte b) { return b == std::byte{0}; });
 }
 
 }  // namespace
@@ -123,6 +139,11 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
             PAGODA_ASSIGN_OR_RETURN(out.scales, lookup(m + "weight_scale", Shape{N, G}));
             if (q.zero_points) {
                 PAGODA_ASSIGN_OR_RETURN(out.qzeros, packed_words(m + "weight_zero_point", Shape{N / per_word, G}));
+            } else if (const TensorView* z = checkpoint_.find(m + "weight_zero_point"); z && !symmetric_zeros(*z)) {
+                // Settings of no zero points for a module that stores some: its config group is not the one the
+                // checkpoint was written with (reading it so would drop the zero points).
+                return Status::error("tensor '" + m + "weight_zero_point' holds zero points, but the quantization " +
+                                     "config gives " + name + " " + q.describe());
             }
             break;
         }

@@ -21,7 +21,7 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     const char* w8a8 = std::getenv("PAGODA_W8A8_GEMM");
     w8a8_gemm_ = c.compute_capability == 90 && !kcu::forced_kernel_family() && !(w8a8 && std::strcmp(w8a8, "0") == 0);
     const char* lora_mma = std::getenv("PAGODA_LORA_MMA");
-    lora_tensor_cores_ = lora_mma && std::strcmp(lora_mma, "1") == 0;
+    lora_tensor_cores_ = !(lora_mma && std::strcmp(lora_mma, "0") == 0);
     PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
 }

@@ -312,11 +312,13 @@ class CudaOps final : public CudaOpsBase {
     std::span<const int32_t> lora_slots_;  // the step's (empty: no adapters)
     LoraTokenGroups lora_groups_;          // its order and tiles are staged with the step's arrays
     DeviceScratch lora_shrunk_;            // the shrink's [K ranges, tokens, parts, rank] output
-    // PAGODA_LORA_MMA=1 when the ops were made: the LoRA kernels on tensor cores (kernels/cuda/lora/lora_mma.cu; x
-    // and u rounded to bf16). Off by default until they have run on a GPU: written for the large steps where the
-    // CUDA-core kernels cost most (on an H100, session 24, a 2,048-token step added 156-226 µs to a Qwen3-8B
-    // projection). One choice for the ops' life, so a token's delta never depends on when it ran.
-    bool lora_tensor_cores_ = false;
+    // The LoRA kernels on tensor cores (kernels/cuda/lora/lora_mma.cu; x and u rounded to bf16) unless
+    // PAGODA_LORA_MMA=0 when the ops were made. One choice for the ops' life, so a token's delta never depends on when
+    // it ran. On an H100 (session 26, Qwen3-8B shape, rank 16 on every projection, 8 adapters): 64 streams
+    // lose 12.3-15.9% of the throughput without LoRA (three runs) against 20.3% on the CUDA-core kernels, which stay
+    // faster for one stream (129.5 tok/s against 116.2; 145.5 without an adapter): the op bench has them ahead up to 8
+    // tokens a step and behind from 64 (2,048 tokens: 224 µs against 263 on the q/k/v projection).
+    bool lora_tensor_cores_ = true;
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

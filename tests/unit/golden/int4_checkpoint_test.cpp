@@ -93,6 +93,27 @@ TEST(Int4Checkpoint, MissingZeroPointsAreNamed) {
     EXPECT_NE(message.find("missing tensor 'model.layers.1.mlp.up_proj.qzeros'"), std::string::npos) << message;
 }
 
+// compressed-tensors config groups that do not describe the stored modules: the group with zero points (layer 1's
+// attention, layer 0's down_proj) relabelled symmetric would read those modules without their zero points, which the
+// loader refuses naming the tensor; a target expression this server cannot read refuses the checkpoint (skipping it
+// would read its modules with another group's settings).
+TEST(Int4Checkpoint, ConfigGroupsThatDoNotDescribeTheModulesAreRefused) {
+    const auto group = [](Json& config, const char* name) {
+        return config.find("quantization_config")->find("config_groups")->find(name);
+    };
+    const std::string symmetric = load_edited("qwen3_w4a16_mixed", [&](auto&, Json& config) {
+        group(config, "group_2")->find("weights")->set("symmetric", Json(true));
+    });
+    if (symmetric == "skip") GTEST_SKIP();
+    EXPECT_NE(symmetric.find("weight_zero_point' holds zero points"), std::string::npos) << symmetric;
+    const std::string unreadable = load_edited("qwen3_w4a16_mixed", [&](auto&, Json& config) {
+        Json targets = Json::array();
+        targets.push_back(Json(std::string("re:.*(?P<x>mlp)\\.down_proj$")));
+        group(config, "group_1")->set("targets", std::move(targets));
+    });
+    EXPECT_NE(unreadable.find("does not read"), std::string::npos) << unreadable;
+}
+
 // GPTQ 8-bit experts: the expert kernels read 4-bit values only, so a Qwen3-MoE GPTQ-Int8 checkpoint is refused by
 // name (the golden's int4 experts relabelled 8-bit: the refusal comes before any tensor is read).
 TEST(Int4Checkpoint, EightBitExpertsAreRefused) {

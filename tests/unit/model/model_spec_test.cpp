@@ -665,6 +665,19 @@ TEST(ModelSpec, QuantizationCompressedTensorsConfigGroups) {
     // Both ".*layers\.0\.mlp..." (group_2) and ".*mlp\.down_proj$" (group_0) match: the first in sorted order wins.
     EXPECT_EQ(module("model.layers.0.mlp.down_proj.weight"), (std::tuple{4, int64_t{16}, true}));
     EXPECT_EQ(module("model.language_model.layers.3.mlp.down_proj.weight"), (std::tuple{8, int64_t{0}, false}));
+    // A target two groups list is the later group's (compressed-tensors keeps one scheme a target, the last written);
+    // a group that differs only in its symmetry is kept.
+    const auto c2 = checkpoint_quantization(
+        parse_ok(config(R"("group_0": )" + group(R"(["Linear"])", 4, "group", 32, true) + R"(, "group_1": )" +
+                        group(R"(["re:.*down_proj$"])", 8, "channel", 0, true) + R"(, "group_2": )" +
+                        group(R"(["re:.*down_proj$", "re:.*o_proj$"])", 4, "group", 32, false)))
+            .quantization);
+    ASSERT_TRUE(c2.ok() && c2->has_value()) << c2.message();
+    for (const char* name : {"model.layers.0.mlp.down_proj.weight", "model.layers.0.self_attn.o_proj.weight"}) {
+        const auto m = (*c2)->for_module(name);
+        ASSERT_TRUE(m.ok()) << m.message();
+        EXPECT_EQ((std::tuple{m->bits(), m->group_size, m->zero_points}), (std::tuple{4, int64_t{32}, true})) << name;
+    }
     // One group only, or groups that all say the same: no rules.
     EXPECT_TRUE(parse_ok(config(R"("group_0": )" + group(R"(["Linear"])", 4, "group", 32, true) + R"(, "group_1": )" +
                                 group(R"(["re:.*down_proj$"])", 4, "group", 32, true)))

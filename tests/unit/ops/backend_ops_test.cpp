@@ -324,14 +324,15 @@ TEST(LoraTest, TokensDoNotDependOnTheStepSize) {
         expect_lora_tokens_independent_of_the_step(*b);
 }
 
-// The tensor-core LoRA kernels (PAGODA_LORA_MMA=1, read when a CUDA backend starts; x and u rounded to bf16): every
-// LoRA case of the table against the CPU within its bf16 tolerance, and a token's delta the same at every step size.
-TEST(LoraTest, TensorCoreKernelsMatchTheCpu) {
+// Both families of CUDA LoRA kernels, chosen by PAGODA_LORA_MMA when a CUDA backend starts (1, the default: tensor
+// cores, x and u rounded to bf16; 0: CUDA cores): every LoRA case of the table against the CPU within its tolerance,
+// and a token's delta the same at every step size.
+void expect_lora_kernels_match_the_cpu(const char* setting) {
     if (cuda_device_count() == 0)
         GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": CUDA test skipped";
     const char* before = std::getenv("PAGODA_LORA_MMA");
     const std::string kept = before ? before : "";
-    setenv("PAGODA_LORA_MMA", "1", 1);
+    setenv("PAGODA_LORA_MMA", setting, 1);
     auto g = make_cuda_backend();
     if (before)
         setenv("PAGODA_LORA_MMA", kept.c_str(), 1);
@@ -357,6 +358,14 @@ TEST(LoraTest, TensorCoreKernelsMatchTheCpu) {
     }
     EXPECT_GE(cases, 9);
     expect_lora_tokens_independent_of_the_step(gpu);
+}
+
+TEST(LoraTest, TensorCoreKernelsMatchTheCpu) {
+    expect_lora_kernels_match_the_cpu("1");
+}
+
+TEST(LoraTest, CudaCoreKernelsMatchTheCpu) {
+    expect_lora_kernels_match_the_cpu("0");
 }
 
 // CUDA runs every op of the case table: none of them is skipped there as not supported.

@@ -229,7 +229,7 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16
 
 // A block takes row group blockIdx.x, or with kPersistent (kernels that stage x only) groups blockIdx.x,
 // + gridDim.x, ... for a grid of about as many blocks as fit the GPU at once, so that x is staged once a block
-// rather than once every 2-8 rows (PAGODA_GEMV_PERSISTENT=1; not measured yet). Each row's sums are the same.
+// rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same.
 template <typename W, int WPR, bool Glu, bool kPersistent>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
@@ -287,7 +287,7 @@ __global__ void gemv_scalar_kernel(GemvArgs a) {
 bool staged_gemv_persistent() {
     static const bool on = [] {
         const char* env = std::getenv("PAGODA_GEMV_PERSISTENT");
-        return env != nullptr && std::strcmp(env, "1") == 0;
+        return env == nullptr || std::strcmp(env, "0") != 0;
     }();
     return on;
 }
@@ -325,11 +325,11 @@ void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
 // Rows that fill the GPU with one warp each get one; fewer rows get four warps each (staged_gemv_one_warp_rows for
 // the kernels that stage x). A fused gate/up GEMV reads two rows per output and chooses as the unfused one over all
 // its rows did, so both sum alike.
-constexpr int64_t kOneWarpRows = 8192;
+constexpr int64_t kOneWarpRows = 8192, kFp8OneWarpRows = 1024;
 
 template <typename W>
 void launch_vec(const GemvArgs& a, cudaStream_t stream) {
-    if ((a.glu_rows ? 2 * a.N : a.N) >= (kStagedX<W> ? staged_gemv_one_warp_rows() : kOneWarpRows))
+    if ((a.glu_rows ? 2 * a.N : a.N) >= (kStagedX<W> ? staged_gemv_one_warp_rows(true) : kOneWarpRows))
         launch_vec_wpr<W, 1>(a, stream);
     else
         launch_vec_wpr<W, 4>(a, stream);
@@ -337,12 +337,12 @@ void launch_vec(const GemvArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
-int64_t staged_gemv_one_warp_rows() {
-    static const int64_t rows = [] {
+int64_t staged_gemv_one_warp_rows(bool fp8) {
+    static const int64_t set = [] {
         const char* env = std::getenv("PAGODA_GEMV_ONE_WARP_ROWS");
-        return env ? std::max<int64_t>(0, std::atoll(env)) : kOneWarpRows;
+        return env ? std::max<int64_t>(0, std::atoll(env)) : int64_t{-1};
     }();
-    return rows;
+    return set >= 0 ? set : fp8 ? kFp8OneWarpRows : kOneWarpRows;
 }
 
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {

@@ -28,13 +28,15 @@ struct GemvArgs {
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
 // The fewest output rows for which the GEMVs that stage x in shared memory (fp8, int4/int8) give each row one warp
-// (8 rows a block) rather than four (2 rows a block): 8,192, or PAGODA_GEMV_ONE_WARP_ROWS=N. Each block stages the
-// whole of x, so 2 rows a block read x twice for every byte of fp8 weight at K = 4,096 (on an H100, session 24, --cold,
-// one token: fp8 qkv 1.3 TB/s and down 1.5 against the 8-rows-a-block gate/up's 2.1): the variable is there to measure
-// a lower threshold against it.
-int64_t staged_gemv_one_warp_rows();
-// PAGODA_GEMV_PERSISTENT=1: those GEMVs take about as many blocks as fit the GPU at once, each staging x once and
-// walking row groups blockIdx.x, + gridDim.x, ... (off by default: not measured yet; every row's sums are the same).
+// (8 rows a block) rather than four (2 rows a block). Each block stages the whole of x, so few rows a block read x
+// again and again; with persistent blocks (below) x is staged once a block whatever the rows. Measured on an H100
+// (session 26, Qwen3-8B shape, batch-1 decode with CUDA graphs, both settings together): fp8 1,024 (190.2 tok/s
+// against 184.1 at 8,192; 1,024 without persistent blocks 179.7), int4/int8 8,192 (AWQ 181.0 against 178.9 at 1,024).
+// PAGODA_GEMV_ONE_WARP_ROWS=N sets both.
+int64_t staged_gemv_one_warp_rows(bool fp8);
+// Those GEMVs take about as many blocks as fit the GPU at once, each staging x once and walking row groups
+// blockIdx.x, + gridDim.x, ...; every row's sums are the same either way. On by default (the same runs: AWQ 181.0 tok/s
+// against 163.0 without; fp8 with 1,024 one-warp rows as above); PAGODA_GEMV_PERSISTENT=0 turns it off.
 bool staged_gemv_persistent();
 
 // Weight-only fp8 for 1 to kGemvMmaTokens tokens on tensor cores (gemm/gemv_mma.cu): the same weights

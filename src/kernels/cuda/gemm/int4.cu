@@ -296,7 +296,7 @@ void run_gemv(const GemvInt4Args& a, cudaStream_t stream) {
     if (!vec) {
         const auto blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
         launch_kernel<gemv_int4_scalar_kernel<kBits>>(blocks, kWarpsPerBlock * 32, 0, stream, a);
-    } else if (a.N >= staged_gemv_one_warp_rows()) {
+    } else if (a.N >= staged_gemv_one_warp_rows(false)) {
         launch_vec<kBits, 1>(a, smem, stream);
     } else {
         launch_vec<kBits, 4>(a, smem, stream);
