@@ -530,7 +530,8 @@ Status read_config_group(const Fields& g, QuantizationSpec& q) {
 bool same_scheme(const QuantizationSpec& a, const QuantizationSpec& b) {
     return a.format == b.format && a.weight_type == b.weight_type && a.bits == b.bits && a.strategy == b.strategy &&
            a.group_size == b.group_size && a.sym == b.sym && a.weight_block_size == b.weight_block_size &&
-           a.input_bits == b.input_bits && a.input_type == b.input_type && a.input_strategy == b.input_strategy;
+           a.input_bits == b.input_bits && a.input_type == b.input_type && a.input_strategy == b.input_strategy &&
+           a.input_group_size == b.input_group_size && a.input_dynamic == b.input_dynamic;
 }
 
 // compressed-tensors' config_groups as it applies them to a model: a module takes the group of the first target that
