@@ -99,12 +99,12 @@ DYNAMIC = {"qwen3_5_moe_gptq": {"-:.*attn.*": {}, "-:.*shared_expert\\.": {}},
 # compressed-tensors config groups beside the entry's own (which targets "Linear"): (targets, group, symmetric, bits)
 # each. A module takes the group of its first matching target, exact names first, then the "re:" expressions
 # (re.match) in sorted order, then "Linear" (compressed-tensors' match_targets); settings_of follows that, and
-# transformers' load of the checkpoint (compressed-tensors applying the config) checks it. Here: down_proj 8-bit per
-# channel, but layer 0's (its exact name, before the expression) and layer 1's attention 4-bit in groups of 16 with
-# zero points.
+# compressed-tensors' own apply_quantization_config checks it (note_compressed_tensors_groups). Here: down_proj 8-bit
+# per channel, but layer 0's (its exact name, before the expression) and all of layer 1 4-bit in groups of 16 with
+# zero points: layer 1's down_proj matches both expressions, and "re:.*layers..." sorts before "re:.*mlp..." though
+# its group is listed second (vLLM, which takes the first in the config's order, would read it 8-bit).
 CT_GROUPS = {"qwen3_w4a16_mixed": [(["re:.*mlp\\.down_proj$"], 0, True, 8),
-                                   (["re:.*layers\\.1\\.self_attn\\..*", "model.layers.0.mlp.down_proj"], 16, False,
-                                    4)]}
+                                   (["re:.*layers\\.1\\..*", "model.layers.0.mlp.down_proj"], 16, False, 4)]}
 # Entries written with act-order: GPTQ processes a module's inputs in the order of its Hessian's diagonal, descending,
 # and forms the groups in that order, so g_idx[k] is the group of input k and the groups are not contiguous. Here the
 # order is a random permutation, seeded by the module's name (a Hessian-like order is as arbitrary to the format).
