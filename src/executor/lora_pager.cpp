@@ -53,6 +53,13 @@ bool LoraPager::ready(int32_t id) {
     if (disabled_) return true;
     if (installing_) return false;  // (asked again at the next schedule)
     asked_[id] = round_;
+    if (std::this_thread::get_id() == step_thread_) {
+        // Asked on the thread that runs the steps (a synchronous engine schedules there, between two steps): no step
+        // touches the table now, so copies that arrived since the last prepare() count at once, a step sooner.
+        table_.settle(/*wait=*/false);
+        retire_arrived();
+        resident_ = table_.resident_ids();
+    }
     if (contains(resident_, id)) return true;
     const auto it = jobs_.find(id);
     if (it == jobs_.end()) {
@@ -139,6 +146,7 @@ Status LoraPager::prepare(std::span<const int32_t> ids) {
     std::vector<int32_t> keep;
     {
         std::unique_lock lock(mu_);
+        step_thread_ = std::this_thread::get_id();
         table_.settle(/*wait=*/false);
         retire_arrived();
         // The step's own adapters first: one the pager's thread is staging is waited for; one still queued is left to

@@ -38,7 +38,8 @@ class LoraPager {
     // (those of this and the next in_use()). If not, it is paged in from now on, and once there it stays while its
     // request keeps asking (an adapter asked for since the last in_use() but one is not evicted for another). True also
     // when paging it failed: the step that needs it then installs it itself, or says why it cannot. False while a step
-    // installs an adapter itself (it may evict any other).
+    // installs an adapter itself (it may evict any other). On the thread that runs the steps (a synchronous engine) a
+    // copy that has landed counts at once; from another thread (steps on a worker) from the next prepare() on.
     bool ready(int32_t id);
     // The running sequences' adapters once a step is scheduled: kept resident until two more steps have been scheduled.
     void in_use(std::span<const int32_t> ids);
@@ -79,6 +80,7 @@ class LoraPager {
     std::map<int32_t, uint64_t> asked_;  // adapter -> the in_use() round ready() was last asked about it in
     uint64_t round_ = 0;                 // in_use() calls so far
     bool installing_ = false;            // prepare() lets make_resident install an adapter (and evict another)
+    std::thread::id step_thread_;        // the thread of the last prepare(): ready() there may settle the table
     std::vector<int32_t> in_use_[2];     // the last two steps' adapters, newest first
     std::vector<Buffer> images_;         // kImages on a device backend
     std::vector<int32_t> image_owner_;   // the job id using each image, 0: free

@@ -453,8 +453,14 @@ TEST(LoraPagerTest, PagesAdaptersInBesideTheSteps) {
     EXPECT_FALSE(table.map_tokens(std::vector<int32_t>{1}, slots).ok());
     EXPECT_EQ(ranks_of_slot(0) + ranks_of_slot(1), 0);
     device.release_copies();
-    ASSERT_TRUE(pager.prepare({}).ok());
+    // The copy has landed. Asked from another thread (an engine whose steps run on a worker), ready() waits for the
+    // next prepare() to see it; asked on the thread that runs the steps (a synchronous engine, between two steps), it
+    // sees it at once, a step sooner.
+    bool from_another_thread = true;
+    std::thread([&] { from_another_thread = pager.ready(1); }).join();
+    EXPECT_FALSE(from_another_thread);
     EXPECT_TRUE(pager.ready(1));
+    EXPECT_TRUE(table.resident(1));
     ASSERT_TRUE((*host_model)->lora()->make_resident(std::vector<int32_t>{1}, host_fetch).ok());
     expect_same_deltas(**host_model, **device_model, std::vector<int32_t>{1}, kSlots);
     EXPECT_EQ(pager.paged_in(), 1);
