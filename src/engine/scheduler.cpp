@@ -245,6 +245,7 @@ void Scheduler::schedule(StepPlan& plan) {
     if (static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) return;
     project_running();
     if (config_.max_loras > 0) lora_ids(/*running=*/true, active_loras_);
+    arriving_loras_.clear();
     for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0;) {
         if (static_cast<int32_t>(running_.size()) >= config_.max_num_seqs) break;
         Sequence* s = *it;
@@ -252,6 +253,9 @@ void Scheduler::schedule(StepPlan& plan) {
         // Choices after the first wait until the first has computed the prompt, then share its blocks.
         if (s->index > 0 && kv_.prefix_caching() && s->group->use_prefix_cache && !s->group->prompt_computed) continue;
         const int32_t lora = s->group->lora_id;
+        // Another request's adapter found on its way this round: this one waits for it too.
+        if (lora != 0 && std::find(arriving_loras_.begin(), arriving_loras_.end(), lora) != arriving_loras_.end())
+            continue;
         const bool new_lora = config_.max_loras > 0 && lora != 0 &&
                               std::find(active_loras_.begin(), active_loras_.end(), lora) == active_loras_.end();
         if (new_lora && static_cast<int32_t>(active_loras_.size()) >= config_.max_loras) continue;  // no free slot
@@ -259,6 +263,7 @@ void Scheduler::schedule(StepPlan& plan) {
             // On its way: it counts against the slots, so that no more adapters are brought in than fit beside the
             // running ones (two cold adapters for one free slot would take it from each other in turn).
             active_loras_.push_back(lora);
+            arriving_loras_.push_back(lora);
             continue;
         }
         if (!try_admit(s, budget, plan)) break;

@@ -159,7 +159,8 @@ class Scheduler {
     OutputLengthEstimator output_lengths_;
     KvProjection projection_;  // this step's running sequences (and admissions), for admission
     int64_t free_at_schedule_ = 0;
-    std::vector<int32_t> active_loras_;  // schedule()'s scratch
+    std::vector<int32_t> active_loras_;    // schedule()'s scratch
+    std::vector<int32_t> arriving_loras_;  // and its adapters found on their way (not ready) this round
     std::function<bool(int32_t)> lora_ready_;
     SchedulerStats stats_;
 };

@@ -39,7 +39,8 @@ class LoraPager {
     // request keeps asking (an adapter asked for since the last in_use() but one is not evicted for another). True also
     // when paging it failed: the step that needs it then installs it itself, or says why it cannot. False while a step
     // installs an adapter itself (it may evict any other). On the thread that runs the steps (a synchronous engine) a
-    // copy that has landed counts at once; from another thread (steps on a worker) from the next prepare() on.
+    // copy that has landed counts at once; from another thread (steps on a worker, or a tensor-parallel rank's own
+    // thread) from the next prepare() on.
     bool ready(int32_t id);
     // The running sequences' adapters once a step is scheduled: kept resident until two more steps have been scheduled.
     void in_use(std::span<const int32_t> ids);
@@ -76,14 +77,17 @@ class LoraPager {
     std::condition_variable cv_;
     std::deque<int32_t> queue_;          // ids to stage, in order asked
     std::map<int32_t, Job> jobs_;        // adapters being paged in
-    std::vector<int32_t> resident_;      // the table's resident adapters as of the last prepare()
+    std::vector<int32_t> resident_;      // the table's resident adapters as of the last prepare() or settling ready()
     std::map<int32_t, uint64_t> asked_;  // adapter -> the in_use() round ready() was last asked about it in
     uint64_t round_ = 0;                 // in_use() calls so far
     bool installing_ = false;            // prepare() lets make_resident install an adapter (and evict another)
-    std::thread::id step_thread_;        // the thread of the last prepare(): ready() there may settle the table
-    std::vector<int32_t> in_use_[2];     // the last two steps' adapters, newest first
-    std::vector<Buffer> images_;         // kImages on a device backend
-    std::vector<int32_t> image_owner_;   // the job id using each image, 0: free
+    // The thread of the last prepare(): ready() there may settle the table, because every step path that touches the
+    // table (make_resident, the forward's map_tokens, graph replay) runs after its own prepare() on that thread and
+    // none calls ready() on the way. A path that touched the table without prepare() first would race with it.
+    std::thread::id step_thread_;
+    std::vector<int32_t> in_use_[2];    // the last two steps' adapters, newest first
+    std::vector<Buffer> images_;        // kImages on a device backend
+    std::vector<int32_t> image_owner_;  // the job id using each image, 0: free
     int64_t paged_in_ = 0, installed_by_steps_ = 0;
     bool disabled_ = false;  // no images could be had: every step installs its adapters itself
     bool stopping_ = false;

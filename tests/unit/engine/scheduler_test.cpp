@@ -312,5 +312,27 @@ TEST(Scheduler, AdaptersOnTheirWayCountAgainstTheSlots) {
     EXPECT_EQ(asked, (std::vector<int32_t>{3, 3, 3}));
 }
 
+TEST(Scheduler, EveryRequestOfAnAdapterOnItsWayWaits) {
+    // Two requests for one cold adapter: the first finds it on its way, and the second waits for it too (admitted, it
+    // would make its step install the adapter and stall the running sequences, what the paging is there to avoid).
+    Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_loras = 4}, 64, 4);
+    std::vector<int32_t> on_device = {1}, asked;
+    h.scheduler.set_lora_ready([&](int32_t id) {
+        asked.push_back(id);
+        return std::find(on_device.begin(), on_device.end(), id) != on_device.end();
+    });
+    Sequence* running = h.add(4, 0, 1, 0, /*lora_id=*/1);
+    h.step();
+    ASSERT_TRUE(running->running);
+    Sequence* first = h.add(4, 0, 1, 0, 3);
+    Sequence* second = h.add(4, 0, 1, 0, 3);
+    h.step();
+    EXPECT_FALSE(first->running || second->running);
+    EXPECT_EQ(asked, (std::vector<int32_t>{3}));
+    on_device.push_back(3);  // it arrived: both run
+    h.step();
+    EXPECT_TRUE(first->running && second->running);
+}
+
 }  // namespace
 }  // namespace pagoda::engine

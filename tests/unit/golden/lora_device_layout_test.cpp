@@ -455,10 +455,13 @@ TEST(LoraPagerTest, PagesAdaptersInBesideTheSteps) {
     device.release_copies();
     // The copy has landed. Asked from another thread (an engine whose steps run on a worker), ready() waits for the
     // next prepare() to see it; asked on the thread that runs the steps (a synchronous engine, between two steps), it
-    // sees it at once, a step sooner.
+    // sees it at once, a step sooner (here: the thread's first ask would have said true before that prepare()).
     bool from_another_thread = true;
     std::thread([&] { from_another_thread = pager.ready(1); }).join();
     EXPECT_FALSE(from_another_thread);
+    ASSERT_TRUE(pager.prepare({}).ok());
+    std::thread([&] { from_another_thread = pager.ready(1); }).join();
+    EXPECT_TRUE(from_another_thread) << "the next prepare() saw it land";
     EXPECT_TRUE(pager.ready(1));
     EXPECT_TRUE(table.resident(1));
     ASSERT_TRUE((*host_model)->lora()->make_resident(std::vector<int32_t>{1}, host_fetch).ok());
