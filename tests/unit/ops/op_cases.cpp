@@ -870,6 +870,7 @@ const std::vector<OpCase>& op_cases() {
             linear_fp8(1, 300, 264, ScaleLayout::kBlock, true),
             linear_fp8(1, 129, 100, ScaleLayout::kBlock, false),
             linear_fp8(1, 8200, 384, ScaleLayout::kPerChannel, true),
+            linear_fp8(1, 1100, 512, ScaleLayout::kBlock, true),  // one warp a row from 1,024 rows (gemv.h)
             linear_fp8(1, 77, 96, ScaleLayout::kPerTensor, false),
             linear_fp8(2, 300, 264, ScaleLayout::kBlock, true),
             linear_fp8(9, 129, 100, ScaleLayout::kPerChannel, false),
