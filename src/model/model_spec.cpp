@@ -562,11 +562,13 @@ Status read_config_groups(const Fields& f, const Json& groups, QuantizationSpec&
     if (specs.size() > 1) {
         for (const auto& [target, index] : target_group) {
             if (target == "Linear") continue;
-            const QuantizationSpec& s = *specs[index];
             const bool regex = target.rfind("re:", 0) == 0;
-            using Match = QuantizationSpec::ModuleRule::Match;
-            rules.push_back({regex ? target.substr(3) : target, regex ? Match::kFromStart : Match::kExact, s.bits,
-                             s.group_size, s.input_bits, s.sym, false, s.weight_type, specs[index]});
+            QuantizationSpec::ModuleRule r;
+            r.pattern = regex ? target.substr(3) : target;
+            r.match =
+                regex ? QuantizationSpec::ModuleRule::Match::kFromStart : QuantizationSpec::ModuleRule::Match::kExact;
+            r.group = specs[index];
+            rules.push_back(std::move(r));
         }
     }
     q = *specs[base];

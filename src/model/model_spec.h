@@ -93,7 +93,7 @@ struct QuantizationSpec {
         bool sym = true, desc_act = false;
         std::string data_type;
         // compressed-tensors: the rule's config group whole (its format, weights and activations as the base's
-        // fields), which decides the module instead of the fields above.
+        // fields), which decides the module instead of the fields above (left at their defaults).
         std::shared_ptr<const QuantizationSpec> group;
     };
     std::vector<ModuleRule> module_rules;
