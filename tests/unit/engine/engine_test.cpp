@@ -535,9 +535,11 @@ void batch_invariance(bool hybrid) {
         FakeModelRunner runner(kVocab, tight.num_kv_blocks, tight.block_size, tight.num_state_slots);
         auto engine = Engine::create(tight, engine_runner(runner));
         ASSERT_TRUE(engine.ok());
+        (*engine)->pause();  // all at once, however loaded the machine is (see PromptLogprobsOverChunksAndPreemption)
         std::vector<std::shared_ptr<RequestStream>> streams;
         for (const Request& r : requests)
             streams.push_back(*(*engine)->submit(r));
+        (*engine)->resume();
         for (size_t i = 0; i < requests.size(); ++i) {
             const Outcome crowded = collect(*streams[i]);
             EXPECT_EQ(crowded.tokens, alone[i].tokens) << "request " << i;
@@ -690,9 +692,13 @@ TEST(Engine, PromptLogprobsOverChunksAndPreemption) {
         std::vector<Request> requests = crowd(31, 16);
         for (Request& q : requests)
             q.params.prompt_logprobs = 1;
+        // Paused while they arrive: on a loaded machine the engine would otherwise finish the first ones before the
+        // last are submitted, and the pool would never be short.
+        e.pause();
         std::vector<std::shared_ptr<RequestStream>> streams;
         for (const Request& q : requests)
             streams.push_back(*e.submit(q));
+        e.resume();
         for (size_t i = 0; i < requests.size(); ++i) {
             const Outcome oi = collect(*streams[i]);
             expect_matches(oi, requests[i], config, "crowd " + std::to_string(i));
