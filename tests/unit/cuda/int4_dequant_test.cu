@@ -40,8 +40,10 @@ int64_t mismatches(ElemType round_to, int64_t& compared) {
             const float zero = trial == 0 ? (kBits == 8 ? 128.0f : 8.0f) : static_cast<float>(rng() % (kMask + 2));
             const uint32_t word = rng();
             float got[kPerWord];
-            dequantize_word<kBits>(word, __float2half2_rn(1024.0f + zero), __float2half2_rn(scale),
-                                   __float2bfloat162_rn(scale), bf16, got);
+            if (bf16)
+                dequantize_word<kBits>(word, PackedGroup<kBits, true>(scale, zero), got);
+            else
+                dequantize_word<kBits>(word, PackedGroup<kBits, false>(scale, zero), got);
             for (int j = 0; j < kPerWord; ++j) {
                 const float want = dequantize_int4((word >> (kBits * j)) & kMask, scale, zero, round_to);
                 ++compared;

@@ -838,15 +838,19 @@ const std::vector<OpCase>& op_cases() {
             linear_int4(1, 300, 256, 32, false, DType::F32, true),
             linear_int4(1, 8200, 256, 64, true, DType::F16, true),
             linear_int4(1, 72, 96, 16, true, DType::F16, false),
+            linear_int4(1, 300, 512, 64, true, DType::BF16,
+                        true),  // bf16 scales: the all-bf16 pairs (int4_dequant.cuh)
+            linear_int4(1, 256, 512, 128, false, DType::BF16, false, 8),
             linear_int4(2, 300, 256, 32, true, DType::F16, true),
             linear_int4(37, 512, 384, 128, false, DType::BF16, false),
             linear_int4(4, 300, 4096, 128, true, DType::F16, true),
             linear_int4(16, 1000, 256, 16, false, DType::BF16, false),
             linear_int4(70, 136, 512, 32, true, DType::F32, false),
             linear_int4(8, 300, 2048, 64, true, DType::F16, false, 8),
-            // 2-8 tokens with K a multiple of 128 and groups of 32 or more: the tensor-core GEMV when
-            // PAGODA_INT4_GEMV_MMA is 1 or 2 (off by default), else the dequantised weight's GEMM; bf16 and f16
-            // scales, symmetric or with zeros, rows past a block's 32.
+            // 2-8 tokens with K a multiple of 128 and groups of 32 or more: the tensor-core GEMV (from 2 tokens by
+            // default; PAGODA_INT4_GEMV_MMA=0 the dequantised weight's GEMM, =1 from one token); bf16 and f16 scales,
+            // symmetric or with zeros, rows past a block's 32; K = 4096 (linear_int4(4, 300, 4096, ...) above)
+            // gives each of 16 warps (PAGODA_GEMV_MMA_WARPS=16) two chunks.
             linear_int4(3, 520, 384, 64, false, DType::BF16, false),
             linear_int4(8, 136, 1024, 128, true, DType::F16, false),
             linear_int4(6, 72, 512, 32, true, DType::BF16, true),
@@ -1090,13 +1094,20 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(linear(T, H, I, BF16, false, "down"));
             // Qwen3-8B-FP8: the same projections in e4m3 with 128x128 block scales.
             c.push_back(linear_fp8(T, (Hq + 2 * Hkv) * D, H, ScaleLayout::kBlock, false, "qkv"));
+            c.push_back(linear_fp8(T, H, Hq * D, ScaleLayout::kBlock, false, "o"));
             c.push_back(linear_fp8(T, 2 * I, H, ScaleLayout::kBlock, false, "gate_up"));
             c.push_back(linear_fp8(T, H, I, ScaleLayout::kBlock, false, "down"));
-            // Qwen3-8B-AWQ: int4, group 128, zero points, f16 products; q/k/v and gate/up stay separate weights.
+            // Qwen3-8B-AWQ: int4, group 128, zero points, f16 products: q (= o's shape), k/v, gate (= up) and down as
+            // separate weights, then q/k/v (6,144 rows) and gate/up (24,576) fused as a device backend packs them.
             c.push_back(linear_int4(T, Hq * D, H, 128, true, DType::F16, false));
             c.push_back(linear_int4(T, Hkv * D, H, 128, true, DType::F16, false));
             c.push_back(linear_int4(T, I, H, 128, true, DType::F16, false));
             c.push_back(linear_int4(T, H, I, 128, true, DType::F16, false));
+            c.push_back(linear_int4(T, (Hq + 2 * Hkv) * D, H, 128, true, DType::F16, false));
+            c.push_back(linear_int4(T, 2 * I, H, 128, true, DType::F16, false));
+            // compressed-tensors W4A16 (llm-compressor's default): symmetric, group 128, bf16 scales.
+            c.push_back(linear_int4(T, (Hq + 2 * Hkv) * D, H, 128, false, DType::BF16, false));
+            c.push_back(linear_int4(T, H, I, 128, false, DType::BF16, false));
         }
         // Rank-16 adapters on decode steps and a prefill chunk (issue 19): the base projection plus both LoRA kernels,
         // tokens spread over three adapter slots and the base model (lora_cases.cpp).

@@ -45,6 +45,9 @@ bool staged_gemv_persistent();
 // blocks a multiple of 16 columns wide, 16-byte aligned weights and x rows: gemv_fp8_mma_fits. pipelined: the
 // variant that keeps each warp's next loads in flight while it multiplies (an experiment; the same sums).
 inline constexpr int64_t kGemvMmaTokens = 8;
+// The warps a block of those GEMVs splits K over: 8 (two blocks an SM), or 16 with PAGODA_GEMV_MMA_WARPS=16 (one block
+// of twice the warps; an experiment for grids of about a block an SM, not yet measured). The sums depend on it.
+int gemv_mma_warps();
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride);
 void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
                          bool pipelined = false);

@@ -19,7 +19,8 @@
 // mma.sync m16n8k16's: a token is a column of the B operand, so 1 to 8 tokens cost the same instructions.
 //
 // A block takes 32 weight rows (two m16 tiles; with the fused gate/up, 16 gate rows and their 16 up rows, so one lane
-// holds both sums of an output) and its 8 warps split K: warp w takes the 64-column chunks w, w + 8, ... Lane (g, t)
+// holds both sums of an output) and its W warps (8, or 16: gemv_mma_warps) split K: warp w takes the chunks w, w + W,
+// ... (a chunk: 64 bytes of each row, 4 lanes' loads). Lane (g, t)
 // (g = lane / 4, t = lane % 4) loads 16 bytes of each of its rows g, g + 8, g + 16, g + 24 at columns chunk + 16 t:
 // every load is whole, and a warp's loads of one row are 64 contiguous bytes. The mma's k positions are a
 // permutation of those columns (the sum does not care, as long as x is permuted alike): for mma j (0..3) of a chunk,
@@ -36,6 +37,8 @@
 // more tokens are dequantised whole into bf16 scratch for cuBLASLt on every call (~9x the bytes of the packed weight
 // for a few tokens); this path takes 2-8 tokens (PAGODA_INT4_GEMV_MMA, linear.cpp: 2-3x the copy path on an H100).
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/column_groups.cuh"
@@ -47,7 +50,6 @@ namespace pagoda::kernels::cuda {
 
 namespace {
 
-constexpr int kWarps = 8;
 constexpr int kRows = 32;        // weight rows a block takes
 constexpr int kChunkBytes = 64;  // bytes of a row a warp takes per step: 4 lanes x 16
 
@@ -67,7 +69,6 @@ struct MmaGemvArgs {
     const float* group_scales;  // int4: [N, K / group_size]
     const float* group_zeros;   // int4: the same, or null (symmetric: 8)
     int64_t group_size;
-    bool bf16_scales;
 };
 
 __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
@@ -119,6 +120,8 @@ struct Fp8 {
     }
 };
 
+// kBf16: the format's scales are bf16 (else f16), which decides how a word is dequantised (int4_dequant.cuh).
+template <bool kBf16>
 struct Int4 {
     static constexpr int kPerLoad = 32, kPairs = 4;
     static constexpr __host__ __device__ int lo(int p) { return 8 * (p / 4) + p % 4; }
@@ -132,8 +135,7 @@ struct Int4 {
     };
     struct Columns {
         ColumnGroups groups;
-        bool bf16_scales;
-        __device__ explicit Columns(const MmaGemvArgs& a) : groups(a.group_size), bf16_scales(a.bf16_scales) {}
+        __device__ explicit Columns(const MmaGemvArgs& a) : groups(a.group_size) {}
     };
     struct Params {
         float s = 0.0f, z = 0.0f;
@@ -142,11 +144,10 @@ struct Int4 {
         const int64_t g = c.groups.of(k);
         return {__ldg(r.scales + g), r.zeros ? __ldg(r.zeros + g) : 8.0f};
     }
-    __device__ static void decode_word(uint32_t w, const Params& p, const Columns& c, uint32_t (&pairs)[kPairs]) {
+    __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
         // Exact: a whole zero point below 1024, and scales that are values of the format's f16 or bf16 (int4.cu).
         __nv_bfloat162 pr[kPairs];
-        dequantize_word_pairs<4>(w, __float2half2_rn(1024.0f + p.z), __float2half2_rn(p.s), __float2bfloat162_rn(p.s),
-                                 c.bf16_scales, pr);
+        dequantize_word_pairs<4>(w, PackedGroup<4, kBf16>(p.s, p.z), pr);
 #pragma unroll
         for (int j = 0; j < kPairs; ++j)
             pairs[j] = *reinterpret_cast<const uint32_t*>(&pr[j]);
@@ -257,9 +258,12 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
 // kPipelined: each chunk's loads are issued before the previous chunk is multiplied, so a warp always has a chunk in
 // flight (the default: 9-17% faster for fp8 at 2-8 tokens on an H100, session 24); else two chunks are loaded, then
 // both multiplied (PAGODA_GEMV_MMA_PIPELINE=0). The same chunks in the same order either way: the same sums, bit for
-// bit.
-template <class F, bool kPipelined>
-__global__ void __launch_bounds__(kWarps * 32, 2) gemv_mma_kernel(MmaGemvArgs a) {
+// bit. kWarps warps split K (gemv_mma_warps, gemv.h): 8, two blocks an SM at up to 128 registers a thread, or 16, one
+// block of twice the warps, for grids of about one block an SM (N = 4,096 gives 128 blocks), where 8 warps an SM
+// leave the mma and dequantisation chains' latency exposed. The warps' sums are added in warp order, so the sums
+// depend on kWarps (not on timing).
+template <class F, bool kPipelined, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaGemvArgs a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     prefetch_first_loads<F>(a, warp, lane);
     PAGODA_KERNEL_PROLOGUE();
@@ -294,7 +298,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_mma_kernel(MmaGemvArgs a)
                 partial[warp][16 * m + 8 * h + g][2 * t + e] = acc[m][2 * h + e];
     __syncthreads();
     const int local = threadIdx.x / kGemvMmaTokens, token = threadIdx.x % kGemvMmaTokens;
-    if (token >= a.T) return;
+    if (token >= a.T || local >= kRows) return;  // (threads past kRows x 8 with 16 warps)
     auto sum_of = [&](int r) {
         float s = 0.0f;
 #pragma unroll
@@ -319,15 +323,23 @@ __global__ void __launch_bounds__(kWarps * 32, 2) gemv_mma_kernel(MmaGemvArgs a)
     }
 }
 
+template <class F, int kWarps>
+void launch_warps(const MmaGemvArgs& a, unsigned blocks, bool pipelined, cudaStream_t stream) {
+    if (pipelined)
+        launch_kernel<gemv_mma_kernel<F, true, kWarps>>(blocks, kWarps * 32, 0, stream, a);
+    else
+        launch_kernel<gemv_mma_kernel<F, false, kWarps>>(blocks, kWarps * 32, 0, stream, a);
+}
+
 template <class F>
 void launch(const MmaGemvArgs& a, bool pipelined, cudaStream_t stream) {
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
     const int64_t blocks = (a.N + outputs_per_block - 1) / outputs_per_block;
     PAGODA_KERNEL_REQUIRE(blocks <= 0x7fffffff, "tensor-core GEMV grid too large");
-    if (pipelined)
-        launch_kernel<gemv_mma_kernel<F, true>>(static_cast<unsigned>(blocks), kWarps * 32, 0, stream, a);
+    if (gemv_mma_warps() == 16)
+        launch_warps<F, 16>(a, static_cast<unsigned>(blocks), pipelined, stream);
     else
-        launch_kernel<gemv_mma_kernel<F, false>>(static_cast<unsigned>(blocks), kWarps * 32, 0, stream, a);
+        launch_warps<F, 8>(a, static_cast<unsigned>(blocks), pipelined, stream);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
@@ -348,6 +360,14 @@ bool tokens_fit(const float* x, int64_t T, int64_t x_stride) {
 
 }  // namespace
 
+int gemv_mma_warps() {
+    static const int warps = [] {
+        const char* env = std::getenv("PAGODA_GEMV_MMA_WARPS");
+        return env != nullptr && std::strcmp(env, "16") == 0 ? 16 : 8;
+    }();
+    return warps;
+}
+
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride) {
     return a.w_type == ElemType::F8E4M3 && tokens_fit(a.x, T, x_stride) && a.K % (4 * Fp8::kPerLoad) == 0 &&
            a.w_stride % 16 == 0 && aligned(a.w, 16) && a.scales.data != nullptr && a.scales.rows > 0 &&
@@ -365,8 +385,8 @@ void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t
 
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
     return a.w.bits == 4 && (a.w.round_to == ElemType::F16 || a.w.round_to == ElemType::BF16) &&
-           tokens_fit(a.x, T, x_stride) && a.K % (4 * Int4::kPerLoad) == 0 && a.w.group_size > 0 &&
-           a.w.group_size % Int4::kPerLoad == 0 && a.K % a.w.group_size == 0 && a.w.row_bytes % 16 == 0 &&
+           tokens_fit(a.x, T, x_stride) && a.K % (4 * Int4<false>::kPerLoad) == 0 && a.w.group_size > 0 &&
+           a.w.group_size % Int4<false>::kPerLoad == 0 && a.K % a.w.group_size == 0 && a.w.row_bytes % 16 == 0 &&
            a.w.data != nullptr && aligned(a.w.data, 16) && a.w.scales != nullptr;
 }
 
@@ -376,8 +396,10 @@ void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, in
     PAGODA_KERNEL_REQUIRE(gemv_int4_mma_fits(a, T, x_stride), "int4 tensor-core GEMV: shape or alignment not taken");
     MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w.data, a.w.row_bytes);
     m.group_scales = a.w.scales, m.group_zeros = a.w.zeros, m.group_size = a.w.group_size;
-    m.bf16_scales = a.w.round_to == ElemType::BF16;
-    launch<Int4>(m, pipelined, stream);
+    if (a.w.round_to == ElemType::BF16)
+        launch<Int4<true>>(m, pipelined, stream);
+    else
+        launch<Int4<false>>(m, pipelined, stream);
 }
 
 }  // namespace pagoda::kernels::cuda

@@ -101,12 +101,13 @@ struct StagedX {
 };
 
 // This lane's share of row n: from 16-byte chunk `first` on, every `step`-th chunk.
-template <int kBits, bool kPacked>
+// kRound: the format's rounding when it is F16 or BF16 (weights dequantised two at a time, dequantize_word); F32
+// (unrounded): one by one.
+template <int kBits, ElemType kRound>
 __device__ __forceinline__ float row_partial(const GemvInt4Args& a, const unsigned char* xs, int64_t n, int64_t first,
                                              int64_t step) {
     using P = Packing<kBits>;
     const auto* row = static_cast<const uint8_t*>(a.w.data) + n * a.w.row_bytes;
-    const bool bf16_scales = a.w.round_to == ElemType::BF16;
     const GroupRow<kBits> groups(a.w, a.K, n);
     float acc = 0.0f;
 #pragma unroll 4
@@ -114,18 +115,13 @@ __device__ __forceinline__ float row_partial(const GemvInt4Args& a, const unsign
         const uint4 raw = __ldg(reinterpret_cast<const uint4*>(row + P::byte_of(k)));
         const float2 sz = groups.at(k);
         const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-        __half2 zero_plus_1024{}, scale_f16{};
-        __nv_bfloat162 scale_bf16{};
-        if constexpr (kPacked) {
-            zero_plus_1024 = __float2half2_rn(1024.0f + sz.y);  // exact: a whole zero point below 1024
-            scale_f16 = __float2half2_rn(sz.x);                 // exact for the f16 scales of an F16 format
-            scale_bf16 = __float2bfloat162_rn(sz.x);            // and for the bf16 ones of a BF16 format
-        }
+        constexpr bool kPacked = kRound != ElemType::F32;
+        const PackedGroup<kBits, kRound == ElemType::BF16> group(sz.x, sz.y);  // (unused unless kPacked)
 #pragma unroll
         for (int i = 0; i < 4; ++i) {  // word i holds weights k + kPerWord·i ..., value j weight k + kPerWord·i + j
             float wv[P::kPerWord];
             if constexpr (kPacked) {
-                dequantize_word<kBits>(words[i], zero_plus_1024, scale_f16, scale_bf16, bf16_scales, wv);
+                dequantize_word<kBits>(words[i], group, wv);
             } else {
 #pragma unroll
                 for (int j = 0; j < P::kPerWord; ++j)
@@ -163,14 +159,14 @@ __device__ __forceinline__ void prefetch_first_loads(const GemvInt4Args& a, int6
 
 // Output row group · (kWarpsPerBlock / WPR) + warp / WPR of the block's group, WPR warps a row. Every thread of the
 // block calls it (the WPR > 1 exchange syncs the block).
-template <int kBits, int WPR, bool kPacked>
+template <int kBits, int WPR, ElemType kRound>
 __device__ __forceinline__ void gemv_int4_rows(const GemvInt4Args& a, const unsigned char* xs, float* partial,
                                                int64_t group, int warp, int lane) {
     const int64_t n = group * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
     const bool active = n < a.N;
-    float acc =
-        active ? warp_sum(row_partial<kBits, kPacked>(a, xs, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32))
-               : 0.0f;
+    float acc = active
+                    ? warp_sum(row_partial<kBits, kRound>(a, xs, n, int64_t(warp % WPR) * 32 + lane, int64_t(WPR) * 32))
+                    : 0.0f;
     if constexpr (WPR > 1) {  // the row's warps meet in shared memory
         if (lane == 0) partial[warp] = acc;
         __syncthreads();
@@ -184,7 +180,7 @@ __device__ __forceinline__ void gemv_int4_rows(const GemvInt4Args& a, const unsi
 
 // A block takes row group blockIdx.x, or with kPersistent groups blockIdx.x, + gridDim.x, ... (as the fp8 GEMV:
 // staged_gemv_persistent, gemv.h).
-template <int kBits, int WPR, bool kPacked, bool kPersistent>
+template <int kBits, int WPR, ElemType kRound, bool kPersistent>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4Args a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
@@ -197,7 +193,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4
     __syncthreads();
     const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
     for_each_block_group<kPersistent, (WPR > 1)>(
-        groups, [&](int64_t g) { gemv_int4_rows<kBits, WPR, kPacked>(a, xs, partial, g, warp, lane); });
+        groups, [&](int64_t g) { gemv_int4_rows<kBits, WPR, kRound>(a, xs, partial, g, warp, lane); });
 }
 
 // Any group size and alignment: weight by weight, one warp per row (tiny models and odd shapes in tests).
@@ -261,9 +257,9 @@ void require_weight(const Int4Weight& w, int64_t K) {
 
 // As the fp8 GEMV: rows that fill the GPU get one warp each, fewer rows four (staged_gemv_one_warp_rows, gemv.h).
 
-template <int kBits, int WPR, bool kPacked, bool kPersistent>
+template <int kBits, int WPR, ElemType kRound, bool kPersistent>
 void launch_vec_kernel(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
-    constexpr auto kernel = gemv_int4_kernel<kBits, WPR, kPacked, kPersistent>;
+    constexpr auto kernel = gemv_int4_kernel<kBits, WPR, kRound, kPersistent>;
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const auto groups = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
     allow_dynamic_smem<kernel>(max_block_smem());
@@ -271,21 +267,23 @@ void launch_vec_kernel(const GemvInt4Args& a, size_t smem, cudaStream_t stream) 
     launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a);
 }
 
-template <int kBits, int WPR, bool kPacked>
+template <int kBits, int WPR, ElemType kRound>
 void launch_vec_packing(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
     if (staged_gemv_persistent())
-        launch_vec_kernel<kBits, WPR, kPacked, true>(a, smem, stream);
+        launch_vec_kernel<kBits, WPR, kRound, true>(a, smem, stream);
     else
-        launch_vec_kernel<kBits, WPR, kPacked, false>(a, smem, stream);
+        launch_vec_kernel<kBits, WPR, kRound, false>(a, smem, stream);
 }
 
 // Formats that round to F16 or BF16 dequantise two weights at a time (dequantize_word); F32 (unrounded) one by one.
 template <int kBits, int WPR>
 void launch_vec(const GemvInt4Args& a, size_t smem, cudaStream_t stream) {
-    if (a.w.round_to == ElemType::F16 || a.w.round_to == ElemType::BF16)
-        launch_vec_packing<kBits, WPR, true>(a, smem, stream);
+    if (a.w.round_to == ElemType::F16)
+        launch_vec_packing<kBits, WPR, ElemType::F16>(a, smem, stream);
+    else if (a.w.round_to == ElemType::BF16)
+        launch_vec_packing<kBits, WPR, ElemType::BF16>(a, smem, stream);
     else
-        launch_vec_packing<kBits, WPR, false>(a, smem, stream);
+        launch_vec_packing<kBits, WPR, ElemType::F32>(a, smem, stream);
 }
 
 template <int kBits>
