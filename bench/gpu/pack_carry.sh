@@ -2,12 +2,12 @@
 # Packs what run_cuda_bench.sh runs on the GPU machine from a CUDA build on this machine: the test and benchmark
 # binaries (stripped, xz-compressed: the carry limit is 64 MiB), the libraries the GPU machine lacks and the tokenizer
 # files the serving runs need.   [TARGETS="name ..."] bench/gpu/pack_carry.sh BUILD_DIR [CARRY_DIR]
-# The carry limit (64 MiB) counts the repository's own files too (~42 MB). Built with the kernels in one shared
+# The carry limit (64 MiB) counts the repository's own files too (~49 MB). Built with the kernels in one shared
 # library (-DPAGODA_CUDA_KERNELS_SHARED=ON) every binary below fits (~0.3-1 MB each, xz, beside the library's ~3 MB);
 # built with static kernels a call carries about five (3-5 MB each): TARGETS names the ones this call runs (default:
-# every one below). ICU
-# (8 MB) comes only with `pagoda` (the server and `pagoda logits` need it; the test binaries do not), the tokenizer
-# files as said below.
+# every one below). ICU (0.7 MB: libicuuc, and a libicudata of only the data pagoda reads, make_small_icudata.sh)
+# comes only with `pagoda` (the server and `pagoda logits` need it; the test binaries do not), the tokenizer files as
+# said below.
 set -euo pipefail
 BUILD=${1:?build folder}
 CARRY=${2:-build-cuda-carry}
@@ -29,7 +29,8 @@ kernels=$BUILD/src/kernels/cuda/libpagoda_kernels_cuda.so
 [[ -f $kernels ]] && strip -s -o "$CARRY/libpagoda_kernels_cuda.so" "$kernels" && xz -f "$CARRY/libpagoda_kernels_cuda.so"
 cp /lib/x86_64-linux-gnu/{libgomp.so.1,libxxhash.so.0} "$CARRY/"
 if [[ -f $CARRY/pagoda.xz ]]; then
-    for l in icuuc icudata; do xz -c /usr/lib/x86_64-linux-gnu/lib$l.so.72.1 > "$CARRY/lib$l.so.72.xz"; done
+    xz -c /usr/lib/x86_64-linux-gnu/libicuuc.so.72.1 > "$CARRY/libicuuc.so.72.xz"
+    "$(dirname "$0")/make_small_icudata.sh" "$CARRY" && xz -f "$CARRY/libicudata.so.72"
 fi
 # The tokenizer files (~1.3 MB compressed) for the serving runs and the peer's GGUF conversion: with every target,
 # with `pagoda`, or with TOK=1.
