@@ -71,8 +71,10 @@ SPECS = {
     "qwen3_moe_gptq": ("qwen3_moe", "gptq", 32, True),
     "qwen3_moe_awq": ("qwen3_moe", "awq", 16, False),
     "qwen3_moe_w4a16": ("qwen3_moe", "w4a16", 32, True),
-    # Qwen3-Next: attention and experts int4; the Gated DeltaNet projections, the router, the shared expert (48 wide:
-    # gptqmodel packs only inputs a multiple of 32) and its gate stay bf16.
+    # Qwen3-Next as GPTQModel's definition quantizes it: attention, the experts and the Gated DeltaNet's packed
+    # in_proj_qkvz and its out_proj int4; in_proj_ba, the router and the shared expert's gate bf16. The shared expert
+    # would be int4 too, but its 48 features are not a multiple of 32, which GPTQModel's packer needs (Qwen3-Next-80B's
+    # 512 are): a `dynamic` rule leaves it bf16 (DYNAMIC), as GPTQModel's loader then reads it.
     "qwen3_next_gptq": ("qwen3_next", "gptq", 32, True),
     # GPTQ 8-bit (Qwen2.5-*-GPTQ-Int8 are symmetric; the asymmetric variant checks stored zero points too).
     "qwen2_gptq_int8": ("qwen2", "gptq", 32, True, 8),
@@ -94,6 +96,7 @@ SPECS = {
 # name (re.match), the first that matches deciding: "-:regex" leaves the modules it matches unquantized, "+:regex" (or
 # a bare regex) gives them the settings it lists (bits, group_size), the rest being the checkpoint's.
 DYNAMIC = {"qwen3_5_moe_gptq": {"-:.*attn.*": {}, "-:.*shared_expert\\.": {}},
+           "qwen3_next_gptq": {"-:.*shared_expert\\.": {}},
            "qwen3_gptq_dynamic": {"+:.*layers\\.0\\.mlp\\.down_proj": {}, "+:.*down_proj": {"bits": 8, "group_size": 64},
                                   "-:.*layers\\.2\\.self_attn\\.o_proj": {}, ".*v_proj": {"bits": 8}}}
 # compressed-tensors config groups beside the entry's own (which targets "Linear"): (targets, group, symmetric, bits)
@@ -119,10 +122,13 @@ def spec(name):
 # as the source stores them.
 QUANTIZED = re.compile(
     r"^model\.(language_model\.)?layers\.\d+\.(self_attn|mlp)\.(experts\.\d+\.)?\w+_proj\.weight$")
+# And what a source's GPTQModel definition quantizes beside those: Qwen3-Next's packed in_proj_qkvz and out_proj (its
+# in_proj_ba it leaves bf16).
+ALSO_QUANTIZED = {"qwen3_next": re.compile(r"^model\.layers\.\d+\.linear_attn\.(in_proj_qkvz|out_proj)\.weight$")}
 EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
 # What each MoE source keeps bf16 by name in the quantization_config: the router (a Linear the formats' tools leave
-# unquantized), and Qwen3-Next's shared expert (left bf16 here).
-NOT_CONVERTED = {"qwen3_moe": ["mlp.gate"], "qwen3_next": ["mlp.gate", "mlp.shared_expert"],
+# unquantized), and Qwen3-Next's shared-expert gate and in_proj_ba.
+NOT_CONVERTED = {"qwen3_moe": ["mlp.gate"], "qwen3_next": ["mlp.gate", "mlp.shared_expert_gate", "linear_attn.in_proj_ba"],
                  "qwen3_5_moe": ["mlp.gate", "mlp.shared_expert"]}
 # The dense MLP of a MoE model's mlp_only_layers: GPTQModel's Qwen3-MoE definition quantizes attention and experts
 # only (its loader reports such a layer "not quantized" and reads it dense), so the golden keeps it bf16 as well.
@@ -318,8 +324,9 @@ def make_one(name, out_root, log):
     for n in sorted(tensors):
         dtype, shape, data = tensors[n]
         own = settings_of(n[: -len(".weight")])
-        if (not QUANTIZED.match(n) or (("moe" in source or "next" in source) and MOE_DENSE_MLP.match(n))
-                or own is None):
+        also = ALSO_QUANTIZED.get(source)
+        if (not (QUANTIZED.match(n) or (also and also.match(n)))
+                or (("moe" in source or "next" in source) and MOE_DENSE_MLP.match(n)) or own is None):
             out[n] = tensors[n]
             continue
         module = n[: -len("weight")]

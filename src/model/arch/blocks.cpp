@@ -542,19 +542,33 @@ void copy_rows(const Tensor& dst, int64_t dst_row, const Tensor& src, int64_t sr
                 static_cast<const std::byte*>(src.data()) + src_row * row_bytes, rows * row_bytes);
 }
 
-// Rows `rows` of `src` (row i of the result is source row rows[i]) copied into `data` [rows, K] as a weight of their
-// own: dense, or fp8 with its scales gathered alike. Per-channel scales follow their rows and a per-tensor one stays;
-// block scales follow their block rows, which needs every block row of the result to take its rows from one block row
-// of the source: Qwen3-Next's q/k/v/z runs of 128 rows fall on 128-row blocks at real shapes, and in_proj_ba's 2·Hv
-// rows lie in one block.
+// Rows `rows` of `tensor` [N, C] (row i of the result is source row rows[i]) in a new tensor [rows, C].
+Tensor gathered(WeightLoader& loader, const Tensor& tensor, std::span<const int64_t> rows) {
+    const Tensor out = loader.allocate(tensor.dtype(), Shape{static_cast<int64_t>(rows.size()), tensor.dim(1)});
+    for (size_t i = 0; i < rows.size(); ++i)
+        copy_rows(out, static_cast<int64_t>(i), tensor, rows[i], 1);
+    return out;
+}
+
+// Rows `rows` of `src` (row i of the result is source row rows[i]) copied into `data` [rows, src's row width] as a
+// weight of their own: dense; int4 / int8 (GPTQModel writes Qwen3-Next's in_proj_qkvz so) with their group scales and
+// zero points, one row of them an output row; or fp8 with its scales gathered alike. Per-channel scales follow their
+// rows and a per-tensor one stays; block scales follow their block rows, which needs every block row of the result to
+// take its rows from one block row of the source: Qwen3-Next's q/k/v/z runs of 128 rows fall on 128-row blocks at
+// real shapes, and in_proj_ba's 2·Hv rows lie in one block.
 Result<LinearWeight> gather_rows(WeightLoader& loader, const LinearWeight& src, std::span<const int64_t> rows,
                                  const Tensor& data, const std::string& name) {
     const int64_t n = static_cast<int64_t>(rows.size());
     for (int64_t i = 0; i < n; ++i)
         copy_rows(data, i, src.data, rows[static_cast<size_t>(i)], 1);
-    if (src.format != WeightFormat::kFp8E4M3) return LinearWeight::dense(data);
     LinearWeight out = src;
     out.data = data;
+    if (src.is_grouped_int()) {  // (an act-order permutation is of the inputs: every row's)
+        out.scales = gathered(loader, src.scales, rows);
+        if (src.zeros.defined()) out.zeros = gathered(loader, src.zeros, rows);
+        return out;
+    }
+    if (src.format != WeightFormat::kFp8E4M3) return LinearWeight::dense(data);
     const float* from = src.scales.data_as<float>();
     switch (src.scale_layout) {
         case ScaleLayout::kPerChannel:
@@ -643,19 +657,17 @@ Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLa
     PAGODA_RETURN_IF_ERROR(check_delta_dims(d));
     if (layout != DeltaNetLayout::kPacked) return ok_status();
     const int64_t group = 2 * d.dk + 2 * d.r * d.dv;  // rows per key head: q(dk) k(dk) v(r*dv) z(r*dv)
-    for (const char* packed : {"in_proj_qkvz.weight", "in_proj_ba.weight"}) {
-        if (loader.stored_int4(p + packed))
-            return Status::error(p + packed + ": packed projections stored as int4 are not served yet");
-    }
     const std::string qkvz_name = p + "in_proj_qkvz.weight", ba_name = p + "in_proj_ba.weight";
     PAGODA_ASSIGN_OR_RETURN(const LinearWeight qkvz, loader.linear(qkvz_name, Shape{d.Hk * group, d.H}));
     PAGODA_ASSIGN_OR_RETURN(const LinearWeight ba, loader.linear(ba_name, Shape{d.Hk * 2 * d.r, d.H}));
     // Re-order once into [q_all | k_all | v_all | z_all] and [b_all | a_all] (packed_delta_net_rows), each part a
-    // weight of its own (fp8 ones with their scales), back to back in one allocation (fuse_projections joins them).
+    // weight of its own (fp8, int4 and int8 ones with their scales), back to back in one allocation (fuse_projections
+    // joins them).
     const PackedDeltaNetRows rows = packed_delta_net_rows(spec);
     const std::span<const int64_t> all(rows.qkvz), pairs(rows.ba);
-    const Tensor split = loader.allocate(qkvz.data.dtype(), Shape{d.C + d.Vd, d.H});
-    const Tensor split_ba = loader.allocate(ba.data.dtype(), Shape{2 * d.Hv, d.H});
+    // (Rows as stored: H values, or H / 2 bytes of int4.)
+    const Tensor split = loader.allocate(qkvz.data.dtype(), Shape{d.C + d.Vd, qkvz.data.dim(1)});
+    const Tensor split_ba = loader.allocate(ba.data.dtype(), Shape{2 * d.Hv, ba.data.dim(1)});
     PAGODA_ASSIGN_OR_RETURN(out.qkv,
                             gather_rows(loader, qkvz, all.subspan(0, d.C), split.narrow(0, 0, d.C), qkvz_name));
     PAGODA_ASSIGN_OR_RETURN(out.z,
