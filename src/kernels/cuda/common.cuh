@@ -217,8 +217,9 @@ __device__ __forceinline__ void pdl_launch_dependents() {
 bool pdl_allowed(int binary_version, const void* kernel);
 
 namespace detail {
+// cluster > 1: thread block clusters of that many blocks along x (sm_90 binaries only: cluster_launch_allowed).
 template <auto Kernel, bool kEarly, typename... Args>
-void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, unsigned cluster, Args&&... args) {
     static std::atomic<int> pdl{-1};  // -1 not known yet, else 0 / 1
     int use = kEarly ? pdl.load(std::memory_order_relaxed) : 0;
     if (use < 0) {
@@ -227,16 +228,23 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... a
         use = pdl_allowed(attr.binaryVersion, reinterpret_cast<const void*>(Kernel)) ? 1 : 0;
         pdl.store(use, std::memory_order_relaxed);
     }
-    cudaLaunchAttribute attribute{};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute attributes[2] = {};
+    unsigned count = 0;
+    if (use) {
+        attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster > 1) {
+        attributes[count].id = cudaLaunchAttributeClusterDimension;
+        attributes[count++].val.clusterDim = {cluster, 1, 1};
+    }
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem;
     config.stream = stream;
-    config.attrs = &attribute;
-    config.numAttrs = use ? 1 : 0;
+    config.attrs = attributes;
+    config.numAttrs = count;
     PAGODA_CUDA_CHECK(cudaLaunchKernelEx(&config, Kernel, std::forward<Args>(args)...));
 }
 }  // namespace detail
@@ -245,7 +253,26 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... a
 // (decided once per kernel: the binary the driver loaded for it does not change).
 template <auto Kernel, typename... Args>
 void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-    detail::launch<Kernel, true>(grid, block, smem, stream, std::forward<Args>(args)...);
+    detail::launch<Kernel, true>(grid, block, smem, stream, 1u, std::forward<Args>(args)...);
+}
+
+// Whether Kernel's loaded binary is sm_90 or newer, as thread block clusters need (a compute_80 build JIT-compiled on a
+// Hopper GPU is not). Decided once per kernel.
+template <auto Kernel>
+bool cluster_launch_allowed() {
+    static const bool allowed = [] {
+        cudaFuncAttributes attr{};
+        PAGODA_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
+        return attr.binaryVersion >= 90;
+    }();
+    return allowed;
+}
+
+// launch_kernel in clusters of `cluster` blocks along x (grid.x a multiple of it; 1: no clusters), for kernels whose
+// blocks exchange through each other's shared memory. Only where cluster_launch_allowed.
+template <auto Kernel, typename... Args>
+void launch_kernel_cluster(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, unsigned cluster, Args&&... args) {
+    detail::launch<Kernel, true>(grid, block, smem, stream, cluster, std::forward<Args>(args)...);
 }
 
 // The same without programmatic dependent launch: the kernel starts when the one before it has finished. For a kernel
@@ -255,7 +282,7 @@ void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args
 // for every other kernel in both), while the kernel alone, back to back with itself, times the same either way.
 template <auto Kernel, typename... Args>
 void launch_kernel_after(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
-    detail::launch<Kernel, false>(grid, block, smem, stream, std::forward<Args>(args)...);
+    detail::launch<Kernel, false>(grid, block, smem, stream, 1u, std::forward<Args>(args)...);
 }
 
 // Whether p lies on a `bytes` boundary (a power of two): what a vector load of that width needs.

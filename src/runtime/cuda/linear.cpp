@@ -41,17 +41,6 @@ int64_t int4_gemv_mma_min_tokens() {
     static const int64_t fewest = gemv_mma_min_tokens("PAGODA_INT4_GEMV_MMA", 2);
     return fewest;
 }
-// The tensor-core GEMV's pipelined variant (each chunk's loads issued before the previous chunk is multiplied), on
-// unless PAGODA_GEMV_MMA_PIPELINE=0. Measured on an H100 (session 24, --cold, fp8 block-128 weights, 0 and 1
-// alternated twice): 2 tokens qkv 17.7 µs against 19.5, gate_up 51.0 against 60.0, down 39.2 against 42.8; 8 tokens
-// 18.2 / 53.8 / 40.8 against 20.6 / 64.8 / 46.4; the same sums bit for bit.
-bool gemv_mma_pipelined() {
-    static const bool on = [] {
-        const char* v = std::getenv("PAGODA_GEMV_MMA_PIPELINE");
-        return v == nullptr || std::string(v) != "0";
-    }();
-    return on;
-}
 }  // namespace
 
 void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
@@ -117,7 +106,7 @@ void CudaOps::linear_fp8(const Tensor& given_x, const LinearWeight& w, const Ten
         const kcu::GemvArgs a = gemv_args(x, w, y);
         if (kcu::gemv_fp8_mma_fits(a, T, x.stride(0))) {
             const auto profile = profiler_.scope("linear fp8 (gemv mma)");
-            kcu::launch_gemv_fp8_mma(a, T, x.stride(0), y.stride(0), stream_, gemv_mma_pipelined());
+            kcu::launch_gemv_fp8_mma(a, T, x.stride(0), y.stride(0), stream_);
             return;
         }
     }
@@ -311,7 +300,7 @@ void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Te
         x.data_as<float>(), weight, bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K};
     if (T >= int4_gemv_mma_min_tokens() && T <= kcu::kGemvMmaTokens && kcu::gemv_int4_mma_fits(gemv, T, x.stride(0))) {
         const auto profile = profiler_.scope("linear int4 (gemv mma)");
-        kcu::launch_gemv_int4_mma(gemv, T, x.stride(0), y.stride(0), stream_, gemv_mma_pipelined());
+        kcu::launch_gemv_int4_mma(gemv, T, x.stride(0), y.stride(0), stream_);
         return;
     }
     if (T == kcu::kGemvTokens) {
@@ -347,7 +336,7 @@ void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tens
     a.N = I;
     a.glu_rows = I;
     if (w.format == WeightFormat::kFp8E4M3 && fp8_gemv_mma_min_tokens() == 1 && kcu::gemv_fp8_mma_fits(a, 1, 0))
-        kcu::launch_gemv_fp8_mma(a, 1, 0, 0, stream_, gemv_mma_pipelined());
+        kcu::launch_gemv_fp8_mma(a, 1, 0, 0, stream_);
     else
         kcu::launch_gemv(a, stream_);
 }

@@ -829,6 +829,7 @@ const std::vector<OpCase>& op_cases() {
             linear_silu_mul(1, 4500, 512, BF16),
             linear_silu_mul(1, 40, 100, F16),
             linear_silu_mul(1, 300, 256, DType::F8_E4M3),
+            linear_silu_mul(1, 300, 2048, DType::F8_E4M3),  // 32 chunks: the tensor-core GEMV's clusters of 4 (gemv.h)
             linear_silu_mul(6, 96, 256, BF16),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.

@@ -42,16 +42,15 @@ bool staged_gemv_persistent();
 // Weight-only fp8 for 1 to kGemvMmaTokens tokens on tensor cores (gemm/gemv_mma.cu): the same weights
 // bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync; a's x and y are
 // token 0's rows, the others x_stride and y_stride floats apart (glu_rows as above). Takes K a multiple of 64, scale
-// blocks a multiple of 16 columns wide, 16-byte aligned weights and x rows: gemv_fp8_mma_fits. pipelined: the
-// variant that keeps each warp's next loads in flight while it multiplies (an experiment; the same sums).
+// blocks a multiple of 16 columns wide, 16-byte aligned weights and x rows: gemv_fp8_mma_fits.
 inline constexpr int64_t kGemvMmaTokens = 8;
-// The warps a block of those GEMVs splits K over: 8 (two blocks an SM), or 16 with PAGODA_GEMV_MMA_WARPS=16 (one block
-// of twice the warps; an experiment for grids of about a block an SM, not yet measured). The sums depend on it.
+// How those GEMVs split K, experiments not yet measured (the sums depend on both, never on the tokens):
+// - the warps of a block: 8 (two blocks an SM), or 16 with PAGODA_GEMV_MMA_WARPS=16 (one block of twice the warps);
+// - with 8, on sm_90, PAGODA_GEMV_MMA_SPLIT=2, 4 or auto spreads each 32-row tile over a cluster of 2 or 4 blocks,
+//   each taking a share of K (auto: the cluster size that best fills the GPU's resident blocks); unset: one block.
 int gemv_mma_warps();
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride);
-void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
-                         bool pipelined = false);
-
+void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream);
 // out[n, k] = bf16(q[n, k] · scale(n, k)) for an fp8 weight [N, K] (row stride w_stride): the bf16 weight the
 // cuBLASLt GEMM takes for more tokens than the GEMV serves. out is dense [N, K].
 struct DequantizeFp8Args {
@@ -95,8 +94,7 @@ void launch_gemv_int4(const GemvInt4Args& a, cudaStream_t stream);
 // (gemm/gemv_mma.cu), dequantised exactly as there; x and y as launch_gemv_fp8_mma's. K a multiple of 128 and groups
 // a multiple of 32 wide, 16-byte aligned rows and x: gemv_int4_mma_fits.
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride);
-void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
-                          bool pipelined = false);
+void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream);
 
 // out[n, k] = bf16((q(n, k) - zero) · scale) for an int4 (int8) weight: the bf16 weight the cuBLASLt GEMM takes for
 // more tokens than the GEMV serves. out is dense [N, K].

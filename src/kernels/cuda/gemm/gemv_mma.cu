@@ -40,6 +40,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <cooperative_groups.h>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/column_groups.cuh"
 #include "kernels/cuda/gemm/gemv.h"
@@ -164,9 +166,9 @@ __device__ __forceinline__ int64_t weight_row(const MmaGemvArgs& a, int64_t bloc
     return n < a.N ? n : -1;
 }
 
-// Weight row n of the lane's row r (0..3), or row 0 past the rows (loaded, never stored).
-__device__ __forceinline__ int64_t lane_row(const MmaGemvArgs& a, int g, int r) {
-    const int64_t n = weight_row(a, blockIdx.x, 8 * r + g);
+// Weight row n of the lane's row r (0..3) in row tile `block`, or row 0 past the rows (loaded, never stored).
+__device__ __forceinline__ int64_t lane_row(const MmaGemvArgs& a, int64_t block, int g, int r) {
+    const int64_t n = weight_row(a, block, 8 * r + g);
     return n >= 0 ? n : 0;
 }
 
@@ -175,26 +177,32 @@ template <class F>
 struct LaneRows {
     const uint8_t* w[4];
     typename F::Row rows[4];
-    __device__ __forceinline__ LaneRows(const MmaGemvArgs& a, int g, int t)
-        : w{a.w + lane_row(a, g, 0) * a.row_bytes + 16 * t, a.w + lane_row(a, g, 1) * a.row_bytes + 16 * t,
-            a.w + lane_row(a, g, 2) * a.row_bytes + 16 * t, a.w + lane_row(a, g, 3) * a.row_bytes + 16 * t},
-          rows{{a, lane_row(a, g, 0)}, {a, lane_row(a, g, 1)}, {a, lane_row(a, g, 2)}, {a, lane_row(a, g, 3)}} {}
+    __device__ __forceinline__ LaneRows(const MmaGemvArgs& a, int64_t block, int g, int t)
+        : w{a.w + lane_row(a, block, g, 0) * a.row_bytes + 16 * t,
+            a.w + lane_row(a, block, g, 1) * a.row_bytes + 16 * t,
+            a.w + lane_row(a, block, g, 2) * a.row_bytes + 16 * t,
+            a.w + lane_row(a, block, g, 3) * a.row_bytes + 16 * t},
+          rows{{a, lane_row(a, block, g, 0)},
+               {a, lane_row(a, block, g, 1)},
+               {a, lane_row(a, block, g, 2)},
+               {a, lane_row(a, block, g, 3)}} {}
 };
 
-// Asks L2 for the warp's first chunk of each of the lane's rows. Issued before the prologue: weights are written by no
-// kernel, so they stream in while the kernel before this one finishes.
+// Asks L2 for the warp's first chunk (`chunk`) of each of the lane's rows in row tile `block`. Issued before the
+// prologue: weights are written by no kernel, so they stream in while the kernel before this one finishes.
 template <class F>
-__device__ __forceinline__ void prefetch_first_loads(const MmaGemvArgs& a, int warp, int lane) {
-    if (warp >= a.K / (4 * F::kPerLoad)) return;
+__device__ __forceinline__ void prefetch_first_loads(const MmaGemvArgs& a, int64_t block, int64_t chunk, int lane) {
+    if (chunk >= a.K / (4 * F::kPerLoad)) return;
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-        const uint8_t* p = a.w + lane_row(a, lane >> 2, r) * a.row_bytes + 16 * (lane & 3);
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + int64_t(warp) * kChunkBytes));
+        const uint8_t* p = a.w + lane_row(a, block, lane >> 2, r) * a.row_bytes + 16 * (lane & 3);
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + chunk * kChunkBytes));
     }
 }
 
 // 16 bytes of weights through the read-only path, where the source puts the load: an `asm volatile` keeps its place
-// among the mma steps (also volatile), which the pipelined variant's overlap depends on (ptxas may move an __ldg).
+// among the mma steps (also volatile), which the kernel's overlap of loads and multiplies depends on (ptxas may move an
+// __ldg).
 __device__ __forceinline__ uint4 load_weights16(const uint8_t* p) {
     uint4 v;
     asm volatile("ld.global.nc.v4.u32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
@@ -255,57 +263,12 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
     }
 }
 
-// kPipelined: each chunk's loads are issued before the previous chunk is multiplied, so a warp always has a chunk in
-// flight (the default: 9-17% faster for fp8 at 2-8 tokens on an H100, session 24); else two chunks are loaded, then
-// both multiplied (PAGODA_GEMV_MMA_PIPELINE=0). The same chunks in the same order either way: the same sums, bit for
-// bit. kWarps warps split K (gemv_mma_warps, gemv.h): 8, two blocks an SM at up to 128 registers a thread, or 16, one
-// block of twice the warps, for grids of about one block an SM (N = 4,096 gives 128 blocks), where 8 warps an SM
-// leave the mma and dequantisation chains' latency exposed. The warps' sums are added in warp order, so the sums
-// depend on kWarps (not on timing).
-template <class F, bool kPipelined, int kWarps>
-__global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaGemvArgs a) {
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-    prefetch_first_loads<F>(a, warp, lane);
-    PAGODA_KERNEL_PROLOGUE();
-    const LaneRows<F> rows(a, g, t);
-    const typename F::Columns cols(a);
-    const int64_t block = blockIdx.x, chunks = a.K / (4 * F::kPerLoad);
-    const bool has_token = g < a.T;
-    const float* x = a.x + (has_token ? g : 0) * a.x_stride + F::kPerLoad * t;
-
-    float acc[2][4] = {};
-    ChunkLoads<F> first, second;  // chunks c and c + kWarps of the warp's
-    int64_t c = warp;
-    if (kPipelined && c < chunks) first.load(rows, cols, c, t);
-    for (; c < chunks; c += 2 * kWarps) {
-        const int64_t c2 = c + kWarps;
-        if (!kPipelined) first.load(rows, cols, c, t);
-        if (c2 < chunks) second.load(rows, cols, c2, t);
-        multiply_chunk<F>(first, cols, x, has_token, c, acc);
-        if (c2 >= chunks) break;  // the same for the whole warp
-        if (kPipelined && c2 + kWarps < chunks) first.load(rows, cols, c2 + kWarps, t);
-        multiply_chunk<F>(second, cols, x, has_token, c2, acc);
-    }
-
-    // acc[m][2 h + e] is local row 16 m + 8 h + g, token 2 t + e.
-    __shared__ float partial[kWarps][kRows][kGemvMmaTokens];
-#pragma unroll
-    for (int m = 0; m < 2; ++m)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-#pragma unroll
-            for (int e = 0; e < 2; ++e)
-                partial[warp][16 * m + 8 * h + g][2 * t + e] = acc[m][2 * h + e];
-    __syncthreads();
-    const int local = threadIdx.x / kGemvMmaTokens, token = threadIdx.x % kGemvMmaTokens;
-    if (token >= a.T || local >= kRows) return;  // (threads past kRows x 8 with 16 warps)
-    auto sum_of = [&](int r) {
-        float s = 0.0f;
-#pragma unroll
-        for (int q = 0; q < kWarps; ++q)
-            s += partial[q][r][token];
-        return s;
-    };
+// Row tile `block`'s outputs from its rows' sums: sum_of(r) is local row r's sum for `token` (the thread's pair of
+// local row and token; threads past the tile's outputs or the tokens store nothing).
+template <class SumOf>
+__device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t block, int local, int token,
+                                              SumOf&& sum_of) {
+    if (token >= a.T || local >= kRows) return;
     float* y = a.y + token * a.y_stride;
     if (a.glu_rows) {
         const int64_t n = block * (kRows / 2) + local;
@@ -323,23 +286,140 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     }
 }
 
-template <class F, int kWarps>
-void launch_warps(const MmaGemvArgs& a, unsigned blocks, bool pipelined, cudaStream_t stream) {
-    if (pipelined)
-        launch_kernel<gemv_mma_kernel<F, true, kWarps>>(blocks, kWarps * 32, 0, stream, a);
-    else
-        launch_kernel<gemv_mma_kernel<F, false, kWarps>>(blocks, kWarps * 32, 0, stream, a);
+// Each chunk's loads are issued before the previous chunk is multiplied, so a warp always has a chunk in flight
+// (9-17% faster for fp8 at 2-8 tokens on an H100 than loading two chunks and then multiplying both, session 24).
+//
+// kWarps warps split K (gemv_mma_warps, gemv.h): 8, two blocks an SM at up to 128 registers a thread, or 16, one
+// block of twice the warps. kSplit > 1 (sm_90: gemv_mma_split) splits K further over a cluster of kSplit blocks that
+// take the same row tile: block r of the cluster takes the chunks r·kWarps + w, + kSplit·kWarps, ... (warp w), so that
+// a grid of few row tiles (N = 4,096: 128 tiles for 132 SMs of two blocks each) or a ragged last wave (6,144 rows: 192
+// tiles) still fills the GPU. Every sum is added in a fixed order (a block's warps in warp order, then the cluster's
+// blocks in rank order, read by block 0 from their shared memory): the result depends on kWarps and kSplit (chosen
+// from N, K and the GPU, never from T), not on timing.
+template <class F, int kWarps, int kSplit>
+__global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaGemvArgs a) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    const int64_t block = blockIdx.x / kSplit;  // the row tile; the block's rank in its cluster is blockIdx.x % kSplit
+    const int64_t first_chunk = int64_t(blockIdx.x % kSplit) * kWarps + warp, stride = int64_t(kSplit) * kWarps;
+    prefetch_first_loads<F>(a, block, first_chunk, lane);
+    PAGODA_KERNEL_PROLOGUE();
+    const LaneRows<F> rows(a, block, g, t);
+    const typename F::Columns cols(a);
+    const int64_t chunks = a.K / (4 * F::kPerLoad);
+    const bool has_token = g < a.T;
+    const float* x = a.x + (has_token ? g : 0) * a.x_stride + F::kPerLoad * t;
+
+    float acc[2][4] = {};
+    ChunkLoads<F> first, second;  // chunks c and c + stride of the warp's
+    int64_t c = first_chunk;
+    if (c < chunks) first.load(rows, cols, c, t);
+    for (; c < chunks; c += 2 * stride) {
+        const int64_t c2 = c + stride;
+        if (c2 < chunks) second.load(rows, cols, c2, t);
+        multiply_chunk<F>(first, cols, x, has_token, c, acc);
+        if (c2 >= chunks) break;  // the same for the whole warp
+        if (c2 + stride < chunks) first.load(rows, cols, c2 + stride, t);
+        multiply_chunk<F>(second, cols, x, has_token, c2, acc);
+    }
+
+    // acc[m][2 h + e] is local row 16 m + 8 h + g, token 2 t + e.
+    __shared__ float partial[kWarps][kRows][kGemvMmaTokens];
+#pragma unroll
+    for (int m = 0; m < 2; ++m)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+#pragma unroll
+            for (int e = 0; e < 2; ++e)
+                partial[warp][16 * m + 8 * h + g][2 * t + e] = acc[m][2 * h + e];
+    __syncthreads();
+    // Thread (local, token) of the first kRows x 8 sums local row `local`'s warps for `token`.
+    const int local = threadIdx.x / kGemvMmaTokens, token = threadIdx.x % kGemvMmaTokens;
+    auto block_sum = [&](int r) {
+        float s = 0.0f;
+#pragma unroll
+        for (int q = 0; q < kWarps; ++q)
+            s += partial[q][r][token];
+        return s;
+    };
+    if constexpr (kSplit == 1) {
+        store_outputs(a, block, local, token, block_sum);
+    } else {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+        // The block's sums, for block 0 of the cluster to read; every thread of every block reaches both cluster
+        // barriers (the second keeps this shared memory alive until block 0 has read it).
+        __shared__ float sums[kRows][kGemvMmaTokens];
+        if (local < kRows) sums[local][token] = block_sum(local);
+        namespace cg = cooperative_groups;
+        const cg::cluster_group cluster = cg::this_cluster();
+        cluster.sync();
+        if (cluster.block_rank() == 0) {
+            store_outputs(a, block, local, token, [&](int r) {
+                float s = 0.0f;
+#pragma unroll
+                for (int q = 0; q < kSplit; ++q)
+                    s += cluster.map_shared_rank(&sums[0][0], q)[r * kGemvMmaTokens + token];
+                return s;
+            });
+        }
+        cluster.sync();
+#else
+        __trap();  // launched with clusters only where the kernel's binary is sm_90 or newer (launch below)
+#endif
+    }
+}
+
+template <class F, int kWarps, int kSplit>
+void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
+    launch_kernel_cluster<gemv_mma_kernel<F, kWarps, kSplit>>(tiles * kSplit, kWarps * 32, 0, stream, kSplit, a);
+}
+
+// The cluster size for a grid of `tiles` row tiles over `chunks` chunks: PAGODA_GEMV_MMA_SPLIT=N (1, 2 or 4) as it
+// says, =auto the one of 1, 2, 4 with the fewest waves of blocks for the work a block does (waves of kSplit · tiles
+// blocks over the GPU's resident blocks, times 1 / kSplit of the work), the smaller on a tie, while every warp keeps a
+// chunk; unset (the default, not yet measured): 1. Clusters need the kernel's binary to be sm_90 or newer.
+template <class F>
+int split_for(int64_t tiles, int64_t chunks) {
+    static const int setting = [] {
+        const char* env = std::getenv("PAGODA_GEMV_MMA_SPLIT");
+        if (env == nullptr) return 1;
+        if (std::strcmp(env, "auto") == 0) return 0;
+        const int n = std::atoi(env);
+        return n == 2 || n == 4 ? n : 1;
+    }();
+    if (setting == 1 || !cluster_launch_allowed<gemv_mma_kernel<F, 8, 2>>()) return 1;
+    if (setting > 1) return chunks >= int64_t(setting) * 8 ? setting : 1;
+    const int64_t resident = resident_blocks<gemv_mma_kernel<F, 8, 1>>(8 * 32, 0);
+    int best = 1;
+    double best_time = 1e30;
+    for (int split : {1, 2, 4}) {
+        if (chunks < int64_t(split) * 8) break;
+        const int64_t waves = (tiles * split + resident - 1) / resident;
+        const double time = double(waves) / split;
+        if (time < best_time) best = split, best_time = time;
+    }
+    return best;
 }
 
 template <class F>
-void launch(const MmaGemvArgs& a, bool pipelined, cudaStream_t stream) {
+void launch(const MmaGemvArgs& a, cudaStream_t stream) {
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
-    const int64_t blocks = (a.N + outputs_per_block - 1) / outputs_per_block;
-    PAGODA_KERNEL_REQUIRE(blocks <= 0x7fffffff, "tensor-core GEMV grid too large");
-    if (gemv_mma_warps() == 16)
-        launch_warps<F, 16>(a, static_cast<unsigned>(blocks), pipelined, stream);
-    else
-        launch_warps<F, 8>(a, static_cast<unsigned>(blocks), pipelined, stream);
+    const int64_t tiles = (a.N + outputs_per_block - 1) / outputs_per_block;
+    PAGODA_KERNEL_REQUIRE(tiles * 4 <= 0x7fffffff, "tensor-core GEMV grid too large");
+    const auto grid = static_cast<unsigned>(tiles);
+    if (gemv_mma_warps() == 16) {
+        launch_shape<F, 16, 1>(a, grid, stream);
+    } else {
+        switch (split_for<F>(tiles, a.K / (4 * F::kPerLoad))) {
+            case 4:
+                launch_shape<F, 8, 4>(a, grid, stream);
+                break;
+            case 2:
+                launch_shape<F, 8, 2>(a, grid, stream);
+                break;
+            default:
+                launch_shape<F, 8, 1>(a, grid, stream);
+        }
+    }
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
@@ -374,13 +454,12 @@ bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride) {
            a.scales.cols > 0 && a.scales.cols % 16 == 0 && (a.glu_rows == 0 || a.glu_rows == a.N);
 }
 
-void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
-                         bool pipelined) {
+void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
     if (a.N == 0 || T == 0) return;
     PAGODA_KERNEL_REQUIRE(gemv_fp8_mma_fits(a, T, x_stride), "fp8 tensor-core GEMV: shape or alignment not taken");
     MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w, a.w_stride);
     m.glu_rows = a.glu_rows, m.scales = a.scales;
-    launch<Fp8>(m, pipelined, stream);
+    launch<Fp8>(m, stream);
 }
 
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
@@ -390,16 +469,15 @@ bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
            a.w.data != nullptr && aligned(a.w.data, 16) && a.w.scales != nullptr;
 }
 
-void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream,
-                          bool pipelined) {
+void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
     if (a.N == 0 || T == 0) return;
     PAGODA_KERNEL_REQUIRE(gemv_int4_mma_fits(a, T, x_stride), "int4 tensor-core GEMV: shape or alignment not taken");
     MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w.data, a.w.row_bytes);
     m.group_scales = a.w.scales, m.group_zeros = a.w.zeros, m.group_size = a.w.group_size;
     if (a.w.round_to == ElemType::BF16)
-        launch<Int4<true>>(m, pipelined, stream);
+        launch<Int4<true>>(m, stream);
     else
-        launch<Int4<false>>(m, pipelined, stream);
+        launch<Int4<false>>(m, stream);
 }
 
 }  // namespace pagoda::kernels::cuda
