@@ -128,7 +128,8 @@ ALSO_QUANTIZED = {"qwen3_next": re.compile(r"^model\.layers\.\d+\.linear_attn\.(
 EXPERT = re.compile(r"^(.*\.mlp\.experts)\.(\d+)\.(gate|up|down)_proj\.weight$")
 # What each MoE source keeps bf16 by name in the quantization_config: the router (a Linear the formats' tools leave
 # unquantized), and Qwen3-Next's shared-expert gate and in_proj_ba.
-NOT_CONVERTED = {"qwen3_moe": ["mlp.gate"], "qwen3_next": ["mlp.gate", "mlp.shared_expert_gate", "linear_attn.in_proj_ba"],
+NOT_CONVERTED = {"qwen3_moe": ["mlp.gate"],
+                 "qwen3_next": ["mlp.gate", "mlp.shared_expert_gate", "linear_attn.in_proj_ba"],
                  "qwen3_5_moe": ["mlp.gate", "mlp.shared_expert"]}
 # The dense MLP of a MoE model's mlp_only_layers: GPTQModel's Qwen3-MoE definition quantizes attention and experts
 # only (its loader reports such a layer "not quantized" and reads it dense), so the golden keeps it bf16 as well.

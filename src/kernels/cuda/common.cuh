@@ -211,10 +211,17 @@ __device__ __forceinline__ void pdl_launch_dependents() {
         pdl_launch_dependents(); \
     } while (0)
 
-// Whether launch_kernel may set the attribute for a kernel whose loaded binary targets `binary_version` (major * 10 +
-// minor): sm_90 code or newer, unless PAGODA_CUDA_PDL=0 (for measuring what it gains) or the kernel's (mangled) name
-// contains one of the comma-separated PAGODA_CUDA_PDL_OFF substrings (for finding which kernel it costs).
-bool pdl_allowed(int binary_version, const void* kernel);
+// The architecture a loaded kernel's code was compiled for (major * 10 + minor): what its __CUDA_ARCH__ was. A
+// compute_80 PTX JIT-compiled for a Hopper GPU (CUDA_FORCE_PTX_JIT=1, or a GPU newer than the build's SASS) has a
+// binaryVersion of 90 or more but was compiled without griddepcontrol or clusters: its PTX version (80) says so.
+inline int code_version(const cudaFuncAttributes& attr) {
+    return attr.ptxVersion > 0 && attr.ptxVersion < attr.binaryVersion ? attr.ptxVersion : attr.binaryVersion;
+}
+
+// Whether launch_kernel may set the attribute for a kernel whose code targets `code_version` (above): sm_90 code or
+// newer, unless PAGODA_CUDA_PDL=0 (for measuring what it gains) or the kernel's (mangled) name contains one of the
+// comma-separated PAGODA_CUDA_PDL_OFF substrings (for finding which kernel it costs).
+bool pdl_allowed(int code_version, const void* kernel);
 
 namespace detail {
 // cluster > 1: thread block clusters of that many blocks along x (sm_90 binaries only: cluster_launch_allowed).
@@ -225,7 +232,7 @@ void launch(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, unsigned cl
     if (use < 0) {
         cudaFuncAttributes attr{};
         PAGODA_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
-        use = pdl_allowed(attr.binaryVersion, reinterpret_cast<const void*>(Kernel)) ? 1 : 0;
+        use = pdl_allowed(code_version(attr), reinterpret_cast<const void*>(Kernel)) ? 1 : 0;
         pdl.store(use, std::memory_order_relaxed);
     }
     cudaLaunchAttribute attributes[2] = {};
@@ -256,14 +263,14 @@ void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args
     detail::launch<Kernel, true>(grid, block, smem, stream, 1u, std::forward<Args>(args)...);
 }
 
-// Whether Kernel's loaded binary is sm_90 or newer, as thread block clusters need (a compute_80 build JIT-compiled on a
-// Hopper GPU is not). Decided once per kernel.
+// Whether Kernel's code was compiled for sm_90 or newer (code_version), as thread block clusters need. Decided once
+// per kernel.
 template <auto Kernel>
 bool cluster_launch_allowed() {
     static const bool allowed = [] {
         cudaFuncAttributes attr{};
         PAGODA_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
-        return attr.binaryVersion >= 90;
+        return code_version(attr) >= 90;
     }();
     return allowed;
 }

@@ -50,12 +50,12 @@ int max_block_smem() {
     return bytes;
 }
 
-bool pdl_allowed(int binary_version, const void* kernel) {
+bool pdl_allowed(int code_version, const void* kernel) {
     static const bool off = [] {
         const char* env = std::getenv("PAGODA_CUDA_PDL");
         return env && std::strcmp(env, "0") == 0;
     }();
-    if (binary_version < 90 || off) return false;
+    if (code_version < 90 || off) return false;
     const char* names = std::getenv("PAGODA_CUDA_PDL_OFF");
     if (!names || !*names) return true;
     const char* name = nullptr;

@@ -829,7 +829,9 @@ const std::vector<OpCase>& op_cases() {
             linear_silu_mul(1, 4500, 512, BF16),
             linear_silu_mul(1, 40, 100, F16),
             linear_silu_mul(1, 300, 256, DType::F8_E4M3),
-            linear_silu_mul(1, 300, 2048, DType::F8_E4M3),  // 32 chunks: the tensor-core GEMV's clusters of 4 (gemv.h)
+            // 32 chunks: with PAGODA_FP8_GEMV_MMA=1 the tensor-core GEMV, in clusters of 4 with
+            // PAGODA_GEMV_MMA_SPLIT=4.
+            linear_silu_mul(1, 300, 2048, DType::F8_E4M3),
             linear_silu_mul(6, 96, 256, BF16),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.

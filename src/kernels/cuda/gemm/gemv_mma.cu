@@ -388,7 +388,8 @@ int split_for(int64_t tiles, int64_t chunks) {
     }();
     if (setting == 1 || !cluster_launch_allowed<gemv_mma_kernel<F, 8, 2>>()) return 1;
     if (setting > 1) return chunks >= int64_t(setting) * 8 ? setting : 1;
-    const int64_t resident = resident_blocks<gemv_mma_kernel<F, 8, 1>>(8 * 32, 0);
+    // The GPU's resident blocks, asked once (a process drives one kind of GPU).
+    static const int64_t resident = resident_blocks<gemv_mma_kernel<F, 8, 1>>(8 * 32, 0);
     int best = 1;
     double best_time = 1e30;
     for (int split : {1, 2, 4}) {

@@ -50,8 +50,9 @@ struct PackedGroup {
 // (q up to 255 does not fit beside 128) take the f16 route to q - zero, converted to bf16 (exact: below 256), then the
 // bf16 HMUL2.
 //
-// (bf16 arithmetic may flush subnormal products, below 2^-126, where dequantize_int4 keeps them: scales that small
-// do not occur.)
+// The _rn forms keep the compiler from contracting a subtract and a multiply into one fused operation (which would
+// round once where dequantize_int4 rounds twice). (bf16 arithmetic may flush subnormal products, below 2^-126, where
+// dequantize_int4 keeps them: scales that small do not occur.)
 template <int kBits, bool kBf16>
 __host__ __device__ __forceinline__ void dequantize_word_pairs(uint32_t word, const PackedGroup<kBits, kBf16>& g,
                                                                __nv_bfloat162* pairs) {
@@ -65,16 +66,16 @@ __host__ __device__ __forceinline__ void dequantize_word_pairs(uint32_t word, co
             const uint32_t magic = values | 0x43004300u;
             __nv_bfloat162 biased;  // 128 + q in each half
             std::memcpy(&biased, &magic, sizeof biased);
-            pairs[j] = __hmul2(__hsub2(biased, g.zero), g.scale);
+            pairs[j] = __hmul2_rn(__hsub2_rn(biased, g.zero), g.scale);
         } else {
             const uint32_t magic = values | 0x64006400u;
             __half2 biased;  // 1024 + q in each half
             std::memcpy(&biased, &magic, sizeof biased);
-            const __half2 q = __hsub2(biased, g.zero);  // q - zero, exact
+            const __half2 q = __hsub2_rn(biased, g.zero);  // q - zero, exact
             if constexpr (kBf16)
-                pairs[j] = __hmul2(__float22bfloat162_rn(__half22float2(q)), g.scale);  // exact: |q - zero| < 256
+                pairs[j] = __hmul2_rn(__float22bfloat162_rn(__half22float2(q)), g.scale);  // exact: |q - zero| < 256
             else
-                pairs[j] = __float22bfloat162_rn(__half22float2(__hmul2(q, g.scale)));
+                pairs[j] = __float22bfloat162_rn(__half22float2(__hmul2_rn(q, g.scale)));
         }
     }
 }
