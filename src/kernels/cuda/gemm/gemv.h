@@ -38,6 +38,10 @@ int64_t staged_gemv_one_warp_rows(bool fp8);
 // blockIdx.x, + gridDim.x, ...; every row's sums are the same either way. On by default (the same runs: AWQ 181.0 tok/s
 // against 163.0 without; fp8 with 1,024 one-warp rows as above); PAGODA_GEMV_PERSISTENT=0 turns it off.
 bool staged_gemv_persistent();
+// With persistent blocks, each block asks L2 for its next row group's first loads before it multiplies the current
+// one, so that DRAM stays busy across the groups (PAGODA_GEMV_PREFETCH_NEXT=1; an experiment, not yet measured). The
+// sums are the same either way.
+bool gemv_prefetch_next();
 
 // Weight-only fp8 for 1 to kGemvMmaTokens tokens on tensor cores (gemm/gemv_mma.cu): the same weights
 // bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync; a's x and y are
