@@ -12,6 +12,9 @@
 #   OPS_ARGS  more pagoda_op_bench arguments (e.g. --cold: tensors past the L2, read from memory)
 #   OPS_ENV_A, OPS_ENV_B  instead of OLD: NEW's op bench under two environments, alternated twice (a switch's A/B in
 #             one binary, e.g. OPS_ENV_A=PAGODA_INT4_GEMV_MMA=0 OPS_ENV_B=PAGODA_INT4_GEMV_MMA=1)
+#   OPS_ENVS  the same for any number of environments, ';' between them ('-' for none), e.g.
+#             OPS_ENVS="-;PAGODA_INT4_GEMV_MMA=1;PAGODA_INT4_GEMV_MMA=1 PAGODA_GEMV_MMA_SPLIT=auto"
+#   BENCH_ENVS  likewise for NEW's model bench of each of SHAPES (instead of OLD), each run twice, alternated
 #   SHAPES    random checkpoints to make (hf_qwen3_8b.py --shape; ":N" keeps N layers), each benched old, new, old, new
 #   BENCH     extra pagoda_cuda_bench arguments (e.g. "--quantization fp8")
 #   KEEP_MODEL=1 leaves the last of SHAPES in /tmp/ab-model (for runs of its own after this script)
@@ -52,32 +55,46 @@ for t in $tests; do
 done
 note "tests done at $((SECONDS - T0)) s"
 
-env_ab=0
-[[ -n ${OPS_ENV_B:-} ]] && env_ab=1
-if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && ( $env_ab == 1 || ( -n $OLD && -x $OLD/pagoda_op_bench ) ) ]]; then
+# The op bench's variants: OLD and NEW, or NEW under each of OPS_ENVS (OPS_ENV_A and OPS_ENV_B: two of them).
+variants=()
+if [[ -n ${OPS_ENVS:-} ]]; then
+    IFS=';' read -r -a variants <<< "$OPS_ENVS"
+elif [[ -n ${OPS_ENV_B:-} ]]; then
+    variants=("${OPS_ENV_A:--}" "$OPS_ENV_B")
+fi
+if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && ( ${#variants[@]} -gt 0 || ( -n $OLD && -x $OLD/pagoda_op_bench ) ) ]]; then
+    logs=()
     for round in 1 2; do
-        for v in old new; do
-            dir=$NEW env=""
-            if [[ $env_ab == 1 ]]; then
-                env=${OPS_ENV_A:-}
-                [[ $v == new ]] && env=$OPS_ENV_B
-            elif [[ $v == old ]]; then
-                dir=$OLD
-            fi
-            env LD_LIBRARY_PATH="$(libs "$dir")" $env timeout 120 "$dir/pagoda_op_bench" --table qwen3-8b \
-                --filter "$OPS" ${OPS_ARGS:-} > "$L/op_bench_${v}_$round.log" 2>&1
-        done
+        if ((${#variants[@]} > 0)); then
+            for i in "${!variants[@]}"; do
+                env=${variants[$i]}
+                [[ $env == - ]] && env=""
+                env LD_LIBRARY_PATH="$(libs "$NEW")" $env timeout 120 "$NEW/pagoda_op_bench" --table qwen3-8b \
+                    --filter "$OPS" ${OPS_ARGS:-} > "$L/op_bench_${i}_$round.log" 2>&1
+                logs+=("$L/op_bench_${i}_$round.log")
+            done
+        else
+            for v in old new; do
+                dir=$NEW
+                [[ $v == old ]] && dir=$OLD
+                LD_LIBRARY_PATH="$(libs "$dir")" timeout 120 "$dir/pagoda_op_bench" --table qwen3-8b --filter "$OPS" \
+                    ${OPS_ARGS:-} > "$L/op_bench_${v}_$round.log" 2>&1
+                logs+=("$L/op_bench_${v}_$round.log")
+            done
+        fi
     done
-    if [[ $env_ab == 1 ]]; then
-        note "op bench, us per call ('${OPS_ENV_A:-}', '$OPS_ENV_B', again both):"
+    if ((${#variants[@]} > 0)); then
+        note "op bench, us per call, each environment in turn, twice:"
+        for i in "${!variants[@]}"; do note "  [$i] ${variants[$i]}"; done
     else
         note "op bench, us per call (old, new, old, new):"
     fi
     # Columns are two or more spaces apart (a case's name has single spaces); rows joined by case name.
-    awk -F'  +' 'FNR == 1 { file++ } $1 ~ / T=/ && NF >= 2 { us[$1, file] = $2; if (file == 2) order[++n] = $1 }
-                 END { for (i = 1; i <= n; i++) printf "  %-64s %9s %9s %9s %9s\n", order[i], us[order[i], 1],
-                       us[order[i], 2], us[order[i], 3], us[order[i], 4] }' \
-        "$L"/op_bench_old_1.log "$L"/op_bench_new_1.log "$L"/op_bench_old_2.log "$L"/op_bench_new_2.log >> "$S"
+    awk -F'  +' 'FNR == 1 { file++ } $1 ~ / T=/ && NF >= 2 { us[$1, file] = $2; if (!($1 in seen)) { seen[$1];
+                 order[++n] = $1 } }
+                 END { for (i = 1; i <= n; i++) { printf "  %-64s", order[i];
+                       for (f = 1; f <= file; f++) printf " %9s", us[order[i], f]; printf "\n" } }' \
+        "${logs[@]}" >> "$S"
 fi
 
 for spec in ${SHAPES:-}; do
@@ -90,17 +107,21 @@ for spec in ${SHAPES:-}; do
     PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/hf_qwen3_8b.py /tmp/ab-model --shape "$shape" $layers \
         --reference-only > "$L/hf_$shape.log" 2>&1
     note "$spec made at $((SECONDS - T0)) s"
+    benches=(old new)
+    [[ -n ${BENCH_ENVS:-} ]] && IFS=';' read -r -a benches <<< "$BENCH_ENVS"
     for round in 1 2; do
-        for v in old new; do
-            dir=$NEW
-            if [[ $v == old ]]; then
+        for i in "${!benches[@]}"; do
+            v=${benches[$i]} dir=$NEW env=""
+            if [[ -n ${BENCH_ENVS:-} ]]; then
+                [[ $v != - ]] && env=$v
+                v="env$i"
+            elif [[ $v == old ]]; then
                 [[ -n $OLD && -x $OLD/pagoda_cuda_bench ]] || continue
                 dir=$OLD
             fi
-            LD_LIBRARY_PATH="$(libs "$dir")" timeout 100 "$dir/pagoda_cuda_bench" --model /tmp/ab-model --prefill 2048 \
-                --context 512 --decode 128 \
-                ${BENCH:-} > "$L/bench_${shape}_${v}_$round.log" 2>&1
-            note "$spec $v $round: $(tail -1 "$L/bench_${shape}_${v}_$round.log")"
+            env LD_LIBRARY_PATH="$(libs "$dir")" $env timeout 100 "$dir/pagoda_cuda_bench" --model /tmp/ab-model \
+                --prefill 2048 --context 512 --decode 128 ${BENCH:-} > "$L/bench_${shape}_${v}_$round.log" 2>&1
+            note "$spec $v${env:+ ($env)} $round: $(tail -1 "$L/bench_${shape}_${v}_$round.log")"
         done
     done
     [[ ${KEEP_MODEL:-0} == 1 ]] || rm -rf /tmp/ab-model
