@@ -290,7 +290,7 @@ __device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t bloc
 // (9-17% faster for fp8 at 2-8 tokens on an H100 than loading two chunks and then multiplying both, session 24).
 //
 // kWarps warps split K (gemv_mma_warps, gemv.h): 8, two blocks an SM at up to 128 registers a thread, or 16, one
-// block of twice the warps. kSplit > 1 (sm_90: gemv_mma_split) splits K further over a cluster of kSplit blocks that
+// block of twice the warps. kSplit > 1 (sm_90: split_for below) splits K further over a cluster of kSplit blocks that
 // take the same row tile: block r of the cluster takes the chunks r·kWarps + w, + kSplit·kWarps, ... (warp w), so that
 // a grid of few row tiles (N = 4,096: 128 tiles for 132 SMs of two blocks each) or a ragged last wave (6,144 rows: 192
 // tiles) still fills the GPU. Every sum is added in a fixed order (a block's warps in warp order, then the cluster's
