@@ -21,6 +21,11 @@ struct CudaDeviceInfo {
     std::string name;
     int compute_major = 0, compute_minor = 0, sm_count = 0;
     size_t total_bytes = 0, free_bytes = 0;  // free memory at the time of the call
+    // The architecture the kernels' code run there was compiled for (90: sm_90a code; 80: sm_80 code, or the
+    // compute_80 PTX the driver compiles for a GPU the build has no code for), and whether kernel launches overlap
+    // (programmatic dependent launch: sm_90 code, unless PAGODA_CUDA_PDL=0).
+    int kernels_code = 0;
+    bool overlapped_launches = false;
 };
 
 // True when this binary has the CUDA backend.

@@ -13,6 +13,11 @@ namespace {
 
 constexpr int kA100Smem = 163 * 1024;  // sm_80 and sm_87
 
+// A kernel compiled as every kernel is, whose attributes say which code the driver loaded for the device.
+__global__ void code_version_probe() {
+    PAGODA_KERNEL_PROLOGUE();
+}
+
 // The cap PAGODA_CUDA_KERNELS asks for (0: none), read once.
 int forced_cap() {
     static const int cap = [] {
@@ -48,6 +53,16 @@ int max_block_smem() {
     if (const int cap = forced_cap(); cap > 0 && cap < bytes) bytes = cap;
     if (slot) slot->store(bytes, std::memory_order_relaxed);
     return bytes;
+}
+
+int loaded_code_version() {
+    cudaFuncAttributes attr{};
+    PAGODA_CUDA_CHECK(cudaFuncGetAttributes(&attr, code_version_probe));
+    return code_version(attr);
+}
+
+bool pdl_in_use() {
+    return pdl_allowed(loaded_code_version(), reinterpret_cast<const void*>(code_version_probe));
 }
 
 bool pdl_allowed(int code_version, const void* kernel) {

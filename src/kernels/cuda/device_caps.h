@@ -16,4 +16,12 @@ inline constexpr int kLeastBlockSmem = 99 * 1024;
 // The PAGODA_CUDA_KERNELS value in force ("sm80" or "sm86"), or null when the kernels choose for the real device.
 const char* forced_kernel_family();
 
+// The architecture the kernels' code that runs on the current device was compiled for (major * 10 + minor;
+// code_version in common.cuh): 90 for the sm_90a code on a Hopper GPU, 80 for sm_80 code or for the compute_80 PTX
+// the driver JIT-compiles (CUDA_FORCE_PTX_JIT=1, or a GPU the build has no code for).
+int loaded_code_version();
+// Whether launch_kernel overlaps each kernel with the one before it (programmatic dependent launch) on the current
+// device: code for sm_90 or newer, unless PAGODA_CUDA_PDL=0.
+bool pdl_in_use();
+
 }  // namespace pagoda::kernels::cuda

@@ -190,6 +190,10 @@ Result<CudaDeviceInfo> cuda_device_info(int device) {
     info.sm_count = props.multiProcessorCount;
     if (cudaError_t e = cudaMemGetInfo(&info.free_bytes, &info.total_bytes); e != cudaSuccess)
         return cuda_status(e, "cudaMemGetInfo");
+    if (info.compute_major >= 8) {  // (older GPUs are refused, and have no code of the build to load)
+        info.kernels_code = kernels::cuda::loaded_code_version();
+        info.overlapped_launches = kernels::cuda::pdl_in_use();
+    }
     return info;
 }
 
@@ -209,8 +213,9 @@ Result<std::unique_ptr<Backend>> make_cuda_backend(const CudaBackendOptions& opt
         namespace kcu = kernels::cuda;
         const char* forced = kcu::forced_kernel_family();
         PAGODA_LOG_INFO("CUDA: " + info.name + " (sm_" + std::to_string(info.compute_major * 10 + info.compute_minor) +
-                        "); kernels tiled for " + std::to_string(kcu::max_block_smem() >> 10) +
-                        " KB of shared memory a block" +
+                        "); kernels compiled for sm_" + std::to_string(info.kernels_code) + ", launches " +
+                        (info.overlapped_launches ? "overlapped" : "one after another") + ", tiled for " +
+                        std::to_string(kcu::max_block_smem() >> 10) + " KB of shared memory a block" +
                         (forced ? std::string(" (PAGODA_CUDA_KERNELS=") + forced + "; the GPU allows " +
                                       std::to_string(props.sharedMemPerBlockOptin >> 10) + " KB)"
                                 : std::string()));

@@ -378,5 +378,25 @@ TEST(CudaSupportsTest, RunsEveryOpOfTheTable) {
         EXPECT_TRUE((*g)->ops().supports(c.op)) << c.op;
 }
 
+// The kernels run as code for the GPU at hand: on Hopper its sm_90 code, whose launches overlap (programmatic dependent
+// launch) and which may use clusters. Code for an older architecture (the compute_80 PTX the driver compiles with
+// CUDA_FORCE_PTX_JIT=1) has no griddepcontrol, so its launches must not overlap, whatever the GPU.
+TEST(CudaDeviceTest, KernelsRunAsCodeForTheGpu) {
+    if (cuda_device_count() == 0)
+        GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": CUDA test skipped";
+    auto info = cuda_device_info(0);
+    ASSERT_TRUE(info.ok()) << info.message();
+    const int device = info->compute_major * 10 + info->compute_minor;
+    const char* jit = std::getenv("CUDA_FORCE_PTX_JIT");
+    const char* pdl = std::getenv("PAGODA_CUDA_PDL");
+    const bool pdl_off = pdl != nullptr && std::string(pdl) == "0";
+    EXPECT_GE(info->kernels_code, 80);
+    EXPECT_LE(info->kernels_code, device);
+    if (device >= 90 && (jit == nullptr || std::string(jit) != "1")) {
+        EXPECT_GE(info->kernels_code, 90);
+    }
+    EXPECT_EQ(info->overlapped_launches, info->kernels_code >= 90 && !pdl_off);
+}
+
 }  // namespace
 }  // namespace pagoda::op_harness
