@@ -4,16 +4,17 @@
 # each, alternated twice (ab_check.sh OPS_ENVS). Run on the GPU machine from the repository root:
 #   NEW=build-all OUT=$OUT/g bench/gpu/gemv_experiments.sh
 # NEW: a pack_carry.sh folder with backend_ops_test, pagoda_op_bench and the other CUDA tests (TESTS: ab_check's form,
-# NAME or NAME:GTEST_FILTER; the default takes backend_ops_test's LoRA, quantized, gated-MLP and MoE cases).
+# NAME or NAME:GTEST_FILTER; the default takes backend_ops_test's LoRA, quantized, gated-MLP and MoE cases and
+# CudaDeviceTest).
 set -uo pipefail
 NEW=${NEW:?carry folder} OUT=${OUT:-/tmp/gemv-experiments}
 mma="PAGODA_INT4_GEMV_MMA=1 PAGODA_FP8_GEMV_MMA=1"  # one token on the tensor-core GEMV
 # Tests with the defaults, and the op bench of every variant (ab_check also unpacks the carry).
+ops_tests="backend_ops_test:*lora*:*int4*:*int8*:*fp8*:*silu*:*moe*:*CudaDevice*"
+variants="-;PAGODA_GEMV_PREFETCH_NEXT=1;$mma;$mma PAGODA_GEMV_MMA_SPLIT=auto;$mma PAGODA_GEMV_MMA_WARPS=16"
 NEW=$NEW OUT=$OUT ENV="PAGODA_TEST_DEVICE=cuda PAGODA_SOURCE_DIR=$PWD" \
-    TESTS=${TESTS:-"backend_ops_test:*lora*:*int4*:*int8*:*fp8*:*silu*:*moe* cuda_lora_test lora_engine_test cuda_golden_test"} \
-    OPS=${OPS:-"T=1 "} \
-    OPS_ARGS=--cold OPS_ENVS="-;PAGODA_GEMV_PREFETCH_NEXT=1;$mma;$mma PAGODA_GEMV_MMA_SPLIT=auto;$mma PAGODA_GEMV_MMA_WARPS=16" \
-    bench/gpu/ab_check.sh > /dev/null
+    TESTS=${TESTS:-"$ops_tests cuda_lora_test lora_engine_test cuda_golden_test"} OPS=${OPS:-"T=1 "} OPS_ARGS=--cold \
+    OPS_ENVS=$variants bench/gpu/ab_check.sh > /dev/null
 # The experiments' correctness: the quantized and gated-MLP op cases against the CPU under each switch (the defaults
 # ran above).
 NEW=$(cd "$NEW" && pwd)
