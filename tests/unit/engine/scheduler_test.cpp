@@ -263,16 +263,22 @@ TEST(Scheduler, AdmitsAtMostMaxLorasAdaptersAtOnce) {
     EXPECT_TRUE(c->running);
 }
 
+// The runner's answer to lora_ready: whether the adapter is in `on_device`; every id asked about is recorded in
+// `asked`.
+void ready_when_on_device(Harness& h, const std::vector<int32_t>& on_device, std::vector<int32_t>& asked) {
+    h.scheduler.set_lora_ready([&on_device, &asked](int32_t id) {
+        asked.push_back(id);
+        return std::find(on_device.begin(), on_device.end(), id) != on_device.end();
+    });
+}
+
 TEST(Scheduler, WaitsForAnAdapterOnItsWayWhileOthersRun) {
     // The runner brings adapters to the device beside the steps (ModelRunner::lora_ready): a request whose adapter is
     // not there yet waits while other sequences run, and later requests go first; with nothing running it is admitted
     // at once (its step installs the adapter, stalling no one), without asking.
     Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_loras = 4}, 64, 4);
     std::vector<int32_t> on_device = {1}, asked;
-    h.scheduler.set_lora_ready([&](int32_t id) {
-        asked.push_back(id);
-        return std::find(on_device.begin(), on_device.end(), id) != on_device.end();
-    });
+    ready_when_on_device(h, on_device, asked);
     Sequence* first = h.add(4, 0, 1, 0, /*lora_id=*/2);  // nothing runs: admitted, adapter 2 not asked about
     h.step();
     EXPECT_TRUE(first->running);
@@ -317,10 +323,7 @@ TEST(Scheduler, EveryRequestOfAnAdapterOnItsWayWaits) {
     // would make its step install the adapter and stall the running sequences, what the paging is there to avoid).
     Harness h({.max_num_seqs = 8, .max_num_batched_tokens = 64, .max_loras = 4}, 64, 4);
     std::vector<int32_t> on_device = {1}, asked;
-    h.scheduler.set_lora_ready([&](int32_t id) {
-        asked.push_back(id);
-        return std::find(on_device.begin(), on_device.end(), id) != on_device.end();
-    });
+    ready_when_on_device(h, on_device, asked);
     Sequence* running = h.add(4, 0, 1, 0, /*lora_id=*/1);
     h.step();
     ASSERT_TRUE(running->running);
