@@ -49,7 +49,8 @@
 #               64 streams of 1,000 in / 256 out over 8 adapters against the same load on the base model of a server
 #               without LoRA, and one stream with an adapter against one without, and 8 cold adapters' first requests
 #               while 16 streams decode (their TTFT, and the streams' longest gap between two tokens: the paging
-#               against LORA_ENV=PAGODA_LORA_PAGING=0's installs inside the step); LORA_PROFILE=1 also the 64 streams
+#               against LORA_ENV=PAGODA_LORA_PAGING=0's installs inside the step; LORA_COLD=0 leaves the cold
+#               adapters out); LORA_PROFILE=1 also the 64 streams
 #               on an eager server with PAGODA_CUDA_PROFILE=1 (the decode steps' per-op table); LORA_ENV adds environment settings to the
 #               servers with adapters (e.g. PAGODA_LORA_MMA=0: the CUDA-core LoRA kernels)
 #   streams     STREAMS (64) streamed requests of 1,000 in / 256 out through `pagoda serve` with no size flags, then
@@ -569,6 +570,12 @@ if want lora; then
     SERVE_SIZES="" serve_and "$OUT/serve_lora_off.log" 8017 PAGODA_QUIET=1 base_runs
     eight=$(head -8 "$LORAS/modules.txt" | cut -d= -f1 | paste -sd,)
     lora_runs() {
+        [[ ${LORA_COLD:-1} == 1 ]] && lora_cold_runs
+        "${many[@]}" --url http://127.0.0.1:8018 --model "$eight" > "$OUT/lora_on_64.log" 2>&1
+        "${one[@]}" --url http://127.0.0.1:8018 --model "${eight%%,*}" > "$OUT/lora_on_1.log" 2>&1
+        "${one[@]}" --url http://127.0.0.1:8018 --model "$MODEL" > "$OUT/lora_on_base_1.log" 2>&1
+    }
+    lora_cold_runs() {
         # A cold adapter (in host memory, in no slot yet): its first short request, then the same again; first the
         # same request on the base model, so that the first one does not also pay for the shapes' first use (cuBLASLt's
         # algorithm choice): the difference is the adapter's install.
@@ -590,9 +597,6 @@ if want lora; then
                 --model "$(sed -n "${i}p" "$LORAS/modules.txt" | cut -d= -f1)" >> "$OUT/lora_cold_load.log" 2>&1
         done
         wait "$streams"
-        "${many[@]}" --url http://127.0.0.1:8018 --model "$eight" > "$OUT/lora_on_64.log" 2>&1
-        "${one[@]}" --url http://127.0.0.1:8018 --model "${eight%%,*}" > "$OUT/lora_on_1.log" 2>&1
-        "${one[@]}" --url http://127.0.0.1:8018 --model "$MODEL" > "$OUT/lora_on_base_1.log" 2>&1
     }
     n=$(wc -l < "$LORAS/modules.txt")
     SERVE_SIZES="" SERVE_EXTRA="--enable-lora --max-loras 8 --max-lora-rank 16 --max-cpu-loras $n --lora-modules \

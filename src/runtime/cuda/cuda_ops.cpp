@@ -22,6 +22,15 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     w8a8_gemm_ = c.compute_capability == 90 && !kcu::forced_kernel_family() && !(w8a8 && std::strcmp(w8a8, "0") == 0);
     const char* lora_mma = std::getenv("PAGODA_LORA_MMA");
     lora_tensor_cores_ = !(lora_mma && std::strcmp(lora_mma, "0") == 0);
+    const char* lora_overlap = std::getenv("PAGODA_LORA_OVERLAP");
+    lora_overlap_ = !(lora_overlap && std::strcmp(lora_overlap, "0") == 0);
+    if (lora_overlap_) {
+        int least = 0, greatest = 0;
+        PAGODA_CUDA_OK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        PAGODA_CUDA_OK(cudaStreamCreateWithPriority(&lora_stream_, cudaStreamNonBlocking, greatest));
+        PAGODA_CUDA_OK(cudaEventCreateWithFlags(&lora_fork_, cudaEventDisableTiming));
+        PAGODA_CUDA_OK(cudaEventCreateWithFlags(&lora_join_, cudaEventDisableTiming));
+    }
     PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
 }
@@ -29,6 +38,12 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
 CudaOps::~CudaOps() {
     cudaStreamSynchronize(stream_);
     cudaEventDestroy(staging_free_);
+    if (lora_stream_ != nullptr) {
+        cudaStreamSynchronize(lora_stream_);
+        cudaStreamDestroy(lora_stream_);
+        cudaEventDestroy(lora_fork_);
+        cudaEventDestroy(lora_join_);
+    }
 }
 
 void CudaOps::begin_step(const ForwardBatch& b) {

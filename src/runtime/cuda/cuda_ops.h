@@ -235,9 +235,14 @@ class CudaOps final : public CudaOpsBase {
     void check_cache(const KvCacheLayer& cache, int64_t H_kv, int64_t D, const ForwardBatch& batch, const char* op);
 
     // Multi-LoRA (lora.cpp): the step's tokens grouped by adapter slot and cut into tiles (by stage(), which uploads
-    // them with the batch), and y += each token's adapter delta after a projection that has adapters.
+    // them with the batch), and y += each token's adapter delta around a projection that has adapters: the shrink
+    // (u = x · Aᵀ, which reads only x) is launched before the projection, on lora_stream_ when overlapping so that it
+    // runs beside it, and the expand (y += u · Bᵀ) after both. lora_args: false when no adapter can target the
+    // projection (nothing to launch).
     void group_lora_tokens(const ForwardBatch& b);
-    void add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor& y);
+    bool lora_args(const Tensor& x, const LoraAdapterSet& set, const Tensor& y, kcu::LoraArgs& a);
+    void begin_lora(const kcu::LoraArgs& a);
+    void finish_lora(const kcu::LoraArgs& a);
 
     // linear() of a BF16/F16/F32 weight (the checks shared with other formats done).
     void linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y);
@@ -319,6 +324,12 @@ class CudaOps final : public CudaOpsBase {
     // faster for one stream (129.5 tok/s against 116.2; 145.5 without an adapter): the op bench has them ahead up to 8
     // tokens a step and behind from 64 (2,048 tokens: 224 µs against 263 on the q/k/v projection).
     bool lora_tensor_cores_ = true;
+    // The shrink beside the base projection (PAGODA_LORA_OVERLAP=0: on stream_ before it), on a stream of the
+    // greatest priority so that its few blocks are not queued behind the projection's; forked from stream_ and joined
+    // back by the two events (recorded into a CUDA graph as a fork and a join).
+    bool lora_overlap_ = true;
+    cudaStream_t lora_stream_ = nullptr;
+    cudaEvent_t lora_fork_ = nullptr, lora_join_ = nullptr;
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

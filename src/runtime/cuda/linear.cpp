@@ -1,7 +1,7 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
-// otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run their GEMV on the stored bytes
-// for one token (fp8: a tensor-core GEMV for 2-8; int4 can take it too), the weight-only tensor-core GEMM (also on the
-// stored bytes) for a few, or cuBLASLt on a bf16 copy of the weight for many.
+// otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run a GEMV on the stored bytes for
+// one token (fp8 and int4: the tensor-core GEMV on weights of 2,048 rows or more, and for 2-8 tokens), the weight-only
+// tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of the weight for many.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -14,37 +14,50 @@
 namespace pagoda {
 
 namespace {
-// The fewest tokens that take the tensor-core GEMV (kernels/cuda/gemm/gemv_mma.cu, up to kGemvMmaTokens) for the
-// format whose variable `env` is: 1 or 2 as it says, 0 none, else `fallback`.
-int64_t gemv_mma_min_tokens(const char* env, int64_t fallback) {
+// Which token counts take the tensor-core GEMV (kernels/cuda/gemm/gemv_mma.cu, up to kGemvMmaTokens) for the format
+// whose variable is PAGODA_FP8_GEMV_MMA / PAGODA_INT4_GEMV_MMA: 0 none, 1 every count, 2 from two tokens (one token
+// keeps the plain GEMV); unset, from two tokens and one token too on weights of kMmaOneTokenRows rows or more.
+// Measured on an H100 (session 28, pagoda_op_bench --table qwen3-8b --cold at one token, each setting twice in the same
+// call, µs; the tensor-core GEMV with its default cluster split, gemv_mma.cu): fp8 q/k/v 6,144 x 4,096 17.6 against
+// the plain GEMV's 19.8, o 4,096 x 4,096 11.8 against 12.9, gate_up 24,576 x 4,096 50.2 against 52.4, down 4,096 x
+// 12,288 27.2 against 31.8; AWQ int4 q/k/v 14.1 against 18.2, o 10.7 against 13.5, gate_up 40.4 against 50.5, down
+// 22.2 against 30.7, W4A16 (bf16 scales) q/k/v 12.6 against 16.8 and down 20.2 against 27.5; but 1,024 x 4,096
+// (a k or v alone) 7.3 against 5.9. Sessions 23-24 measured one token on it slower everywhere but q/k/v, before the
+// cluster split.
+inline constexpr int64_t kMmaOneTokenRows = 2048;
+struct GemvMmaShare {
+    int64_t fewest;       // the fewest tokens it takes on any weight
+    bool one_token_wide;  // and one token on kMmaOneTokenRows rows or more
+};
+GemvMmaShare gemv_mma_share(const char* env) {
     const char* v = std::getenv(env);
     const std::string s = v != nullptr ? v : "";
-    return s == "0" ? kcu::kGemvMmaTokens + 1 : s == "1" ? 1 : s == "2" ? 2 : fallback;
+    if (s == "0") return {kcu::kGemvMmaTokens + 1, false};
+    if (s == "1") return {1, false};
+    return {2, s != "2"};
 }
-// fp8 (PAGODA_FP8_GEMV_MMA): from 2 tokens by default. Measured on an H100 (session 23, pagoda_op_bench --table
-// qwen3-8b, the same binary with the variable 0 and 1): at 2 and 8 tokens Qwen3-8B's fp8 qkv took 14.4 / 14.8 µs on it
-// against 35.3 / 35.7 on the weight-only mma GEMM it replaces there, gate_up 50.6 / 53.4 against 97.8 / 96.8, down
-// 35.9 / 39.2 against 66.5 / 66.6. At one token it wins on qkv (14.5 against the plain GEMV's 18.1) but loses on
-// gate_up (50.1 against 45.9) and down (34.9 against 29.7), and a batch-1 decode step took 7.37 ms with it against
-// 5.79 without: one token keeps the plain GEMV.
-int64_t fp8_gemv_mma_min_tokens() {
-    static const int64_t fewest = gemv_mma_min_tokens("PAGODA_FP8_GEMV_MMA", 2);
-    return fewest;
+bool takes_gemv_mma(const GemvMmaShare& share, int64_t T, int64_t N) {
+    if (T > kcu::kGemvMmaTokens) return false;
+    return T >= share.fewest || (T == 1 && share.one_token_wide && N >= kMmaOneTokenRows);
 }
-// int4 (PAGODA_INT4_GEMV_MMA): from 2 tokens by default, where the alternative dequantises the whole weight into bf16
-// scratch for cuBLASLt on every call. Measured on an H100 (session 24, pagoda_op_bench --table qwen3-8b --cold, the
-// variable 0 and 1 alternated twice, AWQ group 128): at 2 tokens qkv-sized 4,096 x 4,096 15.2 µs against 34.2,
-// gate_up 32.2 against 104.0, down 39.2 against 103.0; at 8 tokens 16.4 / 34.8 / 44.0 against 34.2 / 104.0 / 102.1.
-// At one token it is mixed against the int4 GEMV (4,096 rows 15.0 against 16.7, but 1,024 rows 13.7 against 7.1 and
-// 12,288 rows 31.4 against 29.5): one token keeps the GEMV.
-int64_t int4_gemv_mma_min_tokens() {
-    static const int64_t fewest = gemv_mma_min_tokens("PAGODA_INT4_GEMV_MMA", 2);
-    return fewest;
+const GemvMmaShare& fp8_gemv_mma() {
+    static const GemvMmaShare share = gemv_mma_share("PAGODA_FP8_GEMV_MMA");
+    return share;
+}
+// int4 from 2 tokens: the alternative dequantises the whole weight into bf16 scratch for cuBLASLt on every call.
+// Measured on an H100 (session 24, --cold): at 2 tokens qkv-sized 4,096 x 4,096 15.2 µs against 34.2, gate_up 32.2
+// against 104.0, down 39.2 against 103.0; at 8 tokens 16.4 / 34.8 / 44.0 against 34.2 / 104.0 / 102.1.
+const GemvMmaShare& int4_gemv_mma() {
+    static const GemvMmaShare share = gemv_mma_share("PAGODA_INT4_GEMV_MMA");
+    return share;
 }
 }  // namespace
 
 void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
     ops_checks::expect_linear(x, w, y, kHere, "linear");
+    kcu::LoraArgs lora{};
+    const bool with_lora = w.lora != nullptr && !lora_slots_.empty() && lora_args(x, *w.lora, y, lora);
+    if (with_lora) begin_lora(lora);
     switch (w.format) {
         case WeightFormat::kBf16:
         case WeightFormat::kF16:
@@ -59,7 +72,7 @@ void CudaOps::linear(const Tensor& x, const LinearWeight& w, const Tensor& y) {
             linear_int4(x, w, y);
             break;
     }
-    if (w.lora != nullptr && !lora_slots_.empty()) add_lora(x, *w.lora, y);
+    if (with_lora) finish_lora(lora);
 }
 
 void CudaOps::linear_dense(const Tensor& x, const LinearWeight& w, const Tensor& y) {
@@ -102,7 +115,7 @@ void CudaOps::linear_fp8(const Tensor& given_x, const LinearWeight& w, const Ten
         if (T >= 2 && gemm_w8a8(given_x, w, y)) return;
         x = fp8_rounded_input(given_x, w);
     }
-    if (T >= fp8_gemv_mma_min_tokens() && T <= kcu::kGemvMmaTokens) {
+    if (takes_gemv_mma(fp8_gemv_mma(), T, N)) {
         const kcu::GemvArgs a = gemv_args(x, w, y);
         if (kcu::gemv_fp8_mma_fits(a, T, x.stride(0))) {
             const auto profile = profiler_.scope("linear fp8 (gemv mma)");
@@ -298,7 +311,7 @@ void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Te
     const kcu::Int4Weight weight = int4_weight(w, w.data.stride(0), "linear");
     const kcu::GemvInt4Args gemv{
         x.data_as<float>(), weight, bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K};
-    if (T >= int4_gemv_mma_min_tokens() && T <= kcu::kGemvMmaTokens && kcu::gemv_int4_mma_fits(gemv, T, x.stride(0))) {
+    if (takes_gemv_mma(int4_gemv_mma(), T, N) && kcu::gemv_int4_mma_fits(gemv, T, x.stride(0))) {
         const auto profile = profiler_.scope("linear int4 (gemv mma)");
         kcu::launch_gemv_int4_mma(gemv, T, x.stride(0), y.stride(0), stream_);
         return;
@@ -335,7 +348,7 @@ void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tens
     kcu::GemvArgs a = gemv_args(x, w, out);
     a.N = I;
     a.glu_rows = I;
-    if (w.format == WeightFormat::kFp8E4M3 && fp8_gemv_mma_min_tokens() == 1 && kcu::gemv_fp8_mma_fits(a, 1, 0))
+    if (w.format == WeightFormat::kFp8E4M3 && takes_gemv_mma(fp8_gemv_mma(), 1, I) && kcu::gemv_fp8_mma_fits(a, 1, 0))
         kcu::launch_gemv_fp8_mma(a, 1, 0, 0, stream_);
     else
         kcu::launch_gemv(a, stream_);

@@ -1,7 +1,9 @@
 // CudaOps' multi-LoRA path (runtime/lora.h): the step's tokens are grouped by adapter slot and cut into tiles when the
 // batch is staged (stage(), so that a CUDA graph's replay restages them with the batch), and each projection with
 // adapters runs one shrink and one expand over every tile (kernels/cuda/lora), reading each slot's matrices at the
-// fixed places of the projection's LoraDeviceLayout.
+// fixed places of the projection's LoraDeviceLayout. The shrink runs beside the projection on a second stream unless
+// PAGODA_LORA_OVERLAP=0. Overlapped, PAGODA_CUDA_PROFILE=1's `linear (lora)` row holds the expand and its wait for
+// the shrink, not the shrink's own time (that runs beside the projection's row).
 #include <algorithm>
 #include <cstddef>
 #include <string>
@@ -33,19 +35,18 @@ void CudaOps::group_lora_tokens(const ForwardBatch& b) {
     lora_groups_.tile(T, lora_tile_bound(T, b.lora_slot_count));
 }
 
-void CudaOps::add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor& y) {
+bool CudaOps::lora_args(const Tensor& x, const LoraAdapterSet& set, const Tensor& y, kcu::LoraArgs& a) {
     const LoraDeviceLayout& layout = set.device;
     const auto T = static_cast<int64_t>(lora_slots_.size());
     expect(x.dim(0) == T, "linear",
            "a projection with adapters ran on " + std::to_string(x.dim(0)) + " rows, not the step's " +
                std::to_string(T) + " tokens");
-    if (layout.parts.empty()) return;  // no adapter can target this projection
+    if (layout.parts.empty()) return false;  // no adapter can target this projection
     expect(layout.base != nullptr, "linear", "a projection with adapters has no adapter slots on the device");
     expect(layout.K == x.dim(1) && layout.parts.size() <= static_cast<size_t>(kcu::kLoraMaxParts) &&
                layout.parts.back().row_offset + layout.parts.back().rows <= y.dim(1),
            "linear", "the adapter slots' layout does not fit the projection");
-    const auto profile = profiler_.scope("linear (lora)");
-    kcu::LoraArgs a{};
+    a = kcu::LoraArgs{};
     a.x = x.data_as<float>();
     a.x_stride = x.stride(0);
     a.y = y.data_as<float>();
@@ -79,7 +80,24 @@ void CudaOps::add_lora(const Tensor& x, const LoraAdapterSet& set, const Tensor&
     a.u = static_cast<float*>(lora_shrunk_.get(
         static_cast<size_t>(kcu::lora_splits(layout.K) * T * kcu::kLoraMaxParts * layout.rank) * sizeof(float),
         stream_));
-    kcu::launch_lora_shrink(a, stream_);
+    return true;
+}
+
+// The shrink reads only x (and the slots, written before the step), never y: nothing the projection does is in its
+// way. Overlapped, stream_ waits for it only before the expand (the join), so every later op of the step, and the
+// step's end, still come after it.
+void CudaOps::begin_lora(const kcu::LoraArgs& a) {
+    const auto profile = profiler_.scope("linear (lora)");
+    if (!lora_overlap_) return kcu::launch_lora_shrink(a, stream_);
+    PAGODA_CUDA_OK(cudaEventRecord(lora_fork_, stream_));
+    PAGODA_CUDA_OK(cudaStreamWaitEvent(lora_stream_, lora_fork_, 0));
+    kcu::launch_lora_shrink(a, lora_stream_);
+    PAGODA_CUDA_OK(cudaEventRecord(lora_join_, lora_stream_));
+}
+
+void CudaOps::finish_lora(const kcu::LoraArgs& a) {
+    const auto profile = profiler_.scope("linear (lora)");
+    if (lora_overlap_) PAGODA_CUDA_OK(cudaStreamWaitEvent(stream_, lora_join_, 0));
     kcu::launch_lora_expand(a, stream_);
 }
 

@@ -231,7 +231,7 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16
 // + gridDim.x, ... for a grid of about as many blocks as fit the GPU at once, so that x is staged once a block
 // rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same.
 template <typename W, int WPR, bool Glu, bool kPersistent>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a, bool prefetch_next) {
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
@@ -252,17 +252,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
         __syncthreads();
     }
     const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
-    for_each_block_group<kPersistent, (WPR > 1)>(groups, [&](int64_t g) {
-        // With prefetch_next (gemv_prefetch_next), L2 is asked for the next group's first loads before this one's.
-        const int64_t next = (g + gridDim.x) * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
-        if (kPersistent && prefetch_next && next < a.N) {
-            const W* w_next = static_cast<const W*>(a.w) + next * a.w_stride;
-            const int64_t k_next = (int64_t(warp % WPR) * 32 + lane) * kN;
-            prefetch_first_loads<W, WPR>(a, w_next, k_next, lane);
-            if constexpr (Glu) prefetch_first_loads<W, WPR>(a, w_next + a.glu_rows * a.w_stride, k_next, lane);
-        }
-        gemv_rows<W, WPR, Glu>(a, xs, partial, g, warp, lane);
-    });
+    for_each_block_group<kPersistent, (WPR > 1)>(
+        groups, [&](int64_t g) { gemv_rows<W, WPR, Glu>(a, xs, partial, g, warp, lane); });
 }
 
 // Any alignment, any weight type: element by element (odd shapes in tests and tiny models).
@@ -293,14 +284,6 @@ __global__ void gemv_scalar_kernel(GemvArgs a) {
 
 }  // namespace
 
-bool gemv_prefetch_next() {
-    static const bool on = [] {
-        const char* env = std::getenv("PAGODA_GEMV_PREFETCH_NEXT");
-        return env != nullptr && std::strcmp(env, "1") == 0;
-    }();
-    return on;
-}
-
 bool staged_gemv_persistent() {
     static const bool on = [] {
         const char* env = std::getenv("PAGODA_GEMV_PERSISTENT");
@@ -317,7 +300,7 @@ void launch_vec_kernel(const GemvArgs& a, unsigned groups, size_t smem, cudaStre
     if constexpr (kStagedX<W>) allow_dynamic_smem<kernel>(max_block_smem());
     // Persistent: as many blocks as fit the GPU at once, at most one a group.
     const unsigned blocks = kPersistent ? std::min(groups, resident_blocks<kernel>(kWarpsPerBlock * 32, smem)) : groups;
-    launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a, kPersistent && gemv_prefetch_next());
+    launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a);
 }
 
 template <typename W, int WPR>

@@ -38,20 +38,17 @@ int64_t staged_gemv_one_warp_rows(bool fp8);
 // blockIdx.x, + gridDim.x, ...; every row's sums are the same either way. On by default (the same runs: AWQ 181.0 tok/s
 // against 163.0 without; fp8 with 1,024 one-warp rows as above); PAGODA_GEMV_PERSISTENT=0 turns it off.
 bool staged_gemv_persistent();
-// With persistent blocks, each block asks L2 for its next row group's first loads before it multiplies the current
-// one, so that DRAM stays busy across the groups (PAGODA_GEMV_PREFETCH_NEXT=1; an experiment, not yet measured). The
-// sums are the same either way.
-bool gemv_prefetch_next();
 
 // Weight-only fp8 for 1 to kGemvMmaTokens tokens on tensor cores (gemm/gemv_mma.cu): the same weights
 // bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync; a's x and y are
 // token 0's rows, the others x_stride and y_stride floats apart (glu_rows as above). Takes K a multiple of 64, scale
 // blocks a multiple of 16 columns wide, 16-byte aligned weights and x rows: gemv_fp8_mma_fits.
 inline constexpr int64_t kGemvMmaTokens = 8;
-// How those GEMVs split K, experiments not yet measured (the sums depend on both, never on the tokens):
-// - the warps of a block: 8 (two blocks an SM), or 16 with PAGODA_GEMV_MMA_WARPS=16 (one block of twice the warps);
-// - with 8, on sm_90, PAGODA_GEMV_MMA_SPLIT=2, 4 or auto spreads each 32-row tile over a cluster of 2 or 4 blocks,
-//   each taking a share of K (auto: the cluster size that best fills the GPU's resident blocks); unset: one block.
+// How those GEMVs split K (the sums depend on both, never on the tokens):
+// - the warps of a block: 8 (two blocks an SM), or 16 with PAGODA_GEMV_MMA_WARPS=16 (one block of twice the warps; an
+//   experiment: on an H100 ahead on some one-token shapes, behind on others, session 28's op bench);
+// - with 8, on sm_90, each 32-row tile over a cluster of 1, 2 or 4 blocks, each taking a share of K: by default the
+//   largest whose blocks all fit the GPU at once (gemv_mma.cu's split_for), PAGODA_GEMV_MMA_SPLIT=1, 2 or 4 forces one.
 int gemv_mma_warps();
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride);
 void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream);

@@ -374,31 +374,26 @@ void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
 }
 
 // The cluster size for a grid of `tiles` row tiles over `chunks` chunks: PAGODA_GEMV_MMA_SPLIT=N (1, 2 or 4) as it
-// says, =auto the one of 1, 2, 4 with the fewest waves of blocks for the work a block does (waves of kSplit · tiles
-// blocks over the GPU's resident blocks, times 1 / kSplit of the work), the smaller on a tie, while every warp keeps a
-// chunk; unset (the default, not yet measured): 1. Clusters need the kernel's binary to be sm_90 or newer.
+// says; by default the largest of 4, 2, 1 whose blocks (split · tiles) all fit the GPU's resident blocks at once, while
+// every warp keeps a chunk. Measured on an H100 (session 28, pagoda_op_bench --cold at one token, 264 resident blocks):
+// 128 tiles took 10.7 µs split over 2 against 12.8 in one block (int4 4,096 x 4,096; fp8 o 11.8 against 14.4; down
+// 4,096 x 12,288: int4 22.2 against 30.8, fp8 27.2 against 38.5), 32 tiles 7.3 over 4 against 11.8; but 192 tiles
+// over 4 (three waves) 26.3 against 14.1 in one block, and 384 over 2 28.9 against 27.8. Clusters need the kernel's
+// binary to be sm_90 or newer (elsewhere: 1).
 template <class F>
 int split_for(int64_t tiles, int64_t chunks) {
     static const int setting = [] {
         const char* env = std::getenv("PAGODA_GEMV_MMA_SPLIT");
-        if (env == nullptr) return 1;
-        if (std::strcmp(env, "auto") == 0) return 0;
-        const int n = std::atoi(env);
-        return n == 2 || n == 4 ? n : 1;
+        const int n = env != nullptr ? std::atoi(env) : 0;
+        return n == 1 || n == 2 || n == 4 ? n : 0;
     }();
     if (setting == 1 || !cluster_launch_allowed<gemv_mma_kernel<F, 8, 2>>()) return 1;
     if (setting > 1) return chunks >= int64_t(setting) * 8 ? setting : 1;
     // The GPU's resident blocks, asked once (a process drives one kind of GPU).
     static const int64_t resident = resident_blocks<gemv_mma_kernel<F, 8, 1>>(8 * 32, 0);
-    int best = 1;
-    double best_time = 1e30;
-    for (int split : {1, 2, 4}) {
-        if (chunks < int64_t(split) * 8) break;
-        const int64_t waves = (tiles * split + resident - 1) / resident;
-        const double time = double(waves) / split;
-        if (time < best_time) best = split, best_time = time;
-    }
-    return best;
+    for (int split : {4, 2})
+        if (chunks >= int64_t(split) * 8 && tiles * split <= resident) return split;
+    return 1;
 }
 
 template <class F>

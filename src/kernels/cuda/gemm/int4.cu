@@ -179,10 +179,9 @@ __device__ __forceinline__ void gemv_int4_rows(const GemvInt4Args& a, const unsi
 }
 
 // A block takes row group blockIdx.x, or with kPersistent groups blockIdx.x, + gridDim.x, ... (as the fp8 GEMV:
-// staged_gemv_persistent, gemv.h), with prefetch_next asking L2 for each next group's first chunks before it
-// multiplies the current one (gemv_prefetch_next).
+// staged_gemv_persistent, gemv.h).
 template <int kBits, int WPR, ElemType kRound, bool kPersistent>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4Args a, bool prefetch_next) {
+__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4Args a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
     prefetch_first_loads<kBits, WPR>(a, n, warp, lane);
@@ -193,12 +192,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_int4_kernel(GemvInt4
     StagedX<kBits>::stage(a.x, a.K, xs);
     __syncthreads();
     const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
-    for_each_block_group<kPersistent, (WPR > 1)>(groups, [&](int64_t g) {
-        if (kPersistent && prefetch_next)
-            prefetch_first_loads<kBits, WPR>(a, (g + gridDim.x) * int64_t(kWarpsPerBlock / WPR) + warp / WPR, warp,
-                                             lane);
-        gemv_int4_rows<kBits, WPR, kRound>(a, xs, partial, g, warp, lane);
-    });
+    for_each_block_group<kPersistent, (WPR > 1)>(
+        groups, [&](int64_t g) { gemv_int4_rows<kBits, WPR, kRound>(a, xs, partial, g, warp, lane); });
 }
 
 // Any group size and alignment: weight by weight, one warp per row (tiny models and odd shapes in tests).
@@ -269,7 +264,7 @@ void launch_vec_kernel(const GemvInt4Args& a, size_t smem, cudaStream_t stream) 
     const auto groups = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
     allow_dynamic_smem<kernel>(max_block_smem());
     const unsigned blocks = kPersistent ? std::min(groups, resident_blocks<kernel>(kWarpsPerBlock * 32, smem)) : groups;
-    launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a, kPersistent && gemv_prefetch_next());
+    launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a);
 }
 
 template <int kBits, int WPR, ElemType kRound>
