@@ -1,7 +1,7 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
 // otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run a GEMV on the stored bytes for
-// one token (fp8 and int4: the tensor-core GEMV on weights of 2,048 rows or more, and for 2-8 tokens), the weight-only
-// tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of the weight for many.
+// one token (int4: the tensor-core GEMV on weights of 2,048 rows or more; fp8 and int4: it for 2-8 tokens), the
+// weight-only tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of the weight for many.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -16,39 +16,40 @@ namespace pagoda {
 namespace {
 // Which token counts take the tensor-core GEMV (kernels/cuda/gemm/gemv_mma.cu, up to kGemvMmaTokens) for the format
 // whose variable is PAGODA_FP8_GEMV_MMA / PAGODA_INT4_GEMV_MMA: 0 none, 1 every count, 2 from two tokens (one token
-// keeps the plain GEMV); unset, from two tokens and one token too on weights of kMmaOneTokenRows rows or more.
-// Measured on an H100 (session 28, pagoda_op_bench --table qwen3-8b --cold at one token, each setting twice in the same
-// call, µs; the tensor-core GEMV with its default cluster split, gemv_mma.cu): fp8 q/k/v 6,144 x 4,096 17.6 against
-// the plain GEMV's 19.8, o 4,096 x 4,096 11.8 against 12.9, gate_up 24,576 x 4,096 50.2 against 52.4, down 4,096 x
-// 12,288 27.2 against 31.8; AWQ int4 q/k/v 14.1 against 18.2, o 10.7 against 13.5, gate_up 40.4 against 50.5, down
-// 22.2 against 30.7, W4A16 (bf16 scales) q/k/v 12.6 against 16.8 and down 20.2 against 27.5; but 1,024 x 4,096
-// (a k or v alone) 7.3 against 5.9. Sessions 23-24 measured one token on it slower everywhere but q/k/v, before the
-// cluster split.
+// keeps the plain GEMV), wide: from two tokens and one token too on weights of kMmaOneTokenRows rows or more.
+// Defaults: int4 wide, fp8 2. Measured on an H100 (session 28, pagoda_op_bench --table qwen3-8b --cold at one token,
+// each setting twice in the same call, µs; the tensor-core GEMV with its default cluster split, gemv_mma.cu): AWQ
+// int4 q/k/v 14.1 against the plain GEMV's 18.2, o 10.7 against 13.5, gate_up 40.4 against 50.5, down 22.2 against
+// 30.7, W4A16 (bf16 scales) q/k/v 12.6 against 16.8 and down 20.2 against 27.5; but 1,024 x 4,096 (a k or v alone)
+// 7.3 against 5.9. Batch-1 decode of the AWQ Qwen3-8B shape: 216.1 tok/s wide against 192.6 with 2 (and the cluster
+// split off). fp8 won in the op bench too (q/k/v 17.6 against 19.8, o 11.8 against 12.9, gate_up 50.2 against 52.4,
+// down 27.2 against 31.8) but lost end to end: 187.1 tok/s wide against 190.3 with 2, where its gate_up runs fused
+// with SiLU·mul (linear_silu_mul, not in that table), so fp8 keeps 2.
 inline constexpr int64_t kMmaOneTokenRows = 2048;
 struct GemvMmaShare {
     int64_t fewest;       // the fewest tokens it takes on any weight
     bool one_token_wide;  // and one token on kMmaOneTokenRows rows or more
 };
-GemvMmaShare gemv_mma_share(const char* env) {
+GemvMmaShare gemv_mma_share(const char* env, const char* fallback) {
     const char* v = std::getenv(env);
-    const std::string s = v != nullptr ? v : "";
+    const std::string s = v != nullptr ? v : fallback;
     if (s == "0") return {kcu::kGemvMmaTokens + 1, false};
     if (s == "1") return {1, false};
-    return {2, s != "2"};
+    return {2, s == "wide"};
 }
 bool takes_gemv_mma(const GemvMmaShare& share, int64_t T, int64_t N) {
     if (T > kcu::kGemvMmaTokens) return false;
     return T >= share.fewest || (T == 1 && share.one_token_wide && N >= kMmaOneTokenRows);
 }
 const GemvMmaShare& fp8_gemv_mma() {
-    static const GemvMmaShare share = gemv_mma_share("PAGODA_FP8_GEMV_MMA");
+    static const GemvMmaShare share = gemv_mma_share("PAGODA_FP8_GEMV_MMA", "2");
     return share;
 }
 // int4 from 2 tokens: the alternative dequantises the whole weight into bf16 scratch for cuBLASLt on every call.
 // Measured on an H100 (session 24, --cold): at 2 tokens qkv-sized 4,096 x 4,096 15.2 µs against 34.2, gate_up 32.2
 // against 104.0, down 39.2 against 103.0; at 8 tokens 16.4 / 34.8 / 44.0 against 34.2 / 104.0 / 102.1.
 const GemvMmaShare& int4_gemv_mma() {
-    static const GemvMmaShare share = gemv_mma_share("PAGODA_INT4_GEMV_MMA");
+    static const GemvMmaShare share = gemv_mma_share("PAGODA_INT4_GEMV_MMA", "wide");
     return share;
 }
 }  // namespace
