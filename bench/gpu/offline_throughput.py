@@ -12,7 +12,8 @@ With --deadline it reports what finished by then (marked "partial") instead of w
 after the first (TPOT: (last token - first token) / (tokens - 1)), medians and 90th percentiles over the finished
 requests, in ms: the serving figures vLLM's benchmark reports; and the longest gap between two tokens of any request. Any OpenAI-compatible server that takes a prompt of
 token ids and `ignore_eos` works (pagoda serve, llama-server).
---shared-prefix N starts every prompt with the same N tokens (prefix-cache hits); --save FILE asks for logprobs and
+--shared-prefix N starts every prompt with the same N tokens (prefix-cache hits); --seed S draws other prompts (0 by
+default); --save FILE asks for logprobs and
 writes each completion's tokens, their logprobs and the top-2 logprobs of each position, in request order, as a JSON
 list (compare_completions.py compares two runs of the same prompts).
 """
@@ -91,10 +92,12 @@ def main():
     ap.add_argument("--shared-prefix", type=int, default=0)
     ap.add_argument("--save", default=None)
     ap.add_argument("--stream", action="store_true")
+    ap.add_argument("--seed", type=int, default=0, help="the prompts' random seed (a warm-up run takes another: no "
+                    "prefix-cache hits for the measured one)")
     a = ap.parse_args()
     if a.stream and a.save:
         ap.error("--save takes logprobs from whole replies: not with --stream")
-    rng = random.Random(0)
+    rng = random.Random(a.seed)
     prefix = [rng.randrange(a.vocab) for _ in range(min(a.shared_prefix, a.input))]
     prompts = [prefix + [rng.randrange(a.vocab) for _ in range(a.input - len(prefix))] for _ in range(a.n)]
     t = time.time()

@@ -1126,6 +1126,9 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(silu_mul(T, I));
         }
         c.push_back(linear_silu_mul(1, I, H, BF16));
+        // fp8 (block 128): one token's gate/up with SiLU·mul, on the plain GEMV or the tensor-core one
+        // (PAGODA_FP8_GEMV_MMA=wide or 1), which session 28 found slower end to end though faster unfused.
+        c.push_back(linear_silu_mul(1, I, H, DType::F8_E4M3));
         c.push_back(embedding(V, H, 256, BF16));
         c.push_back(argmax(256, V));
         const std::vector<Seq> decode256(256, Seq{1535, 1}), decode16(16, Seq{4095, 1});
