@@ -13,7 +13,7 @@
 #   OPS_ENV_A, OPS_ENV_B  instead of OLD: NEW's op bench under two environments, alternated twice (a switch's A/B in
 #             one binary, e.g. OPS_ENV_A=PAGODA_INT4_GEMV_MMA=0 OPS_ENV_B=PAGODA_INT4_GEMV_MMA=1)
 #   OPS_ENVS  the same for any number of environments, ';' between them ('-' for none), e.g.
-#             OPS_ENVS="-;PAGODA_INT4_GEMV_MMA=1;PAGODA_INT4_GEMV_MMA=1 PAGODA_GEMV_MMA_SPLIT=auto"
+#             OPS_ENVS="-;PAGODA_INT4_GEMV_MMA=2;PAGODA_INT4_GEMV_MMA=2 PAGODA_GEMV_MMA_SPLIT=1"
 #   BENCH_ENVS  likewise for NEW's model bench of each of SHAPES (instead of OLD), each run twice, alternated
 #   SHAPES    random checkpoints to make (hf_qwen3_8b.py --shape; ":N" keeps N layers), each benched old, new, old, new
 #   BENCH     extra pagoda_cuda_bench arguments (e.g. "--quantization fp8")
