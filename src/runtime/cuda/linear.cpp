@@ -1,6 +1,6 @@
 // CudaOps::linear: dispatch on the weight's format; dense weights run the GEMV kernel for single tokens, cuBLASLt
 // otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run a GEMV on the stored bytes for
-// one token (int4: the tensor-core GEMV on weights of 2,048 rows or more; fp8 and int4: it for 2-8 tokens), the
+// one token (fp8 and int4: the tensor-core GEMV on weights of 2,048 rows or more, and it for 2-8 tokens), the
 // weight-only tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of the weight for many.
 #include <algorithm>
 #include <cstdint>
@@ -17,14 +17,16 @@ namespace {
 // Which token counts take the tensor-core GEMV (kernels/cuda/gemm/gemv_mma.cu, up to kGemvMmaTokens) for the format
 // whose variable is PAGODA_FP8_GEMV_MMA / PAGODA_INT4_GEMV_MMA: 0 none, 1 every count, 2 from two tokens (one token
 // keeps the plain GEMV), wide: from two tokens and one token too on weights of kMmaOneTokenRows rows or more.
-// Defaults: int4 wide, fp8 2. Measured on an H100 (session 28, pagoda_op_bench --table qwen3-8b --cold at one token,
+// Defaults: both wide. Measured on an H100 (session 28, pagoda_op_bench --table qwen3-8b --cold at one token,
 // each setting twice in the same call, µs; the tensor-core GEMV with its default cluster split, gemv_mma.cu): AWQ
 // int4 q/k/v 14.1 against the plain GEMV's 18.2, o 10.7 against 13.5, gate_up 40.4 against 50.5, down 22.2 against
 // 30.7, W4A16 (bf16 scales) q/k/v 12.6 against 16.8 and down 20.2 against 27.5; but 1,024 x 4,096 (a k or v alone)
 // 7.3 against 5.9. Batch-1 decode of the AWQ Qwen3-8B shape: 216.1 tok/s wide against 192.6 with 2 (and the cluster
 // split off). fp8 won in the op bench too (q/k/v 17.6 against 19.8, o 11.8 against 12.9, gate_up 50.2 against 52.4,
 // down 27.2 against 31.8) but lost end to end: 187.1 tok/s wide against 190.3 with 2, where its gate_up runs fused
-// with SiLU·mul (linear_silu_mul, not in that table), so fp8 keeps 2.
+// with SiLU·mul (linear_silu_mul, not in that table). With the f16 products that fp8 takes at one token since session
+// 29 (gemv_mma.cu's f16_products) the tensor-core GEMV wins there too: gate/up + SiLU·mul 48.3 µs against the plain
+// GEMV's 53.8, and batch-1 decode 200.4 tok/s against 190.5 (two runs each, same call), so fp8 is wide too.
 inline constexpr int64_t kMmaOneTokenRows = 2048;
 struct GemvMmaShare {
     int64_t fewest;       // the fewest tokens it takes on any weight
@@ -42,7 +44,7 @@ bool takes_gemv_mma(const GemvMmaShare& share, int64_t T, int64_t N) {
     return T >= share.fewest || (T == 1 && share.one_token_wide && N >= kMmaOneTokenRows);
 }
 const GemvMmaShare& fp8_gemv_mma() {
-    static const GemvMmaShare share = gemv_mma_share("PAGODA_FP8_GEMV_MMA", "2");
+    static const GemvMmaShare share = gemv_mma_share("PAGODA_FP8_GEMV_MMA", "wide");
     return share;
 }
 // int4 from 2 tokens: the alternative dequantises the whole weight into bf16 scratch for cuBLASLt on every call.

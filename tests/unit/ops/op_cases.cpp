@@ -1126,8 +1126,8 @@ const std::vector<OpCase>& qwen3_8b_cases() {
             c.push_back(silu_mul(T, I));
         }
         c.push_back(linear_silu_mul(1, I, H, BF16));
-        // fp8 (block 128): one token's gate/up with SiLU·mul, on the plain GEMV or the tensor-core one
-        // (PAGODA_FP8_GEMV_MMA=wide or 1), which session 28 found slower end to end though faster unfused.
+        // fp8 (block 128): one token's gate/up with SiLU·mul, on the tensor-core GEMV (the default since session 29,
+        // with its f16 products) or the plain one (PAGODA_FP8_GEMV_MMA=2).
         c.push_back(linear_silu_mul(1, I, H, DType::F8_E4M3));
         c.push_back(embedding(V, H, 256, BF16));
         c.push_back(argmax(256, V));

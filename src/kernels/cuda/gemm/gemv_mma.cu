@@ -36,14 +36,22 @@
 // (dequantize_word_pairs: pair i = values i and i + 4 of the word), and x is paired alike. Today int4 weights for 2 or
 // more tokens are dequantised whole into bf16 scratch for cuBLASLt on every call (~9x the bytes of the packed weight
 // for a few tokens); this path takes 2-8 tokens (PAGODA_INT4_GEMV_MMA, linear.cpp: 2-3x the copy path on an H100).
+//
+// Both formats also have f16 products (F16Products): the weights as exact f16 values without their scale (one
+// conversion a pair for e4m3 on sm_89 and later, three integer instructions for int4: f16_weights.cuh), x as f16,
+// and each chunk's f32 sums times the chunk's scale. Fewer instructions a weight, and no rounding of q · s; taken
+// where the op bench found them faster (f16_products: fp8 at one token, int4 with f16 scales). Why not everywhere is
+// not understood yet: fp8 at 8 tokens lost 8-18% with them (an ncu comparison of the two is the next step).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm/column_groups.cuh"
+#include "kernels/cuda/gemm/f16_weights.cuh"
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/gemm/int4_dequant.cuh"
 #include "kernels/cuda/gemm/mma_tile.cuh"
@@ -95,10 +103,35 @@ __device__ __forceinline__ uint32_t dequantized_pair(uint32_t w, float s) {
     return bf16_pair(e4m3_scaled_down<kLoByte>(w) * 0x1p120f * s, e4m3_scaled_down<kLoByte + 1>(w) * 0x1p120f * s);
 }
 
-// A format: kPerLoad weights a 16-byte load, kPairs bf16 pairs a 32-bit word of it (pair i of word w holding the
-// load's values lo(kPairs w + i) and hi(...)); Row (a weight row's scales, found once), Columns (what maps a column to
-// its scale), Params (one load's scale, and zero point) and decode_word.
-struct Fp8 {
+// x's pair for the bf16 products: x rounded to bf16, as the cuBLASLt path takes it.
+struct Bf16Products {
+    using Mma = __nv_bfloat16;
+    static constexpr bool kScaleAfter = false;
+    __device__ static uint32_t x_pair(float lo, float hi) { return bf16_pair(lo, hi); }
+};
+
+// The f16 products (PAGODA_GEMV_MMA_F16): weights as exact f16 values (f16_weights.cuh), x as the f16 of x · 2^-8
+// (the scaling keeps activations up to 2^8 · 65,504 finite; below 2^-6 they keep f16's subnormal steps of 2^-16,
+// where bf16 keeps 8 bits of any size), f32 sums of the exact products, and each chunk's sums times the chunk's scale
+// (Params::s, which also undoes the 2^-8) before they join the row's: a chunk lies in one scale block or group (the
+// launcher checks). The weights are then never rounded: the result is the exact product's f32 sum, not the bf16
+// copy's (fp32 against the CPU's dequantised weights, within the bf16 tolerance the op harness holds both paths to).
+struct F16Products {
+    using Mma = __half;
+    static constexpr bool kScaleAfter = true;
+    static constexpr float kXScale = 0x1p-8f;
+    __device__ static uint32_t x_pair(float lo, float hi) {
+        const __half2 v = __floats2half2_rn(lo * kXScale, hi * kXScale);
+        return *reinterpret_cast<const uint32_t*>(&v);
+    }
+};
+
+// A format: kPerLoad weights a 16-byte load, kPairs pairs a 32-bit word of it (pair i of word w holding the load's
+// values lo(kPairs w + i) and hi(...)); Row (a weight row's scales, found once), Columns (what maps a column to its
+// scale), Params (one load's scale, and zero point), decode_word, and the products (Bf16Products: the weight pairs
+// bf16(q · s); F16Products: exact f16 weights, scaled after each chunk).
+template <bool kF16>
+struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
     static constexpr int kPerLoad = 16, kPairs = 2;
     static constexpr __host__ __device__ int lo(int p) { return 2 * p; }
     static constexpr __host__ __device__ int hi(int p) { return 2 * p + 1; }
@@ -115,16 +148,23 @@ struct Fp8 {
         float s = 0.0f;
     };
     __device__ static Params params(const Columns& c, const Row& r, int64_t k) {
-        return {__ldg(r.scales + c.cols.of(k))};
+        const float s = __ldg(r.scales + c.cols.of(k));
+        if constexpr (kF16) return {s * kE4m3PairUnscale / F16Products::kXScale};  // exact: powers of two
+        return {s};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
-        pairs[0] = dequantized_pair<0>(w, p.s), pairs[1] = dequantized_pair<2>(w, p.s);
+        if constexpr (kF16) {
+            pairs[0] = e4m3_pair_f16<0>(w), pairs[1] = e4m3_pair_f16<1>(w);
+        } else {
+            pairs[0] = dequantized_pair<0>(w, p.s), pairs[1] = dequantized_pair<2>(w, p.s);
+        }
     }
 };
 
-// kBf16: the format's scales are bf16 (else f16), which decides how a word is dequantised (int4_dequant.cuh).
+// int4 with the bf16 products. kBf16: the format's scales are bf16 (else f16), which decides how a word is
+// dequantised (int4_dequant.cuh).
 template <bool kBf16>
-struct Int4 {
+struct Int4 : Bf16Products {
     static constexpr int kPerLoad = 32, kPairs = 4;
     static constexpr __host__ __device__ int lo(int p) { return 8 * (p / 4) + p % 4; }
     static constexpr __host__ __device__ int hi(int p) { return lo(p) + 4; }
@@ -153,6 +193,25 @@ struct Int4 {
 #pragma unroll
         for (int j = 0; j < kPairs; ++j)
             pairs[j] = *reinterpret_cast<const uint32_t*>(&pr[j]);
+    }
+};
+
+// int4 with the f16 products: the values minus the zero point exactly, the scale (f16 or bf16 alike: an f32 here)
+// after the chunk, whose 128 columns lie in one group.
+struct Int4F16 : Int4<false> {
+    using Mma = F16Products::Mma;
+    static constexpr bool kScaleAfter = true;
+    __device__ static uint32_t x_pair(float lo, float hi) { return F16Products::x_pair(lo, hi); }
+    struct Params {
+        float s = 0.0f;
+        __half2 zero;
+    };
+    __device__ static Params params(const Columns& c, const Row& r, int64_t k) {
+        const int64_t g = c.groups.of(k);
+        return {__ldg(r.scales + g) / F16Products::kXScale, int4_zero_f16(r.zeros ? __ldg(r.zeros + g) : 8.0f)};
+    }
+    __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
+        int4_pairs_f16(w, p.zero, pairs);
     }
 };
 
@@ -225,11 +284,14 @@ struct ChunkLoads {
 
 // acc += chunk c's products with token g's x (x: the token's row at this lane's columns; zeros without a token),
 // paired as the weights are, over both m16 tiles, a 32-bit word of weights at a time (each tile's mma steps in the
-// same order as a loop over tiles outside the words would take them).
+// same order as a loop over tiles outside the words would take them). With F::kScaleAfter the chunk's products are
+// summed apart and join acc times their row's scale.
 template <class F>
 __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const typename F::Columns& cols, const float* x,
                                                bool has_token, int64_t c, float (&acc)[2][4]) {
     constexpr int kPerWord = F::kPerLoad / 4;  // a word's values, and the columns of x they take
+    float chunk[2][4] = {};
+    float(&sums)[2][4] = *(F::kScaleAfter ? &chunk : &acc);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
         uint32_t b[F::kPairs];  // token g's x at word w's columns, paired as its weights are
@@ -242,7 +304,7 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
 #pragma unroll
             for (int i = 0; i < F::kPairs; ++i)
                 b[i] =
-                    bf16_pair(xv[F::lo(F::kPairs * w + i) - kPerWord * w], xv[F::hi(F::kPairs * w + i) - kPerWord * w]);
+                    F::x_pair(xv[F::lo(F::kPairs * w + i) - kPerWord * w], xv[F::hi(F::kPairs * w + i) - kPerWord * w]);
         } else {
 #pragma unroll
             for (int i = 0; i < F::kPairs; ++i)
@@ -257,9 +319,17 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
             for (int i = 0; i < F::kPairs; i += 2) {
                 const uint32_t af[4] = {lo[i], hi[i], lo[i + 1], hi[i + 1]};
                 const uint32_t bf[2] = {b[i], b[i + 1]};
-                mma::mma_16816<__nv_bfloat16>(acc[m], af, bf);
+                mma::mma_16816<typename F::Mma>(sums[m], af, bf);
             }
         }
+    }
+    if constexpr (F::kScaleAfter) {
+        // acc[m][2 h + e] is local row 16 m + 8 h + g, whose loads (and scale) are in.v / in.p [2 m + h].
+#pragma unroll
+        for (int m = 0; m < 2; ++m)
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+                acc[m][q] += chunk[m][q] * in.p[2 * m + q / 2].s;
     }
 }
 
@@ -429,6 +499,24 @@ MmaGemvArgs token_args(const float* x, int64_t x_stride, float* y, int64_t y_str
     return m;
 }
 
+// Whether a launch takes the f16 products (F16Products; the launchers also check that every chunk lies in one scale
+// block or group). PAGODA_GEMV_MMA_F16=1: always, 0: never; by default where they were measured faster on an H100
+// (session 29, pagoda_op_bench --table qwen3-8b --cold, µs, bf16 products / f16): int4 with f16 scales (AWQ) at one
+// token q/k/v 14.1 / 13.2, gate_up 40.4 / 37.6, down 22.2 / 22.0, at 8 tokens 15.8 / 15.2, 48.0 / 46.3, 25.7 / 26.0;
+// fp8 at one token (against its plain GEMV, which one token took before) q/k/v 17.9 / 16.2, gate_up + SiLU·mul 53.8
+// / 48.3, down 29.5 / 28.2, o 11.6 / 12.1. Not taken: fp8 at 2-8 tokens (o 12.6 / 13.6, gate_up 52.9 / 58.2, down
+// 28.9 / 34.0 at 8 tokens) and int4 with bf16 scales, whose bf16 route is already four instructions a pair (q/k/v
+// 12.6 / 12.7, down 20.2 / 21.4 at one token). Batch-1 decode of the Qwen3-8B shape: AWQ 217.7 -> 226.4 tok/s, fp8
+// 190.5 -> 200.4.
+bool f16_products(bool fp8, bool f16_scales, int64_t T) {
+    static const int setting = [] {
+        const char* env = std::getenv("PAGODA_GEMV_MMA_F16");
+        return env == nullptr ? -1 : std::strcmp(env, "1") == 0 ? 1 : std::strcmp(env, "0") == 0 ? 0 : -1;
+    }();
+    if (setting >= 0) return setting == 1;
+    return fp8 ? T == 1 : f16_scales;
+}
+
 // 1 to kGemvMmaTokens tokens whose rows take 16-byte loads.
 bool tokens_fit(const float* x, int64_t T, int64_t x_stride) {
     return T >= 1 && T <= kGemvMmaTokens && aligned(x, 16) && (T == 1 || x_stride % 4 == 0);
@@ -445,7 +533,7 @@ int gemv_mma_warps() {
 }
 
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride) {
-    return a.w_type == ElemType::F8E4M3 && tokens_fit(a.x, T, x_stride) && a.K % (4 * Fp8::kPerLoad) == 0 &&
+    return a.w_type == ElemType::F8E4M3 && tokens_fit(a.x, T, x_stride) && a.K % (4 * Fp8<false>::kPerLoad) == 0 &&
            a.w_stride % 16 == 0 && aligned(a.w, 16) && a.scales.data != nullptr && a.scales.rows > 0 &&
            a.scales.cols > 0 && a.scales.cols % 16 == 0 && (a.glu_rows == 0 || a.glu_rows == a.N);
 }
@@ -455,7 +543,11 @@ void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t
     PAGODA_KERNEL_REQUIRE(gemv_fp8_mma_fits(a, T, x_stride), "fp8 tensor-core GEMV: shape or alignment not taken");
     MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w, a.w_stride);
     m.glu_rows = a.glu_rows, m.scales = a.scales;
-    launch<Fp8>(m, stream);
+    // A chunk (4 * kPerLoad columns from a multiple of them) in one scale block: block widths that are multiples.
+    if (f16_products(/*fp8=*/true, false, T) && a.scales.cols % (4 * Fp8<true>::kPerLoad) == 0)
+        launch<Fp8<true>>(m, stream);
+    else
+        launch<Fp8<false>>(m, stream);
 }
 
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
@@ -470,7 +562,9 @@ void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, in
     PAGODA_KERNEL_REQUIRE(gemv_int4_mma_fits(a, T, x_stride), "int4 tensor-core GEMV: shape or alignment not taken");
     MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w.data, a.w.row_bytes);
     m.group_scales = a.w.scales, m.group_zeros = a.w.zeros, m.group_size = a.w.group_size;
-    if (a.w.round_to == ElemType::BF16)
+    if (f16_products(/*fp8=*/false, a.w.round_to == ElemType::F16, T) && a.w.group_size % (4 * Int4F16::kPerLoad) == 0)
+        launch<Int4F16>(m, stream);
+    else if (a.w.round_to == ElemType::BF16)
         launch<Int4<true>>(m, stream);
     else
         launch<Int4<false>>(m, stream);
