@@ -1,30 +1,75 @@
 #!/usr/bin/env bash
-# One device call for the one-token GEMV experiments (kernels/cuda/gemm/gemv.h, issue 18): the CUDA tests with the
-# defaults, the op harness's quantized cases under each experiment's switches, then the op bench's T=1 cases under
-# each, alternated twice (ab_check.sh OPS_ENVS). Run on the GPU machine from the repository root:
+# One device call for the tensor-core GEMV experiments (kernels/cuda/gemm/gemv_mma.cu, issue 18): the op harness's
+# quantized cases against the CPU under each experiment's switches, the op bench's quantized one- and eight-token
+# cases under each (ab_check.sh OPS_ENVS, alternated twice), batch-1 decode of the AWQ and fp8 Qwen3-8B shapes under
+# each, and ncu's stall breakdown of the kernel. Run on the GPU machine from the repository root:
 #   NEW=build-all OUT=$OUT/g bench/gpu/gemv_experiments.sh
-# (session 28, five variants on an H100: 556 s, 360 of them the op bench; pass a narrower OPS to fit a call.)
-# NEW: a pack_carry.sh folder with backend_ops_test, pagoda_op_bench and the other CUDA tests (TESTS: ab_check's form,
-# NAME or NAME:GTEST_FILTER; the default takes backend_ops_test's LoRA, quantized, gated-MLP and MoE cases and
-# CudaDeviceTest).
+# NEW: a pack_carry.sh folder with backend_ops_test, pagoda_op_bench and pagoda_cuda_bench. VARIANTS: the switches,
+# ';' between settings ('-' for the defaults). MODEL: a random Qwen3-8B checkpoint (hf_qwen3_8b.py --save-only; made
+# here, ~55 s, when absent), its AWQ copy made beside it (make_awq_checkpoint.py). PARTS (tests,ops,e2e,ncu) picks.
+# Session 29 ran the f16-products A/B this way by hand (`docs/benchmarks.md`): ~430 s for tests, model, e2e and the
+# one-token op bench of two settings; keep the variants few.
 set -uo pipefail
 NEW=${NEW:?carry folder} OUT=${OUT:-/tmp/gemv-experiments}
-mma="PAGODA_INT4_GEMV_MMA=1 PAGODA_FP8_GEMV_MMA=1"  # one token on the tensor-core GEMV at every shape
-old="PAGODA_INT4_GEMV_MMA=2 PAGODA_FP8_GEMV_MMA=2 PAGODA_GEMV_MMA_SPLIT=1"  # the defaults before session 28
-# Tests with the defaults, and the op bench of every variant (ab_check also unpacks the carry).
-ops_tests="backend_ops_test:*lora*:*int4*:*int8*:*fp8*:*silu*:*moe*:*CudaDevice*"
-variants="-;$old;$mma;$mma PAGODA_GEMV_MMA_WARPS=16"
-NEW=$NEW OUT=$OUT ENV="PAGODA_TEST_DEVICE=cuda PAGODA_SOURCE_DIR=$PWD" \
-    TESTS=${TESTS:-"$ops_tests cuda_lora_test lora_engine_test cuda_golden_test"} OPS=${OPS:-"T=1 "} OPS_ARGS=--cold \
-    OPS_ENVS=$variants bench/gpu/ab_check.sh > /dev/null
-# The experiments' correctness: the quantized and gated-MLP op cases against the CPU under each switch (the defaults
-# ran above).
-NEW=$(cd "$NEW" && pwd)
-for variant in "$old" "$mma" "$mma PAGODA_GEMV_MMA_SPLIT=1" "$mma PAGODA_GEMV_MMA_SPLIT=2" "$mma PAGODA_GEMV_MMA_SPLIT=4" \
-    "$mma PAGODA_GEMV_MMA_WARPS=16"; do
-    result=$(env LD_LIBRARY_PATH="$NEW:${LD_LIBRARY_PATH:-}" PAGODA_TEST_DEVICE=cuda $variant timeout 200 \
-        "$NEW/backend_ops_test" --gtest_filter='*fp8*:*int4*:*int8*:*silu*' 2>&1 |
-        grep -E '^\[  (PASSED|FAILED)  \]' | tr '\n' ' ')
-    echo "backend_ops_test ($variant): $result" >> "$OUT/summary.txt"
+PARTS=${PARTS:-tests,ops,e2e,ncu}
+VARIANTS=${VARIANTS:-"-;PAGODA_GEMV_MMA_X_SHARED=1"}
+MODEL=${MODEL:-/tmp/qwen3-8b-random}
+S=$OUT/summary.txt
+mkdir -p "$OUT/logs"
+want() { [[ ",$PARTS," == *",$1,"* ]]; }
+for packed in "$NEW"/*.xz; do
+    [[ -e $packed ]] || continue
+    xz -dc "$packed" > "${packed%.xz}" && chmod +x "${packed%.xz}"
 done
-cat "$OUT/summary.txt"
+NEW=$(cd "$NEW" && pwd)
+IFS=';' read -r -a variants <<< "$VARIANTS"
+run() { env LD_LIBRARY_PATH="$NEW:${LD_LIBRARY_PATH:-}" "$@"; }
+setting() { [[ $1 == - ]] && echo "" || echo "$1"; }
+if want tests; then
+    # Every quantized case against the CPU, with one token on the tensor-core GEMV at every shape as well.
+    for v in "${variants[@]}"; do
+        for one in "" "PAGODA_INT4_GEMV_MMA=1 PAGODA_FP8_GEMV_MMA=1"; do
+            run PAGODA_TEST_DEVICE=cuda $(setting "$v") $one timeout 150 "$NEW/backend_ops_test" \
+                --gtest_filter='*fp8*:*int4*:*int8*:*silu*' > "$OUT/logs/ops.log" 2>&1
+            echo "backend_ops_test ($v $one) rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/logs/ops.log" |
+                tr '\n' ' ')" >> "$S"
+        done
+    done
+fi
+if want ops; then
+    for f in "T=1 N=" "linear_silu_mul T=1 " "T=8 N="; do
+        NEW=$NEW OUT=$OUT/ab TESTS=" " OPS="$f" OPS_ARGS=--cold OPS_ENVS="$VARIANTS" BUDGET=0 \
+            bench/gpu/ab_check.sh > /dev/null 2>&1
+        grep -E '^\s+(\[|linear)' "$OUT/ab/summary.txt" >> "$S"
+        rm -rf "$OUT/ab"
+    done
+fi
+if want e2e; then
+    [[ -f $MODEL/config.json ]] || python3 bench/gpu/hf_qwen3_8b.py "$MODEL" --save-only > "$OUT/logs/model.log" 2>&1
+    [[ -f $MODEL-awq/config.json ]] || python3 bench/gpu/make_awq_checkpoint.py "$MODEL" "$MODEL-awq" \
+        > "$OUT/logs/awq.log" 2>&1
+    for round in 1 2; do
+        for v in "${variants[@]}"; do
+            for m in awq fp8; do
+                args=(--model "$MODEL-awq")
+                [[ $m == fp8 ]] && args=(--model "$MODEL" --quantization fp8)
+                run $(setting "$v") timeout 120 "$NEW/pagoda_cuda_bench" "${args[@]}" --prefill 64 --context 512 \
+                    --decode 128 > "$OUT/logs/e2e.log" 2>&1
+                echo "$m ($v) round $round: $(tail -1 "$OUT/logs/e2e.log" | grep -oE '"decode_(tok_s|roofline_frac)": [0-9.]+' |
+                    tr '\n' ' ')" >> "$S"
+            done
+        done
+    done
+fi
+if want ncu && command -v ncu > /dev/null; then
+    # One launch of each quantized one- and eight-token case, caches flushed: where the kernel's cycles go.
+    for v in "${variants[@]}"; do
+        run $(setting "$v") timeout 200 ncu -k regex:gemv_mma -c 12 --section SpeedOfLight --section Occupancy \
+            --section WarpStateStats --section InstructionStats "$NEW/pagoda_op_bench" --table qwen3-8b \
+            --filter "int4 T=1 N=24576" > "$OUT/logs/ncu.log" 2>&1
+        echo "ncu ($v), int4 gate_up at one token:" >> "$S"
+        grep -E 'Duration|DRAM Throughput|Issued Ipc|Stall|Warp Cycles Per Issued' "$OUT/logs/ncu.log" | head -24 >> "$S"
+    done
+fi
+(cd "$OUT" && tar czf logs.tgz logs && rm -rf logs)
+cat "$S"

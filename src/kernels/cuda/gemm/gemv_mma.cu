@@ -79,6 +79,8 @@ struct MmaGemvArgs {
     const float* group_scales;  // int4: [N, K / group_size]
     const float* group_zeros;   // int4: the same, or null (symmetric: 8)
     int64_t group_size;
+    // > 0: the tokens' x staged in shared memory as the products' pairs (stage_x), this many 32-bit words a token.
+    int64_t x_shared_stride;
 };
 
 __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
@@ -282,20 +284,51 @@ struct ChunkLoads {
     }
 };
 
+// PAGODA_GEMV_MMA_X_SHARED=1 (an experiment, not yet run on a GPU): each block first stages the tokens' x in shared
+// memory as the pairs the products take (F::x_pair of columns L + lo(p) and L + hi(p) at word L / 2 + p, for a load
+// of kPerLoad columns from L), so that the loop reads a word's pairs with one shared load where it otherwise loads
+// x from global memory (L1 or L2) and converts it for every chunk, just before its products need it: the suspect in
+// the kernel's low issue rate (session 29: a third fewer instructions gained 4-5%). The block's loads of its first
+// chunk are issued before.
+template <class F>
+__device__ __forceinline__ void stage_x(const MmaGemvArgs& a, uint32_t* xs) {
+    constexpr int kLoadPairs = F::kPerLoad / 2;
+    const int pairs = static_cast<int>(a.K / 2);
+    for (int token = 0; token < static_cast<int>(a.T); ++token) {
+        const float* row = a.x + token * a.x_stride;
+        uint32_t* out = xs + token * a.x_shared_stride;
+        for (int q = static_cast<int>(threadIdx.x); q < pairs; q += static_cast<int>(blockDim.x)) {
+            const int L = q / kLoadPairs * F::kPerLoad, p = q % kLoadPairs;
+            out[q] = F::x_pair(row[L + F::lo(p)], row[L + F::hi(p)]);
+        }
+    }
+}
+
 // acc += chunk c's products with token g's x (x: the token's row at this lane's columns; zeros without a token),
 // paired as the weights are, over both m16 tiles, a 32-bit word of weights at a time (each tile's mma steps in the
 // same order as a loop over tiles outside the words would take them). With F::kScaleAfter the chunk's products are
 // summed apart and join acc times their row's scale.
+// xs: the lane's token's staged pairs at its columns (stage_x), or null (x from global memory).
 template <class F>
 __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const typename F::Columns& cols, const float* x,
-                                               bool has_token, int64_t c, float (&acc)[2][4]) {
+                                               const uint32_t* xs, bool has_token, int64_t c, float (&acc)[2][4]) {
     constexpr int kPerWord = F::kPerLoad / 4;  // a word's values, and the columns of x they take
     float chunk[2][4] = {};
     float(&sums)[2][4] = *(F::kScaleAfter ? &chunk : &acc);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
         uint32_t b[F::kPairs];  // token g's x at word w's columns, paired as its weights are
-        if (has_token) {
+        if (has_token && xs != nullptr) {
+            const uint32_t* src = xs + c * 2 * F::kPerLoad + F::kPairs * w;  // 8- or 16-byte aligned (stage_x's rows)
+            if constexpr (F::kPairs == 4) {
+                const uint4 v = *reinterpret_cast<const uint4*>(src);
+                b[0] = v.x, b[1] = v.y, b[2] = v.z, b[3] = v.w;
+            } else {
+                static_assert(F::kPairs == 2);
+                const uint2 v = *reinterpret_cast<const uint2*>(src);
+                b[0] = v.x, b[1] = v.y;
+            }
+        } else if (has_token) {
             float4 x4[kPerWord / 4];
 #pragma unroll
             for (int q = 0; q < kPerWord / 4; ++q)
@@ -383,13 +416,20 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     ChunkLoads<F> first, second;  // chunks c and c + stride of the warp's
     int64_t c = first_chunk;
     if (c < chunks) first.load(rows, cols, c, t);
+    extern __shared__ __align__(16) uint32_t x_shared[];
+    const uint32_t* xs = nullptr;
+    if (a.x_shared_stride > 0) {  // the same for the whole block
+        stage_x<F>(a, x_shared);
+        __syncthreads();
+        xs = x_shared + (has_token ? g : 0) * a.x_shared_stride + F::kPerLoad / 2 * t;
+    }
     for (; c < chunks; c += 2 * stride) {
         const int64_t c2 = c + stride;
         if (c2 < chunks) second.load(rows, cols, c2, t);
-        multiply_chunk<F>(first, cols, x, has_token, c, acc);
+        multiply_chunk<F>(first, cols, x, xs, has_token, c, acc);
         if (c2 >= chunks) break;  // the same for the whole warp
         if (c2 + stride < chunks) first.load(rows, cols, c2 + stride, t);
-        multiply_chunk<F>(second, cols, x, has_token, c2, acc);
+        multiply_chunk<F>(second, cols, x, xs, has_token, c2, acc);
     }
 
     // acc[m][2 h + e] is local row 16 m + 8 h + g, token 2 t + e.
@@ -440,7 +480,24 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
 
 template <class F, int kWarps, int kSplit>
 void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
-    launch_kernel_cluster<gemv_mma_kernel<F, kWarps, kSplit>>(tiles * kSplit, kWarps * 32, 0, stream, kSplit, a);
+    const size_t x_bytes = static_cast<size_t>(a.T * a.x_shared_stride) * sizeof(uint32_t);
+    launch_kernel_cluster<gemv_mma_kernel<F, kWarps, kSplit>>(tiles * kSplit, kWarps * 32, x_bytes, stream, kSplit, a);
+}
+
+// The shared memory stage_x may take: with the warps' partial sums (8 or 16 KB) within the 48 KB a block has without
+// asking, two blocks an SM. One token up to K = 16,376, two up to 8,184.
+inline constexpr int64_t kXSharedBytes = 32 * 1024;
+
+// PAGODA_GEMV_MMA_X_SHARED=1: x staged in shared memory where it fits (stage_x).
+int64_t x_shared_stride(int64_t T, int64_t K) {
+    static const bool on = [] {
+        const char* env = std::getenv("PAGODA_GEMV_MMA_X_SHARED");
+        return env != nullptr && std::strcmp(env, "1") == 0;
+    }();
+    // A row of K / 2 words and 4 more, so that the tokens' rows start on other banks (and stay 16-byte aligned: K is
+    // a multiple of 64 here).
+    const int64_t stride = K / 2 + 4;
+    return on && T * stride * int64_t(sizeof(uint32_t)) <= kXSharedBytes ? stride : 0;
 }
 
 // The cluster size for a grid of `tiles` row tiles over `chunks` chunks: PAGODA_GEMV_MMA_SPLIT=N (1, 2 or 4) as it
@@ -467,7 +524,8 @@ int split_for(int64_t tiles, int64_t chunks) {
 }
 
 template <class F>
-void launch(const MmaGemvArgs& a, cudaStream_t stream) {
+void launch(MmaGemvArgs a, cudaStream_t stream) {
+    a.x_shared_stride = x_shared_stride(a.T, a.K);
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
     const int64_t tiles = (a.N + outputs_per_block - 1) / outputs_per_block;
     PAGODA_KERNEL_REQUIRE(tiles * 4 <= 0x7fffffff, "tensor-core GEMV grid too large");
