@@ -132,8 +132,13 @@ struct F16Products {
 // values lo(kPairs w + i) and hi(...)); Row (a weight row's scales, found once), Columns (what maps a column to its
 // scale), Params (one load's scale, and zero point), decode_word, and the products (Bf16Products: the weight pairs
 // bf16(q · s); F16Products: exact f16 weights, scaled after each chunk).
-template <bool kF16>
+// kAluE4m3 (with kF16; PAGODA_GEMV_MMA_E4M3=alu, an experiment not yet run on a GPU): the integer route to the f16
+// weights (e4m3_pair_f16_scaled: four integer instructions a pair) where the GPU has its conversion. Why: the f16
+// products lost 8-18% to the bf16 ones at 8 tokens though they take a third fewer instructions, and the conversion's
+// issue rate is the first suspect.
+template <bool kF16, bool kAluE4m3 = false>
 struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
+    static_assert(kF16 || !kAluE4m3);
     static constexpr int kPerLoad = 16, kPairs = 2;
     static constexpr __host__ __device__ int lo(int p) { return 2 * p; }
     static constexpr __host__ __device__ int hi(int p) { return 2 * p + 1; }
@@ -151,11 +156,14 @@ struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
     };
     __device__ static Params params(const Columns& c, const Row& r, int64_t k) {
         const float s = __ldg(r.scales + c.cols.of(k));
-        if constexpr (kF16) return {s * kE4m3PairUnscale / F16Products::kXScale};  // exact: powers of two
+        constexpr float kUnscale = kAluE4m3 ? 0x1p8f : kE4m3PairUnscale;   // what undoes the weight pairs' scaling
+        if constexpr (kF16) return {s * kUnscale / F16Products::kXScale};  // exact: powers of two
         return {s};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
-        if constexpr (kF16) {
+        if constexpr (kAluE4m3) {
+            pairs[0] = e4m3_pair_f16_scaled<0>(w), pairs[1] = e4m3_pair_f16_scaled<1>(w);
+        } else if constexpr (kF16) {
             pairs[0] = e4m3_pair_f16<0>(w), pairs[1] = e4m3_pair_f16<1>(w);
         } else {
             pairs[0] = dequantized_pair<0>(w, p.s), pairs[1] = dequantized_pair<2>(w, p.s);
@@ -602,8 +610,12 @@ void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t
     MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w, a.w_stride);
     m.glu_rows = a.glu_rows, m.scales = a.scales;
     // A chunk (4 * kPerLoad columns from a multiple of them) in one scale block: block widths that are multiples.
+    static const bool alu = [] {
+        const char* env = std::getenv("PAGODA_GEMV_MMA_E4M3");
+        return env != nullptr && std::strcmp(env, "alu") == 0;
+    }();
     if (f16_products(/*fp8=*/true, false, T) && a.scales.cols % (4 * Fp8<true>::kPerLoad) == 0)
-        launch<Fp8<true>>(m, stream);
+        alu ? launch<Fp8<true, true>>(m, stream) : launch<Fp8<true>>(m, stream);
     else
         launch<Fp8<false>>(m, stream);
 }
