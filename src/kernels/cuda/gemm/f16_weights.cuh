@@ -1,7 +1,7 @@
 // Quantized weights as exact f16 values, two at a time, for the tensor-core GEMV's f16 products
 // (gemv_mma.cu, PAGODA_GEMV_MMA_F16): the scale is left out here and applied to each chunk's f32 sums instead, so a
 // weight costs one to three instructions a pair where rounding bf16(q · s) costs four to nine. Host and device, so that
-// a host test (tests/unit/cuda/f16_weights_test.cu) holds them to the CPU's decoding of every value.
+// a host test (tests/unit/cuda/f16_weights_test.cu) holds them to the formats' definitions for every value.
 #pragma once
 
 #include <cstdint>
@@ -13,9 +13,9 @@ namespace pagoda::kernels::cuda {
 
 // Bytes 2p and 2p + 1 of w (e4m3 values q) as the f16 pair (q0 · 2^-8, q1 · 2^-8), byte 2p in the low half; exact
 // for every byte but the NaNs (0x7f, 0xff: 480 · 2^-8 here, NaN from the GPU's conversion below; quantizers saturate
-// at 448). The
-// byte's sign goes to bit 15 and its exponent and mantissa to bits 7-13: the f16 exponent field then holds e4m3's,
-// so the value is q's scaled by 2^(7 - 15), e4m3 subnormals (exponent 0) becoming f16 subnormals of the same mantissa.
+// at 448). The byte's sign goes to bit 15 and its exponent and mantissa to bits 7-13: the f16 exponent field then
+// holds e4m3's, so the value is q's scaled by 2^(7 - 15), e4m3 subnormals (exponent 0) becoming f16 subnormals of the
+// same mantissa.
 template <int kPair>
 __host__ __device__ __forceinline__ uint32_t e4m3_pair_f16_scaled(uint32_t w) {
     static_assert(kPair == 0 || kPair == 1);
