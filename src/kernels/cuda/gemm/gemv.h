@@ -40,7 +40,8 @@ int64_t staged_gemv_one_warp_rows(bool fp8);
 bool staged_gemv_persistent();
 
 // Weight-only fp8 for 1 to kGemvMmaTokens tokens on tensor cores (gemm/gemv_mma.cu): the same weights
-// bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync; a's x and y are
+// bf16(q · scale) and bf16-rounded x as launch_gemv's fp8 path, the products summed by mma.sync, or where its
+// f16_products decides (by default one token) q exact in f16, f16 x and the scale on each chunk's sums; a's x and y are
 // token 0's rows, the others x_stride and y_stride floats apart (glu_rows as above). Takes K a multiple of 64, scale
 // blocks a multiple of 16 columns wide, 16-byte aligned weights and x rows: gemv_fp8_mma_fits.
 inline constexpr int64_t kGemvMmaTokens = 8;
@@ -92,7 +93,8 @@ struct GemvInt4Args {
 void launch_gemv_int4(const GemvInt4Args& a, cudaStream_t stream);
 
 // The int4 weights of launch_gemv_int4 (4 bits, round_to F16 or BF16) for 1 to kGemvMmaTokens tokens on tensor cores
-// (gemm/gemv_mma.cu), dequantised exactly as there; x and y as launch_gemv_fp8_mma's. K a multiple of 128 and groups
+// (gemm/gemv_mma.cu), dequantised exactly as there (with f16 scales by default the f16 products instead: q - zero
+// exact in f16, the scale on each chunk's sums); x and y as launch_gemv_fp8_mma's. K a multiple of 128 and groups
 // a multiple of 32 wide, 16-byte aligned rows and x: gemv_int4_mma_fits.
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride);
 void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream);

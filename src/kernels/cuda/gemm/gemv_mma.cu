@@ -171,10 +171,10 @@ struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
     }
 };
 
-// int4 with the bf16 products. kBf16: the format's scales are bf16 (else f16), which decides how a word is
-// dequantised (int4_dequant.cuh).
-template <bool kBf16>
-struct Int4 : Bf16Products {
+// int4 with the bf16 products (Int4F16 below keeps its rows and columns with the f16 ones). kBf16: the format's
+// scales are bf16 (else f16), which decides how a word is dequantised (int4_dequant.cuh).
+template <bool kBf16, class Products = Bf16Products>
+struct Int4 : Products {
     static constexpr int kPerLoad = 32, kPairs = 4;
     static constexpr __host__ __device__ int lo(int p) { return 8 * (p / 4) + p % 4; }
     static constexpr __host__ __device__ int hi(int p) { return lo(p) + 4; }
@@ -208,10 +208,7 @@ struct Int4 : Bf16Products {
 
 // int4 with the f16 products: the values minus the zero point exactly, the scale (f16 or bf16 alike: an f32 here)
 // after the chunk, whose 128 columns lie in one group.
-struct Int4F16 : Int4<false> {
-    using Mma = F16Products::Mma;
-    static constexpr bool kScaleAfter = true;
-    __device__ static uint32_t x_pair(float lo, float hi) { return F16Products::x_pair(lo, hi); }
+struct Int4F16 : Int4<false, F16Products> {
     struct Params {
         float s = 0.0f;
         __half2 zero;
