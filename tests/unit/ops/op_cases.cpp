@@ -764,6 +764,9 @@ constexpr NormKind kPlain = NormKind::Plain, kZc = NormKind::ZeroCentred;
 // prefix, a fresh prefill, a short decode, a short chunk.
 const std::vector<Seq> kMixed = {{2000, 1}, {37, 50}, {0, 130}, {5, 1}, {300, 9}};
 const std::vector<Seq> kDecode = {{2000, 1}, {0, 1}, {300, 1}, {16, 1}, {47, 1}};
+// One sequence decoding (batch 1): on an H100/H200 its 8 splits of Qwen3's heads are combined in a thread block
+// cluster (decode_attention.cu); kDecode's batches take clusters of 7 (8 KV heads) and 4 (16), or none.
+const std::vector<Seq> kDecodeOne = {{511, 1}};
 const std::vector<Seq> kPrefill = {{0, 300}};
 const std::vector<Seq> kChunk = {{700, 200}, {0, 65}};
 const std::vector<Seq> kPrologue = {{5, 7}};
@@ -959,6 +962,8 @@ const std::vector<OpCase>& op_cases() {
                  paged_attention("chunk", kChunk, 32, 8, 128),
                  paged_attention("mixed", kMixed, 32, 8, 128, 32),
                  paged_attention("decode", kDecode, 16, 2, 64, 32),
+                 paged_attention("decode", kDecodeOne, 32, 4, 128),
+                 paged_attention("decode", kDecodeOne, 32, 8, 128, 16, Kv::Fp8),
                  paged_attention("mixed", kMixed, 8, 8, 16),
                  paged_attention("prefill", kPrefill, 32, 8, 128, 16, Kv::Fp8),
                  paged_attention("prefill", kPrefill, 8, 2, 256, 16, Kv::Fp8),

@@ -239,28 +239,36 @@ __global__ void __launch_bounds__(kThreads) paged_attention_kernel(PagedAttentio
     }
 }
 
-// One block per (token, query head): out = Σ_s acc_s · e^(m_s - M) / Σ_s l_s · e^(m_s - M).
+// One block per (token, query head): out = Σ_s acc_s · e^(m_s - M) / Σ_s l_s · e^(m_s - M). The splits' maxima and
+// sums are read once, all at once, into shared memory (at batch 1 this kernel's time is its chain of memory round
+// trips), and every output's partial results are asked for before the first is used.
+constexpr int kMaxSplits = 64;  // plan_paged_attention_splits' clamp
 __global__ void combine_splits_kernel(PagedAttentionArgs a) {
     PAGODA_KERNEL_PROLOGUE();
+    __shared__ float m_s[kMaxSplits], l_s[kMaxSplits];
     const int64_t th = blockIdx.x;  // t * H_q + h
     const int64_t t = th / a.H_q, h = th % a.H_q;
     const int64_t per_split = a.T * a.H_q;
     const float* m = a.workspace + int64_t(a.num_splits) * per_split * a.D;
     const float* l = m + int64_t(a.num_splits) * per_split;
+    for (int s = threadIdx.x; s < a.num_splits; s += blockDim.x) {
+        m_s[s] = m[s * per_split + th];
+        l_s[s] = l[s * per_split + th];
+    }
+    __syncthreads();
     float M = -INFINITY;
     for (int s = 0; s < a.num_splits; ++s)
-        M = fmaxf(M, m[s * per_split + th]);
+        M = fmaxf(M, m_s[s]);
     float L = 0.0f;
-    for (int s = 0; s < a.num_splits; ++s) {
-        const float ms = m[s * per_split + th];
-        if (ms != -INFINITY) L += l[s * per_split + th] * __expf(ms - M);
-    }
+    for (int s = 0; s < a.num_splits; ++s)
+        if (m_s[s] != -INFINITY) L += l_s[s] * __expf(m_s[s] - M);
     const float inv = 1.0f / L;
     for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
         float o = 0.0f;
+#pragma unroll 8
         for (int s = 0; s < a.num_splits; ++s) {
-            const float ms = m[s * per_split + th];
-            if (ms != -INFINITY) o += a.workspace[(s * per_split + th) * a.D + d] * __expf(ms - M);
+            const float part = a.workspace[(s * per_split + th) * a.D + d];
+            if (m_s[s] != -INFINITY) o += part * __expf(m_s[s] - M);
         }
         a.out.data[t * a.out.stride_t + h * a.out.stride_h + d] = o * inv;
     }
@@ -330,7 +338,7 @@ int plan_paged_attention_splits(const PagedAttentionArgs& a, int sm_count) {
     if (base >= sm_count) return 1;
     const int64_t want = (2 * int64_t(sm_count) + base - 1) / base;
     const int64_t by_len = std::max<int64_t>(1, a.max_seq_len / 64);  // at least 64 keys per split
-    return static_cast<int>(std::clamp<int64_t>(std::min(want, by_len), 1, 64));
+    return static_cast<int>(std::clamp<int64_t>(std::min(want, by_len), 1, kMaxSplits));
 }
 
 size_t paged_attention_workspace_floats(int64_t T, int H_q, int D, int num_splits) {
@@ -349,8 +357,9 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(paged_attention_supports_head_dim(a.D), "paged_attention: head_dim not 16/32/64/128/256");
     PAGODA_KERNEL_REQUIRE(a.H_kv > 0 && a.H_q % a.H_kv == 0 && a.H_q / a.H_kv <= kRows,
                           "paged_attention: query heads must be a multiple (at most 64x) of KV heads");
-    PAGODA_KERNEL_REQUIRE(a.num_splits >= 1 && (a.num_splits == 1 || a.workspace != nullptr),
-                          "paged_attention: split-KV needs a workspace");
+    PAGODA_KERNEL_REQUIRE(
+        a.num_splits >= 1 && a.num_splits <= kMaxSplits && (a.num_splits == 1 || a.workspace != nullptr),
+        "paged_attention: split-KV needs a workspace (and at most 64 splits)");
     PAGODA_KERNEL_REQUIRE(a.num_seqs <= 65535 && int64_t(a.H_kv) * a.num_splits <= 65535,
                           "paged_attention: too many sequences or heads for one grid");
     const int qt = tokens_per_tile(a.H_q / a.H_kv);
@@ -359,9 +368,10 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
     // Sequences with one query token go to the decode kernel, the others to the prefill kernel; what neither covers
     // (head dims 16/32, F16/F32 caches, G > 16, split prefill) to the general one.
     SeqFilter rest = SeqFilter::All;
+    bool combined = false;
     if (decode_attention_applies(a) && (a.has_decode_seqs || a.max_query_len == 1)) {
         const bool all = a.max_query_len == 1;
-        launch_decode_attention(a, all ? SeqFilter::All : SeqFilter::SingleToken, stream);
+        combined = launch_decode_attention(a, all ? SeqFilter::All : SeqFilter::SingleToken, stream);
         PAGODA_CUDA_CHECK_LAUNCH();
         rest = all ? SeqFilter::None : SeqFilter::MultiToken;
     }
@@ -372,7 +382,7 @@ void launch_paged_attention(const PagedAttentionArgs& a, cudaStream_t stream) {
             launch_general(a, grid, rest, stream);
         PAGODA_CUDA_CHECK_LAUNCH();
     }
-    if (a.num_splits > 1) {
+    if (a.num_splits > 1 && !combined) {
         launch_kernel<combine_splits_kernel>(static_cast<unsigned>(a.T * a.H_q), std::min(a.D, 256), 0, stream, a);
         PAGODA_CUDA_CHECK_LAUNCH();
     }

@@ -47,7 +47,8 @@ __device__ __forceinline__ bool serves(SeqFilter f, int qlen) {
 // True when the decode kernel applies (BF16 or F8E4M3 caches, D 64/128/256, G <= 16).
 bool decode_attention_applies(const PagedAttentionArgs& a);
 // Grid (H_kv * num_splits, num_seqs); same workspace layout as the general kernel.
-void launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
+// True when it also combined the splits (in thread block clusters): then no combine kernel may follow.
+bool launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
 
 // --- Tensor-core pieces of the decode and prefill kernels ------------------------------------------------------------
 // D (fp32, m16 x n8) += A (bf16, m16 x k16, row-major fragments) · B (bf16, k16 x n8, column-major fragments).
