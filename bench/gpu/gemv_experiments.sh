@@ -8,8 +8,9 @@
 # ';' between settings ('-' for the defaults). MODEL: a random Qwen3-8B checkpoint (hf_qwen3_8b.py --save-only; made
 # here, ~55 s, when absent), its AWQ copy made beside it (make_awq_checkpoint.py). PARTS (tests,ops,e2e,ncu) picks.
 # Session 29 ran the f16-products A/B this way by hand (`docs/benchmarks.md`): ~430 s for tests, model, e2e and the
-# one-token op bench of two settings; keep the variants few. The experiments waiting (not yet run on a GPU):
-#   PAGODA_GEMV_MMA_X_SHARED=1   x staged in shared memory (the default VARIANTS: "-;PAGODA_GEMV_MMA_X_SHARED=1")
+# one-token op bench of two settings; keep the variants few (session 30: tests and the three op A/Bs of two settings
+# took 409 s). x staged in shared memory ran so (session 30) and is the default for one token on 12,288 rows or more;
+# PAGODA_GEMV_MMA_X_SHARED=0|1 (the default VARIANTS: "-;PAGODA_GEMV_MMA_X_SHARED=1") compare it elsewhere. Waiting:
 #   PAGODA_GEMV_MMA_E4M3=alu     the f16 products' e4m3 weights by integer instructions instead of the GPU's
 #                                conversion; fp8 at 8 tokens takes f16 products only with PAGODA_GEMV_MMA_F16=1, so
 #                                VARIANTS="PAGODA_GEMV_MMA_F16=1;PAGODA_GEMV_MMA_F16=1 PAGODA_GEMV_MMA_E4M3=alu" PARTS=tests,ops

@@ -289,12 +289,11 @@ struct ChunkLoads {
     }
 };
 
-// PAGODA_GEMV_MMA_X_SHARED=1 (an experiment, not yet run on a GPU): each block first stages the tokens' x in shared
-// memory as the pairs the products take (F::x_pair of columns L + lo(p) and L + hi(p) at word L / 2 + p, for a load
-// of kPerLoad columns from L), so that the loop reads a word's pairs with one shared load where it otherwise loads
-// x from global memory (L1 or L2) and converts it for every chunk, just before its products need it: the suspect in
-// the kernel's low issue rate (session 29: a third fewer instructions gained 4-5%). The block's loads of its first
-// chunk are issued before.
+// x staged (where x_shared_stride below says): each block first stages the tokens' x in shared memory as the pairs the
+// products take (F::x_pair of columns L + lo(p) and L + hi(p) at word L / 2 + p, for a load of kPerLoad columns from
+// L), so that the loop reads a word's pairs with one shared load where it otherwise loads x from global memory (L1 or
+// L2) and converts it for every chunk, just before its products need it: the suspect in the kernel's low issue rate
+// (session 29: a third fewer instructions gained 4-5%). The block's loads of its first chunk are issued before.
 template <class F>
 __device__ __forceinline__ void stage_x(const MmaGemvArgs& a, uint32_t* xs) {
     constexpr int kLoadPairs = F::kPerLoad / 2;
@@ -493,15 +492,21 @@ void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
 // asking, two blocks an SM. One token up to K = 16,376, two up to 8,184.
 inline constexpr int64_t kXSharedBytes = 32 * 1024;
 
-// PAGODA_GEMV_MMA_X_SHARED=1: x staged in shared memory where it fits (stage_x).
-int64_t x_shared_stride(int64_t T, int64_t K) {
-    static const bool on = [] {
+// Whether x is staged in shared memory (stage_x): PAGODA_GEMV_MMA_X_SHARED=1 wherever it fits, =0 nowhere; by default
+// for one token and 12,288 rows or more. Measured on an H100 (session 30, pagoda_op_bench --cold, one token, µs off /
+// on, two rounds alike): fp8 gate_up 24,576 x 4,096 53.6 / 48.9, its silu·mul form 52.2 / 49.8, int4 12,288 x 4,096
+// 28.8 / 25.8, int4 gate_up 24,576 41.4 / 40.9; but fewer rows lose (int4 4,096 x 4,096 10.9 / 13.2, 6,144 x 4,096
+// 14.4 / 15.5, down 4,096 x 12,288 24.3 / 29.7; fp8 o 13.0 / 14.6, down 29.8 / 33.7): the staging delays every
+// block's first products, and only where a block has many rows to take does it pay back. Several tokens: not measured.
+int64_t x_shared_stride(int64_t T, int64_t N, int64_t K) {
+    static const int setting = [] {
         const char* env = std::getenv("PAGODA_GEMV_MMA_X_SHARED");
-        return env != nullptr && std::strcmp(env, "1") == 0;
+        return env == nullptr ? -1 : std::strcmp(env, "1") == 0 ? 1 : 0;
     }();
     // A row of K / 2 words and 4 more, so that the tokens' rows start on other banks (and stay 16-byte aligned: K is
     // a multiple of 64 here).
     const int64_t stride = K / 2 + 4;
+    const bool on = setting == 1 || (setting < 0 && T == 1 && N >= 12288);
     return on && T * stride * int64_t(sizeof(uint32_t)) <= kXSharedBytes ? stride : 0;
 }
 
@@ -530,7 +535,7 @@ int split_for(int64_t tiles, int64_t chunks) {
 
 template <class F>
 void launch(MmaGemvArgs a, cudaStream_t stream) {
-    a.x_shared_stride = x_shared_stride(a.T, a.K);
+    a.x_shared_stride = x_shared_stride(a.T, a.glu_rows ? 2 * a.N : a.N, a.K);
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
     const int64_t tiles = (a.N + outputs_per_block - 1) / outputs_per_block;
     PAGODA_KERNEL_REQUIRE(tiles * 4 <= 0x7fffffff, "tensor-core GEMV grid too large");
