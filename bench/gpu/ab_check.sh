@@ -5,7 +5,10 @@
 #   NEW=build-new OLD=build-old SHAPES="qwen3.5-9b qwen3.5-35b-a3b:8" bench/gpu/ab_check.sh
 # NEW and OLD are carry folders made here by `TARGETS="..." bench/gpu/pack_carry.sh BUILD FOLDER` from a build of the
 # change and one of the commit before it (e.g. `git stash` the change's kernels, rebuild the bench targets in the same
-# build folder, pack, `git stash pop`, rebuild, pack). Both are carried (`carry` takes both folder names).
+# build folder, pack, `git stash pop`, rebuild, pack). Both are carried (`carry` takes both folder names). A change
+# inside the kernels alone (launchers with the same signatures) needs only the old kernels' library in OLD
+# (libpagoda_kernels_cuda.so.xz from pack_carry.sh of the old build): OLD then runs NEW's binaries with that library
+# first on the path, and the carry is one library instead of a second set of binaries (session 30 ran it so).
 #   TESTS     test binaries of NEW to run first, each NAME or NAME:GTEST_FILTER (default: every *_test in NEW)
 #   ENV       environment for the tests (e.g. PAGODA_TEST_DEVICE=cuda, which executor_test needs to use the GPU)
 #   OPS       a pagoda_op_bench --filter for the Qwen3-8B table (none: no op bench), run old/new twice
@@ -42,6 +45,9 @@ NEW=$(cd "$NEW" && pwd)
 # change with itself). The folders also hold the libgomp and libxxhash the GPU machine lacks.
 BASE_LD=${LD_LIBRARY_PATH:-}
 libs() { echo "$1:$BASE_LD"; }
+# The old side's binary NAME and its library path: OLD's own, or NEW's binary over OLD's kernels library.
+old_bin() { [[ -x $OLD/$1 ]] && echo "$OLD/$1" || echo "$NEW/$1"; }
+old_libs() { [[ -x $OLD/$1 ]] && libs "$OLD" || libs "$OLD:$NEW"; }
 note() { echo "$*" >> "$S"; }
 
 tests=${TESTS:-$(cd "$NEW" && ls *_test 2> /dev/null | tr '\n' ' ')}
@@ -62,7 +68,7 @@ if [[ -n ${OPS_ENVS:-} ]]; then
 elif [[ -n ${OPS_ENV_B:-} ]]; then
     variants=("${OPS_ENV_A:--}" "$OPS_ENV_B")
 fi
-if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && ( ${#variants[@]} -gt 0 || ( -n $OLD && -x $OLD/pagoda_op_bench ) ) ]]; then
+if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && ( ${#variants[@]} -gt 0 || -n $OLD ) ]]; then
     logs=()
     for round in 1 2; do
         if ((${#variants[@]} > 0)); then
@@ -75,9 +81,9 @@ if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && ( ${#variants[@]} -gt 0 || ( -n 
             done
         else
             for v in old new; do
-                dir=$NEW
-                [[ $v == old ]] && dir=$OLD
-                LD_LIBRARY_PATH="$(libs "$dir")" timeout 120 "$dir/pagoda_op_bench" --table qwen3-8b --filter "$OPS" \
+                bin=$NEW/pagoda_op_bench lib=$(libs "$NEW")
+                [[ $v == old ]] && bin=$(old_bin pagoda_op_bench) lib=$(old_libs pagoda_op_bench)
+                LD_LIBRARY_PATH="$lib" timeout 120 "$bin" --table qwen3-8b --filter "$OPS" \
                     ${OPS_ARGS:-} > "$L/op_bench_${v}_$round.log" 2>&1
                 logs+=("$L/op_bench_${v}_$round.log")
             done
@@ -111,15 +117,15 @@ for spec in ${SHAPES:-}; do
     [[ -n ${BENCH_ENVS:-} ]] && IFS=';' read -r -a benches <<< "$BENCH_ENVS"
     for round in 1 2; do
         for i in "${!benches[@]}"; do
-            v=${benches[$i]} dir=$NEW env=""
+            v=${benches[$i]} bin=$NEW/pagoda_cuda_bench lib=$(libs "$NEW") env=""
             if [[ -n ${BENCH_ENVS:-} ]]; then
                 [[ $v != - ]] && env=$v
                 v="env$i"
             elif [[ $v == old ]]; then
-                [[ -n $OLD && -x $OLD/pagoda_cuda_bench ]] || continue
-                dir=$OLD
+                [[ -n $OLD ]] || continue
+                bin=$(old_bin pagoda_cuda_bench) lib=$(old_libs pagoda_cuda_bench)
             fi
-            env LD_LIBRARY_PATH="$(libs "$dir")" $env timeout 100 "$dir/pagoda_cuda_bench" --model /tmp/ab-model \
+            env LD_LIBRARY_PATH="$lib" $env timeout 100 "$bin" --model /tmp/ab-model \
                 --prefill 2048 --context 512 --decode 128 ${BENCH:-} > "$L/bench_${shape}_${v}_$round.log" 2>&1
             note "$spec $v${env:+ ($env)} $round: $(tail -1 "$L/bench_${shape}_${v}_$round.log")"
         done
