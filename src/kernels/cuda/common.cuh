@@ -170,18 +170,30 @@ unsigned resident_blocks(int threads, size_t smem) {
     return static_cast<unsigned>(sms * per_sm > 0 ? sms * per_sm : 1);
 }
 
-// Lets `Kernel` take `bytes` (> 48 KB) of dynamic shared memory. The attribute belongs to a device, so it is set on
-// each device's first launch: tensor-parallel ranks launch the same kernels on several GPUs. Devices past 63 set it
-// at every launch (correct, only slower).
-template <auto Kernel>
-void allow_dynamic_smem(int bytes) {
+// Sets a function attribute of `Kernel` to `value` once per device: attributes belong to a device, so each is set on
+// that device's first launch (tensor-parallel ranks launch the same kernels on several GPUs). Devices past 63 set it
+// at every launch (correct, only slower). One record per (kernel, attribute); a kernel passes the same value each time.
+template <auto Kernel, cudaFuncAttribute kAttribute>
+void set_attribute_once(int value) {
     static std::atomic<uint64_t> devices_done{0};
     int device = 0;
     PAGODA_CUDA_CHECK(cudaGetDevice(&device));
     const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
     if (devices_done.load(std::memory_order_acquire) & bit) return;
-    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+    PAGODA_CUDA_CHECK(cudaFuncSetAttribute(Kernel, kAttribute, value));
     devices_done.fetch_or(bit, std::memory_order_release);
+}
+
+// Lets `Kernel` take `bytes` (> 48 KB) of dynamic shared memory.
+template <auto Kernel>
+void allow_dynamic_smem(int bytes) {
+    set_attribute_once<Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(bytes);
+}
+
+// Lets `Kernel` be launched in thread block clusters of more than 8 blocks (up to 16 on Hopper).
+template <auto Kernel>
+void allow_nonportable_clusters() {
+    set_attribute_once<Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed>(1);
 }
 
 // Programmatic dependent launch (sm_90+). A kernel launched by launch_kernel below may start while the kernel before

@@ -49,6 +49,11 @@ bool decode_attention_applies(const PagedAttentionArgs& a);
 // Grid (H_kv * num_splits, num_seqs); same workspace layout as the general kernel.
 // True when it also combined the splits (in thread block clusters): then no combine kernel may follow.
 bool launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
+// The most splits a decoding step's attention combines in a thread block cluster: 8 (the portable cluster size); 0
+// with PAGODA_DECODE_ATTENTION_CLUSTER=0 (the combine kernel, for measuring); 16 with =16, an experiment not yet run on
+// a GPU: then a step where every sequence decodes also plans at most 16 splits (plan_paged_attention_splits), so that
+// batch 1 at any context takes a cluster (16 blocks, non-portable) instead of up to 64 splits and the combine kernel.
+int decode_attention_cluster_limit();
 
 // --- Tensor-core pieces of the decode and prefill kernels ------------------------------------------------------------
 // D (fp32, m16 x n8) += A (bf16, m16 x k16, row-major fragments) · B (bf16, k16 x n8, column-major fragments).

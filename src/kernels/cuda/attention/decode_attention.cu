@@ -58,15 +58,16 @@ __device__ __forceinline__ int2 split_keys(const PagedAttentionArgs& a, int seq_
     return make_int2(lo, min(seq_len, lo + chunk));
 }
 
-// The most splits combined in a cluster: the portable cluster size.
-constexpr int kMaxClusterSplits = 8;
+// The most splits combined in a cluster: the portable cluster size, or 16 (non-portable, Hopper allows it) with
+// PAGODA_DECODE_ATTENTION_CLUSTER=16 (decode_attention_cluster_limit).
+constexpr int kMaxClusterSplits = 8, kMaxNonPortableSplits = 16;
 
 // The cluster's blocks are the splits of one (sequence, KV head), each holding its partial output part[r][d] (times
 // the value scale) and stat[r] = (maximum in natural-log units, sum) in shared memory. Block q of the cluster finishes
 // outputs q·kThreads + tid, + cluster size·kThreads, ... with the combine kernel's expressions in its order
 // (attention.cu), so the result is the same to the bit. Every thread of every block reaches both cluster barriers
-// (the second keeps this block's shared memory alive until the others have read it).
-template <int D, int kThreads>
+// (the second keeps this block's shared memory alive until the others have read it). kCap: the most splits taken.
+template <int D, int kThreads, int kCap>
 __device__ __forceinline__ void combine_in_cluster(const PagedAttentionArgs& a, const float* part,
                                                    const float (*stat)[2], int64_t t, int kvh, int G) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -74,30 +75,30 @@ __device__ __forceinline__ void combine_in_cluster(const PagedAttentionArgs& a, 
     const cg::cluster_group cluster = cg::this_cluster();
     cluster.sync();
     const int splits = a.num_splits, q = static_cast<int>(cluster.block_rank());
-    const float* parts[kMaxClusterSplits];
-    const float* stats[kMaxClusterSplits];
+    const float* parts[kCap];
+    const float* stats[kCap];
 #pragma unroll
-    for (int s = 0; s < kMaxClusterSplits; ++s) {
+    for (int s = 0; s < kCap; ++s) {
         parts[s] = s < splits ? cluster.map_shared_rank(part, s) : nullptr;
         stats[s] = s < splits ? cluster.map_shared_rank(&stat[0][0], s) : nullptr;
     }
     for (int i = q * kThreads + int(threadIdx.x); i < G * D; i += splits * kThreads) {
         const int r = i / D, d = i % D;
-        float m[kMaxClusterSplits], o_s[kMaxClusterSplits];
+        float m[kCap], o_s[kCap];
 #pragma unroll
-        for (int s = 0; s < kMaxClusterSplits; ++s)
+        for (int s = 0; s < kCap; ++s)
             if (s < splits) m[s] = stats[s][r * 2], o_s[s] = parts[s][r * D + d];
         float M = -INFINITY;
 #pragma unroll
-        for (int s = 0; s < kMaxClusterSplits; ++s)
+        for (int s = 0; s < kCap; ++s)
             if (s < splits) M = fmaxf(M, m[s]);
         float L = 0.0f, o = 0.0f;
 #pragma unroll
-        for (int s = 0; s < kMaxClusterSplits; ++s)
+        for (int s = 0; s < kCap; ++s)
             if (s < splits && m[s] != -INFINITY) L += stats[s][r * 2 + 1] * __expf(m[s] - M);
         const float inv = 1.0f / L;
 #pragma unroll
-        for (int s = 0; s < kMaxClusterSplits; ++s)
+        for (int s = 0; s < kCap; ++s)
             if (s < splits && m[s] != -INFINITY) o += o_s[s] * __expf(m[s] - M);
         const int h = kvh * G + r;
         a.out.data[t * a.out.stride_t + int64_t(h) * a.out.stride_h + d] = o * inv;
@@ -306,7 +307,10 @@ __global__ void __launch_bounds__(32 * W)
             }
         }
     }
-    if (in_cluster) combine_in_cluster<D, kThreads>(a, part, split_stat, t, kvh, G);
+    if (in_cluster && a.num_splits <= kMaxClusterSplits)
+        combine_in_cluster<D, kThreads, kMaxClusterSplits>(a, part, split_stat, t, kvh, G);
+    else if (in_cluster)
+        combine_in_cluster<D, kThreads, kMaxNonPortableSplits>(a, part, split_stat, t, kvh, G);
 }
 
 template <int D, int W, int S, bool kFp8>
@@ -321,6 +325,7 @@ void launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool
     } else {
         constexpr auto kernel = decode_attention_kernel<D, W, S, kFp8>;
         allow_dynamic_smem<kernel>(int(Sh::kSmemBytes));
+        if (in_cluster && a.num_splits > kMaxClusterSplits) allow_nonportable_clusters<kernel>();
         launch_kernel_cluster<kernel>(grid, Sh::kThreads, Sh::kSmemBytes, stream, in_cluster ? a.num_splits : 1, a,
                                       filter, in_cluster);
     }
@@ -383,15 +388,21 @@ bool decode_attention_applies(const PagedAttentionArgs& a) {
            (a.D == 64 || a.D == 128 || a.D == 256) && a.H_q / a.H_kv <= kMaxGroup;
 }
 
+int decode_attention_cluster_limit() {
+    static const int limit = [] {
+        const char* env = std::getenv("PAGODA_DECODE_ATTENTION_CLUSTER");
+        if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
+        if (env != nullptr && std::strcmp(env, "16") == 0) return kMaxNonPortableSplits;
+        return kMaxClusterSplits;
+    }();
+    return limit;
+}
+
 bool launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
     // The splits combine in clusters when every sequence decodes (nothing else needs the combine kernel) and they fit
-    // one; PAGODA_DECODE_ATTENTION_CLUSTER=0 keeps the combine kernel (for measuring).
-    static const bool enabled = [] {
-        const char* env = std::getenv("PAGODA_DECODE_ATTENTION_CLUSTER");
-        return env == nullptr || std::strcmp(env, "0") != 0;
-    }();
-    const bool in_cluster = enabled && filter == SeqFilter::All && a.num_splits > 1 &&
-                            a.num_splits <= kMaxClusterSplits &&
+    // one (decode_attention_cluster_limit).
+    const bool in_cluster = filter == SeqFilter::All && a.num_splits > 1 &&
+                            a.num_splits <= decode_attention_cluster_limit() &&
                             cluster_launch_allowed<decode_attention_kernel<128, 4, 2, false>>();
     const dim3 grid(static_cast<unsigned>(a.H_kv * a.num_splits), static_cast<unsigned>(a.num_seqs));
     if (a.cache_type == ElemType::F8E4M3)
