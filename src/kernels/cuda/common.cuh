@@ -190,10 +190,25 @@ void allow_dynamic_smem(int bytes) {
     set_attribute_once<Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(bytes);
 }
 
-// Lets `Kernel` be launched in thread block clusters of more than 8 blocks (up to 16 on Hopper).
+// The most blocks of `Kernel` (`threads` each, `smem` dynamic bytes; clusters of more than 8 allowed) one thread block
+// cluster can hold on this GPU: the blocks of a cluster share one GPC. Asked once per kernel (a kernel passes the same
+// shape each time); 8, the portable size, where the driver does not say.
 template <auto Kernel>
-void allow_nonportable_clusters() {
-    set_attribute_once<Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed>(1);
+int max_cluster_blocks(int threads, size_t smem) {
+    set_attribute_once<Kernel, cudaFuncAttributeNonPortableClusterSizeAllowed>(1);  // each device's first call
+    static const int most = [threads, smem] {
+        cudaLaunchConfig_t config{};
+        config.gridDim = dim3(16);
+        config.blockDim = dim3(threads);
+        config.dynamicSmemBytes = smem;
+        int size = 0;
+        if (cudaOccupancyMaxPotentialClusterSize(&size, Kernel, &config) != cudaSuccess) {
+            (void)cudaGetLastError();  // not sticky: clear it so the next check does not report it
+            return 8;
+        }
+        return size;
+    }();
+    return most;
 }
 
 // Programmatic dependent launch (sm_90+). A kernel launched by launch_kernel below may start while the kernel before

@@ -53,8 +53,8 @@ bool launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cuda
 // with PAGODA_DECODE_ATTENTION_CLUSTER=0 (the combine kernel, for measuring); 16 with =16, an experiment not yet run on
 // a GPU: then a step where every sequence decodes also plans at most 16 splits (plan_paged_attention_splits), so that
 // batch 1 at any context takes a cluster (16 blocks, non-portable) instead of up to 64 splits and the combine kernel.
-// Untried: at head_dim 256 a block takes 135 KB (one an SM), and nothing asks cudaOccupancyMaxActiveClusters whether
-// 16 of them fit one GPC before launching.
+// Where the GPU cannot place that many blocks in one cluster (cudaOccupancyMaxPotentialClusterSize: at head_dim 256 a
+// block takes an SM's shared memory), the step takes the combine kernel instead.
 int decode_attention_cluster_limit();
 
 // --- Tensor-core pieces of the decode and prefill kernels ------------------------------------------------------------

@@ -313,21 +313,27 @@ __global__ void __launch_bounds__(32 * W)
         combine_in_cluster<D, kThreads, kMaxNonPortableSplits>(a, part, split_stat, t, kvh, G);
 }
 
+// Returns whether the splits were combined in clusters (in_cluster, unless more than 8 splits do not fit one).
 template <int D, int W, int S, bool kFp8>
-void launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
+bool launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
     using Sh = DecodeShape<D, W, S>;
     // The smallest shape, 2x2, takes 67.5 KB at head_dim 256: it fits every supported GPU (99 KB on sm_86 / sm_89).
     constexpr bool kSmallest = W == 2 && S == 2;
     if constexpr (!Sh::kFits) {
-        launch_shape<D, 4, 2, kFp8>(a, grid, filter, in_cluster, stream);  // fits every head dim on Hopper
+        return launch_shape<D, 4, 2, kFp8>(a, grid, filter, in_cluster, stream);  // fits every head dim on Hopper
     } else if (!kSmallest && Sh::kSmemBytes > size_t(max_block_smem())) {
-        if constexpr (!kSmallest) launch_shape<D, 2, 2, kFp8>(a, grid, filter, in_cluster, stream);
+        if constexpr (!kSmallest) return launch_shape<D, 2, 2, kFp8>(a, grid, filter, in_cluster, stream);
+        return false;  // not reached: the smallest shape fits every supported GPU
     } else {
         constexpr auto kernel = decode_attention_kernel<D, W, S, kFp8>;
         allow_dynamic_smem<kernel>(int(Sh::kSmemBytes));
-        if (in_cluster && a.num_splits > kMaxClusterSplits) allow_nonportable_clusters<kernel>();
+        // The =16 experiment's clusters of 9-16 blocks: only where the GPU can place one (a block at head_dim 256
+        // takes an SM's shared memory, so 16 need 16 SMs of one GPC); else the combine kernel.
+        if (in_cluster && a.num_splits > kMaxClusterSplits)
+            in_cluster = a.num_splits <= max_cluster_blocks<kernel>(Sh::kThreads, Sh::kSmemBytes);
         launch_kernel_cluster<kernel>(grid, Sh::kThreads, Sh::kSmemBytes, stream, in_cluster ? a.num_splits : 1, a,
                                       filter, in_cluster);
+        return in_cluster;
     }
 }
 
@@ -345,39 +351,30 @@ int shape_choice() {
 }
 
 template <int D, bool kFp8>
-void launch_d(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
-    if constexpr (kFp8) {  // the tuning knob's shapes are instantiated for bf16 caches only
-        launch_shape<D, 4, 2, true>(a, grid, filter, in_cluster, stream);
-        return;
-    }
+bool launch_d(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
+    if constexpr (kFp8)  // the tuning knob's shapes are instantiated for bf16 caches only
+        return launch_shape<D, 4, 2, true>(a, grid, filter, in_cluster, stream);
     switch (shape_choice()) {
         case 1:
-            launch_shape<D, 4, 3, false>(a, grid, filter, in_cluster, stream);
-            break;
+            return launch_shape<D, 4, 3, false>(a, grid, filter, in_cluster, stream);
         case 2:
-            launch_shape<D, 2, 4, false>(a, grid, filter, in_cluster, stream);
-            break;
+            return launch_shape<D, 2, 4, false>(a, grid, filter, in_cluster, stream);
         case 3:
-            launch_shape<D, 8, 2, false>(a, grid, filter, in_cluster, stream);
-            break;
+            return launch_shape<D, 8, 2, false>(a, grid, filter, in_cluster, stream);
         default:
-            launch_shape<D, 4, 2, false>(a, grid, filter, in_cluster, stream);
-            break;
+            return launch_shape<D, 4, 2, false>(a, grid, filter, in_cluster, stream);
     }
 }
 
 template <bool kFp8>
-void launch_cache(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
+bool launch_cache(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
     switch (a.D) {
         case 64:
-            launch_d<64, kFp8>(a, grid, filter, in_cluster, stream);
-            break;
+            return launch_d<64, kFp8>(a, grid, filter, in_cluster, stream);
         case 128:
-            launch_d<128, kFp8>(a, grid, filter, in_cluster, stream);
-            break;
+            return launch_d<128, kFp8>(a, grid, filter, in_cluster, stream);
         default:
-            launch_d<256, kFp8>(a, grid, filter, in_cluster, stream);
-            break;
+            return launch_d<256, kFp8>(a, grid, filter, in_cluster, stream);
     }
 }
 
@@ -405,11 +402,8 @@ bool launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cuda
                             a.num_splits <= decode_attention_cluster_limit() &&
                             cluster_launch_allowed<decode_attention_kernel<128, 4, 2, false>>();
     const dim3 grid(static_cast<unsigned>(a.H_kv * a.num_splits), static_cast<unsigned>(a.num_seqs));
-    if (a.cache_type == ElemType::F8E4M3)
-        launch_cache<true>(a, grid, filter, in_cluster, stream);
-    else
-        launch_cache<false>(a, grid, filter, in_cluster, stream);
-    return in_cluster;
+    if (a.cache_type == ElemType::F8E4M3) return launch_cache<true>(a, grid, filter, in_cluster, stream);
+    return launch_cache<false>(a, grid, filter, in_cluster, stream);
 }
 
 }  // namespace pagoda::kernels::cuda
