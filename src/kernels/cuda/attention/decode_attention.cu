@@ -397,7 +397,8 @@ int decode_attention_cluster_limit() {
 
 bool launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
     // The splits combine in clusters when every sequence decodes (nothing else needs the combine kernel) and they fit
-    // one (decode_attention_cluster_limit).
+    // one (decode_attention_cluster_limit). Every instance of the kernel is compiled for the same architecture, so one
+    // of them answers whether clusters may be launched.
     const bool in_cluster = filter == SeqFilter::All && a.num_splits > 1 &&
                             a.num_splits <= decode_attention_cluster_limit() &&
                             cluster_launch_allowed<decode_attention_kernel<128, 4, 2, false>>();
