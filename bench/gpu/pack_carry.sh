@@ -28,6 +28,14 @@ done
 kernels=$BUILD/src/kernels/cuda/libpagoda_kernels_cuda.so
 [[ -f $kernels ]] && strip -s -o "$CARRY/libpagoda_kernels_cuda.so" "$kernels" && xz -f "$CARRY/libpagoda_kernels_cuda.so"
 cp /lib/x86_64-linux-gnu/{libgomp.so.1,libxxhash.so.0} "$CARRY/"
+# The kernel trace (run_cuda_bench.sh's timeline part) with the CUPTI it was built against (the GPU machine's CUPTI
+# may be another release, whose kernel records differ).
+trace=$BUILD/bench/gpu/libpagoda_kernel_trace.so
+if [[ -f $trace && ( -z ${TARGETS:-} || " $TARGETS " == *" pagoda_kernel_trace "* ) ]]; then
+    cp "$trace" "$CARRY/"
+    cupti=$(ldd "$trace" | awk '/libcupti/ {print $3}')
+    xz -c "$cupti" > "$CARRY/$(basename "$cupti").xz"
+fi
 if [[ -f $CARRY/pagoda.xz ]]; then
     xz -c /usr/lib/x86_64-linux-gnu/libicuuc.so.72.1 > "$CARRY/libicuuc.so.72.xz"
     "$(dirname "$0")/make_small_icudata.sh" "$CARRY" && xz -f "$CARRY/libicudata.so.72"

@@ -33,7 +33,7 @@
 #               table shows where a large-batch step's time goes
 #   model2      makes a Qwen2.5-7B-shaped checkpoint and compares our logits with transformers' (no speed baseline)
 #   kernels     every kernel of a short decode run timed alone under ncu (bench/gpu/kernel_times.py)
-#   timeline    a replayed decode step kernel by kernel inside its CUDA graph (nsys --cuda-graph-trace=node,
+#   timeline    a replayed decode step kernel by kernel inside its CUDA graph (a CUPTI trace, kernel_trace.cpp;
 #               bench/gpu/graph_timeline.py): each node's share of the step and the gap or overlap before it
 #   opsprof     the op bench's Qwen3-8B cases matching OPS_FILTER (lora) under ncu, the first NCU_COUNT (40) launches of
 #               kernels matching NCU_KERNELS (lora): duration, DRAM and L2 throughput, occupancy, registers and the warp
@@ -336,18 +336,17 @@ if want kernels && command -v ncu > /dev/null; then
     python3 bench/gpu/kernel_times.py "$OUT/ncu_kernels.csv" > "$OUT/kernel_times.log" 2>&1
     while read -r line; do summary+=("  $line"); done < <(head -40 "$OUT/kernel_times.log")
 fi
-if want timeline && command -v nsys > /dev/null; then
+if want timeline && [[ -f $BIN/libpagoda_kernel_trace.so ]]; then
     # Where programmatic dependent launch overlaps neighbours, a kernel's time alone (the kernels part) overstates its
-    # share of a step: this reads the replays themselves.
-    LD_LIBRARY_PATH=$LIBS timeout 200 nsys profile -t cuda --cuda-graph-trace=node -o "$OUT/timeline" \
-        --force-overwrite true "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 16 --context 512 --decode 32 \
+    # share of a step: this reads the replays themselves, from a CUPTI trace (the GPU machine's nsys cannot import
+    # its own reports: kernel_trace.cpp).
+    CUDA_INJECTION64_PATH=$BIN/libpagoda_kernel_trace.so PAGODA_KERNEL_TRACE=$OUT/timeline.tsv LD_LIBRARY_PATH=$LIBS \
+        timeout 200 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 16 --context 512 --decode 32 \
         > "$OUT/timeline.log" 2>&1
-    timeout 120 nsys export --type sqlite --force-overwrite true -o "$OUT/timeline.sqlite" "$OUT/timeline.nsys-rep" \
-        >> "$OUT/timeline.log" 2>&1
     summary+=("graph timeline rc=$?:")
-    while read -r line; do summary+=("  $line"); done < <(python3 bench/gpu/graph_timeline.py "$OUT/timeline.sqlite" 2>&1 |
+    while read -r line; do summary+=("  $line"); done < <(python3 bench/gpu/graph_timeline.py "$OUT/timeline.tsv" 2>&1 |
         head -60)
-    rm -f "$OUT/timeline.sqlite" "$OUT/timeline.nsys-rep"
+    xz -f "$OUT/timeline.tsv"
 fi
 if want opsprof && command -v ncu > /dev/null; then
     LD_LIBRARY_PATH=$LIBS timeout 300 ncu -c "${NCU_COUNT:-40}" -k "regex:${NCU_KERNELS:-lora}" --section SpeedOfLight \

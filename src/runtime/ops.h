@@ -72,6 +72,15 @@ class Ops {
     // residual += x; out = RMSNorm(residual). The residual add of one sub-layer fused with the next pre-norm.
     virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps, NormKind kind,
                               const Tensor& out) = 0;
+    // The end of a sub-layer and the next one's pre-norm: y = x · Wᵀ (linear), residual += y, out =
+    // RMSNorm(residual) (add_rms_norm). A device backend may finish the norm inside the projection's kernel and leave
+    // y unwritten (CUDA can for one token, with PAGODA_FUSED_NORM=1: no norm launches between sub-layers); residual
+    // and out are the same to the bit.
+    virtual void linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual,
+                                     const Tensor& weight, float eps, NormKind kind, const Tensor& out) {
+        linear(x, w, y);
+        add_rms_norm(residual, y, weight, eps, kind, out);
+    }
     // In place, per head: x [T, H, D], weight [D] (QK-norm).
     virtual void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) = 0;
 
@@ -138,9 +147,25 @@ class Ops {
     // if normalize: weights /= sum of the k. topk_weights [T, k] F32, topk_ids [T, k] I32, in descending order.
     virtual void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
                                   const Tensor& topk_ids) = 0;
+    // The router: router_logits = x · router_wᵀ (linear), then moe_topk_softmax of them. A device backend may finish
+    // the top-k inside the GEMV's kernel (CUDA can for one token, with PAGODA_FUSED_NORM=1); the weights and ids are
+    // the same to the bit.
+    virtual void linear_moe_topk_softmax(const Tensor& x, const LinearWeight& router_w, const Tensor& router_logits,
+                                         bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) {
+        linear(x, router_w, router_logits);
+        moe_topk_softmax(router_logits, normalize, topk_weights, topk_ids);
+    }
     // out[t] = Σ_j topk_weights[t,j] · down_e(silu(gate_e x_t) ⊙ up_e x_t), e = topk_ids[t,j]. x, out [T, H].
     virtual void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                              const MoeExpertWeights& experts, const Tensor& out) = 0;
+    // moe_experts, then residual += out and normed = RMSNorm(residual) (add_rms_norm) as linear_add_rms_norm does for
+    // a projection: a device backend may finish the norm inside the experts' last kernel and leave out unwritten.
+    virtual void moe_experts_add_rms_norm(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                                          const MoeExpertWeights& experts, const Tensor& out, const Tensor& residual,
+                                          const Tensor& weight, float eps, NormKind kind, const Tensor& normed) {
+        moe_experts(x, topk_weights, topk_ids, experts, out);
+        add_rms_norm(residual, out, weight, eps, kind, normed);
+    }
 
     // --- Gated DeltaNet -------------------------------------------------------------------------------------------
     // Causal depthwise conv over time then SiLU: out[t,c] = silu(Σ_i w[c,i] · x[t-K+1+i, c]), with history from

@@ -85,9 +85,16 @@ size_t attention_scratch_floats(const ModelSpec& spec) {
     return static_cast<size_t>(2 * nq * hd + 2 * nkv * hd + nq * hd);
 }
 
+void project_out(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor& y, const NextNorm* next) {
+    if (next != nullptr)
+        ops.linear_add_rms_norm(x, w, y, next->residual, next->weight, next->eps, next->kind, next->out);
+    else
+        ops.linear(x, w, y);
+}
+
 void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const RopeTable& rope, const KvCacheLayer& cache, Arena& arena,
-                       const Tensor& out) {
+                       const Tensor& out, const NextNorm* next) {
     // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
     const int64_t T = x.dim(0), hd = spec.head_dim, nq = w.o.in_features() / hd, nkv = w.k.out_features() / hd;
     const bool gated = w.q.out_features() == 2 * nq * hd;
@@ -122,7 +129,7 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
         // attn[:, h] *= sigmoid(gate of head h): the gates are the second halves of q_out's per-head [q | gate].
         ops.sigmoid_mul(attn.reshape(Shape{T, nq, hd}), heads_view(q_out, hd, nq, hd, 2 * hd));
     }
-    ops.linear(attn, w.o, out);
+    project_out(ops, attn, w.o, out, next);
 }
 
 // --- MLP -------------------------------------------------------------------------------------------------------------
@@ -138,7 +145,8 @@ Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitU
     return visit_all(e, visit);
 }
 
-void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out) {
+void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
+                 const NextNorm* next) {
     const int64_t T = x.dim(0), I = w.gate.out_features();
     Tensor h = arena.f32(T, I);
     if (w.gate_up.defined()) {  // one projection; gate and up are the halves of its output
@@ -149,7 +157,7 @@ void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, c
         ops.linear(x, w.up, u);
         ops.silu_mul(g, u, h);
     }
-    ops.linear(h, w.down, out);
+    project_out(ops, h, w.down, out, next);
 }
 
 Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts) {
@@ -483,17 +491,20 @@ size_t moe_scratch_floats(const ModelSpec& spec) {
                                3 * spec.shared_expert_intermediate_size);
 }
 
-void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena,
-                 const Tensor& out) {
+void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
+                 const NextNorm* next) {
     const int64_t T = x.dim(0), E = w.router.out_features(), k = spec.num_experts_per_tok;
     Tensor router_logits = arena.f32(T, E);
-    ops.linear(x, w.router, router_logits);
     Tensor topk_w = arena.f32(T, k);
     Tensor topk_ids = arena.take(DType::I32, Shape{T, k});
     // Qwen3.5-MoE always renormalises the top-k weights (hard-coded in its router).
     const bool normalize = spec.norm_topk_prob || spec.family == ModelFamily::kQwen3_5Moe;
-    ops.moe_topk_softmax(router_logits, normalize, topk_w, topk_ids);
-    ops.moe_experts(x, topk_w, topk_ids, MoeExpertWeights{w.gate_up, w.down, w.first_expert, E}, out);
+    ops.linear_moe_topk_softmax(x, w.router, router_logits, normalize, topk_w, topk_ids);
+    const MoeExpertWeights experts{w.gate_up, w.down, w.first_expert, E};
+    if (next != nullptr && !w.has_shared)  // the routed experts' sum is the whole output
+        return ops.moe_experts_add_rms_norm(x, topk_w, topk_ids, experts, out, next->residual, next->weight, next->eps,
+                                            next->kind, next->out);
+    ops.moe_experts(x, topk_w, topk_ids, experts, out);
     if (w.has_shared) {
         Tensor shared = arena.f32(T, x.dim(1));
         mlp_forward(ops, w.shared, x, arena, shared);
@@ -502,6 +513,7 @@ void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Ten
         ops.sigmoid_mul(shared, gate);
         ops.add(out, shared);
     }
+    if (next != nullptr) ops.add_rms_norm(next->residual, out, next->weight, next->eps, next->kind, next->out);
 }
 
 // --- Gated DeltaNet --------------------------------------------------------------------------------------------------
@@ -688,7 +700,7 @@ size_t delta_net_scratch_floats(const ModelSpec& spec) {
 
 void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state, Arena& arena,
-                       const Tensor& out) {
+                       const Tensor& out, const NextNorm* next) {
     // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
     const int64_t T = x.dim(0), dk = spec.linear_key_head_dim, dv = spec.linear_value_head_dim;
     const int64_t Hv = w.b.out_features(), Vd = Hv * dv, C = w.qkv.out_features(), Kd = (C - Vd) / 2, Hk = Kd / dk;
@@ -719,7 +731,7 @@ void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w
     ops.gated_delta_net(q, k, v, a, b, w.a_log, w.dt_bias, g, beta, recurrent_state, batch,
                         1.0f / std::sqrt(static_cast<float>(dk)), /*l2_eps=*/1e-6f, o3);
     ops.gated_rms_norm(o3, heads_view(proj, C, Hv, dv, dv), w.norm, static_cast<float>(spec.rms_norm_eps), o3);
-    ops.linear(o, w.out, out);
+    project_out(ops, o, w.out, out, next);
 }
 
 }  // namespace pagoda::model

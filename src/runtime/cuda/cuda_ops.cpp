@@ -33,10 +33,17 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     }
     PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
+    const char* fused_norm = std::getenv("PAGODA_FUSED_NORM");
+    fused_norm_ = fused_norm && std::strcmp(fused_norm, "1") == 0;
+    const char* fused_topk = std::getenv("PAGODA_FUSED_TOPK");
+    fused_topk_ = fused_norm_ && !(fused_topk && std::strcmp(fused_topk, "0") == 0);
+    PAGODA_CUDA_OK(cudaMalloc(&grid_counter_, sizeof(unsigned)));
+    PAGODA_CUDA_OK(cudaMemsetAsync(grid_counter_, 0, sizeof(unsigned), stream_));
 }
 
 CudaOps::~CudaOps() {
     cudaStreamSynchronize(stream_);
+    cudaFree(grid_counter_);
     cudaEventDestroy(staging_free_);
     if (lora_stream_ != nullptr) {
         cudaStreamSynchronize(lora_stream_);

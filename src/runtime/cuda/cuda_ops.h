@@ -120,6 +120,9 @@ class CudaOps final : public CudaOpsBase {
 
     void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override;
 
+    void linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual,
+                             const Tensor& weight, float eps, NormKind kind, const Tensor& out) override;
+
     void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override;
     void linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) override;
 
@@ -165,8 +168,13 @@ class CudaOps final : public CudaOpsBase {
     // --- MoE (moe.cpp) --------------------------------------------------------------------------------------------
     void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
                           const Tensor& topk_ids) override;
+    void linear_moe_topk_softmax(const Tensor& x, const LinearWeight& router_w, const Tensor& router_logits,
+                                 bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) override;
     void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                      const MoeExpertWeights& experts, const Tensor& out) override;
+    void moe_experts_add_rms_norm(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                                  const MoeExpertWeights& experts, const Tensor& out, const Tensor& residual,
+                                  const Tensor& weight, float eps, NormKind kind, const Tensor& normed) override;
 
   private:
     struct StepArray {
@@ -269,6 +277,11 @@ class CudaOps final : public CudaOpsBase {
     // An fp8 or int4 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a
     // dense stack is returned as it is).
     LinearWeight dequantized_experts(const LinearWeight& w, void* dst);
+    // moe_experts, and with `norm` (may be null) the residual add and norm after it where the experts' kernels can
+    // finish them (one token on the pair passes): returns whether they did (out is then not written).
+    bool run_moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                         const MoeExpertWeights& experts, const Tensor& out, const kcu::ResidualNorm* norm);
+    bool launch_experts(kcu::MoeExpertsArgs& a, const kcu::ResidualNorm* norm);
     // moe_experts' arguments but the weight type and scales, the shapes checked and the workspace taken.
     kcu::MoeExpertsArgs moe_args(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                                  const LinearWeight& gu, const LinearWeight& dn, const Tensor& out);
@@ -330,6 +343,15 @@ class CudaOps final : public CudaOpsBase {
     bool lora_overlap_ = true;
     cudaStream_t lora_stream_ = nullptr;
     cudaEvent_t lora_fork_ = nullptr, lora_join_ = nullptr;
+
+    // One token's linear_add_rms_norm and linear_moe_topk_softmax through dense weights, and moe_experts_add_rms_norm
+    // on the pair passes: with PAGODA_FUSED_NORM=1 when the ops were made, the GEMV's (or the down pass's) last block
+    // finishes the norm or the top-k (gemv.h, moe.h; the same bits), counting the blocks in grid_counter_ (zeroed once
+    // here; each such kernel leaves it zero). Off by default: its first form made batch-1 decode slower on an H100
+    // (docs/benchmarks.md, session 31) and the form here has not been measured.
+    bool fused_norm_ = false;
+    bool fused_topk_ = false;  // the router's top-k too (PAGODA_FUSED_TOPK=0 with it: apart, the norms finished)
+    unsigned* grid_counter_ = nullptr;
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

@@ -28,8 +28,67 @@ void CudaOps::moe_topk_softmax(const Tensor& router_logits, bool normalize, cons
     invalidate_converted();
 }
 
+void CudaOps::linear_moe_topk_softmax(const Tensor& x, const LinearWeight& router_w, const Tensor& router_logits,
+                                      bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) {
+    const bool adapters = router_w.lora != nullptr && !lora_slots_.empty();
+    if (!fused_topk_ || x.dim(0) != kcu::kGemvTokens || !router_w.is_dense() || adapters)
+        return Ops::linear_moe_topk_softmax(x, router_w, router_logits, normalize, topk_weights, topk_ids);
+    const char* op = "linear_moe_topk_softmax";
+    ops_checks::expect_linear(x, router_w, router_logits, kHere, op);
+    expect(on_gpu(topk_weights) && on_gpu(topk_ids) && topk_weights.dtype() == DType::F32 &&
+               topk_weights.is_contiguous() && topk_weights.rank() == 2 && topk_ids.dtype() == DType::I32 &&
+               topk_ids.is_contiguous() && topk_ids.shape() == topk_weights.shape() && topk_weights.dim(0) == 1,
+           op, "topk_weights F32 [1, k] and topk_ids I32 [1, k], contiguous CUDA tensors");
+    const int64_t E = router_logits.dim(1), k = topk_weights.dim(1);
+    expect(E >= 1 && E <= kcu::kMoeMaxExperts && k >= 1 && k <= E, op,
+           "needs 1 <= k <= E <= " + std::to_string(kcu::kMoeMaxExperts) + ", got E = " + std::to_string(E) +
+               ", k = " + std::to_string(k));
+    const auto profile = profiler_.scope("linear + moe_topk_softmax (gemv)");
+    kcu::GemvArgs a = gemv_args(x, router_w, router_logits);
+    a.topk = {topk_weights.data_as<float>(), topk_ids.data_as<int32_t>(), k, normalize, grid_counter_};
+    kcu::launch_gemv(a, stream_);
+    invalidate_converted();
+}
+
 void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                           const MoeExpertWeights& experts, const Tensor& out) {
+    run_moe_experts(x, topk_weights, topk_ids, experts, out, nullptr);
+}
+
+void CudaOps::moe_experts_add_rms_norm(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                                       const MoeExpertWeights& experts, const Tensor& out, const Tensor& residual,
+                                       const Tensor& weight, float eps, NormKind kind, const Tensor& normed) {
+    const char* op = "moe_experts_add_rms_norm";
+    kcu::ResidualNorm norm{};
+    if (fused_norm_ && x.dim(0) == 1) {
+        ops_checks::expect_mat(residual, kHere, op, "residual");
+        ops_checks::expect_mat(normed, kHere, op, "out");
+        expect(residual.shape() == x.shape() && normed.shape() == x.shape(), op,
+               "residual " + residual.to_string() + " and out " + normed.to_string() + " must be shaped as x " +
+                   x.to_string());
+        ops_checks::expect_vec(weight, x.dim(1), kHere, op, "weight");
+        norm = {residual.data_as<float>(),
+                normed.data_as<float>(),
+                weight.data(),
+                elem_type(weight.dtype(), op),
+                eps,
+                kind == NormKind::ZeroCentred,
+                grid_counter_};
+    }
+    if (!run_moe_experts(x, topk_weights, topk_ids, experts, out, norm.residual ? &norm : nullptr))
+        add_rms_norm(residual, out, weight, eps, kind, normed);
+}
+
+bool CudaOps::launch_experts(kcu::MoeExpertsArgs& a, const kcu::ResidualNorm* norm) {
+    const bool finish = norm != nullptr && kcu::moe_experts_finish_norm(a);
+    if (finish) a.norm = *norm;
+    kcu::launch_moe_experts(a, stream_);
+    invalidate_converted();
+    return finish;
+}
+
+bool CudaOps::run_moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
+                              const MoeExpertWeights& experts, const Tensor& out, const kcu::ResidualNorm* norm) {
     const char* op = "moe_experts";
     const auto profile = profiler_.scope(op);
     ops_checks::expect_mat(x, kHere, op, "x");
@@ -58,10 +117,7 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
                 return kcu::WeightScales{w.scales.data_as<float>(), b.rows, b.cols, b.stride};
             };
             a.gate_up_scales = scales(gu), a.down_scales = scales(dn);
-            if (kcu::moe_experts_read_fp8(a)) {
-                kcu::launch_moe_experts(a, stream_);
-                return invalidate_converted();
-            }
+            if (kcu::moe_experts_read_fp8(a)) return launch_experts(a, norm);
         }
         if (gu.format == WeightFormat::kInt4 && dn.format == WeightFormat::kInt4 && gu.data.is_contiguous() &&
             dn.data.is_contiguous() && gu.dequant_dtype == dn.dequant_dtype) {
@@ -78,10 +134,7 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
             a.gate_up_scales = groups(gu), a.down_scales = groups(dn);
             a.gate_up_zeros = gu.zeros.defined() ? gu.zeros.data_as<float>() : nullptr;
             a.down_zeros = dn.zeros.defined() ? dn.zeros.data_as<float>() : nullptr;
-            if (kcu::moe_experts_read_int4(a)) {
-                kcu::launch_moe_experts(a, stream_);
-                return invalidate_converted();
-            }
+            if (kcu::moe_experts_read_int4(a)) return launch_experts(a, norm);
         }
         // Both stacks in one scratch buffer, gate_up first, taken once (a second get could move the first stack).
         const auto bf16_bytes = [&quantized](const LinearWeight& w) {
@@ -92,8 +145,8 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
         auto* scratch = static_cast<std::byte*>(dequantized_weight_.get(gate_up_bytes + bf16_bytes(dn), stream_));
         const LinearWeight gu16 = dequantized_experts(gu, scratch);
         const LinearWeight dn16 = dequantized_experts(dn, scratch + gate_up_bytes);
-        return moe_experts(x, topk_weights, topk_ids,
-                           MoeExpertWeights{gu16, dn16, experts.first_expert, experts.num_experts}, out);
+        return run_moe_experts(x, topk_weights, topk_ids,
+                               MoeExpertWeights{gu16, dn16, experts.first_expert, experts.num_experts}, out, norm);
     }
     for (const LinearWeight* w : {&gu, &dn})
         if (w->format != WeightFormat::kBf16 && w->format != WeightFormat::kF16)
@@ -107,8 +160,7 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
     kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
     a.weight_type = wt;
     a.first_expert = experts.first_expert;
-    kcu::launch_moe_experts(a, stream_);
-    invalidate_converted();
+    return launch_experts(a, norm);
 }
 
 kcu::MoeExpertsArgs CudaOps::moe_args(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,

@@ -1,4 +1,5 @@
-// CudaOps' RMSNorm family: per row, fused with the residual add, and per head (QK-norm).
+// CudaOps' RMSNorm family: per row, fused with the residual add (also finished by the projection before it), and per
+// head (QK-norm).
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -12,6 +13,28 @@ void CudaOps::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor
     ops_checks::expect_mat(residual, kHere, "add_rms_norm", "residual");
     expect(residual.shape() == x.shape(), "add_rms_norm", "residual and x shapes differ");
     norm_impl("add_rms_norm", residual, x, weight, eps, kind, out);
+}
+
+void CudaOps::linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual,
+                                  const Tensor& weight, float eps, NormKind kind, const Tensor& out) {
+    // (Adapters add their delta to y before the residual add; fp8 and int4 weights take other kernels.)
+    const bool adapters = w.lora != nullptr && !lora_slots_.empty();
+    if (!fused_norm_ || x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters)
+        return Ops::linear_add_rms_norm(x, w, y, residual, weight, eps, kind, out);
+    const char* op = "linear_add_rms_norm";
+    ops_checks::expect_linear(x, w, y, kHere, op);
+    ops_checks::expect_mat(residual, kHere, op, "residual");
+    ops_checks::expect_mat(out, kHere, op, "out");
+    expect(
+        residual.shape() == y.shape() && out.shape() == y.shape(), op,
+        "residual " + residual.to_string() + " and out " + out.to_string() + " must be shaped as y " + y.to_string());
+    ops_checks::expect_vec(weight, y.dim(1), kHere, op, "weight");
+    const auto profile = profiler_.scope("linear + add_rms_norm (gemv)");
+    kcu::GemvArgs a = gemv_args(x, w, y);
+    a.norm = {residual.data_as<float>(),     out.data_as<float>(), weight.data(), elem_type(weight.dtype(), op), eps,
+              kind == NormKind::ZeroCentred, grid_counter_};
+    kcu::launch_gemv(a, stream_);
+    invalidate_converted();
 }
 
 void CudaOps::head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) {

@@ -451,6 +451,24 @@ OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int
             }};
 }
 
+// A sub-layer's last projection, the residual add and the next norm: one token through a dense weight takes the GEMV
+// that finishes the norm in its last block on CUDA; more tokens linear then add_rms_norm.
+OpCase linear_add_rms_norm(int64_t T, int64_t N, int64_t K, DType wt, NormKind kind) {
+    return {fmt("linear_add_rms_norm T=%lld N=%lld K=%lld %s %s", (long long)T, (long long)N, (long long)K,
+                dtype_str(wt), kind_name(kind)),
+            "linear_add_rms_norm", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K});
+                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, wt, 0.1f)));
+                const Tensor y = r.act(Shape{T, N});  // scratch: what the op leaves there is not compared
+                const Tensor res = r.act(Shape{T, N}, 2.0f), w = r.dense(Shape{N});
+                const Tensor out = r.out(Shape{T, N}, "out", kBf16Tol);
+                r.check(res, "residual", kBf16Tol);
+                r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + 3 * T * N) * 4));
+                r.set_flops(2.0 * T * N * K);
+                return [=, &r, &kept] { r.ops().linear_add_rms_norm(x, kept, y, res, w, 1e-6f, kind, out); };
+            }};
+}
+
 // gate and up are the halves of one fused [T, 2N] output.
 // The gated MLP's first half, gate and up stacked in one weight [2I, K]: one token takes the fused GEMV on CUDA (no
 // silu_mul launch), more tokens linear then silu_mul. bf16 weights, or fp8 with 128x128 blocks.
@@ -561,6 +579,21 @@ OpCase moe_topk_softmax(int64_t T, int64_t E, int64_t k, bool normalize) {
             }};
 }
 
+// The router GEMV and its top-k: one token through a dense weight finishes the top-k in the GEMV's last block on
+// CUDA; more tokens linear then moe_topk_softmax.
+OpCase linear_moe_topk_softmax(int64_t T, int64_t E, int64_t K, int64_t k, bool normalize) {
+    return {fmt("linear_moe_topk_softmax T=%lld E=%lld K=%lld k=%lld%s", (long long)T, (long long)E, (long long)K,
+                (long long)k, normalize ? " normalize" : ""),
+            "linear_moe_topk_softmax", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K});
+                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{E, K}, DType::BF16, 0.3f)));
+                const Tensor logits = r.act(Shape{T, E});  // scratch: what the op leaves there is not compared
+                const Tensor w = r.dense_out(Shape{T, k}, DType::F32, "topk weights", kBf16Tol);
+                const Tensor ids = r.dense_out(Shape{T, k}, DType::I32, "topk ids", kExact);
+                return [=, &r, &kept] { r.ops().linear_moe_topk_softmax(x, kept, logits, normalize, w, ids); };
+            }};
+}
+
 // How moe_experts cases route their tokens.
 enum class Routing : uint8_t {
     Strided,  // ids (3t + 5j) mod E, weights 1/k: may repeat an expert within a token
@@ -574,16 +607,19 @@ enum class Routing : uint8_t {
 // holds), and the routed slots naming the others contribute nothing. int4_group > 0: int4 experts in LinearWeight's
 // layout (wt is then ignored): random packed bytes, group scales, zero points or the symmetric 8, each weight rounded
 // to f16 as GPTQ/AWQ checkpoints load (Qwen3-MoE int4 experts).
+// finish_norm: moe_experts_add_rms_norm (the residual add and the next norm after the experts; one token on CUDA's
+// pair passes finishes them in the down pass).
 OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routing routing = Routing::Strided,
                    DType wt = DType::BF16, const char* label = "", int64_t held = 0, int64_t int4_group = 0,
-                   bool int4_zeros = false) {
+                   bool int4_zeros = false, bool finish_norm = false) {
     const char* routing_name = routing == Routing::Strided ? "" : routing == Routing::Random ? " random" : " skewed";
     const std::string format = int4_group > 0
                                    ? fmt("int4 group %lld%s", (long long)int4_group, int4_zeros ? " zeros" : "")
                                    : std::string(dtype_str(wt));
-    return {fmt("moe_experts%s T=%lld H=%lld I=%lld E=%lld k=%lld %s%s", label, (long long)T, (long long)H,
-                (long long)I, (long long)E, (long long)k, format.c_str(), routing_name),
-            "moe_experts", [=](CaseRun& r) {
+    const char* op = finish_norm ? "moe_experts_add_rms_norm" : "moe_experts";
+    return {fmt("%s%s T=%lld H=%lld I=%lld E=%lld k=%lld %s%s", op, label, (long long)T, (long long)H, (long long)I,
+                (long long)E, (long long)k, format.c_str(), routing_name),
+            op, [=](CaseRun& r) -> std::function<void()> {
                 const Tensor x = r.act(Shape{T, H});
                 const bool fp8 = wt == DType::F8_E4M3;  // e4m3 over its range, 32x32 block scales of ~1e-3
                 const bool int4 = int4_group > 0;
@@ -640,11 +676,21 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                 const int64_t first = held > 0 ? (E - held) / 2 : 0, count = held > 0 ? held : E;
                 auto& gu = r.keep(stack(gate_up.narrow(0, first, count)));
                 auto& dn = r.keep(stack(down.narrow(0, first, count)));
-                const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
                 r.set_flops(6.0 * T * k * H * I);
                 const double expert_bytes =
                     int4 ? 3.0 * H * I * (0.5 + (int4_zeros ? 8.0 : 4.0) / int4_group) : 3.0 * H * I * 2.0;
                 r.set_bytes(static_cast<double>(experts_read) * expert_bytes + 8.0 * T * H + 8.0 * T * k);
+                if (finish_norm) {
+                    const Tensor out = r.act(Shape{T, H});  // scratch: what the op leaves there is not compared
+                    const Tensor res = r.act(Shape{T, H}, 2.0f), nw = r.dense(Shape{H});
+                    const Tensor normed = r.out(Shape{T, H}, "normed", kBf16Tol);
+                    r.check(res, "residual", kBf16Tol);
+                    return [=, &r, &gu, &dn] {
+                        r.ops().moe_experts_add_rms_norm(x, dw, dids, MoeExpertWeights{gu, dn, first, E}, out, res, nw,
+                                                         1e-6f, NormKind::Plain, normed);
+                    };
+                }
+                const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
                 return [=, &r, &gu, &dn] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{gu, dn, first, E}, out); };
             }};
 }
@@ -836,6 +882,14 @@ const std::vector<OpCase>& op_cases() {
             // PAGODA_GEMV_MMA_SPLIT=4.
             linear_silu_mul(1, 300, 2048, DType::F8_E4M3),
             linear_silu_mul(6, 96, 256, BF16),
+            // The norm finished by the GEMV: four warps a row (N < 8192, the hidden sizes), one warp a row, the
+            // element-wise GEMV (odd K), a block of fewer threads than the norm's (N = 2048: 512), and more tokens.
+            linear_add_rms_norm(1, 64, 128, BF16, kPlain),
+            linear_add_rms_norm(1, 2048, 512, BF16, kPlain),
+            linear_add_rms_norm(1, 4096, 256, BF16, kZc),
+            linear_add_rms_norm(1, 8200, 96, F16, kPlain),
+            linear_add_rms_norm(1, 96, 100, F32, kZc),
+            linear_add_rms_norm(5, 2048, 256, BF16, kPlain),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element
@@ -1001,6 +1055,10 @@ const std::vector<OpCase>& op_cases() {
                  moe_topk_softmax(33, 128, 8, true),
                  moe_topk_softmax(5, 512, 10, false),
                  moe_topk_softmax(64, 512, 10, true),
+                 linear_moe_topk_softmax(1, 128, 2048, 8, true),
+                 linear_moe_topk_softmax(1, 512, 256, 10, false),
+                 linear_moe_topk_softmax(1, 12, 100, 3, true),  // odd K: the element-wise GEMV
+                 linear_moe_topk_softmax(4, 128, 256, 8, true),
                  // MoE experts. On CUDA up to 4 rows per expert on average run the GEMV kernels, more the mma ones;
                  // K and N not multiples of the tiles (H = 200, I = 72) and not of 8 (I = 20, H = 36: the element-
                  // wise loads); one expert with most rows (several tiles) and most experts empty; F16 weights.
@@ -1044,6 +1102,14 @@ const std::vector<OpCase>& op_cases() {
                  // int4 experts with expert parallelism (32 of 128 held): the pair and the grouped GEMV passes.
                  moe_experts(3, 256, 96, 128, 8, Routing::Random, BF16, " ep", 32, 32, true),
                  moe_experts(64, 256, 96, 128, 8, Routing::Random, BF16, " ep", 32, 32, true),
+                 // The residual add and the next norm after the experts: finished by the pair passes' down pass for
+                 // one token (bf16, fp8, int4; H = 2048: the norm's 512 threads played by a block of 256), apart
+                 // for more tokens or shapes the pair passes do not take (H = 200).
+                 moe_experts(1, 2048, 96, 128, 8, Routing::Random, BF16, "", 0, 0, false, true),
+                 moe_experts(1, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3, "", 0, 0, false, true),
+                 moe_experts(1, 256, 128, 16, 4, Routing::Random, BF16, "", 0, 128, true, true),
+                 moe_experts(1, 200, 72, 16, 4, Routing::Random, BF16, "", 0, 0, false, true),
+                 moe_experts(3, 256, 96, 128, 8, Routing::Random, BF16, "", 0, 0, false, true),
                  // Gated DeltaNet.
                  causal_conv1d_silu({{0, 7}, {5, 1}, {3, 4}}, 64, 4),
                  gdn_gating(9, 16),

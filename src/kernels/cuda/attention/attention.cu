@@ -339,8 +339,9 @@ int plan_paged_attention_splits(const PagedAttentionArgs& a, int sm_count) {
     const int64_t want = (2 * int64_t(sm_count) + base - 1) / base;
     const int64_t by_len = std::max<int64_t>(1, a.max_seq_len / 64);  // at least 64 keys per split
     int64_t cap = kMaxSplits;
-    if (decode_attention_cluster_limit() > 8 && a.max_query_len == 1 && decode_attention_applies(a))
-        cap = decode_attention_cluster_limit();  // the =16 experiment: every decode in one cluster
+    if (decode_attention_cluster_limit() > 8 && a.max_query_len == 1 && decode_attention_applies(a) &&
+        a.max_seq_len <= decode_attention_cluster_cap_context())
+        cap = decode_attention_cluster_limit();  // every sequence's splits in one cluster (attention_internal.cuh)
     return static_cast<int>(std::clamp<int64_t>(std::min(want, by_len), 1, cap));
 }
 

@@ -49,13 +49,19 @@ bool decode_attention_applies(const PagedAttentionArgs& a);
 // Grid (H_kv * num_splits, num_seqs); same workspace layout as the general kernel.
 // True when it also combined the splits (in thread block clusters): then no combine kernel may follow.
 bool launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
-// The most splits a decoding step's attention combines in a thread block cluster: 8 (the portable cluster size); 0
-// with PAGODA_DECODE_ATTENTION_CLUSTER=0 (the combine kernel, for measuring); 16 with =16, an experiment not yet run on
-// a GPU: then a step where every sequence decodes also plans at most 16 splits (plan_paged_attention_splits), so that
-// batch 1 at any context takes a cluster (16 blocks, non-portable) instead of up to 64 splits and the combine kernel.
-// Where the GPU cannot place that many blocks in one cluster (cudaOccupancyMaxPotentialClusterSize: at head_dim 256 a
-// block takes an SM's shared memory), the step takes the combine kernel instead.
+// The most splits a decoding step's attention combines in a thread block cluster: 16 (a non-portable cluster size
+// Hopper allows); 8 (the portable size) with PAGODA_DECODE_ATTENTION_CLUSTER=8; 0 with =0 (the combine kernel, for
+// measuring). A step where every sequence decodes and the longest context is at most
+// decode_attention_cluster_cap_context() (4,096 tokens; any with =16) also plans at most 16 splits
+// (plan_paged_attention_splits), so that batch 1 takes a cluster instead of up to 64 splits and the combine kernel.
+// Measured on an H100 (session 31, batch-1 decode, each setting twice in one call, tok/s, capped to 16 against 8):
+// Qwen3-30B-A3B (16 layers) 628.5/630.1 against 623.2/621.2 at 1,024 tokens, 590.4/590.4 against 565.6/565.5 at
+// 4,096, but 489.2/485.4 against 501.4/502.8 at 16,384 (16 splits of 1,024 keys leave most SMs idle); Qwen3-8B
+// 152.5/153.0 against 151.8/152.0, 146.7/146.7 against 143.3/143.0, 129.1/128.6 against 131.6/131.5.
+// Where the GPU cannot place 16 blocks in one cluster (cudaOccupancyMaxPotentialClusterSize: at head_dim 256 a block
+// takes an SM's shared memory), the step takes the combine kernel instead.
 int decode_attention_cluster_limit();
+int decode_attention_cluster_cap_context();
 
 // --- Tensor-core pieces of the decode and prefill kernels ------------------------------------------------------------
 // D (fp32, m16 x n8) += A (bf16, m16 x k16, row-major fragments) · B (bf16, k16 x n8, column-major fragments).

@@ -14,6 +14,7 @@
 // each alone with cold caches, Qwen3-30B-A3B's heads at batch 1 and 512 tokens on an H100: 13.0 µs and 7.3 for the
 // combine kernel before, 16.5 in clusters). An e4m3
 // cache's tiles are loaded into registers and turned into bf16 in shared memory (KvTileCopy); the rest is the same.
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -58,9 +59,9 @@ __device__ __forceinline__ int2 split_keys(const PagedAttentionArgs& a, int seq_
     return make_int2(lo, min(seq_len, lo + chunk));
 }
 
-// The most splits combined in a cluster: the portable cluster size, or 16 (non-portable, Hopper allows it) with
-// PAGODA_DECODE_ATTENTION_CLUSTER=16 (decode_attention_cluster_limit).
-constexpr int kMaxClusterSplits = 8, kMaxNonPortableSplits = 16;
+// The most splits combined in a cluster: the portable cluster size, or 16 (non-portable, Hopper allows it), and the
+// longest context for which a decoding step plans at most 16 splits (decode_attention_cluster_limit).
+constexpr int kMaxClusterSplits = 8, kMaxNonPortableSplits = 16, kClusterCapContext = 4096;
 
 // The cluster's blocks are the splits of one (sequence, KV head), each holding its partial output part[r][d] (times
 // the value scale) and stat[r] = (maximum in natural-log units, sum) in shared memory. Block q of the cluster finishes
@@ -327,8 +328,8 @@ bool launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool
     } else {
         constexpr auto kernel = decode_attention_kernel<D, W, S, kFp8>;
         allow_dynamic_smem<kernel>(int(Sh::kSmemBytes));
-        // The =16 experiment's clusters of 9-16 blocks: only where the GPU can place one (a block at head_dim 256
-        // takes an SM's shared memory, so 16 need 16 SMs of one GPC); else the combine kernel.
+        // Clusters of 9-16 blocks (non-portable): only where the GPU can place one (a block at head_dim 256 takes an
+        // SM's shared memory, so 16 need 16 SMs of one GPC); else the combine kernel.
         if (in_cluster && a.num_splits > kMaxClusterSplits)
             in_cluster = a.num_splits <= max_cluster_blocks<kernel>(Sh::kThreads, Sh::kSmemBytes);
         launch_kernel_cluster<kernel>(grid, Sh::kThreads, Sh::kSmemBytes, stream, in_cluster ? a.num_splits : 1, a,
@@ -389,10 +390,18 @@ int decode_attention_cluster_limit() {
     static const int limit = [] {
         const char* env = std::getenv("PAGODA_DECODE_ATTENTION_CLUSTER");
         if (env != nullptr && std::strcmp(env, "0") == 0) return 0;
-        if (env != nullptr && std::strcmp(env, "16") == 0) return kMaxNonPortableSplits;
-        return kMaxClusterSplits;
+        if (env != nullptr && std::strcmp(env, "8") == 0) return kMaxClusterSplits;
+        return kMaxNonPortableSplits;
     }();
     return limit;
+}
+
+int decode_attention_cluster_cap_context() {
+    static const int most = [] {
+        const char* env = std::getenv("PAGODA_DECODE_ATTENTION_CLUSTER");
+        return env != nullptr && std::strcmp(env, "16") == 0 ? INT_MAX : kClusterCapContext;
+    }();
+    return most;
 }
 
 bool launch_decode_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {

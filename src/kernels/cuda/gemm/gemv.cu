@@ -17,6 +17,9 @@
 #include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/gemm/column_groups.cuh"
 #include "kernels/cuda/gemm/gemv.h"
+#include "kernels/cuda/moe/moe.h"
+#include "kernels/cuda/moe/topk_row.cuh"
+#include "kernels/cuda/norm/rms_row.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -134,6 +137,27 @@ __device__ __forceinline__ void stage_x(const float* x, int64_t K, __nv_bfloat16
     }
 }
 
+// Output row n's value y: to y, or with a.norm added to the residual (add_rms_norm's v = x + residual with x = y).
+// kTail: the kernel may have a tail (finish_tail below); kernels without one keep their registers for the main loop.
+template <bool kTail>
+__device__ __forceinline__ void store_row(const GemvArgs& a, int64_t n, float y) {
+    if (kTail && a.norm.residual != nullptr)
+        a.norm.residual[n] = y + __ldcg(a.norm.residual + n);
+    else
+        a.y[n] = y;
+}
+
+// What the GEMV's last block finishes after every row is stored (GemvArgs' norm or topk); smem: the kernel's dynamic
+// shared memory, at least N floats with a top-k. Every thread of every block calls it.
+__device__ __forceinline__ void finish_tail(const GemvArgs& a, float* smem) {
+    if (a.norm.residual != nullptr) finish_residual_norm(a.norm, a.N);
+    if (a.topk.weights == nullptr || !last_block_of_grid(a.topk.counter)) return;
+    if (threadIdx.x < 32)
+        topk_softmax_row([&](int e) { return __ldcg(a.y + e); }, static_cast<int>(a.N), a.topk.k, a.topk.normalize,
+                         smem, a.topk.weights, a.topk.ids, threadIdx.x);
+    rearm_grid_tail(a.topk.counter);
+}
+
 // Row n's scales (fp8 weights): its row of the scale grid, found once a row, and the columns' groups.
 struct ScaleRow {
     const float* data;
@@ -200,7 +224,7 @@ __device__ __forceinline__ void prefetch_first_loads(const GemvArgs& a, const W*
 // Output rows group · (kWarpsPerBlock / WPR) + warp / WPR of the block's group: one row per WPR warps; with Glu,
 // output n is silu(row n) * row (n + glu_rows), the two sums taken exactly as for two separate rows, so the result
 // equals linear then silu_mul to the bit. Every thread of the block calls it (the WPR > 1 exchange syncs the block).
-template <typename W, int WPR, bool Glu>
+template <typename W, int WPR, bool Glu, bool kTail>
 __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16* xs, float (*partial)[kWarpsPerBlock],
                                           int64_t group, int warp, int lane) {
     constexpr int kN = Vec16<W>::kN;
@@ -224,14 +248,16 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16
     if constexpr (Glu)
         a.y[n] = silu(y) * (acc_up + (a.bias ? load_as_f32(a.bias, a.bias_type, n + a.glu_rows) : 0.0f));
     else
-        a.y[n] = y;
+        store_row<kTail>(a, n, y);
 }
 
 // A block takes row group blockIdx.x, or with kPersistent (kernels that stage x only) groups blockIdx.x,
 // + gridDim.x, ... for a grid of about as many blocks as fit the GPU at once, so that x is staged once a block
-// rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same.
-template <typename W, int WPR, bool Glu, bool kPersistent>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs a) {
+// rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same. kTail (never with
+// Glu): the GEMV finishes a norm or a top-k (GemvArgs).
+// kTail: at least 4 blocks an SM, as the kernels without a tail get (the tail's registers would allow 3).
+template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, kTail ? 4 : 1) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
@@ -241,6 +267,7 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
     const int64_t k = active ? (int64_t(warp % WPR) * 32 + lane) * kN : a.K;
     prefetch_first_loads<W, WPR>(a, w, k, lane);
     if constexpr (Glu) prefetch_first_loads<W, WPR>(a, w_up, k, lane);
+    prefetch_norm_weight(kTail ? a.norm : ResidualNorm{}, a.N);
     PAGODA_KERNEL_PROLOGUE();
     // All of the block's shared memory is dynamic (the warps' partial sums, then staged x), so that launch_vec_wpr can
     // allow it the device's whole per-block limit.
@@ -253,7 +280,8 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32) gemv_vec_kernel(GemvArgs 
     }
     const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
     for_each_block_group<kPersistent, (WPR > 1)>(
-        groups, [&](int64_t g) { gemv_rows<W, WPR, Glu>(a, xs, partial, g, warp, lane); });
+        groups, [&](int64_t g) { gemv_rows<W, WPR, Glu, kTail>(a, xs, partial, g, warp, lane); });
+    if constexpr (kTail) finish_tail(a, reinterpret_cast<float*>(smem_raw));
 }
 
 // Any alignment, any weight type: element by element (odd shapes in tests and tiny models).
@@ -274,12 +302,19 @@ __device__ float scalar_row(const GemvArgs& a, int64_t n, int lane) {
 
 __global__ void gemv_scalar_kernel(GemvArgs a) {
     PAGODA_KERNEL_PROLOGUE();
+    extern __shared__ float tail_smem[];  // finish_tail's top-k
     const int lane = threadIdx.x & 31;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
-    if (n >= a.N) return;
-    const float y = scalar_row(a, n, lane);
-    const float y_up = a.glu_rows ? scalar_row(a, n + a.glu_rows, lane) : 0.0f;
-    if (lane == 0) a.y[n] = a.glu_rows ? silu(y) * y_up : y;
+    if (n < a.N) {
+        const float y = scalar_row(a, n, lane);
+        if (a.glu_rows) {
+            const float y_up = scalar_row(a, n + a.glu_rows, lane);
+            if (lane == 0) a.y[n] = silu(y) * y_up;
+        } else if (lane == 0) {
+            store_row<true>(a, n, y);
+        }
+    }
+    finish_tail(a, tail_smem);
 }
 
 }  // namespace
@@ -294,9 +329,24 @@ bool staged_gemv_persistent() {
 
 namespace {
 
-template <typename W, int WPR, bool Glu, bool kPersistent>
+// Whether a GEMV with a tail takes about as many blocks as fit the GPU at once (each walking row groups, as the
+// staged kernels do), so that few blocks pay the tail's count; PAGODA_FUSED_TAIL_PERSISTENT=0: one block a row group.
+bool tail_grid_persistent() {
+    static const bool on = [] {
+        const char* env = std::getenv("PAGODA_FUSED_TAIL_PERSISTENT");
+        return env == nullptr || std::strcmp(env, "0") != 0;
+    }();
+    return on;
+}
+
+// The dynamic shared memory finish_tail needs: the router's probabilities.
+size_t tail_smem_bytes(const GemvArgs& a) {
+    return a.topk.weights != nullptr ? size_t(a.N) * sizeof(float) : 0;
+}
+
+template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail = false>
 void launch_vec_kernel(const GemvArgs& a, unsigned groups, size_t smem, cudaStream_t stream) {
-    constexpr auto kernel = gemv_vec_kernel<W, WPR, Glu, kPersistent>;
+    constexpr auto kernel = gemv_vec_kernel<W, WPR, Glu, kPersistent, kTail>;
     if constexpr (kStagedX<W>) allow_dynamic_smem<kernel>(max_block_smem());
     // Persistent: as many blocks as fit the GPU at once, at most one a group.
     const unsigned blocks = kPersistent ? std::min(groups, resident_blocks<kernel>(kWarpsPerBlock * 32, smem)) : groups;
@@ -307,13 +357,20 @@ template <typename W, int WPR>
 void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const unsigned groups = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
-    const size_t smem = kPartialBytes + (kStagedX<W> ? size_t(a.K) * sizeof(__nv_bfloat16) : 0);
+    const size_t smem =
+        std::max(kPartialBytes + (kStagedX<W> ? size_t(a.K) * sizeof(__nv_bfloat16) : 0), tail_smem_bytes(a));
     const bool persistent = kStagedX<W> && staged_gemv_persistent();
     if (a.glu_rows) {
         if (persistent)
             launch_vec_kernel<W, WPR, true, kStagedX<W>>(a, groups, smem, stream);
         else
             launch_vec_kernel<W, WPR, true, false>(a, groups, smem, stream);
+    } else if (a.norm.residual != nullptr || a.topk.weights != nullptr) {
+        // Persistent blocks: the tail's count costs each block a round trip to L2 before it exits.
+        if (persistent || tail_grid_persistent())
+            launch_vec_kernel<W, WPR, false, true, true>(a, groups, smem, stream);
+        else
+            launch_vec_kernel<W, WPR, false, false, true>(a, groups, smem, stream);
     } else {
         if (persistent)
             launch_vec_kernel<W, WPR, false, kStagedX<W>>(a, groups, smem, stream);
@@ -348,6 +405,13 @@ int64_t staged_gemv_one_warp_rows(bool fp8) {
 void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     if (a.N == 0) return;
     PAGODA_KERNEL_REQUIRE(a.glu_rows == 0 || a.glu_rows == a.N, "a fused gate/up GEMV has one output per row pair");
+    PAGODA_KERNEL_REQUIRE(a.norm.residual == nullptr || (a.glu_rows == 0 && a.norm.out && a.norm.counter),
+                          "a GEMV finishing a norm has no gated rows, and its norm an output and a counter");
+    PAGODA_KERNEL_REQUIRE(
+        a.topk.weights == nullptr || (a.glu_rows == 0 && a.norm.residual == nullptr && a.topk.ids && a.topk.counter &&
+                                      a.topk.k >= 1 && a.topk.k <= a.N && a.N <= kMoeMaxExperts),
+        "a GEMV finishing the router's top-k has no gated rows or norm, k in [1, N], N <= "
+        "kMoeMaxExperts");
     const unsigned blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
     const bool fp8 = a.w_type == ElemType::F8E4M3;
     PAGODA_KERNEL_REQUIRE(!fp8 || (a.scales.data && a.scales.rows > 0 && a.scales.cols > 0), "fp8 GEMV needs scales");
@@ -355,7 +419,7 @@ void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
     const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned(a.w, 16) && aligned(a.x, 16) &&
                         (!fp8 || (a.scales.cols % vec == 0 && kPartialBytes + 2 * a.K <= max_block_smem()));
     if (!vec_ok) {
-        launch_kernel<gemv_scalar_kernel>(blocks, kWarpsPerBlock * 32, 0, stream, a);
+        launch_kernel<gemv_scalar_kernel>(blocks, kWarpsPerBlock * 32, tail_smem_bytes(a), stream, a);
     } else if (fp8) {
         launch_vec<__nv_fp8_e4m3>(a, stream);
     } else if (a.w_type == ElemType::BF16) {

@@ -2,6 +2,7 @@
 // fp8 and int4 weight dequantisation before it.
 #pragma once
 
+#include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/types.h"
 
 namespace pagoda::kernels::cuda {
@@ -10,6 +11,16 @@ namespace pagoda::kernels::cuda {
 // kGemvTokens tokens and cuBLASLt for more: measured on an H200 with Qwen3-8B's projections, a GEMV over T tokens
 // matches cuBLASLt at T = 1 only (qkv: 16.8 us; at T = 2 21.2 us and at T = 8 64 us, where cuBLASLt takes 16-17 us).
 inline constexpr int64_t kGemvTokens = 1;
+// The MoE router finished by its GEMV (one token): y holds the router's logits, and the last of the GEMV's blocks to
+// finish runs launch_moe_topk_softmax's code on them (moe/topk_row.cuh: the same weights and ids). counter: as
+// ResidualNorm's (norm.h).
+struct RouterTopk {
+    float* weights = nullptr;  // [k]; null: no top-k
+    int32_t* ids = nullptr;    // [k]
+    int64_t k = 0;
+    bool normalize = false;
+    unsigned* counter = nullptr;
+};
 // Weight-only fp8 (w_type F8E4M3, with scales): each weight is dequantised as the GEMM path's bf16 copy of it,
 // bf16(q · scale), and x is rounded to bf16, so one token gives what it would give in a batch.
 struct GemvArgs {
@@ -25,6 +36,10 @@ struct GemvArgs {
     // 0, or the gated MLP fused (= N): w holds gate rows [0, N) and up rows [N, 2N), and y[n] = silu(gate_n) * up_n,
     // each sum taken as for a plain row, so y equals the GEMV of all 2N rows followed by silu_mul.
     int64_t glu_rows = 0;
+    // norm.residual set (glu_rows 0, N the hidden size): the sub-layer's last projection finishing add_rms_norm
+    // (norm.h); y is not written.
+    ResidualNorm norm = {};
+    RouterTopk topk = {};  // topk.weights set: the router's top-k after it (glu_rows 0, no norm, N the experts)
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
 // The fewest output rows for which the GEMVs that stage x in shared memory (fp8, int4/int8) give each row one warp

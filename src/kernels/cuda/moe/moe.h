@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/types.h"
 
 namespace pagoda::kernels::cuda {
@@ -68,6 +69,9 @@ struct MoeExpertsArgs {
     const float* down_zeros = nullptr;
     ElemType int4_round_to = ElemType::F32;
     void* workspace = nullptr;  // moe_experts_workspace_bytes(T, H, I, E, k), 256-byte aligned
+    // norm.residual set (where moe_experts_finish_norm says): the experts' sum goes to the residual, and the last block
+    // of the down pass finishes add_rms_norm (norm.h); out is not written.
+    ResidualNorm norm = {};
 };
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k);
 // Whether launch_moe_experts takes these fp8 (e4m3) stacks as they are: a few tokens on the pair passes, few rows per
@@ -78,6 +82,8 @@ bool moe_experts_read_fp8(const MoeExpertsArgs& a);
 // The same for int4 stacks (a.int4): the pair passes, the grouped GEMV passes with rows and groups that 8-weight loads
 // fit, or the mma passes (quant_mma_fits). Otherwise dequantise them first.
 bool moe_experts_read_int4(const MoeExpertsArgs& a);
+// Whether launch_moe_experts can finish add_rms_norm of these arguments' output (a.norm): one token on the pair passes.
+bool moe_experts_finish_norm(const MoeExpertsArgs& a);
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream);
 
 }  // namespace pagoda::kernels::cuda

@@ -17,4 +17,25 @@ struct RmsNormArgs {
 };
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
 
+// The threads launch_rms_norm gives a block (one row of D): about four elements each, a multiple of 32, 32 to 1,024.
+// A kernel that finishes a row's norm itself sums as a block of this many threads would (rms_row.cuh).
+constexpr int rms_norm_threads(int64_t D) {
+    const int64_t want = (D / 4 + 31) / 32 * 32;
+    return static_cast<int>(want < 32 ? 32 : want > 1024 ? 1024 : want);
+}
+
+// add_rms_norm of one token finished by the kernel that computes the sub-layer's last projection (the GEMV, gemv.h):
+// its output rows go to residual (residual[n] += y_n) instead of y, and the last of its blocks to finish normalises
+// the whole residual into out as launch_rms_norm would, to the bit. counter is a device word that is zero before the
+// launch; the last block leaves it zero again.
+struct ResidualNorm {
+    float* residual = nullptr;  // [D]; null: no norm (the kernel writes y)
+    float* out = nullptr;       // [D]
+    const void* weight = nullptr;
+    ElemType weight_type = ElemType::F32;
+    float eps = 0.0f;
+    bool zero_centred = false;
+    unsigned* counter = nullptr;
+};
+
 }  // namespace pagoda::kernels::cuda
