@@ -72,46 +72,32 @@ __device__ __forceinline__ void finish_residual_norm(const ResidualNorm& r, int6
     }
     __shared__ float partial[32];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = B >> 5;
-    float v[4][4];  // virtual thread t = threadIdx.x + m·B's elements d = t + q·V
+    // f(m, q, d) for virtual thread t = threadIdx.x + m·B's elements d = t + q·V, in the order the loops take them.
+    const auto each = [&](auto&& f) {
 #pragma unroll
-    for (int m = 0; m < 4; ++m)
+        for (int m = 0; m < 4; ++m)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int t = threadIdx.x + m * B;
-            const int64_t d = t + int64_t(q) * V;
-            v[m][q] = t < V && d < D ? __ldcg(r.residual + d) : 0.0f;
-        }
+            for (int q = 0; q < 4; ++q) {
+                const int t = threadIdx.x + m * B;
+                const int64_t d = t + int64_t(q) * V;
+                if (t < V && d < D) f(m, q, d);
+            }
+    };
+    float v[4][4] = {}, ss[4] = {}, w[4][4] = {};
+    each([&](int m, int q, int64_t d) { v[m][q] = __ldcg(r.residual + d); });
+    each([&](int m, int q, int64_t) { ss[m] += v[m][q] * v[m][q]; });
 #pragma unroll
     for (int m = 0; m < 4; ++m) {
-        const int t = threadIdx.x + m * B;
-        if (t >= V) break;  // uniform in a warp: V and B are multiples of 32
-        float ss = 0.0f;
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-            if (t + int64_t(q) * V < D) ss += v[m][q] * v[m][q];
-        ss = warp_sum(ss);
-        if (lane == 0) partial[warp + m * warps] = ss;
+        if (int(threadIdx.x) + m * B >= V) break;  // uniform in a warp: V and B are multiples of 32
+        const float sum = warp_sum(ss[m]);
+        if (lane == 0) partial[warp + m * warps] = sum;
     }
     __syncthreads();
     const float total = warp_sum(lane < (V >> 5) ? partial[lane] : 0.0f);
     const float scale = rsqrtf(total / static_cast<float>(D) + r.eps);
-    float w[4][4];  // the weights (in L2 by now: prefetch_norm_weight), all loaded before the first store
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int t = threadIdx.x + m * B;
-            const int64_t d = t + int64_t(q) * V;
-            w[m][q] = t < V && d < D ? load_as_f32(r.weight, r.weight_type, d) : 0.0f;
-        }
-#pragma unroll
-    for (int m = 0; m < 4; ++m)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-            const int t = threadIdx.x + m * B;
-            const int64_t d = t + int64_t(q) * V;
-            if (t < V && d < D) r.out[d] = v[m][q] * scale * (r.zero_centred ? w[m][q] + 1.0f : w[m][q]);
-        }
+    // The weights (in L2 by now: prefetch_norm_weight), all loaded before the first store.
+    each([&](int m, int q, int64_t d) { w[m][q] = load_as_f32(r.weight, r.weight_type, d); });
+    each([&](int m, int q, int64_t d) { r.out[d] = v[m][q] * scale * (r.zero_centred ? w[m][q] + 1.0f : w[m][q]); });
     rearm_grid_tail(r.counter);
 }
 
