@@ -237,6 +237,12 @@ class CudaOps final : public CudaOpsBase {
 
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                    NormKind kind, const Tensor& out);
+    // The checked arguments of a norm a kernel finishes after the projection whose output is `like` (fused_norm_).
+    kcu::ResidualNorm residual_norm_args(const char* op, const Tensor& like, const Tensor& residual,
+                                         const Tensor& weight, float eps, NormKind kind, const Tensor& out);
+    // The router's top-k outputs checked against its logits [T, E]; returns k.
+    static int64_t checked_topk(const char* op, const Tensor& router_logits, const Tensor& topk_weights,
+                                const Tensor& topk_ids);
 
     void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out);
 

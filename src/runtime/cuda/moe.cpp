@@ -12,6 +12,15 @@ void CudaOps::moe_topk_softmax(const Tensor& router_logits, bool normalize, cons
     const char* op = "moe_topk_softmax";
     const auto profile = profiler_.scope(op);
     ops_checks::expect_mat(router_logits, kHere, op, "router_logits");
+    const int64_t E = router_logits.dim(1), k = checked_topk(op, router_logits, topk_weights, topk_ids);
+    kcu::launch_moe_topk_softmax({router_logits.data_as<float>(), router_logits.stride(0), router_logits.dim(0), E, k,
+                                  normalize, topk_weights.data_as<float>(), topk_ids.data_as<int32_t>()},
+                                 stream_);
+    invalidate_converted();
+}
+
+int64_t CudaOps::checked_topk(const char* op, const Tensor& router_logits, const Tensor& topk_weights,
+                              const Tensor& topk_ids) {
     expect(router_logits.rank() == 2, op, "router_logits must be [T, E], got " + router_logits.to_string());
     expect(on_gpu(topk_weights) && on_gpu(topk_ids) && topk_weights.dtype() == DType::F32 &&
                topk_weights.is_contiguous() && topk_weights.rank() == 2 && topk_ids.dtype() == DType::I32 &&
@@ -22,10 +31,7 @@ void CudaOps::moe_topk_softmax(const Tensor& router_logits, bool normalize, cons
     expect(E >= 1 && E <= kcu::kMoeMaxExperts && k >= 1 && k <= E, op,
            "needs 1 <= k <= E <= " + std::to_string(kcu::kMoeMaxExperts) + ", got E = " + std::to_string(E) +
                ", k = " + std::to_string(k));
-    kcu::launch_moe_topk_softmax({router_logits.data_as<float>(), router_logits.stride(0), router_logits.dim(0), E, k,
-                                  normalize, topk_weights.data_as<float>(), topk_ids.data_as<int32_t>()},
-                                 stream_);
-    invalidate_converted();
+    return k;
 }
 
 void CudaOps::linear_moe_topk_softmax(const Tensor& x, const LinearWeight& router_w, const Tensor& router_logits,
@@ -35,14 +41,7 @@ void CudaOps::linear_moe_topk_softmax(const Tensor& x, const LinearWeight& route
         return Ops::linear_moe_topk_softmax(x, router_w, router_logits, normalize, topk_weights, topk_ids);
     const char* op = "linear_moe_topk_softmax";
     ops_checks::expect_linear(x, router_w, router_logits, kHere, op);
-    expect(on_gpu(topk_weights) && on_gpu(topk_ids) && topk_weights.dtype() == DType::F32 &&
-               topk_weights.is_contiguous() && topk_weights.rank() == 2 && topk_ids.dtype() == DType::I32 &&
-               topk_ids.is_contiguous() && topk_ids.shape() == topk_weights.shape() && topk_weights.dim(0) == 1,
-           op, "topk_weights F32 [1, k] and topk_ids I32 [1, k], contiguous CUDA tensors");
-    const int64_t E = router_logits.dim(1), k = topk_weights.dim(1);
-    expect(E >= 1 && E <= kcu::kMoeMaxExperts && k >= 1 && k <= E, op,
-           "needs 1 <= k <= E <= " + std::to_string(kcu::kMoeMaxExperts) + ", got E = " + std::to_string(E) +
-               ", k = " + std::to_string(k));
+    const int64_t k = checked_topk(op, router_logits, topk_weights, topk_ids);
     const auto profile = profiler_.scope("linear + moe_topk_softmax (gemv)");
     kcu::GemvArgs a = gemv_args(x, router_w, router_logits);
     a.topk = {topk_weights.data_as<float>(), topk_ids.data_as<int32_t>(), k, normalize, grid_counter_};
@@ -58,23 +57,9 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
 void CudaOps::moe_experts_add_rms_norm(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                                        const MoeExpertWeights& experts, const Tensor& out, const Tensor& residual,
                                        const Tensor& weight, float eps, NormKind kind, const Tensor& normed) {
-    const char* op = "moe_experts_add_rms_norm";
     kcu::ResidualNorm norm{};
-    if (fused_norm_ && x.dim(0) == 1) {
-        ops_checks::expect_mat(residual, kHere, op, "residual");
-        ops_checks::expect_mat(normed, kHere, op, "out");
-        expect(residual.shape() == x.shape() && normed.shape() == x.shape(), op,
-               "residual " + residual.to_string() + " and out " + normed.to_string() + " must be shaped as x " +
-                   x.to_string());
-        ops_checks::expect_vec(weight, x.dim(1), kHere, op, "weight");
-        norm = {residual.data_as<float>(),
-                normed.data_as<float>(),
-                weight.data(),
-                elem_type(weight.dtype(), op),
-                eps,
-                kind == NormKind::ZeroCentred,
-                grid_counter_};
-    }
+    if (fused_norm_ && x.dim(0) == 1)
+        norm = residual_norm_args("moe_experts_add_rms_norm", x, residual, weight, eps, kind, normed);
     if (!run_moe_experts(x, topk_weights, topk_ids, experts, out, norm.residual ? &norm : nullptr))
         add_rms_norm(residual, out, weight, eps, kind, normed);
 }

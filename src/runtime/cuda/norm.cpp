@@ -21,20 +21,24 @@ void CudaOps::linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const 
     const bool adapters = w.lora != nullptr && !lora_slots_.empty();
     if (!fused_norm_ || x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters)
         return Ops::linear_add_rms_norm(x, w, y, residual, weight, eps, kind, out);
-    const char* op = "linear_add_rms_norm";
-    ops_checks::expect_linear(x, w, y, kHere, op);
+    ops_checks::expect_linear(x, w, y, kHere, "linear_add_rms_norm");
+    const auto profile = profiler_.scope("linear + add_rms_norm (gemv)");
+    kcu::GemvArgs a = gemv_args(x, w, y);
+    a.norm = residual_norm_args("linear_add_rms_norm", y, residual, weight, eps, kind, out);
+    kcu::launch_gemv(a, stream_);
+    invalidate_converted();
+}
+
+kcu::ResidualNorm CudaOps::residual_norm_args(const char* op, const Tensor& like, const Tensor& residual,
+                                              const Tensor& weight, float eps, NormKind kind, const Tensor& out) {
     ops_checks::expect_mat(residual, kHere, op, "residual");
     ops_checks::expect_mat(out, kHere, op, "out");
     expect(
-        residual.shape() == y.shape() && out.shape() == y.shape(), op,
-        "residual " + residual.to_string() + " and out " + out.to_string() + " must be shaped as y " + y.to_string());
-    ops_checks::expect_vec(weight, y.dim(1), kHere, op, "weight");
-    const auto profile = profiler_.scope("linear + add_rms_norm (gemv)");
-    kcu::GemvArgs a = gemv_args(x, w, y);
-    a.norm = {residual.data_as<float>(),     out.data_as<float>(), weight.data(), elem_type(weight.dtype(), op), eps,
-              kind == NormKind::ZeroCentred, grid_counter_};
-    kcu::launch_gemv(a, stream_);
-    invalidate_converted();
+        residual.shape() == like.shape() && out.shape() == like.shape(), op,
+        "residual " + residual.to_string() + " and out " + out.to_string() + " must be shaped as " + like.to_string());
+    ops_checks::expect_vec(weight, like.dim(1), kHere, op, "weight");
+    return {residual.data_as<float>(),     out.data_as<float>(), weight.data(), elem_type(weight.dtype(), op), eps,
+            kind == NormKind::ZeroCentred, grid_counter_};
 }
 
 void CudaOps::head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) {

@@ -254,8 +254,8 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16
 // A block takes row group blockIdx.x, or with kPersistent (kernels that stage x only) groups blockIdx.x,
 // + gridDim.x, ... for a grid of about as many blocks as fit the GPU at once, so that x is staged once a block
 // rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same. kTail (never with
-// Glu): the GEMV finishes a norm or a top-k (GemvArgs).
-// kTail: at least 4 blocks an SM, as the kernels without a tail get (the tail's registers would allow 3).
+// Glu): the GEMV finishes a norm or a top-k (GemvArgs), with at least 4 blocks an SM, as the kernels without a tail
+// get (the tail's registers would allow 3).
 template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kTail ? 4 : 1) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
