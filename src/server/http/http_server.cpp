@@ -25,6 +25,7 @@
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <cctype>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <deque>
 #include <list>
@@ -869,6 +870,15 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() {
     if (!impl_) return;
     impl_->ioc->stop();
+    const bool took_signals = impl_->options.handle_signals;
+    impl_.reset();  // its signal_set hands SIGINT/SIGTERM/SIGHUP back to their default action: ending the process
+    if (took_signals) {
+        // The drain is over and the process is on its way out (stopping its engine, freeing the model). A supervisor
+        // that repeats its stop now (`docker stop` twice, a second Ctrl-C) must not turn that clean exit into 143.
+        std::signal(SIGINT, SIG_IGN);
+        std::signal(SIGTERM, SIG_IGN);
+        std::signal(SIGHUP, SIG_IGN);
+    }
 }
 
 Result<std::unique_ptr<Server>> Server::create(const ServerOptions& options, Handler handler) {

@@ -109,6 +109,7 @@ struct ServerOptions {
     int write_timeout_s = 300;    // a client that reads nothing for this long is dropped
     int shutdown_timeout_s = 30;  // in-flight requests get this long after SIGINT/SIGTERM
     bool handle_signals = true;   // SIGINT/SIGTERM start a graceful shutdown; a second signal ends the wait
+                                  // (once the Server is destroyed, SIGINT/SIGTERM/SIGHUP are ignored: exiting)
     TlsOptions tls;
     IpAllowList allowed_ips;                    // empty: every peer
     std::shared_ptr<AccessLog> access_log;      // null: none

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <mutex>
 #include <thread>
 
@@ -258,6 +259,25 @@ TEST_F(HttpServerTest, ShutdownWaitsForInFlightThenStops) {
     EXPECT_NE(r.find("Connection: close"), std::string::npos) << r;
     thread_.join();  // run() returns on its own
     EXPECT_EQ(server_->in_flight(), 0);
+}
+
+// A supervisor that repeats its stop after the drain (`docker stop` twice, the test harness's own SIGTERM) reaches a
+// process that is stopping its engine: that signal must not turn the clean exit into 143.
+TEST(HttpServerSignalsTest, SignalAfterTheServerIsGoneDoesNotEndTheProcess) {
+    EXPECT_EXIT(
+        {
+            ServerOptions options;
+            options.port = 0;
+            auto server = Server::create(options, echo_handler());
+            if (!server.ok()) std::_Exit(3);
+            std::thread io([&server] { (*server)->run(); });
+            std::raise(SIGTERM);  // queued by the server's signal_set until run() waits for it: the graceful stop
+            io.join();
+            server->reset();
+            std::raise(SIGTERM);  // the supervisor's second stop, while the process tears down
+            std::_Exit(0);
+        },
+        ::testing::ExitedWithCode(0), "");
 }
 
 }  // namespace
