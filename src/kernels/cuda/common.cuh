@@ -220,6 +220,12 @@ int max_cluster_blocks(int threads, size_t smem) {
 // pdl_launch_dependents() then lets the next kernel's blocks be scheduled; it is called right after the wait, so at
 // most one kernel runs ahead. Compiled for sm_80 (and as compute_80 PTX) both are no-ops, and launch_kernel launches
 // such a binary the classic way: the attribute is set only for kernels whose loaded binary is sm_90 or newer.
+// Hence what a kernel may read before its wait: what no kernel writes (weights: the prefetch_* helpers), what the
+// step's copies wrote before its first kernel (positions, slots, block tables), and what kernels two or more launches
+// back wrote (the kernel before this one started only after its own wait, i.e. once those had completed): the KV rows
+// of earlier steps. The early_* helpers load such data into registers or shared memory before the wait
+// (PAGODA_EARLY_LOADS=1; kernel_prologue_test allows them there), so that after it only the previous kernel's output
+// remains to be read.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

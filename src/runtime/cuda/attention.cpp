@@ -114,7 +114,7 @@ void CudaOps::paged_attention(const Tensor& q, const KvCacheLayer& cache, const 
     a.query_start_loc = static_cast<const int32_t*>(d[0]);
     a.seq_lens = static_cast<const int32_t*>(d[1]);
     a.block_tables = static_cast<const int32_t*>(d[2]);
-    a.scale = scale;
+    a.scale = scale, a.early_loads = early_loads_;
     a.max_query_len = batch.max_query_len();
     for (int32_t i = 0; i < batch.num_seqs && !a.has_decode_seqs; ++i)
         a.has_decode_seqs = batch.query_len(i) == 1;
@@ -156,6 +156,7 @@ kcu::QkNormRopeArgs CudaOps::prologue_args(const Tensor& q, const Tensor& k, con
     a.positions = static_cast<const int32_t*>(d_positions), a.rotary_dim = rotary_dim;
     std::copy(table.inv_freq.begin(), table.inv_freq.end(), a.inv_freq);
     a.attention_factor = table.attention_factor;
+    a.early_loads = early_loads_;
     return a;
 }
 

@@ -49,7 +49,7 @@ void CudaOps::head_rms_norm(const Tensor& x, const Tensor& weight, float eps, No
     a.x = a.out = rows3(x);
     a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
     a.weight = weight.data(), a.weight_type = elem_type(weight.dtype(), "head_rms_norm"), a.eps = eps;
-    a.zero_centred = kind == NormKind::ZeroCentred;
+    a.zero_centred = kind == NormKind::ZeroCentred, a.early_loads = early_loads_;
     kcu::launch_rms_norm(a, stream_);
     invalidate_converted();
 }
@@ -66,7 +66,7 @@ void CudaOps::norm_impl(const char* op, const Tensor& residual, const Tensor& x,
     if (residual.defined()) a.residual = rows2(residual);
     a.T = x.dim(0), a.H = 1, a.D = x.dim(1);
     a.weight = weight.data(), a.weight_type = elem_type(weight.dtype(), op), a.eps = eps;
-    a.zero_centred = kind == NormKind::ZeroCentred;
+    a.zero_centred = kind == NormKind::ZeroCentred, a.early_loads = early_loads_;
     kcu::launch_rms_norm(a, stream_);
     invalidate_converted();
 }

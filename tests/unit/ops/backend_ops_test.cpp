@@ -514,6 +514,36 @@ TEST(LoraTest, CudaCoreKernelsMatchTheCpu) {
     expect_lora_kernels_match_the_cpu("0");
 }
 
+// PAGODA_EARLY_LOADS=1 (read when the ops are made): the RMSNorm, attention-prologue and decode-attention kernels that
+// load what the kernel before them does not write before their programmatic-launch wait give the bits of the
+// kernels that load it all after the wait, on every case of those ops (each case's setup kernels run just before it).
+TEST(EarlyLoadsTest, EqualTheKernelsThatLoadAfterTheWait) {
+    if (cuda_device_count() == 0)
+        GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": CUDA test skipped";
+    auto waiting = make_cuda_backend();
+    ::setenv("PAGODA_EARLY_LOADS", "1", 1);
+    auto early = make_cuda_backend();
+    ::unsetenv("PAGODA_EARLY_LOADS");
+    ASSERT_TRUE(waiting.ok() && early.ok());
+    const std::set<std::string> ops = {"rms_norm",     "add_rms_norm",          "head_rms_norm",
+                                       "qk_norm_rope", "qk_norm_rope_write_kv", "paged_attention"};
+    int cases = 0;
+    for (const OpCase& c : op_cases()) {
+        if (!ops.count(c.op)) continue;
+        for (const bool step : {false, true}) {
+            const auto a = run_case(c, **waiting, Layout::Contiguous, step, nullptr);
+            const auto b = run_case(c, **early, Layout::Contiguous, step, nullptr);
+            ASSERT_TRUE(a && b) << c.name;
+            for (size_t i = 0; i < a->checked().size(); ++i) {
+                const float e = rel_error(a->checked()[i].host_view, b->checked()[i].host_view);
+                EXPECT_EQ(e, 0.0f) << c.name << (step ? " (step)" : "") << ": " << a->checked()[i].what;
+            }
+        }
+        ++cases;
+    }
+    EXPECT_GE(cases, 40);
+}
+
 // CUDA runs every op of the case table: none of them is skipped there as not supported.
 TEST(CudaSupportsTest, RunsEveryOpOfTheTable) {
     if (cuda_device_count() == 0)

@@ -45,6 +45,9 @@ struct QkNormRopeArgs {
     float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
     const float* k_head_scale = nullptr;
     const float* v_head_scale = nullptr;
+    // The rows' slots, positions, norm weights and rotations worked out before the programmatic-launch wait
+    // (PAGODA_EARLY_LOADS=1; head_dim <= 256).
+    bool early_loads = false;
 };
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
 
@@ -95,6 +98,9 @@ struct PagedAttentionArgs {
     bool has_decode_seqs = false;  // some sequence has exactly one query token (they get the decode kernel)
     int num_splits = 1;            // from plan_paged_attention
     float* workspace = nullptr;    // paged_attention_workspace_floats(...) floats when num_splits > 1
+    // The decode kernel loads its sequence bounds, block table entries and its first tile's older keys before the
+    // programmatic-launch wait (PAGODA_EARLY_LOADS=1).
+    bool early_loads = false;
 };
 // Head dims with a kernel: 16, 32, 64, 128, 256.
 bool paged_attention_supports_head_dim(int D);

@@ -186,10 +186,14 @@ struct KvTileCopy {
     E4m3Chunk chunk[kFp8 ? kPasses : 1] = {};
 
     __device__ __forceinline__ int at(int p) const { return (r0 + p * kRowsPerPass) * LD + ch * 8; }
+    // pick(p): whether to copy pass p's row now (a kernel that copies a tile's older rows before its
+    // programmatic-launch wait and the rows the kernel before it wrote after it); every row once.
+    template <class Pick>
     __device__ __forceinline__ void issue(const void* key_cache, const void* value_cache, const int64_t (&off)[kPasses],
-                                          __nv_bfloat16* k_dst, __nv_bfloat16* v_dst) {
+                                          __nv_bfloat16* k_dst, __nv_bfloat16* v_dst, Pick&& pick) {
 #pragma unroll
         for (int p = 0; p < kPasses; ++p) {
+            if (!pick(p)) continue;
             const bool valid = off[p] >= 0;
             const int64_t o = valid ? off[p] : 0;
             if constexpr (kFp8) {
@@ -199,6 +203,10 @@ struct KvTileCopy {
                 cp_async16(v_dst + at(p), static_cast<const __nv_bfloat16*>(value_cache) + o, valid);
             }
         }
+    }
+    __device__ __forceinline__ void issue(const void* key_cache, const void* value_cache, const int64_t (&off)[kPasses],
+                                          __nv_bfloat16* k_dst, __nv_bfloat16* v_dst) {
+        issue(key_cache, value_cache, off, k_dst, v_dst, [](int) { return true; });
     }
     __device__ __forceinline__ void land(__nv_bfloat16* k_dst, __nv_bfloat16* v_dst) {
         if constexpr (kFp8) {

@@ -110,10 +110,13 @@ __device__ __forceinline__ void combine_in_cluster(const PagedAttentionArgs& a, 
 #endif
 }
 
+// The kernel's work after its programmatic-launch prologue; or with `early`, its own prologue: the block's sequence
+// bounds, block table entries and the first tile's keys older than this step (all written by no kernel of the step,
+// or by kernels at least two launches back: common.cuh) are loaded before the wait, and only what the kernel before
+// it wrote (the queries, the new keys' rows) after it.
 template <int D, int W, int S, bool kFp8>
-__global__ void __launch_bounds__(32 * W)
-    decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter, bool in_cluster) {
-    PAGODA_KERNEL_PROLOGUE();
+__device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, SeqFilter filter, bool in_cluster,
+                                                 bool early) {
     using Sh = DecodeShape<D, W, S>;
     constexpr int LD = Sh::LD, kTileKeys = Sh::kTileKeys, kThreads = Sh::kThreads;
     extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -126,9 +129,12 @@ __global__ void __launch_bounds__(32 * W)
     const int split = in_cluster ? blockIdx.x % a.num_splits : blockIdx.x / a.H_kv;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
     const int64_t t = a.query_start_loc[s];
-    if (!serves(filter, a.query_start_loc[s + 1] - int(t))) return;  // a cluster's blocks share s: all return
+    const int qlen = a.query_start_loc[s + 1] - int(t);
+    const bool served = serves(filter, qlen);  // a cluster's blocks share s: all return
+    if (!early && !served) return;
     const int G = a.H_q / a.H_kv;
     const int seq_len = a.seq_lens[s];
+    const int fresh = early ? seq_len - qlen : 0;  // keys from here on were stored by this step's prologue kernel
     const int2 keys = split_keys<kTileKeys>(a, seq_len, split);
     const int kv_lo = keys.x, kv_hi = keys.y;
     const int num_tiles = kv_hi > kv_lo ? (kv_hi - kv_lo + kTileKeys - 1) / kTileKeys : 0;
@@ -160,11 +166,27 @@ __global__ void __launch_bounds__(32 * W)
     };
     auto land_tile = [&](int stage) { copier.land(k_stage(stage), k_stage(stage) + kTileKeys * LD); };
     int64_t next_off[Sh::kPasses];  // of tile S - 1, then of each tile the loop copies next
+    // With `early`, tile 0's rows of keys older than `fresh` (and its zero rows past the end) before the wait.
+    const auto older = [&](int p) {
+        const int key = kv_lo + r0 + p * Sh::kRowsPerPass;
+        return key < fresh || key >= kv_hi;
+    };
+    if (early) {
+        offsets(0, next_off);
+        if (served && num_tiles > 0)
+            copier.issue(a.key_cache, a.value_cache, next_off, k_stage(0), k_stage(0) + kTileKeys * LD, older);
+        PAGODA_KERNEL_PROLOGUE();
+        if (!served) return;
+    }
 #pragma unroll
     for (int st = 0; st < S - 1; ++st) {
-        offsets(st, next_off);
+        if (!early || st > 0) offsets(st, next_off);
         if (st < num_tiles) {
-            copy_tile(st, next_off);
+            if (early && st == 0)
+                copier.issue(a.key_cache, a.value_cache, next_off, k_stage(0), k_stage(0) + kTileKeys * LD,
+                             [&](int p) { return !older(p); });
+            else
+                copy_tile(st, next_off);
             land_tile(st);
         }
         cp_async_commit();
@@ -314,6 +336,34 @@ __global__ void __launch_bounds__(32 * W)
         combine_in_cluster<D, kThreads, kMaxNonPortableSplits>(a, part, split_stat, t, kvh, G);
 }
 
+template <int D, int W, int S, bool kFp8>
+__global__ void __launch_bounds__(32 * W)
+    decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter, bool in_cluster) {
+    PAGODA_KERNEL_PROLOGUE();
+    decode_attention<D, W, S, kFp8>(a, filter, in_cluster, false);
+}
+
+// The same with its loads before the wait (PAGODA_EARLY_LOADS=1: a.early_loads), which decode_attention reaches
+// itself. launch_shape takes it for the default shape, 4x2, of bf16 caches.
+template <int D, int W, int S, bool kFp8>
+__global__ void __launch_bounds__(32 * W)
+    early_decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter, bool in_cluster) {
+    decode_attention<D, W, S, kFp8>(a, filter, in_cluster, true);
+}
+
+// Launches one instance of the kernel in shape Sh; returns whether its splits were combined in clusters.
+template <auto kernel, class Sh>
+bool launch_instance(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
+    allow_dynamic_smem<kernel>(int(Sh::kSmemBytes));
+    // Clusters of 9-16 blocks (non-portable): only where the GPU can place one (a block at head_dim 256 takes an
+    // SM's shared memory, so 16 need 16 SMs of one GPC); else the combine kernel.
+    if (in_cluster && a.num_splits > kMaxClusterSplits)
+        in_cluster = a.num_splits <= max_cluster_blocks<kernel>(Sh::kThreads, Sh::kSmemBytes);
+    launch_kernel_cluster<kernel>(grid, Sh::kThreads, Sh::kSmemBytes, stream, in_cluster ? a.num_splits : 1, a, filter,
+                                  in_cluster);
+    return in_cluster;
+}
+
 // Returns whether the splits were combined in clusters (in_cluster, unless more than 8 splits do not fit one).
 template <int D, int W, int S, bool kFp8>
 bool launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
@@ -327,14 +377,11 @@ bool launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool
         return false;  // not reached: the smallest shape fits every supported GPU
     } else {
         constexpr auto kernel = decode_attention_kernel<D, W, S, kFp8>;
-        allow_dynamic_smem<kernel>(int(Sh::kSmemBytes));
-        // Clusters of 9-16 blocks (non-portable): only where the GPU can place one (a block at head_dim 256 takes an
-        // SM's shared memory, so 16 need 16 SMs of one GPC); else the combine kernel.
-        if (in_cluster && a.num_splits > kMaxClusterSplits)
-            in_cluster = a.num_splits <= max_cluster_blocks<kernel>(Sh::kThreads, Sh::kSmemBytes);
-        launch_kernel_cluster<kernel>(grid, Sh::kThreads, Sh::kSmemBytes, stream, in_cluster ? a.num_splits : 1, a,
-                                      filter, in_cluster);
-        return in_cluster;
+        if constexpr (!kFp8 && W == 4 && S == 2) {
+            constexpr auto early = early_decode_attention_kernel<D, W, S, kFp8>;
+            if (a.early_loads) return launch_instance<early, Sh>(a, grid, filter, in_cluster, stream);
+        }
+        return launch_instance<kernel, Sh>(a, grid, filter, in_cluster, stream);
     }
 }
 

@@ -30,11 +30,88 @@ __global__ void rope_kernel(RopeArgs a) {
 constexpr int kMaxHeadDim = 2 * kMaxRotaryHalf;
 constexpr int kRowsPerBlock = 8;  // one warp per (token, head) row
 
+// RoPE of element d of a normalised row (in shared memory) by the pair's cosine and sine.
+__device__ __forceinline__ float rotated(const float* row, int d, int half, float c, float s) {
+    return d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
+}
+// The pair's cosine and sine for element d < rotary_dim at position pos, as the reference computes them.
+__device__ __forceinline__ void rope_angle(float pos, float inv_freq, float attention_factor, float& c, float& s) {
+    sincosf(pos * inv_freq, &s, &c);
+    s *= attention_factor, c *= attention_factor;
+}
+
+// What a lane needs of its row that no kernel writes (the row's slot and position, its elements' norm weights and
+// rotation), worked out before the programmatic-launch wait with a.early_loads, for rows of at most
+// 32 · kEarlyDims: the lane's elements d = lane + 32 i. After the wait the kernel then only reads the row itself.
+constexpr int kEarlyDims = 8;
+struct EarlyRow {
+    int64_t slot;
+    float w[kEarlyDims], c[kEarlyDims], s[kEarlyDims];
+};
+__device__ __forceinline__ void early_row(const QkNormRopeArgs& a, int64_t t, int h, int lane, EarlyRow& e) {
+    e.slot = a.key_cache != nullptr ? a.slot_mapping[t] : -1;
+    const bool is_q = h < a.Hq;
+    const void* w = is_q ? a.q_weight : a.k_weight;
+    const float pos = static_cast<float>(a.positions[t]);
+    const int half = a.rotary_dim / 2;
+#pragma unroll
+    for (int i = 0; i < kEarlyDims; ++i) {
+        const int d = lane + 32 * i;
+        e.w[i] = 1.0f, e.c[i] = 1.0f, e.s[i] = 0.0f;
+        if (d >= a.D) continue;
+        if (a.norm && h < a.Hq + a.Hk) {
+            e.w[i] = load_as_f32(w, a.weight_type, d);
+            if (a.zero_centred) e.w[i] += 1.0f;
+        }
+        if (d < a.rotary_dim) rope_angle(pos, a.inv_freq[d < half ? d : d - half], a.attention_factor, e.c[i], e.s[i]);
+    }
+}
+
+// A q or k row with its EarlyRow: the same expressions as the kernel below, in the same order.
+template <typename C>
+__device__ __forceinline__ void early_qk_row(const QkNormRopeArgs& a, const EarlyRow& e, float* x, float* row,
+                                             C* cached, float k_inv_scale, int lane) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kEarlyDims; ++i) {
+        const int d = lane + 32 * i;
+        if (d >= a.D) break;
+        const float v = x[d];
+        row[d] = v;
+        ss += v * v;
+    }
+    if (a.norm) {
+        const float scale = rsqrtf(warp_sum(ss) / static_cast<float>(a.D) + a.eps);
+#pragma unroll
+        for (int i = 0; i < kEarlyDims; ++i) {
+            const int d = lane + 32 * i;
+            if (d < a.D) row[d] = row[d] * scale * e.w[i];
+        }
+    }
+    __syncwarp();
+    const int half = a.rotary_dim / 2;
+#pragma unroll
+    for (int i = 0; i < kEarlyDims; ++i) {
+        const int d = lane + 32 * i;
+        if (d >= a.D) break;
+        const float out = d < a.rotary_dim ? rotated(row, d, half, e.c[i], e.s[i]) : row[d];
+        x[d] = out;
+        if (cached) cached[d] = to_cache<C>(out, k_inv_scale);
+    }
+}
+
 // One warp per row of q, k or (when storing to the caches) v: the row is normalised into the warp's shared row (the
 // same expressions as rms_norm_kernel), then rotated from there back into place, so no lane reads what another one
 // wrote; finished k rows and v rows also go to the caches. Rows of one token's heads are neighbouring warps.
-template <typename C>
+template <typename C, bool kEarly>
 __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNormRopeArgs a) {
+    const bool store = a.key_cache != nullptr;
+    const int heads = a.Hq + a.Hk + (store ? a.Hk : 0);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t index = blockIdx.x * int64_t(kRowsPerBlock) + warp;
+    const bool early = kEarly && a.D <= 32 * kEarlyDims && index < a.T * heads;
+    EarlyRow e;
+    if (early) early_row(a, index / heads, static_cast<int>(index % heads), lane, e);
     PAGODA_KERNEL_PROLOGUE();
     __shared__ float rows[kRowsPerBlock][kMaxHeadDim];
     __shared__ float inv_freq[kMaxRotaryHalf];  // the launch parameter, read by every lane at its own index
@@ -43,14 +120,10 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
         inv_freq[j] = a.inv_freq[j];
     __syncthreads();
 
-    const bool store = a.key_cache != nullptr;
-    const int heads = a.Hq + a.Hk + (store ? a.Hk : 0);
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t index = blockIdx.x * int64_t(kRowsPerBlock) + warp;
     if (index >= a.T * heads) return;  // nothing block-wide follows
     const int64_t t = index / heads;
     const int h = static_cast<int>(index % heads);
-    const int64_t slot = store ? a.slot_mapping[t] : -1;
+    const int64_t slot = early ? e.slot : store ? a.slot_mapping[t] : -1;
     const bool stored = slot >= 0 && slot < a.num_slots;  // the runtime checked the range on the host
     if (h >= a.Hq + a.Hk) {                               // a v row: only stored
         if (!stored) return;
@@ -67,6 +140,9 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
     const Rows& r = is_q ? a.q : a.k;
     float* x = r.data + t * r.stride_t + hh * r.stride_h;
     float* row = rows[warp];
+    C* cached = !is_q && stored ? static_cast<C*>(a.key_cache) + (slot * a.Hk + hh) * a.D : nullptr;
+    const float k_inv_scale = cached ? head_inv_scale(a.k_inv_scale, a.k_head_scale, hh) : 1.0f;
+    if (early) return early_qk_row<C>(a, e, x, row, cached, k_inv_scale, lane);
     float ss = 0.0f;
     for (int d = lane; d < a.D; d += 32) {
         const float v = x[d];
@@ -84,16 +160,12 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
     }
     __syncwarp();
     const float pos = static_cast<float>(a.positions[t]);
-    C* cached = !is_q && stored ? static_cast<C*>(a.key_cache) + (slot * a.Hk + hh) * a.D : nullptr;
-    const float k_inv_scale = cached ? head_inv_scale(a.k_inv_scale, a.k_head_scale, hh) : 1.0f;
     for (int d = lane; d < a.D; d += 32) {
         float out = row[d];
         if (d < a.rotary_dim) {
-            const int j = d < half ? d : d - half;
-            float s, c;
-            sincosf(pos * inv_freq[j], &s, &c);
-            s *= a.attention_factor, c *= a.attention_factor;
-            out = d < half ? row[d] * c - row[d + half] * s : row[d] * c + row[d - half] * s;
+            float c, s;
+            rope_angle(pos, inv_freq[d < half ? d : d - half], a.attention_factor, c, s);
+            out = rotated(row, d, half, c, s);
         }
         x[d] = out;
         if (cached) cached[d] = to_cache<C>(out, k_inv_scale);
@@ -150,6 +222,19 @@ void launch_rope(const RopeArgs& a, cudaStream_t stream) {
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+
+template <typename C>
+void launch_qk_norm_rope_as(const QkNormRopeArgs& a, unsigned blocks, cudaStream_t stream) {
+    if (a.early_loads)
+        launch_kernel<qk_norm_rope_kernel<C, true>>(blocks, kRowsPerBlock * 32, 0, stream, a);
+    else
+        launch_kernel<qk_norm_rope_kernel<C, false>>(blocks, kRowsPerBlock * 32, 0, stream, a);
+    PAGODA_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(a.rotary_dim > 0 && a.rotary_dim % 2 == 0 && a.rotary_dim <= a.D && a.D <= kMaxHeadDim,
                           "qk_norm_rope: rotary_dim must be even and at most head_dim (at most 512)");
@@ -158,19 +243,14 @@ void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream) {
     const unsigned blocks = static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
     switch (a.key_cache ? a.cache_type : ElemType::F32) {
         case ElemType::BF16:
-            launch_kernel<qk_norm_rope_kernel<__nv_bfloat16>>(blocks, kRowsPerBlock * 32, 0, stream, a);
-            break;
+            return launch_qk_norm_rope_as<__nv_bfloat16>(a, blocks, stream);
         case ElemType::F16:
-            launch_kernel<qk_norm_rope_kernel<__half>>(blocks, kRowsPerBlock * 32, 0, stream, a);
-            break;
+            return launch_qk_norm_rope_as<__half>(a, blocks, stream);
         case ElemType::F8E4M3:
-            launch_kernel<qk_norm_rope_kernel<__nv_fp8_e4m3>>(blocks, kRowsPerBlock * 32, 0, stream, a);
-            break;
+            return launch_qk_norm_rope_as<__nv_fp8_e4m3>(a, blocks, stream);
         default:
-            launch_kernel<qk_norm_rope_kernel<float>>(blocks, kRowsPerBlock * 32, 0, stream, a);
-            break;
+            return launch_qk_norm_rope_as<float>(a, blocks, stream);
     }
-    PAGODA_CUDA_CHECK_LAUNCH();
 }
 
 void launch_kv_write(const KvWriteArgs& a, cudaStream_t stream) {

@@ -8,7 +8,29 @@ namespace pagoda::kernels::cuda {
 
 namespace {
 
+// With kEarly (a.early_loads) each thread holds its weights (d = threadIdx.x + i · blockDim.x, i < kHeld) in registers,
+// loaded before the programmatic-launch wait (no kernel writes a norm's weight), so that after the wait only the row is
+// read: one memory round trip fewer on a decode step's critical path. Rows of more than kHeld · blockDim.x take the
+// loop.
+constexpr int kHeld = 8;
+
+// w[i] = the weight of d = threadIdx.x + i · blockDim.x as row_normalize takes it (1 + w when zero-centred).
+__device__ __forceinline__ void early_norm_weights(const RmsNormArgs& a, float (&w)[kHeld]) {
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+        const int64_t d = threadIdx.x + int64_t(i) * blockDim.x;
+        w[i] = 0.0f;
+        if (d >= a.D) continue;
+        w[i] = load_as_f32(a.weight, a.weight_type, d);
+        if (a.zero_centred) w[i] += 1.0f;
+    }
+}
+
+template <bool kEarly>
 __global__ void rms_norm_kernel(RmsNormArgs a) {
+    float held[kHeld];
+    const bool hold = kEarly && a.D <= kHeld * int64_t(blockDim.x);
+    if (hold) early_norm_weights(a, held);
     PAGODA_KERNEL_PROLOGUE();
     const int64_t row = blockIdx.x;
     const int64_t t = row / a.H, h = row % a.H;
@@ -26,6 +48,16 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
     });
     const float scale = rsqrtf(ss / static_cast<float>(a.D) + a.eps);
     const float* src = res ? res : x;
+    if constexpr (kEarly) {
+        if (hold) {
+#pragma unroll
+            for (int i = 0; i < kHeld; ++i) {  // row_normalize's expression
+                const int64_t d = threadIdx.x + int64_t(i) * blockDim.x;
+                if (d < a.D) out[d] = src[d] * scale * held[i];
+            }
+            return;
+        }
+    }
     row_normalize([&](int64_t d) { return src[d]; }, out, a.D, scale, a.weight, a.weight_type, a.zero_centred,
                   threadIdx.x, blockDim.x);
 }
@@ -38,7 +70,11 @@ void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
     PAGODA_KERNEL_REQUIRE(rows <= 0x7fffffffLL, "rms_norm: too many rows");
     // About four elements per thread: a decode step's norms are one row, i.e. one block, and each of its loads
     // costs a full memory latency, so the block must issue them all at once.
-    launch_kernel<rms_norm_kernel>(static_cast<unsigned>(rows), rms_norm_threads(a.D), 0, stream, a);
+    const unsigned threads = rms_norm_threads(a.D);
+    if (a.early_loads)
+        launch_kernel<rms_norm_kernel<true>>(static_cast<unsigned>(rows), threads, 0, stream, a);
+    else
+        launch_kernel<rms_norm_kernel<false>>(static_cast<unsigned>(rows), threads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
