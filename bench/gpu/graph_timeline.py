@@ -18,7 +18,8 @@ one id is a replay (eager kernels have one each). The replays of the most common
 --skip (2) of them dropped (warm-up). Printed: the replays' median wall time (first node's start to last node's
 end), the median sum of node durations and of the gaps; per kernel name its nodes a replay, their own time a replay (the
 part of each node after every node before it has ended: how far it moves the step; own times and gaps add up to the
-wall time), its share of the own times, their durations and the median gap before them; then the first --nodes (30)
+wall time), its share of the own times, their durations and the median gap before them (--by-predecessor: per kernel
+and the kernel before it); then the first --nodes (30)
 nodes in order, each with its median own time, duration and gap. Durations are each node's end minus start: with
 overlap (a node started early waits for its predecessor), the sum of durations exceeds the wall time.
 """
@@ -90,7 +91,7 @@ def node_times(replay):
     return out
 
 
-def summarize(kept, nodes_to_show):
+def summarize(kept, nodes_to_show, by_predecessor=False):
     lines = []
     per_replay = [node_times(r) for r in kept]
     walls = [r[-1][1] - r[0][0] for r in kept]
@@ -105,8 +106,11 @@ def summarize(kept, nodes_to_show):
     count = len(kept[0])
     med = [[statistics.median(nodes[i][f] for nodes in per_replay) for f in (1, 2, 3)] for i in range(count)]
     names = [per_replay[0][i][0] for i in range(count)]
+    # With by_predecessor a kernel's nodes are told apart by the kernel before them (a GEMV after the attention
+    # overlaps something else than a GEMV after a norm).
+    keys = [f"{n}<{names[i - 1] if i else 'start'}" if by_predecessor else n for i, n in enumerate(names)]
     by_name = collections.defaultdict(lambda: [0, 0.0, [], 0.0])
-    for name, (d, g, own) in zip(names, med):
+    for name, (d, g, own) in zip(keys, med):
         entry = by_name[name]
         entry[0] += 1
         entry[1] += d
@@ -129,6 +133,8 @@ def main():
     ap.add_argument("--skip", type=int, default=2, help="replays dropped first (warm-up)")
     ap.add_argument("--nodes", type=int, default=30, help="nodes listed in order")
     ap.add_argument("--min-nodes", type=int, default=8, help="kernels of one launch that make it a graph replay")
+    ap.add_argument("--by-predecessor", action="store_true",
+                    help="one table row per kernel and the kernel before it ('gemv<rms_norm')")
     args = ap.parse_args()
     if args.trace.endswith(".tsv"):
         rows = trace_rows(args.trace)
@@ -140,7 +146,7 @@ def main():
     if not kept:
         sys.exit(f"no graph replays left ({len(found)} found, --skip {args.skip}): was it taken with "
                  "--cuda-graph-trace=node?")
-    print("\n".join(summarize(kept, args.nodes)))
+    print("\n".join(summarize(kept, args.nodes, args.by_predecessor)))
 
 
 if __name__ == "__main__":

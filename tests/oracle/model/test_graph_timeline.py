@@ -122,3 +122,16 @@ def test_no_replays_is_an_error_that_says_why(tmp_path):
     out = run(report)
     assert out.returncode != 0
     assert "--cuda-graph-trace=node" in out.stderr
+
+
+def test_by_predecessor_tells_a_kernels_nodes_apart_by_the_kernel_before(tmp_path):
+    report = tmp_path / "decode.sqlite"
+    make_report(report)
+    out = run(report, "--min-nodes", 4, "--skip", 1, "--by-predecessor")
+    assert out.returncode == 0, out.stderr
+    table = {line.split()[0]: line.split()[1:] for line in out.stdout.splitlines()[2:6]}
+    # The first norm opens the replay, the second follows an attention; each gemv follows a norm.
+    assert table["gemv_vec_kernel<rms_norm_kernel"][:2] == ["2", "18.0"]
+    assert table["decode_attention_kernel<gemv_vec_kernel"][:2] == ["2", "8.0"]
+    assert table["rms_norm_kernel<start"][:2] == ["1", "2.0"]
+    assert table["rms_norm_kernel<decode_attention_kernel"][:2] == ["1", "2.0"]

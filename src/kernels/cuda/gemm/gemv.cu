@@ -211,11 +211,12 @@ __device__ __forceinline__ float row_partial(const GemvArgs& a, const __nv_bfloa
 }
 
 // Asks L2 for the weights row_partial's first iteration loads (one request per 128-byte line). Issued before
-// pdl_wait: weights are written by no kernel, so they stream in while the previous kernel finishes.
+// pdl_wait: weights are written by no kernel, so they stream in while the previous kernel finishes (unless
+// PAGODA_GEMV_PREFETCH=0: gemv_prefetch, gemv.h).
 template <typename W, int WPR>
 __device__ __forceinline__ void prefetch_first_loads(const GemvArgs& a, const W* w, int64_t k, int lane) {
     constexpr int64_t kStep = int64_t(WPR) * 32 * Vec16<W>::kN;
-    if ((lane & 7) != 0) return;
+    if ((lane & 7) != 0 || !a.prefetch) return;
 #pragma unroll
     for (int u = 0; u < kGemvUnroll; ++u)
         if (k + u * kStep < a.K) asm volatile("prefetch.global.L2 [%0];" ::"l"(w + k + u * kStep));
@@ -319,6 +320,14 @@ __global__ void gemv_scalar_kernel(GemvArgs a) {
 
 }  // namespace
 
+bool gemv_prefetch() {
+    static const bool on = [] {
+        const char* env = std::getenv("PAGODA_GEMV_PREFETCH");
+        return env == nullptr || std::strcmp(env, "0") != 0;
+    }();
+    return on;
+}
+
 bool staged_gemv_persistent() {
     static const bool on = [] {
         const char* env = std::getenv("PAGODA_GEMV_PERSISTENT");
@@ -402,8 +411,10 @@ int64_t staged_gemv_one_warp_rows(bool fp8) {
     return set >= 0 ? set : fp8 ? kFp8OneWarpRows : kOneWarpRows;
 }
 
-void launch_gemv(const GemvArgs& a, cudaStream_t stream) {
-    if (a.N == 0) return;
+void launch_gemv(const GemvArgs& args, cudaStream_t stream) {
+    if (args.N == 0) return;
+    GemvArgs a = args;
+    a.prefetch = gemv_prefetch();
     PAGODA_KERNEL_REQUIRE(a.glu_rows == 0 || a.glu_rows == a.N, "a fused gate/up GEMV has one output per row pair");
     PAGODA_KERNEL_REQUIRE(a.norm.residual == nullptr || (a.glu_rows == 0 && a.norm.out && a.norm.counter),
                           "a GEMV finishing a norm has no gated rows, and its norm an output and a counter");

@@ -40,8 +40,13 @@ struct GemvArgs {
     // (norm.h); y is not written.
     ResidualNorm norm = {};
     RouterTopk topk = {};  // topk.weights set: the router's top-k after it (glu_rows 0, no norm, N the experts)
+    bool prefetch = true;  // set by launch_gemv: gemv_prefetch()
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
+// Whether the GEMV asks L2 for its first weights before its programmatic-launch wait, while the kernel before it runs
+// (on by default; PAGODA_GEMV_PREFETCH=0 for measuring what it costs that kernel: the decode attention before the
+// o projection shares HBM with the o projection's whole weight).
+bool gemv_prefetch();
 // The fewest output rows for which the GEMVs that stage x in shared memory (fp8, int4/int8) give each row one warp
 // (8 rows a block) rather than four (2 rows a block). Each block stages the whole of x, so few rows a block read x
 // again and again; with persistent blocks (below) x is staged once a block whatever the rows. Measured on an H100
