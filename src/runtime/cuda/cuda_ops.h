@@ -358,8 +358,9 @@ class CudaOps final : public CudaOpsBase {
     bool fused_norm_ = false;
     bool fused_topk_ = false;  // the router's top-k too (PAGODA_FUSED_TOPK=0 with it: apart, the norms finished)
     // PAGODA_EARLY_LOADS=1 when the ops were made: the RMSNorm, attention-prologue and decode-attention kernels load
-    // what the kernel before them does not write (weights, positions, block tables, older keys) before their
-    // programmatic-launch wait (kernels/cuda/common.cuh). Off by default until a GPU has run it.
+    // what the kernel before them does not write (weights, positions, block tables, older keys), and the MoE pair
+    // passes' down pass asks L2 for its experts' rows, before their programmatic-launch wait
+    // (kernels/cuda/common.cuh). Off by default until a GPU has run it.
     bool early_loads_ = false;
     unsigned* grid_counter_ = nullptr;
 

@@ -178,7 +178,7 @@ kcu::MoeExpertsArgs CudaOps::moe_args(const Tensor& x, const Tensor& topk_weight
     a.topk_weights = topk_weights.data_as<float>(), a.topk_ids = topk_ids.data_as<int32_t>();
     a.gate_up = {gu.data.data(), gu.data.stride(0), gu.data.stride(1)};
     a.down = {dn.data.data(), dn.data.stride(0), dn.data.stride(1)};
-    a.workspace = workspace;
+    a.workspace = workspace, a.early_loads = early_loads_;
     return a;
 }
 

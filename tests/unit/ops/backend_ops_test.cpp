@@ -515,8 +515,9 @@ TEST(LoraTest, CudaCoreKernelsMatchTheCpu) {
 }
 
 // PAGODA_EARLY_LOADS=1 (read when the ops are made): the RMSNorm, attention-prologue and decode-attention kernels that
-// load what the kernel before them does not write before their programmatic-launch wait give the bits of the
-// kernels that load it all after the wait, on every case of those ops (each case's setup kernels run just before it).
+// load what the kernel before them does not write before their programmatic-launch wait (and the MoE down pass that
+// prefetches its experts' rows) give the bits of the kernels that load it all after the wait, on every case of those
+// ops (each case's setup kernels run just before it).
 TEST(EarlyLoadsTest, EqualTheKernelsThatLoadAfterTheWait) {
     if (cuda_device_count() == 0)
         GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": CUDA test skipped";
@@ -525,8 +526,9 @@ TEST(EarlyLoadsTest, EqualTheKernelsThatLoadAfterTheWait) {
     auto early = make_cuda_backend();
     ::unsetenv("PAGODA_EARLY_LOADS");
     ASSERT_TRUE(waiting.ok() && early.ok());
-    const std::set<std::string> ops = {"rms_norm",     "add_rms_norm",          "head_rms_norm",
-                                       "qk_norm_rope", "qk_norm_rope_write_kv", "paged_attention"};
+    const std::set<std::string> ops = {
+        "rms_norm",        "add_rms_norm", "head_rms_norm",           "qk_norm_rope", "qk_norm_rope_write_kv",
+        "paged_attention", "moe_experts",  "moe_experts_add_rms_norm"};
     int cases = 0;
     for (const OpCase& c : op_cases()) {
         if (!ops.count(c.op)) continue;

@@ -72,6 +72,9 @@ struct MoeExpertsArgs {
     // norm.residual set (where moe_experts_finish_norm says): the experts' sum goes to the residual, and the last block
     // of the down pass finishes add_rms_norm (norm.h); out is not written.
     ResidualNorm norm = {};
+    // The pair passes' down pass asks L2 for its experts' rows before its programmatic-launch wait
+    // (PAGODA_EARLY_LOADS=1).
+    bool early_loads = false;
 };
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k);
 // Whether launch_moe_experts takes these fp8 (e4m3) stacks as they are: a few tokens on the pair passes, few rows per

@@ -168,6 +168,28 @@ __global__ void __launch_bounds__(kWarps * 32) pair_gate_up_kernel(MoeExpertsArg
 // The most slots a token may have on this path (Qwen's MoE models take 8 or 10).
 constexpr int kMaxSlots = 32;
 
+// With a.early_loads: asks L2 for the down rows of this warp's first task (below) before the programmatic-launch
+// wait, so that they stream in while the gate/up pass finishes. Its expert comes from topk_ids, which the kernel two
+// launches back wrote (the router's top-k, or a copy: common.cuh), and the weights from no kernel. At Qwen3-30B-A3B's
+// shape each warp has one task, so this is all the pass's weights.
+template <typename W, int R>
+__device__ __forceinline__ void prefetch_down_rows(const MoeExpertsArgs& a, int groups) {
+    const int lane = threadIdx.x & 31, task = threadIdx.x >> 5;
+    if (!a.early_loads || task >= groups * a.k) return;
+    const int g = task / static_cast<int>(a.k), j = task % static_cast<int>(a.k);
+    const int64_t t = blockIdx.y, ng = int64_t(blockIdx.x) * groups * R + int64_t(g) * R;
+    const int32_t e = local_expert(a, a.topk_ids[t * a.k + j]);
+    if (ng >= a.H || e < 0) return;
+    const int64_t row_bytes = std::is_same_v<W, Int4Pair> ? a.I / 2 : a.I * int64_t(sizeof(W));
+    for (int r = 0; r < R && ng + r < a.H; ++r) {
+        const auto* row = reinterpret_cast<const char*>(static_cast<const W*>(a.down.data) + e * a.down.expert_stride +
+                                                        (ng + r) * a.down.row_stride);
+        const auto* line = reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(row) & ~uintptr_t(127));
+        for (line += lane * 128; line < row + row_bytes; line += 32 * 128)
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(line));
+    }
+}
+
 // out[t, n] = Σ_j w[t, j] · (down_e[n] · h[t*k + j]) in slot order, e = ids[t*k + j], skipping experts not held here.
 // A block takes `groups` x R consecutive columns of one token; a warp's task is R columns of one slot (R rows of
 // one expert against the same h), and the block's warps share the groups * k tasks.
@@ -175,6 +197,7 @@ template <typename W, int R, int U>
 __global__ void __launch_bounds__(kWarps * 32)
     pair_down_kernel(MoeExpertsArgs a, const typename ComputeType<W>::T* h, int groups) {
     prefetch_norm_weight(a.norm, a.H);
+    prefetch_down_rows<W, R>(a, groups);
     PAGODA_KERNEL_PROLOGUE();
     using T = typename ComputeType<W>::T;
     __shared__ float dots[kWarps * R][kMaxSlots];  // [column in block][slot]; groups <= kWarps
