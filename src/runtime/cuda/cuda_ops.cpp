@@ -39,8 +39,8 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     fused_topk_ = fused_norm_ && !(fused_topk && std::strcmp(fused_topk, "0") == 0);
     const char* early_loads = std::getenv("PAGODA_EARLY_LOADS");
     early_loads_ = early_loads && std::strcmp(early_loads, "1") == 0;
-    PAGODA_CUDA_OK(cudaMalloc(&grid_counter_, sizeof(unsigned)));
-    PAGODA_CUDA_OK(cudaMemsetAsync(grid_counter_, 0, sizeof(unsigned), stream_));
+    PAGODA_CUDA_OK(cudaMalloc(&grid_counter_, kcu::kTailCounterWords * sizeof(unsigned)));
+    PAGODA_CUDA_OK(cudaMemsetAsync(grid_counter_, 0, kcu::kTailCounterWords * sizeof(unsigned), stream_));
 }
 
 CudaOps::~CudaOps() {

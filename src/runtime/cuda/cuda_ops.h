@@ -352,9 +352,10 @@ class CudaOps final : public CudaOpsBase {
 
     // One token's linear_add_rms_norm and linear_moe_topk_softmax through dense weights, and moe_experts_add_rms_norm
     // on the pair passes: with PAGODA_FUSED_NORM=1 when the ops were made, the GEMV's (or the down pass's) last block
-    // finishes the norm or the top-k (gemv.h, moe.h; the same bits), counting the blocks in grid_counter_ (zeroed once
-    // here; each such kernel leaves it zero). Off by default: its first form made batch-1 decode slower on an H100
-    // (docs/benchmarks.md, session 31) and the form here has not been measured.
+    // finishes the norm or the top-k (gemv.h, moe.h; the same bits), counting the blocks in grid_counter_
+    // (kcu::kTailCounterWords words, zeroed once here; each such kernel leaves them zero). Off by default: its first
+    // form made batch-1 decode slower on an H100 (docs/benchmarks.md, session 31) and the form here has not been
+    // measured.
     bool fused_norm_ = false;
     bool fused_topk_ = false;  // the router's top-k too (PAGODA_FUSED_TOPK=0 with it: apart, the norms finished)
     // PAGODA_EARLY_LOADS=1 when the ops were made: the RMSNorm, attention-prologue and decode-attention kernels load

@@ -25,10 +25,15 @@ constexpr int rms_norm_threads(int64_t D) {
     return static_cast<int>(want < 32 ? 32 : want > 1024 ? 1024 : want);
 }
 
+// The device words a kernel with a grid tail counts its blocks in (grid_tail.cuh): a top counter and kTailGroups group
+// counters.
+inline constexpr unsigned kTailGroups = 32;
+inline constexpr unsigned kTailCounterWords = 1 + kTailGroups;
+
 // add_rms_norm of one token finished by the kernel that computes the sub-layer's last projection (the GEMV, gemv.h):
 // its output rows go to residual (residual[n] += y_n) instead of y, and the last of its blocks to finish normalises
-// the whole residual into out as launch_rms_norm would, to the bit. counter is a device word that is zero before the
-// launch; the last block leaves it zero again.
+// the whole residual into out as launch_rms_norm would, to the bit. counter: kTailCounterWords device words that are
+// zero before the launch; the last block leaves them zero again.
 struct ResidualNorm {
     float* residual = nullptr;  // [D]; null: no norm (the kernel writes y)
     float* out = nullptr;       // [D]
