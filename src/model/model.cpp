@@ -390,7 +390,9 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
     for (size_t i = 0; i < weights_.layers.size(); ++i) {
         const LayerWeights& layer = weights_.layers[i];
         const size_t mark = arena_.mark();
-        const NextNorm post{hidden, layer.post_norm, eps, kind, x};
+        // Before a mixture of experts the norm may go to the router instead (Ops::norms_in_router).
+        const bool in_router = finish_in_projection && layer.mlp == MlpKind::kMoe && ops.norms_in_router(T);
+        const NextNorm post{hidden, layer.post_norm, eps, kind, x, in_router};
         const NextNorm* attn_next = finish_in_projection ? &post : nullptr;
         if (layer.attention == AttentionKind::kFull) {
             attention_forward(ops, spec, layer.attn, x, batch, rope_, kv->layer(cache_layer_[i]), arena_, y, attn_next);
@@ -408,7 +410,7 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
         const NextNorm pre{hidden, next_norm, eps, kind, x};
         const NextNorm* mlp_next = finish_in_projection ? &pre : nullptr;
         if (layer.mlp == MlpKind::kMoe)
-            moe_forward(ops, spec, layer.moe, x, arena_, y, mlp_next);
+            moe_forward(ops, spec, layer.moe, x, arena_, y, mlp_next, in_router ? &post : nullptr);
         else
             mlp_forward(ops, layer.dense, x, arena_, y, mlp_next);
         arena_.rewind(mark);

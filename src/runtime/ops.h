@@ -81,6 +81,13 @@ class Ops {
         linear(x, w, y);
         add_rms_norm(residual, y, weight, eps, kind, out);
     }
+    // y = x · Wᵀ (linear), then residual += y (add): a sub-layer's last projection where the next sub-layer's first op
+    // normalises the residual itself (rms_norm_router). A device backend may add the rows straight into the residual
+    // and leave y unwritten (CUDA does for one token); the residual is the same to the bit.
+    virtual void linear_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual) {
+        linear(x, w, y);
+        add(residual, y);
+    }
     // In place, per head: x [T, H, D], weight [D] (QK-norm).
     virtual void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) = 0;
 
@@ -155,6 +162,20 @@ class Ops {
         linear(x, router_w, router_logits);
         moe_topk_softmax(router_logits, normalize, topk_weights, topk_ids);
     }
+    // A mixture-of-experts block's start: out = RMSNorm(residual) (rms_norm), then the router on out
+    // (linear_moe_topk_softmax). A device backend may work the norm out inside the router's kernel (CUDA for one token
+    // with PAGODA_NORM_IN_ROUTER=1: no norm launch between the attention and the router); out, the logits and the
+    // top-k are the same to the bit.
+    virtual void rms_norm_router(const Tensor& residual, const Tensor& weight, float eps, NormKind kind,
+                                 const Tensor& out, const LinearWeight& router_w, const Tensor& router_logits,
+                                 bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) {
+        rms_norm(residual, weight, eps, kind, out);
+        linear_moe_topk_softmax(out, router_w, router_logits, normalize, topk_weights, topk_ids);
+    }
+    // Whether a step of `tokens` tokens should end the sub-layer before a mixture-of-experts block with linear_add and
+    // start the block with rms_norm_router, rather than end it with linear_add_rms_norm (Model::forward asks): where
+    // the backend fuses the norm into the router.
+    virtual bool norms_in_router(int64_t tokens) const { return false; }
     // out[t] = Σ_j topk_weights[t,j] · down_e(silu(gate_e x_t) ⊙ up_e x_t), e = topk_ids[t,j]. x, out [T, H].
     virtual void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                              const MoeExpertWeights& experts, const Tensor& out) = 0;

@@ -86,7 +86,9 @@ size_t attention_scratch_floats(const ModelSpec& spec) {
 }
 
 void project_out(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor& y, const NextNorm* next) {
-    if (next != nullptr)
+    if (next != nullptr && next->in_router)
+        ops.linear_add(x, w, y, next->residual);
+    else if (next != nullptr)
         ops.linear_add_rms_norm(x, w, y, next->residual, next->weight, next->eps, next->kind, next->out);
     else
         ops.linear(x, w, y);
@@ -492,14 +494,18 @@ size_t moe_scratch_floats(const ModelSpec& spec) {
 }
 
 void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
-                 const NextNorm* next) {
+                 const NextNorm* next, const NextNorm* pre) {
     const int64_t T = x.dim(0), E = w.router.out_features(), k = spec.num_experts_per_tok;
     Tensor router_logits = arena.f32(T, E);
     Tensor topk_w = arena.f32(T, k);
     Tensor topk_ids = arena.take(DType::I32, Shape{T, k});
     // Qwen3.5-MoE always renormalises the top-k weights (hard-coded in its router).
     const bool normalize = spec.norm_topk_prob || spec.family == ModelFamily::kQwen3_5Moe;
-    ops.linear_moe_topk_softmax(x, w.router, router_logits, normalize, topk_w, topk_ids);
+    if (pre != nullptr)
+        ops.rms_norm_router(pre->residual, pre->weight, pre->eps, pre->kind, x, w.router, router_logits, normalize,
+                            topk_w, topk_ids);
+    else
+        ops.linear_moe_topk_softmax(x, w.router, router_logits, normalize, topk_w, topk_ids);
     const MoeExpertWeights experts{w.gate_up, w.down, w.first_expert, E};
     if (next != nullptr && !w.has_shared)  // the routed experts' sum is the whole output
         return ops.moe_experts_add_rms_norm(x, topk_w, topk_ids, experts, out, next->residual, next->weight, next->eps,

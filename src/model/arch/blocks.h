@@ -61,13 +61,16 @@ struct AttentionOptions {
 Status visit_weights(AttentionWeights& w, const ModelSpec& spec, const AttentionOptions& options,
                      const std::string& prefix, const WeightVisitor& visit);
 // The residual add after a sub-layer and the next pre-norm, handed to the sub-layer so that its last projection can
-// finish them (Ops::linear_add_rms_norm): residual += the sub-layer's output, then out = RMSNorm(residual).
+// finish them (Ops::linear_add_rms_norm): residual += the sub-layer's output, then out = RMSNorm(residual). With
+// in_router the projection only adds (Ops::linear_add), and the next sub-layer, a mixture of experts given the same
+// NextNorm, starts with the norm (Ops::rms_norm_router).
 struct NextNorm {
     const Tensor& residual;
     const Tensor& weight;
     float eps;
     NormKind kind;
     const Tensor& out;
+    bool in_router = false;
 };
 // y = x · Wᵀ, then next's add and norm when given (the sub-layers' last projection).
 void project_out(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor& y, const NextNorm* next);
@@ -127,9 +130,9 @@ Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& pr
 // What the walk cannot read by name: checks the config's expert dimensions and, for a per-expert checkpoint, stacks
 // the experts once into owned [E, 2I, H] and [E, H, I] buffers (the fused layout's views need no copy).
 Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix, MoeWeights& out);
-// next: see NextNorm (out is then scratch).
+// next: see NextNorm (out is then scratch). pre: the norm that makes x, left to the router (NextNorm::in_router).
 void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
-                 const NextNorm* next = nullptr);
+                 const NextNorm* next = nullptr, const NextNorm* pre = nullptr);
 size_t moe_scratch_floats(const ModelSpec& spec);
 
 // --- Gated DeltaNet -------------------------------------------------------------------------------------------------

@@ -37,6 +37,8 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     fused_norm_ = fused_norm && std::strcmp(fused_norm, "1") == 0;
     const char* fused_topk = std::getenv("PAGODA_FUSED_TOPK");
     fused_topk_ = fused_norm_ && !(fused_topk && std::strcmp(fused_topk, "0") == 0);
+    const char* norm_in_router = std::getenv("PAGODA_NORM_IN_ROUTER");
+    norm_in_router_ = norm_in_router && std::strcmp(norm_in_router, "1") == 0;
     const char* early_loads = std::getenv("PAGODA_EARLY_LOADS");
     early_loads_ = early_loads && std::strcmp(early_loads, "1") == 0;
     PAGODA_CUDA_OK(cudaMalloc(&grid_counter_, kcu::kTailCounterWords * sizeof(unsigned)));

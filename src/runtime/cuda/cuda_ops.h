@@ -122,6 +122,7 @@ class CudaOps final : public CudaOpsBase {
 
     void linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual,
                              const Tensor& weight, float eps, NormKind kind, const Tensor& out) override;
+    void linear_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual) override;
 
     void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override;
     void linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) override;
@@ -170,6 +171,10 @@ class CudaOps final : public CudaOpsBase {
                           const Tensor& topk_ids) override;
     void linear_moe_topk_softmax(const Tensor& x, const LinearWeight& router_w, const Tensor& router_logits,
                                  bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) override;
+    void rms_norm_router(const Tensor& residual, const Tensor& weight, float eps, NormKind kind, const Tensor& out,
+                         const LinearWeight& router_w, const Tensor& router_logits, bool normalize,
+                         const Tensor& topk_weights, const Tensor& topk_ids) override;
+    bool norms_in_router(int64_t tokens) const override { return norm_in_router_ && tokens == kcu::kGemvTokens; }
     void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                      const MoeExpertWeights& experts, const Tensor& out) override;
     void moe_experts_add_rms_norm(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
@@ -364,6 +369,10 @@ class CudaOps final : public CudaOpsBase {
     // (kernels/cuda/common.cuh). Off by default until a GPU has run it.
     bool early_loads_ = false;
     unsigned* grid_counter_ = nullptr;
+    // PAGODA_NORM_IN_ROUTER=1 when the ops were made: a one-token step ends the sub-layer before a mixture-of-experts
+    // block with linear_add and the router's GEMV works out the block's norm (rms_norm_router): no norm launch there.
+    // Off by default until a GPU has measured it.
+    bool norm_in_router_ = false;
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

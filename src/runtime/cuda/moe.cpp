@@ -49,6 +49,34 @@ void CudaOps::linear_moe_topk_softmax(const Tensor& x, const LinearWeight& route
     invalidate_converted();
 }
 
+void CudaOps::rms_norm_router(const Tensor& residual, const Tensor& weight, float eps, NormKind kind, const Tensor& out,
+                              const LinearWeight& router_w, const Tensor& router_logits, bool normalize,
+                              const Tensor& topk_weights, const Tensor& topk_ids) {
+    const char* op = "rms_norm_router";
+    const bool adapters = router_w.lora != nullptr && !lora_slots_.empty();
+    kcu::GemvArgs a{};
+    if (norm_in_router_ && residual.dim(0) == kcu::kGemvTokens && router_w.is_dense() && !adapters) {
+        ops_checks::expect_mat(residual, kHere, op, "residual");
+        ops_checks::expect_linear(out, router_w, router_logits, kHere, op);
+        expect(residual.shape() == out.shape(), op,
+               "residual " + residual.to_string() + " and out " + out.to_string() + " differ");
+        ops_checks::expect_vec(weight, residual.dim(1), kHere, op, "weight");
+        a = gemv_args(out, router_w, router_logits);
+        a.in_norm = {
+            residual.data_as<float>(),    out.data_as<float>(), weight.data(), elem_type(weight.dtype(), op), eps,
+            kind == NormKind::ZeroCentred};
+    }
+    if (a.in_norm.out == nullptr || !kcu::gemv_normalizes_input(a))
+        return Ops::rms_norm_router(residual, weight, eps, kind, out, router_w, router_logits, normalize, topk_weights,
+                                    topk_ids);
+    {
+        const auto profile = profiler_.scope("rms_norm + linear (gemv)");
+        kcu::launch_gemv(a, stream_);
+        invalidate_converted();
+    }
+    moe_topk_softmax(router_logits, normalize, topk_weights, topk_ids);
+}
+
 void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                           const MoeExpertWeights& experts, const Tensor& out) {
     run_moe_experts(x, topk_weights, topk_ids, experts, out, nullptr);

@@ -29,6 +29,20 @@ void CudaOps::linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const 
     invalidate_converted();
 }
 
+void CudaOps::linear_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual) {
+    const bool adapters = w.lora != nullptr && !lora_slots_.empty();
+    if (x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters) return Ops::linear_add(x, w, y, residual);
+    ops_checks::expect_linear(x, w, y, kHere, "linear_add");
+    ops_checks::expect_mat(residual, kHere, "linear_add", "residual");
+    expect(residual.shape() == y.shape(), "linear_add",
+           "residual " + residual.to_string() + " must be shaped as y " + y.to_string());
+    const auto profile = profiler_.scope("linear + add (gemv)");
+    kcu::GemvArgs a = gemv_args(x, w, y);
+    a.add_to = residual.data_as<float>();
+    kcu::launch_gemv(a, stream_);
+    invalidate_converted();
+}
+
 kcu::ResidualNorm CudaOps::residual_norm_args(const char* op, const Tensor& like, const Tensor& residual,
                                               const Tensor& weight, float eps, NormKind kind, const Tensor& out) {
     ops_checks::expect_mat(residual, kHere, op, "residual");

@@ -98,6 +98,8 @@ TEST(OpCasesTest, NamesAreUniqueAndEveryOpIsCovered) {
                            "silu_mul",
                            "linear_silu_mul",
                            "linear_add_rms_norm",
+                           "linear_add",
+                           "rms_norm_router",
                            "sigmoid_mul",
                            "add",
                            "copy",
@@ -365,6 +367,68 @@ TEST(FusedTopkTest, LinearMoeTopkSoftmaxEqualsLinearThenTopk) {
                         (long long)s.E, (long long)s.k, e_w, e_ids);
             EXPECT_EQ(e_w, 0.0f) << b->name() << " E=" << s.E;
             EXPECT_EQ(e_ids, 0.0f) << b->name() << " E=" << s.E;
+        }
+    }
+}
+
+// The model's two ways across the boundary before a mixture of experts give the same bits: linear_add then
+// rms_norm_router (what Model::forward takes where Ops::norms_in_router says so: on CUDA with
+// PAGODA_NORM_IN_ROUTER=1, one token's o projection adds its rows into the residual and every block of the router's
+// GEMV works out the norm, summing as the norm kernel's block of rms_norm_threads(H) does) against linear, add_rms_norm
+// and linear_moe_topk_softmax: the residual, the normalised row, the router's top-k. Qwen3-30B-A3B's shapes and
+// Qwen3.5's (zero-centred norm, 512 experts, top 10), twice each.
+TEST(NormInRouterTest, LinearAddThenRmsNormRouterEqualTheOpsApart) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    ::setenv("PAGODA_NORM_IN_ROUTER", "1", 1);
+    every_backend(backends);
+    ::unsetenv("PAGODA_NORM_IN_ROUTER");
+    struct Shapes {
+        int64_t H, K, E, k;
+        NormKind kind;
+    };
+    for (const Shapes s :
+         {Shapes{2048, 4096, 128, 8, NormKind::Plain}, Shapes{2048, 1024, 512, 10, NormKind::ZeroCentred}}) {
+        const OpCase c{"norm in router and not", "rms_norm_router", [s](CaseRun& r) {
+                           const Tensor x = r.act(Shape{1, s.K}), start = r.act(Shape{1, s.H}, 2.0f);
+                           auto& o = r.keep(LinearWeight::dense(r.dense(Shape{s.H, s.K}, DType::BF16, 0.1f)));
+                           auto& router = r.keep(LinearWeight::dense(r.dense(Shape{s.E, s.H}, DType::BF16, 0.3f)));
+                           const Tensor nw = r.dense(Shape{s.H}), y = r.act(Shape{1, s.H});
+                           const Tensor logits = r.act(Shape{1, s.E});
+                           // Checked in pairs (in router, apart): residuals, normed rows, weights, ids.
+                           const char* way[2] = {"in router ", "apart "};
+                           Tensor res[2], normed[2], w[2], ids[2];
+                           for (int i = 0; i < 2; ++i)
+                               res[i] = r.out(Shape{1, s.H}, std::string(way[i]) + "residual", kF32Tol);
+                           for (int i = 0; i < 2; ++i)
+                               normed[i] = r.out(Shape{1, s.H}, std::string(way[i]) + "normed", kF32Tol);
+                           for (int i = 0; i < 2; ++i)
+                               w[i] = r.dense_out(Shape{1, s.k}, DType::F32, std::string(way[i]) + "weights", kF32Tol);
+                           for (int i = 0; i < 2; ++i)
+                               ids[i] = r.dense_out(Shape{1, s.k}, DType::I32, std::string(way[i]) + "ids", kExact);
+                           return [=, &r, &o, &router] {
+                               r.ops().copy(res[0], start);
+                               r.ops().copy(res[1], start);
+                               for (int step = 0; step < 2; ++step) {
+                                   r.ops().linear_add(x, o, y, res[0]);
+                                   r.ops().rms_norm_router(res[0], nw, 1e-6f, s.kind, normed[0], router, logits, true,
+                                                           w[0], ids[0]);
+                                   r.ops().linear(x, o, y);
+                                   r.ops().add_rms_norm(res[1], y, nw, 1e-6f, s.kind, normed[1]);
+                                   r.ops().linear_moe_topk_softmax(normed[1], router, logits, true, w[1], ids[1]);
+                               }
+                           };
+                       }};
+        for (auto& b : backends) {
+            const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
+            ASSERT_NE(run, nullptr);
+            const auto& got = run->checked();
+            ASSERT_EQ(got.size(), 8u);
+            for (size_t i = 0; i < got.size(); i += 2) {
+                const float e = rel_error(got[i].host_view, got[i + 1].host_view);
+                std::printf("  %-20s E=%lld %s: %.3g\n", b->name().c_str(), (long long)s.E, got[i].what.c_str(), e);
+                EXPECT_EQ(e, 0.0f) << b->name() << " E=" << s.E << ": " << got[i].what << " against "
+                                   << got[i + 1].what;
+            }
         }
     }
 }

@@ -453,6 +453,22 @@ OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int
 
 // A sub-layer's last projection, the residual add and the next norm: one token through a dense weight takes the GEMV
 // that finishes the norm in its last block on CUDA; more tokens linear then add_rms_norm.
+// A sub-layer's last projection added into the residual (the next sub-layer normalises it): one token through a dense
+// weight takes the GEMV that adds its rows into the residual on CUDA, more tokens linear then add.
+OpCase linear_add(int64_t T, int64_t N, int64_t K, DType wt) {
+    return {fmt("linear_add T=%lld N=%lld K=%lld %s", (long long)T, (long long)N, (long long)K, dtype_str(wt)),
+            "linear_add", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K});
+                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, wt, 0.1f)));
+                const Tensor y = r.act(Shape{T, N});  // scratch
+                const Tensor res = r.act(Shape{T, N}, 2.0f);
+                r.check(res, "residual", kBf16Tol);
+                r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + 2 * T * N) * 4));
+                r.set_flops(2.0 * T * N * K);
+                return [=, &r, &kept] { r.ops().linear_add(x, kept, y, res); };
+            }};
+}
+
 OpCase linear_add_rms_norm(int64_t T, int64_t N, int64_t K, DType wt, NormKind kind) {
     return {fmt("linear_add_rms_norm T=%lld N=%lld K=%lld %s %s", (long long)T, (long long)N, (long long)K,
                 dtype_str(wt), kind_name(kind)),
@@ -591,6 +607,26 @@ OpCase linear_moe_topk_softmax(int64_t T, int64_t E, int64_t K, int64_t k, bool 
                 const Tensor w = r.dense_out(Shape{T, k}, DType::F32, "topk weights", kBf16Tol);
                 const Tensor ids = r.dense_out(Shape{T, k}, DType::I32, "topk ids", kExact);
                 return [=, &r, &kept] { r.ops().linear_moe_topk_softmax(x, kept, logits, normalize, w, ids); };
+            }};
+}
+
+// The MoE block's start: the norm of the residual (out, checked) and the router on it (the top-k checked); one token
+// through bf16 router weights takes the GEMV that works out the norm in every block on CUDA with
+// PAGODA_NORM_IN_ROUTER=1, else rms_norm then the router.
+OpCase rms_norm_router(int64_t T, int64_t E, int64_t H, int64_t k, bool normalize, NormKind kind) {
+    return {fmt("rms_norm_router T=%lld E=%lld H=%lld k=%lld%s %s", (long long)T, (long long)E, (long long)H,
+                (long long)k, normalize ? " normalize" : "", kind_name(kind)),
+            "rms_norm_router", [=](CaseRun& r) {
+                const Tensor res = r.act(Shape{T, H}, 2.0f), nw = r.dense(Shape{H});
+                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{E, H}, DType::BF16, 0.3f)));
+                const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
+                const Tensor logits = r.act(Shape{T, E});  // scratch
+                const Tensor w = r.dense_out(Shape{T, k}, DType::F32, "topk weights", kBf16Tol);
+                const Tensor ids = r.dense_out(Shape{T, k}, DType::I32, "topk ids", kExact);
+                r.set_bytes(static_cast<double>(E * H * 2 + T * H * 12));
+                return [=, &r, &kept] {
+                    r.ops().rms_norm_router(res, nw, 1e-6f, kind, out, kept, logits, normalize, w, ids);
+                };
             }};
 }
 
@@ -890,6 +926,9 @@ const std::vector<OpCase>& op_cases() {
             linear_add_rms_norm(1, 8200, 96, F16, kPlain),
             linear_add_rms_norm(1, 96, 100, F32, kZc),
             linear_add_rms_norm(5, 2048, 256, BF16, kPlain),
+            linear_add(1, 2048, 512, BF16),
+            linear_add(1, 96, 100, F32),  // the element-wise GEMV
+            linear_add(3, 2048, 256, BF16),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element
@@ -1059,6 +1098,12 @@ const std::vector<OpCase>& op_cases() {
                  linear_moe_topk_softmax(1, 512, 256, 10, false),
                  linear_moe_topk_softmax(1, 12, 100, 3, true),  // odd K: the element-wise GEMV
                  linear_moe_topk_softmax(4, 128, 256, 8, true),
+                 // The norm in the router's GEMV: Qwen3-30B-A3B's router and norm, Qwen3.5's (zero-centred, 512
+                 // experts), an odd hidden size (rms_norm then the router), and more tokens.
+                 rms_norm_router(1, 128, 2048, 8, true, kPlain),
+                 rms_norm_router(1, 512, 2048, 10, true, kZc),
+                 rms_norm_router(1, 16, 100, 4, false, kPlain),
+                 rms_norm_router(3, 128, 256, 8, true, kPlain),
                  // MoE experts. On CUDA up to 4 rows per expert on average run the GEMV kernels, more the mma ones;
                  // K and N not multiples of the tiles (H = 200, I = 72) and not of 8 (I = 20, H = 36: the element-
                  // wise loads); one expert with most rows (several tiles) and most experts empty; F16 weights.

@@ -97,11 +97,11 @@ __device__ __forceinline__ float4 round_like(float4 v) {
 }
 
 // acc + w · x over kN consecutive elements from k: x rounded as the GEMM sees it, from global memory (through the
-// read-only cache) or, kStagedX, from the block's bf16 copy xs in shared memory (16-byte loads). Summed four at a time
+// read-only cache) or, kStaged, from the block's bf16 copy xs in shared memory (16-byte loads). Summed four at a time
 // in the same order either way, so both give the same sums.
-template <typename W, int kN>
+template <typename W, int kN, bool kStaged>
 __device__ __forceinline__ float dot_x(float acc, const float* w, const float* x, const __nv_bfloat16* xs, int64_t k) {
-    if constexpr (kStagedX<W>) {
+    if constexpr (kStaged) {
 #pragma unroll
         for (int i = 0; i < kN; i += 8) {
             const uint4 raw = *reinterpret_cast<const uint4*>(xs + k + i);
@@ -137,12 +137,30 @@ __device__ __forceinline__ void stage_x(const float* x, int64_t K, __nv_bfloat16
     }
 }
 
+// x = RMSNorm(n.residual) (GemvArgs::in_norm) staged in bf16 into xs as stage_x would stage it: every block works out
+// the row's scale with launch_rms_norm's sums (row_sum_squares over rms_norm_threads(K) virtual threads) and its
+// expression, so the values are the norm kernel's to the bit; block 0 also writes them (fp32) to n.out for the ops
+// after this one. The caller syncs the block.
+__device__ __forceinline__ void stage_normed_x(const InputNorm& n, int64_t K, __nv_bfloat16* xs) {
+    const float ss = row_sum_squares(K, rms_norm_threads(K), [&](int64_t d) { return n.residual[d]; });
+    const float scale = rsqrtf(ss / static_cast<float>(K) + n.eps);
+    for (int64_t d = threadIdx.x; d < K; d += blockDim.x) {
+        float w = load_as_f32(n.weight, n.weight_type, d);
+        if (n.zero_centred) w += 1.0f;
+        const float v = n.residual[d] * scale * w;
+        xs[d] = __float2bfloat16_rn(v);
+        if (blockIdx.x == 0) n.out[d] = v;
+    }
+}
+
 // Output row n's value y: to y, or with a.norm added to the residual (add_rms_norm's v = x + residual with x = y).
 // kTail: the kernel may have a tail (finish_tail below); kernels without one keep their registers for the main loop.
 template <bool kTail>
 __device__ __forceinline__ void store_row(const GemvArgs& a, int64_t n, float y) {
     if (kTail && a.norm.residual != nullptr)
         a.norm.residual[n] = y + __ldcg(a.norm.residual + n);
+    else if (a.add_to != nullptr)  // linear_add: the same sum
+        a.add_to[n] = y + __ldcg(a.add_to + n);
     else
         a.y[n] = y;
 }
@@ -181,7 +199,7 @@ __device__ __forceinline__ void dequantize_group(const ScaleRow& scales, int64_t
 
 // This lane's share of x · w[n] (w: row n's weights): WPR warps share one row (each takes every WPR-th 16-byte column
 // group), so a small N still puts enough loads in flight to reach the memory bandwidth.
-template <typename W, int WPR>
+template <typename W, int WPR, bool kStaged>
 __device__ __forceinline__ float row_partial(const GemvArgs& a, const __nv_bfloat16* xs, const W* w, int64_t n,
                                              int64_t k) {
     constexpr int kN = Vec16<W>::kN;
@@ -199,13 +217,13 @@ __device__ __forceinline__ float row_partial(const GemvArgs& a, const __nv_bfloa
             dequantize_group<W>(scales, k + u * kStep, wv[u]);
 #pragma unroll
         for (int u = 0; u < kGemvUnroll; ++u)
-            acc = dot_x<W, kN>(acc, wv[u], a.x, xs, k + u * kStep);
+            acc = dot_x<W, kN, kStaged>(acc, wv[u], a.x, xs, k + u * kStep);
     }
     for (; k < a.K; k += kStep) {
         float wv[kN];
         Vec16<W>::load(w + k, wv);
         dequantize_group<W>(scales, k, wv);
-        acc = dot_x<W, kN>(acc, wv, a.x, xs, k);
+        acc = dot_x<W, kN, kStaged>(acc, wv, a.x, xs, k);
     }
     return acc;
 }
@@ -225,7 +243,7 @@ __device__ __forceinline__ void prefetch_first_loads(const GemvArgs& a, const W*
 // Output rows group · (kWarpsPerBlock / WPR) + warp / WPR of the block's group: one row per WPR warps; with Glu,
 // output n is silu(row n) * row (n + glu_rows), the two sums taken exactly as for two separate rows, so the result
 // equals linear then silu_mul to the bit. Every thread of the block calls it (the WPR > 1 exchange syncs the block).
-template <typename W, int WPR, bool Glu, bool kTail>
+template <typename W, int WPR, bool Glu, bool kTail, bool kStaged>
 __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16* xs, float (*partial)[kWarpsPerBlock],
                                           int64_t group, int warp, int lane) {
     constexpr int kN = Vec16<W>::kN;
@@ -234,8 +252,8 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16
     const W* w = static_cast<const W*>(a.w) + (active ? n : 0) * a.w_stride;
     const W* w_up = Glu ? w + a.glu_rows * a.w_stride : nullptr;
     const int64_t k = active ? (int64_t(warp % WPR) * 32 + lane) * kN : a.K;
-    float acc = warp_sum(row_partial<W, WPR>(a, xs, w, n, k));
-    float acc_up = Glu ? warp_sum(row_partial<W, WPR>(a, xs, w_up, n + a.glu_rows, k)) : 0.0f;
+    float acc = warp_sum(row_partial<W, WPR, kStaged>(a, xs, w, n, k));
+    float acc_up = Glu ? warp_sum(row_partial<W, WPR, kStaged>(a, xs, w_up, n + a.glu_rows, k)) : 0.0f;
     if constexpr (WPR > 1) {  // the row's warps meet in shared memory
         if (lane == 0) partial[0][warp] = acc, partial[1][warp] = acc_up;
         __syncthreads();
@@ -256,8 +274,9 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16
 // + gridDim.x, ... for a grid of about as many blocks as fit the GPU at once, so that x is staged once a block
 // rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same. kTail (never with
 // Glu): the GEMV finishes a norm or a top-k (GemvArgs), with at least 4 blocks an SM, as the kernels without a tail
-// get (the tail's registers would allow 3).
-template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail>
+// get (the tail's registers would allow 3). kNorm (bf16 weights, never with Glu or a tail): x is GemvArgs::in_norm's
+// norm, worked out by every block (stage_normed_x).
+template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail, bool kNorm = false>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kTail ? 4 : 1) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -275,13 +294,16 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kTail ? 4 : 1) gemv_vec_k
     extern __shared__ __align__(16) unsigned char smem_raw[];
     auto* partial = reinterpret_cast<float(*)[kWarpsPerBlock]>(smem_raw);  // [2][kWarpsPerBlock]
     auto* xs = reinterpret_cast<__nv_bfloat16*>(smem_raw + kPartialBytes);
-    if constexpr (kStagedX<W>) {
+    if constexpr (kNorm) {
+        stage_normed_x(a.in_norm, a.K, xs);
+        __syncthreads();
+    } else if constexpr (kStagedX<W>) {
         stage_x(a.x, a.K, xs);
         __syncthreads();
     }
     const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
     for_each_block_group<kPersistent, (WPR > 1)>(
-        groups, [&](int64_t g) { gemv_rows<W, WPR, Glu, kTail>(a, xs, partial, g, warp, lane); });
+        groups, [&](int64_t g) { gemv_rows<W, WPR, Glu, kTail, kStagedX<W> || kNorm>(a, xs, partial, g, warp, lane); });
     if constexpr (kTail) finish_tail(a, reinterpret_cast<float*>(smem_raw));
 }
 
@@ -353,10 +375,10 @@ size_t tail_smem_bytes(const GemvArgs& a) {
     return a.topk.weights != nullptr ? size_t(a.N) * sizeof(float) : 0;
 }
 
-template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail = false>
+template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail = false, bool kNorm = false>
 void launch_vec_kernel(const GemvArgs& a, unsigned groups, size_t smem, cudaStream_t stream) {
-    constexpr auto kernel = gemv_vec_kernel<W, WPR, Glu, kPersistent, kTail>;
-    if constexpr (kStagedX<W>) allow_dynamic_smem<kernel>(max_block_smem());
+    constexpr auto kernel = gemv_vec_kernel<W, WPR, Glu, kPersistent, kTail, kNorm>;
+    if constexpr (kStagedX<W> || kNorm) allow_dynamic_smem<kernel>(max_block_smem());
     // Persistent: as many blocks as fit the GPU at once, at most one a group.
     const unsigned blocks = kPersistent ? std::min(groups, resident_blocks<kernel>(kWarpsPerBlock * 32, smem)) : groups;
     launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a);
@@ -366,9 +388,13 @@ template <typename W, int WPR>
 void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const unsigned groups = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
+    const bool norm = a.in_norm.out != nullptr;
     const size_t smem =
-        std::max(kPartialBytes + (kStagedX<W> ? size_t(a.K) * sizeof(__nv_bfloat16) : 0), tail_smem_bytes(a));
+        std::max(kPartialBytes + (kStagedX<W> || norm ? size_t(a.K) * sizeof(__nv_bfloat16) : 0), tail_smem_bytes(a));
     const bool persistent = kStagedX<W> && staged_gemv_persistent();
+    if constexpr (std::is_same_v<W, __nv_bfloat16>) {
+        if (norm) return launch_vec_kernel<W, WPR, false, false, false, true>(a, groups, smem, stream);
+    }
     if (a.glu_rows) {
         if (persistent)
             launch_vec_kernel<W, WPR, true, kStagedX<W>>(a, groups, smem, stream);
@@ -411,11 +437,22 @@ int64_t staged_gemv_one_warp_rows(bool fp8) {
     return set >= 0 ? set : fp8 ? kFp8OneWarpRows : kOneWarpRows;
 }
 
+bool gemv_normalizes_input(const GemvArgs& a) {
+    return a.w_type == ElemType::BF16 && a.glu_rows == 0 && a.norm.residual == nullptr && a.topk.weights == nullptr &&
+           a.K % 8 == 0 && a.w_stride % 8 == 0 && aligned(a.w, 16) && aligned(a.in_norm.residual, 16) &&
+           kPartialBytes + 2 * a.K <= max_block_smem();
+}
+
 void launch_gemv(const GemvArgs& args, cudaStream_t stream) {
     if (args.N == 0) return;
     GemvArgs a = args;
     a.prefetch = gemv_prefetch();
     PAGODA_KERNEL_REQUIRE(a.glu_rows == 0 || a.glu_rows == a.N, "a fused gate/up GEMV has one output per row pair");
+    PAGODA_KERNEL_REQUIRE(a.in_norm.out == nullptr || (gemv_normalizes_input(a) && a.in_norm.weight),
+                          "a GEMV normalising its input has aligned bf16 weights, no gated rows and no tail");
+    PAGODA_KERNEL_REQUIRE(a.add_to == nullptr || (a.glu_rows == 0 && a.norm.residual == nullptr && !a.topk.weights),
+                          "a GEMV adding to a residual has no gated rows and no tail");
+    if (a.in_norm.out != nullptr) a.x = a.in_norm.residual;  // not read: the kernel works x out itself
     PAGODA_KERNEL_REQUIRE(a.norm.residual == nullptr || (a.glu_rows == 0 && a.norm.out && a.norm.counter),
                           "a GEMV finishing a norm has no gated rows, and its norm an output and a counter");
     PAGODA_KERNEL_REQUIRE(

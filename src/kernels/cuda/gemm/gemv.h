@@ -40,9 +40,16 @@ struct GemvArgs {
     // (norm.h); y is not written.
     ResidualNorm norm = {};
     RouterTopk topk = {};  // topk.weights set: the router's top-k after it (glu_rows 0, no norm, N the experts)
+    // in_norm.out set (where gemv_normalizes_input says): x is RMSNorm(in_norm.residual), worked out by every block
+    // and written to in_norm.out by one (x itself is not read; norm.h).
+    InputNorm in_norm = {};
+    // Set (no norm or top-k): the rows are added to add_to[n] (a sub-layer's residual) instead of written to y.
+    float* add_to = nullptr;
     bool prefetch = true;  // set by launch_gemv: gemv_prefetch()
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
+// Whether launch_gemv takes a.in_norm for these arguments: bf16 weights read 16 bytes at a time, no gated rows or tail.
+bool gemv_normalizes_input(const GemvArgs& a);
 // Whether the GEMV asks L2 for its first weights before its programmatic-launch wait, while the kernel before it runs
 // (on by default; PAGODA_GEMV_PREFETCH=0 for measuring what it costs that kernel: the decode attention before the
 // o projection shares HBM with the o projection's whole weight).

@@ -44,4 +44,15 @@ struct ResidualNorm {
     unsigned* counter = nullptr;
 };
 
+// RMSNorm of one token's row worked out by the kernel that takes it as input (the MoE router's GEMV, gemv.h), as
+// launch_rms_norm would (the same bits); out receives the normalised row for the ops after that kernel.
+struct InputNorm {
+    const float* residual = nullptr;  // [D]
+    float* out = nullptr;             // [D]; null: no input norm
+    const void* weight = nullptr;
+    ElemType weight_type = ElemType::F32;
+    float eps = 0.0f;
+    bool zero_centred = false;
+};
+
 }  // namespace pagoda::kernels::cuda
