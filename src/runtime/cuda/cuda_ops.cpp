@@ -36,7 +36,8 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     const char* fused_norm = std::getenv("PAGODA_FUSED_NORM");
     fused_norm_ = fused_norm && std::strcmp(fused_norm, "1") == 0;
     const char* fused_topk = std::getenv("PAGODA_FUSED_TOPK");
-    fused_topk_ = fused_norm_ && !(fused_topk && std::strcmp(fused_topk, "0") == 0);
+    fused_topk_ = (fused_topk && std::strcmp(fused_topk, "1") == 0) ||
+                  (fused_norm_ && !(fused_topk && std::strcmp(fused_topk, "0") == 0));
     const char* norm_in_router = std::getenv("PAGODA_NORM_IN_ROUTER");
     norm_in_router_ = norm_in_router && std::strcmp(norm_in_router, "1") == 0;
     const char* early_loads = std::getenv("PAGODA_EARLY_LOADS");

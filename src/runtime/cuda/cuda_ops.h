@@ -362,7 +362,9 @@ class CudaOps final : public CudaOpsBase {
     // form made batch-1 decode slower on an H100 (docs/benchmarks.md, session 31) and the form here has not been
     // measured.
     bool fused_norm_ = false;
-    bool fused_topk_ = false;  // the router's top-k too (PAGODA_FUSED_TOPK=0 with it: apart, the norms finished)
+    // The router's top-k in its GEMV's last block: with the tails unless PAGODA_FUSED_TOPK=0, or alone with =1 (also
+    // after the norm in the router, rms_norm_router).
+    bool fused_topk_ = false;
     // PAGODA_EARLY_LOADS=1 when the ops were made: the RMSNorm, attention-prologue and decode-attention kernels load
     // what the kernel before them does not write (weights, positions, block tables, older keys), and the MoE pair
     // passes' down pass asks L2 for its experts' rows, before their programmatic-launch wait

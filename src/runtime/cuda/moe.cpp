@@ -69,12 +69,17 @@ void CudaOps::rms_norm_router(const Tensor& residual, const Tensor& weight, floa
     if (a.in_norm.out == nullptr || !kcu::gemv_normalizes_input(a))
         return Ops::rms_norm_router(residual, weight, eps, kind, out, router_w, router_logits, normalize, topk_weights,
                                     topk_ids);
+    if (fused_topk_) {  // and the top-k in the GEMV's last block: the router's whole work in one kernel
+        const int64_t k = checked_topk(op, router_logits, topk_weights, topk_ids);
+        a.topk = {topk_weights.data_as<float>(), topk_ids.data_as<int32_t>(), k, normalize, grid_counter_};
+    }
     {
-        const auto profile = profiler_.scope("rms_norm + linear (gemv)");
+        const auto profile =
+            profiler_.scope(fused_topk_ ? "rms_norm + linear + moe_topk_softmax (gemv)" : "rms_norm + linear (gemv)");
         kcu::launch_gemv(a, stream_);
         invalidate_converted();
     }
-    moe_topk_softmax(router_logits, normalize, topk_weights, topk_ids);
+    if (!fused_topk_) moe_topk_softmax(router_logits, normalize, topk_weights, topk_ids);
 }
 
 void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,

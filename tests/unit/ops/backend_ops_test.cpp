@@ -378,9 +378,17 @@ TEST(FusedTopkTest, LinearMoeTopkSoftmaxEqualsLinearThenTopk) {
 // and linear_moe_topk_softmax: the residual, the normalised row, the router's top-k. Qwen3-30B-A3B's shapes and
 // Qwen3.5's (zero-centred norm, 512 experts, top 10), twice each.
 TEST(NormInRouterTest, LinearAddThenRmsNormRouterEqualTheOpsApart) {
+    // On CUDA both ways: the top-k after the router's GEMV, and in its last block (PAGODA_FUSED_TOPK=1).
     std::vector<std::unique_ptr<Backend>> backends;
     ::setenv("PAGODA_NORM_IN_ROUTER", "1", 1);
     every_backend(backends);
+    if (cuda_device_count() > 0) {
+        ::setenv("PAGODA_FUSED_TOPK", "1", 1);
+        auto g = make_cuda_backend();
+        ::unsetenv("PAGODA_FUSED_TOPK");
+        ASSERT_TRUE(g.ok()) << g.message();
+        backends.push_back(std::move(g).value());
+    }
     ::unsetenv("PAGODA_NORM_IN_ROUTER");
     struct Shapes {
         int64_t H, K, E, k;

@@ -274,8 +274,8 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16
 // + gridDim.x, ... for a grid of about as many blocks as fit the GPU at once, so that x is staged once a block
 // rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same. kTail (never with
 // Glu): the GEMV finishes a norm or a top-k (GemvArgs), with at least 4 blocks an SM, as the kernels without a tail
-// get (the tail's registers would allow 3). kNorm (bf16 weights, never with Glu or a tail): x is GemvArgs::in_norm's
-// norm, worked out by every block (stage_normed_x).
+// get (the tail's registers would allow 3). kNorm (bf16 weights, never with Glu or a norm tail; the router's top-k
+// tail may follow): x is GemvArgs::in_norm's norm, worked out by every block (stage_normed_x).
 template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail, bool kNorm = false>
 __global__ void __launch_bounds__(kWarpsPerBlock * 32, kTail ? 4 : 1) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
@@ -393,6 +393,8 @@ void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
         std::max(kPartialBytes + (kStagedX<W> || norm ? size_t(a.K) * sizeof(__nv_bfloat16) : 0), tail_smem_bytes(a));
     const bool persistent = kStagedX<W> && staged_gemv_persistent();
     if constexpr (std::is_same_v<W, __nv_bfloat16>) {
+        if (norm && a.topk.weights != nullptr)  // the MoE router: its norm, then its top-k in the last block
+            return launch_vec_kernel<W, WPR, false, false, true, true>(a, groups, smem, stream);
         if (norm) return launch_vec_kernel<W, WPR, false, false, false, true>(a, groups, smem, stream);
     }
     if (a.glu_rows) {
@@ -438,8 +440,8 @@ int64_t staged_gemv_one_warp_rows(bool fp8) {
 }
 
 bool gemv_normalizes_input(const GemvArgs& a) {
-    return a.w_type == ElemType::BF16 && a.glu_rows == 0 && a.norm.residual == nullptr && a.topk.weights == nullptr &&
-           a.K % 8 == 0 && a.w_stride % 8 == 0 && aligned(a.w, 16) && aligned(a.in_norm.residual, 16) &&
+    return a.w_type == ElemType::BF16 && a.glu_rows == 0 && a.norm.residual == nullptr && a.K % 8 == 0 &&
+           a.w_stride % 8 == 0 && aligned(a.w, 16) && aligned(a.in_norm.residual, 16) &&
            kPartialBytes + 2 * a.K <= max_block_smem();
 }
 
@@ -449,7 +451,7 @@ void launch_gemv(const GemvArgs& args, cudaStream_t stream) {
     a.prefetch = gemv_prefetch();
     PAGODA_KERNEL_REQUIRE(a.glu_rows == 0 || a.glu_rows == a.N, "a fused gate/up GEMV has one output per row pair");
     PAGODA_KERNEL_REQUIRE(a.in_norm.out == nullptr || (gemv_normalizes_input(a) && a.in_norm.weight),
-                          "a GEMV normalising its input has aligned bf16 weights, no gated rows and no tail");
+                          "a GEMV normalising its input has aligned bf16 weights, no gated rows and no norm tail");
     PAGODA_KERNEL_REQUIRE(a.add_to == nullptr || (a.glu_rows == 0 && a.norm.residual == nullptr && !a.topk.weights),
                           "a GEMV adding to a residual has no gated rows and no tail");
     if (a.in_norm.out != nullptr) a.x = a.in_norm.residual;  // not read: the kernel works x out itself

@@ -48,7 +48,8 @@ struct GemvArgs {
     bool prefetch = true;  // set by launch_gemv: gemv_prefetch()
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
-// Whether launch_gemv takes a.in_norm for these arguments: bf16 weights read 16 bytes at a time, no gated rows or tail.
+// Whether launch_gemv takes a.in_norm for these arguments: bf16 weights read 16 bytes at a time, no gated rows or norm
+// tail (a top-k tail may follow).
 bool gemv_normalizes_input(const GemvArgs& a);
 // Whether the GEMV asks L2 for its first weights before its programmatic-launch wait, while the kernel before it runs
 // (on by default; PAGODA_GEMV_PREFETCH=0 for measuring what it costs that kernel: the decode attention before the
