@@ -88,6 +88,16 @@ class Ops {
         linear(x, w, y);
         add(residual, y);
     }
+    // y = x · Wᵀ (linear), y *= sigmoid(gate) (sigmoid_mul, gate [T, 1]), then out += y (add): the gated shared
+    // expert's down projection added into the mixture's output (Qwen3.5-MoE, Qwen3-Next). A device backend may do it
+    // all in the projection's kernel and leave y unwritten (CUDA for one token with PAGODA_SHARED_EXPERT_ADD=1); out is
+    // the same to the bit.
+    virtual void linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
+                                  const Tensor& out) {
+        linear(x, w, y);
+        sigmoid_mul(y, gate);
+        add(out, y);
+    }
     // In place, per head: x [T, H, D], weight [D] (QK-norm).
     virtual void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) = 0;
 

@@ -147,8 +147,10 @@ Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitU
     return visit_all(e, visit);
 }
 
-void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
-                 const NextNorm* next) {
+namespace {
+
+// silu(x · gateᵀ) ⊙ (x · upᵀ): the MLP's input to its down projection, [T, I] from the arena.
+Tensor mlp_hidden(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena) {
     const int64_t T = x.dim(0), I = w.gate.out_features();
     Tensor h = arena.f32(T, I);
     if (w.gate_up.defined()) {  // one projection; gate and up are the halves of its output
@@ -159,7 +161,14 @@ void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, c
         ops.linear(x, w.up, u);
         ops.silu_mul(g, u, h);
     }
-    project_out(ops, h, w.down, out, next);
+    return h;
+}
+
+}  // namespace
+
+void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
+                 const NextNorm* next) {
+    project_out(ops, mlp_hidden(ops, w, x, arena), w.down, out, next);
 }
 
 Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts) {
@@ -512,12 +521,10 @@ void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Ten
                                             next->kind, next->out);
     ops.moe_experts(x, topk_w, topk_ids, experts, out);
     if (w.has_shared) {
-        Tensor shared = arena.f32(T, x.dim(1));
-        mlp_forward(ops, w.shared, x, arena, shared);
+        // The shared expert's gate first, so that its down projection can add sigmoid(gate) times its rows into out.
         Tensor gate = arena.f32(T, 1);
         ops.linear(x, w.shared_gate, gate);
-        ops.sigmoid_mul(shared, gate);
-        ops.add(out, shared);
+        ops.linear_gated_add(mlp_hidden(ops, w.shared, x, arena), w.shared.down, arena.f32(T, x.dim(1)), gate, out);
     }
     if (next != nullptr) ops.add_rms_norm(next->residual, out, next->weight, next->eps, next->kind, next->out);
 }

@@ -40,6 +40,8 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
                   (fused_norm_ && !(fused_topk && std::strcmp(fused_topk, "0") == 0));
     const char* norm_in_router = std::getenv("PAGODA_NORM_IN_ROUTER");
     norm_in_router_ = norm_in_router && std::strcmp(norm_in_router, "1") == 0;
+    const char* shared_expert_add = std::getenv("PAGODA_SHARED_EXPERT_ADD");
+    shared_expert_add_ = shared_expert_add && std::strcmp(shared_expert_add, "1") == 0;
     const char* early_loads = std::getenv("PAGODA_EARLY_LOADS");
     early_loads_ = early_loads && std::strcmp(early_loads, "1") == 0;
     PAGODA_CUDA_OK(cudaMalloc(&grid_counter_, kcu::kTailCounterWords * sizeof(unsigned)));

@@ -43,6 +43,25 @@ void CudaOps::linear_add(const Tensor& x, const LinearWeight& w, const Tensor& y
     invalidate_converted();
 }
 
+void CudaOps::linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
+                               const Tensor& out) {
+    const char* op = "linear_gated_add";
+    const bool adapters = w.lora != nullptr && !lora_slots_.empty();
+    if (!shared_expert_add_ || x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters)
+        return Ops::linear_gated_add(x, w, y, gate, out);
+    ops_checks::expect_linear(x, w, y, kHere, op);
+    ops_checks::expect_mat(out, kHere, op, "out");
+    ops_checks::expect_mat(gate, kHere, op, "gate");
+    expect(
+        out.shape() == y.shape() && gate.dim(0) == y.dim(0) && gate.dim(1) == 1, op,
+        "out " + out.to_string() + " must be shaped as y " + y.to_string() + ", gate [T, 1], got " + gate.to_string());
+    const auto profile = profiler_.scope("linear + sigmoid_mul + add (gemv)");
+    kcu::GemvArgs a = gemv_args(x, w, y);
+    a.add_to = out.data_as<float>(), a.add_gate = gate.data_as<float>();
+    kcu::launch_gemv(a, stream_);
+    invalidate_converted();
+}
+
 kcu::ResidualNorm CudaOps::residual_norm_args(const char* op, const Tensor& like, const Tensor& residual,
                                               const Tensor& weight, float eps, NormKind kind, const Tensor& out) {
     ops_checks::expect_mat(residual, kHere, op, "residual");

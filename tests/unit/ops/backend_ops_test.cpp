@@ -99,6 +99,7 @@ TEST(OpCasesTest, NamesAreUniqueAndEveryOpIsCovered) {
                            "linear_silu_mul",
                            "linear_add_rms_norm",
                            "linear_add",
+                           "linear_gated_add",
                            "rms_norm_router",
                            "sigmoid_mul",
                            "add",
@@ -437,6 +438,43 @@ TEST(NormInRouterTest, LinearAddThenRmsNormRouterEqualTheOpsApart) {
                 EXPECT_EQ(e, 0.0f) << b->name() << " E=" << s.E << ": " << got[i].what << " against "
                                    << got[i + 1].what;
             }
+        }
+    }
+}
+
+// linear_gated_add gives what linear, sigmoid_mul and add give, to the bit (on CUDA with PAGODA_SHARED_EXPERT_ADD=1,
+// one token takes the GEMV that adds sigmoid(gate) times its rows into out): Qwen3.5-35B-A3B's shared expert (512
+// features into 2,048), a small odd K (the element-wise GEMV), twice each.
+TEST(SharedExpertAddTest, LinearGatedAddEqualsTheOpsApart) {
+    std::vector<std::unique_ptr<Backend>> backends;
+    ::setenv("PAGODA_SHARED_EXPERT_ADD", "1", 1);
+    every_backend(backends);
+    ::unsetenv("PAGODA_SHARED_EXPERT_ADD");
+    for (const auto& [N, K] : {std::pair<int64_t, int64_t>{2048, 512}, {40, 100}}) {
+        const OpCase c{"gated add and not", "linear_gated_add", [N, K](CaseRun& r) {
+                           const Tensor x = r.act(Shape{1, K}), gate = r.act(Shape{1, 1}, 2.0f);
+                           const Tensor start = r.act(Shape{1, N}, 2.0f), y = r.act(Shape{1, N});
+                           auto& w = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, DType::BF16, 0.1f)));
+                           const Tensor fused = r.out(Shape{1, N}, "fused", kF32Tol);
+                           const Tensor apart = r.out(Shape{1, N}, "apart", kF32Tol);
+                           return [=, &r, &w] {
+                               r.ops().copy(fused, start);
+                               r.ops().copy(apart, start);
+                               for (int step = 0; step < 2; ++step) {
+                                   r.ops().linear_gated_add(x, w, y, gate, fused);
+                                   r.ops().linear(x, w, y);
+                                   r.ops().sigmoid_mul(y, gate);
+                                   r.ops().add(apart, y);
+                               }
+                           };
+                       }};
+        for (auto& b : backends) {
+            const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
+            ASSERT_NE(run, nullptr);
+            const float e = rel_error(run->checked()[0].host_view, run->checked()[1].host_view);
+            std::printf("  %-20s N=%lld K=%lld fused vs apart: %.3g\n", b->name().c_str(), (long long)N, (long long)K,
+                        e);
+            EXPECT_EQ(e, 0.0f) << b->name() << " N=" << N << " K=" << K;
         }
     }
 }

@@ -469,6 +469,23 @@ OpCase linear_add(int64_t T, int64_t N, int64_t K, DType wt) {
             }};
 }
 
+// The gated shared expert's down projection added into the mixture's output: one token through a dense weight takes
+// the GEMV that adds sigmoid(gate) times its rows on CUDA with PAGODA_SHARED_EXPERT_ADD=1, else linear, sigmoid_mul
+// and add.
+OpCase linear_gated_add(int64_t T, int64_t N, int64_t K, DType wt) {
+    return {fmt("linear_gated_add T=%lld N=%lld K=%lld %s", (long long)T, (long long)N, (long long)K, dtype_str(wt)),
+            "linear_gated_add", [=](CaseRun& r) {
+                const Tensor x = r.act(Shape{T, K}), gate = r.act(Shape{T, 1}, 2.0f);
+                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, wt, 0.1f)));
+                const Tensor y = r.act(Shape{T, N});  // scratch
+                const Tensor out = r.act(Shape{T, N}, 2.0f);
+                r.check(out, "out", kBf16Tol);
+                r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + 2 * T * N) * 4));
+                r.set_flops(2.0 * T * N * K);
+                return [=, &r, &kept] { r.ops().linear_gated_add(x, kept, y, gate, out); };
+            }};
+}
+
 OpCase linear_add_rms_norm(int64_t T, int64_t N, int64_t K, DType wt, NormKind kind) {
     return {fmt("linear_add_rms_norm T=%lld N=%lld K=%lld %s %s", (long long)T, (long long)N, (long long)K,
                 dtype_str(wt), kind_name(kind)),
@@ -929,6 +946,9 @@ const std::vector<OpCase>& op_cases() {
             linear_add(1, 2048, 512, BF16),
             linear_add(1, 96, 100, F32),  // the element-wise GEMV
             linear_add(3, 2048, 256, BF16),
+            linear_gated_add(1, 2048, 512, BF16),
+            linear_gated_add(1, 96, 100, F32),
+            linear_gated_add(4, 2048, 256, BF16),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element

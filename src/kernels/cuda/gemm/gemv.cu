@@ -159,8 +159,8 @@ template <bool kTail>
 __device__ __forceinline__ void store_row(const GemvArgs& a, int64_t n, float y) {
     if (kTail && a.norm.residual != nullptr)
         a.norm.residual[n] = y + __ldcg(a.norm.residual + n);
-    else if (a.add_to != nullptr)  // linear_add: the same sum
-        a.add_to[n] = y + __ldcg(a.add_to + n);
+    else if (a.add_to != nullptr)  // linear_add (and linear_gated_add): the same sums
+        a.add_to[n] = (a.add_gate != nullptr ? y * sigmoid(__ldcg(a.add_gate)) : y) + __ldcg(a.add_to + n);
     else
         a.y[n] = y;
 }
@@ -454,6 +454,7 @@ void launch_gemv(const GemvArgs& args, cudaStream_t stream) {
                           "a GEMV normalising its input has aligned bf16 weights, no gated rows and no norm tail");
     PAGODA_KERNEL_REQUIRE(a.add_to == nullptr || (a.glu_rows == 0 && a.norm.residual == nullptr && !a.topk.weights),
                           "a GEMV adding to a residual has no gated rows and no tail");
+    PAGODA_KERNEL_REQUIRE(a.add_gate == nullptr || a.add_to != nullptr, "a GEMV's gate applies to what it adds");
     if (a.in_norm.out != nullptr) a.x = a.in_norm.residual;  // not read: the kernel works x out itself
     PAGODA_KERNEL_REQUIRE(a.norm.residual == nullptr || (a.glu_rows == 0 && a.norm.out && a.norm.counter),
                           "a GEMV finishing a norm has no gated rows, and its norm an output and a counter");

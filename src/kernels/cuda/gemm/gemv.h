@@ -43,8 +43,10 @@ struct GemvArgs {
     // in_norm.out set (where gemv_normalizes_input says): x is RMSNorm(in_norm.residual), worked out by every block
     // and written to in_norm.out by one (x itself is not read; norm.h).
     InputNorm in_norm = {};
-    // Set (no norm or top-k): the rows are added to add_to[n] (a sub-layer's residual) instead of written to y.
+    // Set (no norm or top-k): the rows are added to add_to[n] (a sub-layer's residual) instead of written to y; with
+    // add_gate, each times sigmoid(add_gate[0]) (the gated shared expert's down projection, as sigmoid_mul then add).
     float* add_to = nullptr;
+    const float* add_gate = nullptr;
     bool prefetch = true;  // set by launch_gemv: gemv_prefetch()
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
