@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/types.h"
 
 namespace pagoda::detail {
@@ -184,10 +185,18 @@ void set_attribute_once(int value) {
     devices_done.fetch_or(bit, std::memory_order_release);
 }
 
-// Lets `Kernel` take `bytes` (> 48 KB) of dynamic shared memory.
+// Lets `Kernel` take `bytes` (> 48 KB) of dynamic shared memory, or as much as the device allows beside the kernel's
+// static shared memory where that is less: cudaFuncSetAttribute refuses a total past the opt-in limit, so a kernel
+// that declares any __shared__ array (a norm's partial sums, a grid tail's flag) cannot ask for max_block_smem() whole.
 template <auto Kernel>
 void allow_dynamic_smem(int bytes) {
-    set_attribute_once<Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(bytes);
+    static const int static_bytes = [] {
+        cudaFuncAttributes attr{};
+        PAGODA_CUDA_CHECK(cudaFuncGetAttributes(&attr, Kernel));
+        return static_cast<int>(attr.sharedSizeBytes);
+    }();
+    const int most = max_block_smem() - static_bytes;
+    set_attribute_once<Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize>(bytes < most ? bytes : most);
 }
 
 // The most blocks of `Kernel` (`threads` each, `smem` dynamic bytes; clusters of more than 8 allowed) one thread block

@@ -58,8 +58,8 @@ void CudaOps::rms_norm_router(const Tensor& residual, const Tensor& weight, floa
     if (norm_in_router_ && residual.dim(0) == kcu::kGemvTokens && router_w.is_dense() && !adapters) {
         ops_checks::expect_mat(residual, kHere, op, "residual");
         ops_checks::expect_linear(out, router_w, router_logits, kHere, op);
-        expect(residual.shape() == out.shape(), op,
-               "residual " + residual.to_string() + " and out " + out.to_string() + " differ");
+        expect(residual.shape() == out.shape() && residual.data() != out.data(), op,
+               "residual " + residual.to_string() + " and out " + out.to_string() + " differ or are one tensor");
         ops_checks::expect_vec(weight, residual.dim(1), kHere, op, "weight");
         a = gemv_args(out, router_w, router_logits);
         a.in_norm = {

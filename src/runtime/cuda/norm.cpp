@@ -34,8 +34,8 @@ void CudaOps::linear_add(const Tensor& x, const LinearWeight& w, const Tensor& y
     if (x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters) return Ops::linear_add(x, w, y, residual);
     ops_checks::expect_linear(x, w, y, kHere, "linear_add");
     ops_checks::expect_mat(residual, kHere, "linear_add", "residual");
-    expect(residual.shape() == y.shape(), "linear_add",
-           "residual " + residual.to_string() + " must be shaped as y " + y.to_string());
+    expect(residual.shape() == y.shape() && residual.data() != x.data(), "linear_add",
+           "residual " + residual.to_string() + " must be shaped as y " + y.to_string() + " and not be x");
     const auto profile = profiler_.scope("linear + add (gemv)");
     kcu::GemvArgs a = gemv_args(x, w, y);
     a.add_to = residual.data_as<float>();
@@ -53,7 +53,7 @@ void CudaOps::linear_gated_add(const Tensor& x, const LinearWeight& w, const Ten
     ops_checks::expect_mat(out, kHere, op, "out");
     ops_checks::expect_mat(gate, kHere, op, "gate");
     expect(
-        out.shape() == y.shape() && gate.dim(0) == y.dim(0) && gate.dim(1) == 1, op,
+        out.shape() == y.shape() && gate.dim(0) == y.dim(0) && gate.dim(1) == 1 && out.data() != x.data(), op,
         "out " + out.to_string() + " must be shaped as y " + y.to_string() + ", gate [T, 1], got " + gate.to_string());
     const auto profile = profiler_.scope("linear + sigmoid_mul + add (gemv)");
     kcu::GemvArgs a = gemv_args(x, w, y);

@@ -870,11 +870,13 @@ Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Server::~Server() {
     if (!impl_) return;
     impl_->ioc->stop();
-    const bool took_signals = impl_->options.handle_signals;
-    impl_.reset();  // its signal_set hands SIGINT/SIGTERM/SIGHUP back to their default action: ending the process
-    if (took_signals) {
+    if (impl_->options.handle_signals) {
         // The drain is over and the process is on its way out (stopping its engine, freeing the model). A supervisor
         // that repeats its stop now (`docker stop` twice, a second Ctrl-C) must not turn that clean exit into 143.
+        // Clearing the signal_set hands the signals back to their default action (ending the process), so they are
+        // ignored right after, before the rest of the server is torn down; only SIGKILL ends the process from here.
+        error_code ignored;
+        impl_->signals.clear(ignored);
         std::signal(SIGINT, SIG_IGN);
         std::signal(SIGTERM, SIG_IGN);
         std::signal(SIGHUP, SIG_IGN);

@@ -160,7 +160,8 @@ __device__ __forceinline__ void store_row(const GemvArgs& a, int64_t n, float y)
     if (kTail && a.norm.residual != nullptr)
         a.norm.residual[n] = y + __ldcg(a.norm.residual + n);
     else if (a.add_to != nullptr)  // linear_add (and linear_gated_add): the same sums
-        a.add_to[n] = (a.add_gate != nullptr ? y * sigmoid(__ldcg(a.add_gate)) : y) + __ldcg(a.add_to + n);
+        // The product rounded on its own (no fused multiply-add), as sigmoid_mul stores it before add reads it.
+        a.add_to[n] = (a.add_gate != nullptr ? __fmul_rn(y, sigmoid(__ldcg(a.add_gate))) : y) + __ldcg(a.add_to + n);
     else
         a.y[n] = y;
 }
@@ -442,7 +443,7 @@ int64_t staged_gemv_one_warp_rows(bool fp8) {
 bool gemv_normalizes_input(const GemvArgs& a) {
     return a.w_type == ElemType::BF16 && a.glu_rows == 0 && a.norm.residual == nullptr && a.K % 8 == 0 &&
            a.w_stride % 8 == 0 && aligned(a.w, 16) && aligned(a.in_norm.residual, 16) &&
-           kPartialBytes + 2 * a.K <= max_block_smem();
+           kPartialBytes + 2 * a.K + 1024 <= max_block_smem();  // 1 KB for the kernel's static shared memory
 }
 
 void launch_gemv(const GemvArgs& args, cudaStream_t stream) {
