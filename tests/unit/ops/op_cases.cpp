@@ -451,41 +451,32 @@ OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int
             }};
 }
 
-// A sub-layer's last projection, the residual add and the next norm: one token through a dense weight takes the GEMV
-// that finishes the norm in its last block on CUDA; more tokens linear then add_rms_norm.
-// A sub-layer's last projection added into the residual (the next sub-layer normalises it): one token through a dense
-// weight takes the GEMV that adds its rows into the residual on CUDA, more tokens linear then add.
-OpCase linear_add(int64_t T, int64_t N, int64_t K, DType wt) {
-    return {fmt("linear_add T=%lld N=%lld K=%lld %s", (long long)T, (long long)N, (long long)K, dtype_str(wt)),
-            "linear_add", [=](CaseRun& r) {
-                const Tensor x = r.act(Shape{T, K});
-                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, wt, 0.1f)));
-                const Tensor y = r.act(Shape{T, N});  // scratch
-                const Tensor res = r.act(Shape{T, N}, 2.0f);
-                r.check(res, "residual", kBf16Tol);
-                r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + 2 * T * N) * 4));
-                r.set_flops(2.0 * T * N * K);
-                return [=, &r, &kept] { r.ops().linear_add(x, kept, y, res); };
-            }};
-}
-
-// The gated shared expert's down projection added into the mixture's output: one token through a dense weight takes
-// the GEMV that adds sigmoid(gate) times its rows on CUDA with PAGODA_SHARED_EXPERT_ADD=1, else linear, sigmoid_mul
-// and add.
-OpCase linear_gated_add(int64_t T, int64_t N, int64_t K, DType wt) {
-    return {fmt("linear_gated_add T=%lld N=%lld K=%lld %s", (long long)T, (long long)N, (long long)K, dtype_str(wt)),
-            "linear_gated_add", [=](CaseRun& r) {
+// A sub-layer's last projection added into the residual (the next sub-layer normalises it), or with `gated` the gated
+// shared expert's down projection added into the mixture's output: one token through a dense weight takes the GEMV that
+// adds its rows (times sigmoid(gate)) on CUDA (gated: with PAGODA_SHARED_EXPERT_ADD=1), else linear (sigmoid_mul) and
+// add.
+OpCase linear_add(int64_t T, int64_t N, int64_t K, DType wt, bool gated = false) {
+    const char* op = gated ? "linear_gated_add" : "linear_add";
+    return {fmt("%s T=%lld N=%lld K=%lld %s", op, (long long)T, (long long)N, (long long)K, dtype_str(wt)), op,
+            [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, K}), gate = r.act(Shape{T, 1}, 2.0f);
                 auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, wt, 0.1f)));
                 const Tensor y = r.act(Shape{T, N});  // scratch
-                const Tensor out = r.act(Shape{T, N}, 2.0f);
-                r.check(out, "out", kBf16Tol);
+                const Tensor sum = r.act(Shape{T, N}, 2.0f);
+                r.check(sum, gated ? "out" : "residual", kBf16Tol);
                 r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + 2 * T * N) * 4));
                 r.set_flops(2.0 * T * N * K);
-                return [=, &r, &kept] { r.ops().linear_gated_add(x, kept, y, gate, out); };
+                return [=, &r, &kept] {
+                    if (gated)
+                        r.ops().linear_gated_add(x, kept, y, gate, sum);
+                    else
+                        r.ops().linear_add(x, kept, y, sum);
+                };
             }};
 }
 
+// A sub-layer's last projection, the residual add and the next norm: one token through a dense weight takes the GEMV
+// that finishes the norm in its last block on CUDA; more tokens linear then add_rms_norm.
 OpCase linear_add_rms_norm(int64_t T, int64_t N, int64_t K, DType wt, NormKind kind) {
     return {fmt("linear_add_rms_norm T=%lld N=%lld K=%lld %s %s", (long long)T, (long long)N, (long long)K,
                 dtype_str(wt), kind_name(kind)),
@@ -946,9 +937,9 @@ const std::vector<OpCase>& op_cases() {
             linear_add(1, 2048, 512, BF16),
             linear_add(1, 96, 100, F32),  // the element-wise GEMV
             linear_add(3, 2048, 256, BF16),
-            linear_gated_add(1, 2048, 512, BF16),
-            linear_gated_add(1, 96, 100, F32),
-            linear_gated_add(4, 2048, 256, BF16),
+            linear_add(1, 2048, 512, BF16, /*gated=*/true),
+            linear_add(1, 96, 100, F32, /*gated=*/true),
+            linear_add(4, 2048, 256, BF16, /*gated=*/true),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element
