@@ -14,16 +14,23 @@ bool cuda_runs_op(std::string_view) {
     return true;
 }
 
+namespace {
+
+// Whether the environment variable `name` is set to `value` (the measuring and experimental switches below).
+bool env_is(const char* name, const char* value) {
+    const char* env = std::getenv(name);
+    return env != nullptr && std::strcmp(env, value) == 0;
+}
+
+}  // namespace
+
 CudaOps::CudaOps(const CudaOpsConfig& c)
     : device_(c.device), sm_count_(c.sm_count), stream_(c.stream), gemm_(c.stream), profiler_(c.stream) {
     // cuBLASLt's block-scaled fp8 GEMM (cuBLAS 12.9+) is Hopper's; PAGODA_CUDA_KERNELS=sm80/sm86 runs what those GPUs
     // get, and PAGODA_W8A8_GEMM=0 keeps W8A8 weights on the weight-only paths over rounded inputs.
-    const char* w8a8 = std::getenv("PAGODA_W8A8_GEMM");
-    w8a8_gemm_ = c.compute_capability == 90 && !kcu::forced_kernel_family() && !(w8a8 && std::strcmp(w8a8, "0") == 0);
-    const char* lora_mma = std::getenv("PAGODA_LORA_MMA");
-    lora_tensor_cores_ = !(lora_mma && std::strcmp(lora_mma, "0") == 0);
-    const char* lora_overlap = std::getenv("PAGODA_LORA_OVERLAP");
-    lora_overlap_ = !(lora_overlap && std::strcmp(lora_overlap, "0") == 0);
+    w8a8_gemm_ = c.compute_capability == 90 && !kcu::forced_kernel_family() && !env_is("PAGODA_W8A8_GEMM", "0");
+    lora_tensor_cores_ = !env_is("PAGODA_LORA_MMA", "0");
+    lora_overlap_ = !env_is("PAGODA_LORA_OVERLAP", "0");
     if (lora_overlap_) {
         int least = 0, greatest = 0;
         PAGODA_CUDA_OK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
@@ -33,17 +40,11 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     }
     PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
-    const char* fused_norm = std::getenv("PAGODA_FUSED_NORM");
-    fused_norm_ = fused_norm && std::strcmp(fused_norm, "1") == 0;
-    const char* fused_topk = std::getenv("PAGODA_FUSED_TOPK");
-    fused_topk_ = (fused_topk && std::strcmp(fused_topk, "1") == 0) ||
-                  (fused_norm_ && !(fused_topk && std::strcmp(fused_topk, "0") == 0));
-    const char* norm_in_router = std::getenv("PAGODA_NORM_IN_ROUTER");
-    norm_in_router_ = norm_in_router && std::strcmp(norm_in_router, "1") == 0;
-    const char* shared_expert_add = std::getenv("PAGODA_SHARED_EXPERT_ADD");
-    shared_expert_add_ = shared_expert_add && std::strcmp(shared_expert_add, "1") == 0;
-    const char* early_loads = std::getenv("PAGODA_EARLY_LOADS");
-    early_loads_ = early_loads && std::strcmp(early_loads, "1") == 0;
+    fused_norm_ = env_is("PAGODA_FUSED_NORM", "1");
+    fused_topk_ = env_is("PAGODA_FUSED_TOPK", "1") || (fused_norm_ && !env_is("PAGODA_FUSED_TOPK", "0"));
+    norm_in_router_ = env_is("PAGODA_NORM_IN_ROUTER", "1");
+    shared_expert_add_ = env_is("PAGODA_SHARED_EXPERT_ADD", "1");
+    early_loads_ = env_is("PAGODA_EARLY_LOADS", "1");
     PAGODA_CUDA_OK(cudaMalloc(&grid_counter_, kcu::kTailCounterWords * sizeof(unsigned)));
     PAGODA_CUDA_OK(cudaMemsetAsync(grid_counter_, 0, kcu::kTailCounterWords * sizeof(unsigned), stream_));
 }

@@ -2,6 +2,7 @@
 // the K/V rows in the paged caches), and the paged KV write (F32 K/V rows into BF16/F16/F32 caches, or e4m3 ones
 // quantised with the layer's scale: to_cache), and the K/V amax that --calculate-kv-scales starts from.
 #include "kernels/cuda/attention/attention_internal.cuh"
+#include "kernels/cuda/norm/rms_row.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -41,8 +42,8 @@ __device__ __forceinline__ void rope_angle(float pos, float inv_freq, float atte
 }
 
 // What a lane needs of its row that no kernel writes (the row's slot and position, its elements' norm weights and
-// rotation), worked out before the programmatic-launch wait with a.early_loads, for rows of at most
-// 32 · kEarlyDims: the lane's elements d = lane + 32 i. After the wait the kernel then only reads the row itself.
+// rotation), worked out before the programmatic-launch wait in the kEarly instances (a.early_loads), for rows of at
+// most 32 · kEarlyDims: the lane's elements d = lane + 32 i. After the wait the kernel then only reads the row itself.
 constexpr int kEarlyDims = 8;
 struct EarlyRow {
     int64_t slot;
@@ -59,10 +60,7 @@ __device__ __forceinline__ void early_row(const QkNormRopeArgs& a, int64_t t, in
         const int d = lane + 32 * i;
         e.w[i] = 1.0f, e.c[i] = 1.0f, e.s[i] = 0.0f;
         if (d >= a.D) continue;
-        if (a.norm && h < a.Hq + a.Hk) {
-            e.w[i] = load_as_f32(w, a.weight_type, d);
-            if (a.zero_centred) e.w[i] += 1.0f;
-        }
+        if (a.norm && h < a.Hq + a.Hk) e.w[i] = norm_weight(w, a.weight_type, a.zero_centred, d);
         if (d < a.rotary_dim) rope_angle(pos, a.inv_freq[d < half ? d : d - half], a.attention_factor, e.c[i], e.s[i]);
     }
 }
@@ -152,11 +150,8 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
     if (a.norm) {
         const float scale = rsqrtf(warp_sum(ss) / static_cast<float>(a.D) + a.eps);
         const void* w = is_q ? a.q_weight : a.k_weight;
-        for (int d = lane; d < a.D; d += 32) {
-            float wv = load_as_f32(w, a.weight_type, d);
-            if (a.zero_centred) wv += 1.0f;
-            row[d] = row[d] * scale * wv;
-        }
+        for (int d = lane; d < a.D; d += 32)
+            row[d] = row[d] * scale * norm_weight(w, a.weight_type, a.zero_centred, d);
     }
     __syncwarp();
     const float pos = static_cast<float>(a.positions[t]);

@@ -145,9 +145,7 @@ __device__ __forceinline__ void stage_normed_x(const InputNorm& n, int64_t K, __
     const float ss = row_sum_squares(K, rms_norm_threads(K), [&](int64_t d) { return n.residual[d]; });
     const float scale = rsqrtf(ss / static_cast<float>(K) + n.eps);
     for (int64_t d = threadIdx.x; d < K; d += blockDim.x) {
-        float w = load_as_f32(n.weight, n.weight_type, d);
-        if (n.zero_centred) w += 1.0f;
-        const float v = n.residual[d] * scale * w;
+        const float v = n.residual[d] * scale * norm_weight(n.weight, n.weight_type, n.zero_centred, d);
         xs[d] = __float2bfloat16_rn(v);
         if (blockIdx.x == 0) n.out[d] = v;
     }

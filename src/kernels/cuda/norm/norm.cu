@@ -19,10 +19,7 @@ __device__ __forceinline__ void early_norm_weights(const RmsNormArgs& a, float (
 #pragma unroll
     for (int i = 0; i < kHeld; ++i) {
         const int64_t d = threadIdx.x + int64_t(i) * blockDim.x;
-        w[i] = 0.0f;
-        if (d >= a.D) continue;
-        w[i] = load_as_f32(a.weight, a.weight_type, d);
-        if (a.zero_centred) w[i] += 1.0f;
+        w[i] = d < a.D ? norm_weight(a.weight, a.weight_type, a.zero_centred, d) : 0.0f;
     }
 }
 

@@ -32,16 +32,19 @@ __device__ __forceinline__ float row_sum_squares(int64_t D, int V, Value&& value
     return warp_sum(lane < (V >> 5) ? partial[lane] : 0.0f);
 }
 
-// out[d] = src(d) · scale · w[d] (or (1 + w[d])) for d = first, first + step, ...
+// Weight d of a norm as the norm applies it: w[d], or 1 + w[d] for a zero-centred norm (Qwen3.5, Qwen3-Next).
+__device__ __forceinline__ float norm_weight(const void* weight, ElemType weight_type, bool zero_centred, int64_t d) {
+    const float w = load_as_f32(weight, weight_type, d);
+    return zero_centred ? w + 1.0f : w;
+}
+
+// out[d] = src(d) · scale · norm_weight(d) for d = first, first + step, ...
 template <class Value>
 __device__ __forceinline__ void row_normalize(Value&& src, float* out, int64_t D, float scale, const void* weight,
                                               ElemType weight_type, bool zero_centred, int64_t first, int64_t step) {
 #pragma unroll 4
-    for (int64_t d = first; d < D; d += step) {
-        float w = load_as_f32(weight, weight_type, d);
-        if (zero_centred) w += 1.0f;
-        out[d] = src(d) * scale * w;
-    }
+    for (int64_t d = first; d < D; d += step)
+        out[d] = src(d) * scale * norm_weight(weight, weight_type, zero_centred, d);
 }
 
 // Asks L2 for the norm's weight, from the grid's first block (a kernel with a norm tail calls it in every block before
@@ -96,8 +99,8 @@ __device__ __forceinline__ void finish_residual_norm(const ResidualNorm& r, int6
     const float total = warp_sum(lane < (V >> 5) ? partial[lane] : 0.0f);
     const float scale = rsqrtf(total / static_cast<float>(D) + r.eps);
     // The weights (in L2 by now: prefetch_norm_weight), all loaded before the first store.
-    each([&](int m, int q, int64_t d) { w[m][q] = load_as_f32(r.weight, r.weight_type, d); });
-    each([&](int m, int q, int64_t d) { r.out[d] = v[m][q] * scale * (r.zero_centred ? w[m][q] + 1.0f : w[m][q]); });
+    each([&](int m, int q, int64_t d) { w[m][q] = norm_weight(r.weight, r.weight_type, r.zero_centred, d); });
+    each([&](int m, int q, int64_t d) { r.out[d] = v[m][q] * scale * w[m][q]; });
     rearm_grid_tail(r.counter);
 }
 
