@@ -1110,11 +1110,15 @@ const std::vector<OpCase>& op_cases() {
                  linear_moe_topk_softmax(1, 12, 100, 3, true),  // odd K: the element-wise GEMV
                  linear_moe_topk_softmax(4, 128, 256, 8, true),
                  // The norm in the router's GEMV: Qwen3-30B-A3B's router and norm, Qwen3.5's (zero-centred, 512
-                 // experts), an odd hidden size (rms_norm then the router), and more tokens.
+                 // experts), an odd hidden size (rms_norm then the router), and more tokens. More tokens' router is
+                 // a bf16 GEMM on CUDA, which rounds the normalised rows (not bf16-exact, unlike act()'s) where the
+                 // CPU multiplies them as they are: logits ~2^-9 apart, so that case has 16 experts, whose top-4
+                 // margins are far wider than that (with 128 experts and top-8 the ids differed on an H100, session
+                 // 33).
                  rms_norm_router(1, 128, 2048, 8, true, kPlain),
                  rms_norm_router(1, 512, 2048, 10, true, kZc),
                  rms_norm_router(1, 16, 100, 4, false, kPlain),
-                 rms_norm_router(3, 128, 256, 8, true, kPlain),
+                 rms_norm_router(3, 16, 256, 4, true, kPlain),
                  // MoE experts. On CUDA up to 4 rows per expert on average run the GEMV kernels, more the mma ones;
                  // K and N not multiples of the tiles (H = 200, I = 72) and not of 8 (I = 20, H = 36: the element-
                  // wise loads); one expert with most rows (several tiles) and most experts empty; F16 weights.
