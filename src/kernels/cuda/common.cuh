@@ -233,8 +233,8 @@ int max_cluster_blocks(int threads, size_t smem) {
 // step's copies wrote before its first kernel (positions, slots, block tables), and what kernels two or more launches
 // back wrote (the kernel before this one started only after its own wait, i.e. once those had completed): the KV rows
 // of earlier steps. The early_* helpers load such data into registers or shared memory before the wait
-// (PAGODA_EARLY_LOADS=1; kernel_prologue_test allows them there), so that after it only the previous kernel's output
-// remains to be read.
+// (CudaOps' default, off with PAGODA_EARLY_LOADS=0; kernel_prologue_test allows them there), so that after it only the
+// previous kernel's output remains to be read.
 __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.wait;" ::: "memory");

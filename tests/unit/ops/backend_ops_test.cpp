@@ -624,16 +624,16 @@ TEST(LoraTest, CudaCoreKernelsMatchTheCpu) {
     expect_lora_kernels_match_the_cpu("0");
 }
 
-// PAGODA_EARLY_LOADS=1 (read when the ops are made): the RMSNorm, attention-prologue and decode-attention kernels that
-// load what the kernel before them does not write before their programmatic-launch wait (and the MoE down pass that
-// prefetches its experts' rows) give the bits of the kernels that load it all after the wait, on every case of those
-// ops (each case's setup kernels run just before it).
+// Early loads (the default; PAGODA_EARLY_LOADS=0, read when the ops are made, turns them off): the RMSNorm,
+// attention-prologue and decode-attention kernels that load what the kernel before them does not write before their
+// programmatic-launch wait (and the MoE down pass that prefetches its experts' rows) give the bits of the kernels that
+// load it all after the wait, on every case of those ops (each case's setup kernels run just before it).
 TEST(EarlyLoadsTest, EqualTheKernelsThatLoadAfterTheWait) {
     if (cuda_device_count() == 0)
         GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": CUDA test skipped";
+    auto early = make_cuda_backend();  // the default
+    ::setenv("PAGODA_EARLY_LOADS", "0", 1);
     auto waiting = make_cuda_backend();
-    ::setenv("PAGODA_EARLY_LOADS", "1", 1);
-    auto early = make_cuda_backend();
     ::unsetenv("PAGODA_EARLY_LOADS");
     ASSERT_TRUE(waiting.ok() && early.ok());
     const std::set<std::string> ops = {

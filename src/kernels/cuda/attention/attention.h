@@ -46,7 +46,7 @@ struct QkNormRopeArgs {
     const float* k_head_scale = nullptr;
     const float* v_head_scale = nullptr;
     // The rows' slots, positions, norm weights and rotations worked out before the programmatic-launch wait
-    // (PAGODA_EARLY_LOADS=1; head_dim <= 256).
+    // (CudaOps' default, off with PAGODA_EARLY_LOADS=0; head_dim <= 256).
     bool early_loads = false;
 };
 void launch_qk_norm_rope(const QkNormRopeArgs& a, cudaStream_t stream);
@@ -99,7 +99,7 @@ struct PagedAttentionArgs {
     int num_splits = 1;            // from plan_paged_attention
     float* workspace = nullptr;    // paged_attention_workspace_floats(...) floats when num_splits > 1
     // The decode kernel loads its sequence bounds, block table entries and its first tile's older keys before the
-    // programmatic-launch wait (PAGODA_EARLY_LOADS=1).
+    // programmatic-launch wait (CudaOps' default, off with PAGODA_EARLY_LOADS=0).
     bool early_loads = false;
 };
 // Head dims with a kernel: 16, 32, 64, 128, 256.

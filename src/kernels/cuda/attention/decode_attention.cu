@@ -343,8 +343,8 @@ __global__ void __launch_bounds__(32 * W)
     decode_attention<D, W, S, kFp8>(a, filter, in_cluster, false);
 }
 
-// The same with its loads before the wait (PAGODA_EARLY_LOADS=1: a.early_loads), which decode_attention reaches
-// itself. launch_shape takes it for the default shape, 4x2, of bf16 caches.
+// The same with its loads before the wait (a.early_loads: CudaOps' default, off with PAGODA_EARLY_LOADS=0), which
+// decode_attention reaches itself. launch_shape takes it for the default shape, 4x2, of bf16 caches.
 template <int D, int W, int S, bool kFp8>
 __global__ void __launch_bounds__(32 * W)
     early_decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter, bool in_cluster) {

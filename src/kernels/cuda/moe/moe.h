@@ -73,7 +73,7 @@ struct MoeExpertsArgs {
     // of the down pass finishes add_rms_norm (norm.h); out is not written.
     ResidualNorm norm = {};
     // The pair passes' down pass asks L2 for its experts' rows before its programmatic-launch wait
-    // (PAGODA_EARLY_LOADS=1).
+    // (CudaOps' default, off with PAGODA_EARLY_LOADS=0).
     bool early_loads = false;
 };
 size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k);

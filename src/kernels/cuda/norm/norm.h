@@ -14,7 +14,7 @@ struct RmsNormArgs {
     ElemType weight_type;
     float eps;
     bool zero_centred;
-    bool early_loads = false;  // the weights loaded before the programmatic-launch wait (PAGODA_EARLY_LOADS=1)
+    bool early_loads = false;  // the weights loaded before the programmatic-launch wait (unless PAGODA_EARLY_LOADS=0)
 };
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
 
