@@ -19,6 +19,7 @@
 
 #include "executor/decode_graphs.h"
 #include "model/arch/arch.h"
+#include "model/dummy_checkpoint.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/cuda_backend.h"
@@ -121,12 +122,17 @@ int main(int argc, char** argv) {
             load_options.quantization = argv[i + 1];
         else if (k == "--fp8-activations")  // 1: W8A8 (model::LoadOptions::fp8_activations)
             load_options.fp8_activations = std::string(argv[i + 1]) == "1";
-        else
+        else if (k == "--load-format") {  // dummy: random weights for config.json alone (dummy_checkpoint.h)
+            auto dummy = model::parse_load_format(argv[i + 1]);
+            if (!dummy.ok()) return fail(dummy.message());
+            load_options.dummy_weights = *dummy;
+        } else
             return fail("unknown option " + k);
     }
     if (dir.empty() || prefill <= 0 || context <= 0 || decode <= 0)
         return fail(
-            "usage: --model DIR [--prefill N] [--context N] [--decode N] [--quantization fp8] [--fp8-activations 1]");
+            "usage: --model DIR [--prefill N] [--context N] [--decode N] [--quantization fp8] [--fp8-activations 1] "
+            "[--load-format dummy]");
     if (!load_options.quantization.empty() && load_options.quantization != "fp8")
         return fail("--quantization: only fp8 (quantized at load) is measured here");
 

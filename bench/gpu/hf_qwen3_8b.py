@@ -25,7 +25,11 @@ import json
 import time
 
 import numpy as np
-import torch
+
+try:
+    import torch
+except ImportError:  # --config-only needs transformers alone
+    torch = None
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config, Qwen3Config
 
 
@@ -93,6 +97,8 @@ def main():
                                         "qwen3.5-35b-a3b", "qwen3-next-80b-a3b"], default="qwen3-8b")
     ap.add_argument("--reference-only", action="store_true")
     ap.add_argument("--save-only", action="store_true", help="the checkpoint only: no timing, no reference logits")
+    ap.add_argument("--config-only", action="store_true",
+                    help="config.json alone (no weights, no GPU): for `--load-format dummy`, shapes too big for disk")
     # Random routers score experts so evenly that bf16 rounding flips top-k choices (the Qwen3.5-35B-A3B shape's 256
     # experts: transformers' own bf16 logits 17% off its fp32 at 4 layers); scaled-up router weights make the choices
     # clear, which tells such sensitivity from an error in the computation.
@@ -100,6 +106,9 @@ def main():
     a = ap.parse_args()
 
     cfg = make_config(a.shape, a.layers)
+    if a.config_only:
+        cfg.save_pretrained(a.out)
+        return
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
     t0 = time.time()

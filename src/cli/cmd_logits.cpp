@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/command.h"
+#include "model/dummy_checkpoint.h"
 #include "model/model.h"
 #include "model/runner.h"
 #include "runtime/backend.h"
@@ -53,6 +54,7 @@ int run_logits(std::span<const std::string_view> args) {
     parser.add_option("last", "N", "print only the last N positions (default: all)");
     parser.add_option("device", "DEV", "cpu (default) | cuda");
     parser.add_option("quantization", "METHOD", "fp8: quantize a bf16 checkpoint at load (as serve)");
+    parser.add_option("load-format", "FORMAT", "auto (default) | safetensors | dummy: random weights (as serve)");
     parser.add_switch("fp8-activations",
                       "fp8 checkpoints with dynamic activation scales (and --quantization fp8): round each token's\n"
                       "inputs to fp8 before the product, as the checkpoint computes (W8A8); default: weight-only");
@@ -87,6 +89,11 @@ int run_logits(std::span<const std::string_view> args) {
     model::LoadOptions load;
     load.quantization = parser.get("quantization").value_or("");
     load.fp8_activations = parser.has("fp8-activations");
+    if (auto v = parser.get("load-format")) {
+        auto dummy = model::parse_load_format(*v);
+        if (!dummy.ok()) return cli::fail("logits", dummy.message());
+        load.dummy_weights = *dummy;
+    }
     auto model = model::Model::load(*dir, *backend, single_communicator(), load);
     if (!model.ok()) return cli::fail("logits", model.message());
     auto runner = model::SequenceRunner::create(**model, 1, static_cast<int32_t>(ids->size()));

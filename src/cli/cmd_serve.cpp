@@ -30,6 +30,7 @@
 #include "engine/engine.h"
 #include "executor/create_engine.h"
 #include "executor/tensor_parallel_worker.h"
+#include "model/dummy_checkpoint.h"
 #include "model/model_spec.h"
 #include "model/quantization.h"
 #include "runtime/cuda_backend.h"
@@ -312,6 +313,9 @@ Result<executor::EngineOptions> engine_options(const cli::ArgParser& p, const st
     }
     eo.calculate_kv_scales = p.has("calculate-kv-scales");
     eo.fp8_activations = p.has("fp8-activations");
+    if (auto v = p.get("load-format")) {
+        PAGODA_ASSIGN_OR_RETURN(eo.dummy_weights, model::parse_load_format(*v));
+    }
     if (auto v = p.get("scheduling-policy")) {
         if (*v != "fcfs" && *v != "priority") return Status::error("--scheduling-policy: fcfs or priority");
         eo.priority_scheduling = *v == "priority";
@@ -464,6 +468,9 @@ cli::ArgParser make_serve_parser() {
     p.add_switch("fp8-activations",
                  "fp8 checkpoints with dynamic activation scales (and -q fp8): round each token's projection inputs to "
                  "fp8 as the checkpoint computes them (W8A8; cuBLASLt's fp8 GEMM on Hopper); default weight-only");
+    p.add_option("load-format", "FORMAT",
+                 "auto | safetensors (the checkpoint, the default) | dummy: random bf16 weights for config.json alone "
+                 "(speed measurements, no checkpoint read; the words mean nothing)");
     p.add_option("seed", "S", "seed for requests that bring none (default 0)");
     p.add_option("device", "DEV", cli::kDeviceHelp);
     p.add_option("api-key", "KEY", "require 'Authorization: Bearer KEY' on /v1 (also PAGODA_API_KEY, VLLM_API_KEY)",

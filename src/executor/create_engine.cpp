@@ -330,6 +330,8 @@ Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::st
                                                                    const EngineOptions& o) {
     PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/false));
     log_expert_placement(dir.spec, o);
+    if (o.nnodes > 1 && o.dummy_weights)
+        return Status::error("--load-format dummy runs on one node (each node would make its own random weights)");
     if (o.nnodes > 1) return load_node_zero(model_dir, o);
     PAGODA_ASSIGN_OR_RETURN(const bool cuda, on_cuda(o, dir.spec));
     model::LoadOptions load;
@@ -338,6 +340,7 @@ Result<std::unique_ptr<TensorParallelRunner>> load_tensor_parallel(const std::st
     load.calculate_kv_scales = o.calculate_kv_scales;
     load.expert_parallel = o.enable_expert_parallel;
     load.fp8_activations = o.fp8_activations;
+    load.dummy_weights = o.dummy_weights;
     if (cuda) return TensorParallelRunner::load_cuda(model_dir, o.tensor_parallel_size, load);
     return TensorParallelRunner::load_cpu(model_dir, o.tensor_parallel_size, o.num_threads, load);
 }
@@ -444,17 +447,17 @@ Result<std::unique_ptr<ServingEngine>> create_engine(const std::string& model_di
         s->engine_ = std::move(engine).value();
         return s;
     }
-    PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::ModelDir::open(model_dir, /*open_weights=*/true));
+    const model::LoadOptions load{.quantization = options.quantization,
+                                  .kv_cache_dtype = options.kv_cache_dtype,
+                                  .calculate_kv_scales = options.calculate_kv_scales,
+                                  .fp8_activations = options.fp8_activations,
+                                  .dummy_weights = options.dummy_weights};
+    PAGODA_ASSIGN_OR_RETURN(model::ModelDir dir, model::open_model_dir(model_dir, load));
     log_expert_placement(dir.spec, options);
     auto backend = make_backend(options, dir.spec);
     if (!backend.ok()) return backend.status().with_context(model_dir);
     s->backend_ = std::move(backend).value();
-    PAGODA_ASSIGN_OR_RETURN(s->model_,
-                            model::Model::load(std::move(dir), *s->backend_, single_communicator(),
-                                               model::LoadOptions{.quantization = options.quantization,
-                                                                  .kv_cache_dtype = options.kv_cache_dtype,
-                                                                  .calculate_kv_scales = options.calculate_kv_scales,
-                                                                  .fp8_activations = options.fp8_activations}));
+    PAGODA_ASSIGN_OR_RETURN(s->model_, model::Model::load(std::move(dir), *s->backend_, single_communicator(), load));
     if (options.enable_lora)
         PAGODA_RETURN_IF_ERROR(
             s->model_->enable_lora(options.max_loras, options.max_lora_rank).with_context(model_dir));

@@ -73,6 +73,8 @@ struct EngineOptions {
     // --fp8-activations (model::LoadOptions::fp8_activations): W8A8 for fp8 checkpoints with dynamic activation scales
     // and --quantization fp8 (off: weight-only). Not across nodes yet.
     bool fp8_activations = false;
+    // --load-format dummy (model::LoadOptions::dummy_weights): random weights for the config alone; one node only.
+    bool dummy_weights = false;
     engine::StepObserver* observer = nullptr;  // optional, must outlive the ServingEngine
 
     // Multi-LoRA (--enable-lora; with tensor parallelism in one process or across nodes, whose other nodes read each

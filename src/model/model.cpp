@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "model/dummy_checkpoint.h"
 #include "model/kv_cache_scales.h"
 #include "model/rope.h"
 #include "model/tensor_parallel.h"
@@ -21,9 +22,22 @@ std::string_view missing_op(const ModelSpec& spec, const std::function<bool(std:
     return {};
 }
 
+Result<ModelDir> open_model_dir(const std::string& dir, const LoadOptions& options) {
+    PAGODA_ASSIGN_OR_RETURN(ModelDir model_dir, ModelDir::open(dir, /*open_weights=*/!options.dummy_weights));
+    if (options.dummy_weights) {
+        auto weights = dummy_checkpoint(model_dir.spec);
+        if (!weights.ok()) return weights.status().with_context(dir);
+        model_dir.checkpoint = std::move(weights).value();
+        PAGODA_LOG_INFO("--load-format dummy: random bf16 weights for " + dir + " (" +
+                        std::to_string(model_dir.checkpoint->tensors().size()) + " tensors, " +
+                        std::to_string(model_dir.checkpoint->total_bytes() >> 20) + " MiB), no checkpoint read");
+    }
+    return model_dir;
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& dir, Backend& backend, Communicator& comm,
                                            const LoadOptions& options) {
-    PAGODA_ASSIGN_OR_RETURN(ModelDir model_dir, ModelDir::open(dir, /*open_weights=*/true));
+    PAGODA_ASSIGN_OR_RETURN(ModelDir model_dir, open_model_dir(dir, options));
     return load(std::move(model_dir), backend, comm, options);
 }
 

@@ -57,7 +57,13 @@ struct LoadOptions {
     // transformers computes such a checkpoint when it dequantises it (the golden references). MoE experts stay
     // weight-only either way.
     bool fp8_activations = false;
+    // --load-format dummy: random bf16 weights for the config alone (dummy_checkpoint.h), no safetensors read.
+    bool dummy_weights = false;
 };
+
+// The model directory as LoadOptions asks for it: its checkpoint mapped, or random weights in its place
+// (dummy_weights: config.json alone is needed).
+Result<ModelDir> open_model_dir(const std::string& dir, const LoadOptions& options);
 
 class Model {
   public:

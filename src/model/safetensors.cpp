@@ -267,6 +267,17 @@ Status Checkpoint::add_file(SafetensorsFile file) {
     return ok_status();
 }
 
+Result<Checkpoint> Checkpoint::from_memory(std::vector<TensorView> views, std::shared_ptr<const void> storage) {
+    Checkpoint c;
+    c.memory_views_ = std::move(views);
+    c.memory_ = std::move(storage);
+    for (const TensorView& t : c.memory_views_)
+        if (!c.by_name_.emplace(t.name, &t).second)
+            return Status::error("tensor " + in_quotes(t.name) + " given twice");
+    c.finish();
+    return c;
+}
+
 void Checkpoint::finish() {
     sorted_.clear();
     sorted_.reserve(by_name_.size());

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -95,6 +96,9 @@ class Checkpoint {
     static Result<Checkpoint> open_dir(const std::string& dir);
     // Opens an explicit list of files (e.g. one file given on the command line).
     static Result<Checkpoint> open_files(const std::vector<std::string>& paths);
+    // Tensors the caller made in memory (`storage` keeps their data alive), named, typed and shaped as a checkpoint's
+    // would be: what `--load-format dummy` loads (dummy_checkpoint.h). An error for a name given twice.
+    static Result<Checkpoint> from_memory(std::vector<TensorView> views, std::shared_ptr<const void> storage);
 
     const TensorView* find(std::string_view name) const;  // nullptr when absent
     // Every tensor, sorted by name.
@@ -109,6 +113,8 @@ class Checkpoint {
     void finish();
 
     std::vector<SafetensorsFile> files_;
+    std::vector<TensorView> memory_views_;  // from_memory's; their data lives in memory_
+    std::shared_ptr<const void> memory_;
     std::unordered_map<std::string, const TensorView*> by_name_;
     std::vector<const TensorView*> sorted_;
     std::string index_metadata_json_;

@@ -104,3 +104,28 @@ def test_kv_cache_flags_that_cannot_be_honoured_are_refused(demo_dir, pagoda_bin
                        text=True, timeout=60)
     assert r.returncode == 1, r.stderr
     assert message in r.stderr, r.stderr
+
+
+# `--load-format dummy` (vLLM's flag): random weights for config.json alone. The demo model's directory without its
+# safetensors serves through the openai SDK, says so in one start-up line, and is refused without the flag.
+def test_dummy_load_format_serves_a_config_alone(demo_dir, tmp_path, pagoda_bin):  # noqa: F811
+    for f in demo_dir.iterdir():
+        if f.is_file() and not f.name.endswith(".safetensors"):
+            (tmp_path / f.name).write_bytes(f.read_bytes())
+    r = subprocess.run([str(pagoda_bin), "serve", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "safetensors" in r.stderr, r.stderr
+    s = Server([str(tmp_path), "--served-model-name", "demo", "--max-model-len", "256", "--load-format", "dummy"])
+    try:
+        r = s.client().completions.create(model="demo", prompt=PROMPT, max_tokens=8, temperature=0.0)
+        assert r.usage.completion_tokens > 0
+        # The model loads after the server listens: its lines are in the pipe by the time a request was answered.
+        lines = []
+        while not any("ready" in line for line in lines):
+            lines.append(s.proc.stderr.readline())
+            assert lines[-1], "".join(s.log + lines)
+        assert any("--load-format dummy: random bf16 weights" in line for line in lines), "".join(lines)
+    finally:
+        assert s.stop() == 0
+    r = subprocess.run([str(pagoda_bin), "serve", str(tmp_path), "--load-format", "pt"], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 1 and "auto, safetensors or dummy" in r.stderr, r.stderr
