@@ -116,14 +116,14 @@ def test_dummy_load_format_serves_a_config_alone(demo_dir, tmp_path, pagoda_bin)
     assert r.returncode == 1 and "safetensors" in r.stderr, r.stderr
     s = Server([str(tmp_path), "--served-model-name", "demo", "--max-model-len", "256", "--load-format", "dummy"])
     try:
-        r = s.client().completions.create(model="demo", prompt=PROMPT, max_tokens=8, temperature=0.0)
-        assert r.usage.completion_tokens > 0
-        # The model loads after the server listens: its lines are in the pipe by the time a request was answered.
+        # The model loads after the server listens (503 until then): read its lines up to the one that says ready.
         lines = []
         while not any("ready" in line for line in lines):
             lines.append(s.proc.stderr.readline())
             assert lines[-1], "".join(s.log + lines)
         assert any("--load-format dummy: random bf16 weights" in line for line in lines), "".join(lines)
+        r = s.client().completions.create(model="demo", prompt=PROMPT, max_tokens=8, temperature=0.0)
+        assert r.usage.completion_tokens > 0
     finally:
         assert s.stop() == 0
     r = subprocess.run([str(pagoda_bin), "serve", str(tmp_path), "--load-format", "pt"], capture_output=True,
