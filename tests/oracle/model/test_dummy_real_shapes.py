@@ -16,14 +16,6 @@ pytest.importorskip("transformers")
 ROOT = Path(__file__).resolve().parents[3]
 
 
-@pytest.fixture(scope="module")
-def pagoda_bin():
-    path = os.environ.get("PAGODA_BIN")
-    if not path or not Path(path).is_file():
-        pytest.skip("PAGODA_BIN is not set to the built `pagoda` executable")
-    return path
-
-
 @pytest.mark.parametrize("shape, layers, experts, vocab", [
     ("qwen3-30b-a3b", 48, 128, 151936),
     ("qwen3.5-35b-a3b", 40, 256, 248320),
@@ -38,7 +30,7 @@ def test_real_shape_runs_from_its_config_alone(pagoda_bin, tmp_path, shape, laye
     assert not list(tmp_path.glob("*.safetensors"))
     out, err = tmp_path / "stdout", tmp_path / "stderr"
     with open(out, "w") as o, open(err, "w") as e:
-        p = subprocess.Popen([pagoda_bin, "logits", "--model", str(tmp_path), "--ids", "1 2 3", "--last", "1",
+        p = subprocess.Popen([str(pagoda_bin), "logits", "--model", str(tmp_path), "--ids", "1 2 3", "--last", "1",
                               "--json", "--load-format", "dummy"], stdout=o, stderr=e)
         _, status, usage = os.wait4(p.pid, 0)  # this process's own peak memory
     stderr = err.read_text()
