@@ -50,6 +50,16 @@ class Server:
         self.proc.kill()
         raise RuntimeError("pagoda serve did not start:\n" + "".join(self.log))
 
+    def wait_ready(self):
+        """Reads the log up to the line that says the model is loaded (the server answers 503 before it) and
+        returns the lines read; they are in self.log too."""
+        lines = []
+        while not any("ready" in line for line in lines):
+            lines.append(self.proc.stderr.readline())
+            assert lines[-1], "".join(self.log + lines)
+        self.log += lines
+        return lines
+
     def client(self, api_key="none"):
         return openai.OpenAI(base_url=self.url + "/v1", api_key=api_key, max_retries=0, timeout=60)
 

@@ -24,7 +24,10 @@ def completion(server, **params):
 
 
 def serve(demo_dir, *flags):  # noqa: F811
-    return Server([str(demo_dir), "--served-model-name", "demo", "--max-model-len", "256", *flags])
+    """The server once its model is loaded (its log up to then in .log)."""
+    s = Server([str(demo_dir), "--served-model-name", "demo", "--max-model-len", "256", *flags])
+    s.wait_ready()
+    return s
 
 
 def test_auto_takes_the_models_file(demo_dir):  # noqa: F811
@@ -83,12 +86,7 @@ def test_fp8_kv_cache_serves_and_says_so(demo_dir):  # noqa: F811
         first = completion(s, temperature=0.8)
         assert first
         assert completion(s, temperature=0.8) == first
-        # The model loads after the server listens: its lines are in the pipe by the time a request was answered.
-        lines = []
-        while not any("ready" in line for line in lines):
-            lines.append(s.proc.stderr.readline())
-            assert lines[-1], "".join(s.log + lines)
-        assert any("KV pool" in line and "fp8_e4m3" in line for line in lines), "".join(lines)
+        assert any("KV pool" in line and "fp8_e4m3" in line for line in s.log), "".join(s.log)
     finally:
         assert s.stop() == 0
 
@@ -114,14 +112,9 @@ def test_dummy_load_format_serves_a_config_alone(demo_dir, tmp_path, pagoda_bin)
             (tmp_path / f.name).write_bytes(f.read_bytes())
     r = subprocess.run([str(pagoda_bin), "serve", str(tmp_path)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and "safetensors" in r.stderr, r.stderr
-    s = Server([str(tmp_path), "--served-model-name", "demo", "--max-model-len", "256", "--load-format", "dummy"])
+    s = serve(tmp_path, "--load-format", "dummy")
     try:
-        # The model loads after the server listens (503 until then): read its lines up to the one that says ready.
-        lines = []
-        while not any("ready" in line for line in lines):
-            lines.append(s.proc.stderr.readline())
-            assert lines[-1], "".join(s.log + lines)
-        assert any("--load-format dummy: random bf16 weights" in line for line in lines), "".join(lines)
+        assert any("--load-format dummy: random bf16 weights" in line for line in s.log), "".join(s.log)
         r = s.client().completions.create(model="demo", prompt=PROMPT, max_tokens=8, temperature=0.0)
         assert r.usage.completion_tokens > 0
     finally:
