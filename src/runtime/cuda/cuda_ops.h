@@ -360,9 +360,9 @@ class CudaOps final : public CudaOpsBase {
     // One token's linear_add_rms_norm and linear_moe_topk_softmax through dense weights, and moe_experts_add_rms_norm
     // on the pair passes: with PAGODA_FUSED_NORM=1 when the ops were made, the GEMV's (or the down pass's) last block
     // finishes the norm or the top-k (gemv.h, moe.h; the same bits), counting the blocks in grid_counter_
-    // (kcu::kTailCounterWords words, zeroed once here; each such kernel leaves them zero). Off by default: its first
-    // form made batch-1 decode slower on an H100 (docs/benchmarks.md, session 31) and the form here has not been
-    // measured.
+    // (kcu::kTailCounterWords words, zeroed once here; each such kernel leaves them zero). Off: slower on an H100 in
+    // both forms (batch-1 MoE decode -5.6% in session 31, -7% with the group counters in session 33;
+    // docs/benchmarks.md).
     bool fused_norm_ = false;
     // The router's top-k in its GEMV's last block: with the tails unless PAGODA_FUSED_TOPK=0, or alone with =1 (also
     // after the norm in the router, rms_norm_router).
@@ -375,10 +375,11 @@ class CudaOps final : public CudaOpsBase {
     unsigned* grid_counter_ = nullptr;
     // PAGODA_NORM_IN_ROUTER=1 when the ops were made: a one-token step ends the sub-layer before a mixture-of-experts
     // block with linear_add and the router's GEMV works out the block's norm (rms_norm_router): no norm launch there.
-    // Off by default until a GPU has measured it.
+    // Off: 0.5% slower on an H100 (1.1% with the top-k too; session 33, docs/benchmarks.md).
     bool norm_in_router_ = false;
     // PAGODA_SHARED_EXPERT_ADD=1: a one-token step's shared-expert down projection adds sigmoid(gate) times its rows
-    // into the mixture's output in its GEMV (linear_gated_add): two launches fewer a layer. Off until a GPU has run it.
+    // into the mixture's output in its GEMV (linear_gated_add): two launches fewer a layer. Off: correct on an
+    // H100 (session 33), its speed not measured yet.
     bool shared_expert_add_ = false;
 
     CudaOpProfiler profiler_;
