@@ -5,7 +5,7 @@
   python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers N]
       [--shape qwen3-8b | qwen2.5-7b | qwen3.5-9b | qwen3.5-27b | qwen3-30b-a3b | qwen3.5-35b-a3b |
                qwen3-next-80b-a3b]
-      [--reference-only | --save-only]
+      [--reference-only | --save-only | --speed-only]
 
 --shape qwen2.5-7b makes a Qwen2.5-7B-shaped checkpoint instead (q/k/v biases, 28 query heads over 4 KV heads);
 qwen3.5-9b the text model of Qwen3.5-9B (Gated DeltaNet 3:1 gated attention, head_dim 256); qwen3-30b-a3b and
@@ -13,7 +13,7 @@ qwen3.5-35b-a3b the MoE models (--layers N keeps the first N layers: the disk ho
 qwen3-next-80b-a3b Qwen3-Next-80B-A3B (512 experts, top 10, packed in_proj_qkvz; use --layers);
 qwen3.5-27b the dense Qwen3.5-27B (64 layers, H 5120; with --save-only, as its fp32 copy would not fit the GPU);
 --reference-only skips the speed baseline and only saves the reference logits below; --save-only saves the
-checkpoint and nothing else.
+checkpoint and nothing else; --speed-only the checkpoint and the speed baseline.
 
 Prints one JSON line: hf_decode_tok_s, hf_prefill_ms. Then, for the correctness check at this real shape
 (bench/gpu/compare_logits.py), the model in fp32 (its bf16 weights widened exactly) gives the logits of the last 8
@@ -97,6 +97,9 @@ def main():
                                         "qwen3.5-35b-a3b", "qwen3-next-80b-a3b"], default="qwen3-8b")
     ap.add_argument("--reference-only", action="store_true")
     ap.add_argument("--save-only", action="store_true", help="the checkpoint only: no timing, no reference logits")
+    ap.add_argument("--speed-only", action="store_true",
+                    help="the checkpoint and transformers' timing, no reference logits (their fp32 copy of a large MoE "
+                         "shape would not fit beside the bf16 one)")
     ap.add_argument("--config-only", action="store_true",
                     help="config.json alone (no weights, no GPU): for `--load-format dummy`, shapes too big for disk")
     # Random routers score experts so evenly that bf16 rounding flips top-k choices (the Qwen3.5-35B-A3B shape's 256
@@ -158,7 +161,8 @@ def main():
     print(json.dumps({"hf_init_s": round(t_init, 1), "hf_save_s": round(t_save, 1),
                       "hf_prefill_ms": round(best * 1e3, 1), "hf_decode_tok_s": round(a.decode / dt, 1),
                       "torch": torch.__version__}), flush=True)
-
+    if a.speed_only:
+        return
     save_references(model, cfg, a.out, g)
 
 
