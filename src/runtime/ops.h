@@ -90,8 +90,8 @@ class Ops {
     }
     // y = x · Wᵀ (linear), y *= sigmoid(gate) (sigmoid_mul, gate [T, 1]), then out += y (add): the gated shared
     // expert's down projection added into the mixture's output (Qwen3.5-MoE, Qwen3-Next). A device backend may do it
-    // all in the projection's kernel and leave y unwritten (CUDA for one token with PAGODA_SHARED_EXPERT_ADD=1); out is
-    // the same to the bit.
+    // all in the projection's kernel and leave y unwritten (CUDA for one token through a dense weight, unless
+    // PAGODA_SHARED_EXPERT_ADD=0); out is the same to the bit.
     virtual void linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
                                   const Tensor& out) {
         linear(x, w, y);

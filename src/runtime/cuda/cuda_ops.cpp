@@ -43,7 +43,7 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     fused_norm_ = env_is("PAGODA_FUSED_NORM", "1");
     fused_topk_ = env_is("PAGODA_FUSED_TOPK", "1") || (fused_norm_ && !env_is("PAGODA_FUSED_TOPK", "0"));
     norm_in_router_ = env_is("PAGODA_NORM_IN_ROUTER", "1");
-    shared_expert_add_ = env_is("PAGODA_SHARED_EXPERT_ADD", "1");
+    shared_expert_add_ = !env_is("PAGODA_SHARED_EXPERT_ADD", "0");
     early_loads_ = !env_is("PAGODA_EARLY_LOADS", "0");
     PAGODA_CUDA_OK(cudaMalloc(&grid_counter_, kcu::kTailCounterWords * sizeof(unsigned)));
     PAGODA_CUDA_OK(cudaMemsetAsync(grid_counter_, 0, kcu::kTailCounterWords * sizeof(unsigned), stream_));

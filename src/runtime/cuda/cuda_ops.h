@@ -377,10 +377,10 @@ class CudaOps final : public CudaOpsBase {
     // block with linear_add and the router's GEMV works out the block's norm (rms_norm_router): no norm launch there.
     // Off: 0.5% slower on an H100 (1.1% with the top-k too; session 33, docs/benchmarks.md).
     bool norm_in_router_ = false;
-    // PAGODA_SHARED_EXPERT_ADD=1: a one-token step's shared-expert down projection adds sigmoid(gate) times its rows
-    // into the mixture's output in its GEMV (linear_gated_add): two launches fewer a layer. Off: correct on an
-    // H100 (session 33), its speed not measured yet.
-    bool shared_expert_add_ = false;
+    // On unless PAGODA_SHARED_EXPERT_ADD=0: a one-token step's shared-expert down projection adds sigmoid(gate) times
+    // its rows into the mixture's output in its GEMV (linear_gated_add): two launches fewer a layer, +2% tok/s on a
+    // 12-layer Qwen3.5-35B-A3B shape on an H100 (session 34, docs/benchmarks.md).
+    bool shared_expert_add_ = true;
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

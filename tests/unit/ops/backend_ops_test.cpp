@@ -442,9 +442,10 @@ TEST(NormInRouterTest, LinearAddThenRmsNormRouterEqualTheOpsApart) {
     }
 }
 
-// linear_gated_add gives what linear, sigmoid_mul and add give, to the bit (on CUDA with PAGODA_SHARED_EXPERT_ADD=1,
-// one token takes the GEMV that adds sigmoid(gate) times its rows into out): Qwen3.5-35B-A3B's shared expert (512
-// features into 2,048), a small odd K (the element-wise GEMV), twice each.
+// linear_gated_add gives what linear, sigmoid_mul and add give, to the bit (on CUDA, the default that
+// PAGODA_SHARED_EXPERT_ADD=0 turns off and this test sets: one token takes the GEMV that adds sigmoid(gate) times its
+// rows into out): Qwen3.5-35B-A3B's shared expert (512 features into 2,048), a small odd K (the element-wise GEMV),
+// twice each.
 TEST(SharedExpertAddTest, LinearGatedAddEqualsTheOpsApart) {
     std::vector<std::unique_ptr<Backend>> backends;
     ::setenv("PAGODA_SHARED_EXPERT_ADD", "1", 1);

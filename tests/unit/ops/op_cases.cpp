@@ -453,8 +453,8 @@ OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int
 
 // A sub-layer's last projection added into the residual (the next sub-layer normalises it), or with `gated` the gated
 // shared expert's down projection added into the mixture's output: one token through a dense weight takes the GEMV that
-// adds its rows (times sigmoid(gate)) on CUDA (gated: with PAGODA_SHARED_EXPERT_ADD=1), else linear (sigmoid_mul) and
-// add.
+// adds its rows (times sigmoid(gate)) on CUDA (gated: unless PAGODA_SHARED_EXPERT_ADD=0), else linear (sigmoid_mul)
+// and add.
 OpCase linear_add(int64_t T, int64_t N, int64_t K, DType wt, bool gated = false) {
     const char* op = gated ? "linear_gated_add" : "linear_add";
     return {fmt("%s T=%lld N=%lld K=%lld %s", op, (long long)T, (long long)N, (long long)K, dtype_str(wt)), op,
@@ -1146,6 +1146,14 @@ const std::vector<OpCase>& op_cases() {
                  moe_experts(300, 256, 96, 128, 8, Routing::Skewed),
                  moe_experts(5, 200, 72, 16, 4, Routing::Random),
                  moe_experts(300, 200, 72, 16, 4, Routing::Random),
+                 // The ends of issue 16's ranges: Qwen3-Next's 512 experts / top-10 at one token (pair passes), 64
+                 // (grouped GEMV) and 8,192 (the mma passes over a whole prefill chunk); top-1 over 8 experts, and
+                 // 8,192 tokens all sent to expert 0 (the others get none).
+                 moe_experts(1, 128, 64, 512, 10, Routing::Random),
+                 moe_experts(64, 128, 64, 512, 10, Routing::Random),
+                 moe_experts(8192, 64, 32, 512, 10, Routing::Random),
+                 moe_experts(5, 128, 64, 8, 1, Routing::Random),
+                 moe_experts(8192, 64, 32, 8, 1, Routing::Skewed),
                  moe_experts(2, 128, 64, 8, 2, Routing::Random, F16),
                  moe_experts(40, 128, 64, 8, 2, Routing::Random, F16),
                  // int4 experts. CUDA: read as stored by the pair passes (1 and 3 tokens) and the grouped GEMV passes
