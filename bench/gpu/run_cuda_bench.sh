@@ -4,7 +4,8 @@
 # copy bandwidth and cuBLASLt peak). Binaries are built on the development machine and carried in $BIN.
 #   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
 # PARTS is a comma-separated list of:
-#   tests       the CUDA unit tests, the engine's tests on the GPU, `pagoda generate` on both devices
+#   tests       the CUDA unit tests (the attention cases also with each PAGODA_PREFILL_ATTENTION form of PREFILL_FORMS),
+#               the engine's tests on the GPU, `pagoda generate` on both devices
 #   arch        the kernels A100 / sm_86 / sm_89 GPUs get (their tile limits; the compute_80 PTX through the JIT):
 #               the CUDA tests, and batch-1 decode / prefill speed when the model part made a model
 #   ops         pagoda_op_bench (the op harness's perf mode: Qwen3-8B shapes, then the whole case table, µs and GB/s
@@ -120,6 +121,13 @@ if want tests; then
         summary+=("backend_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
             "$OUT/backend_ops_test_attention_$shape.log" | tr '\n' ' ')")
     done
+    # The prefill attention kernel's other forms (PAGODA_PREFILL_ATTENTION: 8 warps a block, heaviest tiles first).
+    for form in ${PREFILL_FORMS-8w rev 8w-rev}; do
+        PAGODA_PREFILL_ATTENTION=$form LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/backend_ops_test" \
+            --gtest_filter='*paged_attention*' > "$OUT/backend_ops_test_prefill_$form.log" 2>&1
+        summary+=("backend_ops_test prefill attention $form rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
+            "$OUT/backend_ops_test_prefill_$form.log" | tr '\n' ' ')")
+    done
     # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, the models CUDA runs.
     if [[ -x $BIN/executor_test ]]; then
         PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/executor_test" \
@@ -210,6 +218,14 @@ if want ops; then
         PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
             --filter 'paged_attention decode' > "$OUT/ops_attention_$shape.log" 2>&1
         while read -r line; do summary+=("  $shape: $line"); done < <(grep '^paged_attention' "$OUT/ops_attention_$shape.log")
+    done
+    # The prefill attention kernel's forms at 2,048 tokens (and a 512-token chunk after 1,536 cached), same binary.
+    [[ ${OPS_VARIANTS:-1} == 0 ]] && forms=() || forms=(default 8w rev 8w-rev)
+    for form in "${forms[@]}"; do
+        PAGODA_PREFILL_ATTENTION=$form LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
+            --filter 'paged_attention' > "$OUT/ops_prefill_$form.log" 2>&1
+        while read -r line; do summary+=("  prefill $form: $line"); done < <(grep -E '^paged_attention (prefill|chunk)' \
+            "$OUT/ops_prefill_$form.log")
     done
     if [[ ${OPS_VARIANTS:-1} != 0 ]] && command -v ncu > /dev/null; then
         # The decode attention kernel at batch 256: DRAM throughput as a share of the peak, and what bounds it.

@@ -1,13 +1,16 @@
 // Tensor-core paged attention for sequences with several query tokens (prefill chunks, with or without a cached
-// prefix), FlashAttention-2 style: a block owns 64 query tokens of one query head; each of its 4 warps owns 16 of
-// them and keeps their Q fragments and output in registers. K/V tiles of 64 keys (32 at head_dim 256 on GPUs with less
-// than 165 KB of shared memory a block) are gathered from the paged cache into shared memory with cp.async, the next
-// tile loading while the current one is computed. Per tile: S = Q·Kᵀ with mma.sync m16n8k16 (bf16 in, fp32 accumulate;
-// fragments via ldmatrix), the causal mask, an online softmax in base 2, then O += P·V with P rounded to bf16, reusing
-// S's accumulator layout as the A operand. Q is rounded to bf16 once (with the softmax scale and log2 e folded in).
-// Rows of shared memory are padded by 16 bytes so the fragment loads of a warp fall in distinct banks. An e4m3
-// cache's tiles are loaded into registers and turned into bf16 in shared memory (KvTileCopy); K's scale is folded
-// into Q and V's into the output.
+// prefix), FlashAttention-2 style: a block owns query tokens of one query head, 16 a warp (4 warps: 64 tokens; 8 with
+// PAGODA_PREFILL_ATTENTION, below); each warp keeps its 16 tokens' Q fragments and output in registers. K/V tiles of 64
+// keys (32 at head_dim 256 on GPUs with less than 165 KB of shared memory a block) are gathered from the paged cache
+// into shared memory with cp.async, the next tile loading while the current one is computed. Per tile: S = Q·Kᵀ with
+// mma.sync m16n8k16 (bf16 in, fp32 accumulate; fragments via ldmatrix), the causal mask, an online softmax in base 2,
+// then O += P·V with P rounded to bf16, reusing S's accumulator layout as the A operand. Q is rounded to bf16 once
+// (with the softmax scale and log2 e folded in). Rows of shared memory are padded by 16 bytes so the fragment loads of
+// a warp fall in distinct banks. An e4m3 cache's tiles are loaded into registers and turned into bf16 in shared memory
+// (KvTileCopy); K's scale is folded into Q and V's into the output.
+#include <cstdlib>
+#include <string>
+
 #include "kernels/cuda/attention/attention_internal.cuh"
 #include "kernels/cuda/device_caps.h"
 
@@ -15,20 +18,22 @@ namespace pagoda::kernels::cuda {
 
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kBlockQ = 64;
 constexpr int kStages = 2;  // K/V tiles in shared memory: one computed while the next one loads
 
 // kBlockK keys a tile: 64, or 32 where 64 would not fit the device's shared memory (head_dim 256 needs 165 KB with
-// 64-key tiles, more than an A100's 163 KB or an sm_86 / sm_89 part's 99 KB; 32-key tiles take 99 KB).
-template <int D, int kBlockK>
+// 64-key tiles and 4 warps, more than an A100's 163 KB or an sm_86 / sm_89 part's 99 KB; 32-key tiles take 99 KB).
+template <int D, int kBlockK, int kWarps>
 constexpr size_t smem_bytes() {
-    return size_t(kBlockQ + kStages * 2 * kBlockK) * (D + 8) * sizeof(__nv_bfloat16);
+    return size_t(16 * kWarps + kStages * 2 * kBlockK) * (D + 8) * sizeof(__nv_bfloat16);
 }
 
-template <int D, int kBlockK, bool kFp8>
-__global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
+// heaviest_first: block x takes the query tile gridDim.x - 1 - x, so the tiles with the most keys (a causal
+// prompt's last ones) start in the first wave and the short ones fill the tail.
+template <int D, int kBlockK, bool kFp8, int kWarps>
+__global__ void __launch_bounds__(32 * kWarps)
+    prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter, bool heaviest_first) {
     PAGODA_KERNEL_PROLOGUE();
+    constexpr int kThreads = 32 * kWarps, kBlockQ = 16 * kWarps;
     constexpr int LD = D + 8;                         // row stride in bf16 elements
     constexpr int kChunks = D / 8;                    // 16-byte pieces per row
     constexpr int kRowsPerPass = kThreads / kChunks;  // rows the block copies at once
@@ -39,7 +44,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     const int s = blockIdx.y, h = blockIdx.z;
     const int q_begin = a.query_start_loc[s];
     const int qlen = a.query_start_loc[s + 1] - q_begin;
-    const int q0 = blockIdx.x * kBlockQ;
+    const int q0 = int(heaviest_first ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBlockQ;
     if (!serves(filter, qlen) || q0 >= qlen) return;
     const int seq_len = a.seq_lens[s];
     const int ctx = seq_len - qlen;
@@ -52,6 +57,7 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     const int num_tiles = (kv_end + kBlockK - 1) / kBlockK;
     // Thread tid copies chunk tid % kChunks of rows tid / kChunks + kRowsPerPass * p; zeros past the end.
     constexpr int kPasses = kBlockK / kRowsPerPass;
+    static_assert(kPasses * kRowsPerPass == kBlockK, "a tile's rows in whole passes of the block");
     KvTileCopy<kFp8, kPasses, LD, kRowsPerPass> copier{tid / kChunks, tid % kChunks};
     auto k_stage = [&](int stage) { return kv_s + size_t(stage) * 2 * kBlockK * LD; };  // its V rows follow
     auto load_tile = [&](int tile, int stage) {
@@ -185,26 +191,54 @@ __global__ void __launch_bounds__(kThreads) prefill_attention_kernel(PagedAttent
     }
 }
 
-template <int D, int kBlockK, bool kFp8>
-void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
-    constexpr size_t bytes = smem_bytes<D, kBlockK>();
+// PAGODA_PREFILL_ATTENTION, read once: "8w" (blocks of 8 warps, 128 query tokens: each K/V tile in shared memory
+// serves twice the rows, and twice the warps an SM hide its latencies), "rev" (4 warps, heaviest tiles first),
+// "8w-rev" (both); else 4 warps in grid order. Built in session 34 and not yet run on a GPU, so off by default.
+struct PrefillChoice {
+    bool eight_warps = false, heaviest_first = false;
+};
+PrefillChoice prefill_choice() {
+    static const PrefillChoice choice = [] {
+        const char* env = std::getenv("PAGODA_PREFILL_ATTENTION");
+        const std::string v = env ? env : "";
+        return PrefillChoice{v == "8w" || v == "8w-rev", v == "rev" || v == "8w-rev"};
+    }();
+    return choice;
+}
+
+template <int D, int kBlockK, bool kFp8, int kWarps>
+void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, bool heaviest_first, cudaStream_t stream) {
+    constexpr size_t bytes = smem_bytes<D, kBlockK, kWarps>();
+    constexpr int kBlockQ = 16 * kWarps;
+    constexpr auto kernel = prefill_attention_kernel<D, kBlockK, kFp8, kWarps>;
     PAGODA_KERNEL_REQUIRE(bytes <= size_t(max_block_smem()), "prefill attention: the tile does not fit this GPU");
-    allow_dynamic_smem<prefill_attention_kernel<D, kBlockK, kFp8>>(int(bytes));
+    allow_dynamic_smem<kernel>(int(bytes));
     const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_q));
-    launch_kernel<prefill_attention_kernel<D, kBlockK, kFp8>>(grid, kThreads, bytes, stream, a, filter);
+    launch_kernel<kernel>(grid, 32 * kWarps, bytes, stream, a, filter, heaviest_first);
+}
+
+// The largest key tile (64, else 32) whose blocks of kWarps fit the device; false when neither does.
+template <int D, bool kFp8, int kWarps>
+bool launch_warps(const PagedAttentionArgs& a, SeqFilter filter, bool heaviest_first, cudaStream_t stream) {
+    // Head dims whose 64-key tiles fit every supported GPU need no second variant.
+    if constexpr (smem_bytes<D, 64, kWarps>() <= size_t(kLeastBlockSmem)) {
+        launch_tiles<D, 64, kFp8, kWarps>(a, filter, heaviest_first, stream);
+    } else if (smem_bytes<D, 64, kWarps>() <= size_t(max_block_smem())) {
+        launch_tiles<D, 64, kFp8, kWarps>(a, filter, heaviest_first, stream);
+    } else if (smem_bytes<D, 32, kWarps>() <= size_t(max_block_smem())) {
+        launch_tiles<D, 32, kFp8, kWarps>(a, filter, heaviest_first, stream);
+    } else {
+        return false;
+    }
+    return true;
 }
 
 template <int D, bool kFp8>
 void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
-    // Head dims whose 64-key tiles fit every supported GPU need no second variant.
-    if constexpr (smem_bytes<D, 64>() <= size_t(kLeastBlockSmem)) {
-        launch_tiles<D, 64, kFp8>(a, filter, stream);
-    } else if (smem_bytes<D, 64>() <= size_t(max_block_smem())) {
-        launch_tiles<D, 64, kFp8>(a, filter, stream);
-    } else {
-        launch_tiles<D, 32, kFp8>(a, filter, stream);
-    }
+    const PrefillChoice choice = prefill_choice();
+    if (choice.eight_warps && launch_warps<D, kFp8, 8>(a, filter, choice.heaviest_first, stream)) return;
+    launch_warps<D, kFp8, 4>(a, filter, choice.heaviest_first, stream);
 }
 
 template <bool kFp8>
