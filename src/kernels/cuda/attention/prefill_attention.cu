@@ -218,7 +218,8 @@ void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, bool heaviest_f
     launch_kernel<kernel>(grid, 32 * kWarps, bytes, stream, a, filter, heaviest_first);
 }
 
-// The largest key tile (64, else 32) whose blocks of kWarps fit the device; false when neither does.
+// The largest key tile (64, else 32) whose blocks of kWarps fit the device; false when neither does at 8 warps (4 warps
+// always launch: a device too small for their 32-key tiles fails launch_tiles' check with its message).
 template <int D, bool kFp8, int kWarps>
 bool launch_warps(const PagedAttentionArgs& a, SeqFilter filter, bool heaviest_first, cudaStream_t stream) {
     // Head dims whose 64-key tiles fit every supported GPU need no second variant.
@@ -226,7 +227,7 @@ bool launch_warps(const PagedAttentionArgs& a, SeqFilter filter, bool heaviest_f
         launch_tiles<D, 64, kFp8, kWarps>(a, filter, heaviest_first, stream);
     } else if (smem_bytes<D, 64, kWarps>() <= size_t(max_block_smem())) {
         launch_tiles<D, 64, kFp8, kWarps>(a, filter, heaviest_first, stream);
-    } else if (smem_bytes<D, 32, kWarps>() <= size_t(max_block_smem())) {
+    } else if (kWarps == 4 || smem_bytes<D, 32, kWarps>() <= size_t(max_block_smem())) {
         launch_tiles<D, 32, kFp8, kWarps>(a, filter, heaviest_first, stream);
     } else {
         return false;
