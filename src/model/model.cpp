@@ -398,43 +398,31 @@ Status Model::forward(const ForwardBatch& batch, const KvCachePool* kv, const St
     embed_tokens(ops, comm_, plan_, weights_.embed, batch.token_ids, local_ids_, hidden);
     if (observer) observe(0, hidden);
     ops.rms_norm(hidden, weights_.layers[0].input_norm, eps, kind, x);
-    // A sub-layer's last projection finishes the residual add and the next norm itself (NextNorm) unless its output
-    // must be seen on its own first: summed over tensor-parallel ranks, or observed.
-    const bool finish_in_projection = comm_.size() == 1 && !observer;
     for (size_t i = 0; i < weights_.layers.size(); ++i) {
         const LayerWeights& layer = weights_.layers[i];
         const size_t mark = arena_.mark();
-        // Before a mixture of experts the norm may go to the router instead (Ops::norms_in_router).
-        const bool in_router = finish_in_projection && layer.mlp == MlpKind::kMoe && ops.norms_in_router(T);
-        const NextNorm post{hidden, layer.post_norm, eps, kind, x, in_router};
-        const NextNorm* attn_next = finish_in_projection ? &post : nullptr;
         if (layer.attention == AttentionKind::kFull) {
-            attention_forward(ops, spec, layer.attn, x, batch, rope_, kv->layer(cache_layer_[i]), arena_, y, attn_next);
+            attention_forward(ops, spec, layer.attn, x, batch, rope_, kv->layer(cache_layer_[i]), arena_, y);
         } else {
             delta_net_forward(ops, spec, layer.delta, x, batch, states->conv_state(cache_layer_[i]),
-                              states->recurrent_state(cache_layer_[i]), arena_, y, attn_next);
+                              states->recurrent_state(cache_layer_[i]), arena_, y);
         }
         arena_.rewind(mark);
-        if (attn_next == nullptr) {
-            comm_.all_reduce_sum(y);  // tensor parallel: o_proj gave this rank's heads' part of the sum
-            ops.add_rms_norm(hidden, y, layer.post_norm, eps, kind, x);
-        }
-        const Tensor& next_norm =
-            i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm : weights_.final_norm;
-        const NextNorm pre{hidden, next_norm, eps, kind, x};
-        const NextNorm* mlp_next = finish_in_projection ? &pre : nullptr;
+        comm_.all_reduce_sum(y);  // tensor parallel: o_proj gave this rank's heads' part of the sum
+        ops.add_rms_norm(hidden, y, layer.post_norm, eps, kind, x);
         if (layer.mlp == MlpKind::kMoe)
-            moe_forward(ops, spec, layer.moe, x, arena_, y, mlp_next, in_router ? &post : nullptr);
+            moe_forward(ops, spec, layer.moe, x, arena_, y);
         else
-            mlp_forward(ops, layer.dense, x, arena_, y, mlp_next);
+            mlp_forward(ops, layer.dense, x, arena_, y);
         arena_.rewind(mark);
-        if (mlp_next != nullptr) continue;
         comm_.all_reduce_sum(y);  // and down_proj this rank's MLP columns' part
         if (observer) {
             ops.copy(probe, hidden);
             ops.add(probe, y);
             observe(static_cast<int64_t>(i) + 1, probe);
         }
+        const Tensor& next_norm =
+            i + 1 < weights_.layers.size() ? weights_.layers[i + 1].input_norm : weights_.final_norm;
         ops.add_rms_norm(hidden, y, next_norm, eps, kind, x);
     }
     if (P > 0) {  // pooling requests: the final-norm hidden state itself

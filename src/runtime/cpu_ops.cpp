@@ -2,8 +2,6 @@
 #include "runtime/cpu_ops.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -38,10 +36,6 @@ kc::SeqInfo seq_info(const ForwardBatch& b) {
 
 class CpuOps final : public Ops {
   public:
-    // The model's path with the norm left to the mixture of experts' router (Ops::rms_norm_router), taken on the CPU
-    // with PAGODA_NORM_IN_ROUTER=1 only to test that path: the same ops in another order, the same bits.
-    bool norms_in_router(int64_t) const override { return norm_in_router_; }
-
     // The step's adapter slots, grouped once for every projection of the step (runtime/lora.h).
     void begin_step(const ForwardBatch& batch) override {
         lora_slots_ = batch.lora_slots;
@@ -356,10 +350,6 @@ class CpuOps final : public Ops {
     }
 
     std::span<const int32_t> lora_slots_;
-    const bool norm_in_router_ = [] {
-        const char* env = std::getenv("PAGODA_NORM_IN_ROUTER");
-        return env != nullptr && std::strcmp(env, "1") == 0;
-    }();
     LoraTokenGroups lora_groups_;
 
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,

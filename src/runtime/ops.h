@@ -72,22 +72,6 @@ class Ops {
     // residual += x; out = RMSNorm(residual). The residual add of one sub-layer fused with the next pre-norm.
     virtual void add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor& weight, float eps, NormKind kind,
                               const Tensor& out) = 0;
-    // The end of a sub-layer and the next one's pre-norm: y = x · Wᵀ (linear), residual += y, out =
-    // RMSNorm(residual) (add_rms_norm). A device backend may finish the norm inside the projection's kernel and leave
-    // y unwritten (CUDA can for one token, with PAGODA_FUSED_NORM=1: no norm launches between sub-layers); residual
-    // and out are the same to the bit.
-    virtual void linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual,
-                                     const Tensor& weight, float eps, NormKind kind, const Tensor& out) {
-        linear(x, w, y);
-        add_rms_norm(residual, y, weight, eps, kind, out);
-    }
-    // y = x · Wᵀ (linear), then residual += y (add): a sub-layer's last projection where the next sub-layer's first op
-    // normalises the residual itself (rms_norm_router). A device backend may add the rows straight into the residual
-    // and leave y unwritten (CUDA does for one token); the residual is the same to the bit.
-    virtual void linear_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual) {
-        linear(x, w, y);
-        add(residual, y);
-    }
     // y = x · Wᵀ (linear), y *= sigmoid(gate) (sigmoid_mul, gate [T, 1]), then out += y (add): the gated shared
     // expert's down projection added into the mixture's output (Qwen3.5-MoE, Qwen3-Next). A device backend may do it
     // all in the projection's kernel and leave y unwritten (CUDA for one token through a dense weight, unless
@@ -164,39 +148,9 @@ class Ops {
     // if normalize: weights /= sum of the k. topk_weights [T, k] F32, topk_ids [T, k] I32, in descending order.
     virtual void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
                                   const Tensor& topk_ids) = 0;
-    // The router: router_logits = x · router_wᵀ (linear), then moe_topk_softmax of them. A device backend may finish
-    // the top-k inside the GEMV's kernel (CUDA can for one token, with PAGODA_FUSED_NORM=1); the weights and ids are
-    // the same to the bit.
-    virtual void linear_moe_topk_softmax(const Tensor& x, const LinearWeight& router_w, const Tensor& router_logits,
-                                         bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) {
-        linear(x, router_w, router_logits);
-        moe_topk_softmax(router_logits, normalize, topk_weights, topk_ids);
-    }
-    // A mixture-of-experts block's start: out = RMSNorm(residual) (rms_norm), then the router on out
-    // (linear_moe_topk_softmax). A device backend may work the norm out inside the router's kernel (CUDA for one token
-    // with PAGODA_NORM_IN_ROUTER=1: no norm launch between the attention and the router); out, the logits and the
-    // top-k are the same to the bit.
-    virtual void rms_norm_router(const Tensor& residual, const Tensor& weight, float eps, NormKind kind,
-                                 const Tensor& out, const LinearWeight& router_w, const Tensor& router_logits,
-                                 bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) {
-        rms_norm(residual, weight, eps, kind, out);
-        linear_moe_topk_softmax(out, router_w, router_logits, normalize, topk_weights, topk_ids);
-    }
-    // Whether a step of `tokens` tokens should end the sub-layer before a mixture-of-experts block with linear_add and
-    // start the block with rms_norm_router, rather than end it with linear_add_rms_norm (Model::forward asks): where
-    // the backend fuses the norm into the router.
-    virtual bool norms_in_router(int64_t tokens) const { return false; }
     // out[t] = Σ_j topk_weights[t,j] · down_e(silu(gate_e x_t) ⊙ up_e x_t), e = topk_ids[t,j]. x, out [T, H].
     virtual void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                              const MoeExpertWeights& experts, const Tensor& out) = 0;
-    // moe_experts, then residual += out and normed = RMSNorm(residual) (add_rms_norm) as linear_add_rms_norm does for
-    // a projection: a device backend may finish the norm inside the experts' last kernel and leave out unwritten.
-    virtual void moe_experts_add_rms_norm(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
-                                          const MoeExpertWeights& experts, const Tensor& out, const Tensor& residual,
-                                          const Tensor& weight, float eps, NormKind kind, const Tensor& normed) {
-        moe_experts(x, topk_weights, topk_ids, experts, out);
-        add_rms_norm(residual, out, weight, eps, kind, normed);
-    }
 
     // --- Gated DeltaNet -------------------------------------------------------------------------------------------
     // Causal depthwise conv over time then SiLU: out[t,c] = silu(Σ_i w[c,i] · x[t-K+1+i, c]), with history from

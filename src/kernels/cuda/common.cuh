@@ -187,7 +187,7 @@ void set_attribute_once(int value) {
 
 // Lets `Kernel` take `bytes` (> 48 KB) of dynamic shared memory, or as much as the device allows beside the kernel's
 // static shared memory where that is less: cudaFuncSetAttribute refuses a total past the opt-in limit, so a kernel
-// that declares any __shared__ array (a norm's partial sums, a grid tail's flag) cannot ask for max_block_smem() whole.
+// that declares any __shared__ array (a norm's partial sums) cannot ask for max_block_smem() whole.
 template <auto Kernel>
 void allow_dynamic_smem(int bytes) {
     static const int static_bytes = [] {

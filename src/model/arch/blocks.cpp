@@ -85,18 +85,9 @@ size_t attention_scratch_floats(const ModelSpec& spec) {
     return static_cast<size_t>(2 * nq * hd + 2 * nkv * hd + nq * hd);
 }
 
-void project_out(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor& y, const NextNorm* next) {
-    if (next != nullptr && next->in_router)
-        ops.linear_add(x, w, y, next->residual);
-    else if (next != nullptr)
-        ops.linear_add_rms_norm(x, w, y, next->residual, next->weight, next->eps, next->kind, next->out);
-    else
-        ops.linear(x, w, y);
-}
-
 void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const RopeTable& rope, const KvCacheLayer& cache, Arena& arena,
-                       const Tensor& out, const NextNorm* next) {
+                       const Tensor& out) {
     // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
     const int64_t T = x.dim(0), hd = spec.head_dim, nq = w.o.in_features() / hd, nkv = w.k.out_features() / hd;
     const bool gated = w.q.out_features() == 2 * nq * hd;
@@ -131,7 +122,7 @@ void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& 
         // attn[:, h] *= sigmoid(gate of head h): the gates are the second halves of q_out's per-head [q | gate].
         ops.sigmoid_mul(attn.reshape(Shape{T, nq, hd}), heads_view(q_out, hd, nq, hd, 2 * hd));
     }
-    project_out(ops, attn, w.o, out, next);
+    ops.linear(attn, w.o, out);
 }
 
 // --- MLP -------------------------------------------------------------------------------------------------------------
@@ -166,9 +157,8 @@ Tensor mlp_hidden(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena) 
 
 }  // namespace
 
-void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
-                 const NextNorm* next) {
-    project_out(ops, mlp_hidden(ops, w, x, arena), w.down, out, next);
+void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out) {
+    ops.linear(mlp_hidden(ops, w, x, arena), w.down, out);
 }
 
 Tensor rows_back_to_back(std::initializer_list<const Tensor*> parts) {
@@ -502,31 +492,23 @@ size_t moe_scratch_floats(const ModelSpec& spec) {
                                3 * spec.shared_expert_intermediate_size);
 }
 
-void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
-                 const NextNorm* next, const NextNorm* pre) {
+void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena,
+                 const Tensor& out) {
     const int64_t T = x.dim(0), E = w.router.out_features(), k = spec.num_experts_per_tok;
     Tensor router_logits = arena.f32(T, E);
     Tensor topk_w = arena.f32(T, k);
     Tensor topk_ids = arena.take(DType::I32, Shape{T, k});
     // Qwen3.5-MoE always renormalises the top-k weights (hard-coded in its router).
     const bool normalize = spec.norm_topk_prob || spec.family == ModelFamily::kQwen3_5Moe;
-    if (pre != nullptr)
-        ops.rms_norm_router(pre->residual, pre->weight, pre->eps, pre->kind, x, w.router, router_logits, normalize,
-                            topk_w, topk_ids);
-    else
-        ops.linear_moe_topk_softmax(x, w.router, router_logits, normalize, topk_w, topk_ids);
-    const MoeExpertWeights experts{w.gate_up, w.down, w.first_expert, E};
-    if (next != nullptr && !w.has_shared)  // the routed experts' sum is the whole output
-        return ops.moe_experts_add_rms_norm(x, topk_w, topk_ids, experts, out, next->residual, next->weight, next->eps,
-                                            next->kind, next->out);
-    ops.moe_experts(x, topk_w, topk_ids, experts, out);
+    ops.linear(x, w.router, router_logits);
+    ops.moe_topk_softmax(router_logits, normalize, topk_w, topk_ids);
+    ops.moe_experts(x, topk_w, topk_ids, MoeExpertWeights{w.gate_up, w.down, w.first_expert, E}, out);
     if (w.has_shared) {
         // The shared expert's gate first, so that its down projection can add sigmoid(gate) times its rows into out.
         Tensor gate = arena.f32(T, 1);
         ops.linear(x, w.shared_gate, gate);
         ops.linear_gated_add(mlp_hidden(ops, w.shared, x, arena), w.shared.down, arena.f32(T, x.dim(1)), gate, out);
     }
-    if (next != nullptr) ops.add_rms_norm(next->residual, out, next->weight, next->eps, next->kind, next->out);
 }
 
 // --- Gated DeltaNet --------------------------------------------------------------------------------------------------
@@ -713,7 +695,7 @@ size_t delta_net_scratch_floats(const ModelSpec& spec) {
 
 void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state, Arena& arena,
-                       const Tensor& out, const NextNorm* next) {
+                       const Tensor& out) {
     // Head counts from the weights: this rank's heads when the model is split for tensor parallelism.
     const int64_t T = x.dim(0), dk = spec.linear_key_head_dim, dv = spec.linear_value_head_dim;
     const int64_t Hv = w.b.out_features(), Vd = Hv * dv, C = w.qkv.out_features(), Kd = (C - Vd) / 2, Hk = Kd / dk;
@@ -744,7 +726,7 @@ void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w
     ops.gated_delta_net(q, k, v, a, b, w.a_log, w.dt_bias, g, beta, recurrent_state, batch,
                         1.0f / std::sqrt(static_cast<float>(dk)), /*l2_eps=*/1e-6f, o3);
     ops.gated_rms_norm(o3, heads_view(proj, C, Hv, dv, dv), w.norm, static_cast<float>(spec.rms_norm_eps), o3);
-    project_out(ops, o, w.out, out, next);
+    ops.linear(o, w.out, out);
 }
 
 }  // namespace pagoda::model

@@ -60,26 +60,10 @@ struct AttentionOptions {
 // Model::upload_weights places them, so q/k/v (and their biases) lie back to back for fuse_projections.
 Status visit_weights(AttentionWeights& w, const ModelSpec& spec, const AttentionOptions& options,
                      const std::string& prefix, const WeightVisitor& visit);
-// The residual add after a sub-layer and the next pre-norm, handed to the sub-layer so that its last projection can
-// finish them (Ops::linear_add_rms_norm): residual += the sub-layer's output, then out = RMSNorm(residual). With
-// in_router the projection only adds (Ops::linear_add), and the next sub-layer, a mixture of experts given the same
-// NextNorm, starts with the norm (Ops::rms_norm_router).
-struct NextNorm {
-    const Tensor& residual;
-    const Tensor& weight;
-    float eps;
-    NormKind kind;
-    const Tensor& out;
-    bool in_router = false;
-};
-// y = x · Wᵀ, then next's add and norm when given (the sub-layers' last projection).
-void project_out(Ops& ops, const Tensor& x, const LinearWeight& w, const Tensor& y, const NextNorm* next);
-
-// out [T, H]. rope: the model's frequencies (model/rope.h). cache: this layer's paged caches (and fp8 scales). next:
-// see NextNorm (out is then scratch).
+// out [T, H]. rope: the model's frequencies (model/rope.h). cache: this layer's paged caches (and fp8 scales).
 void attention_forward(Ops& ops, const ModelSpec& spec, const AttentionWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const RopeTable& rope, const KvCacheLayer& cache, Arena& arena,
-                       const Tensor& out, const NextNorm* next = nullptr);
+                       const Tensor& out);
 size_t attention_scratch_floats(const ModelSpec& spec);  // per token
 
 // --- SwiGLU MLP -----------------------------------------------------------------------------------------------------
@@ -91,9 +75,7 @@ struct MlpWeights {
 // dense MLP, kSharedExpertMlp for the shared expert.
 Status visit_weights(MlpWeights& w, int64_t hidden, int64_t intermediate, SplitUnit unit, const std::string& prefix,
                      const WeightVisitor& visit);
-// next: see NextNorm (out is then scratch).
-void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
-                 const NextNorm* next = nullptr);
+void mlp_forward(Ops& ops, const MlpWeights& w, const Tensor& x, Arena& arena, const Tensor& out);
 
 // The tensors as one view concatenated along dimension 0, when each starts where the previous one ends and all
 // agree in dtype, device and trailing shape (contiguous); an undefined Tensor otherwise. Model::upload_weights
@@ -130,9 +112,8 @@ Status visit_weights(MoeWeights& w, const ModelSpec& spec, const std::string& pr
 // What the walk cannot read by name: checks the config's expert dimensions and, for a per-expert checkpoint, stacks
 // the experts once into owned [E, 2I, H] and [E, H, I] buffers (the fused layout's views need no copy).
 Status prepare_moe(const ModelSpec& spec, WeightLoader& loader, const std::string& prefix, MoeWeights& out);
-// next: see NextNorm (out is then scratch). pre: the norm that makes x, left to the router (NextNorm::in_router).
-void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena, const Tensor& out,
-                 const NextNorm* next = nullptr, const NextNorm* pre = nullptr);
+void moe_forward(Ops& ops, const ModelSpec& spec, const MoeWeights& w, const Tensor& x, Arena& arena,
+                 const Tensor& out);
 size_t moe_scratch_floats(const ModelSpec& spec);
 
 // --- Gated DeltaNet -------------------------------------------------------------------------------------------------
@@ -167,7 +148,7 @@ Status prepare_delta_net(const ModelSpec& spec, WeightLoader& loader, DeltaNetLa
                          DeltaNetWeights& out);
 void delta_net_forward(Ops& ops, const ModelSpec& spec, const DeltaNetWeights& w, const Tensor& x,
                        const ForwardBatch& batch, const Tensor& conv_state, const Tensor& recurrent_state, Arena& arena,
-                       const Tensor& out, const NextNorm* next = nullptr);
+                       const Tensor& out);
 size_t delta_net_scratch_floats(const ModelSpec& spec);
 // Qwen3-Next's packed layout as a row map: qkvz[i] is the row of in_proj_qkvz that row i of the split [qkv | z]
 // comes from, ba[i] the row of in_proj_ba for row i of [b | a]. prepare_delta_net re-orders the weights with it, and

@@ -40,18 +40,12 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     }
     PAGODA_CUDA_OK(cudaEventCreateWithFlags(&staging_free_, cudaEventDisableTiming));
     PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
-    fused_norm_ = env_is("PAGODA_FUSED_NORM", "1");
-    fused_topk_ = env_is("PAGODA_FUSED_TOPK", "1") || (fused_norm_ && !env_is("PAGODA_FUSED_TOPK", "0"));
-    norm_in_router_ = env_is("PAGODA_NORM_IN_ROUTER", "1");
     shared_expert_add_ = !env_is("PAGODA_SHARED_EXPERT_ADD", "0");
     early_loads_ = !env_is("PAGODA_EARLY_LOADS", "0");
-    PAGODA_CUDA_OK(cudaMalloc(&grid_counter_, kcu::kTailCounterWords * sizeof(unsigned)));
-    PAGODA_CUDA_OK(cudaMemsetAsync(grid_counter_, 0, kcu::kTailCounterWords * sizeof(unsigned), stream_));
 }
 
 CudaOps::~CudaOps() {
     cudaStreamSynchronize(stream_);
-    cudaFree(grid_counter_);
     cudaEventDestroy(staging_free_);
     if (lora_stream_ != nullptr) {
         cudaStreamSynchronize(lora_stream_);

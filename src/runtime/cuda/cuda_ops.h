@@ -120,9 +120,6 @@ class CudaOps final : public CudaOpsBase {
 
     void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override;
 
-    void linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual,
-                             const Tensor& weight, float eps, NormKind kind, const Tensor& out) override;
-    void linear_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual) override;
     void linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
                           const Tensor& out) override;
 
@@ -171,17 +168,8 @@ class CudaOps final : public CudaOpsBase {
     // --- MoE (moe.cpp) --------------------------------------------------------------------------------------------
     void moe_topk_softmax(const Tensor& router_logits, bool normalize, const Tensor& topk_weights,
                           const Tensor& topk_ids) override;
-    void linear_moe_topk_softmax(const Tensor& x, const LinearWeight& router_w, const Tensor& router_logits,
-                                 bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) override;
-    void rms_norm_router(const Tensor& residual, const Tensor& weight, float eps, NormKind kind, const Tensor& out,
-                         const LinearWeight& router_w, const Tensor& router_logits, bool normalize,
-                         const Tensor& topk_weights, const Tensor& topk_ids) override;
-    bool norms_in_router(int64_t tokens) const override { return norm_in_router_ && tokens == kcu::kGemvTokens; }
     void moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                      const MoeExpertWeights& experts, const Tensor& out) override;
-    void moe_experts_add_rms_norm(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
-                                  const MoeExpertWeights& experts, const Tensor& out, const Tensor& residual,
-                                  const Tensor& weight, float eps, NormKind kind, const Tensor& normed) override;
 
   private:
     struct StepArray {
@@ -244,12 +232,6 @@ class CudaOps final : public CudaOpsBase {
 
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                    NormKind kind, const Tensor& out);
-    // The checked arguments of a norm a kernel finishes after the projection whose output is `like` (fused_norm_).
-    kcu::ResidualNorm residual_norm_args(const char* op, const Tensor& like, const Tensor& residual,
-                                         const Tensor& weight, float eps, NormKind kind, const Tensor& out);
-    // The router's top-k outputs checked against its logits [T, E]; returns k.
-    static int64_t checked_topk(const char* op, const Tensor& router_logits, const Tensor& topk_weights,
-                                const Tensor& topk_ids);
 
     void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out);
 
@@ -290,11 +272,6 @@ class CudaOps final : public CudaOpsBase {
     // An fp8 or int4 expert stack [E, N, K] dequantised to a bf16 one at `dst` (device scratch of E*N*K*2 bytes; a
     // dense stack is returned as it is).
     LinearWeight dequantized_experts(const LinearWeight& w, void* dst);
-    // moe_experts, and with `norm` (may be null) the residual add and norm after it where the experts' kernels can
-    // finish them (one token on the pair passes): returns whether they did (out is then not written).
-    bool run_moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
-                         const MoeExpertWeights& experts, const Tensor& out, const kcu::ResidualNorm* norm);
-    bool launch_experts(kcu::MoeExpertsArgs& a, const kcu::ResidualNorm* norm);
     // moe_experts' arguments but the weight type and scales, the shapes checked and the workspace taken.
     kcu::MoeExpertsArgs moe_args(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                                  const LinearWeight& gu, const LinearWeight& dn, const Tensor& out);
@@ -357,26 +334,11 @@ class CudaOps final : public CudaOpsBase {
     cudaStream_t lora_stream_ = nullptr;
     cudaEvent_t lora_fork_ = nullptr, lora_join_ = nullptr;
 
-    // One token's linear_add_rms_norm and linear_moe_topk_softmax through dense weights, and moe_experts_add_rms_norm
-    // on the pair passes: with PAGODA_FUSED_NORM=1 when the ops were made, the GEMV's (or the down pass's) last block
-    // finishes the norm or the top-k (gemv.h, moe.h; the same bits), counting the blocks in grid_counter_
-    // (kcu::kTailCounterWords words, zeroed once here; each such kernel leaves them zero). Off: slower on an H100 in
-    // both forms (batch-1 MoE decode -5.6% in session 31, -7% with the group counters in session 33;
-    // docs/benchmarks.md).
-    bool fused_norm_ = false;
-    // The router's top-k in its GEMV's last block: with the tails unless PAGODA_FUSED_TOPK=0, or alone with =1 (also
-    // after the norm in the router, rms_norm_router).
-    bool fused_topk_ = false;
     // Unless PAGODA_EARLY_LOADS=0 when the ops were made: the RMSNorm, attention-prologue and decode-attention kernels
     // load what the kernel before them does not write (weights, positions, block tables, older keys), and the MoE pair
     // passes' down pass asks L2 for its experts' rows, before their programmatic-launch wait
     // (kernels/cuda/common.cuh). On by default since session 33: a replayed MoE step 1.5-2.3% faster on an H100.
     bool early_loads_ = true;
-    unsigned* grid_counter_ = nullptr;
-    // PAGODA_NORM_IN_ROUTER=1 when the ops were made: a one-token step ends the sub-layer before a mixture-of-experts
-    // block with linear_add and the router's GEMV works out the block's norm (rms_norm_router): no norm launch there.
-    // Off: 0.5% slower on an H100 (1.1% with the top-k too; session 33, docs/benchmarks.md).
-    bool norm_in_router_ = false;
     // On unless PAGODA_SHARED_EXPERT_ADD=0: a one-token step's shared-expert down projection adds sigmoid(gate) times
     // its rows into the mixture's output in its GEMV (linear_gated_add): two launches fewer a layer, +2% tok/s on a
     // 12-layer Qwen3.5-35B-A3B shape on an H100 (session 34, docs/benchmarks.md).

@@ -12,15 +12,6 @@ void CudaOps::moe_topk_softmax(const Tensor& router_logits, bool normalize, cons
     const char* op = "moe_topk_softmax";
     const auto profile = profiler_.scope(op);
     ops_checks::expect_mat(router_logits, kHere, op, "router_logits");
-    const int64_t E = router_logits.dim(1), k = checked_topk(op, router_logits, topk_weights, topk_ids);
-    kcu::launch_moe_topk_softmax({router_logits.data_as<float>(), router_logits.stride(0), router_logits.dim(0), E, k,
-                                  normalize, topk_weights.data_as<float>(), topk_ids.data_as<int32_t>()},
-                                 stream_);
-    invalidate_converted();
-}
-
-int64_t CudaOps::checked_topk(const char* op, const Tensor& router_logits, const Tensor& topk_weights,
-                              const Tensor& topk_ids) {
     expect(router_logits.rank() == 2, op, "router_logits must be [T, E], got " + router_logits.to_string());
     expect(on_gpu(topk_weights) && on_gpu(topk_ids) && topk_weights.dtype() == DType::F32 &&
                topk_weights.is_contiguous() && topk_weights.rank() == 2 && topk_ids.dtype() == DType::I32 &&
@@ -31,82 +22,14 @@ int64_t CudaOps::checked_topk(const char* op, const Tensor& router_logits, const
     expect(E >= 1 && E <= kcu::kMoeMaxExperts && k >= 1 && k <= E, op,
            "needs 1 <= k <= E <= " + std::to_string(kcu::kMoeMaxExperts) + ", got E = " + std::to_string(E) +
                ", k = " + std::to_string(k));
-    return k;
-}
-
-void CudaOps::linear_moe_topk_softmax(const Tensor& x, const LinearWeight& router_w, const Tensor& router_logits,
-                                      bool normalize, const Tensor& topk_weights, const Tensor& topk_ids) {
-    const bool adapters = router_w.lora != nullptr && !lora_slots_.empty();
-    if (!fused_topk_ || x.dim(0) != kcu::kGemvTokens || !router_w.is_dense() || adapters)
-        return Ops::linear_moe_topk_softmax(x, router_w, router_logits, normalize, topk_weights, topk_ids);
-    const char* op = "linear_moe_topk_softmax";
-    ops_checks::expect_linear(x, router_w, router_logits, kHere, op);
-    const int64_t k = checked_topk(op, router_logits, topk_weights, topk_ids);
-    const auto profile = profiler_.scope("linear + moe_topk_softmax (gemv)");
-    kcu::GemvArgs a = gemv_args(x, router_w, router_logits);
-    a.topk = {topk_weights.data_as<float>(), topk_ids.data_as<int32_t>(), k, normalize, grid_counter_};
-    kcu::launch_gemv(a, stream_);
+    kcu::launch_moe_topk_softmax({router_logits.data_as<float>(), router_logits.stride(0), router_logits.dim(0), E, k,
+                                  normalize, topk_weights.data_as<float>(), topk_ids.data_as<int32_t>()},
+                                 stream_);
     invalidate_converted();
-}
-
-void CudaOps::rms_norm_router(const Tensor& residual, const Tensor& weight, float eps, NormKind kind, const Tensor& out,
-                              const LinearWeight& router_w, const Tensor& router_logits, bool normalize,
-                              const Tensor& topk_weights, const Tensor& topk_ids) {
-    const char* op = "rms_norm_router";
-    const bool adapters = router_w.lora != nullptr && !lora_slots_.empty();
-    kcu::GemvArgs a{};
-    if (norm_in_router_ && residual.dim(0) == kcu::kGemvTokens && router_w.is_dense() && !adapters) {
-        ops_checks::expect_mat(residual, kHere, op, "residual");
-        ops_checks::expect_linear(out, router_w, router_logits, kHere, op);
-        expect(residual.shape() == out.shape() && residual.data() != out.data(), op,
-               "residual " + residual.to_string() + " and out " + out.to_string() + " differ or are one tensor");
-        ops_checks::expect_vec(weight, residual.dim(1), kHere, op, "weight");
-        a = gemv_args(out, router_w, router_logits);
-        a.in_norm = {
-            residual.data_as<float>(),    out.data_as<float>(), weight.data(), elem_type(weight.dtype(), op), eps,
-            kind == NormKind::ZeroCentred};
-    }
-    if (a.in_norm.out == nullptr || !kcu::gemv_normalizes_input(a))
-        return Ops::rms_norm_router(residual, weight, eps, kind, out, router_w, router_logits, normalize, topk_weights,
-                                    topk_ids);
-    if (fused_topk_) {  // and the top-k in the GEMV's last block: the router's whole work in one kernel
-        const int64_t k = checked_topk(op, router_logits, topk_weights, topk_ids);
-        a.topk = {topk_weights.data_as<float>(), topk_ids.data_as<int32_t>(), k, normalize, grid_counter_};
-    }
-    {
-        const auto profile =
-            profiler_.scope(fused_topk_ ? "rms_norm + linear + moe_topk_softmax (gemv)" : "rms_norm + linear (gemv)");
-        kcu::launch_gemv(a, stream_);
-        invalidate_converted();
-    }
-    if (!fused_topk_) moe_topk_softmax(router_logits, normalize, topk_weights, topk_ids);
 }
 
 void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
                           const MoeExpertWeights& experts, const Tensor& out) {
-    run_moe_experts(x, topk_weights, topk_ids, experts, out, nullptr);
-}
-
-void CudaOps::moe_experts_add_rms_norm(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
-                                       const MoeExpertWeights& experts, const Tensor& out, const Tensor& residual,
-                                       const Tensor& weight, float eps, NormKind kind, const Tensor& normed) {
-    kcu::ResidualNorm norm{};
-    if (fused_norm_ && x.dim(0) == 1)
-        norm = residual_norm_args("moe_experts_add_rms_norm", x, residual, weight, eps, kind, normed);
-    if (!run_moe_experts(x, topk_weights, topk_ids, experts, out, norm.residual ? &norm : nullptr))
-        add_rms_norm(residual, out, weight, eps, kind, normed);
-}
-
-bool CudaOps::launch_experts(kcu::MoeExpertsArgs& a, const kcu::ResidualNorm* norm) {
-    const bool finish = norm != nullptr && kcu::moe_experts_finish_norm(a);
-    if (finish) a.norm = *norm;
-    kcu::launch_moe_experts(a, stream_);
-    invalidate_converted();
-    return finish;
-}
-
-bool CudaOps::run_moe_experts(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,
-                              const MoeExpertWeights& experts, const Tensor& out, const kcu::ResidualNorm* norm) {
     const char* op = "moe_experts";
     const auto profile = profiler_.scope(op);
     ops_checks::expect_mat(x, kHere, op, "x");
@@ -135,7 +58,10 @@ bool CudaOps::run_moe_experts(const Tensor& x, const Tensor& topk_weights, const
                 return kcu::WeightScales{w.scales.data_as<float>(), b.rows, b.cols, b.stride};
             };
             a.gate_up_scales = scales(gu), a.down_scales = scales(dn);
-            if (kcu::moe_experts_read_fp8(a)) return launch_experts(a, norm);
+            if (kcu::moe_experts_read_fp8(a)) {
+                kcu::launch_moe_experts(a, stream_);
+                return invalidate_converted();
+            }
         }
         if (gu.format == WeightFormat::kInt4 && dn.format == WeightFormat::kInt4 && gu.data.is_contiguous() &&
             dn.data.is_contiguous() && gu.dequant_dtype == dn.dequant_dtype) {
@@ -152,7 +78,10 @@ bool CudaOps::run_moe_experts(const Tensor& x, const Tensor& topk_weights, const
             a.gate_up_scales = groups(gu), a.down_scales = groups(dn);
             a.gate_up_zeros = gu.zeros.defined() ? gu.zeros.data_as<float>() : nullptr;
             a.down_zeros = dn.zeros.defined() ? dn.zeros.data_as<float>() : nullptr;
-            if (kcu::moe_experts_read_int4(a)) return launch_experts(a, norm);
+            if (kcu::moe_experts_read_int4(a)) {
+                kcu::launch_moe_experts(a, stream_);
+                return invalidate_converted();
+            }
         }
         // Both stacks in one scratch buffer, gate_up first, taken once (a second get could move the first stack).
         const auto bf16_bytes = [&quantized](const LinearWeight& w) {
@@ -163,8 +92,8 @@ bool CudaOps::run_moe_experts(const Tensor& x, const Tensor& topk_weights, const
         auto* scratch = static_cast<std::byte*>(dequantized_weight_.get(gate_up_bytes + bf16_bytes(dn), stream_));
         const LinearWeight gu16 = dequantized_experts(gu, scratch);
         const LinearWeight dn16 = dequantized_experts(dn, scratch + gate_up_bytes);
-        return run_moe_experts(x, topk_weights, topk_ids,
-                               MoeExpertWeights{gu16, dn16, experts.first_expert, experts.num_experts}, out, norm);
+        return moe_experts(x, topk_weights, topk_ids,
+                           MoeExpertWeights{gu16, dn16, experts.first_expert, experts.num_experts}, out);
     }
     for (const LinearWeight* w : {&gu, &dn})
         if (w->format != WeightFormat::kBf16 && w->format != WeightFormat::kF16)
@@ -178,7 +107,8 @@ bool CudaOps::run_moe_experts(const Tensor& x, const Tensor& topk_weights, const
     kcu::MoeExpertsArgs a = moe_args(x, topk_weights, topk_ids, gu, dn, out);
     a.weight_type = wt;
     a.first_expert = experts.first_expert;
-    return launch_experts(a, norm);
+    kcu::launch_moe_experts(a, stream_);
+    invalidate_converted();
 }
 
 kcu::MoeExpertsArgs CudaOps::moe_args(const Tensor& x, const Tensor& topk_weights, const Tensor& topk_ids,

@@ -1,5 +1,5 @@
-// CudaOps' RMSNorm family: per row, fused with the residual add (also finished by the projection before it), and per
-// head (QK-norm).
+// CudaOps' RMSNorm family: per row, fused with the residual add, and per head (QK-norm); and the shared expert's down
+// projection added into the mixture's output (linear_gated_add, the GEMV adding its rows like a residual add).
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -13,34 +13,6 @@ void CudaOps::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor
     ops_checks::expect_mat(residual, kHere, "add_rms_norm", "residual");
     expect(residual.shape() == x.shape(), "add_rms_norm", "residual and x shapes differ");
     norm_impl("add_rms_norm", residual, x, weight, eps, kind, out);
-}
-
-void CudaOps::linear_add_rms_norm(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual,
-                                  const Tensor& weight, float eps, NormKind kind, const Tensor& out) {
-    // (Adapters add their delta to y before the residual add; fp8 and int4 weights take other kernels.)
-    const bool adapters = w.lora != nullptr && !lora_slots_.empty();
-    if (!fused_norm_ || x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters)
-        return Ops::linear_add_rms_norm(x, w, y, residual, weight, eps, kind, out);
-    ops_checks::expect_linear(x, w, y, kHere, "linear_add_rms_norm");
-    const auto profile = profiler_.scope("linear + add_rms_norm (gemv)");
-    kcu::GemvArgs a = gemv_args(x, w, y);
-    a.norm = residual_norm_args("linear_add_rms_norm", y, residual, weight, eps, kind, out);
-    kcu::launch_gemv(a, stream_);
-    invalidate_converted();
-}
-
-void CudaOps::linear_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& residual) {
-    const bool adapters = w.lora != nullptr && !lora_slots_.empty();
-    if (x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters) return Ops::linear_add(x, w, y, residual);
-    ops_checks::expect_linear(x, w, y, kHere, "linear_add");
-    ops_checks::expect_mat(residual, kHere, "linear_add", "residual");
-    expect(residual.shape() == y.shape() && residual.data() != x.data(), "linear_add",
-           "residual " + residual.to_string() + " must be shaped as y " + y.to_string() + " and not be x");
-    const auto profile = profiler_.scope("linear + add (gemv)");
-    kcu::GemvArgs a = gemv_args(x, w, y);
-    a.add_to = residual.data_as<float>();
-    kcu::launch_gemv(a, stream_);
-    invalidate_converted();
 }
 
 void CudaOps::linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
@@ -60,18 +32,6 @@ void CudaOps::linear_gated_add(const Tensor& x, const LinearWeight& w, const Ten
     a.add_to = out.data_as<float>(), a.add_gate = gate.data_as<float>();
     kcu::launch_gemv(a, stream_);
     invalidate_converted();
-}
-
-kcu::ResidualNorm CudaOps::residual_norm_args(const char* op, const Tensor& like, const Tensor& residual,
-                                              const Tensor& weight, float eps, NormKind kind, const Tensor& out) {
-    ops_checks::expect_mat(residual, kHere, op, "residual");
-    ops_checks::expect_mat(out, kHere, op, "out");
-    expect(
-        residual.shape() == like.shape() && out.shape() == like.shape(), op,
-        "residual " + residual.to_string() + " and out " + out.to_string() + " must be shaped as " + like.to_string());
-    ops_checks::expect_vec(weight, like.dim(1), kHere, op, "weight");
-    return {residual.data_as<float>(),     out.data_as<float>(), weight.data(), elem_type(weight.dtype(), op), eps,
-            kind == NormKind::ZeroCentred, grid_counter_};
 }
 
 void CudaOps::head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) {

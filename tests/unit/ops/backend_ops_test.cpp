@@ -97,19 +97,14 @@ TEST(OpCasesTest, NamesAreUniqueAndEveryOpIsCovered) {
                            "paged_attention",
                            "silu_mul",
                            "linear_silu_mul",
-                           "linear_add_rms_norm",
-                           "linear_add",
                            "linear_gated_add",
-                           "rms_norm_router",
                            "sigmoid_mul",
                            "add",
                            "copy",
                            "gather_rows",
                            "argmax",
                            "moe_topk_softmax",
-                           "linear_moe_topk_softmax",
                            "moe_experts",
-                           "moe_experts_add_rms_norm",
                            "causal_conv1d_silu",
                            "gdn_gating",
                            "l2_norm",
@@ -225,219 +220,6 @@ TEST(LinearSiluMulTest, FusedEqualsLinearThenSiluMul) {
             std::printf("  %-20s I=%lld K=%lld fused vs apart: max rel err %.3g\n", b->name().c_str(), (long long)s.I,
                         (long long)s.K, e);
             EXPECT_EQ(e, 0.0f) << b->name() << " I=" << s.I << " K=" << s.K;
-        }
-    }
-}
-
-// The backends with CUDA's tails switched on (PAGODA_FUSED_NORM=1, read when the ops are made; off by default).
-void every_backend_with_tails(std::vector<std::unique_ptr<Backend>>& backends) {
-    ::setenv("PAGODA_FUSED_NORM", "1", 1);
-    every_backend(backends);
-    ::unsetenv("PAGODA_FUSED_NORM");
-}
-
-// Runs c, whose checked outputs are (residual fused, residual apart, out fused, out apart), on every backend and
-// expects each pair equal to the bit.
-void expect_fused_norm_equals_apart(const OpCase& c, const std::string& label) {
-    std::vector<std::unique_ptr<Backend>> backends;
-    ASSERT_NO_FATAL_FAILURE(every_backend_with_tails(backends));
-    for (auto& b : backends) {
-        const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
-        ASSERT_NE(run, nullptr);
-        const auto& got = run->checked();
-        const float e_res = rel_error(got[0].host_view, got[1].host_view);
-        const float e_out = rel_error(got[2].host_view, got[3].host_view);
-        std::printf("  %-20s %s fused vs apart: residual %.3g, out %.3g\n", b->name().c_str(), label.c_str(), e_res,
-                    e_out);
-        EXPECT_EQ(e_res, 0.0f) << b->name() << " " << label;
-        EXPECT_EQ(e_out, 0.0f) << b->name() << " " << label;
-    }
-}
-
-// The four outputs above, the residuals starting equal; `step(fused residual, apart residual, fused out, apart out)`
-// runs one step of both, twice (on CUDA the grid's block counter must be re-armed by the first).
-template <class MakeStep>
-OpCase fused_norm_case(const char* op, int64_t H, MakeStep make_step) {
-    return {"fused and not", op, [=](CaseRun& r) {
-                const Tensor res_fused = r.out(Shape{1, H}, "residual fused", kF32Tol);
-                const Tensor res_apart = r.out(Shape{1, H}, "residual apart", kF32Tol);
-                const Tensor fused = r.out(Shape{1, H}, "fused", kF32Tol);
-                const Tensor apart = r.out(Shape{1, H}, "apart", kF32Tol);
-                const Tensor start = r.act(Shape{1, H}, 2.0f);
-                auto step = make_step(r);
-                return [=, &r] {
-                    r.ops().copy(res_fused, start);
-                    r.ops().copy(res_apart, start);
-                    for (int i = 0; i < 2; ++i)
-                        step(res_fused, res_apart, fused, apart);
-                };
-            }};
-}
-
-// linear_add_rms_norm gives what linear then add_rms_norm give, to the bit (on CUDA with the tails on, one token takes
-// the GEMV whose last block finishes the norm, summing as the norm kernel's block of rms_norm_threads(N) does, from a
-// block of 256 threads; N = 8200 is past the norm kernel's 1,024 threads), with four warps a row, one warp a row and
-// the element-wise GEMV.
-TEST(FusedNormTest, LinearAddRmsNormEqualsLinearThenAddRmsNorm) {
-    struct Shape3 {
-        int64_t N, K;
-        DType wt;
-    };
-    for (const Shape3 s : {Shape3{2048, 256, DType::BF16}, Shape3{8200, 128, DType::BF16}, Shape3{96, 100, DType::F16},
-                           Shape3{40, 64, DType::F32}}) {
-        const OpCase c = fused_norm_case("linear_add_rms_norm", s.N, [s](CaseRun& r) {
-            const Tensor x = r.act(Shape{1, s.K});
-            auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{s.N, s.K}, s.wt, 0.1f)));
-            const Tensor y = r.act(Shape{1, s.N}), w = r.dense(Shape{s.N});
-            return [=, &r, &kept](const Tensor& res_fused, const Tensor& res_apart, const Tensor& fused,
-                                  const Tensor& apart) {
-                r.ops().linear_add_rms_norm(x, kept, y, res_fused, w, 1e-6f, NormKind::Plain, fused);
-                r.ops().linear(x, kept, y);
-                r.ops().add_rms_norm(res_apart, y, w, 1e-6f, NormKind::Plain, apart);
-            };
-        });
-        expect_fused_norm_equals_apart(c, "N=" + std::to_string(s.N) + " K=" + std::to_string(s.K));
-    }
-}
-
-// moe_experts_add_rms_norm gives what moe_experts then add_rms_norm give, to the bit (on CUDA with the tails on, one
-// token's pair passes finish the norm in the down pass), bf16 experts at Qwen3-30B-A3B's hidden size and zero-centred
-// weights.
-TEST(FusedNormTest, MoeExpertsAddRmsNormEqualsMoeExpertsThenAddRmsNorm) {
-    const int64_t H = 2048, I = 96, E = 16, k = 4;
-    const OpCase c = fused_norm_case("moe_experts_add_rms_norm", H, [=](CaseRun& r) {
-        const Tensor x = r.act(Shape{1, H});
-        auto& gu = r.keep(LinearWeight::dense(r.dense(Shape{E, 2 * I, H}, DType::BF16, 0.3f)));
-        auto& dn = r.keep(LinearWeight::dense(r.dense(Shape{E, H, I}, DType::BF16, 0.3f)));
-        HostTensor w = HostTensor::empty(DType::F32, Shape{1, k});
-        HostTensor ids = HostTensor::empty(DType::I32, Shape{1, k});
-        for (int64_t j = 0; j < k; ++j) {
-            ids.tensor.data_as<int32_t>()[j] = static_cast<int32_t>(1 + 4 * j);
-            w.tensor.data_as<float>()[j] = 0.1f * static_cast<float>(j + 1);
-        }
-        const Tensor dw = r.upload_dense(w), dids = r.upload_dense(ids);
-        const Tensor out = r.act(Shape{1, H}), nw = r.dense(Shape{H});
-        return [=, &r, &gu, &dn](const Tensor& res_fused, const Tensor& res_apart, const Tensor& fused,
-                                 const Tensor& apart) {
-            const MoeExpertWeights experts{gu, dn, 0, E};
-            r.ops().moe_experts_add_rms_norm(x, dw, dids, experts, out, res_fused, nw, 1e-6f, NormKind::ZeroCentred,
-                                             fused);
-            r.ops().moe_experts(x, dw, dids, experts, out);
-            r.ops().add_rms_norm(res_apart, out, nw, 1e-6f, NormKind::ZeroCentred, apart);
-        };
-    });
-    expect_fused_norm_equals_apart(c, "moe H=2048");
-}
-
-// linear_moe_topk_softmax gives what linear then moe_topk_softmax give, to the bit (on CUDA with the tails on, the
-// router GEMV's last block runs the top-k kernel's code), for Qwen3-30B-A3B's router (128 experts, top 8,
-// renormalised), Qwen3.5's (512, top 10) and an odd K (the element-wise GEMV), twice each (the block counter is
-// re-armed).
-TEST(FusedTopkTest, LinearMoeTopkSoftmaxEqualsLinearThenTopk) {
-    std::vector<std::unique_ptr<Backend>> backends;
-    ASSERT_NO_FATAL_FAILURE(every_backend_with_tails(backends));
-    struct Router {
-        int64_t E, K, k;
-        bool normalize;
-    };
-    for (const Router s : {Router{128, 2048, 8, true}, Router{512, 256, 10, false}, Router{12, 100, 3, true}}) {
-        const OpCase c{"fused and not", "linear_moe_topk_softmax", [s](CaseRun& r) {
-                           const Tensor x = r.act(Shape{1, s.K});
-                           auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{s.E, s.K}, DType::BF16, 0.3f)));
-                           const Tensor logits = r.act(Shape{1, s.E});
-                           const Tensor w[2] = {r.dense_out(Shape{1, s.k}, DType::F32, "fused weights", kF32Tol),
-                                                r.dense_out(Shape{1, s.k}, DType::F32, "apart weights", kF32Tol)};
-                           const Tensor ids[2] = {r.dense_out(Shape{1, s.k}, DType::I32, "fused ids", kExact),
-                                                  r.dense_out(Shape{1, s.k}, DType::I32, "apart ids", kExact)};
-                           return [=, &r, &kept] {
-                               for (int step = 0; step < 2; ++step) {
-                                   r.ops().linear_moe_topk_softmax(x, kept, logits, s.normalize, w[0], ids[0]);
-                                   r.ops().linear(x, kept, logits);
-                                   r.ops().moe_topk_softmax(logits, s.normalize, w[1], ids[1]);
-                               }
-                           };
-                       }};
-        for (auto& b : backends) {
-            const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
-            ASSERT_NE(run, nullptr);
-            const auto& got = run->checked();
-            ASSERT_EQ(got.size(), 4u);
-            const float e_w = rel_error(got[0].host_view, got[1].host_view);
-            const float e_ids = rel_error(got[2].host_view, got[3].host_view);
-            std::printf("  %-20s E=%lld k=%lld fused vs apart: weights %.3g, ids %.3g\n", b->name().c_str(),
-                        (long long)s.E, (long long)s.k, e_w, e_ids);
-            EXPECT_EQ(e_w, 0.0f) << b->name() << " E=" << s.E;
-            EXPECT_EQ(e_ids, 0.0f) << b->name() << " E=" << s.E;
-        }
-    }
-}
-
-// The model's two ways across the boundary before a mixture of experts give the same bits: linear_add then
-// rms_norm_router (what Model::forward takes where Ops::norms_in_router says so: on CUDA with
-// PAGODA_NORM_IN_ROUTER=1, one token's o projection adds its rows into the residual and every block of the router's
-// GEMV works out the norm, summing as the norm kernel's block of rms_norm_threads(H) does) against linear, add_rms_norm
-// and linear_moe_topk_softmax: the residual, the normalised row, the router's top-k. Qwen3-30B-A3B's shapes and
-// Qwen3.5's (zero-centred norm, 512 experts, top 10), twice each.
-TEST(NormInRouterTest, LinearAddThenRmsNormRouterEqualTheOpsApart) {
-    // On CUDA both ways: the top-k after the router's GEMV, and in its last block (PAGODA_FUSED_TOPK=1).
-    std::vector<std::unique_ptr<Backend>> backends;
-    ::setenv("PAGODA_NORM_IN_ROUTER", "1", 1);
-    every_backend(backends);
-    if (cuda_device_count() > 0) {
-        ::setenv("PAGODA_FUSED_TOPK", "1", 1);
-        auto g = make_cuda_backend();
-        ::unsetenv("PAGODA_FUSED_TOPK");
-        ASSERT_TRUE(g.ok()) << g.message();
-        backends.push_back(std::move(g).value());
-    }
-    ::unsetenv("PAGODA_NORM_IN_ROUTER");
-    struct Shapes {
-        int64_t H, K, E, k;
-        NormKind kind;
-    };
-    for (const Shapes s :
-         {Shapes{2048, 4096, 128, 8, NormKind::Plain}, Shapes{2048, 1024, 512, 10, NormKind::ZeroCentred}}) {
-        const OpCase c{"norm in router and not", "rms_norm_router", [s](CaseRun& r) {
-                           const Tensor x = r.act(Shape{1, s.K}), start = r.act(Shape{1, s.H}, 2.0f);
-                           auto& o = r.keep(LinearWeight::dense(r.dense(Shape{s.H, s.K}, DType::BF16, 0.1f)));
-                           auto& router = r.keep(LinearWeight::dense(r.dense(Shape{s.E, s.H}, DType::BF16, 0.3f)));
-                           const Tensor nw = r.dense(Shape{s.H}), y = r.act(Shape{1, s.H});
-                           const Tensor logits = r.act(Shape{1, s.E});
-                           // Checked in pairs (in router, apart): residuals, normed rows, weights, ids.
-                           const char* way[2] = {"in router ", "apart "};
-                           Tensor res[2], normed[2], w[2], ids[2];
-                           for (int i = 0; i < 2; ++i)
-                               res[i] = r.out(Shape{1, s.H}, std::string(way[i]) + "residual", kF32Tol);
-                           for (int i = 0; i < 2; ++i)
-                               normed[i] = r.out(Shape{1, s.H}, std::string(way[i]) + "normed", kF32Tol);
-                           for (int i = 0; i < 2; ++i)
-                               w[i] = r.dense_out(Shape{1, s.k}, DType::F32, std::string(way[i]) + "weights", kF32Tol);
-                           for (int i = 0; i < 2; ++i)
-                               ids[i] = r.dense_out(Shape{1, s.k}, DType::I32, std::string(way[i]) + "ids", kExact);
-                           return [=, &r, &o, &router] {
-                               r.ops().copy(res[0], start);
-                               r.ops().copy(res[1], start);
-                               for (int step = 0; step < 2; ++step) {
-                                   r.ops().linear_add(x, o, y, res[0]);
-                                   r.ops().rms_norm_router(res[0], nw, 1e-6f, s.kind, normed[0], router, logits, true,
-                                                           w[0], ids[0]);
-                                   r.ops().linear(x, o, y);
-                                   r.ops().add_rms_norm(res[1], y, nw, 1e-6f, s.kind, normed[1]);
-                                   r.ops().linear_moe_topk_softmax(normed[1], router, logits, true, w[1], ids[1]);
-                               }
-                           };
-                       }};
-        for (auto& b : backends) {
-            const auto run = run_case(c, *b, Layout::Contiguous, false, nullptr);
-            ASSERT_NE(run, nullptr);
-            const auto& got = run->checked();
-            ASSERT_EQ(got.size(), 8u);
-            for (size_t i = 0; i < got.size(); i += 2) {
-                const float e = rel_error(got[i].host_view, got[i + 1].host_view);
-                std::printf("  %-20s E=%lld %s: %.3g\n", b->name().c_str(), (long long)s.E, got[i].what.c_str(), e);
-                EXPECT_EQ(e, 0.0f) << b->name() << " E=" << s.E << ": " << got[i].what << " against "
-                                   << got[i + 1].what;
-            }
         }
     }
 }
@@ -637,9 +419,9 @@ TEST(EarlyLoadsTest, EqualTheKernelsThatLoadAfterTheWait) {
     auto waiting = make_cuda_backend();
     ::unsetenv("PAGODA_EARLY_LOADS");
     ASSERT_TRUE(waiting.ok() && early.ok());
-    const std::set<std::string> ops = {
-        "rms_norm",        "add_rms_norm", "head_rms_norm",           "qk_norm_rope", "qk_norm_rope_write_kv",
-        "paged_attention", "moe_experts",  "moe_experts_add_rms_norm"};
+    const std::set<std::string> ops = {"rms_norm",     "add_rms_norm",          "head_rms_norm",
+                                       "qk_norm_rope", "qk_norm_rope_write_kv", "paged_attention",
+                                       "moe_experts"};
     int cases = 0;
     for (const OpCase& c : op_cases()) {
         if (!ops.count(c.op)) continue;

@@ -451,45 +451,20 @@ OpCase paged_attention(const char* label, std::vector<Seq> seqs, int64_t Hq, int
             }};
 }
 
-// A sub-layer's last projection added into the residual (the next sub-layer normalises it), or with `gated` the gated
-// shared expert's down projection added into the mixture's output: one token through a dense weight takes the GEMV that
-// adds its rows (times sigmoid(gate)) on CUDA (gated: unless PAGODA_SHARED_EXPERT_ADD=0), else linear (sigmoid_mul)
-// and add.
-OpCase linear_add(int64_t T, int64_t N, int64_t K, DType wt, bool gated = false) {
-    const char* op = gated ? "linear_gated_add" : "linear_add";
-    return {fmt("%s T=%lld N=%lld K=%lld %s", op, (long long)T, (long long)N, (long long)K, dtype_str(wt)), op,
-            [=](CaseRun& r) {
+// The gated shared expert's down projection added into the mixture's output: one token through a dense weight takes
+// the GEMV that adds its rows times sigmoid(gate) on CUDA (unless PAGODA_SHARED_EXPERT_ADD=0), else linear,
+// sigmoid_mul and add.
+OpCase linear_gated_add(int64_t T, int64_t N, int64_t K, DType wt) {
+    return {fmt("linear_gated_add T=%lld N=%lld K=%lld %s", (long long)T, (long long)N, (long long)K, dtype_str(wt)),
+            "linear_gated_add", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, K}), gate = r.act(Shape{T, 1}, 2.0f);
                 auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, wt, 0.1f)));
                 const Tensor y = r.act(Shape{T, N});  // scratch
-                const Tensor sum = r.act(Shape{T, N}, 2.0f);
-                r.check(sum, gated ? "out" : "residual", kBf16Tol);
+                const Tensor out = r.act(Shape{T, N}, 2.0f);
+                r.check(out, "out", kBf16Tol);
                 r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + 2 * T * N) * 4));
                 r.set_flops(2.0 * T * N * K);
-                return [=, &r, &kept] {
-                    if (gated)
-                        r.ops().linear_gated_add(x, kept, y, gate, sum);
-                    else
-                        r.ops().linear_add(x, kept, y, sum);
-                };
-            }};
-}
-
-// A sub-layer's last projection, the residual add and the next norm: one token through a dense weight takes the GEMV
-// that finishes the norm in its last block on CUDA; more tokens linear then add_rms_norm.
-OpCase linear_add_rms_norm(int64_t T, int64_t N, int64_t K, DType wt, NormKind kind) {
-    return {fmt("linear_add_rms_norm T=%lld N=%lld K=%lld %s %s", (long long)T, (long long)N, (long long)K,
-                dtype_str(wt), kind_name(kind)),
-            "linear_add_rms_norm", [=](CaseRun& r) {
-                const Tensor x = r.act(Shape{T, K});
-                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{N, K}, wt, 0.1f)));
-                const Tensor y = r.act(Shape{T, N});  // scratch: what the op leaves there is not compared
-                const Tensor res = r.act(Shape{T, N}, 2.0f), w = r.dense(Shape{N});
-                const Tensor out = r.out(Shape{T, N}, "out", kBf16Tol);
-                r.check(res, "residual", kBf16Tol);
-                r.set_bytes(static_cast<double>(N * K * dtype_size(wt) + (T * K + 3 * T * N) * 4));
-                r.set_flops(2.0 * T * N * K);
-                return [=, &r, &kept] { r.ops().linear_add_rms_norm(x, kept, y, res, w, 1e-6f, kind, out); };
+                return [=, &r, &kept] { r.ops().linear_gated_add(x, kept, y, gate, out); };
             }};
 }
 
@@ -603,41 +578,6 @@ OpCase moe_topk_softmax(int64_t T, int64_t E, int64_t k, bool normalize) {
             }};
 }
 
-// The router GEMV and its top-k: one token through a dense weight finishes the top-k in the GEMV's last block on
-// CUDA; more tokens linear then moe_topk_softmax.
-OpCase linear_moe_topk_softmax(int64_t T, int64_t E, int64_t K, int64_t k, bool normalize) {
-    return {fmt("linear_moe_topk_softmax T=%lld E=%lld K=%lld k=%lld%s", (long long)T, (long long)E, (long long)K,
-                (long long)k, normalize ? " normalize" : ""),
-            "linear_moe_topk_softmax", [=](CaseRun& r) {
-                const Tensor x = r.act(Shape{T, K});
-                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{E, K}, DType::BF16, 0.3f)));
-                const Tensor logits = r.act(Shape{T, E});  // scratch: what the op leaves there is not compared
-                const Tensor w = r.dense_out(Shape{T, k}, DType::F32, "topk weights", kBf16Tol);
-                const Tensor ids = r.dense_out(Shape{T, k}, DType::I32, "topk ids", kExact);
-                return [=, &r, &kept] { r.ops().linear_moe_topk_softmax(x, kept, logits, normalize, w, ids); };
-            }};
-}
-
-// The MoE block's start: the norm of the residual (out, checked) and the router on it (the top-k checked); one token
-// through bf16 router weights takes the GEMV that works out the norm in every block on CUDA with
-// PAGODA_NORM_IN_ROUTER=1, else rms_norm then the router.
-OpCase rms_norm_router(int64_t T, int64_t E, int64_t H, int64_t k, bool normalize, NormKind kind) {
-    return {fmt("rms_norm_router T=%lld E=%lld H=%lld k=%lld%s %s", (long long)T, (long long)E, (long long)H,
-                (long long)k, normalize ? " normalize" : "", kind_name(kind)),
-            "rms_norm_router", [=](CaseRun& r) {
-                const Tensor res = r.act(Shape{T, H}, 2.0f), nw = r.dense(Shape{H});
-                auto& kept = r.keep(LinearWeight::dense(r.dense(Shape{E, H}, DType::BF16, 0.3f)));
-                const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
-                const Tensor logits = r.act(Shape{T, E});  // scratch
-                const Tensor w = r.dense_out(Shape{T, k}, DType::F32, "topk weights", kBf16Tol);
-                const Tensor ids = r.dense_out(Shape{T, k}, DType::I32, "topk ids", kExact);
-                r.set_bytes(static_cast<double>(E * H * 2 + T * H * 12));
-                return [=, &r, &kept] {
-                    r.ops().rms_norm_router(res, nw, 1e-6f, kind, out, kept, logits, normalize, w, ids);
-                };
-            }};
-}
-
 // How moe_experts cases route their tokens.
 enum class Routing : uint8_t {
     Strided,  // ids (3t + 5j) mod E, weights 1/k: may repeat an expert within a token
@@ -651,19 +591,16 @@ enum class Routing : uint8_t {
 // holds), and the routed slots naming the others contribute nothing. int4_group > 0: int4 experts in LinearWeight's
 // layout (wt is then ignored): random packed bytes, group scales, zero points or the symmetric 8, each weight rounded
 // to f16 as GPTQ/AWQ checkpoints load (Qwen3-MoE int4 experts).
-// finish_norm: moe_experts_add_rms_norm (the residual add and the next norm after the experts; one token on CUDA's
-// pair passes finishes them in the down pass).
 OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routing routing = Routing::Strided,
                    DType wt = DType::BF16, const char* label = "", int64_t held = 0, int64_t int4_group = 0,
-                   bool int4_zeros = false, bool finish_norm = false) {
+                   bool int4_zeros = false) {
     const char* routing_name = routing == Routing::Strided ? "" : routing == Routing::Random ? " random" : " skewed";
     const std::string format = int4_group > 0
                                    ? fmt("int4 group %lld%s", (long long)int4_group, int4_zeros ? " zeros" : "")
                                    : std::string(dtype_str(wt));
-    const char* op = finish_norm ? "moe_experts_add_rms_norm" : "moe_experts";
-    return {fmt("%s%s T=%lld H=%lld I=%lld E=%lld k=%lld %s%s", op, label, (long long)T, (long long)H, (long long)I,
-                (long long)E, (long long)k, format.c_str(), routing_name),
-            op, [=](CaseRun& r) -> std::function<void()> {
+    return {fmt("moe_experts%s T=%lld H=%lld I=%lld E=%lld k=%lld %s%s", label, (long long)T, (long long)H,
+                (long long)I, (long long)E, (long long)k, format.c_str(), routing_name),
+            "moe_experts", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, H});
                 const bool fp8 = wt == DType::F8_E4M3;  // e4m3 over its range, 32x32 block scales of ~1e-3
                 const bool int4 = int4_group > 0;
@@ -724,16 +661,6 @@ OpCase moe_experts(int64_t T, int64_t H, int64_t I, int64_t E, int64_t k, Routin
                 const double expert_bytes =
                     int4 ? 3.0 * H * I * (0.5 + (int4_zeros ? 8.0 : 4.0) / int4_group) : 3.0 * H * I * 2.0;
                 r.set_bytes(static_cast<double>(experts_read) * expert_bytes + 8.0 * T * H + 8.0 * T * k);
-                if (finish_norm) {
-                    const Tensor out = r.act(Shape{T, H});  // scratch: what the op leaves there is not compared
-                    const Tensor res = r.act(Shape{T, H}, 2.0f), nw = r.dense(Shape{H});
-                    const Tensor normed = r.out(Shape{T, H}, "normed", kBf16Tol);
-                    r.check(res, "residual", kBf16Tol);
-                    return [=, &r, &gu, &dn] {
-                        r.ops().moe_experts_add_rms_norm(x, dw, dids, MoeExpertWeights{gu, dn, first, E}, out, res, nw,
-                                                         1e-6f, NormKind::Plain, normed);
-                    };
-                }
                 const Tensor out = r.out(Shape{T, H}, "out", kBf16Tol);
                 return [=, &r, &gu, &dn] { r.ops().moe_experts(x, dw, dids, MoeExpertWeights{gu, dn, first, E}, out); };
             }};
@@ -926,20 +853,9 @@ const std::vector<OpCase>& op_cases() {
             // PAGODA_GEMV_MMA_SPLIT=4.
             linear_silu_mul(1, 300, 2048, DType::F8_E4M3),
             linear_silu_mul(6, 96, 256, BF16),
-            // The norm finished by the GEMV: four warps a row (N < 8192, the hidden sizes), one warp a row, the
-            // element-wise GEMV (odd K), a block of fewer threads than the norm's (N = 2048: 512), and more tokens.
-            linear_add_rms_norm(1, 64, 128, BF16, kPlain),
-            linear_add_rms_norm(1, 2048, 512, BF16, kPlain),
-            linear_add_rms_norm(1, 4096, 256, BF16, kZc),
-            linear_add_rms_norm(1, 8200, 96, F16, kPlain),
-            linear_add_rms_norm(1, 96, 100, F32, kZc),
-            linear_add_rms_norm(5, 2048, 256, BF16, kPlain),
-            linear_add(1, 2048, 512, BF16),
-            linear_add(1, 96, 100, F32),  // the element-wise GEMV
-            linear_add(3, 2048, 256, BF16),
-            linear_add(1, 2048, 512, BF16, /*gated=*/true),
-            linear_add(1, 96, 100, F32, /*gated=*/true),
-            linear_add(4, 2048, 256, BF16, /*gated=*/true),
+            linear_gated_add(1, 2048, 512, BF16),
+            linear_gated_add(1, 96, 100, F32),  // the element-wise GEMV
+            linear_gated_add(4, 2048, 256, BF16),
             linear_overwritten_input(24, 64),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element
@@ -1105,20 +1021,6 @@ const std::vector<OpCase>& op_cases() {
                  moe_topk_softmax(33, 128, 8, true),
                  moe_topk_softmax(5, 512, 10, false),
                  moe_topk_softmax(64, 512, 10, true),
-                 linear_moe_topk_softmax(1, 128, 2048, 8, true),
-                 linear_moe_topk_softmax(1, 512, 256, 10, false),
-                 linear_moe_topk_softmax(1, 12, 100, 3, true),  // odd K: the element-wise GEMV
-                 linear_moe_topk_softmax(4, 128, 256, 8, true),
-                 // The norm in the router's GEMV: Qwen3-30B-A3B's router and norm, Qwen3.5's (zero-centred, 512
-                 // experts), an odd hidden size (rms_norm then the router), and more tokens. More tokens' router is
-                 // a bf16 GEMM on CUDA, which rounds the normalised rows (not bf16-exact, unlike act()'s) where the
-                 // CPU multiplies them as they are: logits ~2^-9 apart, so that case has 16 experts, whose top-4
-                 // margins are far wider than that (with 128 experts and top-8 the ids differed on an H100, session
-                 // 33).
-                 rms_norm_router(1, 128, 2048, 8, true, kPlain),
-                 rms_norm_router(1, 512, 2048, 10, true, kZc),
-                 rms_norm_router(1, 16, 100, 4, false, kPlain),
-                 rms_norm_router(3, 16, 256, 4, true, kPlain),
                  // MoE experts. On CUDA up to 4 rows per expert on average run the GEMV kernels, more the mma ones;
                  // K and N not multiples of the tiles (H = 200, I = 72) and not of 8 (I = 20, H = 36: the element-
                  // wise loads); one expert with most rows (several tiles) and most experts empty; F16 weights.
@@ -1170,14 +1072,6 @@ const std::vector<OpCase>& op_cases() {
                  // int4 experts with expert parallelism (32 of 128 held): the pair and the grouped GEMV passes.
                  moe_experts(3, 256, 96, 128, 8, Routing::Random, BF16, " ep", 32, 32, true),
                  moe_experts(64, 256, 96, 128, 8, Routing::Random, BF16, " ep", 32, 32, true),
-                 // The residual add and the next norm after the experts: finished by the pair passes' down pass for
-                 // one token (bf16, fp8, int4; H = 2048: the norm's 512 threads played by a block of 256), apart
-                 // for more tokens or shapes the pair passes do not take (H = 200).
-                 moe_experts(1, 2048, 96, 128, 8, Routing::Random, BF16, "", 0, 0, false, true),
-                 moe_experts(1, 256, 96, 16, 4, Routing::Random, DType::F8_E4M3, "", 0, 0, false, true),
-                 moe_experts(1, 256, 128, 16, 4, Routing::Random, BF16, "", 0, 128, true, true),
-                 moe_experts(1, 200, 72, 16, 4, Routing::Random, BF16, "", 0, 0, false, true),
-                 moe_experts(3, 256, 96, 128, 8, Routing::Random, BF16, "", 0, 0, false, true),
                  // Gated DeltaNet.
                  causal_conv1d_silu({{0, 7}, {5, 1}, {3, 4}}, 64, 4),
                  gdn_gating(9, 16),

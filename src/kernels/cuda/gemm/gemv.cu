@@ -17,9 +17,6 @@
 #include "kernels/cuda/device_caps.h"
 #include "kernels/cuda/gemm/column_groups.cuh"
 #include "kernels/cuda/gemm/gemv.h"
-#include "kernels/cuda/moe/moe.h"
-#include "kernels/cuda/moe/topk_row.cuh"
-#include "kernels/cuda/norm/rms_row.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -137,42 +134,13 @@ __device__ __forceinline__ void stage_x(const float* x, int64_t K, __nv_bfloat16
     }
 }
 
-// x = RMSNorm(n.residual) (GemvArgs::in_norm) staged in bf16 into xs as stage_x would stage it: every block works out
-// the row's scale with launch_rms_norm's sums (row_sum_squares over rms_norm_threads(K) virtual threads) and its
-// expression, so the values are the norm kernel's to the bit; block 0 also writes them (fp32) to n.out for the ops
-// after this one. The caller syncs the block.
-__device__ __forceinline__ void stage_normed_x(const InputNorm& n, int64_t K, __nv_bfloat16* xs) {
-    const float ss = row_sum_squares(K, rms_norm_threads(K), [&](int64_t d) { return n.residual[d]; });
-    const float scale = rsqrtf(ss / static_cast<float>(K) + n.eps);
-    for (int64_t d = threadIdx.x; d < K; d += blockDim.x) {
-        const float v = n.residual[d] * scale * norm_weight(n.weight, n.weight_type, n.zero_centred, d);
-        xs[d] = __float2bfloat16_rn(v);
-        if (blockIdx.x == 0) n.out[d] = v;
-    }
-}
-
-// Output row n's value y: to y, or with a.norm added to the residual (add_rms_norm's v = x + residual with x = y).
-// kTail: the kernel may have a tail (finish_tail below); kernels without one keep their registers for the main loop.
-template <bool kTail>
+// Output row n's value y: to y, or added to add_to (linear_gated_add: the same sums).
 __device__ __forceinline__ void store_row(const GemvArgs& a, int64_t n, float y) {
-    if (kTail && a.norm.residual != nullptr)
-        a.norm.residual[n] = y + __ldcg(a.norm.residual + n);
-    else if (a.add_to != nullptr)  // linear_add (and linear_gated_add): the same sums
+    if (a.add_to != nullptr)
         // The product rounded on its own (no fused multiply-add), as sigmoid_mul stores it before add reads it.
         a.add_to[n] = (a.add_gate != nullptr ? __fmul_rn(y, sigmoid(__ldcg(a.add_gate))) : y) + __ldcg(a.add_to + n);
     else
         a.y[n] = y;
-}
-
-// What the GEMV's last block finishes after every row is stored (GemvArgs' norm or topk); smem: the kernel's dynamic
-// shared memory, at least N floats with a top-k. Every thread of every block calls it.
-__device__ __forceinline__ void finish_tail(const GemvArgs& a, float* smem) {
-    if (a.norm.residual != nullptr) finish_residual_norm(a.norm, a.N);
-    if (a.topk.weights == nullptr || !last_block_of_grid(a.topk.counter)) return;
-    if (threadIdx.x < 32)
-        topk_softmax_row([&](int e) { return __ldcg(a.y + e); }, static_cast<int>(a.N), a.topk.k, a.topk.normalize,
-                         smem, a.topk.weights, a.topk.ids, threadIdx.x);
-    rearm_grid_tail(a.topk.counter);
 }
 
 // Row n's scales (fp8 weights): its row of the scale grid, found once a row, and the columns' groups.
@@ -242,7 +210,7 @@ __device__ __forceinline__ void prefetch_first_loads(const GemvArgs& a, const W*
 // Output rows group · (kWarpsPerBlock / WPR) + warp / WPR of the block's group: one row per WPR warps; with Glu,
 // output n is silu(row n) * row (n + glu_rows), the two sums taken exactly as for two separate rows, so the result
 // equals linear then silu_mul to the bit. Every thread of the block calls it (the WPR > 1 exchange syncs the block).
-template <typename W, int WPR, bool Glu, bool kTail, bool kStaged>
+template <typename W, int WPR, bool Glu, bool kStaged>
 __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16* xs, float (*partial)[kWarpsPerBlock],
                                           int64_t group, int warp, int lane) {
     constexpr int kN = Vec16<W>::kN;
@@ -266,17 +234,14 @@ __device__ __forceinline__ void gemv_rows(const GemvArgs& a, const __nv_bfloat16
     if constexpr (Glu)
         a.y[n] = silu(y) * (acc_up + (a.bias ? load_as_f32(a.bias, a.bias_type, n + a.glu_rows) : 0.0f));
     else
-        store_row<kTail>(a, n, y);
+        store_row(a, n, y);
 }
 
 // A block takes row group blockIdx.x, or with kPersistent (kernels that stage x only) groups blockIdx.x,
 // + gridDim.x, ... for a grid of about as many blocks as fit the GPU at once, so that x is staged once a block
-// rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same. kTail (never with
-// Glu): the GEMV finishes a norm or a top-k (GemvArgs), with at least 4 blocks an SM, as the kernels without a tail
-// get (the tail's registers would allow 3). kNorm (bf16 weights, never with Glu or a norm tail; the router's top-k
-// tail may follow): x is GemvArgs::in_norm's norm, worked out by every block (stage_normed_x).
-template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail, bool kNorm = false>
-__global__ void __launch_bounds__(kWarpsPerBlock * 32, kTail ? 4 : 1) gemv_vec_kernel(GemvArgs a) {
+// rather than once every 2-8 rows (staged_gemv_persistent, gemv.h). Each row's sums are the same.
+template <typename W, int WPR, bool Glu, bool kPersistent>
+__global__ void __launch_bounds__(kWarpsPerBlock * 32, 1) gemv_vec_kernel(GemvArgs a) {
     constexpr int kN = Vec16<W>::kN;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock / WPR) + warp / WPR;
@@ -286,24 +251,19 @@ __global__ void __launch_bounds__(kWarpsPerBlock * 32, kTail ? 4 : 1) gemv_vec_k
     const int64_t k = active ? (int64_t(warp % WPR) * 32 + lane) * kN : a.K;
     prefetch_first_loads<W, WPR>(a, w, k, lane);
     if constexpr (Glu) prefetch_first_loads<W, WPR>(a, w_up, k, lane);
-    prefetch_norm_weight(kTail ? a.norm : ResidualNorm{}, a.N);
     PAGODA_KERNEL_PROLOGUE();
     // All of the block's shared memory is dynamic (the warps' partial sums, then staged x), so that launch_vec_wpr can
     // allow it the device's whole per-block limit.
     extern __shared__ __align__(16) unsigned char smem_raw[];
     auto* partial = reinterpret_cast<float(*)[kWarpsPerBlock]>(smem_raw);  // [2][kWarpsPerBlock]
     auto* xs = reinterpret_cast<__nv_bfloat16*>(smem_raw + kPartialBytes);
-    if constexpr (kNorm) {
-        stage_normed_x(a.in_norm, a.K, xs);
-        __syncthreads();
-    } else if constexpr (kStagedX<W>) {
+    if constexpr (kStagedX<W>) {
         stage_x(a.x, a.K, xs);
         __syncthreads();
     }
     const int64_t groups = (a.N + kWarpsPerBlock / WPR - 1) / (kWarpsPerBlock / WPR);
     for_each_block_group<kPersistent, (WPR > 1)>(
-        groups, [&](int64_t g) { gemv_rows<W, WPR, Glu, kTail, kStagedX<W> || kNorm>(a, xs, partial, g, warp, lane); });
-    if constexpr (kTail) finish_tail(a, reinterpret_cast<float*>(smem_raw));
+        groups, [&](int64_t g) { gemv_rows<W, WPR, Glu, kStagedX<W>>(a, xs, partial, g, warp, lane); });
 }
 
 // Any alignment, any weight type: element by element (odd shapes in tests and tiny models).
@@ -324,7 +284,6 @@ __device__ float scalar_row(const GemvArgs& a, int64_t n, int lane) {
 
 __global__ void gemv_scalar_kernel(GemvArgs a) {
     PAGODA_KERNEL_PROLOGUE();
-    extern __shared__ float tail_smem[];  // finish_tail's top-k
     const int lane = threadIdx.x & 31;
     const int64_t n = blockIdx.x * int64_t(kWarpsPerBlock) + (threadIdx.x >> 5);
     if (n < a.N) {
@@ -333,10 +292,9 @@ __global__ void gemv_scalar_kernel(GemvArgs a) {
             const float y_up = scalar_row(a, n + a.glu_rows, lane);
             if (lane == 0) a.y[n] = silu(y) * y_up;
         } else if (lane == 0) {
-            store_row<true>(a, n, y);
+            store_row(a, n, y);
         }
     }
-    finish_tail(a, tail_smem);
 }
 
 }  // namespace
@@ -359,25 +317,10 @@ bool staged_gemv_persistent() {
 
 namespace {
 
-// Whether a GEMV with a tail takes about as many blocks as fit the GPU at once (each walking row groups, as the
-// staged kernels do), so that few blocks pay the tail's count; PAGODA_FUSED_TAIL_PERSISTENT=0: one block a row group.
-bool tail_grid_persistent() {
-    static const bool on = [] {
-        const char* env = std::getenv("PAGODA_FUSED_TAIL_PERSISTENT");
-        return env == nullptr || std::strcmp(env, "0") != 0;
-    }();
-    return on;
-}
-
-// The dynamic shared memory finish_tail needs: the router's probabilities.
-size_t tail_smem_bytes(const GemvArgs& a) {
-    return a.topk.weights != nullptr ? size_t(a.N) * sizeof(float) : 0;
-}
-
-template <typename W, int WPR, bool Glu, bool kPersistent, bool kTail = false, bool kNorm = false>
+template <typename W, int WPR, bool Glu, bool kPersistent>
 void launch_vec_kernel(const GemvArgs& a, unsigned groups, size_t smem, cudaStream_t stream) {
-    constexpr auto kernel = gemv_vec_kernel<W, WPR, Glu, kPersistent, kTail, kNorm>;
-    if constexpr (kStagedX<W> || kNorm) allow_dynamic_smem<kernel>(max_block_smem());
+    constexpr auto kernel = gemv_vec_kernel<W, WPR, Glu, kPersistent>;
+    if constexpr (kStagedX<W>) allow_dynamic_smem<kernel>(max_block_smem());
     // Persistent: as many blocks as fit the GPU at once, at most one a group.
     const unsigned blocks = kPersistent ? std::min(groups, resident_blocks<kernel>(kWarpsPerBlock * 32, smem)) : groups;
     launch_kernel<kernel>(blocks, kWarpsPerBlock * 32, smem, stream, a);
@@ -387,26 +330,13 @@ template <typename W, int WPR>
 void launch_vec_wpr(const GemvArgs& a, cudaStream_t stream) {
     constexpr int kRowsPerBlock = kWarpsPerBlock / WPR;
     const unsigned groups = static_cast<unsigned>((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
-    const bool norm = a.in_norm.out != nullptr;
-    const size_t smem =
-        std::max(kPartialBytes + (kStagedX<W> || norm ? size_t(a.K) * sizeof(__nv_bfloat16) : 0), tail_smem_bytes(a));
+    const size_t smem = kPartialBytes + (kStagedX<W> ? size_t(a.K) * sizeof(__nv_bfloat16) : 0);
     const bool persistent = kStagedX<W> && staged_gemv_persistent();
-    if constexpr (std::is_same_v<W, __nv_bfloat16>) {
-        if (norm && a.topk.weights != nullptr)  // the MoE router: its norm, then its top-k in the last block
-            return launch_vec_kernel<W, WPR, false, false, true, true>(a, groups, smem, stream);
-        if (norm) return launch_vec_kernel<W, WPR, false, false, false, true>(a, groups, smem, stream);
-    }
     if (a.glu_rows) {
         if (persistent)
             launch_vec_kernel<W, WPR, true, kStagedX<W>>(a, groups, smem, stream);
         else
             launch_vec_kernel<W, WPR, true, false>(a, groups, smem, stream);
-    } else if (a.norm.residual != nullptr || a.topk.weights != nullptr) {
-        // Persistent blocks: the tail's count costs each block a round trip to L2 before it exits.
-        if (persistent || tail_grid_persistent())
-            launch_vec_kernel<W, WPR, false, true, true>(a, groups, smem, stream);
-        else
-            launch_vec_kernel<W, WPR, false, false, true>(a, groups, smem, stream);
     } else {
         if (persistent)
             launch_vec_kernel<W, WPR, false, kStagedX<W>>(a, groups, smem, stream);
@@ -438,30 +368,13 @@ int64_t staged_gemv_one_warp_rows(bool fp8) {
     return set >= 0 ? set : fp8 ? kFp8OneWarpRows : kOneWarpRows;
 }
 
-bool gemv_normalizes_input(const GemvArgs& a) {
-    return a.w_type == ElemType::BF16 && a.glu_rows == 0 && a.norm.residual == nullptr && a.K % 8 == 0 &&
-           a.w_stride % 8 == 0 && aligned(a.w, 16) && aligned(a.in_norm.residual, 16) &&
-           kPartialBytes + 2 * a.K + 1024 <= max_block_smem();  // 1 KB for the kernel's static shared memory
-}
-
 void launch_gemv(const GemvArgs& args, cudaStream_t stream) {
     if (args.N == 0) return;
     GemvArgs a = args;
     a.prefetch = gemv_prefetch();
     PAGODA_KERNEL_REQUIRE(a.glu_rows == 0 || a.glu_rows == a.N, "a fused gate/up GEMV has one output per row pair");
-    PAGODA_KERNEL_REQUIRE(a.in_norm.out == nullptr || (gemv_normalizes_input(a) && a.in_norm.weight),
-                          "a GEMV normalising its input has aligned bf16 weights, no gated rows and no norm tail");
-    PAGODA_KERNEL_REQUIRE(a.add_to == nullptr || (a.glu_rows == 0 && a.norm.residual == nullptr && !a.topk.weights),
-                          "a GEMV adding to a residual has no gated rows and no tail");
+    PAGODA_KERNEL_REQUIRE(a.add_to == nullptr || a.glu_rows == 0, "a GEMV adding its rows has no gated rows");
     PAGODA_KERNEL_REQUIRE(a.add_gate == nullptr || a.add_to != nullptr, "a GEMV's gate applies to what it adds");
-    if (a.in_norm.out != nullptr) a.x = a.in_norm.residual;  // not read: the kernel works x out itself
-    PAGODA_KERNEL_REQUIRE(a.norm.residual == nullptr || (a.glu_rows == 0 && a.norm.out && a.norm.counter),
-                          "a GEMV finishing a norm has no gated rows, and its norm an output and a counter");
-    PAGODA_KERNEL_REQUIRE(
-        a.topk.weights == nullptr || (a.glu_rows == 0 && a.norm.residual == nullptr && a.topk.ids && a.topk.counter &&
-                                      a.topk.k >= 1 && a.topk.k <= a.N && a.N <= kMoeMaxExperts),
-        "a GEMV finishing the router's top-k has no gated rows or norm, k in [1, N], N <= "
-        "kMoeMaxExperts");
     const unsigned blocks = static_cast<unsigned>((a.N + kWarpsPerBlock - 1) / kWarpsPerBlock);
     const bool fp8 = a.w_type == ElemType::F8E4M3;
     PAGODA_KERNEL_REQUIRE(!fp8 || (a.scales.data && a.scales.rows > 0 && a.scales.cols > 0), "fp8 GEMV needs scales");
@@ -469,7 +382,7 @@ void launch_gemv(const GemvArgs& args, cudaStream_t stream) {
     const bool vec_ok = a.K % vec == 0 && a.w_stride % vec == 0 && aligned(a.w, 16) && aligned(a.x, 16) &&
                         (!fp8 || (a.scales.cols % vec == 0 && kPartialBytes + 2 * a.K <= max_block_smem()));
     if (!vec_ok) {
-        launch_kernel<gemv_scalar_kernel>(blocks, kWarpsPerBlock * 32, tail_smem_bytes(a), stream, a);
+        launch_kernel<gemv_scalar_kernel>(blocks, kWarpsPerBlock * 32, 0, stream, a);
     } else if (fp8) {
         launch_vec<__nv_fp8_e4m3>(a, stream);
     } else if (a.w_type == ElemType::BF16) {

@@ -2,7 +2,6 @@
 // fp8 and int4 weight dequantisation before it.
 #pragma once
 
-#include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/types.h"
 
 namespace pagoda::kernels::cuda {
@@ -11,16 +10,6 @@ namespace pagoda::kernels::cuda {
 // kGemvTokens tokens and cuBLASLt for more: measured on an H200 with Qwen3-8B's projections, a GEMV over T tokens
 // matches cuBLASLt at T = 1 only (qkv: 16.8 us; at T = 2 21.2 us and at T = 8 64 us, where cuBLASLt takes 16-17 us).
 inline constexpr int64_t kGemvTokens = 1;
-// The MoE router finished by its GEMV (one token): y holds the router's logits, and the last of the GEMV's blocks to
-// finish runs launch_moe_topk_softmax's code on them (moe/topk_row.cuh: the same weights and ids). counter: as
-// ResidualNorm's (norm.h).
-struct RouterTopk {
-    float* weights = nullptr;  // [k]; null: no top-k
-    int32_t* ids = nullptr;    // [k]
-    int64_t k = 0;
-    bool normalize = false;
-    unsigned* counter = nullptr;
-};
 // Weight-only fp8 (w_type F8E4M3, with scales): each weight is dequantised as the GEMM path's bf16 copy of it,
 // bf16(q · scale), and x is rounded to bf16, so one token gives what it would give in a batch.
 struct GemvArgs {
@@ -36,23 +25,13 @@ struct GemvArgs {
     // 0, or the gated MLP fused (= N): w holds gate rows [0, N) and up rows [N, 2N), and y[n] = silu(gate_n) * up_n,
     // each sum taken as for a plain row, so y equals the GEMV of all 2N rows followed by silu_mul.
     int64_t glu_rows = 0;
-    // norm.residual set (glu_rows 0, N the hidden size): the sub-layer's last projection finishing add_rms_norm
-    // (norm.h); y is not written.
-    ResidualNorm norm = {};
-    RouterTopk topk = {};  // topk.weights set: the router's top-k after it (glu_rows 0, no norm, N the experts)
-    // in_norm.out set (where gemv_normalizes_input says): x is RMSNorm(in_norm.residual), worked out by every block
-    // and written to in_norm.out by one (x itself is not read; norm.h).
-    InputNorm in_norm = {};
-    // Set (no norm or top-k): the rows are added to add_to[n] (a sub-layer's residual) instead of written to y; with
-    // add_gate, each times sigmoid(add_gate[0]) (the gated shared expert's down projection, as sigmoid_mul then add).
+    // Set (glu_rows 0): the rows are added to add_to[n] instead of written to y, each times sigmoid(add_gate[0]) where
+    // add_gate is set (the gated shared expert's down projection, as sigmoid_mul then add).
     float* add_to = nullptr;
     const float* add_gate = nullptr;
     bool prefetch = true;  // set by launch_gemv: gemv_prefetch()
 };
 void launch_gemv(const GemvArgs& a, cudaStream_t stream);
-// Whether launch_gemv takes a.in_norm for these arguments: bf16 weights read 16 bytes at a time, no gated rows or norm
-// tail (a top-k tail may follow).
-bool gemv_normalizes_input(const GemvArgs& a);
 // Whether the GEMV asks L2 for its first weights before its programmatic-launch wait, while the kernel before it runs
 // (on by default; PAGODA_GEMV_PREFETCH=0 for measuring what it costs that kernel: the decode attention before the
 // o projection shares HBM with the o projection's whole weight).

@@ -10,7 +10,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "kernels/cuda/norm/norm.h"
 #include "kernels/cuda/types.h"
 
 namespace pagoda::kernels::cuda {
@@ -69,9 +68,6 @@ struct MoeExpertsArgs {
     const float* down_zeros = nullptr;
     ElemType int4_round_to = ElemType::F32;
     void* workspace = nullptr;  // moe_experts_workspace_bytes(T, H, I, E, k), 256-byte aligned
-    // norm.residual set (where moe_experts_finish_norm says): the experts' sum goes to the residual, and the last block
-    // of the down pass finishes add_rms_norm (norm.h); out is not written.
-    ResidualNorm norm = {};
     // The pair passes' down pass asks L2 for its experts' rows before its programmatic-launch wait
     // (CudaOps' default, off with PAGODA_EARLY_LOADS=0).
     bool early_loads = false;
@@ -85,8 +81,6 @@ bool moe_experts_read_fp8(const MoeExpertsArgs& a);
 // The same for int4 stacks (a.int4): the pair passes, the grouped GEMV passes with rows and groups that 8-weight loads
 // fit, or the mma passes (quant_mma_fits). Otherwise dequantise them first.
 bool moe_experts_read_int4(const MoeExpertsArgs& a);
-// Whether launch_moe_experts can finish add_rms_norm of these arguments' output (a.norm): one token on the pair passes.
-bool moe_experts_finish_norm(const MoeExpertsArgs& a);
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream);
 
 }  // namespace pagoda::kernels::cuda

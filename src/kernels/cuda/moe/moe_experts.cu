@@ -194,14 +194,7 @@ size_t moe_experts_workspace_bytes(int64_t T, int64_t H, int64_t I, int64_t E, i
     return carve(nullptr, T, H, I, E, k).bytes;
 }
 
-bool moe_experts_finish_norm(const MoeExpertsArgs& a) {
-    return a.T == 1 && moe::take_pair_passes(a);
-}
-
 void launch_moe_experts(const MoeExpertsArgs& a, cudaStream_t stream) {
-    PAGODA_KERNEL_REQUIRE(a.norm.residual == nullptr || (moe_experts_finish_norm(a) && a.norm.out && a.norm.counter),
-                          "moe_experts: the norm is finished for one token on the pair passes, with an output and a "
-                          "counter");
     PAGODA_KERNEL_REQUIRE(a.E >= 1 && a.E <= kMoeMaxExperts && a.k >= 1 && a.first_expert >= 0,
                           "moe_experts: E, k or first_expert out of range");
     PAGODA_KERNEL_REQUIRE(a.int4 ? moe_experts_read_int4(a)

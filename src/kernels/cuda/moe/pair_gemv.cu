@@ -19,7 +19,6 @@
 #include <type_traits>
 
 #include "kernels/cuda/moe/moe_internal.cuh"
-#include "kernels/cuda/norm/rms_row.cuh"
 
 namespace pagoda::kernels::cuda {
 
@@ -196,7 +195,6 @@ __device__ __forceinline__ void prefetch_down_rows(const MoeExpertsArgs& a, int 
 template <typename W, int R, int U>
 __global__ void __launch_bounds__(kWarps * 32)
     pair_down_kernel(MoeExpertsArgs a, const typename ComputeType<W>::T* h, int groups) {
-    prefetch_norm_weight(a.norm, a.H);
     prefetch_down_rows<W, R>(a, groups);
     PAGODA_KERNEL_PROLOGUE();
     using T = typename ComputeType<W>::T;
@@ -229,16 +227,11 @@ __global__ void __launch_bounds__(kWarps * 32)
     }
     __syncthreads();
     const int c = threadIdx.x;
-    if (c < cols && n0 + c < a.H) {
-        float sum = 0.0f;
-        for (int64_t j = 0; j < a.k; ++j)
-            if (local_expert(a, a.topk_ids[t * a.k + j]) >= 0) sum += a.topk_weights[t * a.k + j] * dots[c][j];
-        if (a.norm.residual != nullptr)  // one token (moe_experts_finish_norm): add_rms_norm's v = x + residual
-            a.norm.residual[n0 + c] = sum + __ldcg(a.norm.residual + n0 + c);
-        else
-            a.out[t * a.out_stride + n0 + c] = sum;
-    }
-    if (a.norm.residual != nullptr) finish_residual_norm(a.norm, a.H);
+    if (c >= cols || n0 + c >= a.H) return;
+    float sum = 0.0f;
+    for (int64_t j = 0; j < a.k; ++j)
+        if (local_expert(a, a.topk_ids[t * a.k + j]) >= 0) sum += a.topk_weights[t * a.k + j] * dots[c][j];
+    a.out[t * a.out_stride + n0 + c] = sum;
 }
 
 template <typename W, int C, int GU, int R, int DU>

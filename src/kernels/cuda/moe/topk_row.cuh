@@ -1,6 +1,6 @@
 // The router's softmax and top-k of one token by one warp, as the CPU kernel computes it (kernels/cpu/elementwise.cpp):
 // max, exp, a sum in double, one fp32 reciprocal, then k rounds of "largest remaining, lowest id on ties", so the ids
-// match the CPU's exactly. For the top-k kernel and for the router GEMV that finishes it (gemm/gemv.cu).
+// match the CPU's exactly. Used by the top-k kernel (topk_softmax.cu).
 #pragma once
 
 #include <climits>
