@@ -44,6 +44,8 @@
 #               llama-cpp-python 0.3.36's vendor/llama.cpp without models/, docs/, media/, benches/, tests/,
 #               examples/ and the ggml backends other than ggml-cpu and ggml-cuda, xz -9e: 6.4 MB; configured
 #               and dry-run (ninja -n llama-server llama-bench llama-quantize) with CUDA on here)
+#   prefill-forms  the prefill attention kernel's forms (PREFILL_FORMS, default "8w rev 8w-rev") against the default
+#               end to end: pagoda_cuda_bench prefills of 2,048 and LONG_PREFILL tokens, alternated, two rounds
 #   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build); PEER_QUANT=Q4_K_M
 #               (or Q8_0) also on the GGUF quantized by llama-quantize: the quantized rows' peer
 #   lora        multi-LoRA (issue 19): LORA_COUNT (100) random rank-16 adapters on every projection
@@ -343,6 +345,20 @@ if want bench; then
         fi
     fi
 fi
+if want prefill-forms; then
+    # The prefill attention kernel's forms (PAGODA_PREFILL_ATTENTION: PREFILL_FORMS against the default) end to end: a
+    # 2,048-token prefill and a LONG_PREFILL one on the model, the forms alternated, two rounds.
+    for round in 1 2; do
+        for form in default ${PREFILL_FORMS-8w rev 8w-rev}; do
+            for n in 2048 ${LONG_PREFILL:-}; do
+                PAGODA_PREFILL_ATTENTION=$form LD_LIBRARY_PATH=$LIBS timeout 90 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
+                    --prefill "$n" --context 16 --decode 4 > "$OUT/prefill_form_${form}_$n.log" 2>&1
+                summary+=("prefill attention $form, $n tokens, round $round: $(tail -1 "$OUT/prefill_form_${form}_$n.log" \
+                    | grep -oE '"prefill_(ms|mfu)": [0-9.]+' | tr '\n' ' ')")
+            done
+        done
+    done
+fi
 if want kernels && command -v ncu > /dev/null; then
     # Each kernel of a short run (prefill 16, 8 decode steps, eager and replayed) alone under ncu: where a step's
     # GPU time goes kernel by kernel (ncu serialises them, so launch boundaries and PDL overlap are not in it).
@@ -559,10 +575,12 @@ fi
 # at batch 1 (tg128) and a 2,048-token prefill (pp2048).
 if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
     tar xJf build-llama-carry/llama.cpp.tar.xz -C /tmp
-    (cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
-        -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF && ninja -C build llama-server llama-bench llama-quantize;
-        echo "exit $?" > /tmp/llama_build.done) > /tmp/llama_build.log 2>&1 &
+    # In its own session (setsid): the build goes on after this script, and after the device call, ends.
+    setsid -f bash -c "cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES=90a -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF \
+        -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF \
+        && ninja -C build llama-server llama-bench llama-quantize; echo \"exit \$?\" > /tmp/llama_build.done" \
+        > /tmp/llama_build.log 2>&1
 fi
 if want peer; then
     for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done || -x $LLAMA/build/bin/llama-bench ]] && break; sleep 2; done

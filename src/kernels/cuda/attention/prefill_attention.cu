@@ -194,7 +194,8 @@ __global__ void __launch_bounds__(32 * kWarps)
 // PAGODA_PREFILL_ATTENTION, read once: "8w" (blocks of 8 warps, 128 query tokens: each K/V tile in shared memory
 // serves twice the rows; at head_dim 256, where one block fits an SM either way, an SM runs 8 warps instead of 4, and
 // at head_dim 128 registers hold it to one block of 8 against two of 4), "rev" (4 warps, heaviest tiles first),
-// "8w-rev" (both); else 4 warps in grid order. Built in session 34 and not yet run on a GPU, so off by default.
+// "8w-rev" (both); else 4 warps in grid order. Built in session 34, correct on an H100 (session 35), its speed not yet
+// measured (run_cuda_bench.sh prefill-forms), so off by default.
 struct PrefillChoice {
     bool eight_warps = false, heaviest_first = false;
 };

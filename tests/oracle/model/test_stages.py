@@ -1,0 +1,103 @@
+"""bench/gpu/stages.sh with a stand-in for run_cuda_bench.sh that records what each stage gave it: every stage's own
+settings (an empty one included) reach its run and no other, the marks resume a plan where a call stopped, a stage
+that would pass the limit stops the call with the summary written, and a malformed plan line is refused. Session 35
+lost a device call to a plan whose stages never ran (`env X=Y f` with f a shell function); this runs the real plans
+too, so a plan that cannot reach run_cuda_bench.sh fails here, not on the GPU machine.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+TOOL = ROOT / "bench" / "gpu" / "stages.sh"
+
+# Records its argument (the parts) and the settings it sees, and writes a summary line as run_cuda_bench.sh does.
+STAND_IN = """#!/usr/bin/env bash
+printf '%s|%s|%s|%s\\n' "$1" "${SERVE_SIZES-unset}" "${SERVE_EXTRA-unset}" "${THROUGHPUT_N-unset}" >> "$RECORD"
+echo "ran $1" > "$OUT/summary.txt"
+exit "${STAND_IN_RC:-0}"
+"""
+
+
+def run(tmp_path, plan_text, limit=570, plan=None):
+    stand_in = tmp_path / "stand_in.sh"
+    stand_in.write_text(STAND_IN)
+    if plan is None:
+        plan = tmp_path / "test.plan"
+        plan.write_text(plan_text)
+    env = dict(os.environ, OUT=str(tmp_path / "out"), DONE=str(tmp_path / "done"), LIMIT=str(limit),
+               RUN=f"bash {stand_in}", RECORD=str(tmp_path / "record.txt"))
+    result = subprocess.run(["bash", str(TOOL), str(plan)], cwd=ROOT, env=env, capture_output=True, text=True,
+                            timeout=60)
+    record = (tmp_path / "record.txt").read_text().splitlines() if (tmp_path / "record.txt").exists() else []
+    summary = (tmp_path / "out" / "summary.txt").read_text()
+    return result, record, summary
+
+
+PLAN = """# a comment line
+tests 10 tests
+offline 20 SERVE_SIZES= SERVE_EXTRA=--kv-cache-dtype=fp8 THROUGHPUT_N=512 throughput   # a trailing comment
+two 5 model,bench
+"""
+
+
+def test_each_stage_gets_its_own_settings(tmp_path):
+    result, record, summary = run(tmp_path, PLAN)
+    assert result.returncode == 0, result.stderr
+    assert record == [
+        "tests|unset|unset|unset",
+        "throughput||--kv-cache-dtype=fp8|512",  # SERVE_SIZES= is set and empty, as run_cuda_bench.sh reads it
+        "model,bench|unset|unset|unset",
+    ]
+    assert "[offline] ran throughput" in summary
+    assert "every stage done" in summary
+    assert (tmp_path / "out" / "stages.tgz").exists()
+
+
+def test_marks_resume_where_the_limit_stopped_a_call(tmp_path):
+    # The limit counts the seconds gone (here ~0) and the next stage's: tests (10) fits 15, offline (20) does not.
+    result, record, summary = run(tmp_path, PLAN, limit=15)
+    assert result.returncode == 0, result.stderr
+    assert record == ["tests|unset|unset|unset"]
+    assert "stopped before offline" in summary
+    result, record, summary = run(tmp_path, PLAN, limit=570)
+    assert result.returncode == 0, result.stderr
+    assert [r.split("|")[0] for r in record] == ["tests", "throughput", "model,bench"]  # tests ran once
+    assert "stages done before it: tests" in summary
+
+
+def test_a_failed_stage_is_reported_and_not_run_again(tmp_path):
+    os.environ["STAND_IN_RC"] = "3"
+    try:
+        result, record, summary = run(tmp_path, "one 1 tests\n")
+    finally:
+        del os.environ["STAND_IN_RC"]
+    assert result.returncode == 0
+    assert "[one: rc 3" in summary
+    result, record, summary = run(tmp_path, "one 1 tests\n")
+    assert len(record) == 1
+
+
+def test_a_malformed_line_is_refused(tmp_path):
+    for line in ["tests ten tests\n", "tests 10\n", "tests 10 two parts\n", "a/b 10 tests\n"]:
+        result, record, summary = run(tmp_path, line)
+        assert result.returncode == 2, line
+        assert "is not NAME SECONDS" in summary
+        assert record == []
+
+
+def test_the_plans_in_the_tree_reach_run_cuda_bench(tmp_path):
+    for plan in sorted((ROOT / "bench" / "gpu" / "plans").glob("*.plan")):
+        case = tmp_path / plan.stem
+        case.mkdir()
+        result, record, summary = run(case, None, plan=plan)
+        assert result.returncode == 0, (plan, summary)
+        assert "every stage done" in summary, plan
+        stages = [line.split()[0] for line in plan.read_text().splitlines() if line.strip() and line[0] != "#"]
+        assert len(record) == len(stages), (plan, record)
+        # Every part named is one run_cuda_bench.sh has.
+        parts = (ROOT / "bench" / "gpu" / "run_cuda_bench.sh").read_text()
+        for r in record:
+            for part in r.split("|")[0].split(","):
+                assert f"want {part}" in parts, (plan, part)
