@@ -9,7 +9,8 @@
 #   SECONDS  what the stage is expected to take: it starts only if that still fits LIMIT
 #   VAR=...  settings for this stage's run_cuda_bench.sh alone (VAR= sets VAR empty, as SERVE_SIZES= does)
 #   PARTS    run_cuda_bench.sh's parts (a comma-separated list)
-# Settings: OUT (required), DONE (/tmp/stages.done), LIMIT (570 s: a call is at most 600 s), and
+# Settings: OUT (required), DONE (/tmp/stages.done), LIMIT (570 s: a call is at most 600 s), SKIP (stage names not to
+# run, e.g. SKIP="tests arch" where the binaries' tests passed in an earlier session), and
 # RUN (bash bench/gpu/run_cuda_bench.sh): the command each stage runs, given the stage's settings in its environment
 # and PARTS as its argument (tests/oracle/model/test_stages.py runs plans with a stand-in that records them; RUN=true
 # here checks that a plan parses). OUT/summary.txt gathers every stage's summary as each ends (so a call stopped at
@@ -46,7 +47,7 @@ while read -r -a words; do
         finish
         exit 2
     fi
-    [[ -f $DONE/$name/.done ]] && continue
+    [[ -f $DONE/$name/.done || " ${SKIP:-} " == *" $name "* ]] && continue
     if (($(elapsed) + seconds > LIMIT)); then
         note "stopped before $name at $(elapsed) s (it is expected to take $seconds s; the limit is $LIMIT s)"
         finish

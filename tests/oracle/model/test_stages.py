@@ -20,14 +20,14 @@ exit "${STAND_IN_RC:-0}"
 """
 
 
-def run(tmp_path, plan_text, limit=570, plan=None):
+def run(tmp_path, plan_text, limit=570, plan=None, **settings):
     stand_in = tmp_path / "stand_in.sh"
     stand_in.write_text(STAND_IN)
     if plan is None:
         plan = tmp_path / "test.plan"
         plan.write_text(plan_text)
     env = dict(os.environ, OUT=str(tmp_path / "out"), DONE=str(tmp_path / "done"), LIMIT=str(limit),
-               RUN=f"bash {stand_in}", RECORD=str(tmp_path / "record.txt"))
+               RUN=f"bash {stand_in}", RECORD=str(tmp_path / "record.txt"), **settings)
     result = subprocess.run(["bash", str(TOOL), str(plan)], cwd=ROOT, env=env, capture_output=True, text=True,
                             timeout=60)
     record = (tmp_path / "record.txt").read_text().splitlines() if (tmp_path / "record.txt").exists() else []
@@ -67,12 +67,14 @@ def test_marks_resume_where_the_limit_stopped_a_call(tmp_path):
     assert "stages done before it: tests" in summary
 
 
+def test_skipped_stages_do_not_run(tmp_path):
+    result, record, summary = run(tmp_path, PLAN, SKIP="tests two")
+    assert result.returncode == 0, result.stderr
+    assert [r.split("|")[0] for r in record] == ["throughput"]
+
+
 def test_a_failed_stage_is_reported_and_not_run_again(tmp_path):
-    os.environ["STAND_IN_RC"] = "3"
-    try:
-        result, record, summary = run(tmp_path, "one 1 tests\n")
-    finally:
-        del os.environ["STAND_IN_RC"]
+    result, record, summary = run(tmp_path, "one 1 tests\n", STAND_IN_RC="3")
     assert result.returncode == 0
     assert "[one: rc 3" in summary
     result, record, summary = run(tmp_path, "one 1 tests\n")
