@@ -120,11 +120,10 @@ class CudaOps final : public CudaOpsBase {
 
     void head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) override;
 
-    void linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
-                          const Tensor& out) override;
-
     void linear(const Tensor& x, const LinearWeight& w, const Tensor& y) override;
     void linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) override;
+    void linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
+                          const Tensor& out) override;
 
     void rope(const Tensor& x, std::span<const int32_t> positions, const RopeTable& table) override;
 

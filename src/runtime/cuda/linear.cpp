@@ -2,6 +2,8 @@
 // otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run a GEMV on the stored bytes for
 // one token (fp8 and int4: the tensor-core GEMV on weights of 2,048 rows or more, and it for 2-8 tokens), the
 // weight-only tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of the weight for many.
+// linear_silu_mul and linear_gated_add: one token's GEMV with the gated MLP's SiLU·mul, or the gated shared expert's
+// sigmoid(gate) times its rows added into the mixture's output, in the same kernel.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -355,6 +357,25 @@ void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tens
         kcu::launch_gemv_fp8_mma(a, 1, 0, 0, stream_);
     else
         kcu::launch_gemv(a, stream_);
+}
+
+void CudaOps::linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
+                               const Tensor& out) {
+    const char* op = "linear_gated_add";
+    const bool adapters = w.lora != nullptr && !lora_slots_.empty();
+    if (!shared_expert_add_ || x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters)
+        return Ops::linear_gated_add(x, w, y, gate, out);
+    ops_checks::expect_linear(x, w, y, kHere, op);
+    ops_checks::expect_mat(out, kHere, op, "out");
+    ops_checks::expect_mat(gate, kHere, op, "gate");
+    expect(
+        out.shape() == y.shape() && gate.dim(0) == y.dim(0) && gate.dim(1) == 1 && out.data() != x.data(), op,
+        "out " + out.to_string() + " must be shaped as y " + y.to_string() + ", gate [T, 1], got " + gate.to_string());
+    const auto profile = profiler_.scope("linear + sigmoid_mul + add (gemv)");
+    kcu::GemvArgs a = gemv_args(x, w, y);
+    a.add_to = out.data_as<float>(), a.add_gate = gate.data_as<float>();
+    kcu::launch_gemv(a, stream_);
+    invalidate_converted();
 }
 
 kcu::GemvArgs CudaOps::gemv_args(const Tensor& x, const LinearWeight& w, const Tensor& y) {

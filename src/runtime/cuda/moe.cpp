@@ -60,7 +60,8 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
             a.gate_up_scales = scales(gu), a.down_scales = scales(dn);
             if (kcu::moe_experts_read_fp8(a)) {
                 kcu::launch_moe_experts(a, stream_);
-                return invalidate_converted();
+                invalidate_converted();
+                return;
             }
         }
         if (gu.format == WeightFormat::kInt4 && dn.format == WeightFormat::kInt4 && gu.data.is_contiguous() &&
@@ -80,7 +81,8 @@ void CudaOps::moe_experts(const Tensor& x, const Tensor& topk_weights, const Ten
             a.down_zeros = dn.zeros.defined() ? dn.zeros.data_as<float>() : nullptr;
             if (kcu::moe_experts_read_int4(a)) {
                 kcu::launch_moe_experts(a, stream_);
-                return invalidate_converted();
+                invalidate_converted();
+                return;
             }
         }
         // Both stacks in one scratch buffer, gate_up first, taken once (a second get could move the first stack).

@@ -1,5 +1,4 @@
-// CudaOps' RMSNorm family: per row, fused with the residual add, and per head (QK-norm); and the shared expert's down
-// projection added into the mixture's output (linear_gated_add, the GEMV adding its rows like a residual add).
+// CudaOps' RMSNorm family: per row, fused with the residual add, and per head (QK-norm).
 #include "runtime/cuda/cuda_ops.h"
 
 namespace pagoda {
@@ -13,25 +12,6 @@ void CudaOps::add_rms_norm(const Tensor& residual, const Tensor& x, const Tensor
     ops_checks::expect_mat(residual, kHere, "add_rms_norm", "residual");
     expect(residual.shape() == x.shape(), "add_rms_norm", "residual and x shapes differ");
     norm_impl("add_rms_norm", residual, x, weight, eps, kind, out);
-}
-
-void CudaOps::linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,
-                               const Tensor& out) {
-    const char* op = "linear_gated_add";
-    const bool adapters = w.lora != nullptr && !lora_slots_.empty();
-    if (!shared_expert_add_ || x.dim(0) != kcu::kGemvTokens || !w.is_dense() || adapters)
-        return Ops::linear_gated_add(x, w, y, gate, out);
-    ops_checks::expect_linear(x, w, y, kHere, op);
-    ops_checks::expect_mat(out, kHere, op, "out");
-    ops_checks::expect_mat(gate, kHere, op, "gate");
-    expect(
-        out.shape() == y.shape() && gate.dim(0) == y.dim(0) && gate.dim(1) == 1 && out.data() != x.data(), op,
-        "out " + out.to_string() + " must be shaped as y " + y.to_string() + ", gate [T, 1], got " + gate.to_string());
-    const auto profile = profiler_.scope("linear + sigmoid_mul + add (gemv)");
-    kcu::GemvArgs a = gemv_args(x, w, y);
-    a.add_to = out.data_as<float>(), a.add_gate = gate.data_as<float>();
-    kcu::launch_gemv(a, stream_);
-    invalidate_converted();
 }
 
 void CudaOps::head_rms_norm(const Tensor& x, const Tensor& weight, float eps, NormKind kind) {
