@@ -4,7 +4,7 @@
 # copy bandwidth and cuBLASLt peak). Binaries are built on the development machine and carried in $BIN.
 #   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
 # PARTS is a comma-separated list of:
-#   tests       the CUDA unit tests (the attention cases also with each PAGODA_PREFILL_ATTENTION form of PREFILL_FORMS),
+#   tests       the CUDA unit tests (the attention cases also with each decode attention block shape),
 #               the engine's tests on the GPU, `pagoda generate` on both devices
 #   arch        the kernels A100 / sm_86 / sm_89 GPUs get (their tile limits; the compute_80 PTX through the JIT):
 #               the CUDA tests, and batch-1 decode / prefill speed when the model part made a model
@@ -44,8 +44,6 @@
 #               llama-cpp-python 0.3.36's vendor/llama.cpp without models/, docs/, media/, benches/, tests/,
 #               examples/ and the ggml backends other than ggml-cpu and ggml-cuda, xz -9e: 6.4 MB; configured
 #               and dry-run (ninja -n llama-server llama-bench llama-quantize) with CUDA on here)
-#   prefill-forms  the prefill attention kernel's forms (PREFILL_FORMS, default "8w rev 8w-rev") against the default
-#               end to end: pagoda_cuda_bench prefills of 2,048 and LONG_PREFILL tokens, alternated, two rounds
 #   peer        llama.cpp's llama-bench on the same checkpoint as GGUF (waits for peer-build); PEER_QUANT=Q4_K_M
 #               (or Q8_0) also on the GGUF quantized by llama-quantize: the quantized rows' peer
 #   lora        multi-LoRA (issue 19): LORA_COUNT (100) random rank-16 adapters on every projection
@@ -91,6 +89,34 @@ for packed in "$BIN"/*.xz "$BIN"/tok/*.xz; do
     chmod +x "${packed%.xz}"
 done
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+# The binaries the parts run from BIN: one missing stops the script before any part runs, with exit 3 (stages.sh
+# leaves such a stage unmarked and stops the call). Without this check, a call whose BIN lacked pagoda (session 36:
+# a chained call that did not copy build-serve into build-all again) ran its serving parts against no server.
+declare -A needs=([tests]="backend_ops_test cuda_golden_test pagoda" [bench]="pagoda_cuda_bench"
+    [ops]=pagoda_op_bench [kernels]=pagoda_cuda_bench [timeline]=pagoda_cuda_bench [opsprof]=pagoda_op_bench
+    [qaccuracy]=pagoda [throughput]=pagoda [async]=pagoda [profile]=pagoda [prefix]=pagoda [lora]=pagoda
+    [streams]=pagoda)
+[[ ${BENCH_EXTRAS:-1} == 1 ]] && needs[bench]+=" pagoda"  # the serving probes
+[[ ${SAVE_ONLY:-0} == 1 ]] || needs[model]=pagoda         # the logits against transformers'
+needs[model2]=pagoda
+missing=()
+for part in "${!needs[@]}"; do
+    want "$part" || continue
+    for bin in ${needs[$part]}; do [[ -x $BIN/$bin ]] || missing+=("$BIN/$bin ($part)"); done
+done
+if ((${#missing[@]})); then
+    echo "not run: missing ${missing[*]}" | tee -a "$OUT/summary.txt"
+    exit 3
+fi
+# Whether peer-build's llama.cpp build still runs. Its compiler jobs take the host's cores from the timed parts' host
+# threads: in session 36 batch-1 decode read 8.000 ms for every step (median and mean) against 6.19 ms of GPU time
+# while it built. The timed parts wait for it to end first (up to 300 s) and say so.
+wait_for_peer_build() {
+    [[ -f /tmp/llama_build.log && ! -f /tmp/llama_build.done ]] || return 0
+    local t=$SECONDS
+    for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done ]] && break; sleep 2; done
+    summary+=("(waited $((SECONDS - t)) s for the llama.cpp build to end before timing)")
+}
 summary=()
 # Each summary line is also appended to $OUT/summary.txt as soon as it is added (checked before every top-level
 # command), so a call stopped at the device's time limit still brings back what was measured by then.
@@ -122,13 +148,6 @@ if want tests; then
             --gtest_filter='*paged_attention*' > "$OUT/backend_ops_test_attention_$shape.log" 2>&1
         summary+=("backend_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
             "$OUT/backend_ops_test_attention_$shape.log" | tr '\n' ' ')")
-    done
-    # The prefill attention kernel's other forms (PAGODA_PREFILL_ATTENTION: 8 warps a block, heaviest tiles first).
-    for form in ${PREFILL_FORMS-8w rev 8w-rev}; do
-        PAGODA_PREFILL_ATTENTION=$form LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/backend_ops_test" \
-            --gtest_filter='*paged_attention*' > "$OUT/backend_ops_test_prefill_$form.log" 2>&1
-        summary+=("backend_ops_test prefill attention $form rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
-            "$OUT/backend_ops_test_prefill_$form.log" | tr '\n' ' ')")
     done
     # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, the models CUDA runs.
     if [[ -x $BIN/executor_test ]]; then
@@ -204,6 +223,7 @@ if want ops && [[ -x $BIN/pagoda_delta_net_bench ]]; then
     while read -r line; do summary+=("  $line"); done < <(tail -12 "$OUT/delta_net_bench.log")
 fi
 if want ops; then
+    wait_for_peer_build
     # The Qwen3-8B shapes go into the summary; the whole table's times are in op_bench_all.log.
     LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_op_bench" --table qwen3-8b > "$OUT/op_bench.log" 2>&1
     summary+=("op bench rc=$?:")
@@ -220,14 +240,6 @@ if want ops; then
         PAGODA_DECODE_ATTENTION=$shape LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
             --filter 'paged_attention decode' > "$OUT/ops_attention_$shape.log" 2>&1
         while read -r line; do summary+=("  $shape: $line"); done < <(grep '^paged_attention' "$OUT/ops_attention_$shape.log")
-    done
-    # The prefill attention kernel's forms at 2,048 tokens (and a 512-token chunk after 1,536 cached), same binary.
-    [[ ${OPS_VARIANTS:-1} == 0 ]] && forms=() || forms=(default 8w rev 8w-rev)
-    for form in "${forms[@]}"; do
-        PAGODA_PREFILL_ATTENTION=$form LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
-            --filter 'paged_attention' > "$OUT/ops_prefill_$form.log" 2>&1
-        while read -r line; do summary+=("  prefill $form: $line"); done < <(grep -E '^paged_attention (prefill|chunk)' \
-            "$OUT/ops_prefill_$form.log")
     done
     if [[ ${OPS_VARIANTS:-1} != 0 ]] && command -v ncu > /dev/null; then
         # The decode attention kernel at batch 256: DRAM throughput as a share of the peak, and what bounds it.
@@ -308,6 +320,7 @@ fi
 # BENCH_BF16=0 skips the bf16 runs (a QUANT run whose bf16 baseline an earlier call of the same visit measured),
 # PDL_AB=0 the run with programmatic dependent launch off.
 if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
+    wait_for_peer_build
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
@@ -344,20 +357,6 @@ if want bench; then
             summary+=("pagoda, --quantization fp8 --fp8-activations: $(tail -1 "$OUT/pagoda_bench_w8a8.log")")
         fi
     fi
-fi
-if want prefill-forms; then
-    # The prefill attention kernel's forms (PAGODA_PREFILL_ATTENTION: PREFILL_FORMS against the default) end to end: a
-    # 2,048-token prefill and a LONG_PREFILL one on the model, the forms alternated, two rounds.
-    for round in 1 2; do
-        for form in default ${PREFILL_FORMS-8w rev 8w-rev}; do
-            for n in 2048 ${LONG_PREFILL:-}; do
-                PAGODA_PREFILL_ATTENTION=$form LD_LIBRARY_PATH=$LIBS timeout 90 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
-                    --prefill "$n" --context 16 --decode 4 > "$OUT/prefill_form_${form}_$n.log" 2>&1
-                summary+=("prefill attention $form, $n tokens, round $round: $(tail -1 "$OUT/prefill_form_${form}_$n.log" \
-                    | grep -oE '"prefill_(ms|mfu)": [0-9.]+' | tr '\n' ' ')")
-            done
-        done
-    done
 fi
 if want kernels && command -v ncu > /dev/null; then
     # Each kernel of a short run (prefill 16, 8 decode steps, eager and replayed) alone under ncu: where a step's
@@ -398,7 +397,8 @@ fi
 # BENCH_EXTRAS=0 keeps the bench part to the speed runs above (no per-op profiles, nsys or serve probe).
 if want bench && [[ ${BENCH_EXTRAS:-1} == 1 ]]; then
     # Per-op GPU time: prefill steps (2,048 tokens), then decode steps at batch 1 (512-token context).
-    profiles=("prefill 2048 --context 16 --decode 2" "decode 16 --context 512 --decode 64")
+    # (pagoda_cuda_bench needs 4 decode steps or more; the prefill steps include the first, which tunes the GEMMs.)
+    profiles=("prefill 2048 --context 16 --decode 4" "decode 16 --context 512 --decode 64")
     for what in "${profiles[@]}"; do
         set -- $what
         PAGODA_CUDA_PROFILE=1 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
@@ -462,8 +462,14 @@ serve_and() {
     for _ in $(seq 600); do
         python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$port/health', timeout=1)" \
             2> /dev/null && break
+        kill -0 $pid 2> /dev/null || break  # it exited: no use waiting
         sleep 0.1
     done
+    if ! kill -0 $pid 2> /dev/null; then
+        wait $pid
+        summary+=("pagoda serve exited with $? before answering /health: $(tail -3 "$log" | tr '\n' ' ')")
+        return 1
+    fi
     "$@"
     python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:$port/metrics').read().decode())" \
         | grep -E '^pagoda:(num_preemptions|generation_tokens|prompt_tokens|prefix_cache|engine_steps)' >> "$log"
@@ -514,6 +520,7 @@ if want qaccuracy; then
     done
 fi
 if want throughput; then
+    wait_for_peer_build
     # THROUGHPUT_N requests (256); SERVE_SIZES="" serves with the sizes chosen from the GPU instead of 256 sequences.
     n=${THROUGHPUT_N:-256}
     serve_and "$OUT/serve_throughput.log" 8012 PAGODA_QUIET=1 \
@@ -529,6 +536,7 @@ if want throughput; then
     fi
 fi
 if want async; then
+    wait_for_peer_build
     # Async scheduling A/B (issue 17): the same loads through one server without and one with --async-scheduling:
     # ASYNC_N (256) x ASYNC_INPUT (1,000) in / ASYNC_OUTPUT (300) out offline, then one stream of 100 in / 256 out.
     for mode in sync async; do
@@ -545,6 +553,7 @@ batch 1: $(tail -1 "$OUT/async_${mode}_b1.log"); $(grep -E '^pagoda:engine_steps
     done
 fi
 if want profile; then
+    wait_for_peer_build
     # Eager steps: a replayed CUDA graph would show as one op.
     SERVE_EXTRA=--enforce-eager serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8013 --model "$MODEL" \
@@ -579,7 +588,7 @@ if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
     setsid -f bash -c "cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES=90a -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF \
         -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_OPENSSL=OFF \
-        && ninja -C build llama-server llama-bench llama-quantize; echo \"exit \$?\" > /tmp/llama_build.done" \
+        && nice -n 19 ninja -C build llama-server llama-bench llama-quantize; echo \"exit \$?\" > /tmp/llama_build.done" \
         > /tmp/llama_build.log 2>&1
 fi
 if want peer; then
@@ -681,6 +690,7 @@ if want lora; then
     fi
 fi
 if want streams; then
+    wait_for_peer_build
     n=${STREAMS:-64}
     load=(python3 bench/gpu/offline_throughput.py --model "$MODEL" -n "$n" --input 1000 --output 256 --stream
         --deadline 240)

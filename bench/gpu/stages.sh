@@ -2,7 +2,8 @@
 # A plan of run_cuda_bench.sh parts run as stages that survive the device's call limit: each stage that ends leaves a
 # mark in DONE, a stage that would end past LIMIT seconds stops the call instead, and the next call on the same warm
 # machine (the marks, the checkpoints in /tmp and the peer's build stay there) goes on from the first stage without a
-# mark. Run on the GPU machine from the repository root:
+# mark (a stage whose run exits 3, run_cuda_bench.sh's "not run: missing binaries", gets none and stops the call).
+# Run on the GPU machine from the repository root:
 #   OUT=$OUT BIN=build-all SHAPE=qwen3-8b bench/gpu/stages.sh bench/gpu/plans/dense-table.plan
 # A plan has one stage a line ('#' starts a comment): NAME SECONDS [VAR=VALUE ...] PARTS
 #   NAME     the stage's mark and its folder (OUT/NAME: run_cuda_bench.sh's logs and summary)
@@ -58,6 +59,11 @@ while read -r -a words; do
     # shellcheck disable=SC2086  # RUN is a command line: split into its words
     OUT=$DONE/$name env "${settings[@]}" $RUN "$parts" > "$DONE/$name/stdout.txt" 2>&1
     rc=$?
+    if ((rc == 3)); then  # run_cuda_bench.sh's "not run": BIN lacks a binary the stage needs
+        note "  [$name: not run, $(tail -1 "$DONE/$name/summary.txt" 2> /dev/null); the call stops here]"
+        finish
+        exit 3
+    fi
     touch "$DONE/$name/.done"
     [[ -f $DONE/$name/summary.txt ]] && sed "s/^/[$name] /" "$DONE/$name/summary.txt" >> "$DONE/summary.txt"
     note "  [$name: rc $rc, $(($(date +%s) - t)) s, at $(elapsed) s]"

@@ -2,7 +2,8 @@
 settings (an empty one included) reach its run and no other, the marks resume a plan where a call stopped, a stage
 that would pass the limit stops the call with the summary written, and a malformed plan line is refused. Session 35
 lost a device call to a plan whose stages never ran (`env X=Y f` with f a shell function); this runs the real plans
-too, so a plan that cannot reach run_cuda_bench.sh fails here, not on the GPU machine.
+too, so a plan that cannot reach run_cuda_bench.sh fails here, not on the GPU machine. A stage whose run exits 3 (not
+run: missing binaries) gets no mark and stops the call.
 """
 
 import os
@@ -74,11 +75,23 @@ def test_skipped_stages_do_not_run(tmp_path):
 
 
 def test_a_failed_stage_is_reported_and_not_run_again(tmp_path):
-    result, record, summary = run(tmp_path, "one 1 tests\n", STAND_IN_RC="3")
+    result, record, summary = run(tmp_path, "one 1 tests\n", STAND_IN_RC="1")
     assert result.returncode == 0
-    assert "[one: rc 3" in summary
+    assert "[one: rc 1" in summary
     result, record, summary = run(tmp_path, "one 1 tests\n")
     assert len(record) == 1
+
+
+def test_a_stage_not_run_for_missing_binaries_stops_the_call_and_runs_next_time(tmp_path):
+    # Exit 3 is run_cuda_bench.sh's "not run: missing ..." (session 36: a chained call's BIN lacked pagoda).
+    plan = "one 1 tests\ntwo 1 bench\n"
+    result, record, summary = run(tmp_path, plan, STAND_IN_RC="3")
+    assert result.returncode == 3
+    assert [r.split("|")[0] for r in record] == ["tests"]  # two did not run
+    assert "[one: not run, ran tests; the call stops here]" in summary
+    result, record, summary = run(tmp_path, plan)
+    assert result.returncode == 0, result.stderr
+    assert [r.split("|")[0] for r in record] == ["tests", "tests", "bench"]  # one ran again: it had no mark
 
 
 def test_a_malformed_line_is_refused(tmp_path):

@@ -1,16 +1,13 @@
 // Tensor-core paged attention for sequences with several query tokens (prefill chunks, with or without a cached
-// prefix), FlashAttention-2 style: a block owns query tokens of one query head, 16 a warp (4 warps: 64 tokens; 8 with
-// PAGODA_PREFILL_ATTENTION, below); each warp keeps its 16 tokens' Q fragments and output in registers. K/V tiles of 64
-// keys (32 at head_dim 256 on GPUs with less than 165 KB of shared memory a block) are gathered from the paged cache
-// into shared memory with cp.async, the next tile loading while the current one is computed. Per tile: S = Q·Kᵀ with
-// mma.sync m16n8k16 (bf16 in, fp32 accumulate; fragments via ldmatrix), the causal mask, an online softmax in base 2,
-// then O += P·V with P rounded to bf16, reusing S's accumulator layout as the A operand. Q is rounded to bf16 once
-// (with the softmax scale and log2 e folded in). Rows of shared memory are padded by 16 bytes so the fragment loads of
-// a warp fall in distinct banks. An e4m3 cache's tiles are loaded into registers and turned into bf16 in shared memory
-// (KvTileCopy); K's scale is folded into Q and V's into the output.
-#include <cstdlib>
-#include <string>
-
+// prefix), FlashAttention-2 style: a block owns query tokens of one query head, 16 a warp (8 warps: 128 tokens, or 4
+// where those do not fit: launch_d), the tiles with the most keys first; each warp keeps its 16 tokens' Q fragments and
+// output in registers. K/V tiles of 64 keys (32 at head_dim 256 on GPUs with less than 165 KB of shared memory a block)
+// are gathered from the paged cache into shared memory with cp.async, the next tile loading while the current one is
+// computed. Per tile: S = Q·Kᵀ with mma.sync m16n8k16 (bf16 in, fp32 accumulate; fragments via ldmatrix), the causal
+// mask, an online softmax in base 2, then O += P·V with P rounded to bf16, reusing S's accumulator layout as the A
+// operand. Q is rounded to bf16 once (with the softmax scale and log2 e folded in). Rows of shared memory are padded by
+// 16 bytes so the fragment loads of a warp fall in distinct banks. An e4m3 cache's tiles are loaded into registers and
+// turned into bf16 in shared memory (KvTileCopy); K's scale is folded into Q and V's into the output.
 #include "kernels/cuda/attention/attention_internal.cuh"
 #include "kernels/cuda/device_caps.h"
 
@@ -27,11 +24,10 @@ constexpr size_t smem_bytes() {
     return size_t(16 * kWarps + kStages * 2 * kBlockK) * (D + 8) * sizeof(__nv_bfloat16);
 }
 
-// heaviest_first: block x takes the query tile gridDim.x - 1 - x, so the tiles with the most keys (a causal
-// prompt's last ones) start in the first wave and the short ones fill the tail.
+// Block x takes the query tile gridDim.x - 1 - x, so the tiles with the most keys (a causal prompt's last ones) start
+// in the first wave and the short ones fill the tail.
 template <int D, int kBlockK, bool kFp8, int kWarps>
-__global__ void __launch_bounds__(32 * kWarps)
-    prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter, bool heaviest_first) {
+__global__ void __launch_bounds__(32 * kWarps) prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
     PAGODA_KERNEL_PROLOGUE();
     constexpr int kThreads = 32 * kWarps, kBlockQ = 16 * kWarps;
     constexpr int LD = D + 8;                         // row stride in bf16 elements
@@ -44,7 +40,7 @@ __global__ void __launch_bounds__(32 * kWarps)
     const int s = blockIdx.y, h = blockIdx.z;
     const int q_begin = a.query_start_loc[s];
     const int qlen = a.query_start_loc[s + 1] - q_begin;
-    const int q0 = int(heaviest_first ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * kBlockQ;
+    const int q0 = int(gridDim.x - 1 - blockIdx.x) * kBlockQ;
     if (!serves(filter, qlen) || q0 >= qlen) return;
     const int seq_len = a.seq_lens[s];
     const int ctx = seq_len - qlen;
@@ -191,25 +187,8 @@ __global__ void __launch_bounds__(32 * kWarps)
     }
 }
 
-// PAGODA_PREFILL_ATTENTION, read once: "8w" (blocks of 8 warps, 128 query tokens: each K/V tile in shared memory
-// serves twice the rows; at head_dim 256, where one block fits an SM either way, an SM runs 8 warps instead of 4, and
-// at head_dim 128 registers hold it to one block of 8 against two of 4), "rev" (4 warps, heaviest tiles first),
-// "8w-rev" (both); else 4 warps in grid order. Built in session 34, correct on an H100 (session 35), its speed not yet
-// measured (run_cuda_bench.sh prefill-forms), so off by default.
-struct PrefillChoice {
-    bool eight_warps = false, heaviest_first = false;
-};
-PrefillChoice prefill_choice() {
-    static const PrefillChoice choice = [] {
-        const char* env = std::getenv("PAGODA_PREFILL_ATTENTION");
-        const std::string v = env ? env : "";
-        return PrefillChoice{v == "8w" || v == "8w-rev", v == "rev" || v == "8w-rev"};
-    }();
-    return choice;
-}
-
 template <int D, int kBlockK, bool kFp8, int kWarps>
-void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, bool heaviest_first, cudaStream_t stream) {
+void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
     constexpr size_t bytes = smem_bytes<D, kBlockK, kWarps>();
     constexpr int kBlockQ = 16 * kWarps;
     constexpr auto kernel = prefill_attention_kernel<D, kBlockK, kFp8, kWarps>;
@@ -217,31 +196,30 @@ void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, bool heaviest_f
     allow_dynamic_smem<kernel>(int(bytes));
     const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
                     static_cast<unsigned>(a.H_q));
-    launch_kernel<kernel>(grid, 32 * kWarps, bytes, stream, a, filter, heaviest_first);
+    launch_kernel<kernel>(grid, 32 * kWarps, bytes, stream, a, filter);
 }
 
-// The largest key tile (64, else 32) whose blocks of kWarps fit the device; false when neither does at 8 warps (4 warps
-// always launch: a device too small for their 32-key tiles fails launch_tiles' check with its message).
-template <int D, bool kFp8, int kWarps>
-bool launch_warps(const PagedAttentionArgs& a, SeqFilter filter, bool heaviest_first, cudaStream_t stream) {
-    // Head dims whose 64-key tiles fit every supported GPU need no second variant.
-    if constexpr (smem_bytes<D, 64, kWarps>() <= size_t(kLeastBlockSmem)) {
-        launch_tiles<D, 64, kFp8, kWarps>(a, filter, heaviest_first, stream);
-    } else if (smem_bytes<D, 64, kWarps>() <= size_t(max_block_smem())) {
-        launch_tiles<D, 64, kFp8, kWarps>(a, filter, heaviest_first, stream);
-    } else if (kWarps == 4 || smem_bytes<D, 32, kWarps>() <= size_t(max_block_smem())) {
-        launch_tiles<D, 32, kFp8, kWarps>(a, filter, heaviest_first, stream);
-    } else {
-        return false;
-    }
-    return true;
-}
-
+// Blocks of 8 warps (128 query tokens) with 64-key tiles where those fit the device: each K/V tile in shared memory
+// serves twice the rows of 4 warps' (at head_dim 256 an SM runs 8 warps instead of 4; at 128 registers hold it to one
+// block of 8 against two of 4). Else 4 warps with 64-key tiles, or 32-key ones where 64 would not fit (head_dim 256
+// below Hopper's 227 KB: 165 KB against an A100's 163 or an sm_86 / sm_89 part's 99). Measured on an H100 (session 36,
+// Qwen3-8B shape, pagoda_cuda_bench, two rounds alternated; docs/benchmarks.md): a 2,048-token prefill took 75.1-75.7
+// ms with 8 warps and the heaviest tiles first, 75.7-76.1 with 8 warps in grid order, 77.7-78.1 with 4 warps heaviest
+// first and 77.2-77.3 with 4 in grid order; 16,384 tokens 923, 937-941, 1,041-1,045 and 1,053-1,057 ms.
 template <int D, bool kFp8>
 void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
-    const PrefillChoice choice = prefill_choice();
-    if (choice.eight_warps && launch_warps<D, kFp8, 8>(a, filter, choice.heaviest_first, stream)) return;
-    launch_warps<D, kFp8, 4>(a, filter, choice.heaviest_first, stream);
+    constexpr size_t eight = smem_bytes<D, 64, 8>(), four = smem_bytes<D, 64, 4>();
+    if constexpr (eight <= size_t(kLeastBlockSmem)) {  // head_dim 64: on every supported GPU
+        launch_tiles<D, 64, kFp8, 8>(a, filter, stream);
+    } else if (eight <= size_t(max_block_smem())) {
+        launch_tiles<D, 64, kFp8, 8>(a, filter, stream);
+    } else if constexpr (four <= size_t(kLeastBlockSmem)) {  // head_dim 128 on a GPU of 99 KB a block
+        launch_tiles<D, 64, kFp8, 4>(a, filter, stream);
+    } else if (four <= size_t(max_block_smem())) {
+        launch_tiles<D, 64, kFp8, 4>(a, filter, stream);
+    } else {
+        launch_tiles<D, 32, kFp8, 4>(a, filter, stream);
+    }
 }
 
 template <bool kFp8>
