@@ -10,8 +10,9 @@
 #   SECONDS  what the stage is expected to take: it starts only if that still fits LIMIT
 #   VAR=...  settings for this stage's run_cuda_bench.sh alone (VAR= sets VAR empty, as SERVE_SIZES= does)
 #   PARTS    run_cuda_bench.sh's parts (a comma-separated list)
-# Settings: OUT (required), DONE (/tmp/stages.done), LIMIT (570 s: a call is at most 600 s), SKIP (stage names not to
-# run, e.g. SKIP="tests arch" where the binaries' tests passed in an earlier session), and
+# Settings: OUT (required), BIN_PARTS (folders copied into BIN first, e.g. "build-tests build-serve"), DONE
+# (/tmp/stages.done), LIMIT (570 s: a call is at most 600 s), SKIP (stage names not to run, e.g. SKIP="tests arch"
+# where the binaries' tests passed in an earlier session), and
 # RUN (bash bench/gpu/run_cuda_bench.sh): the command each stage runs, given the stage's settings in its environment
 # and PARTS as its argument (tests/oracle/model/test_stages.py runs plans with a stand-in that records them; RUN=true
 # here checks that a plan parses). OUT/summary.txt gathers every stage's summary as each ends (so a call stopped at
@@ -23,6 +24,9 @@ DONE=${DONE:-/tmp/stages.done}
 LIMIT=${LIMIT:-570}
 RUN=${RUN:-bash bench/gpu/run_cuda_bench.sh}
 mkdir -p "$DONE" "$OUT"
+# BIN_PARTS: folders whose files join BIN at the start of every call. A call's carries replace the folders the call
+# before left, so a copy made in one call is gone in the next (session 36 lost pagoda's serving stages so).
+for dir in ${BIN_PARTS:-}; do cp -r "$dir/." "${BIN:?BIN_PARTS needs BIN}/"; done
 start=$(date +%s)
 elapsed() { echo $(($(date +%s) - start)); }
 note() { echo "$*" >> "$DONE/summary.txt"; }

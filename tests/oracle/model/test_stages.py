@@ -94,6 +94,18 @@ def test_a_stage_not_run_for_missing_binaries_stops_the_call_and_runs_next_time(
     assert [r.split("|")[0] for r in record] == ["tests", "tests", "bench"]  # one ran again: it had no mark
 
 
+def test_bin_parts_join_bin_at_every_call(tmp_path):
+    # Each device call's carries replace the folders the call before left: BIN_PARTS copies them into BIN every time.
+    for part, name in (("serve", "pagoda.xz"), ("tests", "backend_ops_test.xz")):
+        (tmp_path / part).mkdir()
+        (tmp_path / part / name).write_text(name)
+    (tmp_path / "bin").mkdir()
+    parts = f"{tmp_path / 'serve'} {tmp_path / 'tests'}"
+    result, record, summary = run(tmp_path, "one 1 tests\n", BIN=str(tmp_path / "bin"), BIN_PARTS=parts)
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["backend_ops_test.xz", "pagoda.xz"]
+
+
 def test_a_malformed_line_is_refused(tmp_path):
     for line in ["tests ten tests\n", "tests 10\n", "tests 10 two parts\n", "a/b 10 tests\n"]:
         result, record, summary = run(tmp_path, line)
