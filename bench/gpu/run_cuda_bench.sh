@@ -92,7 +92,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 # The binaries the parts run from BIN: one missing stops the script before any part runs, with exit 3 (stages.sh
 # leaves such a stage unmarked and stops the call). Without this check, a call whose BIN lacked pagoda (session 36:
 # a chained call that did not copy build-serve into build-all again) ran its serving parts against no server.
-declare -A needs=([tests]="backend_ops_test cuda_golden_test pagoda" [bench]="pagoda_cuda_bench"
+declare -A needs=([tests]="backend_ops_test cuda_golden_test" [bench]="pagoda_cuda_bench"
     [ops]=pagoda_op_bench [kernels]=pagoda_cuda_bench [timeline]=pagoda_cuda_bench [opsprof]=pagoda_op_bench
     [qaccuracy]=pagoda [throughput]=pagoda [async]=pagoda [profile]=pagoda [prefix]=pagoda [lora]=pagoda
     [streams]=pagoda)
@@ -108,21 +108,28 @@ if ((${#missing[@]})); then
     echo "not run: missing ${missing[*]}" | tee -a "$OUT/summary.txt"
     exit 3
 fi
-# Whether peer-build's llama.cpp build still runs. Its compiler jobs take the host's cores from the timed parts' host
-# threads: in session 36 batch-1 decode read 8.000 ms for every step (median and mean) against 6.19 ms of GPU time
-# while it built. The timed parts wait for it to end first (up to 300 s) and say so.
-wait_for_peer_build() {
-    [[ -f /tmp/llama_build.log && ! -f /tmp/llama_build.done ]] || return 0
-    local t=$SECONDS
-    for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done ]] && break; sleep 2; done
-    summary+=("(waited $((SECONDS - t)) s for the llama.cpp build to end before timing)")
-}
 summary=()
 # Each summary line is also appended to $OUT/summary.txt as soon as it is added (checked before every top-level
 # command), so a call stopped at the device's time limit still brings back what was measured by then.
 summary_written=0
 trap 'if (( ${#summary[@]} > summary_written )); then printf "%s\n" "${summary[@]:summary_written}" \
     >> "$OUT/summary.txt"; summary_written=${#summary[@]}; fi' DEBUG
+# A llama.cpp build that an earlier call's peer-build part left running (in the background: it outlives its call) takes
+# the host's cores from the timed parts' host threads: in session 36 batch-1 decode read 8.000 ms for every step
+# (median and mean) against 6.19 ms of GPU time while it built. So when a timed part is asked for, wait for it to end
+# first (up to 300 s) and say so; past that, say that the timings ran beside it. (A peer-build part of this same call
+# starts its build after the other parts, near the end of the script.)
+timed=0
+for part in bench ops throughput async profile streams lora arch; do want "$part" && timed=1; done
+if ((timed)) && [[ -f /tmp/llama_build.log && ! -f /tmp/llama_build.done ]]; then
+    waited=$SECONDS
+    for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done ]] && break; sleep 2; done
+    if [[ -f /tmp/llama_build.done ]]; then
+        summary+=("(waited $((SECONDS - waited)) s for the llama.cpp build to end before timing)")
+    else
+        summary+=("(the llama.cpp build still runs after 300 s: this call's timings ran beside it and are not valid)")
+    fi
+fi
 # The per-op tables in full, then the one-line summary. The logs travel back as one archive (the device tool returns
 # only a few files).
 finish() {
@@ -223,7 +230,6 @@ if want ops && [[ -x $BIN/pagoda_delta_net_bench ]]; then
     while read -r line; do summary+=("  $line"); done < <(tail -12 "$OUT/delta_net_bench.log")
 fi
 if want ops; then
-    wait_for_peer_build
     # The Qwen3-8B shapes go into the summary; the whole table's times are in op_bench_all.log.
     LD_LIBRARY_PATH=$LIBS timeout 200 "$BIN/pagoda_op_bench" --table qwen3-8b > "$OUT/op_bench.log" 2>&1
     summary+=("op bench rc=$?:")
@@ -320,7 +326,6 @@ fi
 # BENCH_BF16=0 skips the bf16 runs (a QUANT run whose bf16 baseline an earlier call of the same visit measured),
 # PDL_AB=0 the run with programmatic dependent launch off.
 if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
-    wait_for_peer_build
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
@@ -520,7 +525,6 @@ if want qaccuracy; then
     done
 fi
 if want throughput; then
-    wait_for_peer_build
     # THROUGHPUT_N requests (256); SERVE_SIZES="" serves with the sizes chosen from the GPU instead of 256 sequences.
     n=${THROUGHPUT_N:-256}
     serve_and "$OUT/serve_throughput.log" 8012 PAGODA_QUIET=1 \
@@ -536,7 +540,6 @@ if want throughput; then
     fi
 fi
 if want async; then
-    wait_for_peer_build
     # Async scheduling A/B (issue 17): the same loads through one server without and one with --async-scheduling:
     # ASYNC_N (256) x ASYNC_INPUT (1,000) in / ASYNC_OUTPUT (300) out offline, then one stream of 100 in / 256 out.
     for mode in sync async; do
@@ -553,7 +556,6 @@ batch 1: $(tail -1 "$OUT/async_${mode}_b1.log"); $(grep -E '^pagoda:engine_steps
     done
 fi
 if want profile; then
-    wait_for_peer_build
     # Eager steps: a replayed CUDA graph would show as one op.
     SERVE_EXTRA=--enforce-eager serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8013 --model "$MODEL" \
@@ -584,6 +586,7 @@ fi
 # at batch 1 (tg128) and a 2,048-token prefill (pp2048).
 if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
     tar xJf build-llama-carry/llama.cpp.tar.xz -C /tmp
+    rm -f /tmp/llama_build.done  # a failed build's, which would end every wait for this one at once
     # In its own session (setsid): the build goes on after this script, and after the device call, ends.
     setsid -f bash -c "cd $LLAMA && cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_CUDA=ON \
         -DCMAKE_CUDA_ARCHITECTURES=90a -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF \
@@ -690,7 +693,6 @@ if want lora; then
     fi
 fi
 if want streams; then
-    wait_for_peer_build
     n=${STREAMS:-64}
     load=(python3 bench/gpu/offline_throughput.py --model "$MODEL" -n "$n" --input 1000 --output 256 --stream
         --deadline 240)

@@ -59,6 +59,7 @@ while read -r -a words; do
         exit 0
     fi
     mkdir -p "$DONE/$name"
+    rm -f "$DONE/$name/summary.txt"  # a run that did not finish (exit 3, or a call stopped mid-stage) left its lines
     t=$(date +%s)
     # shellcheck disable=SC2086  # RUN is a command line: split into its words
     OUT=$DONE/$name env "${settings[@]}" $RUN "$parts" > "$DONE/$name/stdout.txt" 2>&1

@@ -13,10 +13,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 TOOL = ROOT / "bench" / "gpu" / "stages.sh"
 
-# Records its argument (the parts) and the settings it sees, and writes a summary line as run_cuda_bench.sh does.
+# Records its argument (the parts) and the settings it sees, and appends a summary line as run_cuda_bench.sh does.
 STAND_IN = """#!/usr/bin/env bash
 printf '%s|%s|%s|%s\\n' "$1" "${SERVE_SIZES-unset}" "${SERVE_EXTRA-unset}" "${THROUGHPUT_N-unset}" >> "$RECORD"
-echo "ran $1" > "$OUT/summary.txt"
+echo "ran $1" >> "$OUT/summary.txt"
 exit "${STAND_IN_RC:-0}"
 """
 
@@ -92,6 +92,7 @@ def test_a_stage_not_run_for_missing_binaries_stops_the_call_and_runs_next_time(
     result, record, summary = run(tmp_path, plan)
     assert result.returncode == 0, result.stderr
     assert [r.split("|")[0] for r in record] == ["tests", "tests", "bench"]  # one ran again: it had no mark
+    assert summary.count("[one] ran tests") == 1  # the stage's summary is its last run's, not both runs'
 
 
 def test_bin_parts_join_bin_at_every_call(tmp_path):
