@@ -27,7 +27,8 @@
 #               transformers' fp32 run of the same quantized weights (and rounded inputs; quant_reference.py), judged
 #               by transformers' bf16 run of them, and each quantization's cost against the bf16 model: KL divergence
 #               and top-1 agreement beside transformers' own (compare_quantized.py)
-#   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out); THROUGHPUT_PEER=1
+#   throughput  bench/gpu/offline_throughput.py against `pagoda serve` (256 x 1000 in / 1000 out), and the run against
+#               its bound (offline_bound.py, when the bench part measured this GPU); THROUGHPUT_PEER=1
 #               also against llama-server on the peer part's GGUF (one slot a request, 2,048 tokens each)
 #   golden-drift transformers' bf16 logits of the tiny golden models against their fp32 references
 #   profile     a shorter profiled serving run (PROFILE_N (256) x 1000 in / 300 out, eager steps) whose per-op
@@ -329,6 +330,8 @@ if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
     summary+=("pagoda: $(tail -1 "$OUT/pagoda_bench.log")")
+    # Beside the checkpoint, for the throughput part's bound (offline_bound.py): this GPU's bandwidth and peak.
+    cp "$OUT/pagoda_bench.log" "/tmp/$SHAPE-bench.log"
     # The same binary with programmatic dependent launch off (kernels/cuda/common.cuh): what it gains, same call.
     if [[ ${PDL_AB:-1} == 1 ]]; then
         PAGODA_CUDA_PDL=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 \
@@ -532,6 +535,14 @@ if want throughput; then
         -n "$n" --input 1000 --output 1000 --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput.log" 2>&1
     summary+=("offline throughput $n x (1000 in, 1000 out), serve ${SERVE_SIZES---max-model-len 4096 --max-num-seqs 256}: $(tail -1 "$OUT/throughput.log")")
     summary+=("  $(grep -E 'engine sizes|KV pool|num_preemptions' "$OUT/serve_throughput.log" | tr '\n' ' ')")
+    # Against what the run must move at least (issue 17 asks 90% of it), with the bench part's measured bandwidth.
+    steps=$(awk '/^pagoda:engine_steps_total/ {print $2}' "$OUT/serve_throughput.log")
+    if [[ -f /tmp/$SHAPE-bench.log && -n $steps ]]; then
+        kv=bf16
+        [[ ${SERVE_EXTRA:-} == *kv-cache-dtype*fp8* ]] && kv=fp8
+        summary+=("  bound: $(python3 bench/gpu/offline_bound.py --config "$MODEL/config.json" --bench \
+            "/tmp/$SHAPE-bench.log" --run "$OUT/throughput.log" --steps "$steps" --kv-dtype $kv 2>&1 | tail -1)")
+    fi
     if [[ ${THROUGHPUT_PEER:-0} == 1 ]] && llama_server_ready; then  # the same load on llama-server (peer part's GGUF)
         llama_serve_and "$OUT/llama_server_throughput.log" "$n" 2048 python3 bench/gpu/offline_throughput.py \
             --url http://127.0.0.1:8016 --model "$MODEL" -n "$n" --input 1000 --output 1000 \
