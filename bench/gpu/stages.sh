@@ -15,8 +15,9 @@
 # where the binaries' tests passed in an earlier session), and
 # RUN (bash bench/gpu/run_cuda_bench.sh): the command each stage runs, given the stage's settings in its environment
 # and PARTS as its argument (tests/oracle/model/test_stages.py runs plans with a stand-in that records them; RUN=true
-# here checks that a plan parses). OUT/summary.txt gathers every stage's summary as each ends (so a call stopped at
-# the device's limit still brings back what was measured), OUT/stages.tgz their logs.
+# here checks that a plan parses). OUT/summary.txt gathers every stage's summary as each ends, and the running
+# stage's lines so far every WATCH_SECONDS (5), so a call stopped at the device's limit still brings back what was
+# measured; OUT/stages.tgz holds the logs.
 set -uo pipefail
 PLAN=${1:?plan file}
 OUT=${OUT:?OUT: where the summary and the logs go}
@@ -61,9 +62,25 @@ while read -r -a words; do
     mkdir -p "$DONE/$name"
     rm -f "$DONE/$name/summary.txt"  # a run that did not finish (exit 3, or a call stopped mid-stage) left its lines
     t=$(date +%s)
+    # While the stage runs, OUT/summary.txt is the summary so far and the stage's lines so far (run_cuda_bench.sh
+    # appends each as it is measured), every WATCH_SECONDS (5): a call killed at the device's limit mid-stage still
+    # returns them.
+    (
+        trap 'kill $nap 2> /dev/null; exit 0' TERM  # stop at once, not after the current sleep
+        while :; do
+            sleep "${WATCH_SECONDS:-5}" &
+            nap=$!
+            wait $nap
+            { cat "$DONE/summary.txt"; sed "s/^/[$name, so far] /" "$DONE/$name/summary.txt" 2> /dev/null; } \
+                > "$OUT/summary.txt.new" && mv "$OUT/summary.txt.new" "$OUT/summary.txt"
+        done
+    ) &
+    watcher=$!
     # shellcheck disable=SC2086  # RUN is a command line: split into its words
     OUT=$DONE/$name env "${settings[@]}" $RUN "$parts" > "$DONE/$name/stdout.txt" 2>&1
     rc=$?
+    kill $watcher 2> /dev/null
+    wait $watcher 2> /dev/null
     if ((rc == 3)); then  # run_cuda_bench.sh's "not run": BIN lacks a binary the stage needs
         note "  [$name: not run, $(tail -1 "$DONE/$name/summary.txt" 2> /dev/null); the call stops here]"
         finish

@@ -7,7 +7,9 @@ run: missing binaries) gets no mark and stops the call.
 """
 
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -105,6 +107,31 @@ def test_bin_parts_join_bin_at_every_call(tmp_path):
     result, record, summary = run(tmp_path, "one 1 tests\n", BIN=str(tmp_path / "bin"), BIN_PARTS=parts)
     assert result.returncode == 0, result.stderr
     assert sorted(p.name for p in (tmp_path / "bin").iterdir()) == ["backend_ops_test.xz", "pagoda.xz"]
+
+
+def test_a_call_killed_mid_stage_returns_the_stage_lines_so_far(tmp_path):
+    # The device kills a call at its limit; OUT must already hold what the running stage has measured.
+    slow = tmp_path / "slow.sh"
+    slow.write_text('echo "measured 1" >> "$OUT/summary.txt"; sleep 30\n')
+    (tmp_path / "test.plan").write_text("done_one 1 tests\nslow 1 tests\n")
+    (tmp_path / "done" / "done_one").mkdir(parents=True)
+    (tmp_path / "done" / "done_one" / ".done").touch()
+    (tmp_path / "done" / "summary.txt").write_text("[done_one] an earlier call's line\n")
+    env = dict(os.environ, OUT=str(tmp_path / "out"), DONE=str(tmp_path / "done"), RUN=f"bash {slow}",
+               WATCH_SECONDS="0.5")
+    proc = subprocess.Popen(["bash", str(TOOL), str(tmp_path / "test.plan")], cwd=ROOT, env=env,
+                            start_new_session=True)
+    try:
+        summary_file = tmp_path / "out" / "summary.txt"
+        deadline = time.time() + 20
+        while time.time() < deadline and "so far" not in (summary_file.read_text() if summary_file.exists() else ""):
+            time.sleep(0.2)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    summary = summary_file.read_text()
+    assert "[slow, so far] measured 1" in summary
+    assert "[done_one] an earlier call's line" in summary
 
 
 def test_a_malformed_line_is_refused(tmp_path):
