@@ -77,7 +77,8 @@ while read -r -a words; do
     ) &
     watcher=$!
     # shellcheck disable=SC2086  # RUN is a command line: split into its words
-    OUT=$DONE/$name env "${settings[@]}" $RUN "$parts" > "$DONE/$name/stdout.txt" 2>&1
+    # (< /dev/null: the loop reads the plan from stdin, which nothing the stage runs may take lines from.)
+    OUT=$DONE/$name env "${settings[@]}" $RUN "$parts" < /dev/null > "$DONE/$name/stdout.txt" 2>&1
     rc=$?
     kill $watcher 2> /dev/null
     wait $watcher 2> /dev/null
