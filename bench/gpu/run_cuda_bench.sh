@@ -115,6 +115,11 @@ summary=()
 summary_written=0
 trap 'if (( ${#summary[@]} > summary_written )); then printf "%s\n" "${summary[@]:summary_written}" \
     >> "$OUT/summary.txt"; summary_written=${#summary[@]}; fi' DEBUG
+# Waits up to 300 s for peer-build's llama.cpp build to end, or for the file $1 it makes when given; false if neither.
+wait_for_llama_build() {
+    for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done || ( -n ${1:-} && -x $1 ) ]] && return 0; sleep 2; done
+    return 1
+}
 # A llama.cpp build that an earlier call's peer-build part left running (in the background: it outlives its call) takes
 # the host's cores from the timed parts' host threads: in session 36 batch-1 decode read 8.000 ms for every step
 # (median and mean) against 6.19 ms of GPU time while it built. So when a timed part is asked for, wait for it to end
@@ -124,8 +129,7 @@ timed=0
 for part in bench ops throughput async profile streams lora arch; do want "$part" && timed=1; done
 if ((timed)) && [[ -f /tmp/llama_build.log && ! -f /tmp/llama_build.done ]]; then
     waited=$SECONDS
-    for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done ]] && break; sleep 2; done
-    if [[ -f /tmp/llama_build.done ]]; then
+    if wait_for_llama_build; then
         summary+=("(waited $((SECONDS - waited)) s for the llama.cpp build to end before timing)")
     else
         summary+=("(the llama.cpp build still runs after 300 s: this call's timings ran beside it and are not valid)")
@@ -606,7 +610,7 @@ if want peer-build && [[ ! -x $LLAMA/build/bin/llama-bench ]]; then
         > /tmp/llama_build.log 2>&1
 fi
 if want peer; then
-    for _ in $(seq 1 150); do [[ -f /tmp/llama_build.done || -x $LLAMA/build/bin/llama-bench ]] && break; sleep 2; done
+    wait_for_llama_build "$LLAMA/build/bin/llama-bench"
     cp /tmp/llama_build.log "$OUT/" 2> /dev/null
     GGUF=/tmp/$SHAPE.gguf
     # The converter names the pre-tokenizer from the tokenizer files: the real Qwen ones (the serve probe copies them
