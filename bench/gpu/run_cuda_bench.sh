@@ -571,8 +571,8 @@ batch 1: $(tail -1 "$OUT/async_${mode}_b1.log"); $(grep -E '^pagoda:engine_steps
     done
 fi
 if want profile; then
-    # Eager steps: a replayed CUDA graph would show as one op.
-    SERVE_EXTRA=--enforce-eager serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
+    # Eager steps: a replayed CUDA graph would show as one op. SERVE_EXTRA's flags too (the fp8 KV cache's profile).
+    SERVE_EXTRA="--enforce-eager ${SERVE_EXTRA:-}" serve_and "$OUT/serve_profile.log" 8013 PAGODA_CUDA_PROFILE=1 \
         python3 bench/gpu/offline_throughput.py --url http://127.0.0.1:8013 --model "$MODEL" \
         -n "${PROFILE_N:-256}" --input 1000 --output 300 --deadline 90 > "$OUT/throughput_profiled.log" 2>&1
     summary+=("profiled (${PROFILE_N:-256} x 1000 in, 300 out): $(tail -1 "$OUT/throughput_profiled.log")")

@@ -996,6 +996,8 @@ const std::vector<OpCase>& op_cases() {
                  paged_attention("mixed", kMixed, 4, 2, 32, 16, Kv::Fp8Heads),
                  silu_mul(1, 17),
                  silu_mul(33, 4096),
+                 silu_mul(5, 4098),  // rows 8-byte aligned: one column a thread on CUDA
+                 add(70000, 4),      // more rows than a CUDA grid's y (65,535)
                  sigmoid_mul(1, 17, 17),
                  sigmoid_mul(33, 4096, 4096),
                  sigmoid_mul(1, 17, 1),

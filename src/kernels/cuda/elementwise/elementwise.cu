@@ -21,26 +21,45 @@ __global__ void embedding_kernel(EmbeddingArgs a) {
     }
 }
 
+__device__ __forceinline__ float binary_op(BinaryOp op, float x, float y) {
+    switch (op) {
+        case BinaryOp::SiluMul:
+            return silu(x) * y;
+        case BinaryOp::SigmoidMul:
+            return x * sigmoid(y);
+        default:
+            return x + y;
+    }
+}
+
+// Rows (t, h) from blockIdx.y, striding by gridDim.y past 65,535; a row's columns from blockIdx.x. The flat loop this
+// replaces split every element's index with four 64-bit divisions, which held SiLU·mul of a 2,048-token prefill at
+// half the copy bandwidth (7.6 ms a step on an H100, session 36); here a thread divides once a row, in 32 bits.
+// kVec4: four columns a thread (N % 4 == 0, every row 16-byte aligned; launch_binary checks); the same bits either way.
+template <bool kVec4>
 __global__ void binary_kernel(BinaryArgs a) {
     PAGODA_KERNEL_PROLOGUE();
-    const int64_t n = a.T * a.H * a.N;
-    for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-        const int64_t row = i / a.N, c = i % a.N, t = row / a.H, h = row % a.H;
-        const float x = a.a[t * a.a_stride + h * a.a_stride_h + c];
-        const float y = a.b[t * a.b_stride + h * a.b_stride_h + (a.b_cols == 1 ? 0 : c)];
-        float r;
-        switch (a.op) {
-            case BinaryOp::SiluMul:
-                r = silu(x) * y;
-                break;
-            case BinaryOp::SigmoidMul:
-                r = x * sigmoid(y);
-                break;
-            default:
-                r = x + y;
-                break;
+    const int rows = static_cast<int>(a.T * a.H), H = static_cast<int>(a.H);
+    const int64_t cols = kVec4 ? a.N / 4 : a.N;
+    const int64_t c0 = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+    if (c0 >= cols) return;
+    for (int row = blockIdx.y; row < rows; row += gridDim.y) {
+        const int t = row / H, h = row - t * H;
+        const float* x = a.a + t * a.a_stride + h * a.a_stride_h;
+        const float* y = a.b + t * a.b_stride + h * a.b_stride_h;
+        float* out = a.out + t * a.out_stride + h * a.out_stride_h;
+        for (int64_t c = c0; c < cols; c += int64_t(gridDim.x) * blockDim.x) {
+            if constexpr (kVec4) {
+                const float4 xv = reinterpret_cast<const float4*>(x)[c];
+                const float4 yv =
+                    a.b_cols == 1 ? make_float4(y[0], y[0], y[0], y[0]) : reinterpret_cast<const float4*>(y)[c];
+                reinterpret_cast<float4*>(out)[c] =
+                    make_float4(binary_op(a.op, xv.x, yv.x), binary_op(a.op, xv.y, yv.y), binary_op(a.op, xv.z, yv.z),
+                                binary_op(a.op, xv.w, yv.w));
+            } else {
+                out[c] = binary_op(a.op, x[c], y[a.b_cols == 1 ? 0 : c]);
+            }
         }
-        a.out[t * a.out_stride + h * a.out_stride_h + c] = r;
     }
 }
 
@@ -186,7 +205,19 @@ void launch_embedding(const EmbeddingArgs& a, cudaStream_t stream) {
 
 void launch_binary(const BinaryArgs& a, cudaStream_t stream) {
     if (a.T == 0 || a.N == 0 || a.H == 0) return;
-    launch_kernel<binary_kernel>(blocks_for(a.T * a.H * a.N), kThreads, 0, stream, a);
+    PAGODA_KERNEL_REQUIRE(a.T * a.H <= INT32_MAX, "binary: more than 2^31 rows");
+    const auto rows16 = [](const float* p, int64_t stride, int64_t stride_h) {  // every row 16-byte aligned
+        return aligned(p, 16) && stride % 4 == 0 && stride_h % 4 == 0;
+    };
+    const bool vec4 = a.N % 4 == 0 && rows16(a.a, a.a_stride, a.a_stride_h) &&
+                      rows16(a.out, a.out_stride, a.out_stride_h) &&
+                      (a.b_cols == 1 || rows16(a.b, a.b_stride, a.b_stride_h));
+    const int64_t cols = vec4 ? a.N / 4 : a.N, rows = a.T * a.H;
+    const dim3 grid(grid_for(cols, kThreads), static_cast<unsigned>(rows < 65535 ? rows : 65535));
+    if (vec4)
+        launch_kernel<binary_kernel<true>>(grid, kThreads, 0, stream, a);
+    else
+        launch_kernel<binary_kernel<false>>(grid, kThreads, 0, stream, a);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
