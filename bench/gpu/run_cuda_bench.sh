@@ -329,7 +329,8 @@ if want sanitize; then
     fi
 fi
 # BENCH_BF16=0 skips the bf16 runs (a QUANT run whose bf16 baseline an earlier call of the same visit measured),
-# PDL_AB=0 the run with programmatic dependent launch off.
+# PDL_AB=0 the run with programmatic dependent launch off; HANDOFF_AB=1 adds two prefill-only runs, SiLU·mul's bf16
+# handoff to the down projection on and off (runtime/cuda/elementwise.cpp), one after the other.
 if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
@@ -341,6 +342,14 @@ if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
         PAGODA_CUDA_PDL=0 LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 \
             --context 512 --decode 128 > "$OUT/pagoda_bench_pdl_off.log" 2>&1
         summary+=("pagoda, PDL off: $(tail -1 "$OUT/pagoda_bench_pdl_off.log")")
+    fi
+    if [[ ${HANDOFF_AB:-0} == 1 ]]; then
+        for handoff in 1 0 1 0; do
+            log=$OUT/pagoda_bench_handoff_$handoff.log
+            PAGODA_BF16_HANDOFF=$handoff LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
+                --prefill 2048 --context 16 --decode 4 >> "$log" 2>&1
+            summary+=("pagoda, PAGODA_BF16_HANDOFF=$handoff: $(tail -1 "$log" | grep -oE '"prefill_(ms|mfu)": [0-9.]+' | tr '\n' ' ')")
+        done
     fi
 fi
 if want bench; then

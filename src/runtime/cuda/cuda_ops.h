@@ -232,7 +232,9 @@ class CudaOps final : public CudaOpsBase {
     void norm_impl(const char* op, const Tensor& residual, const Tensor& x, const Tensor& weight, float eps,
                    NormKind kind, const Tensor& out);
 
-    void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out);
+    void binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out,
+                bool handoff = false);
+    static bool bf16_handoff();
 
     void check_cache(const KvCacheLayer& cache, int64_t H_kv, int64_t D, const ForwardBatch& batch, const char* op);
 

@@ -1,5 +1,7 @@
 // CudaOps' element-wise ops, the embedding lookup, copies, row gathers and argmax.
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "runtime/cuda/cuda_ops.h"
 
@@ -24,7 +26,18 @@ void CudaOps::embedding(const Tensor& table, std::span<const int32_t> ids, const
 }
 
 void CudaOps::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) {
-    binary("silu_mul", kcu::BinaryOp::SiluMul, gate, up, out);
+    binary("silu_mul", kcu::BinaryOp::SiluMul, gate, up, out, bf16_handoff());
+}
+
+// Whether SiLU·mul of more tokens than the GEMV takes also writes its output's bf16 copy as the conversion cache that
+// the down projection's GEMM (linear_dense, or the fp8 / int4 dequantise-then-GEMM paths) then finds, saving a pass
+// that reads the fp32 output again (T x I x 4 bytes). PAGODA_BF16_HANDOFF=0 turns it off, for the A/B of the benches.
+bool CudaOps::bf16_handoff() {
+    static const bool on = [] {
+        const char* v = std::getenv("PAGODA_BF16_HANDOFF");
+        return v == nullptr || std::string(v) != "0";
+    }();
+    return on;
 }
 
 void CudaOps::sigmoid_mul(const Tensor& x, const Tensor& gate) {
@@ -77,7 +90,8 @@ void CudaOps::argmax(const Tensor& logits, std::span<int32_t> out) {
     std::memcpy(out.data(), h_out, out.size_bytes());
 }
 
-void CudaOps::binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out) {
+void CudaOps::binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, const Tensor& b, const Tensor& out,
+                     bool handoff) {
     const auto profile = profiler_.scope("elementwise");
     ops_checks::expect_binary(a_in, b, out, kind == kcu::BinaryOp::SigmoidMul, kHere, op);
     kcu::BinaryArgs a{kind,      a_in.data_as<float>(), a_in.stride(0), b.data_as<float>(), b.stride(0),
@@ -86,8 +100,14 @@ void CudaOps::binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, con
         a.H = a_in.dim(1), a.a_stride_h = a_in.stride(1), a.b_stride_h = b.stride(1);
         a.out_stride_h = out.stride(1);
     }
-    kcu::launch_binary(a, stream_);
+    // One token goes to the GEMV, which reads the fp32 rows itself: no copy for it.
+    handoff = handoff && a_in.rank() == 2 && a.T > kcu::kGemvTokens;
     invalidate_converted();
+    if (handoff) {  // what converted_input(out, BF16) would have made, made here
+        a.out_bf16 = converted_buffer_ = convert_scratch_.get(static_cast<size_t>(a.T * a.N) * 2, stream_);
+        converted_src_ = Converted{out.data(), a.T, a.N, out.stride(0), kcu::ElemType::BF16};
+    }
+    kcu::launch_binary(a, stream_);
 }
 
 }  // namespace pagoda

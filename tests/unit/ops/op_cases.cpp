@@ -497,6 +497,25 @@ OpCase silu_mul(int64_t T, int64_t N) {
             }};
 }
 
+// The gated MLP's second half: SiLU·mul then the down projection over more tokens than the GEMV takes (on CUDA,
+// SiLU·mul hands the GEMM its input in bf16), or with h overwritten in between (add into it), after which the
+// handed-off copy is stale and the GEMM must convert h again. wt: the down weight's type (f16 cannot take the copy).
+OpCase silu_mul_linear(int64_t T, int64_t I, int64_t K, DType wt, bool overwritten) {
+    return {fmt("silu_mul then linear T=%lld I=%lld K=%lld %s%s", (long long)T, (long long)I, (long long)K,
+                dtype_str(wt), overwritten ? " (h overwritten between)" : ""),
+            "linear", [=](CaseRun& r) {
+                const Tensor gu = r.act(Shape{T, 2 * I}, 4.0f), extra = r.act(Shape{T, I});
+                const Tensor w = r.dense(Shape{K, I}, wt, 0.1f);
+                const Tensor h = r.act(Shape{T, I});  // scratch: compared through y
+                const Tensor y = r.out(Shape{T, K}, "y", kBf16Tol);
+                return [=, &r] {
+                    r.ops().silu_mul(gu.narrow(1, 0, I), gu.narrow(1, I, I), h);
+                    if (overwritten) r.ops().add(h, extra);
+                    call_linear(r.ops(), h, w, Tensor(), y);
+                };
+            }};
+}
+
 // gate_cols = N (a gate per element) or 1 (one per row: the shared-expert gate).
 OpCase sigmoid_mul(int64_t T, int64_t N, int64_t gate_cols) {
     return {fmt("sigmoid_mul T=%lld N=%lld gate=[T,%lld]", (long long)T, (long long)N, (long long)gate_cols),
@@ -857,6 +876,10 @@ const std::vector<OpCase>& op_cases() {
             linear_gated_add(1, 96, 100, F32),  // the element-wise GEMV
             linear_gated_add(4, 2048, 256, BF16),
             linear_overwritten_input(24, 64),
+            silu_mul_linear(24, 96, 64, BF16, false),
+            silu_mul_linear(24, 96, 64, BF16, true),
+            silu_mul_linear(7, 98, 40, BF16, false),  // N % 4 != 0: the scalar path writes the copy
+            silu_mul_linear(24, 96, 64, F16, false),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element
             // path (group 16), zero points or symmetric, f16 rounding, and the dequantise-then-GEMM path.

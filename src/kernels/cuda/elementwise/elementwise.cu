@@ -49,16 +49,25 @@ __global__ void binary_kernel(BinaryArgs a) {
         const float* x = a.a + t * a.a_stride + h * a.a_stride_h;
         const float* y = a.b + t * a.b_stride + h * a.b_stride_h;
         float* out = a.out + t * a.out_stride + h * a.out_stride_h;
+        __nv_bfloat16* out16 = a.out_bf16 ? static_cast<__nv_bfloat16*>(a.out_bf16) + row * a.N : nullptr;
         for (int64_t c = c0; c < cols; c += int64_t(gridDim.x) * blockDim.x) {
             if constexpr (kVec4) {
                 const float4 xv = reinterpret_cast<const float4*>(x)[c];
                 const float4 yv =
                     a.b_cols == 1 ? make_float4(y[0], y[0], y[0], y[0]) : reinterpret_cast<const float4*>(y)[c];
-                reinterpret_cast<float4*>(out)[c] =
-                    make_float4(binary_op(a.op, xv.x, yv.x), binary_op(a.op, xv.y, yv.y), binary_op(a.op, xv.z, yv.z),
-                                binary_op(a.op, xv.w, yv.w));
+                const float4 v = make_float4(binary_op(a.op, xv.x, yv.x), binary_op(a.op, xv.y, yv.y),
+                                             binary_op(a.op, xv.z, yv.z), binary_op(a.op, xv.w, yv.w));
+                reinterpret_cast<float4*>(out)[c] = v;
+                if (out16) {  // 8 bytes a thread: launch_binary checked the copy's alignment
+                    const __nv_bfloat162 lo{from_f32<__nv_bfloat16>(v.x), from_f32<__nv_bfloat16>(v.y)};
+                    const __nv_bfloat162 hi{from_f32<__nv_bfloat16>(v.z), from_f32<__nv_bfloat16>(v.w)};
+                    reinterpret_cast<uint2*>(out16)[c] =
+                        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+                }
             } else {
-                out[c] = binary_op(a.op, x[c], y[a.b_cols == 1 ? 0 : c]);
+                const float v = binary_op(a.op, x[c], y[a.b_cols == 1 ? 0 : c]);
+                out[c] = v;
+                if (out16) out16[c] = from_f32<__nv_bfloat16>(v);
             }
         }
     }
@@ -210,9 +219,10 @@ void launch_binary(const BinaryArgs& a, cudaStream_t stream) {
     const auto rows16 = [](const float* p, int64_t stride, int64_t stride_h) {  // every row 16-byte aligned
         return aligned(p, 16) && stride % 4 == 0 && stride_h % 4 == 0;
     };
+    PAGODA_KERNEL_REQUIRE(a.out_bf16 == nullptr || a.H == 1, "binary: a bf16 copy of out only over [T, N]");
     const bool vec4 = a.N % 4 == 0 && rows16(a.a, a.a_stride, a.a_stride_h) &&
                       rows16(a.out, a.out_stride, a.out_stride_h) &&
-                      (a.b_cols == 1 || rows16(a.b, a.b_stride, a.b_stride_h));
+                      (a.b_cols == 1 || rows16(a.b, a.b_stride, a.b_stride_h)) && aligned(a.out_bf16, 8);
     const int64_t cols = vec4 ? a.N / 4 : a.N, rows = a.T * a.H;
     const dim3 grid(grid_for(cols, kThreads), static_cast<unsigned>(rows < 65535 ? rows : 65535));
     if (vec4)

@@ -28,6 +28,9 @@ struct BinaryArgs {
     float* out;
     int64_t out_stride, T, N;
     int64_t H = 1, a_stride_h = 0, b_stride_h = 0, out_stride_h = 0;
+    // When set (H == 1): out rounded to bf16 as launch_convert_rows rounds it, also written here packed [T, N], so the
+    // GEMM that reads out next (the gated MLP's down projection) finds its input converted without another pass.
+    void* out_bf16 = nullptr;
 };
 void launch_binary(const BinaryArgs& a, cudaStream_t stream);
 
