@@ -286,6 +286,10 @@ class CudaOps final : public CudaOpsBase {
     };
     const void* converted_input(const Tensor& x, kcu::ElemType type);
     void invalidate_converted() { converted_src_ = Converted{}; }
+    // For an op about to write out ([T, N] fp32): when handoff, the conversion cache made ready for it to fill with
+    // out rounded to bf16, as converted_input(out, BF16) would (the buffer to pass the kernel); else null. Either
+    // way the cache no longer holds what it held.
+    void* hand_off_bf16(const Tensor& out, bool handoff);
     static bool overlaps(const Tensor& y, const Converted& c);
 
     int device_;

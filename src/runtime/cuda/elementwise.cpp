@@ -29,9 +29,10 @@ void CudaOps::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) 
     binary("silu_mul", kcu::BinaryOp::SiluMul, gate, up, out, bf16_handoff());
 }
 
-// Whether SiLU·mul of more tokens than the GEMV takes also writes its output's bf16 copy as the conversion cache that
-// the down projection's GEMM (linear_dense, or the fp8 / int4 dequantise-then-GEMM paths) then finds, saving a pass
-// that reads the fp32 output again (T x I x 4 bytes). PAGODA_BF16_HANDOFF=0 turns it off, for the A/B of the benches.
+// Whether SiLU·mul and the hidden-state RMSNorms over more tokens than the GEMV takes also write their output's bf16
+// copy as the conversion cache that the next GEMM (linear_dense, or the fp8 / int4 dequantise-then-GEMM paths) then
+// finds, saving a pass that reads the fp32 output again (T x N x 4 bytes read, 2 written, and a launch).
+// PAGODA_BF16_HANDOFF=0 turns it off, for the A/B of the benches.
 bool CudaOps::bf16_handoff() {
     static const bool on = [] {
         const char* v = std::getenv("PAGODA_BF16_HANDOFF");
@@ -101,12 +102,7 @@ void CudaOps::binary(const char* op, kcu::BinaryOp kind, const Tensor& a_in, con
         a.out_stride_h = out.stride(1);
     }
     // One token goes to the GEMV, which reads the fp32 rows itself: no copy for it.
-    handoff = handoff && a_in.rank() == 2 && a.T > kcu::kGemvTokens;
-    invalidate_converted();
-    if (handoff) {  // what converted_input(out, BF16) would have made, made here
-        a.out_bf16 = converted_buffer_ = convert_scratch_.get(static_cast<size_t>(a.T * a.N) * 2, stream_);
-        converted_src_ = Converted{out.data(), a.T, a.N, out.stride(0), kcu::ElemType::BF16};
-    }
+    a.out_bf16 = hand_off_bf16(out, handoff && a_in.rank() == 2 && a.T > kcu::kGemvTokens);
     kcu::launch_binary(a, stream_);
 }
 

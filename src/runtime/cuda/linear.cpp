@@ -408,6 +408,15 @@ const void* CudaOps::converted_input(const Tensor& x, kcu::ElemType type) {
     return converted_buffer_;
 }
 
+void* CudaOps::hand_off_bf16(const Tensor& out, bool handoff) {
+    invalidate_converted();
+    if (!handoff) return nullptr;
+    const int64_t T = out.dim(0), N = out.dim(1);
+    converted_buffer_ = convert_scratch_.get(static_cast<size_t>(T * N) * 2, stream_);
+    converted_src_ = Converted{out.data(), T, N, out.stride(0), kcu::ElemType::BF16};
+    return converted_buffer_;
+}
+
 bool CudaOps::overlaps(const Tensor& y, const Converted& c) {
     if (!c.data) return false;
     const auto* y0 = static_cast<const char*>(y.data());

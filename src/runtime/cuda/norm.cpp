@@ -40,8 +40,10 @@ void CudaOps::norm_impl(const char* op, const Tensor& residual, const Tensor& x,
     a.T = x.dim(0), a.H = 1, a.D = x.dim(1);
     a.weight = weight.data(), a.weight_type = elem_type(weight.dtype(), op), a.eps = eps;
     a.zero_centred = kind == NormKind::ZeroCentred, a.early_loads = early_loads_;
+    // Over more tokens than the GEMV takes, the GEMMs that read out next (q/k/v, gate/up, the router) take it in bf16:
+    // hand it to them (elementwise.cpp's silu_mul says how).
+    a.out_bf16 = hand_off_bf16(out, bf16_handoff() && a.T > kcu::kGemvTokens);
     kcu::launch_rms_norm(a, stream_);
-    invalidate_converted();
 }
 
 }  // namespace pagoda

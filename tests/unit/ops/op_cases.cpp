@@ -497,19 +497,25 @@ OpCase silu_mul(int64_t T, int64_t N) {
             }};
 }
 
-// The gated MLP's second half: SiLU·mul then the down projection over more tokens than the GEMV takes (on CUDA,
-// SiLU·mul hands the GEMM its input in bf16), or with h overwritten in between (add into it), after which the
-// handed-off copy is stale and the GEMM must convert h again. wt: the down weight's type (f16 cannot take the copy).
-OpCase silu_mul_linear(int64_t T, int64_t I, int64_t K, DType wt, bool overwritten) {
-    return {fmt("silu_mul then linear T=%lld I=%lld K=%lld %s%s", (long long)T, (long long)I, (long long)K,
-                dtype_str(wt), overwritten ? " (h overwritten between)" : ""),
+// An op that hands its output to the next GEMM in bf16 on CUDA (SiLU·mul, RMSNorm with or without the residual add),
+// then a linear over more tokens than the GEMV takes; or with h overwritten in between (add into it), after which the
+// handed-off copy is stale and the GEMM must convert h again. wt: the weight's type (f16 cannot take the bf16 copy).
+enum class Producer { kSiluMul, kRmsNorm, kAddRmsNorm };
+OpCase handoff_linear(Producer producer, int64_t T, int64_t I, int64_t K, DType wt, bool overwritten) {
+    const char* names[] = {"silu_mul", "rms_norm", "add_rms_norm"};
+    return {fmt("%s then linear T=%lld I=%lld K=%lld %s%s", names[static_cast<int>(producer)], (long long)T,
+                (long long)I, (long long)K, dtype_str(wt), overwritten ? " (h overwritten between)" : ""),
             "linear", [=](CaseRun& r) {
                 const Tensor gu = r.act(Shape{T, 2 * I}, 4.0f), extra = r.act(Shape{T, I});
-                const Tensor w = r.dense(Shape{K, I}, wt, 0.1f);
+                const Tensor norm_w = r.dense(Shape{I}), w = r.dense(Shape{K, I}, wt, 0.1f);
                 const Tensor h = r.act(Shape{T, I});  // scratch: compared through y
                 const Tensor y = r.out(Shape{T, K}, "y", kBf16Tol);
                 return [=, &r] {
-                    r.ops().silu_mul(gu.narrow(1, 0, I), gu.narrow(1, I, I), h);
+                    const Tensor x = gu.narrow(1, 0, I), up = gu.narrow(1, I, I);
+                    if (producer == Producer::kSiluMul) r.ops().silu_mul(x, up, h);
+                    if (producer == Producer::kRmsNorm) r.ops().rms_norm(x, norm_w, 1e-6f, NormKind::Plain, h);
+                    if (producer == Producer::kAddRmsNorm)
+                        r.ops().add_rms_norm(up, x, norm_w, 1e-6f, NormKind::Plain, h);
                     if (overwritten) r.ops().add(h, extra);
                     call_linear(r.ops(), h, w, Tensor(), y);
                 };
@@ -876,10 +882,14 @@ const std::vector<OpCase>& op_cases() {
             linear_gated_add(1, 96, 100, F32),  // the element-wise GEMV
             linear_gated_add(4, 2048, 256, BF16),
             linear_overwritten_input(24, 64),
-            silu_mul_linear(24, 96, 64, BF16, false),
-            silu_mul_linear(24, 96, 64, BF16, true),
-            silu_mul_linear(7, 98, 40, BF16, false),  // N % 4 != 0: the scalar path writes the copy
-            silu_mul_linear(24, 96, 64, F16, false),
+            handoff_linear(Producer::kSiluMul, 24, 96, 64, BF16, false),
+            handoff_linear(Producer::kSiluMul, 24, 96, 64, BF16, true),
+            handoff_linear(Producer::kSiluMul, 7, 98, 40, BF16, false),  // N % 4 != 0: the scalar path writes the copy
+            handoff_linear(Producer::kSiluMul, 24, 96, 64, F16, false),
+            handoff_linear(Producer::kRmsNorm, 24, 96, 64, BF16, false),
+            handoff_linear(Producer::kRmsNorm, 24, 96, 64, BF16, true),
+            handoff_linear(Producer::kRmsNorm, 5, 9000, 64, BF16, false),  // more than 8 elements a thread: the loop
+            handoff_linear(Producer::kAddRmsNorm, 24, 96, 64, BF16, false),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element
             // path (group 16), zero points or symmetric, f16 rounding, and the dequantise-then-GEMM path.

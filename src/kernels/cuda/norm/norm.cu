@@ -34,6 +34,7 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
     const float* x = a.x.data + t * a.x.stride_t + h * a.x.stride_h;
     float* out = a.out.data + t * a.out.stride_t + h * a.out.stride_h;
     float* res = a.residual.data ? a.residual.data + t * a.residual.stride_t + h * a.residual.stride_h : nullptr;
+    __nv_bfloat16* out16 = a.out_bf16 ? static_cast<__nv_bfloat16*>(a.out_bf16) + row * a.D : nullptr;
     // Each thread touches the same indices in both passes, so out may alias x.
     const float ss = row_sum_squares(a.D, blockDim.x, [&](int64_t d) {
         float v = x[d];
@@ -50,12 +51,15 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
 #pragma unroll
             for (int i = 0; i < kHeld; ++i) {  // row_normalize's expression
                 const int64_t d = threadIdx.x + int64_t(i) * blockDim.x;
-                if (d < a.D) out[d] = src[d] * scale * held[i];
+                if (d >= a.D) continue;
+                const float v = src[d] * scale * held[i];
+                out[d] = v;
+                if (out16) out16[d] = from_f32<__nv_bfloat16>(v);
             }
             return;
         }
     }
-    row_normalize([&](int64_t d) { return src[d]; }, out, a.D, scale, a.weight, a.weight_type, a.zero_centred,
+    row_normalize([&](int64_t d) { return src[d]; }, out, out16, a.D, scale, a.weight, a.weight_type, a.zero_centred,
                   threadIdx.x, blockDim.x);
 }
 
@@ -65,6 +69,7 @@ void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
     const int64_t rows = a.T * a.H;
     if (rows == 0) return;
     PAGODA_KERNEL_REQUIRE(rows <= 0x7fffffffLL, "rms_norm: too many rows");
+    PAGODA_KERNEL_REQUIRE(a.out_bf16 == nullptr || a.H == 1, "rms_norm: a bf16 copy of out only over [T, D]");
     // About four elements per thread: a decode step's norms are one row, i.e. one block, and each of its loads
     // costs a full memory latency, so the block must issue them all at once.
     const unsigned threads = rms_norm_threads(a.D);

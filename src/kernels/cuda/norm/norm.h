@@ -15,6 +15,9 @@ struct RmsNormArgs {
     float eps;
     bool zero_centred;
     bool early_loads = false;  // the weights loaded before the programmatic-launch wait (unless PAGODA_EARLY_LOADS=0)
+    // When set (H == 1): out rounded to bf16 as launch_convert_rows rounds it, also written here packed [T, D], so the
+    // GEMMs that read out next (q/k/v, gate/up) find their input converted without another pass.
+    void* out_bf16 = nullptr;
 };
 void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream);
 

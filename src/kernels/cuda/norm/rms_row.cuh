@@ -36,13 +36,18 @@ __device__ __forceinline__ float norm_weight(const void* weight, ElemType weight
     return zero_centred ? w + 1.0f : w;
 }
 
-// out[d] = src(d) · scale · norm_weight(d) for d = first, first + step, ...
+// out[d] = src(d) · scale · norm_weight(d) for d = first, first + step, ..., and out16[d] the same rounded to bf16
+// when out16 is given (RmsNormArgs::out_bf16).
 template <class Value>
-__device__ __forceinline__ void row_normalize(Value&& src, float* out, int64_t D, float scale, const void* weight,
-                                              ElemType weight_type, bool zero_centred, int64_t first, int64_t step) {
+__device__ __forceinline__ void row_normalize(Value&& src, float* out, __nv_bfloat16* out16, int64_t D, float scale,
+                                              const void* weight, ElemType weight_type, bool zero_centred,
+                                              int64_t first, int64_t step) {
 #pragma unroll 4
-    for (int64_t d = first; d < D; d += step)
-        out[d] = src(d) * scale * norm_weight(weight, weight_type, zero_centred, d);
+    for (int64_t d = first; d < D; d += step) {
+        const float v = src(d) * scale * norm_weight(weight, weight_type, zero_centred, d);
+        out[d] = v;
+        if (out16) out16[d] = from_f32<__nv_bfloat16>(v);
+    }
 }
 
 }  // namespace pagoda::kernels::cuda
