@@ -37,6 +37,8 @@
 #   kernels     every kernel of a short decode run timed alone under ncu (bench/gpu/kernel_times.py)
 #   timeline    a replayed decode step kernel by kernel inside its CUDA graph (a CUPTI trace, kernel_trace.cpp;
 #               bench/gpu/graph_timeline.py): each node's share of the step and the gap or overlap before it
+#   ops-ab      the op bench's Qwen3-8B cases matching AB_FILTER ('paged_attention decode') as built and with AB_ENV
+#               (PAGODA_FP8_DECODE_STAGED=0) set, in turn, twice: a kernel switch's A/B in one call (~30 s)
 #   opsprof     the op bench's Qwen3-8B cases matching OPS_FILTER (lora) under ncu, the first NCU_COUNT (40) launches of
 #               kernels matching NCU_KERNELS (lora): duration, DRAM and L2 throughput, occupancy, registers and the warp
 #               stall breakdown of each (where a kernel's microseconds go; no model needed)
@@ -399,6 +401,18 @@ if want timeline && [[ -f $BIN/libpagoda_kernel_trace.so ]]; then
     while read -r line; do summary+=("  $line"); done < <(python3 bench/gpu/graph_timeline.py "$OUT/timeline.tsv" 2>&1 |
         head -60)
     xz -f "$OUT/timeline.tsv"
+fi
+if want ops-ab; then
+    summary+=("op bench A/B, '${AB_FILTER:-paged_attention decode}' cases, as built and with ${AB_ENV:-PAGODA_FP8_DECODE_STAGED=0}:")
+    for round in 1 2; do
+        for setting in "" "${AB_ENV:-PAGODA_FP8_DECODE_STAGED=0}"; do
+            # shellcheck disable=SC2086  # the setting is one VAR=VALUE word, or none
+            env $setting LD_LIBRARY_PATH="$LIBS" timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
+                --filter "${AB_FILTER:-paged_attention decode}" > "$OUT/ops_ab.log" 2>&1
+            while read -r line; do summary+=("  ${setting:-as built} ($round): $line"); done < \
+                <(grep -F "${AB_FILTER:-paged_attention decode}" "$OUT/ops_ab.log")
+        done
+    done
 fi
 if want opsprof && command -v ncu > /dev/null; then
     LD_LIBRARY_PATH=$LIBS timeout 300 ncu -c "${NCU_COUNT:-40}" -k "regex:${NCU_KERNELS:-lora}" --section SpeedOfLight \

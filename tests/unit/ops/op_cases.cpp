@@ -1205,6 +1205,9 @@ const std::vector<OpCase>& qwen3_8b_cases() {
         c.push_back(paged_attention("decode", decode256, Hq, Hkv, D));
         c.push_back(paged_attention("decode", {{511, 1}}, Hq, Hkv, D));
         c.push_back(paged_attention("decode", decode16, Hq, Hkv, D));
+        // The e4m3 cache's decode: its staged ring, or the register path with PAGODA_FP8_DECODE_STAGED=0.
+        c.push_back(paged_attention("decode", decode256, Hq, Hkv, D, 16, Kv::Fp8));
+        c.push_back(paged_attention("decode", decode16, Hq, Hkv, D, 16, Kv::Fp8));
         c.push_back(paged_attention("prefill", {{0, 2048}}, Hq, Hkv, D));
         c.push_back(paged_attention("chunk", {{1536, 512}}, Hq, Hkv, D));
         return c;

@@ -13,7 +13,9 @@
 // one cluster that combines them through each other's shared memory, as the combine kernel would, to the bit (ncu,
 // each alone with cold caches, Qwen3-30B-A3B's heads at batch 1 and 512 tokens on an H100: 13.0 µs and 7.3 for the
 // combine kernel before, 16.5 in clusters). An e4m3
-// cache's tiles are loaded into registers and turned into bf16 in shared memory (KvTileCopy); the rest is the same.
+// cache's raw rows go through a ring of S stages by cp.async as a bf16 cache's do, and each tile is widened into one
+// bf16 tile at its turn (StagedE4m3Copy); or, with PAGODA_FP8_DECODE_STAGED=0, its tiles are loaded into registers
+// and turned into bf16 in shared memory (KvTileCopy), the way the prefill kernel reads them. The rest is the same.
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -34,21 +36,62 @@ constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one mma t
 // one of the instantiated shapes (a tuning knob for pagoda_op_bench). The default, 4x2, was the fastest on an
 // H200 (Qwen3-8B heads, 256 sequences of 1,536 tokens: 3.45 TB/s; 4x3 the same, 2x4 3.10, 8x2 2.47; 16 sequences of
 // 4,096: 3.16 TB/s against 2.47, 2.90 and 2.17).
-template <int D, int W, int S>
+// kStaged (e4m3 caches): the S stages hold raw e4m3 rows (D bytes, 16 values a 16-byte chunk), and one bf16 tile
+// more is what the mma loop reads.
+template <int D, int W, int S, bool kStaged = false>
 struct DecodeShape {
     static constexpr int kThreads = 32 * W;
     static constexpr int kTileKeys = 16 * W;
-    static constexpr int LD = D + 8;       // shared row stride in bf16: 16 bytes of padding keep ldmatrix conflict-free
-    static constexpr int kChunks = D / 8;  // 16-byte chunks per row
+    static constexpr int LD = D + 8;  // shared row stride in bf16: 16 bytes of padding keep ldmatrix conflict-free
+    static constexpr int kChunkValues = kStaged ? 16 : 8;    // values a 16-byte chunk of a cache row holds
+    static constexpr int kChunks = D / kChunkValues;         // 16-byte chunks per row
     static constexpr int kRowsPerPass = kThreads / kChunks;  // rows the block copies at once
     static constexpr int kPasses = kTileKeys / kRowsPerPass;
-    static constexpr size_t kPipelineBytes = size_t(S) * 2 * kTileKeys * LD * sizeof(__nv_bfloat16);
+    static constexpr size_t kTileBytes = size_t(2) * kTileKeys * LD * sizeof(__nv_bfloat16);  // a K and a V tile
+    static constexpr size_t kRawStageBytes = size_t(2) * kTileKeys * D;                       // their e4m3 rows
+    static constexpr size_t kPipelineBytes = kStaged ? kTileBytes + S * kRawStageBytes : S * kTileBytes;
     static constexpr size_t kMergeBytes = size_t(W) * kMaxGroup * (D + 2) * sizeof(float);
     static constexpr size_t kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
     static constexpr bool kFits = kSmemBytes <= 227 * 1024;
 };
 
 namespace {
+
+// A tile's e4m3 K/V rows copied raw into a stage of the ring by cp.async (rows of D bytes; this thread's 16-byte
+// chunk `ch` of rows r0 + kRowsPerPass · p, zeros for a key past the end), and at its turn widened into the bf16 tile
+// (rows of LD values; exact: every e4m3 value is a bf16 value). KvTileCopy's register path keeps one tile in flight
+// per block, half the bytes a bf16 cache's pipeline keeps in flight, so it read an e4m3 cache at about the keys per
+// second of a bf16 one (session 36: fp8 offline steps 40.7 ms against bf16's 31.4 for 1.5x the tokens); the ring
+// keeps S - 1 tiles in flight.
+template <int D, int LD, int kPasses, int kRowsPerPass>
+struct StagedE4m3Copy {
+    int r0, ch;
+
+    __device__ __forceinline__ int at(int p) const { return (r0 + p * kRowsPerPass) * D + ch * 16; }
+    __device__ __forceinline__ void issue(const void* key_cache, const void* value_cache, const int64_t (&off)[kPasses],
+                                          uint8_t* k_raw, uint8_t* v_raw) const {
+#pragma unroll
+        for (int p = 0; p < kPasses; ++p) {
+            const bool valid = off[p] >= 0;
+            const int64_t o = valid ? off[p] : 0;
+            cp_async16(k_raw + at(p), static_cast<const uint8_t*>(key_cache) + o, valid);
+            cp_async16(v_raw + at(p), static_cast<const uint8_t*>(value_cache) + o, valid);
+        }
+    }
+    __device__ __forceinline__ void widen(const uint8_t* k_raw, const uint8_t* v_raw, __nv_bfloat16* k_dst,
+                                          __nv_bfloat16* v_dst) const {
+#pragma unroll
+        for (int p = 0; p < kPasses; ++p) {
+            const int row = r0 + p * kRowsPerPass;
+            const uint4 k = *reinterpret_cast<const uint4*>(k_raw + at(p));
+            const uint4 v = *reinterpret_cast<const uint4*>(v_raw + at(p));
+            store_e4m3_as_bf16(k_dst + row * LD + ch * 16, make_uint2(k.x, k.y));
+            store_e4m3_as_bf16(k_dst + row * LD + ch * 16 + 8, make_uint2(k.z, k.w));
+            store_e4m3_as_bf16(v_dst + row * LD + ch * 16, make_uint2(v.x, v.y));
+            store_e4m3_as_bf16(v_dst + row * LD + ch * 16 + 8, make_uint2(v.z, v.w));
+        }
+    }
+};
 
 // The keys [lo, hi) of a sequence of seq_len keys that split `split` owns: whole tiles of kTileKeys.
 template <int kTileKeys>
@@ -114,13 +157,17 @@ __device__ __forceinline__ void combine_in_cluster(const PagedAttentionArgs& a, 
 // bounds, block table entries and the first tile's keys older than this step (all written by no kernel of the step,
 // or by kernels at least two launches back: common.cuh) are loaded before the wait, and only what the kernel before
 // it wrote (the queries, the new keys' rows) after it.
-template <int D, int W, int S, bool kFp8>
+template <int D, int W, int S, bool kFp8, bool kStaged = false>
 __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, SeqFilter filter, bool in_cluster,
                                                  bool early) {
-    using Sh = DecodeShape<D, W, S>;
+    static_assert(kFp8 || !kStaged, "only e4m3 caches are staged");
+    using Sh = DecodeShape<D, W, S, kStaged>;
     constexpr int LD = Sh::LD, kTileKeys = Sh::kTileKeys, kThreads = Sh::kThreads;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    auto* kv_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);  // [S][K rows | V rows][LD]
+    // [S][K rows | V rows][LD]; kStaged: [K rows | V rows][LD] (the tile the loop reads), then the raw ring
+    // [S][K rows | V rows][D bytes].
+    auto* kv_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+    uint8_t* raw = smem_raw + Sh::kTileBytes;
 
     // The KV heads of a sequence are neighbouring blocks: they read the same cache rows (a token's heads lie side by
     // side) at about the same time, which keeps DRAM pages open. In clusters a head's splits are neighbours instead.
@@ -155,23 +202,30 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
             if (tile < num_tiles && key < kv_hi) {
                 const int blk = bs_pow2 ? key >> bs_shift : key / bs;
                 const int in_blk = key - blk * bs;
-                off[p] = ((int64_t(table[blk]) * bs + in_blk) * a.H_kv + kvh) * D + ch * 8;
+                off[p] = ((int64_t(table[blk]) * bs + in_blk) * a.H_kv + kvh) * D + ch * Sh::kChunkValues;
             }
         }
     };
     KvTileCopy<kFp8, Sh::kPasses, LD, Sh::kRowsPerPass> copier{r0, ch};
-    auto k_stage = [&](int stage) { return kv_s + size_t(stage) * 2 * kTileKeys * LD; };  // its V rows follow
+    const StagedE4m3Copy<D, LD, Sh::kPasses, Sh::kRowsPerPass> stager{r0, ch};
+    auto k_stage = [&](int stage) { return kv_s + size_t(stage) * 2 * kTileKeys * LD; };   // its V rows follow
+    auto raw_stage = [&](int stage) { return raw + size_t(stage) * Sh::kRawStageBytes; };  // its V rows follow
     auto copy_tile = [&](int stage, const int64_t(&off)[Sh::kPasses]) {
-        copier.issue(a.key_cache, a.value_cache, off, k_stage(stage), k_stage(stage) + kTileKeys * LD);
+        if constexpr (kStaged)
+            stager.issue(a.key_cache, a.value_cache, off, raw_stage(stage), raw_stage(stage) + kTileKeys * D);
+        else
+            copier.issue(a.key_cache, a.value_cache, off, k_stage(stage), k_stage(stage) + kTileKeys * LD);
     };
-    auto land_tile = [&](int stage) { copier.land(k_stage(stage), k_stage(stage) + kTileKeys * LD); };
+    auto land_tile = [&](int stage) {
+        if constexpr (!kStaged) copier.land(k_stage(stage), k_stage(stage) + kTileKeys * LD);
+    };
     int64_t next_off[Sh::kPasses];  // of tile S - 1, then of each tile the loop copies next
     // With `early`, tile 0's rows of keys older than `fresh` (and its zero rows past the end) before the wait.
     const auto older = [&](int p) {
         const int key = kv_lo + r0 + p * Sh::kRowsPerPass;
         return key < fresh || key >= kv_hi;
     };
-    if (early) {
+    if (!kStaged && early) {  // (the early instances are of bf16 caches)
         offsets(0, next_off);
         if (served && num_tiles > 0)
             copier.issue(a.key_cache, a.value_cache, next_off, k_stage(0), k_stage(0) + kTileKeys * LD, older);
@@ -182,7 +236,7 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
     for (int st = 0; st < S - 1; ++st) {
         if (!early || st > 0) offsets(st, next_off);
         if (st < num_tiles) {
-            if (early && st == 0)
+            if (!kStaged && early && st == 0)
                 copier.issue(a.key_cache, a.value_cache, next_off, k_stage(0), k_stage(0) + kTileKeys * LD,
                              [&](int p) { return !older(p); });
             else
@@ -226,13 +280,17 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
         if (copying) copy_tile((tile + S - 1) % S, next_off);
         cp_async_commit();
         offsets(tile + S, next_off);
+        if constexpr (kStaged) {  // the tile's raw rows (every thread's: the barrier above) widened into the bf16 tile
+            stager.widen(raw_stage(tile % S), raw_stage(tile % S) + kTileKeys * D, kv_s, kv_s + kTileKeys * LD);
+            __syncthreads();
+        }
 
         const int key0 = kv_lo + tile * kTileKeys + warp * 16;  // this warp's 16 keys
         if (key0 >= kv_hi) {
             if (copying) land_tile((tile + S - 1) % S);
             continue;
         }
-        const __nv_bfloat16* k_s = kv_s + size_t(tile % S) * 2 * kTileKeys * LD + warp * 16 * LD;
+        const __nv_bfloat16* k_s = kv_s + size_t(kStaged ? 0 : tile % S) * 2 * kTileKeys * LD + warp * 16 * LD;
         const __nv_bfloat16* v_s = k_s + kTileKeys * LD;
 
         float sc[2][4] = {};
@@ -336,11 +394,11 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
         combine_in_cluster<D, kThreads, kMaxNonPortableSplits>(a, part, split_stat, t, kvh, G);
 }
 
-template <int D, int W, int S, bool kFp8>
+template <int D, int W, int S, bool kFp8, bool kStaged = false>
 __global__ void __launch_bounds__(32 * W)
     decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter, bool in_cluster) {
     PAGODA_KERNEL_PROLOGUE();
-    decode_attention<D, W, S, kFp8>(a, filter, in_cluster, false);
+    decode_attention<D, W, S, kFp8, kStaged>(a, filter, in_cluster, false);
 }
 
 // The same with its loads before the wait (a.early_loads: CudaOps' default, off with PAGODA_EARLY_LOADS=0), which
@@ -365,9 +423,15 @@ bool launch_instance(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, b
 }
 
 // Returns whether the splits were combined in clusters (in_cluster, unless more than 8 splits do not fit one).
-template <int D, int W, int S, bool kFp8>
+template <int D, int W, int S, bool kFp8, bool kStaged = false>
 bool launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
-    using Sh = DecodeShape<D, W, S>;
+    using Sh = DecodeShape<D, W, S, kStaged>;
+    if constexpr (kStaged) {  // the staged shape, where the GPU holds it (not head_dim 256 off Hopper: 196 KB)
+        if (Sh::kFits && Sh::kSmemBytes <= size_t(max_block_smem()))
+            return launch_instance<decode_attention_kernel<D, W, S, true, true>, Sh>(a, grid, filter, in_cluster,
+                                                                                     stream);
+        return launch_shape<D, W, 2, true>(a, grid, filter, in_cluster, stream);
+    }
     // The smallest shape, 2x2, takes 67.5 KB at head_dim 256: it fits every supported GPU (99 KB on sm_86 / sm_89).
     constexpr bool kSmallest = W == 2 && S == 2;
     if constexpr (!Sh::kFits) {
@@ -398,10 +462,23 @@ int shape_choice() {
     return choice;
 }
 
+// e4m3 caches: staged through a ring of four stages (three tiles in flight, as many bytes as bf16's 4x2 keeps in
+// flight at D = 128: 2 blocks an SM of 98.8 KB each against 3 of 69.6 KB), unless PAGODA_FP8_DECODE_STAGED=0 (the
+// register path, for the A/B), read once.
+bool fp8_staged() {
+    static const bool on = [] {
+        const char* env = std::getenv("PAGODA_FP8_DECODE_STAGED");
+        return env == nullptr || std::strcmp(env, "0") != 0;
+    }();
+    return on;
+}
+
 template <int D, bool kFp8>
 bool launch_d(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
-    if constexpr (kFp8)  // the tuning knob's shapes are instantiated for bf16 caches only
+    if constexpr (kFp8) {  // the tuning knob's shapes are instantiated for bf16 caches only
+        if (fp8_staged()) return launch_shape<D, 4, 4, true, true>(a, grid, filter, in_cluster, stream);
         return launch_shape<D, 4, 2, true>(a, grid, filter, in_cluster, stream);
+    }
     switch (shape_choice()) {
         case 1:
             return launch_shape<D, 4, 3, false>(a, grid, filter, in_cluster, stream);
