@@ -156,8 +156,11 @@ void CudaOps::gated_rms_norm(const Tensor& x, const Tensor& z, const Tensor& wei
     a.x = rows3(x), a.z = rows3(z), a.out = rows3(out);
     a.T = x.dim(0), a.H = x.dim(1), a.D = x.dim(2);
     a.weight = weight.data(), a.weight_type = elem_type(weight.dtype(), "gated_rms_norm"), a.eps = eps;
+    // The output projection reads out as [T, H · D]: hand it over in bf16 when out is contiguous (as the linear-
+    // attention block's output is) over more tokens than the GEMV takes (elementwise.cpp's silu_mul says how).
+    const bool handoff = out.is_contiguous() && bf16_handoff() && a.T > kcu::kGemvTokens;
+    a.out_bf16 = hand_off_bf16(handoff ? out.reshape(Shape{a.T, a.H * a.D}) : Tensor(), handoff);
     kcu::launch_gated_rms_norm(a, stream_);
-    invalidate_converted();
 }
 
 }  // namespace pagoda

@@ -500,26 +500,33 @@ OpCase silu_mul(int64_t T, int64_t N) {
 // An op that hands its output to the next GEMM in bf16 on CUDA (SiLU·mul, RMSNorm with or without the residual add),
 // then a linear over more tokens than the GEMV takes; or with h overwritten in between (add into it), after which the
 // handed-off copy is stale and the GEMM must convert h again. wt: the weight's type (f16 cannot take the bf16 copy).
-enum class Producer { kSiluMul, kRmsNorm, kAddRmsNorm };
+enum class Producer { kSiluMul, kRmsNorm, kAddRmsNorm, kGatedRmsNorm };
 OpCase handoff_linear(Producer producer, int64_t T, int64_t I, int64_t K, DType wt, bool overwritten) {
-    const char* names[] = {"silu_mul", "rms_norm", "add_rms_norm"};
-    return {fmt("%s then linear T=%lld I=%lld K=%lld %s%s", names[static_cast<int>(producer)], (long long)T,
-                (long long)I, (long long)K, dtype_str(wt), overwritten ? " (h overwritten between)" : ""),
-            "linear", [=](CaseRun& r) {
-                const Tensor gu = r.act(Shape{T, 2 * I}, 4.0f), extra = r.act(Shape{T, I});
-                const Tensor norm_w = r.dense(Shape{I}), w = r.dense(Shape{K, I}, wt, 0.1f);
-                const Tensor h = r.act(Shape{T, I});  // scratch: compared through y
-                const Tensor y = r.out(Shape{T, K}, "y", kBf16Tol);
-                return [=, &r] {
-                    const Tensor x = gu.narrow(1, 0, I), up = gu.narrow(1, I, I);
-                    if (producer == Producer::kSiluMul) r.ops().silu_mul(x, up, h);
-                    if (producer == Producer::kRmsNorm) r.ops().rms_norm(x, norm_w, 1e-6f, NormKind::Plain, h);
-                    if (producer == Producer::kAddRmsNorm)
-                        r.ops().add_rms_norm(up, x, norm_w, 1e-6f, NormKind::Plain, h);
-                    if (overwritten) r.ops().add(h, extra);
-                    call_linear(r.ops(), h, w, Tensor(), y);
-                };
-            }};
+    const char* names[] = {"silu_mul", "rms_norm", "add_rms_norm", "gated_rms_norm"};
+    return {
+        fmt("%s then linear T=%lld I=%lld K=%lld %s%s", names[static_cast<int>(producer)], (long long)T, (long long)I,
+            (long long)K, dtype_str(wt), overwritten ? " (h overwritten between)" : ""),
+        "linear", [=](CaseRun& r) {
+            const Tensor gu = r.act(Shape{T, 2 * I}, 4.0f), extra = r.act(Shape{T, I});
+            const Tensor norm_w = r.dense(Shape{I}), head_w = r.dense(Shape{32}), w = r.dense(Shape{K, I}, wt, 0.1f);
+            const Tensor h = r.act(Shape{T, I});  // scratch: compared through y
+            const Tensor y = r.out(Shape{T, K}, "y", kBf16Tol);
+            // A (strided) [T, I] as [T, I / 32, 32] heads.
+            const auto as_heads = [](const Tensor& m) {
+                const int64_t strides[3] = {m.stride(0), 32, 1};
+                return Tensor(m.data(), m.dtype(), Shape{m.dim(0), m.dim(1) / 32, 32}, strides, m.device());
+            };
+            return [=, &r] {
+                const Tensor x = gu.narrow(1, 0, I), up = gu.narrow(1, I, I);
+                if (producer == Producer::kSiluMul) r.ops().silu_mul(x, up, h);
+                if (producer == Producer::kRmsNorm) r.ops().rms_norm(x, norm_w, 1e-6f, NormKind::Plain, h);
+                if (producer == Producer::kAddRmsNorm) r.ops().add_rms_norm(up, x, norm_w, 1e-6f, NormKind::Plain, h);
+                if (producer == Producer::kGatedRmsNorm)  // heads of 32 (I a multiple of 32)
+                    r.ops().gated_rms_norm(as_heads(x), as_heads(up), head_w, 1e-6f, as_heads(h));
+                if (overwritten) r.ops().add(h, extra);
+                call_linear(r.ops(), h, w, Tensor(), y);
+            };
+        }};
 }
 
 // gate_cols = N (a gate per element) or 1 (one per row: the shared-expert gate).
@@ -890,6 +897,8 @@ const std::vector<OpCase>& op_cases() {
             handoff_linear(Producer::kRmsNorm, 24, 96, 64, BF16, true),
             handoff_linear(Producer::kRmsNorm, 5, 9000, 64, BF16, false),  // more than 8 elements a thread: the loop
             handoff_linear(Producer::kAddRmsNorm, 24, 96, 64, BF16, false),
+            handoff_linear(Producer::kGatedRmsNorm, 24, 96, 64, BF16, false),
+            handoff_linear(Producer::kGatedRmsNorm, 24, 96, 64, BF16, true),
             // fp8: the GEMV's vector path (K a multiple of 16) and its element path, ragged blocks, every layout.
             // int4: the GEMV's 16-byte path (group a multiple of 32; one warp per row from 8,192 rows) and its element
             // path (group 16), zero points or symmetric, f16 rounding, and the dequantise-then-GEMM path.

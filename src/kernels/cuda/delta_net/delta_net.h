@@ -136,6 +136,9 @@ struct GatedRmsNormArgs {
     const void* weight = nullptr;  // [D]
     ElemType weight_type = ElemType::F32;
     float eps = 1e-6f;
+    // When set (out's heads contiguous): out rounded to bf16 as launch_convert_rows rounds it, also written here
+    // packed [T, H · D], so the output projection's GEMM finds its input converted without another pass.
+    void* out_bf16 = nullptr;
 };
 void launch_gated_rms_norm(const GatedRmsNormArgs& a, cudaStream_t stream);
 

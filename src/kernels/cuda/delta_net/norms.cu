@@ -34,13 +34,17 @@ __global__ void __launch_bounds__(kThreads) gated_rms_norm_kernel(GatedRmsNormAr
     const float* x = a.x.data + t * a.x.stride_t + h * a.x.stride_h;
     const float* z = a.z.data + t * a.z.stride_t + h * a.z.stride_h;
     float* out = a.out.data + t * a.out.stride_t + h * a.out.stride_h;
+    __nv_bfloat16* out16 = a.out_bf16 ? static_cast<__nv_bfloat16*>(a.out_bf16) + row * a.D : nullptr;
     const W* w = static_cast<const W*>(a.weight);
     float ss = 0.0f;
     for (int64_t d = lane; d < a.D; d += 32)
         ss += x[d] * x[d];
     const float s = 1.0f / sqrtf(warp_sum(ss) / static_cast<float>(a.D) + a.eps);
-    for (int64_t d = lane; d < a.D; d += 32)
-        out[d] = x[d] * s * to_f32(w[d]) * silu(z[d]);
+    for (int64_t d = lane; d < a.D; d += 32) {
+        const float v = x[d] * s * to_f32(w[d]) * silu(z[d]);
+        out[d] = v;
+        if (out16) out16[d] = from_f32<__nv_bfloat16>(v);
+    }
 }
 
 unsigned row_blocks(int64_t rows) {
