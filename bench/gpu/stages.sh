@@ -66,7 +66,7 @@ while read -r -a words; do
     # appends each as it is measured), every WATCH_SECONDS (5): a call killed at the device's limit mid-stage still
     # returns them.
     (
-        trap 'kill $nap 2> /dev/null; exit 0' TERM  # stop at once, not after the current sleep
+        trap 'kill ${nap:-} 2> /dev/null; exit 0' TERM  # stop at once, not after the current sleep
         while :; do
             sleep "${WATCH_SECONDS:-5}" &
             nap=$!
