@@ -29,9 +29,10 @@ void CudaOps::silu_mul(const Tensor& gate, const Tensor& up, const Tensor& out) 
     binary("silu_mul", kcu::BinaryOp::SiluMul, gate, up, out, bf16_handoff());
 }
 
-// Whether SiLU·mul and the hidden-state RMSNorms over more tokens than the GEMV takes also write their output's bf16
-// copy as the conversion cache that the next GEMM (linear_dense, or the fp8 / int4 dequantise-then-GEMM paths) then
-// finds, saving a pass that reads the fp32 output again (T x N x 4 bytes read, 2 written, and a launch).
+// Whether SiLU·mul and the RMSNorms (the hidden state's, linear attention's gated one) over more tokens than the GEMV
+// takes also write their output's bf16 copy as the conversion cache that the next GEMM (linear_dense, or the fp8 /
+// int4 dequantise-then-GEMM paths) then finds, saving a pass that reads the fp32 output again (T x N x 4 bytes read,
+// 2 written, and a launch).
 // PAGODA_BF16_HANDOFF=0 turns it off, for the A/B of the benches: a 2,048-token Qwen3-8B prefill on an H100 took
 // 69.0-69.1 ms with it and 71.2-71.3 without (session 38, alternated runs).
 bool CudaOps::bf16_handoff() {
