@@ -38,7 +38,7 @@
 #   timeline    a replayed decode step kernel by kernel inside its CUDA graph (a CUPTI trace, kernel_trace.cpp;
 #               bench/gpu/graph_timeline.py): each node's share of the step and the gap or overlap before it
 #   ops-ab      the op bench's Qwen3-8B cases matching AB_FILTER ('paged_attention decode') as built and with AB_ENV
-#               (PAGODA_FP8_DECODE_STAGED=0) set, in turn, twice: a kernel switch's A/B in one call (~30 s)
+#               (PAGODA_FP8_DECODE_STAGED=0) set, in turn, twice: a kernel switch's A/B in one call (142 s, session 38)
 #   opsprof     the op bench's Qwen3-8B cases matching OPS_FILTER (lora) under ncu, the first NCU_COUNT (40) launches of
 #               kernels matching NCU_KERNELS (lora): duration, DRAM and L2 throughput, occupancy, registers and the warp
 #               stall breakdown of each (where a kernel's microseconds go; no model needed)
@@ -333,8 +333,8 @@ if want sanitize; then
     fi
 fi
 # BENCH_BF16=0 skips the bf16 runs (a QUANT run whose bf16 baseline an earlier call of the same visit measured),
-# PDL_AB=0 the run with programmatic dependent launch off; HANDOFF_AB=1 adds two prefill-only runs, SiLU·mul's bf16
-# handoff to the down projection on and off (runtime/cuda/elementwise.cpp), one after the other.
+# PDL_AB=0 the run with programmatic dependent launch off; HANDOFF_AB=1 adds four prefill-only runs, the bf16 handoff
+# to the next GEMM (CudaOps::hand_off_bf16) on, off, on, off (PAGODA_BF16_HANDOFF).
 if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1

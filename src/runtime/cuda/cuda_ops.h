@@ -290,6 +290,8 @@ class CudaOps final : public CudaOpsBase {
     // out rounded to bf16, as converted_input(out, BF16) would (the buffer to pass the kernel); else null. Either
     // way the cache no longer holds what it held.
     void* hand_off_bf16(const Tensor& out, bool handoff);
+    // The conversion buffer for x's rows in `type`, recorded as holding them (whoever fills it does so next).
+    void* claim_conversion(const Tensor& x, kcu::ElemType type);
     static bool overlaps(const Tensor& y, const Converted& c);
 
     int device_;

@@ -402,18 +402,22 @@ const void* CudaOps::converted_input(const Tensor& x, kcu::ElemType type) {
     if (converted_src_.data == want.data && converted_src_.rows == want.rows && converted_src_.cols == want.cols &&
         converted_src_.stride == want.stride && converted_src_.type == want.type)
         return converted_buffer_;
-    converted_buffer_ = convert_scratch_.get(static_cast<size_t>(x.dim(0) * x.dim(1)) * 2, stream_);
-    kcu::launch_convert_rows(x.data_as<float>(), x.stride(0), converted_buffer_, type, x.dim(0), x.dim(1), stream_);
-    converted_src_ = want;
-    return converted_buffer_;
+    void* buffer = claim_conversion(x, type);
+    kcu::launch_convert_rows(x.data_as<float>(), x.stride(0), buffer, type, x.dim(0), x.dim(1), stream_);
+    return buffer;
 }
 
 void* CudaOps::hand_off_bf16(const Tensor& out, bool handoff) {
-    invalidate_converted();
-    if (!handoff) return nullptr;
-    const int64_t T = out.dim(0), N = out.dim(1);
-    converted_buffer_ = convert_scratch_.get(static_cast<size_t>(T * N) * 2, stream_);
-    converted_src_ = Converted{out.data(), T, N, out.stride(0), kcu::ElemType::BF16};
+    if (!handoff) {
+        invalidate_converted();
+        return nullptr;
+    }
+    return claim_conversion(out, kcu::ElemType::BF16);
+}
+
+void* CudaOps::claim_conversion(const Tensor& x, kcu::ElemType type) {
+    converted_buffer_ = convert_scratch_.get(static_cast<size_t>(x.dim(0) * x.dim(1)) * 2, stream_);
+    converted_src_ = Converted{x.data(), x.dim(0), x.dim(1), x.stride(0), type};
     return converted_buffer_;
 }
 

@@ -497,9 +497,10 @@ OpCase silu_mul(int64_t T, int64_t N) {
             }};
 }
 
-// An op that hands its output to the next GEMM in bf16 on CUDA (SiLU·mul, RMSNorm with or without the residual add),
-// then a linear over more tokens than the GEMV takes; or with h overwritten in between (add into it), after which the
-// handed-off copy is stale and the GEMM must convert h again. wt: the weight's type (f16 cannot take the bf16 copy).
+// An op that hands its output to the next GEMM in bf16 on CUDA (SiLU·mul, RMSNorm with or without the residual add,
+// the gated RMSNorm), then a linear over more tokens than the GEMV takes; or with h overwritten in between (add into
+// it), after which the handed-off copy is stale and the GEMM must convert h again. wt: the weight's type (f16 cannot
+// take the bf16 copy).
 enum class Producer { kSiluMul, kRmsNorm, kAddRmsNorm, kGatedRmsNorm };
 OpCase handoff_linear(Producer producer, int64_t T, int64_t I, int64_t K, DType wt, bool overwritten) {
     const char* names[] = {"silu_mul", "rms_norm", "add_rms_norm", "gated_rms_norm"};
