@@ -92,6 +92,21 @@ def to_torch(dtype, shape, data):
     return torch.from_numpy(a.astype(np.float32))
 
 
+TORCH_DTYPES = {"BF16": torch.bfloat16, "F32": torch.float32, "F16": torch.float16}
+
+
+def as_torch(dtype, shape, data):
+    """A stored tensor in its own dtype (as_stored gives the same bytes back)."""
+    return torch.frombuffer(bytearray(data), dtype=TORCH_DTYPES[dtype]).view(shape)
+
+
+def as_stored(t):
+    """A torch tensor (any device) as a safetensors entry: (dtype name, shape, bytes)."""
+    t = t.detach().contiguous().cpu()
+    name = {v: k for k, v in TORCH_DTYPES.items()}[t.dtype]
+    return name, list(t.shape), (t.view(torch.int16) if t.dtype == torch.bfloat16 else t).numpy().tobytes()
+
+
 def scale_bytes(scale, dtype):
     if dtype == "BF16":
         return scale.to(torch.bfloat16).view(torch.int16).numpy().tobytes()
@@ -99,44 +114,70 @@ def scale_bytes(scale, dtype):
 
 
 def quantize_blockwise(w, block, scale_dtype, name):
-    """w f32 [N, K] -> (e4m3 bytes [N, K], scale_inv [ceil(N/br), ceil(K/bc)] as stored, f32)."""
-    N, K = w.shape
+    """w f32 [..., N, K] on any device (a stack of experts quantized at once) -> (e4m3 [..., N, K] as uint8, scale_inv
+    [..., ceil(N/br), ceil(K/bc)] as stored, as f32), both on the CPU."""
+    *lead, N, K = w.shape
     br, bc = block
     for dim, b in ((N, br), (K, bc)):
         if dim > b and dim % b:
             raise ValueError(f"{name}: dimension {dim} is neither within one {b} block nor a multiple of it")
     gn, gk = math.ceil(N / br), math.ceil(K / bc)
-    padded = torch.zeros(gn * br, gk * bc)
-    padded[:N, :K] = w
-    blocks = padded.view(gn, br, gk, bc)
-    amax = blocks.abs().amax(dim=(1, 3))
+    padded = w.new_zeros(*lead, gn * br, gk * bc)
+    padded[..., :N, :K] = w
+    blocks = padded.view(*lead, gn, br, gk, bc)
+    amax = blocks.abs().amax(dim=(-3, -1))
     scale = (amax / E4M3_MAX).clamp(min=1e-12)
     # The stored scale is what dequantisation multiplies by: quantize with it after its rounding to the stored dtype.
-    stored = torch.from_numpy(np.frombuffer(scale_bytes(scale, scale_dtype), dtype=np.uint8).copy())
-    scale = (stored.view(torch.bfloat16) if scale_dtype == "BF16" else stored.view(torch.float32)).float().view(gn, gk)
-    q = (blocks / scale[:, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
-    q = q.reshape(gn * br, gk * bc)[:N, :K].contiguous()
-    return q.view(torch.uint8).numpy().tobytes(), scale
+    if scale_dtype == "BF16":
+        scale = scale.to(torch.bfloat16).float()
+    q = (blocks / scale[..., :, None, :, None]).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn)
+    q = q.reshape(*lead, gn * br, gk * bc)[..., :N, :K].contiguous()
+    return q.view(torch.uint8).cpu(), scale.cpu()
 
 
-def split_fused_experts(tensors):
-    """experts.gate_up_proj [E, 2I, H] (gate rows first) and experts.down_proj [E, H, I] -> experts.{e}.gate_proj /
-    up_proj / down_proj .weight, as the FP8 release stores them."""
+FUSED_EXPERTS = re.compile(r"^(.*\.mlp\.experts)\.(gate_up|down)_proj$")
+
+
+def is_quantized(name, keep):
+    return QUANTIZED.match(name) is not None and not (keep and keep.search(name))
+
+
+def release_entries(name, w, block, scale_dtype, keep=None, split_experts=False):
+    """Source tensor `name` (torch, as the bf16 checkpoint or the model holds it) as an FP8 checkpoint stores it:
+    {name: (dtype, shape, bytes)}, each quantized weight with its weight_scale_inv. With split_experts, fused experts
+    (experts.gate_up_proj [E, 2I, H], gate rows first; experts.down_proj [E, H, I]) are stored one by one as
+    experts.{e}.gate_proj / up_proj / down_proj .weight, as Qwen3.5-MoE's FP8 release has them."""
+    m = FUSED_EXPERTS.match(name) if split_experts else None
+    if m:
+        rows = w.shape[1] // 2
+        parts = {"down": w} if m.group(2) == "down" else {"gate": w[:, :rows], "up": w[:, rows:]}
+        out = {}
+        for part, stack in parts.items():
+            names = [f"{m.group(1)}.{e}.{part}_proj.weight" for e in range(stack.shape[0])]
+            if not is_quantized(names[0], keep):
+                out.update({n: as_stored(stack[e]) for e, n in enumerate(names)})
+                continue
+            q, scale = quantize_blockwise(stack.float(), block, scale_dtype, names[0])
+            for e, n in enumerate(names):
+                out[n] = ("F8_E4M3", list(q.shape[1:]), q[e].numpy().tobytes())
+                out[n[: -len("weight")] + "weight_scale_inv"] = (scale_dtype, list(scale.shape[1:]),
+                                                                  scale_bytes(scale[e], scale_dtype))
+        return out
+    if not is_quantized(name, keep):
+        return {name: as_stored(w)}
+    q, scale = quantize_blockwise(w.float(), block, scale_dtype, name)
+    return {name: ("F8_E4M3", list(w.shape), q.numpy().tobytes()),
+            name[: -len("weight")] + "weight_scale_inv": (scale_dtype, list(scale.shape), scale_bytes(scale, scale_dtype))}
+
+
+def ordered(entries):
+    """The entries in name order, each quantized weight followed by its weight_scale_inv."""
     out = {}
-    for n, (dtype, shape, data) in tensors.items():
-        m = re.match(r"^(.*\.mlp\.experts)\.(gate_up|down)_proj$", n)
-        if not m:
-            out[n] = (dtype, shape, data)
-            continue
-        np_dtype = {"BF16": np.uint16, "F32": np.float32, "F16": np.float16}[dtype]
-        a = np.frombuffer(data, dtype=np_dtype).reshape(shape)
-        for e in range(shape[0]):
-            if m.group(2) == "down":
-                out[f"{m.group(1)}.{e}.down_proj.weight"] = (dtype, list(shape[1:]), a[e].tobytes())
-            else:
-                rows = shape[1] // 2
-                out[f"{m.group(1)}.{e}.gate_proj.weight"] = (dtype, [rows, shape[2]], a[e, :rows].tobytes())
-                out[f"{m.group(1)}.{e}.up_proj.weight"] = (dtype, [rows, shape[2]], a[e, rows:].tobytes())
+    for n in sorted(k for k in entries if not k.endswith(".weight_scale_inv")):
+        out[n] = entries[n]
+        scale = n[: -len("weight")] + "weight_scale_inv"
+        if scale in entries:
+            out[scale] = entries[scale]
     return out
 
 
@@ -148,19 +189,11 @@ def make_one(name, out_root, log):
     os.makedirs(d, exist_ok=True)
     files, tensors, meta = tiny.load_checkpoint(src)
     keep = RELEASE_KEEP[layout[0]] if layout else None
-    if layout:
-        tensors = split_fused_experts(tensors)
-    out = {}
-    quantized = 0
-    for n in sorted(tensors):
-        dtype, shape, data = tensors[n]
-        if not QUANTIZED.match(n) or (keep and keep.search(n)):
-            out[n] = tensors[n]
-            continue
-        q, scale = quantize_blockwise(to_torch(dtype, shape, data), block, scale_dtype, n)
-        out[n] = ("F8_E4M3", shape, q)
-        out[n[: -len("weight")] + "weight_scale_inv"] = (scale_dtype, list(scale.shape), scale_bytes(scale, scale_dtype))
-        quantized += 1
+    entries = {}
+    for n, (dtype, shape, data) in tensors.items():
+        entries.update(release_entries(n, as_torch(dtype, shape, data), block, scale_dtype, keep, bool(layout)))
+    out = ordered(entries)
+    quantized = sum(1 for dtype, _, _ in out.values() if dtype == "F8_E4M3")
     tiny.st_write(os.path.join(d, "model.safetensors"), out, meta)
     cfg = json.load(open(os.path.join(src, "config.json")))
     cfg["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "modules_to_not_convert": skip,

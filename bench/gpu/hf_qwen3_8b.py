@@ -5,7 +5,7 @@
   python3 bench/gpu/hf_qwen3_8b.py OUT_DIR [--context 512] [--decode 128] [--prefill 2048] [--layers N]
       [--shape qwen3-8b | qwen2.5-7b | qwen3.5-9b | qwen3.5-27b | qwen3-30b-a3b | qwen3.5-35b-a3b |
                qwen3-next-80b-a3b]
-      [--reference-only | --save-only | --speed-only]
+      [--reference-only | --save-only | --speed-only] [--fp8-blocks 128]
 
 --shape qwen2.5-7b makes a Qwen2.5-7B-shaped checkpoint instead (q/k/v biases, 28 query heads over 4 KV heads);
 qwen3.5-9b the text model of Qwen3.5-9B (Gated DeltaNet 3:1 gated attention, head_dim 256); qwen3-30b-a3b and
@@ -13,7 +13,9 @@ qwen3.5-35b-a3b the MoE models (--layers N keeps the first N layers: the disk ho
 qwen3-next-80b-a3b Qwen3-Next-80B-A3B (512 experts, top 10, packed in_proj_qkvz; use --layers);
 qwen3.5-27b the dense Qwen3.5-27B (64 layers, H 5120; with --save-only, as its fp32 copy would not fit the GPU);
 --reference-only skips the speed baseline and only saves the reference logits below; --save-only saves the
-checkpoint and nothing else; --speed-only the checkpoint and the speed baseline.
+checkpoint and nothing else; --speed-only the checkpoint and the speed baseline. --fp8-blocks B (with --save-only)
+saves the checkpoint as Qwen's FP8 releases store theirs instead, its projections e4m3 in B x B blocks
+(save_fp8): no bf16 copy on disk, so Qwen3.5-35B-A3B's whole 40 layers (35 GB in fp8, 67 GB in bf16) fit the disk.
 
 Prints one JSON line: hf_decode_tok_s, hf_prefill_ms. Then, for the correctness check at this real shape
 (bench/gpu/compare_logits.py), the model in fp32 (its bf16 weights widened exactly) gives the logits of the last 8
@@ -22,6 +24,8 @@ bf16 model (OUT_DIR/reference_logits_bf16.npy) says how much bf16 arithmetic alo
 """
 import argparse
 import json
+import os
+import sys
 import time
 
 import numpy as np
@@ -106,7 +110,10 @@ def main():
     # experts: transformers' own bf16 logits 17% off its fp32 at 4 layers); scaled-up router weights make the choices
     # clear, which tells such sensitivity from an error in the computation.
     ap.add_argument("--router-scale", type=float, default=1.0, help="multiply the MoE routers' weights by this")
+    ap.add_argument("--fp8-blocks", type=int, default=0, help="with --save-only: save as an FP8 checkpoint (save_fp8)")
     a = ap.parse_args()
+    if a.fp8_blocks and not a.save_only:
+        ap.error("--fp8-blocks needs --save-only (transformers' timing and logits are of the bf16 model)")
 
     cfg = make_config(a.shape, a.layers)
     if a.config_only:
@@ -125,6 +132,10 @@ def main():
                     p.mul_(a.router_scale)
     t_init = time.time() - t0
     t0 = time.time()
+    if a.fp8_blocks:
+        save_fp8(model, cfg, a.out, a.fp8_blocks)
+        print(json.dumps({"hf_init_s": round(t_init, 1), "fp8_save_s": round(time.time() - t0, 1)}), flush=True)
+        return
     model.save_pretrained(a.out)
     t_save = time.time() - t0
 
@@ -164,6 +175,52 @@ def main():
     if a.speed_only:
         return
     save_references(model, cfg, a.out, g)
+
+
+def save_fp8(model, cfg, out, block, shard_bytes=4 << 30):
+    """The model as Qwen's FP8 checkpoints store theirs (tools/make_fp8_golden.py's release_entries, the layout its
+    golden checkpoints have, which pagoda's golden tests check against transformers): every decoder-layer projection
+    e4m3 in block x block blocks with an F32 weight_scale_inv; lm_head, embeddings, norms and router gates bf16; for
+    Qwen3.5-MoE its release's layout (each routed expert stored on its own, the shared expert quantized, the Gated
+    DeltaNet's in_proj_a / in_proj_b bf16). Quantized on the GPU one tensor (or expert stack) at a time, written in
+    shards of about shard_bytes with their index."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    import make_fp8_golden as fp8
+    import make_tiny_models as tiny
+
+    release = cfg.model_type in ("qwen3_5_moe_text", "qwen3_5_moe")
+    skip = ["lm_head", "mlp.gate", "shared_expert_gate"] + (["in_proj_a", "in_proj_b"] if release else [])
+    keep = fp8.RELEASE_KEEP["qwen3_5_moe_release"] if release else None
+    os.makedirs(out, exist_ok=True)
+    shards, entries = [], {}
+
+    def flush():
+        shards.append(fp8.ordered(entries))
+        tiny.st_write(os.path.join(out, f"shard-{len(shards)}.safetensors"), shards[-1], {"format": "pt"})
+        shards[-1] = list(shards[-1])  # the names alone, for the index
+        entries.clear()
+
+    with torch.no_grad():
+        for name, w in model.state_dict().items():
+            entries.update(fp8.release_entries(name, w, (block, block), "F32", keep, split_experts=release))
+            if sum(len(e[2]) for e in entries.values()) >= shard_bytes:
+                flush()
+    if entries:
+        flush()
+    weight_map = {}
+    for i, names in enumerate(shards):
+        final = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        os.rename(os.path.join(out, f"shard-{i + 1}.safetensors"), os.path.join(out, final))
+        weight_map.update({n: final for n in names})
+    with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
+        json.dump({"metadata": {}, "weight_map": weight_map}, f, indent=1)
+    config = cfg.to_dict()
+    config["architectures"] = [type(model).__name__]
+    config["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "modules_to_not_convert": skip,
+                                     "quant_method": "fp8", "weight_block_size": [block, block]}
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    model.generation_config.save_pretrained(out)
 
 
 def save_references(model, cfg, out, g):

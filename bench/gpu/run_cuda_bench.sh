@@ -14,7 +14,7 @@
 #               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3.5-27b, qwen3-30b-a3b, qwen3.5-35b-a3b,
 #               qwen3-next-80b-a3b; LAYERS=N keeps N layers;
 #               ROUTER_SCALE=S scales the MoE routers' weights: clear routing choices, less bf16 sensitivity;
-#               SAVE_ONLY=1 makes the checkpoint only)
+#               SAVE_ONLY=1 makes the checkpoint only; with FP8_BLOCKS=128 as an FP8 checkpoint, Qwen's layout)
 #   bench       pagoda_cuda_bench (batch-1 decode eager and graph, prefill 2,048; QUANT=fp8 also quantized at load,
 #               weight-only and W8A8 (--fp8-activations);
 #               QUANT=awq also an AWQ int4 copy of the model, $MODEL-awq, made once by bench/gpu/make_awq_checkpoint.py
@@ -200,7 +200,8 @@ if want arch; then
     # What an A100 (sm_80) and sm_86 / sm_89 parts get, run on this GPU: the kernels' tiles capped at those parts'
     # shared memory (PAGODA_CUDA_KERNELS), then the kernels as compute_80 PTX compiled by the driver, which has no
     # instruction newer than sm_80.
-    for fam in ${ARCH_FAMILIES:-sm80 sm86}; do
+    # ARCH_FAMILIES= (empty) leaves the tile runs out: the compute_80 PTX runs below take sm80's tiles too.
+    for fam in ${ARCH_FAMILIES-sm80 sm86}; do
         for t in backend_ops_test delta_net_kernels_test cuda_golden_test; do
             PAGODA_CUDA_KERNELS=$fam LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/$t" > "$OUT/arch_${fam}_$t.log" 2>&1
             summary+=("$fam tiles: $t rc=$?: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/arch_${fam}_$t.log" | tr '\n' ' ')")
@@ -294,10 +295,11 @@ if want golden-drift; then
     while read -r line; do summary+=("  $line"); done < <(grep '^{' "$OUT/golden_drift.log")
 fi
 if want model; then
-    # SAVE_ONLY=1: the checkpoint alone, no transformers timing or logits check (qwen3.5-27b: its fp32 run would not fit).
+    # SAVE_ONLY=1: the checkpoint alone, no transformers timing or logits check (qwen3.5-27b: its fp32 run would not fit);
+    # with FP8_BLOCKS=128 saved as Qwen's FP8 releases are (e4m3 in 128 x 128 blocks; no bf16 copy on disk).
     PYTHONUNBUFFERED=1 timeout 280 python3 bench/gpu/hf_qwen3_8b.py "$MODEL" --shape "$SHAPE" \
         ${LAYERS:+--layers $LAYERS} ${ROUTER_SCALE:+--router-scale $ROUTER_SCALE} \
-        $([[ ${SAVE_ONLY:-0} == 1 ]] && echo --save-only) > "$OUT/hf.log" 2>&1
+        $([[ ${SAVE_ONLY:-0} == 1 ]] && echo --save-only) ${FP8_BLOCKS:+--fp8-blocks $FP8_BLOCKS} > "$OUT/hf.log" 2>&1
     if [[ ${SAVE_ONLY:-0} == 1 ]]; then
         summary+=("checkpoint ($SHAPE) made: $(ls "$MODEL" | tr '\n' ' ')")
     else
