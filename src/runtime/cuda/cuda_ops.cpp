@@ -42,6 +42,7 @@ CudaOps::CudaOps(const CudaOpsConfig& c)
     PAGODA_CUDA_OK(cudaEventRecord(staging_free_, stream_));
     shared_expert_add_ = !env_is("PAGODA_SHARED_EXPERT_ADD", "0");
     early_loads_ = !env_is("PAGODA_EARLY_LOADS", "0");
+    fused_int4_silu_mul_ = !env_is("PAGODA_INT4_SILU_MUL", "0");
 }
 
 CudaOps::~CudaOps() {

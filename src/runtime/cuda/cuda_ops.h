@@ -255,6 +255,11 @@ class CudaOps final : public CudaOpsBase {
     void linear_fp8(const Tensor& x, const LinearWeight& w, const Tensor& y);
     // linear() of an int4 weight: the int4 GEMV for one token, else as linear_fp8.
     void linear_int4(const Tensor& x, const LinearWeight& w, const Tensor& y);
+    // linear_silu_mul() of one token and an int4 weight: the tensor-core GEMV with SiLU·mul in its store where
+    // linear() would take that GEMV, else linear then silu_mul.
+    void linear_int4_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out);
+    // linear_silu_mul's check of out: F32 [T, I] for a gate/up weight of 2I rows.
+    static void expect_silu_mul_out(const LinearWeight& w, const Tensor& out, int64_t T);
     // y = x · wᵀ (+ w's bias) by the weight-only tensor-core GEMM (kernels/cuda/gemm/wo_mma.h) when x has at most
     // wo_mma_max_tokens() rows and the kernel takes the weight: `a` holds the weight's fields; false, and nothing
     // done, otherwise.
@@ -350,6 +355,8 @@ class CudaOps final : public CudaOpsBase {
     // its rows into the mixture's output in its GEMV (linear_gated_add): two launches fewer a layer, +2% tok/s on a
     // 12-layer Qwen3.5-35B-A3B shape on an H100 (session 34, docs/benchmarks.md).
     bool shared_expert_add_ = true;
+    // On unless PAGODA_INT4_SILU_MUL=0: one token's int4 gate/up with SiLU·mul in the GEMV (linear_int4_silu_mul).
+    bool fused_int4_silu_mul_ = true;
 
     CudaOpProfiler profiler_;
     bool capturing_ = false;

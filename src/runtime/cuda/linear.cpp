@@ -2,8 +2,9 @@
 // otherwise, with the input conversion they share; weight-only fp8, int4 and int8 run a GEMV on the stored bytes for
 // one token (fp8 and int4: the tensor-core GEMV on weights of 2,048 rows or more, and it for 2-8 tokens), the
 // weight-only tensor-core GEMM (also on the stored bytes) for a few, or cuBLASLt on a bf16 copy of the weight for many.
-// linear_silu_mul and linear_gated_add: one token's GEMV with the gated MLP's SiLU·mul, or the gated shared expert's
-// sigmoid(gate) times its rows added into the mixture's output, in the same kernel.
+// linear_silu_mul and linear_gated_add: one token's GEMV with the gated MLP's SiLU·mul (dense and fp8 weights; int4
+// on the tensor-core GEMV), or the gated shared expert's sigmoid(gate) times its rows added into the mixture's output,
+// in the same kernel.
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
@@ -340,13 +341,16 @@ void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Te
 
 void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) {
     const int64_t I = out.dim(1);
+    const bool adapters = w.lora != nullptr && !lora_slots_.empty();  // the delta goes on gu, before silu_mul
+    if (x.dim(0) != kcu::kGemvTokens || adapters) return Ops::linear_silu_mul(x, w, gu, out);
+    // int4 (not act-order: its input is gathered first) on the tensor-core GEMV, which stores silu(gate) · up as the
+    // fp8 one does; int4 weights it does not take, and int8, run linear then silu_mul.
+    if (w.format == WeightFormat::kInt4 && !w.input_perm.defined()) return linear_int4_silu_mul(x, w, gu, out);
     // (fp8 weights with fp8 activations take linear(), which rounds their input first.)
     const bool gemv_format = w.is_dense() || (w.format == WeightFormat::kFp8E4M3 && w.input_quant_group == 0);
-    const bool adapters = w.lora != nullptr && !lora_slots_.empty();  // the delta goes on gu, before silu_mul
-    if (x.dim(0) != kcu::kGemvTokens || !gemv_format || adapters) return Ops::linear_silu_mul(x, w, gu, out);
+    if (!gemv_format) return Ops::linear_silu_mul(x, w, gu, out);
     ops_checks::expect_linear(x, w, gu, kHere, "linear_silu_mul");
-    expect(w.out_features() == 2 * I && out.dim(0) == x.dim(0) && out.dtype() == DType::F32, "linear_silu_mul",
-           "out must be F32 [T, " + std::to_string(w.out_features() / 2) + "], got " + out.to_string());
+    expect_silu_mul_out(w, out, x.dim(0));
     if (w.format == WeightFormat::kFp8E4M3) ops_checks::expect_fp8(w, kHere, "linear_silu_mul");
     if (overlaps(out, converted_src_)) invalidate_converted();
     const auto profile = profiler_.scope("linear + silu_mul (gemv)");
@@ -357,6 +361,36 @@ void CudaOps::linear_silu_mul(const Tensor& x, const LinearWeight& w, const Tens
         kcu::launch_gemv_fp8_mma(a, 1, 0, 0, stream_);
     else
         kcu::launch_gemv(a, stream_);
+}
+
+void CudaOps::expect_silu_mul_out(const LinearWeight& w, const Tensor& out, int64_t T) {
+    expect(w.out_features() == 2 * out.dim(1) && out.dim(0) == T && out.dtype() == DType::F32, "linear_silu_mul",
+           "out must be F32 [T, " + std::to_string(w.out_features() / 2) + "], got " + out.to_string());
+}
+
+// One token's int4 gate/up (one weight, gate rows first) with SiLU·mul in the tensor-core GEMV's store, where linear()
+// would take that GEMV for the weight: the same sums as linear's (the same kernel, chunks and cluster split: a block
+// takes 16 gate and their 16 up rows where linear's takes 32 rows, and both grids have 2I / 32 blocks), so the same
+// bits as linear then silu_mul, without the gate/up rows' round trip through memory and the silu_mul launch.
+void CudaOps::linear_int4_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) {
+    ops_checks::expect_linear(x, w, gu, kHere, "linear_silu_mul");
+    ops_checks::expect_int4(w, kHere, "linear_silu_mul");
+    expect_silu_mul_out(w, out, x.dim(0));
+    const int64_t I = out.dim(1);
+    const Tensor& bias = w.bias;
+    kcu::GemvInt4Args a{x.data_as<float>(),
+                        int4_weight(w, w.data.stride(0), "linear_silu_mul"),
+                        bias.defined() ? bias.data() : nullptr,
+                        bias.defined() ? elem_type(bias.dtype(), "linear_silu_mul") : kcu::ElemType::F32,
+                        out.data_as<float>(),
+                        I,
+                        w.in_features()};
+    a.glu_rows = I;
+    if (!fused_int4_silu_mul_ || !takes_gemv_mma(int4_gemv_mma(), 1, 2 * I) || !kcu::gemv_int4_mma_fits(a, 1, 0))
+        return Ops::linear_silu_mul(x, w, gu, out);
+    if (overlaps(out, converted_src_)) invalidate_converted();
+    const auto profile = profiler_.scope("linear int4 + silu_mul (gemv mma)");
+    kcu::launch_gemv_int4_mma(a, 1, 0, 0, stream_);
 }
 
 void CudaOps::linear_gated_add(const Tensor& x, const LinearWeight& w, const Tensor& y, const Tensor& gate,

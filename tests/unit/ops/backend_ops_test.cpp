@@ -407,27 +407,24 @@ TEST(LoraTest, CudaCoreKernelsMatchTheCpu) {
     expect_lora_kernels_match_the_cpu("0");
 }
 
-// Early loads (the default; PAGODA_EARLY_LOADS=0, read when the ops are made, turns them off): the RMSNorm,
-// attention-prologue and decode-attention kernels that load what the kernel before them does not write before their
-// programmatic-launch wait (and the MoE down pass that prefetches its experts' rows) give the bits of the kernels that
-// load it all after the wait, on every case of those ops (each case's setup kernels run just before it).
-TEST(EarlyLoadsTest, EqualTheKernelsThatLoadAfterTheWait) {
+// The bits of the default CUDA backend equal those of one made with `env`=0 on every case of `ops` whose name
+// contains `name_part`, each run as a whole and as a step (each case's setup kernels run just before it); at least
+// `fewest` cases.
+void expect_switch_keeps_the_bits(const char* env, const std::set<std::string>& ops, const std::string& name_part,
+                                  int fewest) {
     if (cuda_device_count() == 0)
         GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": CUDA test skipped";
-    auto early = make_cuda_backend();  // the default
-    ::setenv("PAGODA_EARLY_LOADS", "0", 1);
-    auto waiting = make_cuda_backend();
-    ::unsetenv("PAGODA_EARLY_LOADS");
-    ASSERT_TRUE(waiting.ok() && early.ok());
-    const std::set<std::string> ops = {"rms_norm",     "add_rms_norm",          "head_rms_norm",
-                                       "qk_norm_rope", "qk_norm_rope_write_kv", "paged_attention",
-                                       "moe_experts"};
+    auto switched_on = make_cuda_backend();  // the default
+    ::setenv(env, "0", 1);
+    auto switched_off = make_cuda_backend();
+    ::unsetenv(env);
+    ASSERT_TRUE(switched_off.ok() && switched_on.ok());
     int cases = 0;
     for (const OpCase& c : op_cases()) {
-        if (!ops.count(c.op)) continue;
+        if (!ops.count(c.op) || c.name.find(name_part) == std::string::npos) continue;
         for (const bool step : {false, true}) {
-            const auto a = run_case(c, **waiting, Layout::Contiguous, step, nullptr);
-            const auto b = run_case(c, **early, Layout::Contiguous, step, nullptr);
+            const auto a = run_case(c, **switched_off, Layout::Contiguous, step, nullptr);
+            const auto b = run_case(c, **switched_on, Layout::Contiguous, step, nullptr);
             ASSERT_TRUE(a && b) << c.name;
             for (size_t i = 0; i < a->checked().size(); ++i) {
                 const float e = rel_error(a->checked()[i].host_view, b->checked()[i].host_view);
@@ -436,7 +433,24 @@ TEST(EarlyLoadsTest, EqualTheKernelsThatLoadAfterTheWait) {
         }
         ++cases;
     }
-    EXPECT_GE(cases, 40);
+    EXPECT_GE(cases, fewest);
+}
+
+// Early loads (the default; PAGODA_EARLY_LOADS=0, read when the ops are made, turns them off): the RMSNorm,
+// attention-prologue and decode-attention kernels that load what the kernel before them does not write before their
+// programmatic-launch wait (and the MoE down pass that prefetches its experts' rows) give the bits of the kernels that
+// load it all after the wait.
+TEST(EarlyLoadsTest, EqualTheKernelsThatLoadAfterTheWait) {
+    expect_switch_keeps_the_bits("PAGODA_EARLY_LOADS",
+                                 {"rms_norm", "add_rms_norm", "head_rms_norm", "qk_norm_rope", "qk_norm_rope_write_kv",
+                                  "paged_attention", "moe_experts"},
+                                 "", 40);
+}
+
+// One token's int4 gate/up with SiLU·mul in the tensor-core GEMV (the default; PAGODA_INT4_SILU_MUL=0 turns it off)
+// gives the bits of linear then silu_mul: the same sums, and the same silu.
+TEST(Int4SiluMulTest, EqualsLinearThenSiluMul) {
+    expect_switch_keeps_the_bits("PAGODA_INT4_SILU_MUL", {"linear_silu_mul"}, "int4", 4);
 }
 
 // CUDA runs every op of the case table: none of them is skipped there as not supported.

@@ -489,6 +489,28 @@ OpCase linear_silu_mul(int64_t T, int64_t I, int64_t K, DType wt) {
             }};
 }
 
+// The same with an int4 gate/up weight (linear_int4's layout and parameters): one token of a weight the tensor-core
+// GEMV takes (2I >= 2,048 rows) runs it with SiLU·mul in its store on CUDA (PAGODA_INT4_SILU_MUL=0: linear then
+// silu_mul), a smaller one linear then silu_mul.
+OpCase linear_silu_mul_int4(int64_t T, int64_t I, int64_t K, int64_t group, bool zero_points, DType round_to) {
+    return {
+        fmt("linear_silu_mul int4 T=%lld I=%lld K=%lld group %lld%s%s", (long long)T, (long long)I, (long long)K,
+            (long long)group, zero_points ? " zeros" : "", round_to == DType::F16 ? " f16" : ""),
+        "linear_silu_mul", [=](CaseRun& r) {
+            const Tensor x = r.act(Shape{T, K});
+            const GroupParams g = group_params(r, Shape{2 * I, K / group}, 2e-2f, 8.0f, zero_points, round_to);
+            LinearWeight w =
+                LinearWeight::grouped_int(4, r.dense(Shape{2 * I, K / 2}, DType::U8), g.scales, g.zeros, group);
+            w.dequant_dtype = round_to;
+            auto& kept = r.keep(std::move(w));
+            const Tensor gu = r.act(Shape{T, 2 * I});  // scratch: what the op leaves there is not compared
+            const Tensor out = r.out(Shape{T, I}, "out", kBf16Tol);
+            r.set_bytes(static_cast<double>(I * K + (zero_points ? 16 : 8) * I * (K / group) + (T * K + T * I) * 4));
+            r.set_flops(4.0 * T * I * K);
+            return [=, &r, &kept] { r.ops().linear_silu_mul(x, kept, gu, out); };
+        }};
+}
+
 OpCase silu_mul(int64_t T, int64_t N) {
     return {fmt("silu_mul T=%lld N=%lld", (long long)T, (long long)N), "silu_mul", [=](CaseRun& r) {
                 const Tensor gu = r.act(Shape{T, 2 * N}, 4.0f);
@@ -886,6 +908,12 @@ const std::vector<OpCase>& op_cases() {
             // PAGODA_GEMV_MMA_SPLIT=4.
             linear_silu_mul(1, 300, 2048, DType::F8_E4M3),
             linear_silu_mul(6, 96, 256, BF16),
+            // int4: AWQ-like (f16 scales, zero points) and symmetric bf16 on the tensor-core GEMV with SiLU·mul,
+            // a K of 32 chunks (its cluster split), and a weight too small for it (linear then silu_mul).
+            linear_silu_mul_int4(1, 1024, 512, 128, true, DType::F16),
+            linear_silu_mul_int4(1, 1024, 512, 64, false, BF16),
+            linear_silu_mul_int4(1, 1536, 4096, 32, true, DType::F16),
+            linear_silu_mul_int4(1, 96, 256, 128, true, DType::F16),
             linear_gated_add(1, 2048, 512, BF16),
             linear_gated_add(1, 96, 100, F32),  // the element-wise GEMV
             linear_gated_add(4, 2048, 256, BF16),
@@ -1207,6 +1235,8 @@ const std::vector<OpCase>& qwen3_8b_cases() {
         // fp8 (block 128): one token's gate/up with SiLU·mul, on the tensor-core GEMV (the default since session 29,
         // with its f16 products) or the plain one (PAGODA_FP8_GEMV_MMA=2).
         c.push_back(linear_silu_mul(1, I, H, DType::F8_E4M3));
+        // AWQ int4 (group 128, f16 scales, zero points): with SiLU·mul in the GEMV, or not (PAGODA_INT4_SILU_MUL=0).
+        c.push_back(linear_silu_mul_int4(1, I, H, 128, true, DType::F16));
         c.push_back(embedding(V, H, 256, BF16));
         c.push_back(argmax(256, V));
         const std::vector<Seq> decode256(256, Seq{1535, 1}), decode16(16, Seq{4095, 1});

@@ -44,12 +44,14 @@ __device__ __forceinline__ void rope_angle(float pos, float inv_freq, float atte
 // What a lane needs of its row that no kernel writes (the row's slot and position, its elements' norm weights and
 // rotation), worked out before the programmatic-launch wait in the kEarly instances (a.early_loads), for rows of at
 // most 32 · kEarlyDims: the lane's elements d = lane + 32 i. After the wait the kernel then only reads the row itself.
+// The rotation's frequencies come from the block's shared copy of a.inv_freq (see the kernel).
 constexpr int kEarlyDims = 8;
 struct EarlyRow {
     int64_t slot;
     float w[kEarlyDims], c[kEarlyDims], s[kEarlyDims];
 };
-__device__ __forceinline__ void early_row(const QkNormRopeArgs& a, int64_t t, int h, int lane, EarlyRow& e) {
+__device__ __forceinline__ void early_row(const QkNormRopeArgs& a, const float* inv_freq, int64_t t, int h, int lane,
+                                          EarlyRow& e) {
     e.slot = a.key_cache != nullptr ? a.slot_mapping[t] : -1;
     const bool is_q = h < a.Hq;
     const void* w = is_q ? a.q_weight : a.k_weight;
@@ -61,7 +63,7 @@ __device__ __forceinline__ void early_row(const QkNormRopeArgs& a, int64_t t, in
         e.w[i] = 1.0f, e.c[i] = 1.0f, e.s[i] = 0.0f;
         if (d >= a.D) continue;
         if (a.norm && h < a.Hq + a.Hk) e.w[i] = norm_weight(w, a.weight_type, a.zero_centred, d);
-        if (d < a.rotary_dim) rope_angle(pos, a.inv_freq[d < half ? d : d - half], a.attention_factor, e.c[i], e.s[i]);
+        if (d < a.rotary_dim) rope_angle(pos, inv_freq[d < half ? d : d - half], a.attention_factor, e.c[i], e.s[i]);
     }
 }
 
@@ -108,15 +110,19 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t index = blockIdx.x * int64_t(kRowsPerBlock) + warp;
     const bool early = kEarly && a.D <= 32 * kEarlyDims && index < a.T * heads;
-    EarlyRow e;
-    if (early) early_row(a, index / heads, static_cast<int>(index % heads), lane, e);
-    PAGODA_KERNEL_PROLOGUE();
-    __shared__ float rows[kRowsPerBlock][kMaxHeadDim];
-    __shared__ float inv_freq[kMaxRotaryHalf];  // the launch parameter, read by every lane at its own index
+    // The launch parameter's frequencies, which every lane reads at its own index, copied to shared memory first: a
+    // kernel parameter indexed by lane is a constant-bank load a distinct address (a warp's 32 one after another).
+    // The early rows read the copy before the wait too (until 2026-12-07 they read a.inv_freq itself, 32 · 8 such
+    // loads a warp, when a 2,048-token prefill's QK-norm/RoPE ran at a quarter of its bytes' bandwidth).
+    __shared__ float inv_freq[kMaxRotaryHalf];
     const int half = a.rotary_dim / 2;
     for (int j = threadIdx.x; j < half; j += blockDim.x)
         inv_freq[j] = a.inv_freq[j];
     __syncthreads();
+    EarlyRow e;
+    if (early) early_row(a, inv_freq, index / heads, static_cast<int>(index % heads), lane, e);
+    PAGODA_KERNEL_PROLOGUE();
+    __shared__ float rows[kRowsPerBlock][kMaxHeadDim];
 
     if (index >= a.T * heads) return;  // nothing block-wide follows
     const int64_t t = index / heads;

@@ -98,6 +98,8 @@ struct GemvInt4Args {
     ElemType bias_type;
     float* y;  // [N]
     int64_t N, K;
+    // As GemvArgs::glu_rows (N outputs silu(row n) · row n + glu_rows); launch_gemv_int4_mma only.
+    int64_t glu_rows = 0;
 };
 void launch_gemv_int4(const GemvInt4Args& a, cudaStream_t stream);
 

@@ -626,14 +626,15 @@ bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
     return a.w.bits == 4 && (a.w.round_to == ElemType::F16 || a.w.round_to == ElemType::BF16) &&
            tokens_fit(a.x, T, x_stride) && a.K % (4 * Int4<false>::kPerLoad) == 0 && a.w.group_size > 0 &&
            a.w.group_size % Int4<false>::kPerLoad == 0 && a.K % a.w.group_size == 0 && a.w.row_bytes % 16 == 0 &&
-           a.w.data != nullptr && aligned(a.w.data, 16) && a.w.scales != nullptr;
+           a.w.data != nullptr && aligned(a.w.data, 16) && a.w.scales != nullptr &&
+           (a.glu_rows == 0 || a.glu_rows == a.N);
 }
 
 void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
     if (a.N == 0 || T == 0) return;
     PAGODA_KERNEL_REQUIRE(gemv_int4_mma_fits(a, T, x_stride), "int4 tensor-core GEMV: shape or alignment not taken");
     MmaGemvArgs m = token_args(a.x, x_stride, a.y, y_stride, T, a.N, a.K, a.bias, a.bias_type, a.w.data, a.w.row_bytes);
-    m.group_scales = a.w.scales, m.group_zeros = a.w.zeros, m.group_size = a.w.group_size;
+    m.group_scales = a.w.scales, m.group_zeros = a.w.zeros, m.group_size = a.w.group_size, m.glu_rows = a.glu_rows;
     if (f16_products(/*fp8=*/false, a.w.round_to == ElemType::F16, T) && a.w.group_size % (4 * Int4F16::kPerLoad) == 0)
         launch<Int4F16>(m, stream);
     else if (a.w.round_to == ElemType::BF16)

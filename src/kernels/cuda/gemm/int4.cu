@@ -318,6 +318,7 @@ void run_dequantize(const DequantizeInt4Args& a, cudaStream_t stream) {
 void launch_gemv_int4(const GemvInt4Args& a, cudaStream_t stream) {
     if (a.N == 0) return;
     require_weight(a.w, a.K);
+    PAGODA_KERNEL_REQUIRE(a.glu_rows == 0, "int4 GEMV: glu_rows is the tensor-core GEMV's alone");
     if (a.w.bits == 8)
         run_gemv<8>(a, stream);
     else

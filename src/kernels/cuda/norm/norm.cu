@@ -35,6 +35,43 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
     float* out = a.out.data + t * a.out.stride_t + h * a.out.stride_h;
     float* res = a.residual.data ? a.residual.data + t * a.residual.stride_t + h * a.residual.stride_h : nullptr;
     __nv_bfloat16* out16 = a.out_bf16 ? static_cast<__nv_bfloat16*>(a.out_bf16) + row * a.D : nullptr;
+    if constexpr (kEarly) {
+        if (hold) {
+            // The row's values stay in registers from the sum to the normalisation (the loop below reads them
+            // again: one memory round trip more on a decode step's path, the row's bytes twice in a prefill), and
+            // every load is issued before the first store (a store to res could alias a later load, which would
+            // keep the compiler from issuing them together). The same sum as row_sum_squares' with one virtual
+            // thread a thread: each thread's in order, then block_sum.
+            float v[kHeld], r[kHeld];
+#pragma unroll
+            for (int i = 0; i < kHeld; ++i) {
+                const int64_t d = threadIdx.x + int64_t(i) * blockDim.x;
+                v[i] = d < a.D ? x[d] : 0.0f;
+                r[i] = res && d < a.D ? res[d] : 0.0f;
+            }
+            float ss = 0.0f;
+#pragma unroll
+            for (int i = 0; i < kHeld; ++i) {
+                const int64_t d = threadIdx.x + int64_t(i) * blockDim.x;
+                if (d >= a.D) continue;
+                if (res) {
+                    v[i] += r[i];
+                    res[d] = v[i];
+                }
+                ss += v[i] * v[i];
+            }
+            const float scale = rsqrtf(block_sum(ss) / static_cast<float>(a.D) + a.eps);
+#pragma unroll
+            for (int i = 0; i < kHeld; ++i) {  // row_normalize's expression
+                const int64_t d = threadIdx.x + int64_t(i) * blockDim.x;
+                if (d >= a.D) continue;
+                const float o = v[i] * scale * held[i];
+                out[d] = o;
+                if (out16) out16[d] = from_f32<__nv_bfloat16>(o);
+            }
+            return;
+        }
+    }
     // Each thread touches the same indices in both passes, so out may alias x.
     const float ss = row_sum_squares(a.D, blockDim.x, [&](int64_t d) {
         float v = x[d];
@@ -45,22 +82,8 @@ __global__ void rms_norm_kernel(RmsNormArgs a) {
         return v;
     });
     const float scale = rsqrtf(ss / static_cast<float>(a.D) + a.eps);
-    const float* src = res ? res : x;
-    if constexpr (kEarly) {
-        if (hold) {
-#pragma unroll
-            for (int i = 0; i < kHeld; ++i) {  // row_normalize's expression
-                const int64_t d = threadIdx.x + int64_t(i) * blockDim.x;
-                if (d >= a.D) continue;
-                const float v = src[d] * scale * held[i];
-                out[d] = v;
-                if (out16) out16[d] = from_f32<__nv_bfloat16>(v);
-            }
-            return;
-        }
-    }
-    row_normalize([&](int64_t d) { return src[d]; }, out, out16, a.D, scale, a.weight, a.weight_type, a.zero_centred,
-                  threadIdx.x, blockDim.x);
+    row_normalize([&](int64_t d) { return res ? res[d] : x[d]; }, out, out16, a.D, scale, a.weight, a.weight_type,
+                  a.zero_centred, threadIdx.x, blockDim.x);
 }
 
 }  // namespace
