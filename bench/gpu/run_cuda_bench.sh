@@ -40,8 +40,8 @@
 #   ops-ab      the op bench's Qwen3-8B cases matching AB_FILTER ('paged_attention decode') as built and with AB_ENV
 #               (PAGODA_FP8_DECODE_STAGED=0) set, in turn, twice: a kernel switch's A/B in one call (142 s, session 38)
 #   opsprof     the op bench's Qwen3-8B cases matching OPS_FILTER (lora) under ncu, the first NCU_COUNT (40) launches of
-#               kernels matching NCU_KERNELS (lora): duration, DRAM and L2 throughput, occupancy, registers and the warp
-#               stall breakdown of each (where a kernel's microseconds go; no model needed)
+#               kernels matching NCU_KERNELS (lora): duration, DRAM and L2 throughput, SM throughput and issue slots,
+#               occupancy, registers and the warp stall breakdown of each (where a kernel's microseconds go; no model)
 #   sanitize    compute-sanitizer memcheck, racecheck and synccheck over backend_ops_test
 #   peer-build  starts building llama.cpp from build-llama-carry/llama.cpp.tar.xz in the background (the tree of
 #               llama-cpp-python 0.3.36's vendor/llama.cpp without models/, docs/, media/, benches/, tests/,
@@ -421,9 +421,11 @@ fi
 if want opsprof && command -v ncu > /dev/null; then
     LD_LIBRARY_PATH=$LIBS timeout 300 ncu -c "${NCU_COUNT:-40}" -k "regex:${NCU_KERNELS:-lora}" --section SpeedOfLight \
         --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis \
         "$BIN/pagoda_op_bench" --table qwen3-8b --filter "${OPS_FILTER:-lora}" > "$OUT/ncu_ops.log" 2>&1
     summary+=("ncu over the op bench's '${OPS_FILTER:-lora}' cases rc=$? (all of it in ncu_ops.log):")
     keep='Context [0-9]+, Stream|Duration|DRAM Throughput|L2 Cache Throughput|Achieved Occupancy|Registers Per Thr|Stall'
+    keep+='|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active'
     while read -r line; do summary+=("  $line"); done < <(grep -E "$keep" "$OUT/ncu_ops.log" | head -80)
 fi
 if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench ]]; then
