@@ -370,8 +370,9 @@ void CudaOps::expect_silu_mul_out(const LinearWeight& w, const Tensor& out, int6
 
 // One token's int4 gate/up (one weight, gate rows first) with SiLU·mul in the tensor-core GEMV's store, where linear()
 // would take that GEMV for the weight: the same sums as linear's (the same kernel, chunks and cluster split: a block
-// takes 16 gate and their 16 up rows where linear's takes 32 rows, and both grids have 2I / 32 blocks), so the same
-// bits as linear then silu_mul, without the gate/up rows' round trip through memory and the silu_mul launch.
+// takes 16 gate and their 16 up rows where linear's takes 32 rows, and both grids have 2I / 32 blocks; a row's sum
+// does not depend on its place in the mma tile, as the fp8 fused path also assumes), so the same bits as linear then
+// silu_mul (Int4SiluMulTest), without the gate/up rows' round trip through memory and the silu_mul launch.
 void CudaOps::linear_int4_silu_mul(const Tensor& x, const LinearWeight& w, const Tensor& gu, const Tensor& out) {
     ops_checks::expect_linear(x, w, gu, kHere, "linear_silu_mul");
     ops_checks::expect_int4(w, kHere, "linear_silu_mul");

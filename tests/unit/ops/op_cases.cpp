@@ -266,24 +266,45 @@ Tensor random_input_perm(CaseRun& r, int64_t K) {
 // bits 8: LinearWeight's int8 (GPTQ 8-bit), one value a byte, symmetric zero 128, the same kernels at 8 bits (16-byte
 // GEMV path when the group is a multiple of 16). act_order: the weight of a GPTQ act-order checkpoint, with a random
 // input permutation (LinearWeight::input_perm) the backend gathers x's columns by before the kernel.
+// A grouped int weight [N, K] as linear_int4 below describes it (random packed bytes, group scales and zeros).
+struct GroupedInt {
+    int64_t group = 128;
+    bool zero_points = false;
+    DType round_to = DType::F16;
+    bool bias = false;
+    int bits = 4;
+    bool act_order = false;
+
+    std::string name() const {
+        return fmt(" group %lld%s%s%s%s", (long long)group, zero_points ? " zeros" : "",
+                   round_to == DType::F16 ? " f16" : "", bias ? " bias" : "", act_order ? " act-order" : "");
+    }
+    LinearWeight make(CaseRun& r, int64_t N, int64_t K) const {
+        const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
+        // Scales and zeros of the size of the format's values.
+        const float scale = bits == 8 ? 1e-3f : 2e-2f, zero = bits == 8 ? 128.0f : 8.0f;
+        const GroupParams g = group_params(r, Shape{N, K / group}, scale, zero, zero_points, round_to);
+        LinearWeight w =
+            LinearWeight::grouped_int(bits, r.dense(Shape{N, K * bits / 8}, DType::U8), g.scales, g.zeros, group, b);
+        w.dequant_dtype = round_to;
+        if (act_order) w.input_perm = random_input_perm(r, K);
+        return w;
+    }
+    // The bytes a call reads of it.
+    double bytes(int64_t N, int64_t K) const {
+        return static_cast<double>(N * K * bits / 8 + (zero_points ? 8 : 4) * N * (K / group));
+    }
+};
+
 OpCase linear_int4(int64_t T, int64_t N, int64_t K, int64_t group, bool zero_points, DType round_to, bool bias,
                    int bits = 4, bool act_order = false) {
-    return {fmt("linear int%d T=%lld N=%lld K=%lld group %lld%s%s%s%s", bits, (long long)T, (long long)N, (long long)K,
-                (long long)group, zero_points ? " zeros" : "", round_to == DType::F16 ? " f16" : "",
-                bias ? " bias" : "", act_order ? " act-order" : ""),
+    const GroupedInt q{group, zero_points, round_to, bias, bits, act_order};
+    return {fmt("linear int%d T=%lld N=%lld K=%lld", bits, (long long)T, (long long)N, (long long)K) + q.name(),
             "linear", [=](CaseRun& r) {
                 const Tensor x = r.act(Shape{T, K + 8}).narrow(1, 4, K);
-                const Tensor b = bias ? r.dense(Shape{N}) : Tensor();
-                // Scales and zeros of the size of the format's values.
-                const float scale = bits == 8 ? 1e-3f : 2e-2f, zero = bits == 8 ? 128.0f : 8.0f;
-                const GroupParams g = group_params(r, Shape{N, K / group}, scale, zero, zero_points, round_to);
-                LinearWeight w = LinearWeight::grouped_int(bits, r.dense(Shape{N, K * bits / 8}, DType::U8), g.scales,
-                                                           g.zeros, group, b);
-                w.dequant_dtype = round_to;
-                if (act_order) w.input_perm = random_input_perm(r, K);
+                const LinearWeight w = q.make(r, N, K);
                 const Tensor y = r.out(Shape{T, N}, "y", kBf16Tol);
-                r.set_bytes(static_cast<double>(N * K * bits / 8 + (zero_points ? 8 : 4) * N * (K / group) +
-                                                (T * K + T * N) * 4));
+                r.set_bytes(q.bytes(N, K) + static_cast<double>((T * K + T * N) * 4));
                 r.set_flops(2.0 * T * N * K);
                 return [=, &r] { call_linear(r.ops(), x, w, y); };
             }};
@@ -489,23 +510,18 @@ OpCase linear_silu_mul(int64_t T, int64_t I, int64_t K, DType wt) {
             }};
 }
 
-// The same with an int4 gate/up weight (linear_int4's layout and parameters): one token of a weight the tensor-core
-// GEMV takes (2I >= 2,048 rows) runs it with SiLU·mul in its store on CUDA (PAGODA_INT4_SILU_MUL=0: linear then
-// silu_mul), a smaller one linear then silu_mul.
-OpCase linear_silu_mul_int4(int64_t T, int64_t I, int64_t K, int64_t group, bool zero_points, DType round_to) {
+// The same with a grouped int gate/up weight (linear_int4's): one token of an int4 weight the tensor-core GEMV takes
+// (2I >= 2,048 rows, not act-order) runs it with SiLU·mul in its store on CUDA (PAGODA_INT4_SILU_MUL=0: linear then
+// silu_mul); a smaller weight, an act-order or an int8 one, linear then silu_mul.
+OpCase linear_silu_mul_int(int64_t T, int64_t I, int64_t K, const GroupedInt& q) {
     return {
-        fmt("linear_silu_mul int4 T=%lld I=%lld K=%lld group %lld%s%s", (long long)T, (long long)I, (long long)K,
-            (long long)group, zero_points ? " zeros" : "", round_to == DType::F16 ? " f16" : ""),
+        fmt("linear_silu_mul int%d T=%lld I=%lld K=%lld", q.bits, (long long)T, (long long)I, (long long)K) + q.name(),
         "linear_silu_mul", [=](CaseRun& r) {
             const Tensor x = r.act(Shape{T, K});
-            const GroupParams g = group_params(r, Shape{2 * I, K / group}, 2e-2f, 8.0f, zero_points, round_to);
-            LinearWeight w =
-                LinearWeight::grouped_int(4, r.dense(Shape{2 * I, K / 2}, DType::U8), g.scales, g.zeros, group);
-            w.dequant_dtype = round_to;
-            auto& kept = r.keep(std::move(w));
+            auto& kept = r.keep(q.make(r, 2 * I, K));
             const Tensor gu = r.act(Shape{T, 2 * I});  // scratch: what the op leaves there is not compared
             const Tensor out = r.out(Shape{T, I}, "out", kBf16Tol);
-            r.set_bytes(static_cast<double>(I * K + (zero_points ? 16 : 8) * I * (K / group) + (T * K + T * I) * 4));
+            r.set_bytes(q.bytes(2 * I, K) + static_cast<double>((T * K + T * I) * 4));
             r.set_flops(4.0 * T * I * K);
             return [=, &r, &kept] { r.ops().linear_silu_mul(x, kept, gu, out); };
         }};
@@ -908,12 +924,18 @@ const std::vector<OpCase>& op_cases() {
             // PAGODA_GEMV_MMA_SPLIT=4.
             linear_silu_mul(1, 300, 2048, DType::F8_E4M3),
             linear_silu_mul(6, 96, 256, BF16),
-            // int4: AWQ-like (f16 scales, zero points) and symmetric bf16 on the tensor-core GEMV with SiLU·mul,
-            // a K of 32 chunks (its cluster split), and a weight too small for it (linear then silu_mul).
-            linear_silu_mul_int4(1, 1024, 512, 128, true, DType::F16),
-            linear_silu_mul_int4(1, 1024, 512, 64, false, BF16),
-            linear_silu_mul_int4(1, 1536, 4096, 32, true, DType::F16),
-            linear_silu_mul_int4(1, 96, 256, 128, true, DType::F16),
+            // Grouped int: AWQ-like int4 (f16 scales, zero points) and symmetric bf16 on the tensor-core GEMV with
+            // SiLU·mul; a ragged last row tile (I % 16 = 8) with a bias; 64 row tiles over 32 chunks (clusters of 4
+            // on an H100) and 96 over 128 (group 32); then what takes linear then silu_mul: a weight too small for
+            // the tensor-core GEMV, an act-order one, an int8 one.
+            linear_silu_mul_int(1, 1024, 512, {.group = 128, .zero_points = true}),
+            linear_silu_mul_int(1, 1024, 512, {.group = 64, .round_to = BF16}),
+            linear_silu_mul_int(1, 1032, 512, {.group = 128, .zero_points = true, .bias = true}),
+            linear_silu_mul_int(1, 1024, 4096, {.group = 128, .round_to = BF16}),
+            linear_silu_mul_int(1, 1536, 4096, {.group = 32, .zero_points = true}),
+            linear_silu_mul_int(1, 96, 256, {.group = 128, .zero_points = true}),
+            linear_silu_mul_int(1, 1024, 512, {.group = 128, .zero_points = true, .act_order = true}),
+            linear_silu_mul_int(1, 1024, 512, {.group = 128, .bits = 8}),
             linear_gated_add(1, 2048, 512, BF16),
             linear_gated_add(1, 96, 100, F32),  // the element-wise GEMV
             linear_gated_add(4, 2048, 256, BF16),
@@ -1236,7 +1258,7 @@ const std::vector<OpCase>& qwen3_8b_cases() {
         // with its f16 products) or the plain one (PAGODA_FP8_GEMV_MMA=2).
         c.push_back(linear_silu_mul(1, I, H, DType::F8_E4M3));
         // AWQ int4 (group 128, f16 scales, zero points): with SiLU·mul in the GEMV, or not (PAGODA_INT4_SILU_MUL=0).
-        c.push_back(linear_silu_mul_int4(1, I, H, 128, true, DType::F16));
+        c.push_back(linear_silu_mul_int(1, I, H, {.group = 128, .zero_points = true}));
         c.push_back(embedding(V, H, 256, BF16));
         c.push_back(argmax(256, V));
         const std::vector<Seq> decode256(256, Seq{1535, 1}), decode16(16, Seq{4095, 1});

@@ -2,6 +2,7 @@
 #include "ops/op_harness.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -256,26 +257,48 @@ void CaseRun::collect() {
     }
 }
 
-float rel_error(const Tensor& ref, const Tensor& got) {
-    PAGODA_CHECK_MSG(ref.shape() == got.shape(), "rel_error: shapes differ");
+namespace {
+// f(a, b) for each pair of elements of two same-shaped F32 host views of any rank and strides, in order, until f
+// returns false.
+template <class F>
+void for_each_pair(const Tensor& ref, const Tensor& got, F&& f) {
+    PAGODA_CHECK_MSG(ref.shape() == got.shape(), "op harness: shapes differ");
     const int r = ref.rank();
     int64_t idx[kMaxRank] = {};
-    float max_ref = 0, max_diff = 0;
     for (int64_t n = 0; n < ref.numel(); ++n) {
         int64_t oa = 0, ob = 0;
         for (int d = 0; d < r; ++d)
             oa += idx[d] * ref.stride(d), ob += idx[d] * got.stride(d);
-        const float a = ref.data_as<float>()[oa], b = got.data_as<float>()[ob];
-        if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<float>::infinity();
-        max_ref = std::max(max_ref, std::fabs(a));
-        max_diff = std::max(max_diff, std::fabs(a - b));
+        if (!f(ref.data_as<float>()[oa], got.data_as<float>()[ob])) return;
         for (int d = r - 1; d >= 0; --d) {
             if (++idx[d] < ref.dim(d)) break;
             idx[d] = 0;
         }
     }
+}
+}  // namespace
+
+float rel_error(const Tensor& ref, const Tensor& got) {
+    float max_ref = 0, max_diff = 0;
+    bool nan = false;
+    for_each_pair(ref, got, [&](float a, float b) {
+        nan = std::isnan(a) || std::isnan(b);
+        max_ref = std::max(max_ref, std::fabs(a));
+        max_diff = std::max(max_diff, std::fabs(a - b));
+        return !nan;
+    });
+    if (nan) return std::numeric_limits<float>::infinity();
     if (max_diff == 0) return 0;
     return max_diff / std::max(max_ref, 1e-30f);
+}
+
+bool same_bits(const Tensor& ref, const Tensor& got) {
+    bool same = true;
+    for_each_pair(ref, got, [&](float a, float b) {
+        same = !std::isnan(a) && std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+        return same;
+    });
+    return same;
 }
 
 std::vector<Comparison> compare(const CaseRun& reference, const CaseRun& got) {

@@ -177,5 +177,7 @@ std::vector<Comparison> compare(const CaseRun& reference, const CaseRun& got);
 // max|got - ref| / max|ref| over two same-shaped F32 host views of any rank and strides; infinity when either holds
 // a NaN (an output element the op did not write stays NaN).
 float rel_error(const Tensor& ref, const Tensor& got);
+// Whether two such views hold the same bits in every element (-0 and +0 differ), none of them NaN.
+bool same_bits(const Tensor& ref, const Tensor& got);
 
 }  // namespace pagoda::op_harness
