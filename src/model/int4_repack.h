@@ -25,18 +25,19 @@ struct Int4Layout {
 
 // AutoAWQ's GEMM packing (version "gemm"): qweight I32 [K, N/8] and qzeros I32 [K/group, N/8] hold 8 output columns
 // per int32 in AWQ's interleaved order (nibble i holds column 8c + {0, 2, 4, 6, 1, 3, 5, 7}[i]); scales [K/group, N]
-// (already f32). value(n, k) = (q - zero) · scale. out.bits must be 4.
+// (already f32). value(n, k) = (q - zero) · scale. out.bits must be 4. `threads`: how many share the weight's rows
+// (parallel_for's max_threads: 0 every core; 1, the caller's thread alone, where the caller runs several at once).
 void repack_awq_gemm(std::span<const int32_t> qweight, std::span<const int32_t> qzeros, std::span<const float> scales,
-                     const Int4Layout& out);
+                     const Int4Layout& out, unsigned threads = 1);
 
 // GPTQ (AutoGPTQ / GPTQModel, 4 or 8 bits: out.bits): with p = 32 / bits values per int32, qweight I32 [K/p, N] holds
 // p consecutive inputs per int32 (value i, bits [i·bits, (i+1)·bits), is input p·r + i), qzeros I32 [K/group, N/p] p
 // consecutive columns per int32 likewise, scales [K/group, N]. `zero_offset` is added to each stored zero: 1 for the
 // "gptq" (v1) checkpoint format, which stores zero - 1, 0 for "gptq_v2". `perm` (act-order; empty: the identity)
 // puts input perm[k] at the layout's input k: the layout then holds W[:, perm], whose group k / group must be input
-// perm[k]'s (act_order_permutation gives such a perm).
+// perm[k]'s (act_order_permutation gives such a perm). `threads` as repack_awq_gemm's (without perm).
 void repack_gptq(std::span<const int32_t> qweight, std::span<const int32_t> qzeros, std::span<const float> scales,
-                 int32_t zero_offset, const Int4Layout& out, std::span<const int32_t> perm = {});
+                 int32_t zero_offset, const Int4Layout& out, std::span<const int32_t> perm = {}, unsigned threads = 1);
 
 // GPTQ act-order: g_idx[k] is the group of input k, groups formed in the order GPTQ processed the inputs. The stable
 // sort of the inputs by group (perm[j] is the j-th input of that order), or an empty vector with `error` saying why

@@ -107,8 +107,9 @@ class WeightLoader {
     void hold_expert_features(int64_t first, int64_t count) { features_first_ = first, features_count_ = count; }
     int64_t expert_features_first() const { return features_first_; }
     int64_t expert_features_count(int64_t all) const { return features_count_ < 0 ? all : features_count_; }
-    // Repacks a found module into `out` (N, K and group as the module's). Thread-safe: reads the mapping only.
-    void repack_int4(const Int4Module& m, const Int4Layout& out) const;
+    // Repacks a found module into `out` (N, K and group as the module's) on up to `threads` threads (0: every core).
+    // Thread-safe: reads the mapping only.
+    void repack_int4(const Int4Module& m, const Int4Layout& out, unsigned threads = 1) const;
 
     // Names handed out so far (for reports of what was ignored).
     const std::unordered_set<std::string>& used() const { return used_; }

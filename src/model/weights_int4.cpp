@@ -155,15 +155,15 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
     return out;
 }
 
-void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out) const {
+void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out, unsigned threads) const {
     PAGODA_CHECK(out.N == m.N && out.K == m.K && out.group == m.group && out.bits == m.bits);
     switch (quantization_->packing) {
         case Int4Packing::kAwqGemm:
-            repack_awq_gemm(words(*m.qweight), words(*m.qzeros), floats(*m.scales), out);
+            repack_awq_gemm(words(*m.qweight), words(*m.qzeros), floats(*m.scales), out, threads);
             break;
         case Int4Packing::kGptq:
             repack_gptq(words(*m.qweight), words(*m.qzeros), floats(*m.scales), quantization_->zero_offset, out,
-                        m.input_perm);
+                        m.input_perm, threads);
             break;
         case Int4Packing::kPackQuantized:
             repack_pack_quantized(words(*m.qweight), floats(*m.scales),
@@ -186,7 +186,7 @@ Result<LinearWeight> WeightLoader::int4_linear(const std::string& name, const Sh
     out.data = static_cast<uint8_t*>(w.data.data());
     out.scales = w.scales.data_as<float>();
     out.zeros = w.zeros.defined() ? w.zeros.data_as<float>() : nullptr;
-    repack_int4(m, out);
+    repack_int4(m, out, /*threads=*/0);  // one module at a time: its rows over every core
     if (!m.input_perm.empty()) {
         w.input_perm = allocate(DType::I32, Shape{m.K});
         std::memcpy(w.input_perm.data(), m.input_perm.data(), m.input_perm.size() * sizeof(int32_t));

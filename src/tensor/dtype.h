@@ -49,6 +49,16 @@ inline uint16_t f32_to_bf16(float value) {
 float f16_to_f32(uint16_t bits);
 uint16_t f32_to_f16(float value);
 
+// f16_to_f32(f32_to_f16(value)) to the bit, inline and without leaving f32 where the result is zero or a normal f16
+// (2^-14 <= |value| < 65520): the 13 low mantissa bits rounded off to nearest even. The CPU int4 kernels round every
+// weight so (a weight whose code is its zero point is 0).
+inline float round_to_f16(float value) {
+    const uint32_t u = std::bit_cast<uint32_t>(value);
+    const uint32_t abs = u & 0x7fffffffu;
+    if (abs - 1u < 0x387fffffu || abs >= 0x477ff000u) return f16_to_f32(f32_to_f16(value));  // f16 subnormals, inf, NaN
+    return std::bit_cast<float>((u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu);
+}
+
 // OCP FP8 E4M3 (the "fn" variant: no infinities, 0x7f/0xff are NaN) and E5M2.
 float f8e4m3_to_f32(uint8_t bits);
 float f8e5m2_to_f32(uint8_t bits);

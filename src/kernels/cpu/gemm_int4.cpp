@@ -17,7 +17,7 @@ namespace {
 template <DType R>
 float product(float q, float zero, float scale) {
     const float v = (q - zero) * scale;
-    if constexpr (R == DType::F16) return f16_to_f32(f32_to_f16(v));
+    if constexpr (R == DType::F16) return round_to_f16(v);
     if constexpr (R == DType::BF16) return bf16_to_f32(f32_to_bf16(v));
     return v;
 }

@@ -95,38 +95,59 @@ std::vector<int32_t> pack_zeros(const Values& v, const int (&order)[8], int minu
 constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 constexpr int kSequential[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
+// Shapes for the packings that work in blocks of rows: one partial block (N = 24), and several blocks with a partial
+// last one (N = 264: 33 AWQ words of 8 columns, 9 GPTQ tiles of 32 rows; K = 320: 40 GPTQ words a row, 1 tile and a
+// part), repacked by the caller's thread alone and by every core.
+struct Case {
+    int64_t N, K, group;
+    unsigned threads;
+};
+constexpr Case kBlockCases[] = {
+    {24, 128, 32, 1}, {24, 128, 64, 1}, {24, 128, 128, 1}, {264, 320, 64, 1}, {264, 320, 64, 0}};
+
 TEST(Int4Repack, AwqGemm) {
     std::mt19937 rng(1);
-    for (int64_t group : {32, 64, 128}) {
-        const Values v = random_values(24, 128, group, rng);
+    for (const Case& c : kBlockCases) {
+        const Values v = random_values(c.N, c.K, c.group, rng);
         std::vector<int32_t> qweight;  // [K, N/8]: weight^T, 8 columns per word in AWQ's order
         for (int64_t k = 0; k < v.K; ++k)
-            for (int64_t c = 0; c < v.N / 8; ++c) {
+            for (int64_t w = 0; w < v.N / 8; ++w) {
                 int vals[8];
                 for (int i = 0; i < 8; ++i)
-                    vals[i] = v.q[(8 * c + kAwqOrder[i]) * v.K + k];
+                    vals[i] = v.q[(8 * w + kAwqOrder[i]) * v.K + k];
                 qweight.push_back(word(vals));
             }
         Repacked r(v, true);
-        repack_awq_gemm(qweight, pack_zeros(v, kAwqOrder, 0), scales_by_group(v), r.layout);
+        repack_awq_gemm(qweight, pack_zeros(v, kAwqOrder, 0), scales_by_group(v), r.layout, c.threads);
         expect_values(r, v, true);
     }
+}
+
+// qweight [K/8, N] as GPTQ packs it: 8 consecutive inputs per word.
+std::vector<int32_t> gptq_words(const Values& v) {
+    std::vector<int32_t> qweight;
+    for (int64_t r = 0; r < v.K / 8; ++r)
+        for (int64_t n = 0; n < v.N; ++n) {
+            int vals[8];
+            for (int i = 0; i < 8; ++i)
+                vals[i] = v.q[n * v.K + 8 * r + i];
+            qweight.push_back(word(vals));
+        }
+    return qweight;
 }
 
 TEST(Int4Repack, GptqV1AndV2GroupsAndPerChannel) {
     std::mt19937 rng(2);
     for (const auto& [minus, group] : {std::pair{1, 32}, std::pair{0, 32}, std::pair{1, 96}}) {  // 96: one group a row
         const Values v = random_values(16, 96, group, rng);
-        std::vector<int32_t> qweight;  // [K/8, N]: 8 consecutive inputs per word
-        for (int64_t r = 0; r < v.K / 8; ++r)
-            for (int64_t n = 0; n < v.N; ++n) {
-                int vals[8];
-                for (int i = 0; i < 8; ++i)
-                    vals[i] = v.q[n * v.K + 8 * r + i];
-                qweight.push_back(word(vals));
-            }
         Repacked r(v, true);
-        repack_gptq(qweight, pack_zeros(v, kSequential, minus), scales_by_group(v), minus, r.layout);
+        repack_gptq(gptq_words(v), pack_zeros(v, kSequential, minus), scales_by_group(v), minus, r.layout);
+        expect_values(r, v, true);
+    }
+    for (const Case& c : kBlockCases) {
+        const Values v = random_values(c.N, c.K, c.group, rng);
+        Repacked r(v, true);
+        repack_gptq(gptq_words(v), pack_zeros(v, kSequential, 1), scales_by_group(v), 1, r.layout, {}, c.threads);
         expect_values(r, v, true);
     }
 }
@@ -281,16 +302,8 @@ TEST(Int4Repack, GptqActOrderKeepsEachInputWithItsGroup) {
 
     // The checkpoint: codes q[n, k] of input k (stored order), zeros/scales per (n, group).
     Values v = random_values(N, K, group, rng);
-    std::vector<int32_t> qweight;  // [K/8, N]: 8 consecutive (stored-order) inputs per word
-    for (int64_t r = 0; r < K / 8; ++r)
-        for (int64_t n = 0; n < N; ++n) {
-            int vals[8];
-            for (int i = 0; i < 8; ++i)
-                vals[i] = v.q[n * K + 8 * r + i];
-            qweight.push_back(word(vals));
-        }
-    Repacked r(v, true);
-    repack_gptq(qweight, pack_zeros(v, kSequential, 1), scales_by_group(v), 1, r.layout, perm);
+    Repacked r(v, true);  // gptq_words: 8 consecutive (stored-order) inputs per word
+    repack_gptq(gptq_words(v), pack_zeros(v, kSequential, 1), scales_by_group(v), 1, r.layout, perm);
 
     std::uniform_real_distribution<double> unit(-1.0, 1.0);
     std::vector<double> x(K);

@@ -1,6 +1,7 @@
 // DType table and the bf16/f16/fp8 conversions, checked against formulas evaluated in double.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -68,6 +69,24 @@ TEST(DType, F32ToF16RoundsToNearestEven) {
     EXPECT_EQ(f32_to_f16(65519.0f), 0x7bff);
     EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);
     EXPECT_TRUE(std::isnan(f16_to_f32(f32_to_f16(std::nanf("")))));
+}
+
+// round_to_f16 against the two conversions it stands for, bit for bit: every 61st f32 bit pattern (70 million, both
+// signs, all exponents: NaNs, infinities, subnormals), and each boundary and rounding tie of its fast range.
+TEST(DType, RoundToF16IsTheRoundTrip) {
+    const auto expect_same = [](uint32_t u) {
+        const float v = std::bit_cast<float>(u);
+        const uint32_t want = std::bit_cast<uint32_t>(f16_to_f32(f32_to_f16(v)));
+        const uint32_t got = std::bit_cast<uint32_t>(round_to_f16(v));
+        if (want != got) ADD_FAILURE() << std::hex << "bits 0x" << u << ": 0x" << got << ", not 0x" << want;
+        return want == got;
+    };
+    for (uint64_t u = 0; u <= 0xffffffffu; u += 61)
+        if (!expect_same(static_cast<uint32_t>(u))) return;
+    for (uint32_t edge : {0x38800000u, 0x387fffffu, 0x477ff000u, 0x477fefffu, 0x477fe000u, 0x3f800fffu, 0x3f801000u,
+                          0x3f801001u, 0x3f802fffu, 0x3f803000u, 0x3f803001u, 0x7f7fffffu, 0x00000001u, 0x00000000u})
+        for (uint32_t sign : {0u, 0x80000000u})
+            expect_same(edge | sign);
 }
 
 TEST(DType, Bf16RoundTripAndRounding) {
