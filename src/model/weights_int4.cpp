@@ -2,7 +2,9 @@
 // against the shape the model declares and repacked (model/int4_repack.h) into owned buffers in LinearWeight's int4
 // (int8) layout.
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <span>
 
 #include "common/check.h"
 #include "model/int4_repack.h"
@@ -24,6 +26,16 @@ std::vector<int32_t> words(const TensorView& t) {
     std::vector<int32_t> out(n);
     std::memcpy(out.data(), t.data, n * sizeof(int32_t));
     return out;
+}
+
+// The same read in place where the mapping is 4-byte aligned (safetensors' writers align each tensor to its element
+// size), else copied into `copy`: the repacking then reads the mapping itself, its page faults spread over the
+// threads that repack (a copy made first took them on one thread, ~1.2 GB/s).
+std::span<const int32_t> mapped_words(const TensorView& t, std::vector<int32_t>& copy) {
+    if (reinterpret_cast<uintptr_t>(t.data) % alignof(int32_t) == 0)
+        return {reinterpret_cast<const int32_t*>(t.data), t.nbytes / sizeof(int32_t)};
+    copy = words(t);
+    return copy;
 }
 
 // A float tensor (F32, BF16 or F16: lookup() checked) as f32 values, not kept (scales before their repacking).
@@ -157,13 +169,14 @@ Result<WeightLoader::Int4Module> WeightLoader::int4_module(const std::string& na
 
 void WeightLoader::repack_int4(const Int4Module& m, const Int4Layout& out, unsigned threads) const {
     PAGODA_CHECK(out.N == m.N && out.K == m.K && out.group == m.group && out.bits == m.bits);
+    std::vector<int32_t> copy;
     switch (quantization_->packing) {
         case Int4Packing::kAwqGemm:
-            repack_awq_gemm(words(*m.qweight), words(*m.qzeros), floats(*m.scales), out, threads);
+            repack_awq_gemm(mapped_words(*m.qweight, copy), words(*m.qzeros), floats(*m.scales), out, threads);
             break;
         case Int4Packing::kGptq:
-            repack_gptq(words(*m.qweight), words(*m.qzeros), floats(*m.scales), quantization_->zero_offset, out,
-                        m.input_perm, threads);
+            repack_gptq(mapped_words(*m.qweight, copy), words(*m.qzeros), floats(*m.scales), quantization_->zero_offset,
+                        out, m.input_perm, threads);
             break;
         case Int4Packing::kPackQuantized:
             repack_pack_quantized(words(*m.qweight), floats(*m.scales),
