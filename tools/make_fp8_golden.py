@@ -55,13 +55,15 @@ E4M3_MAX = 448.0
 # verbatim (every tiny matrix is then one block); qwen2 and qwen3_5 use 32x32 blocks so that each matrix has several,
 # and store the scales in bf16 (the loader reads either). qwen3_fp8_channel has one scale per output row (blocks of
 # [1, 128] cover a row of every qwen3 matrix): the quantization `--quantization fp8` does at load to the bf16 qwen3,
-# so pagoda's online quantization is checked byte for byte against this torch one (and both against transformers).
+# so pagoda's online quantization is checked byte for byte against this torch one (and both against transformers);
+# qwen3_moe_fp8_channel the same for qwen3_moe, whose experts --quantization fp8 quantizes per channel too.
 SPECS = {
     "qwen3_fp8": ("qwen3", (128, 128), "F32", ["lm_head"]),
     "qwen2_fp8": ("qwen2", (32, 32), "BF16", ["lm_head"]),
     "qwen3_5_fp8": ("qwen3_5", (32, 32), "BF16", ["lm_head", "model.visual", "mtp"]),
     "qwen3_fp8_channel": ("qwen3", (1, 128), "F32", ["lm_head"]),
     "qwen3_moe_fp8": ("qwen3_moe", (32, 32), "F32", ["lm_head", "mlp.gate"]),
+    "qwen3_moe_fp8_channel": ("qwen3_moe", (1, 128), "F32", ["lm_head", "mlp.gate"]),
     "qwen3_next_fp8": ("qwen3_next", (16, 16), "F32", ["lm_head", "mlp.gate", "shared_expert_gate"]),
     "qwen3_5_moe_fp8": ("qwen3_5_moe", (16, 16), "F32",
                         ["lm_head", "mlp.gate", "shared_expert_gate", "in_proj_a", "in_proj_b", "model.visual", "mtp"],

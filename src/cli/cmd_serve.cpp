@@ -457,7 +457,8 @@ cli::ArgParser make_serve_parser() {
     p.add_switch("no-async-scheduling", "turn async scheduling off (the default)");
     p.add_option("dtype", "DTYPE", "auto | float32 | float (CPU computes in float32)");
     p.add_option("quantization", "METHOD",
-                 "-q: fp8 quantizes a bf16 checkpoint's projections at load (e4m3, per-channel scales); a quantized "
+                 "-q: fp8 quantizes a bf16 checkpoint's projections and MoE experts at load (e4m3, per-channel "
+                 "scales); a quantized "
                  "checkpoint's method (fp8, compressed-tensors, awq, gptq, auto-round) is read from config.json and, "
                  "if given, checked");
     p.add_option("kv-cache-dtype", "DTYPE",

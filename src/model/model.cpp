@@ -206,11 +206,12 @@ Status Model::load_weights(const QuantizationPlan& quantization) {
     // Every tensor the weights structs declare, read by name.
     PAGODA_RETURN_IF_ERROR(visit_weights(weights_, spec, loader.visitor()));
     if (quantization.fp8_at_load) {
-        // The projections only (WeightEntry::quantizable); stacked experts (rank 3) stay dense: the MoE ops take no
-        // fp8 weights yet.
+        // The projections (WeightEntry::quantizable) and the stacked experts (rank 3, each expert's rows per channel
+        // as a projection's, as vLLM's fp8 also quantizes a MoE model's experts).
         PAGODA_RETURN_IF_ERROR(visit_weights(weights_, spec, [&loader](const WeightEntry& e) {
             LinearWeight* w = e.linear;
-            if (w != nullptr && e.quantizable && w->defined() && w->is_dense() && w->data.rank() == 2)
+            if (w != nullptr && e.quantizable && w->defined() && w->is_dense() &&
+                (w->data.rank() == 2 || (w->data.rank() == 3 && w->data.is_contiguous())))
                 *w = loader.quantize_fp8(*w);
             return ok_status();
         }));

@@ -77,8 +77,15 @@ Tensor WeightLoader::allocate(DType dtype, const Shape& shape) {
 
 LinearWeight WeightLoader::quantize_fp8(const LinearWeight& dense) {
     const Tensor data = allocate(DType::F8_E4M3, dense.data.shape());
-    const Tensor scales = allocate(DType::F32, Shape{dense.out_features()});
-    return quantize_fp8_per_channel(dense, data, scales);
+    const Tensor scales = allocate(DType::F32, dense.data.rank() == 3 ? Shape{dense.data.dim(0), dense.out_features()}
+                                                                      : Shape{dense.out_features()});
+    LinearWeight quantized = quantize_fp8_per_channel(dense, data, scales);
+    // A stack of experts the loader made (copied out of per-expert tensors) is needed no more: its memory goes now,
+    // not with the model (a projection is a view of the mapping, which owns nothing here).
+    std::erase_if(owned_.buffers, [&dense](const Buffer& b) {
+        return b.data() == dense.data.data() && b.size() == dense.data.nbytes();
+    });
+    return quantized;
 }
 
 Result<LinearWeight> WeightLoader::linear(const std::string& name, const Shape& shape) {

@@ -9,7 +9,8 @@ namespace pagoda {
 
 // Per-channel e4m3 of a dense host weight [N, K] (any float dtype) into `data` (F8_E4M3 [N, K], contiguous) and
 // `scales` (F32 [N]), which the caller owns: scale[n] = max(amax(row n) / 448, 1e-12), q = e4m3(w / scale) rounded to
-// nearest even. Returns the fp8 weight over them, with `dense`'s bias.
+// nearest even. Returns the fp8 weight over them, with `dense`'s bias. A contiguous stack of experts [E, N, K] the
+// same, row by row, into data [E, N, K] and scales [E, N].
 LinearWeight quantize_fp8_per_channel(const LinearWeight& dense, const Tensor& data, const Tensor& scales);
 
 }  // namespace pagoda

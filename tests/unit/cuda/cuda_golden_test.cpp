@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <utility>
 
 #include "common/file.h"
 #include "golden/golden_reference.h"
@@ -128,25 +129,30 @@ TEST_P(CudaGoldenTest, Fp8KvCacheStaysCloseToTheBf16Cache) {
 TEST(CudaQuantizeAtLoad, Fp8MatchesThePerChannelGolden) {
     if (cuda_device_count() == 0)
         GTEST_SKIP() << (cuda_compiled() ? "no CUDA GPU visible" : "built without CUDA") << ": skipped";
-    const std::string channel = golden::dir("qwen3_fp8_channel");
-    if (!file_exists(channel + "/config.json")) GTEST_SKIP() << "no golden data in " << channel;
-    const Reference ref = golden::load(channel);
-    auto backend = make_cuda_backend();
-    ASSERT_TRUE(backend.ok()) << backend.message();
-    auto model = Model::load(golden::dir("qwen3"), **backend, single_communicator(), LoadOptions{"fp8"});
-    ASSERT_TRUE(model.ok()) << model.message();
-    const float tol = std::max(kRelTolerance * ref.max_abs,
-                               kTransformersFactor * static_cast<float>(ref.transformers_bf16_max_abs_diff));
-    auto r = SequenceRunner::create(**model, 1, static_cast<int32_t>(ref.rows) + 8);
-    ASSERT_TRUE(r.ok()) << r.message();
-    const int64_t split = 70;
-    auto prefill = r->feed(0, std::span<const int32_t>(ref.ids).subspan(0, split), true);
-    ASSERT_TRUE(prefill.ok()) << prefill.message();
-    EXPECT_LE(max_diff(*prefill, ref, 0, split), tol);
-    for (int64_t t = split; t < ref.rows; ++t) {
-        auto step = r->feed(0, std::span<const int32_t>(ref.ids).subspan(static_cast<size_t>(t), 1), false);
-        ASSERT_TRUE(step.ok()) << step.message();
-        EXPECT_LE(max_diff(*step, ref, t, 1), tol) << "decode position " << t;
+    // qwen3_moe: its experts quantized at load too, read by the MoE kernels as per-channel fp8 stacks.
+    for (const auto& [source, quantized] :
+         {std::pair{"qwen3", "qwen3_fp8_channel"}, std::pair{"qwen3_moe", "qwen3_moe_fp8_channel"}}) {
+        SCOPED_TRACE(quantized);
+        const std::string channel = golden::dir(quantized);
+        if (!file_exists(channel + "/config.json")) GTEST_SKIP() << "no golden data in " << channel;
+        const Reference ref = golden::load(channel);
+        auto backend = make_cuda_backend();
+        ASSERT_TRUE(backend.ok()) << backend.message();
+        auto model = Model::load(golden::dir(source), **backend, single_communicator(), LoadOptions{"fp8"});
+        ASSERT_TRUE(model.ok()) << model.message();
+        const float tol = std::max(kRelTolerance * ref.max_abs,
+                                   kTransformersFactor * static_cast<float>(ref.transformers_bf16_max_abs_diff));
+        auto r = SequenceRunner::create(**model, 1, static_cast<int32_t>(ref.rows) + 8);
+        ASSERT_TRUE(r.ok()) << r.message();
+        const int64_t split = 70;
+        auto prefill = r->feed(0, std::span<const int32_t>(ref.ids).subspan(0, split), true);
+        ASSERT_TRUE(prefill.ok()) << prefill.message();
+        EXPECT_LE(max_diff(*prefill, ref, 0, split), tol);
+        for (int64_t t = split; t < ref.rows; ++t) {
+            auto step = r->feed(0, std::span<const int32_t>(ref.ids).subspan(static_cast<size_t>(t), 1), false);
+            ASSERT_TRUE(step.ok()) << step.message();
+            EXPECT_LE(max_diff(*step, ref, t, 1), tol) << "decode position " << t;
+        }
     }
 }
 
@@ -199,13 +205,14 @@ TEST(CudaFp8Activations, MatchTransformersRoundingTheInputs) {
 INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
                          ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_next",
                                            "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8",
-                                           "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8", "qwen3_5_moe_fp8",
-                                           "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq", "qwen2_gptq", "qwen3_w4a16",
-                                           "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16", "qwen3_next_gptq",
-                                           "qwen3_5_moe_gptq", "qwen2_gptq_int8", "qwen2_gptq_int8_asym",
-                                           "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16", "qwen3_autoround",
-                                           "qwen3_autoround_asym", "qwen2_autoround_awq", "qwen3_5_moe_autoround",
-                                           "qwen3_autoround_mixed", "qwen3_gptq_dynamic", "qwen3_w4a16_mixed"),
+                                           "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8", "qwen3_moe_fp8_channel",
+                                           "qwen3_5_moe_fp8", "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq", "qwen2_gptq",
+                                           "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16",
+                                           "qwen3_next_gptq", "qwen3_5_moe_gptq", "qwen2_gptq_int8",
+                                           "qwen2_gptq_int8_asym", "qwen3_gptq_actorder", "qwen3_w4a16_asym",
+                                           "qwen2_w8a16", "qwen3_autoround", "qwen3_autoround_asym",
+                                           "qwen2_autoround_awq", "qwen3_5_moe_autoround", "qwen3_autoround_mixed",
+                                           "qwen3_gptq_dynamic", "qwen3_w4a16_mixed"),
                          // Cases named by model (Golden/CudaGoldenTest.X/qwen3_awq), so --gtest_filter can pick them.
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/file.h"
@@ -188,27 +189,32 @@ std::vector<float> prefill_logits(Model& model, const golden::Reference& ref) {
     return logits.ok() ? std::move(logits).value() : std::vector<float>();
 }
 
-// --quantization fp8 on the bf16 qwen3 quantizes each projection per channel exactly as torch did for the
-// qwen3_fp8_channel golden (tools/make_fp8_golden.py): the same bytes and scales give the same logits bit for bit,
-// and those are transformers' for that checkpoint within the golden tolerance.
+// --quantization fp8 on the bf16 qwen3 (qwen3_moe: its experts too) quantizes each projection per channel exactly as
+// torch did for the qwen3_fp8_channel (qwen3_moe_fp8_channel) golden (tools/make_fp8_golden.py): the same bytes and
+// scales give the same logits bit for bit, and those are transformers' for that checkpoint within the golden
+// tolerance.
 TEST(QuantizeAtLoad, Fp8PerChannelIsTheTorchQuantizationByteForByte) {
-    const std::string bf16 = golden::dir("qwen3"), channel = golden::dir("qwen3_fp8_channel");
-    if (!file_exists(channel + "/model.safetensors")) GTEST_SKIP() << "no golden qwen3_fp8_channel checkpoint";
-    auto backend = make_cpu_backend();
-    auto online = Model::load(bf16, *backend, single_communicator(), LoadOptions{"fp8"});
-    ASSERT_TRUE(online.ok()) << online.message();
-    auto stored = Model::load(channel, *backend);
-    ASSERT_TRUE(stored.ok()) << stored.message();
-    const golden::Reference ref = golden::load(channel);
-    const std::vector<float> a = prefill_logits(**online, ref), b = prefill_logits(**stored, ref);
-    ASSERT_EQ(a.size(), b.size());
-    ASSERT_FALSE(a.empty());
-    EXPECT_TRUE(a == b) << "max|Δ| " << golden::max_diff(a, ref, 0, ref.rows) << " vs "
-                        << golden::max_diff(b, ref, 0, ref.rows);
-    EXPECT_LE(golden::max_diff(a, ref, 0, ref.rows), 1e-3f * ref.max_abs);
-    // Not the bf16 model's logits: the weights were quantized.
-    const golden::Reference bf16_ref = golden::load(bf16);
-    EXPECT_GT(golden::max_diff(a, bf16_ref, 0, bf16_ref.rows), 1e-2f * bf16_ref.max_abs);
+    for (const auto& [source, quantized] :
+         {std::pair{"qwen3", "qwen3_fp8_channel"}, std::pair{"qwen3_moe", "qwen3_moe_fp8_channel"}}) {
+        SCOPED_TRACE(quantized);
+        const std::string bf16 = golden::dir(source), channel = golden::dir(quantized);
+        if (!file_exists(channel + "/model.safetensors")) GTEST_SKIP() << "no golden " << quantized << " checkpoint";
+        auto backend = make_cpu_backend();
+        auto online = Model::load(bf16, *backend, single_communicator(), LoadOptions{"fp8"});
+        ASSERT_TRUE(online.ok()) << online.message();
+        auto stored = Model::load(channel, *backend);
+        ASSERT_TRUE(stored.ok()) << stored.message();
+        const golden::Reference ref = golden::load(channel);
+        const std::vector<float> a = prefill_logits(**online, ref), b = prefill_logits(**stored, ref);
+        ASSERT_EQ(a.size(), b.size());
+        ASSERT_FALSE(a.empty());
+        EXPECT_TRUE(a == b) << "max|Δ| " << golden::max_diff(a, ref, 0, ref.rows) << " vs "
+                            << golden::max_diff(b, ref, 0, ref.rows);
+        EXPECT_LE(golden::max_diff(a, ref, 0, ref.rows), 1e-3f * ref.max_abs);
+        // Not the bf16 model's logits: the weights were quantized.
+        const golden::Reference bf16_ref = golden::load(bf16);
+        EXPECT_GT(golden::max_diff(a, bf16_ref, 0, bf16_ref.rows), 1e-2f * bf16_ref.max_abs);
+    }
 }
 
 // --quantization naming the checkpoint's own method is accepted; another one, or a method that needs a quantized
