@@ -31,14 +31,15 @@ std::vector<fs::path> kernel_sources() {
 }
 
 // The statements a kernel may run before the prologue: declarations of values computed from its arguments and
-// built-in indices (and of uninitialised locals), type aliases, prefetches (prefetch_*) of weights and adapters
-// (which no kernel writes), and early loads (early_*, under a flag), which read only what no kernel of the step
-// writes or what kernels two launches back wrote (common.cuh). Anything else that stores, loads through a pointer it
-// was handed, synchronises or returns must come after. A kernel named early_* reaches the prologue in the device
-// function it calls, after such loads.
+// built-in indices (and of uninitialised locals and shared arrays), type aliases, prefetches (prefetch_*) of weights
+// and adapters (which no kernel writes), and early loads (early_*, under a flag), which read only what no kernel of
+// the step writes or what kernels two launches back wrote (common.cuh). Anything else that stores, loads through a
+// pointer it was handed, synchronises or returns must come after. A kernel named early_* reaches the prologue in the
+// device function it calls, after such loads.
 bool allowed_before_prologue(const std::string& line) {
     static const std::regex ok(
         R"(^\s*(//.*|constexpr .*|using \w+ = .*;|const (int|int64_t|bool|W\*) .*|(?!return\b)\w+ \w+(\[\w+\])?;|)"
+        R"(__shared__ \w+ \w+(\[\w+\])+;|)"
         R"(if constexpr \(Glu\) prefetch_first_loads.*|prefetch_\w+[<(].*|if \((early|hold)\) early_\w+[<(].*)$)");
     return line.find_first_not_of(" \t") == std::string::npos || std::regex_match(line, ok);
 }

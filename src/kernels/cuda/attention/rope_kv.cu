@@ -67,6 +67,17 @@ __device__ __forceinline__ void early_row(const QkNormRopeArgs& a, const float* 
     }
 }
 
+// The launch parameter's frequencies copied into the block's shared `inv_freq`, then a barrier (every thread of the
+// block calls it): a kernel parameter indexed by lane is a constant-bank load a distinct address, a warp's 32 one
+// after another, so lanes read the shared copy instead. It reads the launch parameter alone, so it may run before the
+// programmatic-launch wait. (Until 2026-12-07 the early rows read a.inv_freq itself, 32 · 8 such loads a warp, when a
+// 2,048-token prefill's QK-norm/RoPE ran at a quarter of its bytes' bandwidth.)
+__device__ __forceinline__ void early_freqs(const QkNormRopeArgs& a, float* inv_freq) {
+    for (int j = threadIdx.x; j < a.rotary_dim / 2; j += blockDim.x)
+        inv_freq[j] = a.inv_freq[j];
+    __syncthreads();
+}
+
 // A q or k row with its EarlyRow: the same expressions as the kernel below, in the same order.
 template <typename C>
 __device__ __forceinline__ void early_qk_row(const QkNormRopeArgs& a, const EarlyRow& e, float* x, float* row,
@@ -109,20 +120,18 @@ __global__ void __launch_bounds__(kRowsPerBlock * 32) qk_norm_rope_kernel(QkNorm
     const int heads = a.Hq + a.Hk + (store ? a.Hk : 0);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int64_t index = blockIdx.x * int64_t(kRowsPerBlock) + warp;
-    const bool early = kEarly && a.D <= 32 * kEarlyDims && index < a.T * heads;
-    // The launch parameter's frequencies, which every lane reads at its own index, copied to shared memory first: a
-    // kernel parameter indexed by lane is a constant-bank load a distinct address (a warp's 32 one after another).
-    // The early rows read the copy before the wait too (until 2026-12-07 they read a.inv_freq itself, 32 · 8 such
-    // loads a warp, when a 2,048-token prefill's QK-norm/RoPE ran at a quarter of its bytes' bandwidth).
+    const bool hold = kEarly && a.D <= 32 * kEarlyDims;  // the same for the whole block
+    const bool early = hold && index < a.T * heads;
+    // Every lane reads the frequencies at its own index: from shared memory (early_freqs), before the wait where the
+    // rows' early loads need them.
     __shared__ float inv_freq[kMaxRotaryHalf];
-    const int half = a.rotary_dim / 2;
-    for (int j = threadIdx.x; j < half; j += blockDim.x)
-        inv_freq[j] = a.inv_freq[j];
-    __syncthreads();
+    if (hold) early_freqs(a, inv_freq);
     EarlyRow e;
     if (early) early_row(a, inv_freq, index / heads, static_cast<int>(index % heads), lane, e);
     PAGODA_KERNEL_PROLOGUE();
     __shared__ float rows[kRowsPerBlock][kMaxHeadDim];
+    if (!hold) early_freqs(a, inv_freq);
+    const int half = a.rotary_dim / 2;
 
     if (index >= a.T * heads) return;  // nothing block-wide follows
     const int64_t t = index / heads;
