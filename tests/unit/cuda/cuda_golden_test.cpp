@@ -202,17 +202,7 @@ TEST(CudaFp8Activations, MatchTransformersRoundingTheInputs) {
 // tools/make_fp8_golden.py); and the int4 checkpoints, dense and Qwen3-MoE with int4 experts (GPTQ, AWQ, W4A16:
 // the experts dequantised to bf16 per call; bf16 drift measured on the CPU, tools/make_int4_golden.py); and the GPTQ
 // 8-bit ones (the int4 GEMV and dequantisation kernels at 8 bits a value).
-INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest,
-                         ::testing::Values("qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_5", "qwen3_next",
-                                           "qwen3_5_moe", "qwen3_yarn", "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8",
-                                           "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8", "qwen3_moe_fp8_channel",
-                                           "qwen3_5_moe_fp8", "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq", "qwen2_gptq",
-                                           "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16",
-                                           "qwen3_next_gptq", "qwen3_5_moe_gptq", "qwen2_gptq_int8",
-                                           "qwen2_gptq_int8_asym", "qwen3_gptq_actorder", "qwen3_w4a16_asym",
-                                           "qwen2_w8a16", "qwen3_autoround", "qwen3_autoround_asym",
-                                           "qwen2_autoround_awq", "qwen3_5_moe_autoround", "qwen3_autoround_mixed",
-                                           "qwen3_gptq_dynamic", "qwen3_w4a16_mixed"),
+INSTANTIATE_TEST_SUITE_P(Golden, CudaGoldenTest, ::testing::ValuesIn(golden::kModels),
                          // Cases named by model (Golden/CudaGoldenTest.X/qwen3_awq), so --gtest_filter can pick them.
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
