@@ -27,44 +27,17 @@ inline std::string dir(const std::string& name) {
 
 // Every golden checkpoint the CPU and CUDA golden tests run (GoldenTest, CudaGoldenTest): the bf16 families, YaRN,
 // then the fp8 and the int4 / int8 checkpoints.
-inline const std::string kModels[] = {"qwen2",
-                                      "qwen2_tied",
-                                      "qwen3",
-                                      "qwen3_moe",
-                                      "qwen3_next",
-                                      "qwen3_5",
-                                      "qwen3_5_moe",
-                                      "qwen3_yarn",
-                                      "qwen3_5_yarn",
-                                      "qwen2_fp8",
-                                      "qwen3_fp8",
-                                      "qwen3_5_fp8",
-                                      "qwen3_fp8_channel",
-                                      "qwen3_moe_fp8",
-                                      "qwen3_moe_fp8_channel",
-                                      "qwen3_5_moe_fp8",
-                                      "qwen3_next_fp8",
-                                      "qwen3_awq",
-                                      "qwen3_gptq",
-                                      "qwen2_gptq",
-                                      "qwen3_w4a16",
-                                      "qwen3_moe_gptq",
-                                      "qwen3_moe_awq",
-                                      "qwen3_moe_w4a16",
-                                      "qwen3_next_gptq",
-                                      "qwen3_5_moe_gptq",
-                                      "qwen2_gptq_int8",
-                                      "qwen2_gptq_int8_asym",
-                                      "qwen3_gptq_actorder",
-                                      "qwen3_w4a16_asym",
-                                      "qwen2_w8a16",
-                                      "qwen3_autoround",
-                                      "qwen3_autoround_asym",
-                                      "qwen2_autoround_awq",
-                                      "qwen3_5_moe_autoround",
-                                      "qwen3_autoround_mixed",
-                                      "qwen3_gptq_dynamic",
-                                      "qwen3_w4a16_mixed"};
+// (clang-format would put one name a line.)
+// clang-format off
+inline const std::string kModels[] = {
+    "qwen2", "qwen2_tied", "qwen3", "qwen3_moe", "qwen3_next", "qwen3_5", "qwen3_5_moe", "qwen3_yarn",
+    "qwen3_5_yarn", "qwen2_fp8", "qwen3_fp8", "qwen3_5_fp8", "qwen3_fp8_channel", "qwen3_moe_fp8",
+    "qwen3_moe_fp8_channel", "qwen3_5_moe_fp8", "qwen3_next_fp8", "qwen3_awq", "qwen3_gptq", "qwen2_gptq",
+    "qwen3_w4a16", "qwen3_moe_gptq", "qwen3_moe_awq", "qwen3_moe_w4a16", "qwen3_next_gptq", "qwen3_5_moe_gptq",
+    "qwen2_gptq_int8", "qwen2_gptq_int8_asym", "qwen3_gptq_actorder", "qwen3_w4a16_asym", "qwen2_w8a16",
+    "qwen3_autoround", "qwen3_autoround_asym", "qwen2_autoround_awq", "qwen3_5_moe_autoround",
+    "qwen3_autoround_mixed", "qwen3_gptq_dynamic", "qwen3_w4a16_mixed"};
+// clang-format on
 
 struct Reference {
     std::vector<int32_t> ids;     // prompt + greedy continuation
