@@ -39,10 +39,15 @@ void dequantize_rows(const DequantizeInt4Args& a, int64_t n0, int64_t n1) {
                     out[k] = product<R>(static_cast<float>(q[k]), zero, scale);
                 continue;
             }
+            // A group's weights take 16 values: each worked out once, then looked up (the same products, rounded
+            // once each instead of once a weight).
+            float value[16];
+            for (int v = 0; v < 16; ++v)
+                value[v] = product<R>(static_cast<float>(v), zero, scale);
             for (int64_t k = k0; k < k1; k += 2) {
                 const uint8_t byte = q[k / 2];
-                out[k] = product<R>(static_cast<float>(byte & 0xF), zero, scale);
-                out[k + 1] = product<R>(static_cast<float>(byte >> 4), zero, scale);
+                out[k] = value[byte & 0xF];
+                out[k + 1] = value[byte >> 4];
             }
         }
     }

@@ -4,6 +4,7 @@
 // operands, bias; and the dequantisation itself, exactly.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -119,6 +120,30 @@ TEST(DequantizeInt4, IsOneSubtractionAndOneProductPerWeight) {
                 for (int64_t k = K; k < os; ++k)
                     ASSERT_EQ(out[(n - n0) * os + k], -7.0f) << "wrote past K";
             }
+        }
+    }
+}
+
+// Weights rounded to the format's f16 or bf16 (round_to): each exactly the rounding of (q - zero) · scale, f16
+// subnormals and zeros included (scales down to 2^-20 put products below f16's 2^-14).
+TEST(DequantizeInt4, RoundsEachProductToTheFormatsDtype) {
+    std::mt19937 rng(24);
+    const int64_t N = 40, K = 256;
+    for (const DType round_to : {DType::F16, DType::BF16}) {
+        for (int bits : {4, 8}) {
+            RandomInt4 w = random_weight(N, K, 32, true, rng, bits);
+            for (size_t i = 0; i < w.scales.size(); ++i)
+                w.scales[i] = std::ldexp(w.scales[i], -static_cast<int>(i % 12));
+            w.view.round_to = round_to;
+            std::vector<float> out(N * K);
+            launch_dequantize_int4({w.view, 0, N, K, out.data(), K});
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t k = 0; k < K; ++k) {
+                    const float v = w.at(n, k);
+                    const float want = round_to == DType::F16 ? f16_to_f32(f32_to_f16(v)) : bf16_to_f32(f32_to_bf16(v));
+                    ASSERT_EQ(std::bit_cast<uint32_t>(out[n * K + k]), std::bit_cast<uint32_t>(want))
+                        << bits << " bits, n=" << n << " k=" << k;
+                }
         }
     }
 }
