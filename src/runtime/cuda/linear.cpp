@@ -295,11 +295,23 @@ bool CudaOps::gemm_weight_only(const Tensor& x, kcu::WoMmaArgs a, const LinearWe
     return true;
 }
 
+namespace {
+// The int4 GEMV of x's rows through all of w's rows (and its bias) into y.
+kcu::GemvInt4Args int4_gemv_args(const Tensor& x, const LinearWeight& w, const Tensor& y, const char* op) {
+    const Tensor& bias = w.bias;
+    return {x.data_as<float>(),
+            int4_weight(w, w.data.stride(0), op),
+            bias.defined() ? bias.data() : nullptr,
+            bias.defined() ? elem_type(bias.dtype(), op) : kcu::ElemType::F32,
+            y.data_as<float>(),
+            w.out_features(),
+            w.in_features()};
+}
+}  // namespace
+
 void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Tensor& y) {
     ops_checks::expect_int4(w, kHere, "linear");
-    const Tensor& bias = w.bias;
     const int64_t T = given_x.dim(0), N = w.out_features(), K = w.in_features();
-    const kcu::ElemType bt = bias.defined() ? elem_type(bias.dtype(), "linear") : kcu::ElemType::F32;
     if (overlaps(y, converted_src_)) invalidate_converted();
     if (T == 0 || N == 0) return;
     Tensor x = given_x;
@@ -314,9 +326,8 @@ void CudaOps::linear_int4(const Tensor& given_x, const LinearWeight& w, const Te
         // The buffer is reused by every act-order layer: a conversion cached for an earlier one is stale.
         invalidate_converted();
     }
-    const kcu::Int4Weight weight = int4_weight(w, w.data.stride(0), "linear");
-    const kcu::GemvInt4Args gemv{
-        x.data_as<float>(), weight, bias.defined() ? bias.data() : nullptr, bt, y.data_as<float>(), N, K};
+    const kcu::GemvInt4Args gemv = int4_gemv_args(x, w, y, "linear");
+    const kcu::Int4Weight& weight = gemv.w;
     if (takes_gemv_mma(int4_gemv_mma(), T, N) && kcu::gemv_int4_mma_fits(gemv, T, x.stride(0))) {
         const auto profile = profiler_.scope("linear int4 (gemv mma)");
         kcu::launch_gemv_int4_mma(gemv, T, x.stride(0), y.stride(0), stream_);
@@ -378,15 +389,8 @@ void CudaOps::linear_int4_silu_mul(const Tensor& x, const LinearWeight& w, const
     ops_checks::expect_int4(w, kHere, "linear_silu_mul");
     expect_silu_mul_out(w, out, x.dim(0));
     const int64_t I = out.dim(1);
-    const Tensor& bias = w.bias;
-    kcu::GemvInt4Args a{x.data_as<float>(),
-                        int4_weight(w, w.data.stride(0), "linear_silu_mul"),
-                        bias.defined() ? bias.data() : nullptr,
-                        bias.defined() ? elem_type(bias.dtype(), "linear_silu_mul") : kcu::ElemType::F32,
-                        out.data_as<float>(),
-                        I,
-                        w.in_features()};
-    a.glu_rows = I;
+    kcu::GemvInt4Args a = int4_gemv_args(x, w, out, "linear_silu_mul");
+    a.N = I, a.glu_rows = I;  // I outputs, each from gate row n and up row I + n
     if (!fused_int4_silu_mul_ || !takes_gemv_mma(int4_gemv_mma(), 1, 2 * I) || !kcu::gemv_int4_mma_fits(a, 1, 0))
         return Ops::linear_silu_mul(x, w, gu, out);
     if (overlaps(out, converted_src_)) invalidate_converted();
