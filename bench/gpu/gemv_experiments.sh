@@ -6,7 +6,10 @@
 #   NEW=build-all OUT=$OUT/g bench/gpu/gemv_experiments.sh
 # NEW: a pack_carry.sh folder with backend_ops_test, pagoda_op_bench and pagoda_cuda_bench. VARIANTS: the switches,
 # ';' between settings ('-' for the defaults). MODEL: a random Qwen3-8B checkpoint (hf_qwen3_8b.py --save-only; made
-# here, ~55 s, when absent), its AWQ copy made beside it (make_awq_checkpoint.py). PARTS (tests,ops,e2e,ncu) picks.
+# here, ~55 s, when absent), its AWQ copy made beside it (make_awq_checkpoint.py). PARTS (tests,ops,e2e,ncu) picks;
+# OPS_FILTERS (';' between them) the op bench's cases, E2E_MODELS (awq fp8) the e2e runs (E2E_ROUNDS: 2 rounds
+# alternating the variants), NCU_FILTERS the op-bench
+# cases ncu profiles (one launch each) under NCU_VARIANTS (VARIANTS).
 # Session 29 ran the f16-products A/B this way by hand (`docs/benchmarks.md`): ~430 s for tests, model, e2e and the
 # one-token op bench of two settings; keep the variants few (session 30: tests and the three op A/Bs of two settings
 # took 409 s). x staged in shared memory ran so (session 30) and is the default for one token on 12,288 rows or more;
@@ -42,7 +45,8 @@ if want tests; then
     done
 fi
 if want ops; then
-    for f in "T=1 N=" "linear_silu_mul T=1 " "T=8 N="; do
+    IFS=';' read -r -a ops_filters <<< "${OPS_FILTERS:-T=1 N=;linear_silu_mul T=1 ;T=8 N=}"
+    for f in "${ops_filters[@]}"; do
         NEW=$NEW OUT=$OUT/ab TESTS=" " OPS="$f" OPS_ARGS=--cold OPS_ENVS="$VARIANTS" BUDGET=0 \
             bench/gpu/ab_check.sh > /dev/null 2>&1
         grep -E '^\s+(\[|linear)' "$OUT/ab/summary.txt" >> "$S"
@@ -51,11 +55,11 @@ if want ops; then
 fi
 if want e2e; then
     [[ -f $MODEL/config.json ]] || python3 bench/gpu/hf_qwen3_8b.py "$MODEL" --save-only > "$OUT/logs/model.log" 2>&1
-    [[ -f $MODEL-awq/config.json ]] || python3 bench/gpu/make_awq_checkpoint.py "$MODEL" "$MODEL-awq" \
+    [[ " ${E2E_MODELS:-awq} " != *" awq "* || -f $MODEL-awq/config.json ]] || python3 bench/gpu/make_awq_checkpoint.py "$MODEL" "$MODEL-awq" \
         > "$OUT/logs/awq.log" 2>&1
-    for round in 1 2; do
+    for round in $(seq 1 "${E2E_ROUNDS:-2}"); do
         for v in "${variants[@]}"; do
-            for m in awq fp8; do
+            for m in ${E2E_MODELS:-awq fp8}; do
                 args=(--model "$MODEL-awq")
                 [[ $m == fp8 ]] && args=(--model "$MODEL" --quantization fp8)
                 run $(setting "$v") timeout 120 "$NEW/pagoda_cuda_bench" "${args[@]}" --prefill 64 --context 512 \
@@ -67,13 +71,25 @@ if want e2e; then
     done
 fi
 if want ncu && command -v ncu > /dev/null; then
-    # One launch of each quantized one- and eight-token case, caches flushed: where the kernel's cycles go.
-    for v in "${variants[@]}"; do
-        run $(setting "$v") timeout 200 ncu -k regex:gemv_mma -c 12 --section SpeedOfLight --section Occupancy \
-            --section WarpStateStats --section InstructionStats "$NEW/pagoda_op_bench" --table qwen3-8b \
-            --filter "int4 T=1 N=24576" > "$OUT/logs/ncu.log" 2>&1
-        echo "ncu ($v), int4 gate_up at one token:" >> "$S"
-        grep -E 'Duration|DRAM Throughput|Issued Ipc|Stall|Warp Cycles Per Issued' "$OUT/logs/ncu.log" | head -24 >> "$S"
+    # One launch of each case in NCU_FILTERS (';' between op-bench filters), caches flushed (ncu's default): where the
+    # kernel's cycles go, the bf16 GEMV's (gemv_kernel, near the copy bandwidth) beside the quantized ones. The stall
+    # reasons are warps stalled per issued instruction, by reason (smsp__average_warps_issue_stalled_*).
+    NCU_FILTERS=${NCU_FILTERS:-"linear gate_up T=1 ;linear fp8 gate_up T=1 ;linear fp8 down T=1 ;linear fp8 o T=1 ;int4 T=1 N=24576;int4 T=1 N=4096 K=12288"}
+    IFS=';' read -r -a filters <<< "$NCU_FILTERS"
+    keep='Duration|DRAM Throughput|Memory Throughput|L1/TEX Hit|L2 Hit|Issued Ipc|Issue Slots Busy|Achieved Occupancy'
+    keep+='|Registers Per|Warp Cycles Per Issued|Waves Per SM|Executed Instructions  |stalled_[a-z_]+_per_issue_active'
+    IFS=';' read -r -a ncu_variants <<< "${NCU_VARIANTS:-$VARIANTS}"
+    for v in "${ncu_variants[@]}"; do
+        for f in "${filters[@]}"; do
+            log=$OUT/logs/ncu_$(echo "$v $f" | tr -c 'A-Za-z0-9=' '_').log
+            run $(setting "$v") timeout 100 ncu -k regex:gemv -c 1 --section SpeedOfLight --section Occupancy \
+                --section LaunchStats --section WarpStateStats --section InstructionStats \
+                --section MemoryWorkloadAnalysis --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+                "$NEW/pagoda_op_bench" --table qwen3-8b --filter "$f" > "$log" 2>&1
+            echo "ncu ($v) '$f' rc=$?:" >> "$S"
+            # The stall reasons under 0.05 warps an instruction are left out of the summary (the log has them).
+            grep -E "$keep" "$log" | awk '!/stalled/ || $NF + 0 >= 0.05' | tr -s ' ' | head -40 >> "$S"
+        done
     done
 fi
 (cd "$OUT" && tar czf logs.tgz logs && rm -rf logs)

@@ -39,6 +39,8 @@
 #               bench/gpu/graph_timeline.py): each node's share of the step and the gap or overlap before it
 #   ops-ab      the op bench's Qwen3-8B cases matching AB_FILTER ('paged_attention decode') as built and with AB_ENV
 #               (PAGODA_FP8_DECODE_STAGED=0) set, in turn, twice: a kernel switch's A/B in one call (142 s, session 38)
+#   gemv        bench/gpu/gemv_experiments.sh's GEMV_PARTS (tests,ops,e2e,ncu) with BIN's binaries on MODEL, its
+#               settings (VARIANTS, OPS_FILTERS: 'T=1 N=' here, E2E_MODELS, E2E_ROUNDS, NCU_FILTERS) from the stage
 #   opsprof     the op bench's Qwen3-8B cases matching OPS_FILTER (lora) under ncu, the first NCU_COUNT (40) launches of
 #               kernels matching NCU_KERNELS (lora): duration, DRAM and L2 throughput, SM throughput and issue slots,
 #               occupancy, registers and the warp stall breakdown of each (where a kernel's microseconds go; no model)
@@ -96,7 +98,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 # leaves such a stage unmarked and stops the call). Without this check, a call whose BIN lacked pagoda (session 36:
 # a chained call that did not copy build-serve into build-all again) ran its serving parts against no server.
 declare -A needs=([tests]="backend_ops_test cuda_golden_test" [bench]="pagoda_cuda_bench"
-    [ops]=pagoda_op_bench [kernels]=pagoda_cuda_bench [timeline]=pagoda_cuda_bench [opsprof]=pagoda_op_bench
+    [ops]=pagoda_op_bench [gemv]="backend_ops_test pagoda_op_bench pagoda_cuda_bench" [kernels]=pagoda_cuda_bench [timeline]=pagoda_cuda_bench [opsprof]=pagoda_op_bench
     [qaccuracy]=pagoda [throughput]=pagoda [async]=pagoda [profile]=pagoda [prefix]=pagoda [lora]=pagoda
     [streams]=pagoda)
 [[ ${BENCH_EXTRAS:-1} == 1 ]] && needs[bench]+=" pagoda"  # the serving probes
@@ -417,6 +419,12 @@ if want ops-ab; then
                 <(grep -F "${AB_FILTER:-paged_attention decode}" "$OUT/ops_ab.log")
         done
     done
+fi
+if want gemv; then
+    NEW=$BIN OUT=$OUT/gemv MODEL=$MODEL PARTS=${GEMV_PARTS:-tests,ops} OPS_FILTERS=${OPS_FILTERS:-T=1 N=} \
+        timeout 500 bash bench/gpu/gemv_experiments.sh > "$OUT/gemv.log" 2>&1
+    summary+=("gemv_experiments.sh (${GEMV_PARTS:-tests,ops}; ${VARIANTS:-its default variants}) rc=$?:")
+    while read -r line; do summary+=("  $line"); done < "$OUT/gemv/summary.txt"
 fi
 if want opsprof && command -v ncu > /dev/null; then
     LD_LIBRARY_PATH=$LIBS timeout 300 ncu -c "${NCU_COUNT:-40}" -k "regex:${NCU_KERNELS:-lora}" --section SpeedOfLight \
