@@ -171,6 +171,25 @@ unsigned resident_blocks(int threads, size_t smem) {
     return static_cast<unsigned>(sms * per_sm > 0 ? sms * per_sm : 1);
 }
 
+// Whether a grid of `blocks` blocks of `Kernel` (`threads` each, no dynamic shared memory) is resident all at once:
+// one wave. The kernels' early-load instances (a.early_loads: loads issued before the programmatic-launch wait) take
+// only such grids. Their loads overlap the kernel before only in the blocks that start while it runs, and they keep
+// more registers live; a grid of many waves lost with them on an H100 (session 40, pagoda_op_bench, early / not:
+// QK-norm/RoPE over 256 decoding sequences 12.38 / 9.63 us, over a 2,048-token prefill 97.1 / 58.9 us; a 2,048-token
+// prefill 67.2 / 65.1 ms with PAGODA_EARLY_LOADS=0), where batch-1 decode gains with them (166.6 / 160.6 tok/s).
+// Asked of the GPU once for each block size (a process drives one kind of GPU).
+template <auto Kernel>
+bool one_wave(unsigned blocks, int threads) {
+    static std::atomic<unsigned> resident[33] = {};  // by threads / 32: the grid of one wave, 0 until asked
+    const int slot = threads / 32 <= 32 ? threads / 32 : 0;
+    unsigned r = resident[slot].load(std::memory_order_relaxed);
+    if (r == 0) {
+        r = resident_blocks<Kernel>(threads, 0);
+        resident[slot].store(r, std::memory_order_relaxed);
+    }
+    return blocks <= r;
+}
+
 // Sets a function attribute of `Kernel` to `value` once per device: attributes belong to a device, so each is set on
 // that device's first launch (tensor-parallel ranks launch the same kernels on several GPUs). Devices past 63 set it
 // at every launch (correct, only slower). One record per (kernel, attribute); a kernel passes the same value each time.

@@ -91,6 +91,12 @@ TEST_P(CudaGoldenTest, AllPositionsAndMixedBatches) {
         const float d = max_diff(*all, ref_, 0, ref_.rows);
         std::printf("[ %s ] all %lld positions max|Δ| %.3g\n", GetParam().c_str(), static_cast<long long>(ref_.rows),
                     d);
+        // Where it sits: the positions past half the tolerance (one position alone is a routing or rounding near-tie
+        // flipped; many are a kernel's error).
+        const std::vector<float> rows = row_diffs(*all, ref_, 0, ref_.rows);
+        for (size_t t = 0; t < rows.size(); ++t)
+            if (rows[t] > 0.5f * tol_)
+                std::printf("[ %s ]   position %zu max|Δ| %.3g\n", GetParam().c_str(), t, rows[t]);
         EXPECT_LE(d, tol_);
     }
     SequenceRunner r = runner(3);

@@ -117,4 +117,15 @@ inline float max_diff(const std::vector<float>& ours, const Reference& ref, int6
     return m;
 }
 
+// Row i's max |ours - ref| (ours from row 0, the reference from ref_row), for each of `rows` rows: where an error sits.
+inline std::vector<float> row_diffs(const std::vector<float>& ours, const Reference& ref, int64_t ref_row,
+                                    int64_t rows) {
+    std::vector<float> d;
+    for (int64_t i = 0; i < rows; ++i) {
+        const std::vector<float> row(ours.begin() + i * ref.vocab, ours.begin() + (i + 1) * ref.vocab);
+        d.push_back(max_diff(row, ref, ref_row + i, 1));
+    }
+    return d;
+}
+
 }  // namespace pagoda::golden

@@ -236,7 +236,8 @@ namespace {
 
 template <typename C>
 void launch_qk_norm_rope_as(const QkNormRopeArgs& a, unsigned blocks, cudaStream_t stream) {
-    if (a.early_loads)
+    // The early instance for grids of one wave only (one_wave, common.cuh): it lost at 256 sequences and in prefill.
+    if (a.early_loads && one_wave<qk_norm_rope_kernel<C, true>>(blocks, kRowsPerBlock * 32))
         launch_kernel<qk_norm_rope_kernel<C, true>>(blocks, kRowsPerBlock * 32, 0, stream, a);
     else
         launch_kernel<qk_norm_rope_kernel<C, false>>(blocks, kRowsPerBlock * 32, 0, stream, a);

@@ -42,7 +42,6 @@
 // and each chunk's f32 sums times the chunk's scale. Fewer instructions a weight, and no rounding of q · s; taken
 // where the op bench found them faster (f16_products: fp8 at one token, int4 with f16 scales). Why not everywhere is
 // not understood yet: fp8 at 8 tokens lost 8-18% with them (an ncu comparison of the two is the next step).
-#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -82,8 +81,6 @@ struct MmaGemvArgs {
     int64_t group_size;
     // > 0: the tokens' x staged in shared memory as the products' pairs (stage_x), this many 32-bit words a token.
     int64_t x_shared_stride;
-    // > 0 (sm_90): the block's rows streamed into L2 this many rounds ahead of its warps (prefetch_round).
-    int l2_ahead;
 };
 
 __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
@@ -269,29 +266,6 @@ __device__ __forceinline__ void prefetch_first_loads(const MmaGemvArgs& a, int64
     }
 }
 
-// Round `round` of row tile `block`'s rows asked of L2 with one bulk prefetch a row (sm_90's copy engine; nothing
-// elsewhere): a round is the kWarps chunks the block's warps take side by side (kWarps x 64 contiguous bytes of each
-// row). Warp w asks for local rows kRows / kWarps · w onwards, one a lane (the instruction takes a uniform address, so
-// a warp's lanes issue one after another: a few lanes a warp, not one warp for all rows). Why: at one token a warp
-// keeps only its next chunk in flight, 16 warps an SM (two blocks of 8: the registers of the mma fragments), so an SM
-// has ~32-64 KB of loads in flight where the bf16 GEMV (one warp a row, 64 warps an SM) has twice that and reads at
-// the copy bandwidth; the fp8 one read Qwen3-8B's projections at 1.6-2.1 TB/s (session 39). Prefetches hold no
-// registers: a few rounds ahead, the warps' own loads find their bytes in L2.
-template <class F, int kWarps, int kSplit>
-__device__ __forceinline__ void prefetch_round(const MmaGemvArgs& a, int64_t block, int64_t round, int warp, int lane) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    constexpr int kRowsPerWarp = kRows / kWarps;
-    const int64_t chunk = (round * kSplit + blockIdx.x % kSplit) * kWarps, chunks = a.K / (4 * F::kPerLoad);
-    if (lane >= kRowsPerWarp || chunk >= chunks) return;
-    const int64_t n = weight_row(a, block, kRowsPerWarp * warp + lane);
-    if (n < 0) return;
-    const auto bytes = static_cast<uint32_t>(min(int64_t(kWarps), chunks - chunk) * kChunkBytes);
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(a.w + n * a.row_bytes + chunk * kChunkBytes),
-                 "r"(bytes)
-                 : "memory");
-#endif
-}
-
 // 16 bytes of weights through the read-only path, where the source puts the load: an `asm volatile` keeps its place
 // among the mma steps (also volatile), which the kernel's overlap of loads and multiplies depends on (ptxas may move an
 // __ldg).
@@ -435,9 +409,6 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     const int64_t block = blockIdx.x / kSplit;  // the row tile; the block's rank in its cluster is blockIdx.x % kSplit
     const int64_t first_chunk = int64_t(blockIdx.x % kSplit) * kWarps + warp, stride = int64_t(kSplit) * kWarps;
     prefetch_first_loads<F>(a, block, first_chunk, lane);
-    // Rounds 0 .. l2_ahead - 1; the loop asks for each later one as the warp starts its round.
-    for (int r = 0; r < a.l2_ahead; ++r)
-        prefetch_round<F, kWarps, kSplit>(a, block, r, warp, lane);
     PAGODA_KERNEL_PROLOGUE();
     const LaneRows<F> rows(a, block, g, t);
     const typename F::Columns cols(a);
@@ -456,12 +427,8 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
         __syncthreads();
         xs = x_shared + (has_token ? g : 0) * a.x_shared_stride + F::kPerLoad / 2 * t;
     }
-    for (int64_t round = 0; c < chunks; c += 2 * stride, round += 2) {
+    for (; c < chunks; c += 2 * stride) {
         const int64_t c2 = c + stride;
-        if (a.l2_ahead > 0) {
-            prefetch_round<F, kWarps, kSplit>(a, block, round + a.l2_ahead, warp, lane);
-            prefetch_round<F, kWarps, kSplit>(a, block, round + 1 + a.l2_ahead, warp, lane);
-        }
         if (c2 < chunks) second.load(rows, cols, c2, t);
         multiply_chunk<F>(first, cols, x, xs, has_token, c, acc);
         if (c2 >= chunks) break;  // the same for the whole warp
@@ -566,20 +533,9 @@ int split_for(int64_t tiles, int64_t chunks) {
     return 1;
 }
 
-// PAGODA_GEMV_MMA_AHEAD=R: prefetch_round's distance in rounds (0, the default: none). An experiment: not yet
-// measured on a GPU.
-int l2_ahead() {
-    static const int rounds = [] {
-        const char* env = std::getenv("PAGODA_GEMV_MMA_AHEAD");
-        return env != nullptr ? std::max(0, std::min(64, std::atoi(env))) : 0;
-    }();
-    return rounds;
-}
-
 template <class F>
 void launch(MmaGemvArgs a, cudaStream_t stream) {
     a.x_shared_stride = x_shared_stride(a.T, a.glu_rows ? 2 * a.N : a.N, a.K);
-    a.l2_ahead = l2_ahead();
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
     const int64_t tiles = (a.N + outputs_per_block - 1) / outputs_per_block;
     PAGODA_KERNEL_REQUIRE(tiles * 4 <= 0x7fffffff, "tensor-core GEMV grid too large");

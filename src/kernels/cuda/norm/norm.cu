@@ -11,7 +11,7 @@ namespace {
 // With kEarly (a.early_loads) each thread holds its weights (d = threadIdx.x + i · blockDim.x, i < kHeld) in registers,
 // loaded before the programmatic-launch wait (no kernel writes a norm's weight), so that after the wait only the row is
 // read: one memory round trip fewer on a decode step's critical path. Rows of more than kHeld · blockDim.x take the
-// loop.
+// loop. Only grids of one wave take them (one_wave, common.cuh: a 2,048-token prefill's norms do not).
 constexpr int kHeld = 8;
 
 // w[i] = the weight of d = threadIdx.x + i · blockDim.x as row_normalize takes it (1 + w when zero-centred).
@@ -96,7 +96,7 @@ void launch_rms_norm(const RmsNormArgs& a, cudaStream_t stream) {
     // About four elements per thread: a decode step's norms are one row, i.e. one block, and each of its loads
     // costs a full memory latency, so the block must issue them all at once.
     const unsigned threads = rms_norm_threads(a.D);
-    if (a.early_loads)
+    if (a.early_loads && one_wave<rms_norm_kernel<true>>(static_cast<unsigned>(rows), threads))
         launch_kernel<rms_norm_kernel<true>>(static_cast<unsigned>(rows), threads, 0, stream, a);
     else
         launch_kernel<rms_norm_kernel<false>>(static_cast<unsigned>(rows), threads, 0, stream, a);
