@@ -55,6 +55,9 @@ struct Reference {
     float max_abs = 0;                  // max |logits| read (with_tensors)
     std::vector<int64_t> hidden_shape;  // [n, rows, H] when recorded
     std::vector<float> hidden;
+    // MoE goldens: the positions whose fp32 expert choice is a near-tie that bf16 cannot resolve (reference.json's
+    // router_near_ties, tools/record_router_ties.py); empty when not recorded.
+    std::vector<int64_t> router_near_ties;
 };
 
 inline std::vector<float> read_f32(const std::string& path, size_t count) {
@@ -86,6 +89,9 @@ inline Reference load(const std::string& dir, bool with_tensors = true) {
     if (const Json* d = json->find("transformers_bf16_max_abs_diff")) r.transformers_bf16_max_abs_diff = d->as_double();
     if (const Json* d = json->find("w8a8_transformers_bf16_max_abs_diff"))
         r.w8a8_transformers_bf16_max_abs_diff = d->as_double();
+    if (const Json* ties = json->find("router_near_ties"))
+        for (const Json& v : ties->find("positions")->as_array())
+            r.router_near_ties.push_back(v.as_int());
     const auto& shape = json->find("logits_shape")->as_array();
     r.rows = shape[0].as_int();
     r.vocab = shape[1].as_int();
@@ -115,6 +121,25 @@ inline float max_diff(const std::vector<float>& ours, const Reference& ref, int6
         m = std::max(m, d);
     }
     return m;
+}
+
+// max |ours - ref| as max_diff, apart over the rows at router near-ties (Reference::router_near_ties) and the rest:
+// what a bf16 computation is held to (CudaGoldenTest), since at a near-tie it may take the other expert.
+struct Bf16Diff {
+    float off_ties = 0, at_ties = 0;
+    float max() const { return std::max(off_ties, at_ties); }
+    void add(const Bf16Diff& o) { off_ties = std::max(off_ties, o.off_ties), at_ties = std::max(at_ties, o.at_ties); }
+};
+inline Bf16Diff bf16_diff(const std::vector<float>& ours, const Reference& ref, int64_t ref_row, int64_t rows) {
+    Bf16Diff d;
+    for (int64_t i = 0; i < rows; ++i) {
+        const std::vector<float> row(ours.begin() + i * ref.vocab, ours.begin() + (i + 1) * ref.vocab);
+        const float m = max_diff(row, ref, ref_row + i, 1);
+        const auto& ties = ref.router_near_ties;
+        float& into = std::find(ties.begin(), ties.end(), ref_row + i) != ties.end() ? d.at_ties : d.off_ties;
+        into = std::max(into, m);
+    }
+    return d;
 }
 
 // Row i's max |ours - ref| (ours from row 0, the reference from ref_row), for each of `rows` rows: where an error sits.
