@@ -81,6 +81,8 @@ struct MmaGemvArgs {
     int64_t group_size;
     // > 0: the tokens' x staged in shared memory as the products' pairs (stage_x), this many 32-bit words a token.
     int64_t x_shared_stride;
+    // Every lane multiplies x, the lanes of no token that of token 0 (uniform_x_lanes; PAGODA_GEMV_MMA_UNIFORM_X=1).
+    bool uniform_x;
 };
 
 __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
@@ -413,8 +415,10 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     const LaneRows<F> rows(a, block, g, t);
     const typename F::Columns cols(a);
     const int64_t chunks = a.K / (4 * F::kPerLoad);
-    const bool has_token = g < a.T;
-    const float* x = a.x + (has_token ? g : 0) * a.x_stride + F::kPerLoad * t;
+    // The lanes of B's columns past the tokens (g >= T) multiply zeros, or with a.uniform_x token 0's x: their sums
+    // are never stored (an mma's output columns are independent), so the tokens' bits are the same either way.
+    const bool own_token = g < a.T, has_token = own_token || a.uniform_x;
+    const float* x = a.x + (own_token ? g : 0) * a.x_stride + F::kPerLoad * t;
 
     float acc[2][4] = {};
     ChunkLoads<F> first, second;  // chunks c and c + stride of the warp's
@@ -425,7 +429,7 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     if (a.x_shared_stride > 0) {  // the same for the whole block
         stage_x<F>(a, x_shared);
         __syncthreads();
-        xs = x_shared + (has_token ? g : 0) * a.x_shared_stride + F::kPerLoad / 2 * t;
+        xs = x_shared + (own_token ? g : 0) * a.x_shared_stride + F::kPerLoad / 2 * t;
     }
     for (; c < chunks; c += 2 * stride) {
         const int64_t c2 = c + stride;
@@ -533,9 +537,26 @@ int split_for(int64_t tiles, int64_t chunks) {
     return 1;
 }
 
+// Whether every lane multiplies x (MmaGemvArgs::uniform_x): PAGODA_GEMV_MMA_UNIFORM_X=1; off by default. An
+// experiment, not yet run on a GPU. Why: ncu on an H100 (session 40, one token, one launch each, caches flushed) found
+// the fp8 gate/up GEMV (24,576 x 4,096) executing 20.0 M warp instructions, as many as the bf16 GEMV's 20.8 M for half
+// the bytes: ~400 a warp's chunk where its loads, conversions and mma steps are ~70. At one token only lanes 0-3 hold
+// a token, so each of a chunk's four words branches (x from shared memory for them, zeros for the others) and the
+// warp runs both sides; with 4 warps a scheduler (108-128 registers: 25% occupancy) at ~8 cycles between a warp's
+// instructions the kernel is issue-bound (DRAM at 51% of its peak for fp8 gate/up, 30-45% for the others and int4).
+// With every lane taking token 0's x the branch goes one way for the whole warp.
+bool uniform_x_lanes() {
+    static const bool on = [] {
+        const char* env = std::getenv("PAGODA_GEMV_MMA_UNIFORM_X");
+        return env != nullptr && std::strcmp(env, "1") == 0;
+    }();
+    return on;
+}
+
 template <class F>
 void launch(MmaGemvArgs a, cudaStream_t stream) {
     a.x_shared_stride = x_shared_stride(a.T, a.glu_rows ? 2 * a.N : a.N, a.K);
+    a.uniform_x = uniform_x_lanes();
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
     const int64_t tiles = (a.N + outputs_per_block - 1) / outputs_per_block;
     PAGODA_KERNEL_REQUIRE(tiles * 4 <= 0x7fffffff, "tensor-core GEMV grid too large");
