@@ -81,8 +81,6 @@ struct MmaGemvArgs {
     int64_t group_size;
     // > 0: the tokens' x staged in shared memory as the products' pairs (stage_x), this many 32-bit words a token.
     int64_t x_shared_stride;
-    // Every lane multiplies x, the lanes of no token that of token 0 (uniform_x_lanes; PAGODA_GEMV_MMA_UNIFORM_X=1).
-    bool uniform_x;
 };
 
 __device__ __forceinline__ uint32_t bf16_pair(float lo, float hi) {
@@ -156,8 +154,13 @@ struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
     struct Params {
         float s = 0.0f;
     };
-    __device__ static Params params(const Columns& c, const Row& r, int64_t k) {
-        const float s = __ldg(r.scales + c.cols.of(k));
+    // A scale block's columns, and the column groups (the lean loop's chunk steps: gemv_mma_kernel).
+    static __host__ __device__ int64_t group_width(const MmaGemvArgs& a) { return a.scales.cols; }
+    __device__ static const ColumnGroups& groups(const Columns& c) { return c.cols; }
+    __device__ static Params params(const Columns& c, const Row& r, int64_t k) { return params_at(r, c.cols.of(k)); }
+    // The scale of the row's column group `group`.
+    __device__ static Params params_at(const Row& r, int64_t group) {
+        const float s = __ldg(r.scales + group);
         constexpr float kUnscale = kAluE4m3 ? 0x1p8f : kE4m3PairUnscale;   // what undoes the weight pairs' scaling
         if constexpr (kF16) return {s * kUnscale / F16Products::kXScale};  // exact: powers of two
         return {s};
@@ -194,8 +197,10 @@ struct Int4 : Products {
     struct Params {
         float s = 0.0f, z = 0.0f;
     };
-    __device__ static Params params(const Columns& c, const Row& r, int64_t k) {
-        const int64_t g = c.groups.of(k);
+    static __host__ __device__ int64_t group_width(const MmaGemvArgs& a) { return a.group_size; }
+    __device__ static const ColumnGroups& groups(const Columns& c) { return c.groups; }
+    __device__ static Params params(const Columns& c, const Row& r, int64_t k) { return params_at(r, c.groups.of(k)); }
+    __device__ static Params params_at(const Row& r, int64_t g) {
         return {__ldg(r.scales + g), r.zeros ? __ldg(r.zeros + g) : 8.0f};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
@@ -215,8 +220,8 @@ struct Int4F16 : Int4<false, F16Products> {
         float s = 0.0f;
         __half2 zero;
     };
-    __device__ static Params params(const Columns& c, const Row& r, int64_t k) {
-        const int64_t g = c.groups.of(k);
+    __device__ static Params params(const Columns& c, const Row& r, int64_t k) { return params_at(r, c.groups.of(k)); }
+    __device__ static Params params_at(const Row& r, int64_t g) {
         return {__ldg(r.scales + g) / F16Products::kXScale, int4_zero_f16(r.zeros ? __ldg(r.zeros + g) : 8.0f)};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
@@ -287,6 +292,15 @@ struct ChunkLoads {
         for (int r = 0; r < 4; ++r) {
             v[r] = load_weights16(rows.w[r] + c * kChunkBytes);
             p[r] = F::params(cols, rows.rows[r], c * 4 * F::kPerLoad + F::kPerLoad * t);
+        }
+    }
+    // The lean loop's (gemv_mma_kernel): the four rows' loads at w, and the scales of the chunk's column group.
+    __device__ __forceinline__ void load_at(const uint8_t* const (&w)[4], const typename F::Row (&rows)[4],
+                                            int64_t group) {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            v[r] = load_weights16(w[r]);
+            p[r] = F::params_at(rows[r], group);
         }
     }
 };
@@ -405,7 +419,21 @@ __device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t bloc
 // tiles) still fills the GPU. Every sum is added in a fixed order (a block's warps in warp order, then the cluster's
 // blocks in rank order, read by block 0 from their shared memory): the result depends on kWarps and kSplit (chosen
 // from N, K and the GPU, never from T), not on timing.
-template <class F, int kWarps, int kSplit>
+//
+// kLean (PAGODA_GEMV_MMA_LEAN=1; an experiment, not yet run on a GPU): the same loads, products and sums in the same
+// order, with less work a chunk around them. ncu on an H100 (session 40, one token, caches flushed) found this kernel
+// issue-bound: the fp8 gate/up GEMV (24,576 x 4,096) executed 20.0 M warp instructions, as many as the bf16 GEMV's
+// 20.8 M for half the bytes, ~400 a warp's chunk where its loads, conversions and eight mma steps are ~70, with 4
+// warps a scheduler (108-128 registers) each waiting ~8 cycles between instructions (DRAM at 51% of its peak for fp8
+// gate/up, 30-45% for the other fp8 and int4 shapes). Its SASS spent the chunk (a) recomputing the four rows'
+// addresses from the thread index, (b) working out the scale's column group four times, each with the predicated
+// 32-bit division of ColumnGroups::of issuing whether taken or not, and (c) in each of the four words, branching on
+// the lane's token: at one token lanes 0-3 read x and the others take zeros, and the warp runs both sides. The lean
+// loop (a) advances four pointers by the warp's stride, (b) finds the group once a chunk by a shift (taken where the
+// groups' width is a power of two or covers K: every format's blocks and groups, and per-channel scales), and (c) has
+// every lane multiply x, token 0's where the lane has no token (those columns of the mma are never stored, so the
+// tokens' sums do not change).
+template <class F, int kWarps, int kSplit, bool kLean = false>
 __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaGemvArgs a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int64_t block = blockIdx.x / kSplit;  // the row tile; the block's rank in its cluster is blockIdx.x % kSplit
@@ -415,15 +443,31 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     const LaneRows<F> rows(a, block, g, t);
     const typename F::Columns cols(a);
     const int64_t chunks = a.K / (4 * F::kPerLoad);
-    // The lanes of B's columns past the tokens (g >= T) multiply zeros, or with a.uniform_x token 0's x: their sums
+    // The lanes of B's columns past the tokens (g >= T) multiply zeros, or in the lean loop token 0's x: their sums
     // are never stored (an mma's output columns are independent), so the tokens' bits are the same either way.
-    const bool own_token = g < a.T, has_token = own_token || a.uniform_x;
+    const bool own_token = g < a.T, has_token = kLean || own_token;
     const float* x = a.x + (own_token ? g : 0) * a.x_stride + F::kPerLoad * t;
 
     float acc[2][4] = {};
     ChunkLoads<F> first, second;  // chunks c and c + stride of the warp's
     int64_t c = first_chunk;
-    if (c < chunks) first.load(rows, cols, c, t);
+    // The lean loop's next load: the four rows' pointers, and its first column (k_next) whose group has its scales.
+    const uint8_t* w_next[4] = {rows.w[0] + c * kChunkBytes, rows.w[1] + c * kChunkBytes, rows.w[2] + c * kChunkBytes,
+                                rows.w[3] + c * kChunkBytes};
+    int64_t k_next = c * 4 * F::kPerLoad + F::kPerLoad * t;
+    const int group_shift = F::groups(cols).shift;  // < 0: one group covers K (launch_lean)
+    auto load = [&](ChunkLoads<F>& into, int64_t chunk) {
+        if constexpr (kLean) {
+            into.load_at(w_next, rows.rows, group_shift >= 0 ? k_next >> group_shift : 0);
+#pragma unroll
+            for (int r = 0; r < 4; ++r)
+                w_next[r] += stride * kChunkBytes;
+            k_next += stride * 4 * F::kPerLoad;
+        } else {
+            into.load(rows, cols, chunk, t);
+        }
+    };
+    if (c < chunks) load(first, c);
     extern __shared__ __align__(16) uint32_t x_shared[];
     const uint32_t* xs = nullptr;
     if (a.x_shared_stride > 0) {  // the same for the whole block
@@ -433,10 +477,10 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     }
     for (; c < chunks; c += 2 * stride) {
         const int64_t c2 = c + stride;
-        if (c2 < chunks) second.load(rows, cols, c2, t);
+        if (c2 < chunks) load(second, c2);
         multiply_chunk<F>(first, cols, x, xs, has_token, c, acc);
         if (c2 >= chunks) break;  // the same for the whole warp
-        if (c2 + stride < chunks) first.load(rows, cols, c2 + stride, t);
+        if (c2 + stride < chunks) load(first, c2 + stride);
         multiply_chunk<F>(second, cols, x, xs, has_token, c2, acc);
     }
 
@@ -486,10 +530,11 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     }
 }
 
-template <class F, int kWarps, int kSplit>
+template <class F, int kWarps, int kSplit, bool kLean>
 void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
     const size_t x_bytes = static_cast<size_t>(a.T * a.x_shared_stride) * sizeof(uint32_t);
-    launch_kernel_cluster<gemv_mma_kernel<F, kWarps, kSplit>>(tiles * kSplit, kWarps * 32, x_bytes, stream, kSplit, a);
+    launch_kernel_cluster<gemv_mma_kernel<F, kWarps, kSplit, kLean>>(tiles * kSplit, kWarps * 32, x_bytes, stream,
+                                                                     kSplit, a);
 }
 
 // The shared memory stage_x may take: with the warps' partial sums (8 or 16 KB) within the 48 KB a block has without
@@ -537,44 +582,47 @@ int split_for(int64_t tiles, int64_t chunks) {
     return 1;
 }
 
-// Whether every lane multiplies x (MmaGemvArgs::uniform_x): PAGODA_GEMV_MMA_UNIFORM_X=1; off by default. An
-// experiment, not yet run on a GPU. Why: ncu on an H100 (session 40, one token, one launch each, caches flushed) found
-// the fp8 gate/up GEMV (24,576 x 4,096) executing 20.0 M warp instructions, as many as the bf16 GEMV's 20.8 M for half
-// the bytes: ~400 a warp's chunk where its loads, conversions and mma steps are ~70. At one token only lanes 0-3 hold
-// a token, so each of a chunk's four words branches (x from shared memory for them, zeros for the others) and the
-// warp runs both sides; with 4 warps a scheduler (108-128 registers: 25% occupancy) at ~8 cycles between a warp's
-// instructions the kernel is issue-bound (DRAM at 51% of its peak for fp8 gate/up, 30-45% for the others and int4).
-// With every lane taking token 0's x the branch goes one way for the whole warp.
-bool uniform_x_lanes() {
+// Whether launches take the lean loop (gemv_mma_kernel's kLean): PAGODA_GEMV_MMA_LEAN=1; off by default (an
+// experiment, not yet run on a GPU), and only where the column groups' width is a power of two or covers K.
+template <class F>
+bool lean_loop(const MmaGemvArgs& a) {
     static const bool on = [] {
-        const char* env = std::getenv("PAGODA_GEMV_MMA_UNIFORM_X");
+        const char* env = std::getenv("PAGODA_GEMV_MMA_LEAN");
         return env != nullptr && std::strcmp(env, "1") == 0;
     }();
-    return on;
+    const int64_t width = F::group_width(a);
+    return on && width > 0 && ((width & (width - 1)) == 0 || width >= a.K);
+}
+
+template <class F, bool kLean>
+void launch_warps(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_t stream) {
+    if (gemv_mma_warps() == 16) {
+        launch_shape<F, 16, 1, kLean>(a, grid, stream);
+    } else {
+        switch (split_for<F>(tiles, a.K / (4 * F::kPerLoad))) {
+            case 4:
+                launch_shape<F, 8, 4, kLean>(a, grid, stream);
+                break;
+            case 2:
+                launch_shape<F, 8, 2, kLean>(a, grid, stream);
+                break;
+            default:
+                launch_shape<F, 8, 1, kLean>(a, grid, stream);
+        }
+    }
 }
 
 template <class F>
 void launch(MmaGemvArgs a, cudaStream_t stream) {
     a.x_shared_stride = x_shared_stride(a.T, a.glu_rows ? 2 * a.N : a.N, a.K);
-    a.uniform_x = uniform_x_lanes();
     const int64_t outputs_per_block = a.glu_rows ? kRows / 2 : kRows;
     const int64_t tiles = (a.N + outputs_per_block - 1) / outputs_per_block;
     PAGODA_KERNEL_REQUIRE(tiles * 4 <= 0x7fffffff, "tensor-core GEMV grid too large");
     const auto grid = static_cast<unsigned>(tiles);
-    if (gemv_mma_warps() == 16) {
-        launch_shape<F, 16, 1>(a, grid, stream);
-    } else {
-        switch (split_for<F>(tiles, a.K / (4 * F::kPerLoad))) {
-            case 4:
-                launch_shape<F, 8, 4>(a, grid, stream);
-                break;
-            case 2:
-                launch_shape<F, 8, 2>(a, grid, stream);
-                break;
-            default:
-                launch_shape<F, 8, 1>(a, grid, stream);
-        }
-    }
+    if (lean_loop<F>(a))
+        launch_warps<F, true>(a, grid, tiles, stream);
+    else
+        launch_warps<F, false>(a, grid, tiles, stream);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
