@@ -138,14 +138,18 @@ __global__ void __launch_bounds__(32 * kWarps) prefill_attention_kernel(PagedAtt
             }
         }
 
-        // Causal mask and the online softmax.
+        // Causal mask, where some key of the tile is past some row of the warp's (its first row sees the fewest; the
+        // same for the whole warp): on a long prompt one or two tiles of a warp's, where it cost 64 instructions a
+        // thread on every tile (the tile's 128 mma steps a warp are the work). Then the online softmax.
+        if (k0 + kBlockK > ctx + q0 + warp * 16 + 1) {
 #pragma unroll
-        for (int n = 0; n < kBlockK / 8; ++n) {
-            const int key = k0 + n * 8 + 2 * c;
-            if (key >= lim_a) sc[n][0] = -INFINITY;
-            if (key + 1 >= lim_a) sc[n][1] = -INFINITY;
-            if (key >= lim_b) sc[n][2] = -INFINITY;
-            if (key + 1 >= lim_b) sc[n][3] = -INFINITY;
+            for (int n = 0; n < kBlockK / 8; ++n) {
+                const int key = k0 + n * 8 + 2 * c;
+                if (key >= lim_a) sc[n][0] = -INFINITY;
+                if (key + 1 >= lim_a) sc[n][1] = -INFINITY;
+                if (key >= lim_b) sc[n][2] = -INFINITY;
+                if (key + 1 >= lim_b) sc[n][3] = -INFINITY;
+            }
         }
         const float2 alpha = online_softmax(sc, m_a, m_b, l_a, l_b);
         const float alpha_a = alpha.x, alpha_b = alpha.y;
