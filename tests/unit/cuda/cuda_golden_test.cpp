@@ -34,7 +34,8 @@ constexpr float kNearTieFactor = 2.0f;
 using golden::Bf16Diff;
 using golden::Reference;
 
-// ours (reference rows ref_row ..) within tol off the router near-ties and kNearTieFactor · tol at them.
+// Logits of the reference rows [ref_row, ref_row + rows) within tol off the router near-ties, kNearTieFactor · tol at
+// them.
 void expect_within(const Bf16Diff& d, float tol, const std::string& what = "") {
     EXPECT_LE(d.off_ties, tol) << what;
     EXPECT_LE(d.at_ties, kNearTieFactor * tol) << what << " (at router near-ties)";

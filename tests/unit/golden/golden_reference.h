@@ -123,25 +123,6 @@ inline float max_diff(const std::vector<float>& ours, const Reference& ref, int6
     return m;
 }
 
-// max |ours - ref| as max_diff, apart over the rows at router near-ties (Reference::router_near_ties) and the rest:
-// what a bf16 computation is held to (CudaGoldenTest), since at a near-tie it may take the other expert.
-struct Bf16Diff {
-    float off_ties = 0, at_ties = 0;
-    float max() const { return std::max(off_ties, at_ties); }
-    void add(const Bf16Diff& o) { off_ties = std::max(off_ties, o.off_ties), at_ties = std::max(at_ties, o.at_ties); }
-};
-inline Bf16Diff bf16_diff(const std::vector<float>& ours, const Reference& ref, int64_t ref_row, int64_t rows) {
-    Bf16Diff d;
-    for (int64_t i = 0; i < rows; ++i) {
-        const std::vector<float> row(ours.begin() + i * ref.vocab, ours.begin() + (i + 1) * ref.vocab);
-        const float m = max_diff(row, ref, ref_row + i, 1);
-        const auto& ties = ref.router_near_ties;
-        float& into = std::find(ties.begin(), ties.end(), ref_row + i) != ties.end() ? d.at_ties : d.off_ties;
-        into = std::max(into, m);
-    }
-    return d;
-}
-
 // Row i's max |ours - ref| (ours from row 0, the reference from ref_row), for each of `rows` rows: where an error sits.
 inline std::vector<float> row_diffs(const std::vector<float>& ours, const Reference& ref, int64_t ref_row,
                                     int64_t rows) {
@@ -149,6 +130,23 @@ inline std::vector<float> row_diffs(const std::vector<float>& ours, const Refere
     for (int64_t i = 0; i < rows; ++i) {
         const std::vector<float> row(ours.begin() + i * ref.vocab, ours.begin() + (i + 1) * ref.vocab);
         d.push_back(max_diff(row, ref, ref_row + i, 1));
+    }
+    return d;
+}
+
+// max |ours - ref| as max_diff, apart over the rows at router near-ties (Reference::router_near_ties) and the rest:
+// what a bf16 computation is held to (CudaGoldenTest), since at a near-tie it may take the other expert.
+struct Bf16Diff {
+    float off_ties = 0, at_ties = 0;
+    void add(const Bf16Diff& o) { off_ties = std::max(off_ties, o.off_ties), at_ties = std::max(at_ties, o.at_ties); }
+};
+inline Bf16Diff bf16_diff(const std::vector<float>& ours, const Reference& ref, int64_t ref_row, int64_t rows) {
+    Bf16Diff d;
+    const std::vector<float> per_row = row_diffs(ours, ref, ref_row, rows);
+    const auto& ties = ref.router_near_ties;
+    for (int64_t i = 0; i < rows; ++i) {
+        float& into = std::find(ties.begin(), ties.end(), ref_row + i) != ties.end() ? d.at_ties : d.off_ties;
+        into = std::max(into, per_row[static_cast<size_t>(i)]);
     }
     return d;
 }

@@ -455,7 +455,7 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     const uint8_t* w_next[4] = {rows.w[0] + c * kChunkBytes, rows.w[1] + c * kChunkBytes, rows.w[2] + c * kChunkBytes,
                                 rows.w[3] + c * kChunkBytes};
     int64_t k_next = c * 4 * F::kPerLoad + F::kPerLoad * t;
-    const int group_shift = F::groups(cols).shift;  // < 0: one group covers K (launch_lean)
+    const int group_shift = F::groups(cols).shift;  // < 0: one group covers K (lean_loop)
     auto load = [&](ChunkLoads<F>& into, int64_t chunk) {
         if constexpr (kLean) {
             into.load_at(w_next, rows.rows, group_shift >= 0 ? k_next >> group_shift : 0);
