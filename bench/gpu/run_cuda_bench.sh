@@ -4,12 +4,14 @@
 # copy bandwidth and cuBLASLt peak). Binaries are built on the development machine and carried in $BIN.
 #   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
 # PARTS is a comma-separated list of:
-#   tests       the CUDA unit tests (the attention cases also with each decode attention block shape),
+#   tests       the CUDA unit tests (the attention cases also with each decode attention block shape and each
+#               PREFILL_ATTENTION_VARIANTS prefill kernel: wgmma, the Hopper one, by default),
 #               the engine's tests on the GPU, `pagoda generate` on both devices
 #   arch        the kernels A100 / sm_86 / sm_89 GPUs get (their tile limits; the compute_80 PTX through the JIT):
 #               the CUDA tests, and batch-1 decode / prefill speed when the model part made a model
 #   ops         pagoda_op_bench (the op harness's perf mode: Qwen3-8B shapes, then the whole case table, µs and GB/s
-#               or TFLOP/s per case) and, with ncu, the decode attention kernel's memory throughput
+#               or TFLOP/s per case; the decode attention block shapes and PREFILL_ATTENTION_VARIANTS' prefill
+#               kernels too) and, with ncu, the decode attention kernel's memory throughput
 #   model       makes the model with transformers (and its baseline), compares our logits with transformers'
 #               (SHAPE=qwen3-8b by default; qwen3.5-9b, qwen3.5-27b, qwen3-30b-a3b, qwen3.5-35b-a3b,
 #               qwen3-next-80b-a3b; LAYERS=N keeps N layers;
@@ -167,6 +169,14 @@ if want tests; then
         summary+=("backend_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
             "$OUT/backend_ops_test_attention_$shape.log" | tr '\n' ' ')")
     done
+    # The opt-in prefill attention kernels (PAGODA_PREFILL_ATTENTION; wgmma: prefill_attention_wgmma.cu, sm_90a) against
+    # the CPU; the kernel's own line says so where the GPU has no code for it (the run then tested the default kernel).
+    for variant in ${PREFILL_ATTENTION_VARIANTS-wgmma}; do
+        PAGODA_PREFILL_ATTENTION=$variant LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/backend_ops_test" \
+            --gtest_filter='*paged_attention*' > "$OUT/backend_ops_test_prefill_$variant.log" 2>&1
+        summary+=("backend_ops_test prefill attention $variant rc=$?: $(grep -E \
+            '^\[  (PASSED|FAILED) |^PAGODA_PREFILL_ATTENTION' "$OUT/backend_ops_test_prefill_$variant.log" | tr '\n' ' ')")
+    done
     # The engine's own tests (batch invariance, prefix hit = miss, preemption) on the GPU, the models CUDA runs.
     if [[ -x $BIN/executor_test ]]; then
         PAGODA_TEST_DEVICE=cuda LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/executor_test" \
@@ -259,6 +269,15 @@ if want ops; then
             --filter 'paged_attention decode' > "$OUT/ops_attention_$shape.log" 2>&1
         while read -r line; do summary+=("  $shape: $line"); done < <(grep '^paged_attention' "$OUT/ops_attention_$shape.log")
     done
+    # The opt-in prefill attention kernels on the Qwen3-8B prefill shapes (the default kernel's are in the table above).
+    variants=()
+    [[ ${OPS_VARIANTS:-1} == 0 ]] || read -ra variants <<< "${PREFILL_ATTENTION_VARIANTS-wgmma}"
+    for variant in "${variants[@]}"; do
+        PAGODA_PREFILL_ATTENTION=$variant LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
+            --filter 'paged_attention' > "$OUT/ops_prefill_attention_$variant.log" 2>&1
+        while read -r line; do summary+=("  prefill $variant: $line"); done < \
+            <(grep -E '^paged_attention (prefill|chunk)|^PAGODA_PREFILL_ATTENTION' "$OUT/ops_prefill_attention_$variant.log")
+    done
     if [[ ${OPS_VARIANTS:-1} != 0 ]] && command -v ncu > /dev/null; then
         # The decode attention kernel at batch 256: DRAM throughput as a share of the peak, and what bounds it.
         LD_LIBRARY_PATH=$LIBS timeout 200 ncu --kernel-name regex:decode_attention --launch-count 1 \
@@ -338,7 +357,8 @@ if want sanitize; then
 fi
 # BENCH_BF16=0 skips the bf16 runs (a QUANT run whose bf16 baseline an earlier call of the same visit measured),
 # PDL_AB=0 the run with programmatic dependent launch off; HANDOFF_AB=1 adds four prefill-only runs, the bf16 handoff
-# to the next GEMM (CudaOps::hand_off_bf16) on, off, on, off (PAGODA_BF16_HANDOFF).
+# to the next GEMM (CudaOps::hand_off_bf16) on, off, on, off (PAGODA_BF16_HANDOFF); PREFILL_AB=1 four more, the
+# default prefill attention kernel and the Hopper one (PAGODA_PREFILL_ATTENTION=wgmma) in turn.
 if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
@@ -357,6 +377,14 @@ if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
             PAGODA_BF16_HANDOFF=$handoff LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
                 --prefill 2048 --context 16 --decode 4 >> "$log" 2>&1
             summary+=("pagoda, PAGODA_BF16_HANDOFF=$handoff: $(tail -1 "$log" | grep -oE '"prefill_(ms|mfu)": [0-9.]+' | tr '\n' ' ')")
+        done
+    fi
+    if [[ ${PREFILL_AB:-0} == 1 ]]; then
+        for variant in default wgmma default wgmma; do
+            log=$OUT/pagoda_bench_prefill_attention_$variant.log
+            PAGODA_PREFILL_ATTENTION=$variant LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
+                --prefill 2048 --context 16 --decode 4 >> "$log" 2>&1
+            summary+=("pagoda, PAGODA_PREFILL_ATTENTION=$variant: $(tail -1 "$log" | grep -oE '"prefill_(ms|mfu)": [0-9.]+' | tr '\n' ' ')")
         done
     fi
 fi

@@ -1073,6 +1073,14 @@ const std::vector<OpCase>& op_cases() {
                  paged_attention("prefill", kPrefill, 16, 16, 64),
                  paged_attention("prefill", kPrefill, 8, 2, 256),
                  paged_attention("chunk", kChunk, 32, 8, 128),
+                 // Prefill chunks as the Hopper kernel (PAGODA_PREFILL_ATTENTION=wgmma) tiles them, 128 query rows and
+                 // 128 keys (64 at head_dim 256) a block: a long fresh prompt (17 query tiles, the last partly
+                 // filled), chunks after cached prefixes that end inside a key tile beside a decode, query lengths
+                 // that are not multiples of 64, block sizes 16 and 32, GQA groups 4 and 8, head dims 64/128/256.
+                 paged_attention("prefill", {{0, 2100}}, 8, 2, 128),
+                 paged_attention("chunk", {{1000, 333}, {0, 77}, {129, 64}, {5, 1}, {60, 200}}, 16, 4, 128, 32),
+                 paged_attention("chunk", {{200, 150}, {0, 70}, {3, 1}}, 16, 2, 256),
+                 paged_attention("chunk", {{100, 190}, {0, 64}}, 8, 2, 64, 32),
                  paged_attention("mixed", kMixed, 32, 8, 128, 32),
                  paged_attention("decode", kDecode, 16, 2, 64, 32),
                  paged_attention("decode", kDecodeOne, 32, 4, 128),

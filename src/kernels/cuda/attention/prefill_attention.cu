@@ -249,6 +249,7 @@ bool prefill_attention_applies(const PagedAttentionArgs& a) {
 }
 
 void launch_prefill_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    if (prefill_attention_wgmma_applies(a, stream)) return launch_prefill_attention_wgmma(a, filter, stream);
     if (a.cache_type == ElemType::F8E4M3)
         launch_cache<true>(a, filter, stream);
     else

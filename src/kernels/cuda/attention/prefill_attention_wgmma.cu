@@ -1,0 +1,310 @@
+// The Hopper (sm_90a) form of the prefill attention kernel, on wgmma (prefill_attention.cu has the mma.sync one and the
+// contract both keep). A block of 2 warpgroups owns 128 query tokens of one query head, 64 a warpgroup; K/V tiles of
+// 128 keys (64 at head_dim 256) are gathered from the paged cache with cp.async into shared memory laid out as wgmma
+// reads it (the 128-byte swizzle, wgmma_layout.h), the next tile loading while the current one is computed. Per tile
+// and warpgroup: S = Q · Kᵀ with Q and K from shared memory (m64nKk16, K the tile's keys, D / 16 steps), the causal
+// mask, the online softmax in base 2 on the accumulator registers (their layout is mma.sync's, so online_softmax
+// serves both kernels), then O += P · V with P rounded to bf16 in registers as A and the V tile as an MN-major B
+// (m64nDk16, a step per 16 keys). Q is rounded to bf16 once with the softmax scale, log2 e and K's scale folded in;
+// V's scale is folded into the output. BF16 caches, head dims 64/128/256, and only with PAGODA_PREFILL_ATTENTION=wgmma
+// (prefill_attention_wgmma_applies): the mma.sync kernel stays the default until this one has been measured.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "kernels/cuda/attention/attention_internal.cuh"
+#include "kernels/cuda/attention/wgmma.cuh"
+#include "kernels/cuda/attention/wgmma_layout.h"
+#include "kernels/cuda/device_caps.h"
+
+namespace pagoda::kernels::cuda {
+
+namespace {
+
+constexpr int kWarpgroups = 2;  // a block: 128 query rows, so each K/V tile in shared memory serves 128 rows
+constexpr int kThreads = 128 * kWarpgroups;
+constexpr int kBlockQ = 64 * kWarpgroups;
+constexpr int kStages = 2;  // K/V tiles in shared memory: one computed while the next one loads
+static_assert(kWarpgroups == 2, "the stagger (below) pairs warpgroup 0 with warpgroup 1");
+
+// Keys a tile: 128, or 64 at head_dim 256, whose output accumulator (128 floats a thread) leaves fewer registers for
+// the scores. Shared memory: 161 KB at head_dim 128, 193 KB at 256, 81 KB at 64 (Hopper allows 227 KB a block).
+template <int D>
+constexpr int block_keys() {
+    return D == 256 ? 64 : 128;
+}
+template <int D>
+using Smem = wgmma::PrefillSmem<D, kBlockQ, block_keys<D>(), kStages>;
+
+// Whether the code loaded for this device has the kernel's body: 1 in the sm_90a image only. Read once per device
+// (wgmma_code_loaded): the kernel's own attributes cannot tell sm_90a code from plain sm_90 code.
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+__device__ int wgmma_code = 1;
+#else
+__device__ int wgmma_code = 0;
+#endif
+
+// Block x takes the query tile gridDim.x - 1 - x, so the tiles with the most keys (a causal prompt's last ones) start
+// in the first wave and the short ones fill the tail.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(PagedAttentionArgs a, SeqFilter filter) {
+    PAGODA_KERNEL_PROLOGUE();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    using S = Smem<D>;
+    constexpr int kBlockK = block_keys<D>();
+    constexpr int kStaggerBarrier = 1;                // a named barrier (0 is __syncthreads')
+    constexpr int kChunks = D / 8;                    // 16-byte pieces of a row
+    constexpr int kRowsPerPass = kThreads / kChunks;  // rows the block copies at once
+    constexpr int kPasses = kBlockK / kRowsPerPass;
+    static_assert(kPasses * kRowsPerPass == kBlockK, "a tile's rows in whole passes of the block");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    // The tiles start on a 1024-byte boundary (the swizzle's period; wgmma_layout.h): the base rounded up.
+    const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+    const uint32_t base = (raw + wgmma::kAtomBytes - 1) & ~(wgmma::kAtomBytes - 1);
+    unsigned char* smem = smem_raw + (base - raw);
+
+    const int s = blockIdx.y, h = blockIdx.z;
+    const int q_begin = a.query_start_loc[s];
+    const int qlen = a.query_start_loc[s + 1] - q_begin;
+    const int q0 = int(gridDim.x - 1 - blockIdx.x) * kBlockQ;
+    if (!serves(filter, qlen) || q0 >= qlen) return;
+    const int seq_len = a.seq_lens[s];
+    const int ctx = seq_len - qlen;
+    const int kvh = h / (a.H_q / a.H_kv);
+    const int rows = min(kBlockQ, qlen - q0);
+    const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, c = lane & 3;
+    const int wg_row0 = wg * 64;  // this warpgroup's first row in the block
+
+    const int32_t* table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;
+    const int kv_end = ctx + q0 + rows;  // keys the block's last row sees
+    const int num_tiles = (kv_end + kBlockK - 1) / kBlockK;
+    // Thread tid copies chunk tid % kChunks of rows tid / kChunks + kRowsPerPass * p of K and V; zeros past the end
+    // (0 · NaN would poison a sum).
+    const int copy_row = tid / kChunks, copy_chunk = tid % kChunks;
+    const auto* key_cache = static_cast<const __nv_bfloat16*>(a.key_cache);
+    const auto* value_cache = static_cast<const __nv_bfloat16*>(a.value_cache);
+    auto load_tile = [&](int tile, int stage) {
+#pragma unroll
+        for (int p = 0; p < kPasses; ++p) {
+            const int r = copy_row + p * kRowsPerPass, key = tile * kBlockK + r;
+            const bool valid = key < kv_end;
+            const int64_t off =
+                valid ? ((int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size) * a.H_kv + kvh) * D +
+                            copy_chunk * 8
+                      : 0;
+            const uint32_t at = wgmma::chunk_offset(kBlockK, r, copy_chunk);
+            cp_async16(smem + S::k_tile(stage) + at, key_cache + off, valid);
+            cp_async16(smem + S::v_tile(stage) + at, value_cache + off, valid);
+        }
+    };
+#pragma unroll
+    for (int st = 0; st < kStages - 1; ++st) {
+        if (st < num_tiles) load_tile(st, st);
+        cp_async_commit();
+    }
+
+    // Q, rounded to bf16 once, in the swizzled layout; rows past the chunk's end are zeros.
+    const float q_scale = a.scale * 1.4426950408889634f * head_scale(a.k_scale, a.k_head_scale, kvh);  // base 2
+    for (int i = tid; i < kBlockQ * kChunks; i += kThreads) {
+        const int r = i / kChunks, ch = i % kChunks;
+        uint32_t w[4] = {0, 0, 0, 0};
+        if (r < rows) {
+            const float* src = a.q.data + int64_t(q_begin + q0 + r) * a.q.stride_t + int64_t(h) * a.q.stride_h + ch * 8;
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                w[e] = pack(src[2 * e] * q_scale, src[2 * e + 1] * q_scale);
+        }
+        *reinterpret_cast<uint4*>(smem + wgmma::chunk_offset(kBlockQ, r, ch)) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+    fence_proxy_async_shared();  // the first tile's barrier below then publishes Q to every warpgroup's wgmma
+
+    // Descriptors of this warpgroup's 64 Q rows (A) and of stage 0's K (B, K-major) and V (B, MN-major) tiles; a
+    // wgmma's own slice is a fixed byte step from them.
+    const uint64_t q_desc =
+        wgmma::descriptor(base + wgmma::k_major_start(kBlockQ, wg_row0, 0), wgmma::kKMajorLbo, wgmma::kKMajorSbo);
+    const uint64_t k_desc = wgmma::descriptor(base + S::k_tile(0), wgmma::kKMajorLbo, wgmma::kKMajorSbo);
+    const uint64_t v_desc = wgmma::descriptor(base + S::v_tile(0), wgmma::mn_major_lbo(kBlockK), wgmma::kMnMajorSbo);
+    constexpr uint32_t kStageBytes = S::k_tile(1) - S::k_tile(0);
+
+    // This thread's two rows (of its warp's 16) and the keys each may see.
+    const int r_a = wg_row0 + warp * 16 + g, r_b = r_a + 8;
+    const int lim_a = ctx + q0 + r_a + 1, lim_b = ctx + q0 + r_b + 1;
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i)
+        o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float sc[kBlockK / 8][4];
+#pragma unroll
+    for (int n = 0; n < kBlockK / 8; ++n)
+        sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
+
+    for (int tile = 0; tile < num_tiles; ++tile) {
+        cp_async_wait<kStages - 2>();  // this thread's copies of `tile` have landed,
+        fence_proxy_async_shared();    // are visible to wgmma,
+        __syncthreads();               // and so are everyone's; the stage about to be refilled is consumed
+        if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
+        cp_async_commit();
+        const int k0 = tile * kBlockK;
+        // Warpgroup 1 starts its S once warpgroup 0's is done (named barrier 1, once a tile whatever either computes:
+        // warpgroup 0 arrives, warpgroup 1 waits): its S then runs on the tensor cores while warpgroup 0's softmax
+        // runs, and warpgroup 0's P · V while its own softmax runs. In step, both softmaxes would leave the tensor
+        // cores idle; the tile's barrier above realigns the two each tile.
+        if (wg == 1) named_barrier_sync(kStaggerBarrier, kThreads);
+        // Nothing to do where the warpgroup's rows are all past the chunk's end or the whole tile is in their future
+        // (the same for the whole warpgroup, as its wgmma instructions require).
+        if (wg_row0 >= rows || k0 >= ctx + q0 + wg_row0 + 64) {
+            if (wg == 0) named_barrier_arrive(kStaggerBarrier, kThreads);
+            continue;
+        }
+        const uint32_t stage_bytes = uint32_t(tile % kStages) * kStageBytes;
+
+        wgmma_hold(sc);  // the softmax's writes of sc come before the fence
+        wgmma_fence();
+#pragma unroll
+        for (int kd = 0; kd < D / 16; ++kd)
+            wgmma_ss<kBlockK>(sc, wgmma::advance(q_desc, wgmma::k_major_start(kBlockQ, 0, kd)),
+                              wgmma::advance(k_desc, stage_bytes + wgmma::k_major_start(kBlockK, 0, kd)), kd > 0);
+        wgmma_commit();
+        wgmma_wait<0>();
+        wgmma_hold(sc);
+        if (wg == 0) named_barrier_arrive(kStaggerBarrier, kThreads);
+
+        // Causal mask, where some key of the tile is past some row of the warp's (its first row sees the fewest).
+        if (k0 + kBlockK > ctx + q0 + wg_row0 + warp * 16 + 1) {
+#pragma unroll
+            for (int n = 0; n < kBlockK / 8; ++n) {
+                const int key = k0 + n * 8 + 2 * c;
+                if (key >= lim_a) sc[n][0] = -INFINITY;
+                if (key + 1 >= lim_a) sc[n][1] = -INFINITY;
+                if (key >= lim_b) sc[n][2] = -INFINITY;
+                if (key + 1 >= lim_b) sc[n][3] = -INFINITY;
+            }
+        }
+        const float2 alpha = online_softmax(sc, m_a, m_b, l_a, l_b);
+#pragma unroll
+        for (int i = 0; i < D / 8; ++i) {
+            o[i][0] *= alpha.x, o[i][1] *= alpha.x;
+            o[i][2] *= alpha.y, o[i][3] *= alpha.y;
+        }
+
+        // P as the A operand, 16 keys a step: the accumulator blocks 2j and 2j + 1 are the m16n8k16 A fragment.
+        uint32_t pa[kBlockK / 16][4];
+#pragma unroll
+        for (int j = 0; j < kBlockK / 16; ++j) {
+            pa[j][0] = pack(sc[2 * j][0], sc[2 * j][1]);
+            pa[j][1] = pack(sc[2 * j][2], sc[2 * j][3]);
+            pa[j][2] = pack(sc[2 * j + 1][0], sc[2 * j + 1][1]);
+            pa[j][3] = pack(sc[2 * j + 1][2], sc[2 * j + 1][3]);
+        }
+        wgmma_hold(o);  // the rescaled o and the packed P come before the fence
+        wgmma_hold(pa);
+        wgmma_fence();
+#pragma unroll
+        for (int j = 0; j < kBlockK / 16; ++j)
+            wgmma_rs_mn<D>(o, pa[j], wgmma::advance(v_desc, stage_bytes + wgmma::mn_major_start(j)));
+        wgmma_commit();
+        wgmma_wait<0>();  // before the next tile's barrier lets its stage be refilled
+        wgmma_hold(o);
+        wgmma_hold(pa);
+    }
+    cp_async_wait<0>();
+
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    const float v_scale = head_scale(a.v_scale, a.v_head_scale, kvh);
+    const float inv_a = v_scale / l_a, inv_b = v_scale / l_b;
+    float* out_a = a.out.data + int64_t(q_begin + q0 + r_a) * a.out.stride_t + int64_t(h) * a.out.stride_h;
+    float* out_b = a.out.data + int64_t(q_begin + q0 + r_b) * a.out.stride_t + int64_t(h) * a.out.stride_h;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        if (r_a < rows) out_a[i * 8 + 2 * c] = o[i][0] * inv_a, out_a[i * 8 + 2 * c + 1] = o[i][1] * inv_a;
+        if (r_b < rows) out_b[i * 8 + 2 * c] = o[i][2] * inv_b, out_b[i * 8 + 2 * c + 1] = o[i][3] * inv_b;
+    }
+#else
+    __trap();  // not sm_90a code: the launcher never starts it (wgmma_code_loaded)
+#endif
+}
+
+template <int D>
+void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    constexpr size_t bytes = Smem<D>::kBytes;
+    constexpr auto kernel = prefill_attention_wgmma_kernel<D>;
+    PAGODA_KERNEL_REQUIRE(bytes <= size_t(max_block_smem()), "prefill attention (wgmma): the tile does not fit");
+    allow_dynamic_smem<kernel>(int(bytes));
+    const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
+                    static_cast<unsigned>(a.H_q));
+    launch_kernel<kernel>(grid, kThreads, bytes, stream, a, filter);
+}
+
+// PAGODA_PREFILL_ATTENTION=wgmma asks for this kernel; anything else, or unset, keeps the mma.sync one (the default
+// until this one is measured). Read once.
+bool wgmma_requested() {
+    static const bool on = [] {
+        const char* env = std::getenv("PAGODA_PREFILL_ATTENTION");
+        return env != nullptr && std::strcmp(env, "wgmma") == 0;
+    }();
+    return on;
+}
+
+// Whether the current device runs the sm_90a image of this file (wgmma_code above): 1 yes, 0 no (a Hopper GPU given
+// other code, a build without 90a or the compute_80 PTX, and other GPUs), asked once per device. The copy is
+// synchronous, so it is not made while `stream` is being captured into a CUDA graph: -1, not known, for that launch
+// (the mma.sync kernel); a step outside capture (the engine's warm-up runs prefill eagerly) asks.
+int wgmma_code_loaded(cudaStream_t stream) {
+    static std::atomic<int> known[64] = {};  // per device: 0 not asked yet, 1 no, 2 yes
+    int device = 0;
+    PAGODA_CUDA_CHECK(cudaGetDevice(&device));
+    std::atomic<int>* slot = device < 64 ? &known[device] : nullptr;
+    if (slot)
+        if (const int v = slot->load(std::memory_order_relaxed); v > 0) return v - 1;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    PAGODA_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (capture != cudaStreamCaptureStatusNone) return -1;
+    int major = 0, minor = 0, flag = 0;
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    if (major == 9 && minor == 0) PAGODA_CUDA_CHECK(cudaMemcpyFromSymbol(&flag, wgmma_code, sizeof(flag)));
+    const int loaded = flag == 1 ? 1 : 0;
+    if (slot) slot->store(loaded + 1, std::memory_order_relaxed);
+    return loaded;
+}
+
+}  // namespace
+
+bool prefill_attention_wgmma_applies(const PagedAttentionArgs& a, cudaStream_t stream) {
+    if (!wgmma_requested() || a.cache_type != ElemType::BF16 || !(a.D == 64 || a.D == 128 || a.D == 256) ||
+        forced_kernel_family() != nullptr)
+        return false;
+    const int loaded = wgmma_code_loaded(stream);
+    if (loaded == 0) {
+        // Asked for on a GPU without its code (not Hopper, or a build without sm_90a): said once, so that a test run
+        // with the switch cannot pass on the other kernel unnoticed.
+        static std::once_flag said;
+        std::call_once(said, [] {
+            std::fprintf(stderr,
+                         "PAGODA_PREFILL_ATTENTION=wgmma: no sm_90a code runs on this GPU; prefill "
+                         "attention takes the mma.sync kernel\n");
+        });
+    }
+    return loaded == 1;
+}
+
+void launch_prefill_attention_wgmma(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream) {
+    switch (a.D) {
+        case 64:
+            launch_d<64>(a, filter, stream);
+            break;
+        case 128:
+            launch_d<128>(a, filter, stream);
+            break;
+        default:
+            launch_d<256>(a, filter, stream);
+            break;
+    }
+}
+
+}  // namespace pagoda::kernels::cuda
