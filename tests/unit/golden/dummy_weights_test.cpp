@@ -3,6 +3,7 @@
 // weights are the same on every load, and what it cannot make is refused by name.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -30,12 +31,15 @@ std::string golden(const std::string& name) {
     return std::string(PAGODA_SOURCE_DIR) + "/tests/golden/" + name;
 }
 
-// A directory holding only `name`'s config.json: no weights to read.
+// A directory holding only `name`'s config.json: no weights to read. Named by the process and a count: ctest runs
+// each test in a process of its own, two at a time, and a name from gtest's random seed (the clock's milliseconds)
+// once let one test's directory be removed under another's (CI, session 41).
 class ConfigOnly {
   public:
     explicit ConfigOnly(const std::string& name) {
+        static int made = 0;
         dir_ = fs::temp_directory_path() /
-               ("pagoda_dummy_" + name + "_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()));
+               ("pagoda_dummy_" + name + "_" + std::to_string(::getpid()) + "_" + std::to_string(made++));
         fs::create_directories(dir_);
         fs::copy_file(golden(name) + "/config.json", dir_ / "config.json", fs::copy_options::overwrite_existing);
     }
