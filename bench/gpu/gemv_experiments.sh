@@ -17,10 +17,7 @@
 #   PAGODA_GEMV_MMA_E4M3=alu     the f16 products' e4m3 weights by integer instructions instead of the GPU's
 #                                conversion; fp8 at 8 tokens takes f16 products only with PAGODA_GEMV_MMA_F16=1, so
 #                                VARIANTS="PAGODA_GEMV_MMA_F16=1;PAGODA_GEMV_MMA_F16=1 PAGODA_GEMV_MMA_E4M3=alu" PARTS=tests,ops
-#   PAGODA_GEMV_MMA_LEAN=1       the lean loop (gemv_mma_kernel's kLean): the same products with pointers stepped, the
-#                                scale group found once a chunk and every lane multiplying x; ncu found ~400 warp
-#                                instructions a chunk (session 40), the lean loop's SASS has ~45% fewer a chunk (fp8);
-#                                VARIANTS="-;PAGODA_GEMV_MMA_LEAN=1" PARTS=tests,ops,e2e,ncu
+# (The lean loop ran so in session 41 as PAGODA_GEMV_MMA_LEAN=1, PARTS=tests,ops,e2e: the only loop since.)
 set -uo pipefail
 NEW=${NEW:?carry folder} OUT=${OUT:-/tmp/gemv-experiments}
 PARTS=${PARTS:-tests,ops,e2e,ncu}

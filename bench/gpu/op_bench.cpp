@@ -8,8 +8,8 @@
 // L2: its GB/s can exceed the memory's, as in a model's step they cannot. --cold gives each case that builds no step
 // batch enough copies of its tensors (2x the L2, at most 32) to call them in turn, each call's bytes from memory.
 // PAGODA_DECODE_ATTENTION=WxS picks another block shape of the decode attention kernel (decode_attention.cu), and
-// PAGODA_PREFILL_ATTENTION=wgmma the Hopper prefill attention kernel (prefill_attention_wgmma.cu): each is read once
-// a process, so two runs, with and without it, are the A/B (run_cuda_bench.sh's ops-ab part).
+// PAGODA_PREFILL_ATTENTION=mma the mma.sync prefill attention kernel instead of Hopper's (prefill_attention_wgmma.cu):
+// each is read once a process, so two runs, with and without it, are the A/B (run_cuda_bench.sh's ops-ab part).
 #include <cuda_runtime.h>
 
 #include <algorithm>

@@ -5,7 +5,7 @@
 #   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
 # PARTS is a comma-separated list of:
 #   tests       the CUDA unit tests (the attention cases also with each decode attention block shape and each
-#               PREFILL_ATTENTION_VARIANTS prefill kernel: wgmma, the Hopper one, by default),
+#               PREFILL_ATTENTION_VARIANTS prefill kernel: mma, the one other GPUs than Hopper take, by default),
 #               the engine's tests on the GPU, `pagoda generate` on both devices
 #   arch        the kernels A100 / sm_86 / sm_89 GPUs get (their tile limits; the compute_80 PTX through the JIT):
 #               the CUDA tests, and batch-1 decode / prefill speed when the model part made a model
@@ -169,9 +169,9 @@ if want tests; then
         summary+=("backend_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
             "$OUT/backend_ops_test_attention_$shape.log" | tr '\n' ' ')")
     done
-    # The opt-in prefill attention kernels (PAGODA_PREFILL_ATTENTION; wgmma: prefill_attention_wgmma.cu, sm_90a) against
-    # the CPU; the kernel's own line says so where the GPU has no code for it (the run then tested the default kernel).
-    for variant in ${PREFILL_ATTENTION_VARIANTS-wgmma}; do
+    # The prefill attention kernels other than the default (PAGODA_PREFILL_ATTENTION; mma: the mma.sync one, which GPUs
+    # other than Hopper take; wgmma says so where the GPU has no code for it) against the CPU.
+    for variant in ${PREFILL_ATTENTION_VARIANTS-mma}; do
         PAGODA_PREFILL_ATTENTION=$variant LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/backend_ops_test" \
             --gtest_filter='*paged_attention*' > "$OUT/backend_ops_test_prefill_$variant.log" 2>&1
         summary+=("backend_ops_test prefill attention $variant rc=$?: $(grep -E \
@@ -269,9 +269,9 @@ if want ops; then
             --filter 'paged_attention decode' > "$OUT/ops_attention_$shape.log" 2>&1
         while read -r line; do summary+=("  $shape: $line"); done < <(grep '^paged_attention' "$OUT/ops_attention_$shape.log")
     done
-    # The opt-in prefill attention kernels on the Qwen3-8B prefill shapes (the default kernel's are in the table above).
+    # The other prefill attention kernels on the Qwen3-8B prefill shapes (the default kernel's are in the table above).
     variants=()
-    [[ ${OPS_VARIANTS:-1} == 0 ]] || read -ra variants <<< "${PREFILL_ATTENTION_VARIANTS-wgmma}"
+    [[ ${OPS_VARIANTS:-1} == 0 ]] || read -ra variants <<< "${PREFILL_ATTENTION_VARIANTS-mma}"
     for variant in "${variants[@]}"; do
         PAGODA_PREFILL_ATTENTION=$variant LD_LIBRARY_PATH=$LIBS timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
             --filter 'paged_attention' > "$OUT/ops_prefill_attention_$variant.log" 2>&1
@@ -358,7 +358,7 @@ fi
 # BENCH_BF16=0 skips the bf16 runs (a QUANT run whose bf16 baseline an earlier call of the same visit measured),
 # PDL_AB=0 the run with programmatic dependent launch off; HANDOFF_AB=1 adds four prefill-only runs, the bf16 handoff
 # to the next GEMM (CudaOps::hand_off_bf16) on, off, on, off (PAGODA_BF16_HANDOFF); PREFILL_AB=1 four more, the
-# default prefill attention kernel and the Hopper one (PAGODA_PREFILL_ATTENTION=wgmma) in turn.
+# mma.sync prefill attention kernel (PAGODA_PREFILL_ATTENTION=mma) and the default (Hopper's wgmma one) in turn.
 if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
     LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" --prefill 2048 --context 512 --decode 128 \
         > "$OUT/pagoda_bench.log" 2>&1
@@ -380,7 +380,7 @@ if want bench && [[ ${BENCH_BF16:-1} == 1 ]]; then
         done
     fi
     if [[ ${PREFILL_AB:-0} == 1 ]]; then
-        for variant in default wgmma default wgmma; do
+        for variant in mma default mma default; do
             log=$OUT/pagoda_bench_prefill_attention_$variant.log
             PAGODA_PREFILL_ATTENTION=$variant LD_LIBRARY_PATH=$LIBS timeout 150 "$BIN/pagoda_cuda_bench" --model "$MODEL" \
                 --prefill 2048 --context 16 --decode 4 >> "$log" 2>&1

@@ -111,6 +111,12 @@ std::string kernel_tiles(int major, int minor) {
     return std::to_string(kb) + " KB shared-memory tiles";
 }
 
+// The attention kernels the code takes: sm_90a code the Hopper prefill attention on wgmma
+// (kernels/cuda/attention/prefill_attention_wgmma.cu), any other (sm_80-sm_89, compute_80 PTX) the mma.sync ones.
+std::string attention_family(const std::string& code) {
+    return code == "sm_90a code" ? "wgmma prefill attention" : "mma.sync attention";
+}
+
 }  // namespace
 
 void check_driver(const DoctorInput& in, Report& r) {
@@ -214,7 +220,8 @@ void check_gpu(const DoctorInput& in, size_t i, Report& r) {
         } else if (!in.cuda.built_with_cuda) {
             r.add(p + ".compute_capability", cc, Level::kPass);
         } else if (const auto code = code_for(in.cuda.archs, *g.cc_major, *g.cc_minor)) {
-            r.add(p + ".compute_capability", cc + ": " + *code + ", " + kernel_tiles(*g.cc_major, *g.cc_minor),
+            r.add(p + ".compute_capability",
+                  cc + ": " + *code + ", " + kernel_tiles(*g.cc_major, *g.cc_minor) + ", " + attention_family(*code),
                   Level::kPass);
         } else {
             r.add(

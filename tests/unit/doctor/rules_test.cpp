@@ -140,7 +140,16 @@ TEST_F(DoctorRules, CapabilityLineNamesTheCodeAndTiles) {
     gpu().cc_minor = 0;
     const Report r = evaluate_fake(nvml, probe);
     EXPECT_EQ(level_of(r, "gpu0.compute_capability"), Level::kPass);
-    EXPECT_EQ(r.find("gpu0.compute_capability")->value, "8.0: sm_80 code, 163 KB shared-memory tiles");
+    EXPECT_EQ(r.find("gpu0.compute_capability")->value,
+              "8.0: sm_80 code, 163 KB shared-memory tiles, mma.sync attention");
+    gpu().cc_major = 9;
+    gpu().cc_minor = 0;
+    EXPECT_EQ(evaluate_fake(nvml, probe).find("gpu0.compute_capability")->value,
+              "9.0: sm_90a code, 227 KB shared-memory tiles, wgmma prefill attention");
+    probe.archs = "80-virtual";  // the A100's code on a Hopper GPU (what run_cuda_bench.sh's arch part tests)
+    EXPECT_EQ(evaluate_fake(nvml, probe).find("gpu0.compute_capability")->value,
+              "9.0: compute_80 PTX, compiled by the driver at the first start, 227 KB shared-memory tiles, mma.sync "
+              "attention");
 }
 
 TEST_F(DoctorRules, PersistenceOffWarns) {

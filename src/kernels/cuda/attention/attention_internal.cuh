@@ -223,8 +223,9 @@ struct KvTileCopy {
 // launch_prefill_attention takes the Hopper form (prefill_attention_wgmma.cu) where that one applies.
 bool prefill_attention_applies(const PagedAttentionArgs& a);
 void launch_prefill_attention(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
-// The Hopper form: with PAGODA_PREFILL_ATTENTION=wgmma, a BF16 cache, D 64/128/256 and the sm_90a code of the kernels
-// loaded on the device (not with PAGODA_CUDA_KERNELS); `stream` is the launch's (no device query while it is captured).
+// The Hopper form: a BF16 cache, D 64/128/256 and the sm_90a code of the kernels loaded on the device (not with
+// PAGODA_PREFILL_ATTENTION=mma or PAGODA_CUDA_KERNELS); `stream` is the launch's (no device query while it is
+// captured).
 bool prefill_attention_wgmma_applies(const PagedAttentionArgs& a, cudaStream_t stream);
 void launch_prefill_attention_wgmma(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream);
 

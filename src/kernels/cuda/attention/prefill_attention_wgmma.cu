@@ -6,8 +6,12 @@
 // mask, the online softmax in base 2 on the accumulator registers (their layout is mma.sync's, so online_softmax
 // serves both kernels), then O += P · V with P rounded to bf16 in registers as A and the V tile as an MN-major B
 // (m64nDk16, a step per 16 keys). Q is rounded to bf16 once with the softmax scale, log2 e and K's scale folded in;
-// V's scale is folded into the output. BF16 caches, head dims 64/128/256, and only with PAGODA_PREFILL_ATTENTION=wgmma
-// (prefill_attention_wgmma_applies): the mma.sync kernel stays the default until this one has been measured.
+// V's scale is folded into the output. BF16 caches, head dims 64/128/256, on GPUs that run its sm_90a code
+// (prefill_attention_wgmma_applies); PAGODA_PREFILL_ATTENTION=mma keeps the mma.sync kernel. Measured on an H100
+// (session 41, 9ee1014's binaries, Qwen3-8B shape, 32 query / 8 KV heads, head_dim 128; two rounds alike): one layer's
+// 2,048-token prefill 376 -> 194 us (91 -> 177 TFLOP/s, pagoda_op_bench), a 1,536 + 512 chunk 112 -> 67 us; the model's
+// 2,048-token prefill 64.1 -> 58.5-60.5 ms (57.7 -> 61.1-63.8% MFU, pagoda_cuda_bench), 16,384 tokens 824 -> 672 ms.
+// backend_ops_test's 51 attention cases and cuda_golden_test's 116 pass with it.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -240,14 +244,18 @@ void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream
     launch_kernel<kernel>(grid, kThreads, bytes, stream, a, filter);
 }
 
-// PAGODA_PREFILL_ATTENTION=wgmma asks for this kernel; anything else, or unset, keeps the mma.sync one (the default
-// until this one is measured). Read once.
-bool wgmma_requested() {
-    static const bool on = [] {
+// PAGODA_PREFILL_ATTENTION: unset, this kernel where it applies; "mma", the mma.sync kernel everywhere (to compare
+// them); "wgmma", this one, saying so where the GPU has no code for it. Read once.
+enum class Choice { Default, Mma, Wgmma };
+Choice wgmma_choice() {
+    static const Choice choice = [] {
         const char* env = std::getenv("PAGODA_PREFILL_ATTENTION");
-        return env != nullptr && std::strcmp(env, "wgmma") == 0;
+        if (env == nullptr) return Choice::Default;
+        return std::strcmp(env, "mma") == 0     ? Choice::Mma
+               : std::strcmp(env, "wgmma") == 0 ? Choice::Wgmma
+                                                : Choice::Default;
     }();
-    return on;
+    return choice;
 }
 
 // Whether the current device runs the sm_90a image of this file (wgmma_code above): 1 yes, 0 no (a Hopper GPU given
@@ -276,11 +284,11 @@ int wgmma_code_loaded(cudaStream_t stream) {
 }  // namespace
 
 bool prefill_attention_wgmma_applies(const PagedAttentionArgs& a, cudaStream_t stream) {
-    if (!wgmma_requested() || a.cache_type != ElemType::BF16 || !(a.D == 64 || a.D == 128 || a.D == 256) ||
+    if (wgmma_choice() == Choice::Mma || a.cache_type != ElemType::BF16 || !(a.D == 64 || a.D == 128 || a.D == 256) ||
         forced_kernel_family() != nullptr)
         return false;
     const int loaded = wgmma_code_loaded(stream);
-    if (loaded == 0) {
+    if (loaded == 0 && wgmma_choice() == Choice::Wgmma) {
         // Asked for on a GPU without its code (not Hopper, or a build without sm_90a): said once, so that a test run
         // with the switch cannot pass on the other kernel unnoticed.
         static std::once_flag said;

@@ -154,12 +154,10 @@ struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
     struct Params {
         float s = 0.0f;
     };
-    // A scale block's columns, and the column groups (the lean loop's chunk steps: gemv_mma_kernel).
-    static __host__ __device__ int64_t group_width(const MmaGemvArgs& a) { return a.scales.cols; }
+    // The column groups (the kernel finds a chunk's group by a shift: gemv_mma_kernel).
     __device__ static const ColumnGroups& groups(const Columns& c) { return c.cols; }
-    __device__ static Params params(const Columns& c, const Row& r, int64_t k) { return params_at(r, c.cols.of(k)); }
     // The scale of the row's column group `group`.
-    __device__ static Params params_at(const Row& r, int64_t group) {
+    __device__ static Params params(const Row& r, int64_t group) {
         const float s = __ldg(r.scales + group);
         constexpr float kUnscale = kAluE4m3 ? 0x1p8f : kE4m3PairUnscale;   // what undoes the weight pairs' scaling
         if constexpr (kF16) return {s * kUnscale / F16Products::kXScale};  // exact: powers of two
@@ -197,10 +195,8 @@ struct Int4 : Products {
     struct Params {
         float s = 0.0f, z = 0.0f;
     };
-    static __host__ __device__ int64_t group_width(const MmaGemvArgs& a) { return a.group_size; }
     __device__ static const ColumnGroups& groups(const Columns& c) { return c.groups; }
-    __device__ static Params params(const Columns& c, const Row& r, int64_t k) { return params_at(r, c.groups.of(k)); }
-    __device__ static Params params_at(const Row& r, int64_t g) {
+    __device__ static Params params(const Row& r, int64_t g) {
         return {__ldg(r.scales + g), r.zeros ? __ldg(r.zeros + g) : 8.0f};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
@@ -220,8 +216,7 @@ struct Int4F16 : Int4<false, F16Products> {
         float s = 0.0f;
         __half2 zero;
     };
-    __device__ static Params params(const Columns& c, const Row& r, int64_t k) { return params_at(r, c.groups.of(k)); }
-    __device__ static Params params_at(const Row& r, int64_t g) {
+    __device__ static Params params(const Row& r, int64_t g) {
         return {__ldg(r.scales + g) / F16Products::kXScale, int4_zero_f16(r.zeros ? __ldg(r.zeros + g) : 8.0f)};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
@@ -287,20 +282,13 @@ template <class F>
 struct ChunkLoads {
     uint4 v[4];
     typename F::Params p[4];
-    __device__ __forceinline__ void load(const LaneRows<F>& rows, const typename F::Columns& cols, int64_t c, int t) {
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-            v[r] = load_weights16(rows.w[r] + c * kChunkBytes);
-            p[r] = F::params(cols, rows.rows[r], c * 4 * F::kPerLoad + F::kPerLoad * t);
-        }
-    }
-    // The lean loop's (gemv_mma_kernel): the four rows' loads at w, and the scales of the chunk's column group.
-    __device__ __forceinline__ void load_at(const uint8_t* const (&w)[4], const typename F::Row (&rows)[4],
-                                            int64_t group) {
+    // The four rows' loads at w, and the scales of the chunk's column group.
+    __device__ __forceinline__ void load(const uint8_t* const (&w)[4], const typename F::Row (&rows)[4],
+                                         int64_t group) {
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             v[r] = load_weights16(w[r]);
-            p[r] = F::params_at(rows[r], group);
+            p[r] = F::params(rows[r], group);
         }
     }
 };
@@ -324,21 +312,21 @@ __device__ __forceinline__ void stage_x(const MmaGemvArgs& a, uint32_t* xs) {
     }
 }
 
-// acc += chunk c's products with token g's x (x: the token's row at this lane's columns; zeros without a token),
-// paired as the weights are, over both m16 tiles, a 32-bit word of weights at a time (each tile's mma steps in the
-// same order as a loop over tiles outside the words would take them). With F::kScaleAfter the chunk's products are
-// summed apart and join acc times their row's scale.
-// xs: the lane's token's staged pairs at its columns (stage_x), or null (x from global memory).
+// acc += chunk c's products with token g's x (x: the token's row at this lane's columns; token 0's where the lane has
+// no token: gemv_mma_kernel), paired as the weights are, over both m16 tiles, a 32-bit word of weights at a time (each
+// tile's mma steps in the same order as a loop over tiles outside the words would take them). With F::kScaleAfter the
+// chunk's products are summed apart and join acc times their row's scale. xs: the lane's token's staged pairs at its
+// columns (stage_x), or null (x from global memory).
 template <class F>
 __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const typename F::Columns& cols, const float* x,
-                                               const uint32_t* xs, bool has_token, int64_t c, float (&acc)[2][4]) {
+                                               const uint32_t* xs, int64_t c, float (&acc)[2][4]) {
     constexpr int kPerWord = F::kPerLoad / 4;  // a word's values, and the columns of x they take
     float chunk[2][4] = {};
     float(&sums)[2][4] = *(F::kScaleAfter ? &chunk : &acc);
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
         uint32_t b[F::kPairs];  // token g's x at word w's columns, paired as its weights are
-        if (has_token && xs != nullptr) {
+        if (xs != nullptr) {
             const uint32_t* src = xs + c * 2 * F::kPerLoad + F::kPairs * w;  // 8- or 16-byte aligned (stage_x's rows)
             if constexpr (F::kPairs == 4) {
                 const uint4 v = *reinterpret_cast<const uint4*>(src);
@@ -348,7 +336,7 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
                 const uint2 v = *reinterpret_cast<const uint2*>(src);
                 b[0] = v.x, b[1] = v.y;
             }
-        } else if (has_token) {
+        } else {
             float4 x4[kPerWord / 4];
 #pragma unroll
             for (int q = 0; q < kPerWord / 4; ++q)
@@ -358,10 +346,6 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
             for (int i = 0; i < F::kPairs; ++i)
                 b[i] =
                     F::x_pair(xv[F::lo(F::kPairs * w + i) - kPerWord * w], xv[F::hi(F::kPairs * w + i) - kPerWord * w]);
-        } else {
-#pragma unroll
-            for (int i = 0; i < F::kPairs; ++i)
-                b[i] = 0;
         }
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
@@ -420,20 +404,24 @@ __device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t bloc
 // blocks in rank order, read by block 0 from their shared memory): the result depends on kWarps and kSplit (chosen
 // from N, K and the GPU, never from T), not on timing.
 //
-// kLean (PAGODA_GEMV_MMA_LEAN=1; an experiment, not yet run on a GPU): the same loads, products and sums in the same
-// order, with less work a chunk around them. ncu on an H100 (session 40, one token, caches flushed) found this kernel
-// issue-bound: the fp8 gate/up GEMV (24,576 x 4,096) executed 20.0 M warp instructions, as many as the bf16 GEMV's
-// 20.8 M for half the bytes, ~400 a warp's chunk where its loads, conversions and eight mma steps are ~70, with 4
-// warps a scheduler (108-128 registers) each waiting ~8 cycles between instructions (DRAM at 51% of its peak for fp8
-// gate/up, 30-45% for the other fp8 and int4 shapes). Its SASS spent the chunk (a) recomputing the four rows'
+// The loop around the loads, products and sums is lean: ncu on an H100 (session 40, one token, caches flushed) found
+// the kernel issue-bound: the fp8 gate/up GEMV (24,576 x 4,096) executed 20.0 M warp instructions, as many as the bf16
+// GEMV's 20.8 M for half the bytes, ~400 a warp's chunk where its loads, conversions and eight mma steps are ~70, with
+// 4 warps a scheduler (108-128 registers) each waiting ~8 cycles between instructions (DRAM at 51% of its peak for
+// fp8 gate/up, 30-45% for the other fp8 and int4 shapes). Its SASS spent the chunk (a) recomputing the four rows'
 // addresses from the thread index, (b) working out the scale's column group four times, each with the predicated
 // 32-bit division of ColumnGroups::of issuing whether taken or not, and (c) in each of the four words, branching on
-// the lane's token: at one token lanes 0-3 read x and the others take zeros, and the warp runs both sides. The lean
-// loop (a) advances four pointers by the warp's stride, (b) finds the group once a chunk by a shift (taken where the
-// groups' width is a power of two or covers K: every format's blocks and groups, and per-channel scales), and (c) has
-// every lane multiply x, token 0's where the lane has no token (those columns of the mma are never stored, so the
-// tokens' sums do not change).
-template <class F, int kWarps, int kSplit, bool kLean = false>
+// the lane's token: at one token lanes 0-3 read x and the others took zeros, and the warp ran both sides. So the loop
+// (a) advances four pointers by the warp's stride, (b) finds the group once a chunk by a shift (gemv_*_mma_fits take
+// only groups whose width is a power of two or covers K: every format's blocks and groups, and per-channel scales),
+// and (c) has every lane multiply x, token 0's where the lane has no token (those columns of the mma are never
+// stored, so the tokens' sums do not change). Its fp8 loop has 431 SASS instructions a pair of chunks where the one
+// before had 796, int4's 1,014 where it had 1,319. Measured on an H100 (session 41, 9ee1014's binaries with this loop
+// as PAGODA_GEMV_MMA_LEAN=1, pagoda_op_bench --table qwen3-8b --cold, one token, µs, before / lean, two rounds
+// alike): fp8 qkv 17.9 / 14.4, o 13.0 / 11.4, gate_up 49.7 / 44.5, down 29.9 / 26.2; AWQ int4 gate_up 41.1 / 34.9,
+// down 24.5 / 22.4, 12,288 x 4,096 25.9 / 22.0; batch-1 decode of the Qwen3-8B shape fp8 202.0 -> 223.6 tok/s, AWQ
+// 236.2 -> 249.9.
+template <class F, int kWarps, int kSplit>
 __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaGemvArgs a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int64_t block = blockIdx.x / kSplit;  // the row tile; the block's rank in its cluster is blockIdx.x % kSplit
@@ -443,31 +431,28 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     const LaneRows<F> rows(a, block, g, t);
     const typename F::Columns cols(a);
     const int64_t chunks = a.K / (4 * F::kPerLoad);
-    // The lanes of B's columns past the tokens (g >= T) multiply zeros, or in the lean loop token 0's x: their sums
-    // are never stored (an mma's output columns are independent), so the tokens' bits are the same either way.
-    const bool own_token = g < a.T, has_token = kLean || own_token;
+    // The lanes of B's columns past the tokens (g >= T) multiply token 0's x: their sums are never stored (an mma's
+    // output columns are independent), so the tokens' bits are those of zeros there.
+    const bool own_token = g < a.T;
     const float* x = a.x + (own_token ? g : 0) * a.x_stride + F::kPerLoad * t;
 
     float acc[2][4] = {};
     ChunkLoads<F> first, second;  // chunks c and c + stride of the warp's
     int64_t c = first_chunk;
-    // The lean loop's next load: the four rows' pointers, and its first column (k_next) whose group has its scales.
+    // The next load: the four rows' pointers, and its first column (k_next) whose group has its scales.
     const uint8_t* w_next[4] = {rows.w[0] + c * kChunkBytes, rows.w[1] + c * kChunkBytes, rows.w[2] + c * kChunkBytes,
                                 rows.w[3] + c * kChunkBytes};
     int64_t k_next = c * 4 * F::kPerLoad + F::kPerLoad * t;
-    const int group_shift = F::groups(cols).shift;  // < 0: one group covers K (lean_loop)
-    auto load = [&](ChunkLoads<F>& into, int64_t chunk) {
-        if constexpr (kLean) {
-            into.load_at(w_next, rows.rows, group_shift >= 0 ? k_next >> group_shift : 0);
+    const int group_shift = F::groups(cols).shift;  // < 0: one group covers K (group_shift_fits)
+    // The warp's next chunk (c, c + stride, ... in turn).
+    auto load_next = [&](ChunkLoads<F>& into) {
+        into.load(w_next, rows.rows, group_shift >= 0 ? k_next >> group_shift : 0);
 #pragma unroll
-            for (int r = 0; r < 4; ++r)
-                w_next[r] += stride * kChunkBytes;
-            k_next += stride * 4 * F::kPerLoad;
-        } else {
-            into.load(rows, cols, chunk, t);
-        }
+        for (int r = 0; r < 4; ++r)
+            w_next[r] += stride * kChunkBytes;
+        k_next += stride * 4 * F::kPerLoad;
     };
-    if (c < chunks) load(first, c);
+    if (c < chunks) load_next(first);
     extern __shared__ __align__(16) uint32_t x_shared[];
     const uint32_t* xs = nullptr;
     if (a.x_shared_stride > 0) {  // the same for the whole block
@@ -477,11 +462,11 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     }
     for (; c < chunks; c += 2 * stride) {
         const int64_t c2 = c + stride;
-        if (c2 < chunks) load(second, c2);
-        multiply_chunk<F>(first, cols, x, xs, has_token, c, acc);
+        if (c2 < chunks) load_next(second);
+        multiply_chunk<F>(first, cols, x, xs, c, acc);
         if (c2 >= chunks) break;  // the same for the whole warp
-        if (c2 + stride < chunks) load(first, c2 + stride);
-        multiply_chunk<F>(second, cols, x, xs, has_token, c2, acc);
+        if (c2 + stride < chunks) load_next(first);
+        multiply_chunk<F>(second, cols, x, xs, c2, acc);
     }
 
     // acc[m][2 h + e] is local row 16 m + 8 h + g, token 2 t + e.
@@ -530,11 +515,10 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     }
 }
 
-template <class F, int kWarps, int kSplit, bool kLean>
+template <class F, int kWarps, int kSplit>
 void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
     const size_t x_bytes = static_cast<size_t>(a.T * a.x_shared_stride) * sizeof(uint32_t);
-    launch_kernel_cluster<gemv_mma_kernel<F, kWarps, kSplit, kLean>>(tiles * kSplit, kWarps * 32, x_bytes, stream,
-                                                                     kSplit, a);
+    launch_kernel_cluster<gemv_mma_kernel<F, kWarps, kSplit>>(tiles * kSplit, kWarps * 32, x_bytes, stream, kSplit, a);
 }
 
 // The shared memory stage_x may take: with the warps' partial sums (8 or 16 KB) within the 48 KB a block has without
@@ -582,32 +566,20 @@ int split_for(int64_t tiles, int64_t chunks) {
     return 1;
 }
 
-// Whether launches take the lean loop (gemv_mma_kernel's kLean): PAGODA_GEMV_MMA_LEAN=1; off by default (an
-// experiment, not yet run on a GPU), and only where the column groups' width is a power of two or covers K.
 template <class F>
-bool lean_loop(const MmaGemvArgs& a) {
-    static const bool on = [] {
-        const char* env = std::getenv("PAGODA_GEMV_MMA_LEAN");
-        return env != nullptr && std::strcmp(env, "1") == 0;
-    }();
-    const int64_t width = F::group_width(a);
-    return on && width > 0 && ((width & (width - 1)) == 0 || width >= a.K);
-}
-
-template <class F, bool kLean>
 void launch_warps(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_t stream) {
     if (gemv_mma_warps() == 16) {
-        launch_shape<F, 16, 1, kLean>(a, grid, stream);
+        launch_shape<F, 16, 1>(a, grid, stream);
     } else {
         switch (split_for<F>(tiles, a.K / (4 * F::kPerLoad))) {
             case 4:
-                launch_shape<F, 8, 4, kLean>(a, grid, stream);
+                launch_shape<F, 8, 4>(a, grid, stream);
                 break;
             case 2:
-                launch_shape<F, 8, 2, kLean>(a, grid, stream);
+                launch_shape<F, 8, 2>(a, grid, stream);
                 break;
             default:
-                launch_shape<F, 8, 1, kLean>(a, grid, stream);
+                launch_shape<F, 8, 1>(a, grid, stream);
         }
     }
 }
@@ -619,10 +591,7 @@ void launch(MmaGemvArgs a, cudaStream_t stream) {
     const int64_t tiles = (a.N + outputs_per_block - 1) / outputs_per_block;
     PAGODA_KERNEL_REQUIRE(tiles * 4 <= 0x7fffffff, "tensor-core GEMV grid too large");
     const auto grid = static_cast<unsigned>(tiles);
-    if (lean_loop<F>(a))
-        launch_warps<F, true>(a, grid, tiles, stream);
-    else
-        launch_warps<F, false>(a, grid, tiles, stream);
+    launch_warps<F>(a, grid, tiles, stream);
     PAGODA_CUDA_CHECK_LAUNCH();
 }
 
@@ -654,6 +623,12 @@ bool f16_products(bool fp8, bool f16_scales, int64_t T) {
     return fp8 ? T == 1 : f16_scales;
 }
 
+// Column groups (scale blocks, quantisation groups) whose chunk the kernel finds by a shift: a width that is a power of
+// two, or one group covering K (per-channel scales). Others (none of the formats' own) take the other GEMVs.
+bool group_shift_fits(int64_t width, int64_t K) {
+    return width > 0 && ((width & (width - 1)) == 0 || width >= K);
+}
+
 // 1 to kGemvMmaTokens tokens whose rows take 16-byte loads.
 bool tokens_fit(const float* x, int64_t T, int64_t x_stride) {
     return T >= 1 && T <= kGemvMmaTokens && aligned(x, 16) && (T == 1 || x_stride % 4 == 0);
@@ -672,7 +647,7 @@ int gemv_mma_warps() {
 bool gemv_fp8_mma_fits(const GemvArgs& a, int64_t T, int64_t x_stride) {
     return a.w_type == ElemType::F8E4M3 && tokens_fit(a.x, T, x_stride) && a.K % (4 * Fp8<false>::kPerLoad) == 0 &&
            a.w_stride % 16 == 0 && aligned(a.w, 16) && a.scales.data != nullptr && a.scales.rows > 0 &&
-           a.scales.cols > 0 && a.scales.cols % 16 == 0 && (a.glu_rows == 0 || a.glu_rows == a.N);
+           a.scales.cols % 16 == 0 && group_shift_fits(a.scales.cols, a.K) && (a.glu_rows == 0 || a.glu_rows == a.N);
 }
 
 void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
@@ -693,10 +668,10 @@ void launch_gemv_fp8_mma(const GemvArgs& a, int64_t T, int64_t x_stride, int64_t
 
 bool gemv_int4_mma_fits(const GemvInt4Args& a, int64_t T, int64_t x_stride) {
     return a.w.bits == 4 && (a.w.round_to == ElemType::F16 || a.w.round_to == ElemType::BF16) &&
-           tokens_fit(a.x, T, x_stride) && a.K % (4 * Int4<false>::kPerLoad) == 0 && a.w.group_size > 0 &&
-           a.w.group_size % Int4<false>::kPerLoad == 0 && a.K % a.w.group_size == 0 && a.w.row_bytes % 16 == 0 &&
-           a.w.data != nullptr && aligned(a.w.data, 16) && a.w.scales != nullptr &&
-           (a.glu_rows == 0 || a.glu_rows == a.N);
+           tokens_fit(a.x, T, x_stride) && a.K % (4 * Int4<false>::kPerLoad) == 0 &&
+           group_shift_fits(a.w.group_size, a.K) && a.w.group_size % Int4<false>::kPerLoad == 0 &&
+           a.K % a.w.group_size == 0 && a.w.row_bytes % 16 == 0 && a.w.data != nullptr && aligned(a.w.data, 16) &&
+           a.w.scales != nullptr && (a.glu_rows == 0 || a.glu_rows == a.N);
 }
 
 void launch_gemv_int4_mma(const GemvInt4Args& a, int64_t T, int64_t x_stride, int64_t y_stride, cudaStream_t stream) {
