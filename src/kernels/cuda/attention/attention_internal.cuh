@@ -119,6 +119,54 @@ __device__ __forceinline__ float2 online_softmax(float (&sc)[N][4], float& m_a, 
     return alpha;
 }
 
+// --- Pieces of both prefill kernels (prefill_attention.cu's on mma.sync, prefill_attention_wgmma.cu's on wgmma) ------
+// A warp owns 16 query rows; a lane holds rows g and g + 8 of each 8-column block of the scores and of the output
+// (mma.sync's m16n8 accumulator layout, which wgmma keeps for each warp of a warpgroup): columns 2c and 2c + 1.
+
+// The scores of keys at or past lim_a (row g) and lim_b (row g + 8) masked, the tile's keys starting at k0.
+template <int N>
+__device__ __forceinline__ void mask_keys_from(float (&sc)[N][4], int k0, int c, int lim_a, int lim_b) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+        const int key = k0 + n * 8 + 2 * c;
+        if (key >= lim_a) sc[n][0] = -INFINITY;
+        if (key + 1 >= lim_a) sc[n][1] = -INFINITY;
+        if (key >= lim_b) sc[n][2] = -INFINITY;
+        if (key + 1 >= lim_b) sc[n][3] = -INFINITY;
+    }
+}
+
+// The output rows rescaled by online_softmax's factors (x: row g, y: row g + 8).
+template <int N>
+__device__ __forceinline__ void rescale_rows(float (&o)[N][4], float2 alpha) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        o[i][0] *= alpha.x, o[i][1] *= alpha.x;
+        o[i][2] *= alpha.y, o[i][3] *= alpha.y;
+    }
+}
+
+// The end of a prefill block: the rows' sums gathered over the lane's quad, then rows r_a and r_b of the block (whose
+// first query token is `first`, of head h) stored as o / l times V's scale, where they are the chunk's (< rows).
+template <int D>
+__device__ __forceinline__ void store_prefill_rows(const PagedAttentionArgs& a, const float (&o)[D / 8][4], float l_a,
+                                                   float l_b, int kvh, int first, int h, int r_a, int r_b, int rows,
+                                                   int c) {
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    const float v_scale = head_scale(a.v_scale, a.v_head_scale, kvh);
+    const float inv_a = v_scale / l_a, inv_b = v_scale / l_b;
+    float* out_a = a.out.data + int64_t(first + r_a) * a.out.stride_t + int64_t(h) * a.out.stride_h;
+    float* out_b = a.out.data + int64_t(first + r_b) * a.out.stride_t + int64_t(h) * a.out.stride_h;
+#pragma unroll
+    for (int i = 0; i < D / 8; ++i) {
+        if (r_a < rows) out_a[i * 8 + 2 * c] = o[i][0] * inv_a, out_a[i * 8 + 2 * c + 1] = o[i][1] * inv_a;
+        if (r_b < rows) out_b[i * 8 + 2 * c] = o[i][2] * inv_b, out_b[i * 8 + 2 * c + 1] = o[i][3] * inv_b;
+    }
+}
+
 // Four 8x8 bf16 matrices from shared memory, one instruction: lane l gives the address of row l % 8 of matrix l / 8
 // (16 contiguous bytes); register k of lane (g = l / 4, c = l % 4) receives matrix k's elements (g, 2c) and (g, 2c+1),
 // or with the transpose (2c, g) and (2c+1, g): mma fragments without one shared-memory load per element pair.

@@ -177,21 +177,9 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(Pa
 
         // Causal mask, where some key of the tile is past some row of the warp's (its first row sees the fewest).
         if (k0 + kBlockK > ctx + q0 + wg_row0 + warp * 16 + 1) {
-#pragma unroll
-            for (int n = 0; n < kBlockK / 8; ++n) {
-                const int key = k0 + n * 8 + 2 * c;
-                if (key >= lim_a) sc[n][0] = -INFINITY;
-                if (key + 1 >= lim_a) sc[n][1] = -INFINITY;
-                if (key >= lim_b) sc[n][2] = -INFINITY;
-                if (key + 1 >= lim_b) sc[n][3] = -INFINITY;
-            }
+            mask_keys_from(sc, k0, c, lim_a, lim_b);
         }
-        const float2 alpha = online_softmax(sc, m_a, m_b, l_a, l_b);
-#pragma unroll
-        for (int i = 0; i < D / 8; ++i) {
-            o[i][0] *= alpha.x, o[i][1] *= alpha.x;
-            o[i][2] *= alpha.y, o[i][3] *= alpha.y;
-        }
+        rescale_rows(o, online_softmax(sc, m_a, m_b, l_a, l_b));
 
         // P as the A operand, 16 keys a step: the accumulator blocks 2j and 2j + 1 are the m16n8k16 A fragment.
         uint32_t pa[kBlockK / 16][4];
@@ -215,19 +203,7 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(Pa
     }
     cp_async_wait<0>();
 
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-    const float v_scale = head_scale(a.v_scale, a.v_head_scale, kvh);
-    const float inv_a = v_scale / l_a, inv_b = v_scale / l_b;
-    float* out_a = a.out.data + int64_t(q_begin + q0 + r_a) * a.out.stride_t + int64_t(h) * a.out.stride_h;
-    float* out_b = a.out.data + int64_t(q_begin + q0 + r_b) * a.out.stride_t + int64_t(h) * a.out.stride_h;
-#pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-        if (r_a < rows) out_a[i * 8 + 2 * c] = o[i][0] * inv_a, out_a[i * 8 + 2 * c + 1] = o[i][1] * inv_a;
-        if (r_b < rows) out_b[i * 8 + 2 * c] = o[i][2] * inv_b, out_b[i * 8 + 2 * c + 1] = o[i][3] * inv_b;
-    }
+    store_prefill_rows<D>(a, o, l_a, l_b, kvh, q_begin + q0, h, r_a, r_b, rows, c);
 #else
     __trap();  // not sm_90a code: the launcher never starts it (wgmma_code_loaded)
 #endif
