@@ -457,12 +457,14 @@ fi
 if want opsprof && command -v ncu > /dev/null; then
     LD_LIBRARY_PATH=$LIBS timeout 300 ncu -c "${NCU_COUNT:-40}" -k "regex:${NCU_KERNELS:-lora}" --section SpeedOfLight \
         --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-        --section ComputeWorkloadAnalysis \
+        --section ComputeWorkloadAnalysis --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
         "$BIN/pagoda_op_bench" --table qwen3-8b --filter "${OPS_FILTER:-lora}" > "$OUT/ncu_ops.log" 2>&1
     summary+=("ncu over the op bench's '${OPS_FILTER:-lora}' cases rc=$? (all of it in ncu_ops.log):")
     keep='Context [0-9]+, Stream|Duration|DRAM Throughput|L2 Cache Throughput|Achieved Occupancy|Registers Per Thr|Stall'
-    keep+='|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active'
-    while read -r line; do summary+=("  $line"); done < <(grep -E "$keep" "$OUT/ncu_ops.log" | head -80)
+    keep+='|Compute \(SM\) Throughput|Issue Slots Busy|Executed Ipc Active|SM Active Cycles|Elapsed Cycles'
+    keep+='|stalled_[a-z_]+_per_issue_active'  # warps stalled a issued instruction, by reason (those of 0.05 or more)
+    while read -r line; do summary+=("  $line"); done < <(grep -E "$keep" "$OUT/ncu_ops.log" |
+        awk '!/stalled/ || $NF + 0 >= 0.05' | tr -s ' ' | head -120)
 fi
 if want arch && [[ -f $MODEL/config.json && -x ${PTX_BIN:-build-ptx80-carry}/pagoda_cuda_bench ]]; then
     # The A100 build's code (compute_80 PTX, sm80 tiles) at the real shape on this GPU, as the bench part runs it.

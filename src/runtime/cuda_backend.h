@@ -55,4 +55,10 @@ struct QueuedTiming {
 };
 Result<QueuedTiming> cuda_time_queued(Backend& backend, const std::function<void()>& enqueue, double hold_ms = 200);
 
+// The GPU time between an event queued just before `work` and one queued just after it (`work` may wait for the GPU,
+// as a forward into host logits does): beside the host's time of the same call, how much of it the GPU spent on the
+// stream (the rest: host work before the first launch or after the last), and beside cuda_time_queued's GPU time,
+// whether the work ran slower or with gaps when queued as it is made.
+Result<double> cuda_time_span(Backend& backend, const std::function<void()>& work);
+
 }  // namespace pagoda

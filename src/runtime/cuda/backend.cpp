@@ -265,4 +265,22 @@ Result<QueuedTiming> cuda_time_queued(Backend& backend, const std::function<void
     return t;
 }
 
+Result<double> cuda_time_span(Backend& backend, const std::function<void()>& work) {
+    auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+    if (cuda == nullptr) return Status::error("cuda_time_span needs a CUDA backend");
+    cudaStream_t s = cuda->stream();
+    cudaEvent_t begin = nullptr, end = nullptr;
+    PAGODA_CUDA_OK(cudaEventCreate(&begin));
+    PAGODA_CUDA_OK(cudaEventCreate(&end));
+    PAGODA_CUDA_OK(cudaEventRecord(begin, s));
+    work();
+    PAGODA_CUDA_OK(cudaEventRecord(end, s));
+    PAGODA_CUDA_OK(cudaEventSynchronize(end));
+    float ms = 0;
+    PAGODA_CUDA_OK(cudaEventElapsedTime(&ms, begin, end));
+    cudaEventDestroy(begin);
+    cudaEventDestroy(end);
+    return static_cast<double>(ms);
+}
+
 }  // namespace pagoda

@@ -28,6 +28,10 @@ Result<QueuedTiming> cuda_time_queued(Backend&, const std::function<void()>&, do
     return Status::error("this pagoda was built without CUDA");
 }
 
+Result<double> cuda_time_span(Backend&, const std::function<void()>&) {
+    return Status::error("this pagoda was built without CUDA");
+}
+
 std::unique_ptr<DeviceSampler> make_device_sampler(Backend&) {
     return nullptr;
 }

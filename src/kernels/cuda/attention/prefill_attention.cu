@@ -26,8 +26,7 @@ constexpr size_t smem_bytes() {
     return size_t(16 * kWarps + kStages * 2 * kBlockK) * (D + 8) * sizeof(__nv_bfloat16);
 }
 
-// Block x takes the query tile gridDim.x - 1 - x, so the tiles with the most keys (a causal prompt's last ones) start
-// in the first wave and the short ones fill the tail.
+// Its grid: prefill_grid's (heads in x, sequences in y, block z the query tile gridDim.z - 1 - z: most keys first).
 template <int D, int kBlockK, bool kFp8, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
     PAGODA_KERNEL_PROLOGUE();
@@ -39,10 +38,10 @@ __global__ void __launch_bounds__(32 * kWarps) prefill_attention_kernel(PagedAtt
     auto* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
     __nv_bfloat16* kv_s = q_s + kBlockQ * LD;  // [kStages][K rows | V rows][LD]
 
-    const int s = blockIdx.y, h = blockIdx.z;
+    const int s = blockIdx.y, h = blockIdx.x;
     const int q_begin = a.query_start_loc[s];
     const int qlen = a.query_start_loc[s + 1] - q_begin;
-    const int q0 = int(gridDim.x - 1 - blockIdx.x) * kBlockQ;
+    const int q0 = int(gridDim.z - 1 - blockIdx.z) * kBlockQ;
     if (!serves(filter, qlen) || q0 >= qlen) return;
     const int seq_len = a.seq_lens[s];
     const int ctx = seq_len - qlen;
@@ -175,9 +174,7 @@ void launch_tiles(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t st
     constexpr auto kernel = prefill_attention_kernel<D, kBlockK, kFp8, kWarps>;
     PAGODA_KERNEL_REQUIRE(bytes <= size_t(max_block_smem()), "prefill attention: the tile does not fit this GPU");
     allow_dynamic_smem<kernel>(int(bytes));
-    const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
-                    static_cast<unsigned>(a.H_q));
-    launch_kernel<kernel>(grid, 32 * kWarps, bytes, stream, a, filter);
+    launch_kernel<kernel>(prefill_grid<kBlockQ>(a), 32 * kWarps, bytes, stream, a, filter);
 }
 
 // Blocks of 8 warps (128 query tokens) with 64-key tiles where those fit the device: each K/V tile in shared memory

@@ -49,8 +49,7 @@ __device__ int wgmma_code = 1;
 __device__ int wgmma_code = 0;
 #endif
 
-// Block x takes the query tile gridDim.x - 1 - x, so the tiles with the most keys (a causal prompt's last ones) start
-// in the first wave and the short ones fill the tail.
+// Its grid: prefill_grid's (heads in x, sequences in y, block z the query tile gridDim.z - 1 - z: most keys first).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(PagedAttentionArgs a, SeqFilter filter) {
     PAGODA_KERNEL_PROLOGUE();
@@ -68,10 +67,10 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(Pa
     const uint32_t base = (raw + wgmma::kAtomBytes - 1) & ~(wgmma::kAtomBytes - 1);
     unsigned char* smem = smem_raw + (base - raw);
 
-    const int s = blockIdx.y, h = blockIdx.z;
+    const int s = blockIdx.y, h = blockIdx.x;
     const int q_begin = a.query_start_loc[s];
     const int qlen = a.query_start_loc[s + 1] - q_begin;
-    const int q0 = int(gridDim.x - 1 - blockIdx.x) * kBlockQ;
+    const int q0 = int(gridDim.z - 1 - blockIdx.z) * kBlockQ;
     if (!serves(filter, qlen) || q0 >= qlen) return;
     const int seq_len = a.seq_lens[s];
     const int ctx = seq_len - qlen;
@@ -215,9 +214,7 @@ void launch_d(const PagedAttentionArgs& a, SeqFilter filter, cudaStream_t stream
     constexpr auto kernel = prefill_attention_wgmma_kernel<D>;
     PAGODA_KERNEL_REQUIRE(bytes <= size_t(max_block_smem()), "prefill attention (wgmma): the tile does not fit");
     allow_dynamic_smem<kernel>(int(bytes));
-    const dim3 grid(static_cast<unsigned>((a.max_query_len + kBlockQ - 1) / kBlockQ), static_cast<unsigned>(a.num_seqs),
-                    static_cast<unsigned>(a.H_q));
-    launch_kernel<kernel>(grid, kThreads, bytes, stream, a, filter);
+    launch_kernel<kernel>(prefill_grid<kBlockQ>(a), kThreads, bytes, stream, a, filter);
 }
 
 // PAGODA_PREFILL_ATTENTION: unset, this kernel where it applies; "mma", the mma.sync kernel everywhere (to compare
