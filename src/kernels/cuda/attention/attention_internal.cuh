@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cuda/attention/attention.h"
+#include "kernels/cuda/attention/kv_rows.h"
 #include "kernels/cuda/common.cuh"
 
 namespace pagoda::kernels::cuda {
@@ -124,16 +125,17 @@ __device__ __forceinline__ float2 online_softmax(float (&sc)[N][4], float& m_a, 
 // (mma.sync's m16n8 accumulator layout, which wgmma keeps for each warp of a warpgroup): columns 2c and 2c + 1.
 
 // The grid of a prefill kernel whose blocks take kBlockQ query rows: query heads in x, sequences in y, query tiles in
-// z, block z taking tile gridDim.z - 1 - z. Blocks start in the order of their linear index (x fastest), so the last
-// query tile of every sequence and head (of a causal prompt the one with the most keys) starts in the first waves and
-// the shortest tiles fill the last one, as longest-first scheduling wants. The grid before (tiles in x, ordered only
-// within a head) started the last heads' longest tiles in the last wave; with it ncu on an H100 found the SMs idle for
-// 22% of the wgmma kernel's elapsed cycles (session 42, 2,048 tokens, one block an SM). How much of that this order
-// recovers has not been measured yet.
+// z, block z taking tile gridDim.z - 1 - z (and KV blocks whose elements fit an int: kv_rows.h). Blocks start in
+// the order of their linear index (x fastest), so the last query tile of every sequence and head (of a causal prompt
+// the one with the most keys) starts in the first waves and the shortest tiles fill the last one, as longest-first
+// scheduling wants. The grid before (tiles in x, ordered only within a head) started the last heads' longest tiles in
+// the last wave; with it ncu on an H100 found the SMs idle for 22% of the wgmma kernel's elapsed cycles (session 42,
+// 2,048 tokens, one block an SM). How much of that this order recovers has not been measured yet.
 template <int kBlockQ>
 dim3 prefill_grid(const PagedAttentionArgs& a) {
     const int tiles = (a.max_query_len + kBlockQ - 1) / kBlockQ;
     PAGODA_KERNEL_REQUIRE(tiles <= 65535 && a.num_seqs <= 65535, "prefill attention: grid too large");
+    PAGODA_KERNEL_REQUIRE(int64_t(a.block_size) * a.H_kv * a.D <= 0x7fffffff, "prefill attention: KV blocks too large");
     return dim3(static_cast<unsigned>(a.H_q), static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(tiles));
 }
 

@@ -59,15 +59,8 @@ __global__ void __launch_bounds__(32 * kWarps) prefill_attention_kernel(PagedAtt
     auto k_stage = [&](int stage) { return kv_s + size_t(stage) * 2 * kBlockK * LD; };  // its V rows follow
     auto load_tile = [&](int tile, int stage) {
         int64_t off[kPasses];
-#pragma unroll
-        for (int p = 0; p < kPasses; ++p) {
-            const int key = tile * kBlockK + copier.r0 + p * kRowsPerPass;
-            off[p] =
-                key < kv_end
-                    ? ((int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size) * a.H_kv + kvh) * D +
-                          copier.ch * 8
-                    : -1;
-        }
+        kv_row_offsets<kPasses, kRowsPerPass>(table, a.block_size, a.H_kv * D, kvh * D + copier.ch * 8,
+                                              tile * kBlockK + copier.r0, kv_end, off);
         copier.issue(a.key_cache, a.value_cache, off, k_stage(stage), k_stage(stage) + kBlockK * LD);
     };
     auto land_tile = [&](int stage) { copier.land(k_stage(stage), k_stage(stage) + kBlockK * LD); };

@@ -88,17 +88,15 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(Pa
     const auto* key_cache = static_cast<const __nv_bfloat16*>(a.key_cache);
     const auto* value_cache = static_cast<const __nv_bfloat16*>(a.value_cache);
     auto load_tile = [&](int tile, int stage) {
+        int64_t off[kPasses];
+        kv_row_offsets<kPasses, kRowsPerPass>(table, a.block_size, a.H_kv * D, kvh * D + copy_chunk * 8,
+                                              tile * kBlockK + copy_row, kv_end, off);
 #pragma unroll
         for (int p = 0; p < kPasses; ++p) {
-            const int r = copy_row + p * kRowsPerPass, key = tile * kBlockK + r;
-            const bool valid = key < kv_end;
-            const int64_t off =
-                valid ? ((int64_t(table[key / a.block_size]) * a.block_size + key % a.block_size) * a.H_kv + kvh) * D +
-                            copy_chunk * 8
-                      : 0;
-            const uint32_t at = wgmma::chunk_offset(kBlockK, r, copy_chunk);
-            cp_async16(smem + S::k_tile(stage) + at, key_cache + off, valid);
-            cp_async16(smem + S::v_tile(stage) + at, value_cache + off, valid);
+            const bool valid = off[p] >= 0;
+            const uint32_t at = wgmma::chunk_offset(kBlockK, copy_row + p * kRowsPerPass, copy_chunk);
+            cp_async16(smem + S::k_tile(stage) + at, key_cache + (valid ? off[p] : 0), valid);
+            cp_async16(smem + S::v_tile(stage) + at, value_cache + (valid ? off[p] : 0), valid);
         }
     };
 #pragma unroll
@@ -147,29 +145,33 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(Pa
         cp_async_wait<kStages - 2>();  // this thread's copies of `tile` have landed,
         fence_proxy_async_shared();    // are visible to wgmma,
         __syncthreads();               // and so are everyone's; the stage about to be refilled is consumed
-        if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
-        cp_async_commit();
         const int k0 = tile * kBlockK;
         // Warpgroup 1 starts its S once warpgroup 0's is done (named barrier 1, once a tile whatever either computes:
         // warpgroup 0 arrives, warpgroup 1 waits): its S then runs on the tensor cores while warpgroup 0's softmax
         // runs, and warpgroup 0's P · V while its own softmax runs. In step, both softmaxes would leave the tensor
         // cores idle; the tile's barrier above realigns the two each tile.
         if (wg == 1) named_barrier_sync(kStaggerBarrier, kThreads);
-        // Nothing to do where the warpgroup's rows are all past the chunk's end or the whole tile is in their future
-        // (the same for the whole warpgroup, as its wgmma instructions require).
-        if (wg_row0 >= rows || k0 >= ctx + q0 + wg_row0 + 64) {
-            if (wg == 0) named_barrier_arrive(kStaggerBarrier, kThreads);
-            continue;
-        }
+        // Nothing to compute where the warpgroup's rows are all past the chunk's end or the whole tile is in their
+        // future (the same for the whole warpgroup, as its wgmma instructions require).
+        const bool computes = wg_row0 < rows && k0 < ctx + q0 + wg_row0 + 64;
         const uint32_t stage_bytes = uint32_t(tile % kStages) * kStageBytes;
-
-        wgmma_hold(sc);  // the softmax's writes of sc come before the fence
-        wgmma_fence();
+        if (computes) {
+            wgmma_hold(sc);  // the softmax's writes of sc come before the fence
+            wgmma_fence();
 #pragma unroll
-        for (int kd = 0; kd < D / 16; ++kd)
-            wgmma_ss<kBlockK>(sc, wgmma::advance(q_desc, wgmma::k_major_start(kBlockQ, 0, kd)),
-                              wgmma::advance(k_desc, stage_bytes + wgmma::k_major_start(kBlockK, 0, kd)), kd > 0);
-        wgmma_commit();
+            for (int kd = 0; kd < D / 16; ++kd)
+                wgmma_ss<kBlockK>(sc, wgmma::advance(q_desc, wgmma::k_major_start(kBlockQ, 0, kd)),
+                                  wgmma::advance(k_desc, stage_bytes + wgmma::k_major_start(kBlockK, 0, kd)), kd > 0);
+            wgmma_commit();
+        } else if (wg == 0) {
+            named_barrier_arrive(kStaggerBarrier, kThreads);
+        }
+        // The copies of the tile kStages - 1 ahead: every thread issues its share, after its warpgroup's S is on the
+        // tensor cores where the warpgroup computes this tile, so that their address work (~180 instructions a thread
+        // at head_dim 128) runs beside the S and not before it as it did.
+        if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
+        cp_async_commit();
+        if (!computes) continue;
         wgmma_wait<0>();
         wgmma_hold(sc);
         if (wg == 0) named_barrier_arrive(kStaggerBarrier, kThreads);
