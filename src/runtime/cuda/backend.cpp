@@ -236,38 +236,9 @@ void* cuda_stream_handle(Backend& backend) {
     return cuda_stream_of(backend);
 }
 
-Result<QueuedTiming> cuda_time_queued(Backend& backend, const std::function<void()>& enqueue, double hold_ms) {
-    auto* cuda = dynamic_cast<CudaBackend*>(&backend);
-    if (cuda == nullptr) return Status::error("cuda_time_queued needs a CUDA backend");
-    cudaStream_t s = cuda->stream();
-    backend.synchronize();
-    cudaEvent_t begin = nullptr, end = nullptr;
-    PAGODA_CUDA_OK(cudaEventCreate(&begin));
-    PAGODA_CUDA_OK(cudaEventCreate(&end));
-    static double hold;  // read by the callback, which gets no captures
-    hold = hold_ms;
-    PAGODA_CUDA_OK(cudaLaunchHostFunc(
-        s, [](void*) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(hold)); }, nullptr));
-    PAGODA_CUDA_OK(cudaEventRecord(begin, s));
-    const auto t0 = std::chrono::steady_clock::now();
-    enqueue();
-    const double enqueue_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    PAGODA_CUDA_OK(cudaEventRecord(end, s));
-    PAGODA_CUDA_OK(cudaEventSynchronize(end));
-    float gpu_ms = 0;
-    PAGODA_CUDA_OK(cudaEventElapsedTime(&gpu_ms, begin, end));
-    cudaEventDestroy(begin);
-    cudaEventDestroy(end);
-    QueuedTiming t;
-    t.enqueue_ms = enqueue_ms;
-    t.gpu_ms = gpu_ms;
-    if (enqueue_ms >= hold_ms) return Status::error("enqueue outlasted the hold: the GPU time includes launch gaps");
-    return t;
-}
-
 Result<double> cuda_time_span(Backend& backend, const std::function<void()>& work) {
     auto* cuda = dynamic_cast<CudaBackend*>(&backend);
-    if (cuda == nullptr) return Status::error("cuda_time_span needs a CUDA backend");
+    if (cuda == nullptr) return Status::error("timing GPU work needs a CUDA backend");
     cudaStream_t s = cuda->stream();
     cudaEvent_t begin = nullptr, end = nullptr;
     PAGODA_CUDA_OK(cudaEventCreate(&begin));
@@ -281,6 +252,26 @@ Result<double> cuda_time_span(Backend& backend, const std::function<void()>& wor
     cudaEventDestroy(begin);
     cudaEventDestroy(end);
     return static_cast<double>(ms);
+}
+
+Result<QueuedTiming> cuda_time_queued(Backend& backend, const std::function<void()>& enqueue, double hold_ms) {
+    auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+    if (cuda == nullptr) return Status::error("cuda_time_queued needs a CUDA backend");
+    backend.synchronize();
+    static double hold;  // read by the callback, which gets no captures
+    hold = hold_ms;
+    PAGODA_CUDA_OK(cudaLaunchHostFunc(
+        cuda->stream(), [](void*) { std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(hold)); },
+        nullptr));
+    QueuedTiming t;
+    PAGODA_ASSIGN_OR_RETURN(
+        t.gpu_ms, cuda_time_span(backend, [&] {
+            const auto t0 = std::chrono::steady_clock::now();
+            enqueue();
+            t.enqueue_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        }));
+    if (t.enqueue_ms >= hold_ms) return Status::error("enqueue outlasted the hold: the GPU time includes launch gaps");
+    return t;
 }
 
 }  // namespace pagoda
