@@ -6,8 +6,10 @@ served it (the response's "model" names it). Once beside the old model (the CPU'
 (--reload-strategy drain: new requests wait for the switch)."""
 
 import asyncio
+import json
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -81,11 +83,32 @@ def test_reload_under_load_drops_nothing(models, tmp_path, strategy):
         parked, open_at_reload = [], []
         open_streams = [0]  # the client's streams open now (asyncio: one thread touches it)
 
+        def probe(reloading):
+            # One plain completion after another while a reload runs, from a thread of its own: the switch cannot
+            # fall between two of them. The 200 streams alone may not send one while it lasts: when the client falls
+            # behind the server (two loaded cores in CI), every open stream can have been answered already, the
+            # drain is instant and the 0.3 s load passes before the client asks again (CI saw nothing parked, twice).
+            while reloading.is_set():
+                try:
+                    body = {"model": "", "prompt": PROMPTS[0], "max_tokens": 1}
+                    req = urllib.request.Request(server.url + "/v1/completions", data=json.dumps(body).encode(),
+                                                 headers={"Content-Type": "application/json"})
+                    with urllib.request.urlopen(req, timeout=120) as resp:
+                        json.loads(resp.read())
+                except Exception as e:  # noqa: BLE001  (counted like the streams' failures)
+                    errors.append("probe: " + repr(e))
+
         def reload_three_times():
             for name in ("b", "a", "a"):  # two directories, then the same one again
                 time.sleep(1.0)
                 open_at_reload.append(open_streams[0])
+                reloading = threading.Event()
+                reloading.set()
+                prober = threading.Thread(target=probe, args=(reloading,))
+                prober.start()
                 reloads.append(reload(server, models[name], name))
+                reloading.clear()
+                prober.join()
             time.sleep(1.0)
             done.set()
 
@@ -124,8 +147,8 @@ def test_reload_under_load_drops_nothing(models, tmp_path, strategy):
         assert all(body["strategy"] == ("beside" if strategy == "beside" else "after_drain") for _, body in reloads)
         assert errors == []
         if strategy == "drain":
-            # Requests did arrive during a switch, and waited: the counter, since a switch can be shorter than the
-            # gauge's sampling (under load the 50 ms samples missed every one once); the gauge rose when it was seen.
+            # Requests did arrive during a switch (the probe's at least), and waited: the counter, since a switch can be
+            # shorter than the gauge's sampling (under load the 50 ms samples missed every one once).
             assert metric(server, "model_reload_parked_requests_total") > 0, parked
         assert min(open_at_reload) >= streams // 2, open_at_reload  # each reload began under load
         assert len(results) > streams
