@@ -59,7 +59,8 @@ TEST(F16Weights, Int4PairsAreTheValuesMinusTheZeroPoint) {
         for (int w = 0; w < 64; ++w) {
             const uint32_t word = w == 0 ? 0x76543210u : w == 1 ? 0xfedcba98u : static_cast<uint32_t>(rng());
             uint32_t pairs[4];
-            int4_pairs_f16(word, int4_zero_f16(static_cast<float>(zero)), pairs);
+            int4_pairs_f16(word, int4_zero_f16(static_cast<float>(zero)), int4_zero64_f16(static_cast<float>(zero)),
+                           pairs);
             for (int j = 0; j < 4; ++j) {
                 const float2 got = halves(pairs[j]);
                 const float want_lo = static_cast<float>((word >> (4 * j)) & 15u) - zero;

@@ -43,20 +43,57 @@ __host__ __device__ __forceinline__ uint32_t e4m3_pair_f16(uint32_t w) {
 }
 #endif
 
-// The f16 pair 1024 + zero in both halves: what int4_pairs_f16 subtracts (a whole zero point below 1024: exact).
+// The f16 pair 1024 + zero in both halves: what int4_pairs_f16 subtracts from a value in bits 0-3 (a whole zero point
+// below 1024: exact).
 __host__ __device__ __forceinline__ __half2 int4_zero_f16(float zero) {
     return __float2half2_rn(1024.0f + zero);
 }
 
+// The f16 pair 64 + zero in both halves: what int4_pairs_f16 subtracts from a value in bits 4-7 after scaling it by
+// 1/16 (a whole zero point below 960: exact).
+__host__ __device__ __forceinline__ __half2 int4_zero64_f16(float zero) {
+    return __float2half2_rn(64.0f + zero);
+}
+
+// (a & mask) | bits in one instruction on the GPU (LOP3 takes one immediate, so the compiler splits the expression in
+// two; ptxas keeps the second constant in a register).
+template <uint32_t kMask, uint32_t kBits>
+__host__ __device__ __forceinline__ uint32_t and_or(uint32_t a) {
+#if defined(__CUDA_ARCH__)
+    uint32_t d;
+    asm("lop3.b32 %0, %1, %2, %3, 0xea;" : "=r"(d) : "r"(a), "n"(kMask), "n"(kBits));  // 0xea: (a & b) | c
+    return d;
+#else
+    return (a & kMask) | kBits;
+#endif
+}
+
 // The eight 4-bit values of a word minus the group's zero point, as four exact f16 pairs: pair j holds values j (low
-// half) and j + 4, the pairing of dequantize_word_pairs (int4_dequant.cuh). A value q OR-ed into 0x6400's mantissa is
-// the f16 1024 + q; minus 1024 + zero it is q - zero, a whole number below 1024 in magnitude, exactly.
-__host__ __device__ __forceinline__ void int4_pairs_f16(uint32_t word, __half2 zero1024, uint32_t (&pairs)[4]) {
+// half) and j + 4, the pairing of dequantize_word_pairs (int4_dequant.cuh). Pairs 0 and 2 take the values in bits 0-3
+// of each half (of the word, then of the word shifted by 8): OR-ed into 0x6400's mantissa a value q is the f16
+// 1024 + q, and minus 1024 + zero it is q - zero, a whole number below 1024 in magnitude, exactly. Pairs 1 and 3 take
+// them where they are, in bits 4-7: 0x6400 OR 16 q is the f16 1024 + 16 q, and one fused multiply-add by 1/16 minus
+// 64 + zero gives q - zero, rounded once from the exact value, so exactly. Nine instructions a word (a shift, four
+// LOP3, two subtractions, two multiply-adds) where shifting every value down took fifteen.
+__host__ __device__ __forceinline__ void int4_pairs_f16(uint32_t word, __half2 zero1024, __half2 zero64,
+                                                        uint32_t (&pairs)[4]) {
+    [[maybe_unused]] const __half2 sixteenth = __float2half2_rn(0.0625f);
     for (int j = 0; j < 4; ++j) {  // a constant trip count: unrolled (no pragma: host code too)
-        const uint32_t magic = ((word >> (4 * j)) & 0x000f000fu) | 0x64006400u;
+        const uint32_t w = j < 2 ? word : word >> 8;
+        const uint32_t magic = j % 2 == 0 ? and_or<0x000f000fu, 0x64006400u>(w) : and_or<0x00f000f0u, 0x64006400u>(w);
         __half2 biased;
         std::memcpy(static_cast<void*>(&biased), &magic, sizeof biased);  // (__half2 is not trivially copyable)
-        const __half2 q = __hsub2_rn(biased, zero1024);
+        __half2 q;
+        if (j % 2 == 0) {
+            q = __hsub2_rn(biased, zero1024);
+        } else {
+#if defined(__CUDA_ARCH__)
+            q = __hfma2(biased, sixteenth, __hneg2(zero64));
+#else  // the host has no HFMA2: the same exact value in f32 (16 q + 1024 and 64 + zero are exact there too)
+            const float2 b = __half22float2(biased), z = __half22float2(zero64);
+            q = __floats2half2_rn(b.x * 0.0625f - z.x, b.y * 0.0625f - z.y);
+#endif
+        }
         std::memcpy(&pairs[j], &q, sizeof q);
     }
 }

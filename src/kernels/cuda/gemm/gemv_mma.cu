@@ -214,13 +214,14 @@ struct Int4 : Products {
 struct Int4F16 : Int4<false, F16Products> {
     struct Params {
         float s = 0.0f;
-        __half2 zero;
+        __half2 zero1024, zero64;  // int4_pairs_f16's
     };
     __device__ static Params params(const Row& r, int64_t g) {
-        return {__ldg(r.scales + g) / F16Products::kXScale, int4_zero_f16(r.zeros ? __ldg(r.zeros + g) : 8.0f)};
+        const float zero = r.zeros ? __ldg(r.zeros + g) : 8.0f;
+        return {__ldg(r.scales + g) / F16Products::kXScale, int4_zero_f16(zero), int4_zero64_f16(zero)};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
-        int4_pairs_f16(w, p.zero, pairs);
+        int4_pairs_f16(w, p.zero1024, p.zero64, pairs);
     }
 };
 
