@@ -139,6 +139,23 @@ dim3 prefill_grid(const PagedAttentionArgs& a) {
     return dim3(static_cast<unsigned>(a.H_q), static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(tiles));
 }
 
+// What block (x, y, z) of prefill_grid works on: sequence s, query head h and its KV head kvh, the sequence's query
+// rows from q_begin on after ctx cached keys, and rows [q0, q0 + rows) of them. False where the launch does not serve
+// the sequence or the tile starts past its query rows: the block has nothing to do.
+template <int kBlockQ>
+__device__ __forceinline__ bool prefill_block(const PagedAttentionArgs& a, SeqFilter filter, int& s, int& h, int& kvh,
+                                              int& q_begin, int& ctx, int& q0, int& rows) {
+    s = blockIdx.y, h = blockIdx.x;
+    q_begin = a.query_start_loc[s];
+    const int qlen = a.query_start_loc[s + 1] - q_begin;
+    q0 = int(gridDim.z - 1 - blockIdx.z) * kBlockQ;
+    if (!serves(filter, qlen) || q0 >= qlen) return false;
+    ctx = a.seq_lens[s] - qlen;
+    kvh = h / (a.H_q / a.H_kv);
+    rows = min(kBlockQ, qlen - q0);
+    return true;
+}
+
 // The scores of keys at or past lim_a (row g) and lim_b (row g + 8) masked, the tile's keys starting at k0.
 template <int N>
 __device__ __forceinline__ void mask_keys_from(float (&sc)[N][4], int k0, int c, int lim_a, int lim_b) {

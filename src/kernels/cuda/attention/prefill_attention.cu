@@ -26,7 +26,7 @@ constexpr size_t smem_bytes() {
     return size_t(16 * kWarps + kStages * 2 * kBlockK) * (D + 8) * sizeof(__nv_bfloat16);
 }
 
-// Its grid: prefill_grid's (heads in x, sequences in y, block z the query tile gridDim.z - 1 - z: most keys first).
+// Its grid and blocks: prefill_grid and prefill_block (the query tiles with the most keys first).
 template <int D, int kBlockK, bool kFp8, int kWarps>
 __global__ void __launch_bounds__(32 * kWarps) prefill_attention_kernel(PagedAttentionArgs a, SeqFilter filter) {
     PAGODA_KERNEL_PROLOGUE();
@@ -38,15 +38,8 @@ __global__ void __launch_bounds__(32 * kWarps) prefill_attention_kernel(PagedAtt
     auto* q_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
     __nv_bfloat16* kv_s = q_s + kBlockQ * LD;  // [kStages][K rows | V rows][LD]
 
-    const int s = blockIdx.y, h = blockIdx.x;
-    const int q_begin = a.query_start_loc[s];
-    const int qlen = a.query_start_loc[s + 1] - q_begin;
-    const int q0 = int(gridDim.z - 1 - blockIdx.z) * kBlockQ;
-    if (!serves(filter, qlen) || q0 >= qlen) return;
-    const int seq_len = a.seq_lens[s];
-    const int ctx = seq_len - qlen;
-    const int kvh = h / (a.H_q / a.H_kv);
-    const int rows = min(kBlockQ, qlen - q0);
+    int s, h, kvh, q_begin, ctx, q0, rows;
+    if (!prefill_block<kBlockQ>(a, filter, s, h, kvh, q_begin, ctx, q0, rows)) return;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, c = lane & 3;
 
     const int32_t* table = a.block_tables + int64_t(s) * a.max_blocks_per_seq;

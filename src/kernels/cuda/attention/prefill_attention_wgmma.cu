@@ -49,7 +49,7 @@ __device__ int wgmma_code = 1;
 __device__ int wgmma_code = 0;
 #endif
 
-// Its grid: prefill_grid's (heads in x, sequences in y, block z the query tile gridDim.z - 1 - z: most keys first).
+// Its grid and blocks: prefill_grid and prefill_block (the query tiles with the most keys first).
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(PagedAttentionArgs a, SeqFilter filter) {
     PAGODA_KERNEL_PROLOGUE();
@@ -67,15 +67,8 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(Pa
     const uint32_t base = (raw + wgmma::kAtomBytes - 1) & ~(wgmma::kAtomBytes - 1);
     unsigned char* smem = smem_raw + (base - raw);
 
-    const int s = blockIdx.y, h = blockIdx.x;
-    const int q_begin = a.query_start_loc[s];
-    const int qlen = a.query_start_loc[s + 1] - q_begin;
-    const int q0 = int(gridDim.z - 1 - blockIdx.z) * kBlockQ;
-    if (!serves(filter, qlen) || q0 >= qlen) return;
-    const int seq_len = a.seq_lens[s];
-    const int ctx = seq_len - qlen;
-    const int kvh = h / (a.H_q / a.H_kv);
-    const int rows = min(kBlockQ, qlen - q0);
+    int s, h, kvh, q_begin, ctx, q0, rows;
+    if (!prefill_block<kBlockQ>(a, filter, s, h, kvh, q_begin, ctx, q0, rows)) return;
     const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, c = lane & 3;
     const int wg_row0 = wg * 64;  // this warpgroup's first row in the block
 
