@@ -8,7 +8,9 @@
 // a parameter, fp8 at one plus its scales, an int4 checkpoint's (AWQ, GPTQ: bench/gpu/make_awq_checkpoint.py makes
 // one) at half a byte plus its group scales and zero points.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,7 +28,9 @@
 #include "runtime/cuda_backend.h"
 #include "runtime/forward_batch.h"
 #include "runtime/ops.h"
+#include "tools/doctor/host_info.h"
 #include "tools/doctor/measure.h"
+#include "tools/doctor/nvml_source.h"
 
 namespace {
 
@@ -97,6 +101,91 @@ pagoda::Result<double> linear_bytes_per_token(const pagoda::model::Model& m) {
     return bytes;
 }
 
+// NVML's number for the GPU whose PCI bus id CUDA gave: NVML counts GPUs in PCI order whatever CUDA_VISIBLE_DEVICES
+// says, and CUDA's device 0 is its fastest GPU unless CUDA_DEVICE_ORDER=PCI_BUS_ID, so only the bus id is shared.
+std::optional<unsigned> nvml_index_of(pagoda::doctor::NvmlSource& nvml, const std::string& cuda_bus_id) {
+    auto system = nvml.system();
+    if (!system.ok() || cuda_bus_id.empty()) return std::nullopt;
+    for (unsigned i = 0; i < system->device_count; ++i) {
+        auto gpu = nvml.gpu(i);
+        if (gpu.ok() && pagoda::doctor::sysfs_bus_id(gpu->bus_id) == pagoda::doctor::sysfs_bus_id(cuda_bus_id))
+            return i;
+    }
+    return std::nullopt;
+}
+
+// What the GPU's clock did over a stretch of the run. The clock and power figures leave out samples NVML flagged GPU
+// idle (nothing running, the clock on its way down: before the first kernel, between two reps), so that they are
+// those of a GPU at work; the reasons are every sample's, idle included.
+struct ClockStats {
+    int samples = 0;  // the samples the clock figures are over
+    std::optional<double> sm_mhz_mean, sm_mhz_min, power_w_mean;
+    std::optional<uint64_t> reasons;  // nvmlClocksEventReason* bits seen in any sample, ORed
+};
+
+// Reads the SM clock, power and clock-event reasons of one GPU every 2 ms on a thread of its own, from construction
+// to stop(). Without NVML it samples nothing, and the stats are empty.
+class ClockSampler {
+  public:
+    ClockSampler(pagoda::doctor::NvmlSource* nvml, std::optional<unsigned> index) {
+        if (!nvml || !index) return;
+        samples_.reserve(4096);  // a few seconds' worth, so that the loop does not allocate while the GPU is timed
+        thread_ = std::thread([this, nvml, i = *index] {
+            while (!stop_.load(std::memory_order_relaxed)) {
+                if (auto s = nvml->clocks(i)) samples_.push_back(*s);
+                std::this_thread::sleep_for(std::chrono::milliseconds(2));
+            }
+        });
+    }
+    ~ClockSampler() { stop(); }
+    ClockSampler(const ClockSampler&) = delete;
+    ClockSampler& operator=(const ClockSampler&) = delete;
+
+    ClockStats stop() {
+        stop_ = true;
+        if (thread_.joinable()) thread_.join();
+        ClockStats st;
+        double mhz_sum = 0, power_sum = 0;
+        int power_n = 0;
+        for (const auto& s : samples_) {
+            if (s.clock_event_reasons) st.reasons = st.reasons.value_or(0) | *s.clock_event_reasons;
+            if (s.clock_event_reasons.value_or(0) & pagoda::doctor::clock_reason::kGpuIdle) continue;
+            if (s.sm_clock_mhz) {
+                ++st.samples;
+                mhz_sum += *s.sm_clock_mhz;
+                st.sm_mhz_min = std::min(st.sm_mhz_min.value_or(1e30), static_cast<double>(*s.sm_clock_mhz));
+            }
+            if (s.power_mw) {
+                ++power_n;
+                power_sum += *s.power_mw / 1e3;
+            }
+        }
+        if (st.samples > 0) st.sm_mhz_mean = mhz_sum / st.samples;
+        if (power_n > 0) st.power_w_mean = power_sum / power_n;
+        return st;
+    }
+
+  private:
+    std::atomic<bool> stop_{false};
+    std::vector<pagoda::doctor::ClockSample> samples_;  // the thread's alone until it is joined
+    std::thread thread_;
+};
+
+// ClockStats as JSON fields named `prefix`_...; null where nothing was sampled.
+std::string clock_fields(const std::string& prefix, const ClockStats& s) {
+    auto number = [](std::optional<double> v) {
+        char buf[32];
+        std::snprintf(buf, sizeof(buf), "%.0f", v.value_or(0));
+        return v ? std::string(buf) : std::string("null");
+    };
+    char reasons[32];
+    std::snprintf(reasons, sizeof(reasons), "\"0x%" PRIx64 "\"", s.reasons.value_or(0));
+    const std::string f = ", \"" + prefix;
+    return f + "_clock_samples\": " + std::to_string(s.samples) + f + "_sm_mhz\": " + number(s.sm_mhz_mean) + f +
+           "_sm_mhz_min\": " + number(s.sm_mhz_min) + f + "_power_w\": " + number(s.power_w_mean) + f +
+           "_clock_reasons\": " + (s.reasons ? reasons : "null");
+}
+
 int fail(const std::string& m) {
     std::fprintf(stderr, "pagoda_cuda_bench: %s\n", m.c_str());
     return 1;
@@ -143,6 +232,19 @@ int main(int argc, char** argv) {
         copy_gbps = ceil.gpus[0].copy_gbps.value.value_or(0);
         gemm_tflops = ceil.gpus[0].gemm_tflops.value.value_or(0);
     }
+    // NVML for the prefill's clock samples; a machine without it runs the rest and prints nulls for them. The backend
+    // below runs on CUDA device 0, whose bus id the measurements read (cudaDeviceGetPCIBusId).
+    auto nvml = doctor::load_nvml();
+    std::optional<unsigned> nvml_index;
+    if (nvml.ok()) {
+        for (const auto& g : ceil.gpus)
+            if (g.cuda_index == 0) nvml_index = nvml_index_of(**nvml, g.bus_id);
+    } else {
+        std::fprintf(stderr, "pagoda_cuda_bench: no clock samples: %s\n", nvml.message().c_str());
+    }
+    if (nvml.ok() && !nvml_index)
+        std::fprintf(stderr, "pagoda_cuda_bench: no clock samples: CUDA device 0 not in NVML\n");
+    doctor::NvmlSource* clock_source = nvml.ok() ? nvml->get() : nullptr;
 
     const auto t_load = Clock::now();
     auto backend = make_cuda_backend();
@@ -170,7 +272,11 @@ int main(int argc, char** argv) {
     // the GPU's stream (prefill_span_ms: the best rep's events before and after it); then one more after the GPU has
     // idled as long as the queued profile's hold (prefill_after_idle_ms). Against the queued profile's GPU time
     // below, they tell host gaps inside a forward (span near the wall time, after-idle as slow) from a GPU that runs
-    // back-to-back reps slower (span near the wall time, after-idle near the queued time).
+    // back-to-back reps slower (span near the wall time, after-idle near the queued time). Whether that GPU lowered its
+    // clock: NVML's SM clock and clock-event reasons, sampled every 2 ms through the four reps (prefill_sm_mhz,
+    // prefill_clock_reasons ...) and through the after-idle one (prefill_after_idle_sm_mhz ...). Reason 0x4 (software
+    // power cap): the driver lowered the clock to stay under the power limit; 0x20, 0x40: heat. The power is NVML's 1 s
+    // average on Hopper: it lags the reps.
     const std::vector<int32_t> long_prompt = random_ids(prefill);
     struct Timed {
         double wall_s, span_ms;
@@ -186,15 +292,19 @@ int main(int argc, char** argv) {
         return Timed{wall, *span};
     };
     Timed best{1e30, -1};
+    ClockSampler back_to_back(clock_source, nvml_index);
     for (int rep = 0; rep < 4; ++rep) {
         auto timed = feed_prompt();
         if (!timed.ok()) return fail(timed.message());
         if (rep > 0 && timed->wall_s < best.wall_s) best = *timed;
     }
+    const ClockStats prefill_clocks = back_to_back.stop();
     const double prefill_s = best.wall_s;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ClockSampler one_after_idle(clock_source, nvml_index);
     auto after_idle = feed_prompt();
     if (!after_idle.ok()) return fail(after_idle.message());
+    const ClockStats after_idle_clocks = one_after_idle.stop();
 
     // Decode at batch 1 after a `context`-token prompt, greedy, as the server runs it: the logits stay on the
     // device and only the argmax comes back. The same steps twice: eager, then replayed from a recorded CUDA graph
@@ -345,13 +455,14 @@ int main(int argc, char** argv) {
         "\"prefill_tokens\": %d, \"prefill_ms\": %.1f, \"prefill_tflops\": %.1f, \"prefill_mfu\": %.3f, "
         "\"decode_step_enqueue_ms\": %.3f, \"decode_step_gpu_ms\": %.3f, \"weights_at_copy_bw_ms\": %.3f, "
         "\"prefill_enqueue_ms\": %.2f, \"prefill_gpu_ms\": %.2f, \"prefill_span_ms\": %.2f, "
-        "\"prefill_after_idle_ms\": %.2f, \"prefill_after_idle_span_ms\": %.2f, \"decode_eager_ms_mean\": %.3f, "
+        "\"prefill_after_idle_ms\": %.2f, \"prefill_after_idle_span_ms\": %.2f%s%s, \"decode_eager_ms_mean\": %.3f, "
         "\"decode_eager_tok_s\": %.1f, \"decode_graph_gpu_ms\": %.3f, \"decode_graph_idle_frac\": %.3f, "
         "\"weight_mb_per_token\": %.1f}\n",
         dir.c_str(), (*backend)->name().c_str(), load_s, copy_gbps, gemm_tflops, context, decode, median_step * 1e3,
         mean_step * 1e3, tok_s, roof_tok_s, roof_tok_s > 0 ? tok_s / roof_tok_s : 0.0, prefill, prefill_s * 1e3,
         flops / prefill_s / 1e12, mfu, dq->enqueue_ms, dq->gpu_ms, bytes_per_token / (copy_gbps * 1e9) * 1e3,
         prefill_queued.enqueue_ms, prefill_queued.gpu_ms, best.span_ms, after_idle->wall_s * 1e3, after_idle->span_ms,
+        clock_fields("prefill", prefill_clocks).c_str(), clock_fields("prefill_after_idle", after_idle_clocks).c_str(),
         eager.mean * 1e3, 1.0 / eager.mean, gq->gpu_ms, 1.0 - gq->gpu_ms / (mean_step * 1e3), *weight_bytes / 1e6);
     return 0;
 }

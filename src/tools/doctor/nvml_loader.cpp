@@ -249,6 +249,16 @@ class DlopenNvml final : public NvmlSource {
         return *status == kP2pStatusOk;
     }
 
+    std::optional<ClockSample> clocks(unsigned index) override {
+        auto dev = handle(index);
+        if (!dev.ok()) return std::nullopt;
+        ClockSample s;
+        s.sm_clock_mhz = query<unsigned>(fns_.clock, *dev, kClockSm);
+        s.power_mw = query<unsigned>(fns_.power_usage, *dev);
+        s.clock_event_reasons = query<unsigned long long>(fns_.clock_reasons, *dev);
+        return s;
+    }
+
   private:
     void* lib_;
     NvmlFunctions fns_;

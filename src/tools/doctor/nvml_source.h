@@ -84,6 +84,14 @@ inline constexpr uint64_t kHwPowerBrakeSlowdown = 0x80;
 inline constexpr uint64_t kDisplayClockSetting = 0x100;
 }  // namespace clock_reason
 
+// The few readings a sampling loop takes many times a second (three NVML calls, not gpu()'s dozens); each is
+// nullopt when the GPU declines it.
+struct ClockSample {
+    std::optional<unsigned> sm_clock_mhz;
+    std::optional<unsigned> power_mw;  // nvmlDeviceGetPowerUsage: a 1 s average on Ampere (not A100) and newer
+    std::optional<uint64_t> clock_event_reasons;  // nvmlClocksEventReason* bit mask
+};
+
 struct SystemInfo {
     std::string driver_version;              // "580.159.04"
     std::optional<int> cuda_driver_version;  // 13000 for CUDA 13.0
@@ -100,6 +108,9 @@ class NvmlSource {
     virtual std::optional<TopologyLevel> topology(unsigned a, unsigned b) = 0;
     // Whether CUDA peer-to-peer reads work between the two GPUs (nvmlDeviceGetP2PStatus, READ).
     virtual std::optional<bool> p2p_read_ok(unsigned a, unsigned b) = 0;
+    // SM clock, power and clock-event reasons now; nullopt when the GPU cannot be reached. Not pure: a source that
+    // only serves the doctor's checks (the tests' fakes) need not answer it.
+    virtual std::optional<ClockSample> clocks(unsigned /*index*/) { return std::nullopt; }
 };
 
 // Loads `library` with dlopen and initialises NVML. The error text starts with "no NVIDIA driver"
