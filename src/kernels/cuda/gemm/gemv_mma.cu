@@ -55,6 +55,7 @@
 #include "kernels/cuda/gemm/gemv.h"
 #include "kernels/cuda/gemm/int4_dequant.cuh"
 #include "kernels/cuda/gemm/mma_tile.cuh"
+#include "kernels/cuda/gemm/ring_stages.h"
 
 namespace pagoda::kernels::cuda {
 
@@ -156,12 +157,14 @@ struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
     };
     // The column groups (the kernel finds a chunk's group by a shift: gemv_mma_kernel).
     __device__ static const ColumnGroups& groups(const Columns& c) { return c.cols; }
-    // The scale of the row's column group `group`.
-    __device__ static Params params(const Row& r, int64_t group) {
-        const float s = __ldg(r.scales + group);
-        constexpr float kUnscale = kAluE4m3 ? 0x1p8f : kE4m3PairUnscale;   // what undoes the weight pairs' scaling
-        if constexpr (kF16) return {s * kUnscale / F16Products::kXScale};  // exact: powers of two
-        return {s};
+    // What a chunk's Params come from (kRawParams floats of the row's column group `group`: raw_param) and how
+    // (from_raw): the scale.
+    static constexpr int kRawParams = 1;
+    __device__ static const float* raw_param(const Row& r, int64_t group, int) { return r.scales + group; }
+    __device__ static Params from_raw(const float (&raw)[kRawParams]) {
+        constexpr float kUnscale = kAluE4m3 ? 0x1p8f : kE4m3PairUnscale;        // what undoes the weight pairs' scaling
+        if constexpr (kF16) return {raw[0] * kUnscale / F16Products::kXScale};  // exact: powers of two
+        return {raw[0]};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
         if constexpr (kAluE4m3) {
@@ -196,9 +199,12 @@ struct Int4 : Products {
         float s = 0.0f, z = 0.0f;
     };
     __device__ static const ColumnGroups& groups(const Columns& c) { return c.groups; }
-    __device__ static Params params(const Row& r, int64_t g) {
-        return {__ldg(r.scales + g), r.zeros ? __ldg(r.zeros + g) : 8.0f};
+    // The group's scale and zero point (a symmetric format has none: its callers take kNoZeroPoint instead).
+    static constexpr int kRawParams = 2;
+    __device__ static const float* raw_param(const Row& r, int64_t g, int i) {
+        return (i == 0 ? r.scales : r.zeros) + g;
     }
+    __device__ static Params from_raw(const float (&raw)[kRawParams]) { return {raw[0], raw[1]}; }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
         // Exact: a whole zero point below 1024, and scales that are values of the format's f16 or bf16 (int4.cu).
         __nv_bfloat162 pr[kPairs];
@@ -216,9 +222,8 @@ struct Int4F16 : Int4<false, F16Products> {
         float s = 0.0f;
         __half2 zero1024, zero64;  // int4_pairs_f16's
     };
-    __device__ static Params params(const Row& r, int64_t g) {
-        const float zero = r.zeros ? __ldg(r.zeros + g) : 8.0f;
-        return {__ldg(r.scales + g) / F16Products::kXScale, int4_zero_f16(zero), int4_zero64_f16(zero)};
+    __device__ static Params from_raw(const float (&raw)[kRawParams]) {
+        return {raw[0] / F16Products::kXScale, int4_zero_f16(raw[1]), int4_zero64_f16(raw[1])};
     }
     __device__ static void decode_word(uint32_t w, const Params& p, const Columns&, uint32_t (&pairs)[kPairs]) {
         int4_pairs_f16(w, p.zero1024, p.zero64, pairs);
@@ -278,21 +283,128 @@ __device__ __forceinline__ uint4 load_weights16(const uint8_t* p) {
     return v;
 }
 
+// Where a warp's next chunk is (chunk, chunk + stride, ... in turn): the lane's four rows' pointers, and its first
+// column (k), whose group has the chunk's scales.
+template <class F>
+struct ChunkCursor {
+    const uint8_t* w[4];
+    int64_t k;
+    int64_t stride;
+    int group_shift;  // < 0: one group covers K (group_shift_fits)
+    __device__ ChunkCursor(const LaneRows<F>& rows, const typename F::Columns& cols, int64_t chunk, int64_t stride,
+                           int t)
+        : w{rows.w[0] + chunk * kChunkBytes, rows.w[1] + chunk * kChunkBytes, rows.w[2] + chunk * kChunkBytes,
+            rows.w[3] + chunk * kChunkBytes},
+          k(chunk * 4 * F::kPerLoad + F::kPerLoad * t),
+          stride(stride),
+          group_shift(F::groups(cols).shift) {}
+    __device__ int64_t group() const { return group_shift >= 0 ? k >> group_shift : 0; }
+    __device__ void advance() {
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+            w[r] += stride * kChunkBytes;
+        k += stride * 4 * F::kPerLoad;
+    }
+};
+
+// A raw parameter the format does not have (a symmetric int4's zero point): 8.
+inline constexpr float kNoZeroPoint = 8.0f;
+
 // One chunk's loads of a lane: 16 bytes of each of its four rows and their scales.
 template <class F>
 struct ChunkLoads {
     uint4 v[4];
     typename F::Params p[4];
-    // The four rows' loads at w, and the scales of the chunk's column group.
-    __device__ __forceinline__ void load(const uint8_t* const (&w)[4], const typename F::Row (&rows)[4],
-                                         int64_t group) {
+    // The chunk at `at`: its four rows' loads, and the scales of its column group (has_zeros: the format's zero points;
+    // without, kNoZeroPoint).
+    __device__ __forceinline__ void load(const ChunkCursor<F>& at, const typename F::Row (&rows)[4], bool has_zeros) {
+        const int64_t group = at.group();
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
-            v[r] = load_weights16(w[r]);
-            p[r] = F::params(rows[r], group);
+            v[r] = load_weights16(at.w[r]);
+            float raw[F::kRawParams];
+#pragma unroll
+            for (int i = 0; i < F::kRawParams; ++i)
+                raw[i] = i == 0 || has_zeros ? __ldg(F::raw_param(rows[r], group, i)) : kNoZeroPoint;
+            p[r] = F::from_raw(raw);
         }
     }
 };
+
+// The chunks a warp has in flight in shared memory (kStages > 0: gemv_mma_kernel's ring). Stage s of warp w holds,
+// for each of the lane's rows r, its 16 bytes of weights (words [s][w][r][lane]: a warp's read of one row's is 512
+// contiguous bytes, no bank conflicts) and the row's raw params for the chunk. Each lane copies (cp.async) and later
+// reads only its own slots, so the lane's own wait_group is all the ordering it needs: no barrier among the warps.
+template <class F, int kWarps, int kStages>
+struct ChunkRing {
+    static constexpr int kStageBytes = 32 * 4 * (16 + 4 * F::kRawParams);  // one warp's stage
+    static constexpr int kBytes = kStages * kWarps * kStageBytes;
+    uint8_t* base;  // this warp's stage 0
+    __device__ ChunkRing(uint8_t* ring, int warp) : base(ring + warp * kStageBytes) {}
+    __device__ uint4* weights(int stage, int r, int lane) const {
+        return reinterpret_cast<uint4*>(base + stage * kWarps * kStageBytes) + 32 * r + lane;
+    }
+    __device__ float* raw(int stage, int r, int i, int lane) const {
+        return reinterpret_cast<float*>(base + stage * kWarps * kStageBytes + 32 * 4 * 16) + 32 * (4 * i + r) + lane;
+    }
+    // Copies the chunk at `at` and its column group's params into `stage`, as one group of copies.
+    __device__ __forceinline__ void copy(int stage, const ChunkCursor<F>& at, const typename F::Row (&rows)[4],
+                                         bool has_zeros, int lane) const {
+        const int64_t group = at.group();
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            mma::cp_async16(weights(stage, r, lane), at.w[r], true);
+#pragma unroll
+            for (int i = 0; i < F::kRawParams; ++i)
+                if (i == 0 || has_zeros) mma::cp_async4(raw(stage, r, i, lane), F::raw_param(rows[r], group, i));
+        }
+        mma::cp_async_commit();
+    }
+    // The chunk in `stage` (its copies landed: cp_async_wait), as ChunkLoads.
+    __device__ __forceinline__ void read(int stage, bool has_zeros, int lane, ChunkLoads<F>& out) const {
+#pragma unroll
+        for (int r = 0; r < 4; ++r) {
+            out.v[r] = *weights(stage, r, lane);
+            float raw[F::kRawParams];
+#pragma unroll
+            for (int i = 0; i < F::kRawParams; ++i)
+                raw[i] = i == 0 || has_zeros ? *this->raw(stage, r, i, lane) : kNoZeroPoint;
+            out.p[r] = F::from_raw(raw);
+        }
+    }
+};
+
+// The kernel's dynamic shared memory: its ring (kStages > 0), then x staged (stage_x).
+__device__ __forceinline__ uint8_t* gemv_shared() {
+    extern __shared__ __align__(16) uint8_t dynamic_shared[];
+    return dynamic_shared;
+}
+
+// The warp's first chunks (first_chunk, + stride, ...), before the kernel's prologue: weights and their scales are
+// written by no kernel, so they stream in while the kernel before this one finishes. With a ring its first kStages
+// chunks are copied into it (empty groups past the warp's last chunk: the loop's waits count kStages groups behind);
+// without, the first chunk is asked of L2.
+template <class F, int kWarps, int kStages>
+__device__ __forceinline__ void prefetch_chunks(const MmaGemvArgs& a, int64_t block, int64_t first_chunk,
+                                                int64_t stride, int lane) {
+    if constexpr (kStages == 0) {
+        prefetch_first_loads<F>(a, block, first_chunk, lane);
+    } else {
+        const LaneRows<F> rows(a, block, lane >> 2, lane & 3);
+        ChunkCursor<F> next(rows, typename F::Columns(a), first_chunk, stride, lane & 3);
+        const ChunkRing<F, kWarps, kStages> ring(gemv_shared(), static_cast<int>(threadIdx.x >> 5));
+        const int64_t chunks = a.K / (4 * F::kPerLoad);
+#pragma unroll
+        for (int s = 0; s < kStages; ++s) {
+            if (first_chunk + s * stride < chunks) {
+                ring.copy(s, next, rows.rows, a.group_zeros != nullptr, lane);
+                next.advance();
+            } else {
+                mma::cp_async_commit();
+            }
+        }
+    }
+}
 
 // x staged (where x_shared_stride below says): each block first stages the tokens' x in shared memory as the pairs the
 // products take (F::x_pair of columns L + lo(p) and L + hi(p) at word L / 2 + p, for a load of kPerLoad columns from
@@ -313,12 +425,18 @@ __device__ __forceinline__ void stage_x(const MmaGemvArgs& a, uint32_t* xs) {
     }
 }
 
+// Where a kernel's products read x: staged in shared memory (stage_x) or from global memory, or either as the launch
+// says (x_shared_stride), for the register double buffer's kernels. A kernel of one source holds no instructions of
+// the other: the loop issues a predicated-off instruction all the same (the ring's int4 loop had ~56 a chunk of the
+// global path where x was staged).
+enum class XSource { kEither, kGlobal, kStaged };
+
 // acc += chunk c's products with token g's x (x: the token's row at this lane's columns; token 0's where the lane has
 // no token: gemv_mma_kernel), paired as the weights are, over both m16 tiles, a 32-bit word of weights at a time (each
 // tile's mma steps in the same order as a loop over tiles outside the words would take them). With F::kScaleAfter the
 // chunk's products are summed apart and join acc times their row's scale. xs: the lane's token's staged pairs at its
 // columns (stage_x), or null (x from global memory).
-template <class F>
+template <class F, XSource kX>
 __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const typename F::Columns& cols, const float* x,
                                                const uint32_t* xs, int64_t c, float (&acc)[2][4]) {
     constexpr int kPerWord = F::kPerLoad / 4;  // a word's values, and the columns of x they take
@@ -327,7 +445,7 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
 #pragma unroll
     for (int w = 0; w < 4; ++w) {
         uint32_t b[F::kPairs];  // token g's x at word w's columns, paired as its weights are
-        if (xs != nullptr) {
+        if (kX == XSource::kStaged || (kX == XSource::kEither && xs != nullptr)) {
             const uint32_t* src = xs + c * 2 * F::kPerLoad + F::kPairs * w;  // 8- or 16-byte aligned (stage_x's rows)
             if constexpr (F::kPairs == 4) {
                 const uint4 v = *reinterpret_cast<const uint4*>(src);
@@ -394,8 +512,15 @@ __device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t bloc
     }
 }
 
-// Each chunk's loads are issued before the previous chunk is multiplied, so a warp always has a chunk in flight
-// (9-17% faster for fp8 at 2-8 tokens on an H100 than loading two chunks and then multiplying both, session 24).
+// kStages 0 (the register double buffer): each chunk's loads are issued before the previous chunk is multiplied, so a
+// warp always has a chunk in flight (9-17% faster for fp8 at 2-8 tokens on an H100 than loading two chunks and then
+// multiplying both, session 24). That is one chunk (2 KB a warp) ahead, and ncu found it too little (session 43, one
+// token, H100): warps stalled on the loads' scoreboard 6.6 cycles an issued instruction for fp8 gate/up (DRAM at 65%
+// of its peak), 3.6-5.4 for int4 (32-44%). kStages 2 or 4 (the default where the device's shared memory holds the ring
+// with two blocks an SM: ring_stages.h): a ring of kStages chunks a warp in shared memory, filled by cp.async without
+// registers, the first kStages before the kernel's prologue (the weights stream in while the kernel before finishes;
+// at N = 4,096 a warp has 4 or 8 chunks in all), each stage refilled kStages chunks ahead once it is multiplied: up to
+// kStages chunks a warp in flight, and the registers of one chunk where the double buffer holds two.
 //
 // kWarps warps split K (gemv_mma_warps, gemv.h): 8, two blocks an SM at up to 128 registers a thread, or 16, one
 // block of twice the warps. kSplit > 1 (sm_90: split_for below) splits K further over a cluster of kSplit blocks that
@@ -422,52 +547,65 @@ __device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t bloc
 // alike): fp8 qkv 17.9 / 14.4, o 13.0 / 11.4, gate_up 49.7 / 44.5, down 29.9 / 26.2; AWQ int4 gate_up 41.1 / 34.9,
 // down 24.5 / 22.4, 12,288 x 4,096 25.9 / 22.0; batch-1 decode of the Qwen3-8B shape fp8 202.0 -> 223.6 tok/s, AWQ
 // 236.2 -> 249.9.
-template <class F, int kWarps, int kSplit>
+template <class F, int kWarps, int kSplit, int kStages, XSource kX>
 __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaGemvArgs a) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
     const int64_t block = blockIdx.x / kSplit;  // the row tile; the block's rank in its cluster is blockIdx.x % kSplit
     const int64_t first_chunk = int64_t(blockIdx.x % kSplit) * kWarps + warp, stride = int64_t(kSplit) * kWarps;
-    prefetch_first_loads<F>(a, block, first_chunk, lane);
+    prefetch_chunks<F, kWarps, kStages>(a, block, first_chunk, stride, lane);
     PAGODA_KERNEL_PROLOGUE();
     const LaneRows<F> rows(a, block, g, t);
     const typename F::Columns cols(a);
     const int64_t chunks = a.K / (4 * F::kPerLoad);
+    int64_t c = first_chunk;
+    // The next chunk to load or copy: with a ring, the one after those prefetch_chunks copied.
+    ChunkCursor<F> next(rows, cols, c + kStages * stride, stride, t);
+    const ChunkRing<F, kWarps, kStages> ring(gemv_shared(), warp);
     // The lanes of B's columns past the tokens (g >= T) multiply token 0's x: their sums are never stored (an mma's
     // output columns are independent), so the tokens' bits are those of zeros there.
     const bool own_token = g < a.T;
+    const bool has_zeros = a.group_zeros != nullptr;  // int4's zero points (else kNoZeroPoint)
     const float* x = a.x + (own_token ? g : 0) * a.x_stride + F::kPerLoad * t;
 
     float acc[2][4] = {};
-    ChunkLoads<F> first, second;  // chunks c and c + stride of the warp's
-    int64_t c = first_chunk;
-    // The next load: the four rows' pointers, and its first column (k_next) whose group has its scales.
-    const uint8_t* w_next[4] = {rows.w[0] + c * kChunkBytes, rows.w[1] + c * kChunkBytes, rows.w[2] + c * kChunkBytes,
-                                rows.w[3] + c * kChunkBytes};
-    int64_t k_next = c * 4 * F::kPerLoad + F::kPerLoad * t;
-    const int group_shift = F::groups(cols).shift;  // < 0: one group covers K (group_shift_fits)
-    // The warp's next chunk (c, c + stride, ... in turn).
+    ChunkLoads<F> first, second;  // kStages 0: chunks c and c + stride of the warp's; else `first` alone
     auto load_next = [&](ChunkLoads<F>& into) {
-        into.load(w_next, rows.rows, group_shift >= 0 ? k_next >> group_shift : 0);
-#pragma unroll
-        for (int r = 0; r < 4; ++r)
-            w_next[r] += stride * kChunkBytes;
-        k_next += stride * 4 * F::kPerLoad;
+        into.load(next, rows.rows, has_zeros);
+        next.advance();
     };
-    if (c < chunks) load_next(first);
-    extern __shared__ __align__(16) uint32_t x_shared[];
+    if constexpr (kStages == 0)
+        if (c < chunks) load_next(first);
+    uint32_t* const x_shared = reinterpret_cast<uint32_t*>(gemv_shared() + decltype(ring)::kBytes);
     const uint32_t* xs = nullptr;
-    if (a.x_shared_stride > 0) {  // the same for the whole block
+    if (kX == XSource::kStaged || (kX == XSource::kEither && a.x_shared_stride > 0)) {  // the same for the whole block
         stage_x<F>(a, x_shared);
         __syncthreads();
         xs = x_shared + (own_token ? g : 0) * a.x_shared_stride + F::kPerLoad / 2 * t;
     }
-    for (; c < chunks; c += 2 * stride) {
-        const int64_t c2 = c + stride;
-        if (c2 < chunks) load_next(second);
-        multiply_chunk<F>(first, cols, x, xs, c, acc);
-        if (c2 >= chunks) break;  // the same for the whole warp
-        if (c2 + stride < chunks) load_next(first);
-        multiply_chunk<F>(second, cols, x, xs, c2, acc);
+    if constexpr (kStages > 0) {
+        for (int stage = 0; c < chunks; c += stride) {
+            mma::cp_async_wait<kStages - 1>();  // this lane's copies of chunk c have landed
+            ring.read(stage, has_zeros, lane, first);
+            multiply_chunk<F, kX>(first, cols, x, xs, c, acc);
+            // The stage is free again (its words are in registers, which the products above have taken): the chunk
+            // kStages ahead goes into it.
+            if (c + kStages * stride < chunks) {
+                ring.copy(stage, next, rows.rows, has_zeros, lane);
+                next.advance();
+            } else {
+                mma::cp_async_commit();
+            }
+            stage = stage + 1 == kStages ? 0 : stage + 1;
+        }
+    } else {
+        for (; c < chunks; c += 2 * stride) {
+            const int64_t c2 = c + stride;
+            if (c2 < chunks) load_next(second);
+            multiply_chunk<F, kX>(first, cols, x, xs, c, acc);
+            if (c2 >= chunks) break;  // the same for the whole warp
+            if (c2 + stride < chunks) load_next(first);
+            multiply_chunk<F, kX>(second, cols, x, xs, c2, acc);
+        }
     }
 
     // acc[m][2 h + e] is local row 16 m + 8 h + g, token 2 t + e.
@@ -516,15 +654,18 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     }
 }
 
-template <class F, int kWarps, int kSplit>
-void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
-    const size_t x_bytes = static_cast<size_t>(a.T * a.x_shared_stride) * sizeof(uint32_t);
-    launch_kernel_cluster<gemv_mma_kernel<F, kWarps, kSplit>>(tiles * kSplit, kWarps * 32, x_bytes, stream, kSplit, a);
-}
-
 // The shared memory stage_x may take: with the warps' partial sums (8 or 16 KB) within the 48 KB a block has without
 // asking, two blocks an SM. One token up to K = 16,376, two up to 8,184.
-inline constexpr int64_t kXSharedBytes = 32 * 1024;
+inline constexpr int64_t kXSharedBytes = kGemvMostXBytes;
+
+template <class F, int kWarps, int kSplit, int kStages, XSource kX>
+void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
+    constexpr auto kernel = gemv_mma_kernel<F, kWarps, kSplit, kStages, kX>;
+    const size_t ring_bytes = kStages > 0 ? ChunkRing<F, kWarps, kStages>::kBytes : 0;
+    if (ring_bytes > 0) allow_dynamic_smem<kernel>(static_cast<int>(ring_bytes + kXSharedBytes));
+    const size_t x_bytes = static_cast<size_t>(a.T * a.x_shared_stride) * sizeof(uint32_t);
+    launch_kernel_cluster<kernel>(tiles * kSplit, kWarps * 32, ring_bytes + x_bytes, stream, kSplit, a);
+}
 
 // Whether x is staged in shared memory (stage_x): PAGODA_GEMV_MMA_X_SHARED=1 wherever it fits, =0 nowhere; by default
 // for one token and 12,288 rows or more. Measured on an H100 (session 30, pagoda_op_bench --cold, one token, µs off /
@@ -544,6 +685,11 @@ int64_t x_shared_stride(int64_t T, int64_t N, int64_t K) {
     return on && T * stride * int64_t(sizeof(uint32_t)) <= kXSharedBytes ? stride : 0;
 }
 
+// The x source of the kernel whose attributes split_for asks for a ring of kStages (a ring's two sources' kernels
+// take the same shared memory, registers within a few, and clusters alike).
+template <int kStages>
+inline constexpr XSource kAskedX = kStages == 0 ? XSource::kEither : XSource::kStaged;
+
 // The cluster size for a grid of `tiles` row tiles over `chunks` chunks: PAGODA_GEMV_MMA_SPLIT=N (1, 2 or 4) as it
 // says; by default the largest of 4, 2, 1 whose blocks (split · tiles) all fit the GPU's resident blocks at once, while
 // every warp keeps a chunk. Measured on an H100 (session 28, pagoda_op_bench --cold at one token, 264 resident blocks):
@@ -551,37 +697,83 @@ int64_t x_shared_stride(int64_t T, int64_t N, int64_t K) {
 // 4,096 x 12,288: int4 22.2 against 30.8, fp8 27.2 against 38.5), 32 tiles 7.3 over 4 against 11.8; but 192 tiles
 // over 4 (three waves) 26.3 against 14.1 in one block, and 384 over 2 28.9 against 27.8. Clusters need the kernel's
 // binary to be sm_90 or newer (elsewhere: 1).
-template <class F>
+template <class F, int kStages>
 int split_for(int64_t tiles, int64_t chunks) {
     static const int setting = [] {
         const char* env = std::getenv("PAGODA_GEMV_MMA_SPLIT");
         const int n = env != nullptr ? std::atoi(env) : 0;
         return n == 1 || n == 2 || n == 4 ? n : 0;
     }();
-    if (setting == 1 || !cluster_launch_allowed<gemv_mma_kernel<F, 8, 2>>()) return 1;
+    if (setting == 1 || !cluster_launch_allowed<gemv_mma_kernel<F, 8, 2, kStages, kAskedX<kStages>>>()) return 1;
     if (setting > 1) return chunks >= int64_t(setting) * 8 ? setting : 1;
-    // The GPU's resident blocks, asked once (a process drives one kind of GPU).
-    static const int64_t resident = resident_blocks<gemv_mma_kernel<F, 8, 1>>(8 * 32, 0);
+    // The GPU's resident blocks (with the ring's shared memory), asked once (a process drives one kind of GPU).
+    static const int64_t resident = [] {
+        constexpr auto kernel = gemv_mma_kernel<F, 8, 1, kStages, kAskedX<kStages>>;
+        const size_t ring_bytes = kStages > 0 ? ChunkRing<F, 8, kStages>::kBytes : 0;
+        if (ring_bytes > 0) allow_dynamic_smem<kernel>(static_cast<int>(ring_bytes + kXSharedBytes));
+        return int64_t{resident_blocks<kernel>(8 * 32, ring_bytes)};
+    }();
     for (int split : {4, 2})
         if (chunks >= int64_t(split) * 8 && tiles * split <= resident) return split;
     return 1;
 }
 
+// The 8-warp kernel's chunks in flight: a shared-memory ring of the stages gemv_ring_stages gives for the device's
+// shared memory, or PAGODA_GEMV_MMA_STAGES (0, 2 or 4) where that fits a block (one with every x it may stage);
+// 0: the register double buffer (one chunk a warp loading while it multiplies the one before).
+template <class F>
+int ring_stages() {
+    static const int stages = [] {
+        constexpr int kStageBytes = ChunkRing<F, 8, 1>::kBytes;
+        const int most = max_block_smem();
+        const char* env = std::getenv("PAGODA_GEMV_MMA_STAGES");
+        const int asked = env != nullptr ? std::atoi(env) : -1;
+        if (asked == 0) return 0;
+        if ((asked == 2 || asked == 4) && asked * kStageBytes + kGemvStaticBytes + kGemvMostXBytes <= most)
+            return asked;
+        return gemv_ring_stages(kStageBytes, most);
+    }();
+    return stages;
+}
+
+template <class F, int kStages, XSource kX>
+void launch_split(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_t stream) {
+    switch (split_for<F, kStages>(tiles, a.K / (4 * F::kPerLoad))) {
+        case 4:
+            launch_shape<F, 8, 4, kStages, kX>(a, grid, stream);
+            break;
+        case 2:
+            launch_shape<F, 8, 2, kStages, kX>(a, grid, stream);
+            break;
+        default:
+            launch_shape<F, 8, 1, kStages, kX>(a, grid, stream);
+    }
+}
+
+// The ring's kernels, of the launch's x source.
+template <class F, int kStages>
+void launch_ring(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_t stream) {
+    if (a.x_shared_stride > 0)
+        launch_split<F, kStages, XSource::kStaged>(a, grid, tiles, stream);
+    else
+        launch_split<F, kStages, XSource::kGlobal>(a, grid, tiles, stream);
+}
+
 template <class F>
 void launch_warps(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_t stream) {
     if (gemv_mma_warps() == 16) {
-        launch_shape<F, 16, 1>(a, grid, stream);
-    } else {
-        switch (split_for<F>(tiles, a.K / (4 * F::kPerLoad))) {
-            case 4:
-                launch_shape<F, 8, 4>(a, grid, stream);
-                break;
-            case 2:
-                launch_shape<F, 8, 2>(a, grid, stream);
-                break;
-            default:
-                launch_shape<F, 8, 1>(a, grid, stream);
-        }
+        launch_shape<F, 16, 1, 0, XSource::kEither>(a, grid, stream);
+        return;
+    }
+    switch (ring_stages<F>()) {
+        case 4:
+            launch_ring<F, 4>(a, grid, tiles, stream);
+            break;
+        case 2:
+            launch_ring<F, 2>(a, grid, tiles, stream);
+            break;
+        default:
+            launch_split<F, 0, XSource::kEither>(a, grid, tiles, stream);
     }
 }
 

@@ -40,6 +40,11 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* src, bool val
     const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src), "r"(valid ? 16 : 0) : "memory");
 }
+// 4 bytes global -> shared (a scale; cp.async's .cg takes only 16-byte copies, .ca the smaller ones).
+__device__ __forceinline__ void cp_async4(void* smem, const void* src) {
+    const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(s), "l"(src) : "memory");
+}
 __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 }
