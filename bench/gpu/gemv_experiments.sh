@@ -17,6 +17,7 @@
 #   PAGODA_GEMV_MMA_E4M3=alu     the f16 products' e4m3 weights by integer instructions instead of the GPU's
 #                                conversion; fp8 at 8 tokens takes f16 products only with PAGODA_GEMV_MMA_F16=1, so
 #                                VARIANTS="PAGODA_GEMV_MMA_F16=1;PAGODA_GEMV_MMA_F16=1 PAGODA_GEMV_MMA_E4M3=alu" PARTS=tests,ops
+#   PAGODA_GEMV_MMA_STAGES=auto  the shared-memory ring of weight chunks (session 43; bench/gpu/plans/gemv-ring.plan)
 # (The lean loop ran so in session 41 as PAGODA_GEMV_MMA_LEAN=1, PARTS=tests,ops,e2e: the only loop since.)
 set -uo pipefail
 NEW=${NEW:?carry folder} OUT=${OUT:-/tmp/gemv-experiments}

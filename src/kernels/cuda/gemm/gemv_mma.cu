@@ -516,11 +516,12 @@ __device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t bloc
 // warp always has a chunk in flight (9-17% faster for fp8 at 2-8 tokens on an H100 than loading two chunks and then
 // multiplying both, session 24). That is one chunk (2 KB a warp) ahead, and ncu found it too little (session 43, one
 // token, H100): warps stalled on the loads' scoreboard 6.6 cycles an issued instruction for fp8 gate/up (DRAM at 65%
-// of its peak), 3.6-5.4 for int4 (32-44%). kStages 2 or 4 (the default where the device's shared memory holds the ring
-// with two blocks an SM: ring_stages.h): a ring of kStages chunks a warp in shared memory, filled by cp.async without
-// registers, the first kStages before the kernel's prologue (the weights stream in while the kernel before finishes;
-// at N = 4,096 a warp has 4 or 8 chunks in all), each stage refilled kStages chunks ahead once it is multiplied: up to
-// kStages chunks a warp in flight, and the registers of one chunk where the double buffer holds two.
+// of its peak), 3.6-5.4 for int4 (32-44%). kStages 2 or 4 (PAGODA_GEMV_MMA_STAGES=auto: as deep as the device's
+// shared memory holds with two blocks an SM, ring_stages.h; not the default until it has run on a GPU): a ring of
+// kStages chunks a warp in shared memory, filled by cp.async without registers, the first kStages before the kernel's
+// prologue (the weights stream in while the kernel before finishes; at N = 4,096 a warp has 4 or 8 chunks in all), each
+// stage refilled kStages chunks ahead once it is multiplied: up to kStages chunks a warp in flight, and the registers
+// of one chunk where the double buffer holds two.
 //
 // kWarps warps split K (gemv_mma_warps, gemv.h): 8, two blocks an SM at up to 128 registers a thread, or 16, one
 // block of twice the warps. kSplit > 1 (sm_90: split_for below) splits K further over a cluster of kSplit blocks that
@@ -718,17 +719,19 @@ int split_for(int64_t tiles, int64_t chunks) {
     return 1;
 }
 
-// The 8-warp kernel's chunks in flight: a shared-memory ring of the stages gemv_ring_stages gives for the device's
-// shared memory, or PAGODA_GEMV_MMA_STAGES (0, 2 or 4) where that fits a block (one with every x it may stage);
-// 0: the register double buffer (one chunk a warp loading while it multiplies the one before).
+// The 8-warp kernel's chunks in flight. By default 0, the register double buffer (one chunk a warp loading while it
+// multiplies the one before): the ring has not run on a GPU yet (session 43 got no second visit), so the measured
+// loop stays the default until one has checked and timed the ring. PAGODA_GEMV_MMA_STAGES=auto: the ring of the
+// stages gemv_ring_stages gives for the device's shared memory (4 on Hopper, 2 on an A100, none on sm_86 / sm_89);
+// =2 or =4: that many where a block of them fits (with every x it may stage), else as auto.
 template <class F>
 int ring_stages() {
     static const int stages = [] {
         constexpr int kStageBytes = ChunkRing<F, 8, 1>::kBytes;
         const int most = max_block_smem();
         const char* env = std::getenv("PAGODA_GEMV_MMA_STAGES");
-        const int asked = env != nullptr ? std::atoi(env) : -1;
-        if (asked == 0) return 0;
+        if (env == nullptr || std::strcmp(env, "0") == 0) return 0;
+        const int asked = std::atoi(env);
         if ((asked == 2 || asked == 4) && asked * kStageBytes + kGemvStaticBytes + kGemvMostXBytes <= most)
             return asked;
         return gemv_ring_stages(kStageBytes, most);

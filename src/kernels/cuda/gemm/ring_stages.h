@@ -1,5 +1,5 @@
-// How many chunks a warp of the tensor-core GEMV keeps in flight in its shared-memory ring (gemv_mma.cu), from the
-// shared memory a block may take on the device: plain arithmetic, no CUDA, so a host test
+// How many chunks a warp of the tensor-core GEMV keeps in flight in its shared-memory ring (gemv_mma.cu, with
+// PAGODA_GEMV_MMA_STAGES=auto), from the shared memory a block may take on the device: plain arithmetic, no CUDA, so a host test
 // (tests/unit/kernels/ring_stages_test.cpp) holds it to the numbers of each GPU family.
 #pragma once
 
