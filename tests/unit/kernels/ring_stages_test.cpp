@@ -23,6 +23,18 @@ TEST(RingStagesTest, EachGpuFamily) {
     EXPECT_EQ(gemv_ring_stages(kInt4Stage, 99 * kKb), 0);
 }
 
+// x staged beside the ring (one token of K: K / 2 + 4 words): int4's four stages keep two blocks on Hopper up to the
+// models' usual K = 4,096 and not at 5,120 (that launch reads x from global memory), fp8's up to 12,288; an A100's two
+// stages at K = 4,096, not at the most x stages (16,376).
+TEST(RingStagesTest, StagedXBesideTheRing) {
+    auto x_bytes = [](int K) { return (K / 2 + 4) * 4; };
+    EXPECT_TRUE(gemv_ring_keeps_two_blocks(4 * kInt4Stage + kGemvPartialBytes, x_bytes(4096), 227 * kKb));
+    EXPECT_FALSE(gemv_ring_keeps_two_blocks(4 * kInt4Stage + kGemvPartialBytes, x_bytes(5120), 227 * kKb));
+    EXPECT_TRUE(gemv_ring_keeps_two_blocks(4 * kFp8Stage + kGemvPartialBytes, x_bytes(12288), 227 * kKb));
+    EXPECT_TRUE(gemv_ring_keeps_two_blocks(2 * kInt4Stage + kGemvStaticBytes, x_bytes(4096), 163 * kKb));
+    EXPECT_FALSE(gemv_ring_keeps_two_blocks(2 * kInt4Stage + kGemvStaticBytes, x_bytes(16376), 163 * kKb));
+}
+
 bool fits(int stages, int stage_bytes, int max_block_smem) {
     const int ring = stages * stage_bytes;
     return 2 * (ring + kGemvBesideRing + kKb) <= max_block_smem + kKb &&

@@ -45,6 +45,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <type_traits>
 
 #include <cooperative_groups.h>
@@ -598,6 +599,7 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
             }
             stage = stage + 1 == kStages ? 0 : stage + 1;
         }
+        mma::cp_async_wait<0>();  // only empty groups are left; waited for all the same, so no copy outlives the loop
     } else {
         for (; c < chunks; c += 2 * stride) {
             const int64_t c2 = c + stride;
@@ -611,6 +613,7 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
 
     // acc[m][2 h + e] is local row 16 m + 8 h + g, token 2 t + e.
     __shared__ float partial[kWarps][kRows][kGemvMmaTokens];
+    static_assert(kWarps != 8 || sizeof(partial) == kGemvPartialBytes, "ring_stages.h counts this array");
 #pragma unroll
     for (int m = 0; m < 2; ++m)
 #pragma unroll
@@ -635,6 +638,7 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
         // The block's sums, for block 0 of the cluster to read; every thread of every block reaches both cluster
         // barriers (the second keeps this shared memory alive until block 0 has read it).
         __shared__ float sums[kRows][kGemvMmaTokens];
+        static_assert(sizeof(sums) == kGemvClusterSumBytes, "ring_stages.h counts this array");
         if (local < kRows) sums[local][token] = block_sum(local);
         namespace cg = cooperative_groups;
         const cg::cluster_group cluster = cg::this_cluster();
@@ -723,25 +727,27 @@ int split_for(int64_t tiles, int64_t chunks) {
 // multiplies the one before): the ring has not run on a GPU yet (session 43 got no second visit), so the measured
 // loop stays the default until one has checked and timed the ring. PAGODA_GEMV_MMA_STAGES=auto: the ring of the
 // stages gemv_ring_stages gives for the device's shared memory (4 on Hopper, 2 on an A100, none on sm_86 / sm_89);
-// =2 or =4: that many where a block of them fits (with every x it may stage), else as auto.
+// =2 or =4: that many where a block of them fits (with every x it may stage), else as auto; any other value: off.
 template <class F>
 int ring_stages() {
     static const int stages = [] {
         constexpr int kStageBytes = ChunkRing<F, 8, 1>::kBytes;
         const int most = max_block_smem();
         const char* env = std::getenv("PAGODA_GEMV_MMA_STAGES");
-        if (env == nullptr || std::strcmp(env, "0") == 0) return 0;
-        const int asked = std::atoi(env);
-        if ((asked == 2 || asked == 4) && asked * kStageBytes + kGemvStaticBytes + kGemvMostXBytes <= most)
-            return asked;
+        if (env == nullptr) return 0;
+        const std::string_view asked(env);
+        if ((asked == "2" || asked == "4") &&
+            (asked[0] - '0') * kStageBytes + kGemvStaticBytes + kGemvMostXBytes <= most)
+            return asked[0] - '0';
+        if (asked != "auto" && asked != "2" && asked != "4") return 0;  // "0", and anything it does not know
         return gemv_ring_stages(kStageBytes, most);
     }();
     return stages;
 }
 
 template <class F, int kStages, XSource kX>
-void launch_split(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_t stream) {
-    switch (split_for<F, kStages>(tiles, a.K / (4 * F::kPerLoad))) {
+void launch_split(const MmaGemvArgs& a, unsigned grid, int split, cudaStream_t stream) {
+    switch (split) {
         case 4:
             launch_shape<F, 8, 4, kStages, kX>(a, grid, stream);
             break;
@@ -753,13 +759,22 @@ void launch_split(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream
     }
 }
 
-// The ring's kernels, of the launch's x source.
+// The ring's kernels, of the launch's x source: staged where x_shared_stride says, unless that would leave one block
+// an SM beside the ring (int4's 96 KB ring with x of K > 4,480 on Hopper): then from global memory, as the ring's
+// loads in flight matter more than x's conversion.
 template <class F, int kStages>
 void launch_ring(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_t stream) {
-    if (a.x_shared_stride > 0)
-        launch_split<F, kStages, XSource::kStaged>(a, grid, tiles, stream);
-    else
-        launch_split<F, kStages, XSource::kGlobal>(a, grid, tiles, stream);
+    const int split = split_for<F, kStages>(tiles, a.K / (4 * F::kPerLoad));
+    const int x_bytes = static_cast<int>(a.T * a.x_shared_stride * int64_t(sizeof(uint32_t)));
+    const int static_bytes = kGemvPartialBytes + (split > 1 ? kGemvClusterSumBytes : 0);  // the kernel's own arrays
+    if (a.x_shared_stride > 0 &&
+        gemv_ring_keeps_two_blocks(ChunkRing<F, 8, kStages>::kBytes + static_bytes, x_bytes, max_block_smem())) {
+        launch_split<F, kStages, XSource::kStaged>(a, grid, split, stream);
+    } else {
+        MmaGemvArgs global = a;
+        global.x_shared_stride = 0;
+        launch_split<F, kStages, XSource::kGlobal>(global, grid, split, stream);
+    }
 }
 
 template <class F>
@@ -776,7 +791,7 @@ void launch_warps(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream
             launch_ring<F, 2>(a, grid, tiles, stream);
             break;
         default:
-            launch_split<F, 0, XSource::kEither>(a, grid, tiles, stream);
+            launch_split<F, 0, XSource::kEither>(a, grid, split_for<F, 0>(tiles, a.K / (4 * F::kPerLoad)), stream);
     }
 }
 

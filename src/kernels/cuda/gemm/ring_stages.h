@@ -1,6 +1,6 @@
 // How many chunks a warp of the tensor-core GEMV keeps in flight in its shared-memory ring (gemv_mma.cu, with
-// PAGODA_GEMV_MMA_STAGES=auto), from the shared memory a block may take on the device: plain arithmetic, no CUDA, so a host test
-// (tests/unit/kernels/ring_stages_test.cpp) holds it to the numbers of each GPU family.
+// PAGODA_GEMV_MMA_STAGES=auto), from the shared memory a block may take on the device: plain arithmetic, no CUDA, so a
+// host test (tests/unit/kernels/ring_stages_test.cpp) holds it to the numbers of each GPU family.
 #pragma once
 
 namespace pagoda::kernels::cuda {
@@ -8,8 +8,9 @@ namespace pagoda::kernels::cuda {
 // What a block of the GEMV takes beside its ring: the warps' partial sums (8 KB) and the cluster's (1 KB), and x
 // staged for one token of K = 4,096 (8 KB, the models' usual hidden size); and the most x may take (gemv_mma.cu's
 // kXSharedBytes).
-inline constexpr int kGemvBesideRing = (8 + 1 + 8) * 1024;
-inline constexpr int kGemvStaticBytes = (8 + 1) * 1024;
+inline constexpr int kGemvPartialBytes = 8 * 1024, kGemvClusterSumBytes = 1024;
+inline constexpr int kGemvStaticBytes = kGemvPartialBytes + kGemvClusterSumBytes;
+inline constexpr int kGemvBesideRing = kGemvStaticBytes + 8 * 1024;
 inline constexpr int kGemvMostXBytes = 32 * 1024;
 
 // The larger of 4 and 2 stages of `stage_bytes` (one stage of every warp of a block) with which (a) two blocks
@@ -27,6 +28,13 @@ constexpr int gemv_ring_stages(int stage_bytes, int max_block_smem) {
             return stages;
     }
     return 0;
+}
+
+// Whether two blocks of `block_bytes` (a ring and the kernel's own arrays) still fit an SM with `x_bytes` of x staged
+// beside each (gemv_ring_stages counts 8 KB, one token of K = 4,096; a launch knows its own): else the launch reads x
+// from global memory instead.
+constexpr bool gemv_ring_keeps_two_blocks(int block_bytes, int x_bytes, int max_block_smem) {
+    return 2 * (block_bytes + x_bytes + 1024) <= max_block_smem + 1024;
 }
 
 }  // namespace pagoda::kernels::cuda
