@@ -659,15 +659,18 @@ __global__ void __launch_bounds__(kWarps * 32, 16 / kWarps) gemv_mma_kernel(MmaG
     }
 }
 
-// The shared memory stage_x may take: with the warps' partial sums (8 or 16 KB) within the 48 KB a block has without
-// asking, two blocks an SM. One token up to K = 16,376, two up to 8,184.
-inline constexpr int64_t kXSharedBytes = kGemvMostXBytes;
+// Kernel's ring bytes (0 without one), after letting it take them beside the most x may take (kGemvMostXBytes).
+template <auto Kernel, class F, int kWarps, int kStages>
+size_t allow_ring() {
+    const size_t ring_bytes = kStages > 0 ? ChunkRing<F, kWarps, kStages>::kBytes : 0;
+    if (ring_bytes > 0) allow_dynamic_smem<Kernel>(static_cast<int>(ring_bytes + kGemvMostXBytes));
+    return ring_bytes;
+}
 
 template <class F, int kWarps, int kSplit, int kStages, XSource kX>
 void launch_shape(const MmaGemvArgs& a, unsigned tiles, cudaStream_t stream) {
     constexpr auto kernel = gemv_mma_kernel<F, kWarps, kSplit, kStages, kX>;
-    const size_t ring_bytes = kStages > 0 ? ChunkRing<F, kWarps, kStages>::kBytes : 0;
-    if (ring_bytes > 0) allow_dynamic_smem<kernel>(static_cast<int>(ring_bytes + kXSharedBytes));
+    const size_t ring_bytes = allow_ring<kernel, F, kWarps, kStages>();
     const size_t x_bytes = static_cast<size_t>(a.T * a.x_shared_stride) * sizeof(uint32_t);
     launch_kernel_cluster<kernel>(tiles * kSplit, kWarps * 32, ring_bytes + x_bytes, stream, kSplit, a);
 }
@@ -687,7 +690,7 @@ int64_t x_shared_stride(int64_t T, int64_t N, int64_t K) {
     // a multiple of 64 here).
     const int64_t stride = K / 2 + 4;
     const bool on = setting == 1 || (setting < 0 && T == 1 && N >= 12288);
-    return on && T * stride * int64_t(sizeof(uint32_t)) <= kXSharedBytes ? stride : 0;
+    return on && T * stride * int64_t(sizeof(uint32_t)) <= kGemvMostXBytes ? stride : 0;
 }
 
 // The x source of the kernel whose attributes split_for asks for a ring of kStages (a ring's two sources' kernels
@@ -714,9 +717,7 @@ int split_for(int64_t tiles, int64_t chunks) {
     // The GPU's resident blocks (with the ring's shared memory), asked once (a process drives one kind of GPU).
     static const int64_t resident = [] {
         constexpr auto kernel = gemv_mma_kernel<F, 8, 1, kStages, kAskedX<kStages>>;
-        const size_t ring_bytes = kStages > 0 ? ChunkRing<F, 8, kStages>::kBytes : 0;
-        if (ring_bytes > 0) allow_dynamic_smem<kernel>(static_cast<int>(ring_bytes + kXSharedBytes));
-        return int64_t{resident_blocks<kernel>(8 * 32, ring_bytes)};
+        return int64_t{resident_blocks<kernel>(8 * 32, allow_ring<kernel, F, 8, kStages>())};
     }();
     for (int split : {4, 2})
         if (chunks >= int64_t(split) * 8 && tiles * split <= resident) return split;

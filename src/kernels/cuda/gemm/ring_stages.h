@@ -6,8 +6,8 @@
 namespace pagoda::kernels::cuda {
 
 // What a block of the GEMV takes beside its ring: the warps' partial sums (8 KB) and the cluster's (1 KB), and x
-// staged for one token of K = 4,096 (8 KB, the models' usual hidden size); and the most x may take (gemv_mma.cu's
-// kXSharedBytes).
+// staged for one token of K = 4,096 (8 KB, the models' usual hidden size); and the most x may take (stage_x: one
+// token up to K = 16,376, two up to 8,184; with the warps' partial sums within the 48 KB a block has without asking).
 inline constexpr int kGemvPartialBytes = 8 * 1024, kGemvClusterSumBytes = 1024;
 inline constexpr int kGemvStaticBytes = kGemvPartialBytes + kGemvClusterSumBytes;
 inline constexpr int kGemvBesideRing = kGemvStaticBytes + 8 * 1024;
