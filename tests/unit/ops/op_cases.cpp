@@ -1275,7 +1275,7 @@ const std::vector<OpCase>& qwen3_8b_cases() {
         c.push_back(paged_attention("decode", decode256, Hq, Hkv, D));
         c.push_back(paged_attention("decode", {{511, 1}}, Hq, Hkv, D));
         c.push_back(paged_attention("decode", decode16, Hq, Hkv, D));
-        // The e4m3 cache's decode: its staged ring, or the register path with PAGODA_FP8_DECODE_STAGED=0.
+        // The e4m3 cache's decode: its staged ring widened (the default), PAGODA_FP8_DECODE=direct or =registers.
         c.push_back(paged_attention("decode", decode256, Hq, Hkv, D, 16, Kv::Fp8));
         c.push_back(paged_attention("decode", decode16, Hq, Hkv, D, 16, Kv::Fp8));
         c.push_back(paged_attention("prefill", {{0, 2048}}, Hq, Hkv, D));

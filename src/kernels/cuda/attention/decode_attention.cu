@@ -14,8 +14,10 @@
 // each alone with cold caches, Qwen3-30B-A3B's heads at batch 1 and 512 tokens on an H100: 13.0 µs and 7.3 for the
 // combine kernel before, 16.5 in clusters). An e4m3
 // cache's raw rows go through a ring of S stages by cp.async as a bf16 cache's do, and each tile is widened into one
-// bf16 tile at its turn (StagedE4m3Copy); or, with PAGODA_FP8_DECODE_STAGED=0, its tiles are loaded into registers
-// and turned into bf16 in shared memory (KvTileCopy), the way the prefill kernel reads them. The rest is the same.
+// bf16 tile at its turn (StagedE4m3Copy); with PAGODA_FP8_DECODE=direct the mma loop reads the raw rows itself and
+// multiplies in f16 (E4m3Direct: Q, P and the e4m3 values as f16, dims in e4m3_tile.h's orders); with =registers its
+// tiles are loaded into registers and turned into bf16 in shared memory (KvTileCopy), the way the prefill kernel reads
+// them. The rest is the same (fp8_read).
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -24,11 +26,20 @@
 #include <cooperative_groups.h>
 
 #include "kernels/cuda/attention/attention_internal.cuh"
+#include "kernels/cuda/attention/e4m3_tile.h"
 #include "kernels/cuda/device_caps.h"
+#include "kernels/cuda/gemm/mma_tile.cuh"
 
 namespace pagoda::kernels::cuda {
 
 constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one mma tile
+
+// How a kernel of an e4m3 cache reads its tiles. kCopied: as a bf16 cache's (KvTileCopy: bf16 tiles by cp.async; e4m3
+// rows loaded into registers and widened into bf16 tiles). kWidened: the raw e4m3 rows through a ring of S stages
+// by cp.async, each tile widened into one bf16 tile at its turn (StagedE4m3Copy). kDirect: the raw rows through the
+// ring, read by the mma loop itself, each byte pair turned into an f16x2 fragment register (E4m3Direct): no bf16
+// tile, no second barrier a tile, f16 products (exact for e4m3's values; Q and P rounded to f16, not bf16).
+enum class Fp8Read { kCopied, kWidened, kDirect };
 
 // W warps per block, each scoring 16 keys of every tile (tiles of 16 W keys); S tiles in the cp.async pipeline.
 // Shared memory per block is S stages of K and V tiles, which bounds the blocks per SM: (4, 2) holds one tile in
@@ -36,10 +47,11 @@ constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one mma t
 // one of the instantiated shapes (a tuning knob for pagoda_op_bench). The default, 4x2, was the fastest on an
 // H200 (Qwen3-8B heads, 256 sequences of 1,536 tokens: 3.45 TB/s; 4x3 the same, 2x4 3.10, 8x2 2.47; 16 sequences of
 // 4,096: 3.16 TB/s against 2.47, 2.90 and 2.17).
-// kStaged (e4m3 caches): the S stages hold raw e4m3 rows (D bytes, 16 values a 16-byte chunk), and one bf16 tile
-// more is what the mma loop reads.
-template <int D, int W, int S, bool kStaged = false>
+// The staged reads (e4m3 caches): the S stages hold raw e4m3 rows (D bytes, 16 values a 16-byte chunk, e4m3_tile.h's
+// layout); kWidened adds the one bf16 tile the mma loop reads, ahead of the stages.
+template <int D, int W, int S, Fp8Read kRead = Fp8Read::kCopied>
 struct DecodeShape {
+    static constexpr bool kStaged = kRead != Fp8Read::kCopied;
     static constexpr int kThreads = 32 * W;
     static constexpr int kTileKeys = 16 * W;
     static constexpr int LD = D + 8;  // shared row stride in bf16: 16 bytes of padding keep ldmatrix conflict-free
@@ -49,7 +61,8 @@ struct DecodeShape {
     static constexpr int kPasses = kTileKeys / kRowsPerPass;
     static constexpr size_t kTileBytes = size_t(2) * kTileKeys * LD * sizeof(__nv_bfloat16);  // a K and a V tile
     static constexpr size_t kRawStageBytes = size_t(2) * kTileKeys * D;                       // their e4m3 rows
-    static constexpr size_t kPipelineBytes = kStaged ? kTileBytes + S * kRawStageBytes : S * kTileBytes;
+    static constexpr size_t kRawOffset = kRead == Fp8Read::kWidened ? kTileBytes : 0;         // where the stages start
+    static constexpr size_t kPipelineBytes = kStaged ? kRawOffset + S * kRawStageBytes : S * kTileBytes;
     static constexpr size_t kMergeBytes = size_t(W) * kMaxGroup * (D + 2) * sizeof(float);
     static constexpr size_t kSmemBytes = kPipelineBytes > kMergeBytes ? kPipelineBytes : kMergeBytes;
     static constexpr bool kFits = kSmemBytes <= 227 * 1024;
@@ -57,17 +70,17 @@ struct DecodeShape {
 
 namespace {
 
-// A tile's e4m3 K/V rows copied raw into a stage of the ring by cp.async (rows of D bytes; this thread's 16-byte
-// chunk `ch` of rows r0 + kRowsPerPass · p, zeros for a key past the end), and at its turn widened into the bf16 tile
-// (rows of LD values; exact: every e4m3 value is a bf16 value). KvTileCopy's register path keeps one tile in flight
-// per block, half the bytes a bf16 cache's pipeline keeps in flight, so it read an e4m3 cache at about the keys per
-// second of a bf16 one (session 36: fp8 offline steps 40.7 ms against bf16's 31.4 for 1.5x the tokens); the ring
-// keeps S - 1 tiles in flight.
+// A tile's e4m3 K/V rows copied raw into a stage of the ring by cp.async (rows of D bytes, chunks placed as
+// e4m3_tile.h says; this thread's 16-byte chunk `ch` of rows r0 + kRowsPerPass · p, zeros for a key past the end),
+// and on the widened path, at its turn, widened into the bf16 tile (rows of LD values; exact: every e4m3 value is a
+// bf16 value). KvTileCopy's register path keeps one tile in flight per block, half the bytes a bf16 cache's pipeline
+// keeps in flight, so it read an e4m3 cache at about the keys per second of a bf16 one (session 36: fp8 offline
+// steps 40.7 ms against bf16's 31.4 for 1.5x the tokens); the ring keeps S - 1 tiles in flight.
 template <int D, int LD, int kPasses, int kRowsPerPass>
 struct StagedE4m3Copy {
     int r0, ch;
 
-    __device__ __forceinline__ int at(int p) const { return (r0 + p * kRowsPerPass) * D + ch * 16; }
+    __device__ __forceinline__ int at(int p) const { return e4m3_chunk_offset(r0 + p * kRowsPerPass, ch, D); }
     __device__ __forceinline__ void issue(const void* key_cache, const void* value_cache, const int64_t (&off)[kPasses],
                                           uint8_t* k_raw, uint8_t* v_raw) const {
 #pragma unroll
@@ -89,6 +102,66 @@ struct StagedE4m3Copy {
             store_e4m3_as_bf16(k_dst + row * LD + ch * 16 + 8, make_uint2(k.z, k.w));
             store_e4m3_as_bf16(v_dst + row * LD + ch * 16, make_uint2(v.x, v.y));
             store_e4m3_as_bf16(v_dst + row * LD + ch * 16 + 8, make_uint2(v.z, v.w));
+        }
+    }
+};
+
+// Two e4m3 values (the low 16 bits of `pair`, the first in the low byte) as one f16x2 register: exact, one
+// instruction on sm_89 and newer (cvt.rn.f16x2.e4m3x2), a few integer ones before.
+__device__ __forceinline__ uint32_t e4m3x2_to_f16x2(uint32_t pair) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair & 0xffffu), __NV_E4M3);
+    return uint32_t(h.x) | uint32_t(h.y) << 16;
+}
+__device__ __forceinline__ uint32_t pack_f16(float lo, float hi) {
+    const __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// The direct path's products (Fp8Read::kDirect): a warp's scores and its P·V straight from the raw e4m3 rows of its
+// 16 keys in a stage (rows row0 .. row0 + 15 of k_raw / v_raw), in e4m3_tile.h's dim orders, on f16 tensor cores.
+// Lane (g, c). A tile costs a lane D / 32 16-byte loads and D / 4 conversions for K, D / 8 4-byte loads, D / 8 byte
+// permutes and D / 4 conversions for V, where the widened path stores and reloads the whole tile as bf16 behind a
+// second barrier.
+template <int D>
+struct E4m3Direct {
+    static_assert(D == 128 || D == 256, "the dim orders take whole 64-dim groups of four chunks");
+    // sc[n] += Q · K, keys row0 + 8 n + g: k-step 4 q + i is word i of the lane's load q.
+    __device__ __forceinline__ static void scores(float (&sc)[2][4], const uint32_t (&qa)[D / 16][4],
+                                                  const uint8_t* k_raw, int row0, int g, int c) {
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+#pragma unroll
+            for (int q = 0; q < D / 64; ++q) {
+                const uint4 w = *reinterpret_cast<const uint4*>(k_raw + e4m3_k_load(row0 + 8 * n + g, q, c, D));
+                const uint32_t words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+                for (int i = 0; i < 4; ++i) {
+                    const uint32_t b[2] = {e4m3x2_to_f16x2(words[i]), e4m3x2_to_f16x2(words[i] >> 16)};
+                    mma::mma_16816<__half>(sc[n], qa[4 * q + i], b);
+                }
+            }
+        }
+    }
+    // o[i] += P · V: P's k index is the keys row0 + 2c, + 1 (B's first register) and + 8, + 9 (its second); lane g
+    // reads dims 32 j + 4 g .. +3 of those four rows, byte b of each the column g of n-tile 4 j + b.
+    __device__ __forceinline__ static void weighted_sum(float (&o)[D / 8][4], const uint32_t (&pa)[4],
+                                                        const uint8_t* v_raw, int row0, int g, int c) {
+        const int r = row0 + 2 * c;
+#pragma unroll
+        for (int j = 0; j < D / 32; ++j) {
+            const uint32_t w0 = mma::lds32(v_raw + e4m3_v_load(r, j, g, D));
+            const uint32_t w1 = mma::lds32(v_raw + e4m3_v_load(r + 1, j, g, D));
+            const uint32_t w8 = mma::lds32(v_raw + e4m3_v_load(r + 8, j, g, D));
+            const uint32_t w9 = mma::lds32(v_raw + e4m3_v_load(r + 9, j, g, D));
+            // Byte b of two rows side by side (the first row's in the low byte): bytes 0, 1 of each in lo, 2, 3 in hi.
+            const uint32_t lo = __byte_perm(w0, w1, 0x5140), hi = __byte_perm(w0, w1, 0x7362);
+            const uint32_t lo8 = __byte_perm(w8, w9, 0x5140), hi8 = __byte_perm(w8, w9, 0x7362);
+            const uint32_t pairs[4] = {lo, lo >> 16, hi, hi >> 16}, pairs8[4] = {lo8, lo8 >> 16, hi8, hi8 >> 16};
+#pragma unroll
+            for (int b = 0; b < 4; ++b) {
+                const uint32_t frag[2] = {e4m3x2_to_f16x2(pairs[b]), e4m3x2_to_f16x2(pairs8[b])};
+                mma::mma_16816<__half>(o[4 * j + b], pa, frag);
+            }
         }
     }
 };
@@ -157,17 +230,18 @@ __device__ __forceinline__ void combine_in_cluster(const PagedAttentionArgs& a, 
 // bounds, block table entries and the first tile's keys older than this step (all written by no kernel of the step,
 // or by kernels at least two launches back: common.cuh) are loaded before the wait, and only what the kernel before
 // it wrote (the queries, the new keys' rows) after it.
-template <int D, int W, int S, bool kFp8, bool kStaged = false>
+template <int D, int W, int S, bool kFp8, Fp8Read kRead = Fp8Read::kCopied>
 __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, SeqFilter filter, bool in_cluster,
                                                  bool early) {
+    using Sh = DecodeShape<D, W, S, kRead>;
+    constexpr bool kStaged = Sh::kStaged, kDirect = kRead == Fp8Read::kDirect;
     static_assert(kFp8 || !kStaged, "only e4m3 caches are staged");
-    using Sh = DecodeShape<D, W, S, kStaged>;
     constexpr int LD = Sh::LD, kTileKeys = Sh::kTileKeys, kThreads = Sh::kThreads;
     extern __shared__ __align__(16) unsigned char smem_raw[];
-    // [S][K rows | V rows][LD]; kStaged: [K rows | V rows][LD] (the tile the loop reads), then the raw ring
-    // [S][K rows | V rows][D bytes].
+    // [S][K rows | V rows][LD]; kWidened: [K rows | V rows][LD] (the tile the loop reads), then the raw ring
+    // [S][K rows | V rows][D bytes]; kDirect: the raw ring alone.
     auto* kv_s = reinterpret_cast<__nv_bfloat16*>(smem_raw);
-    uint8_t* raw = smem_raw + Sh::kTileBytes;
+    uint8_t* raw = smem_raw + Sh::kRawOffset;
 
     // The KV heads of a sequence are neighbouring blocks: they read the same cache rows (a token's heads lie side by
     // side) at about the same time, which keeps DRAM pages open. In clusters a head's splits are neighbours instead.
@@ -248,17 +322,26 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
     offsets(S - 1, next_off);
 
     // Q as mma A fragments: rows g and g + 8 (query heads of the group; zero past G), dims kd + 2c (+1, +8, +9).
-    const float q_scale = a.scale * 1.4426950408889634f * head_scale(a.k_scale, a.k_head_scale, kvh);
+    // K's scale is folded into Q, except on the direct path: Q in f16 (at most 65,504) times a large K scale could
+    // overflow, so there it scales the fp32 scores instead.
+    const float k_scale = head_scale(a.k_scale, a.k_head_scale, kvh);
+    const float q_scale = a.scale * 1.4426950408889634f * (kDirect ? 1.0f : k_scale);
     const float* q_row = a.q.data + t * a.q.stride_t + int64_t(kvh * G) * a.q.stride_h;
     auto q_at = [&](int r, int d) { return r < G ? q_row[int64_t(r) * a.q.stride_h + d] * q_scale : 0.0f; };
+    // The direct path: f16, its k-steps' dims in e4m3_tile.h's order (e4m3_k_dim: elements 0-3 are dims 2c, 2c + 1,
+    // 2c + 8, 2c + 9 of the step in the natural order).
     uint32_t qa[D / 16][4];
 #pragma unroll
     for (int kd = 0; kd < D; kd += 16) {
-        const int d = kd + 2 * c;
-        qa[kd / 16][0] = pack(q_at(g, d), q_at(g, d + 1));
-        qa[kd / 16][1] = pack(q_at(g + 8, d), q_at(g + 8, d + 1));
-        qa[kd / 16][2] = pack(q_at(g, d + 8), q_at(g, d + 9));
-        qa[kd / 16][3] = pack(q_at(g + 8, d + 8), q_at(g + 8, d + 9));
+        int d[4] = {kd + 2 * c, kd + 2 * c + 1, kd + 2 * c + 8, kd + 2 * c + 9};
+        if constexpr (kDirect)
+            for (int b = 0; b < 4; ++b)
+                d[b] = e4m3_k_dim(kd / 16, c, b);
+        const auto two = [](float lo, float hi) { return kDirect ? pack_f16(lo, hi) : pack(lo, hi); };
+        qa[kd / 16][0] = two(q_at(g, d[0]), q_at(g, d[1]));
+        qa[kd / 16][1] = two(q_at(g + 8, d[0]), q_at(g + 8, d[1]));
+        qa[kd / 16][2] = two(q_at(g, d[2]), q_at(g, d[3]));
+        qa[kd / 16][3] = two(q_at(g + 8, d[2]), q_at(g + 8, d[3]));
     }
 
     float o[D / 8][4];
@@ -280,7 +363,7 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
         if (copying) copy_tile((tile + S - 1) % S, next_off);
         cp_async_commit();
         offsets(tile + S, next_off);
-        if constexpr (kStaged) {  // the tile's raw rows (every thread's: the barrier above) widened into the bf16 tile
+        if constexpr (kRead == Fp8Read::kWidened) {  // the tile's raw rows (every thread's: the barrier above) widened
             stager.widen(raw_stage(tile % S), raw_stage(tile % S) + kTileKeys * D, kv_s, kv_s + kTileKeys * LD);
             __syncthreads();
         }
@@ -292,15 +375,25 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
         }
         const __nv_bfloat16* k_s = kv_s + size_t(kStaged ? 0 : tile % S) * 2 * kTileKeys * LD + warp * 16 * LD;
         const __nv_bfloat16* v_s = k_s + kTileKeys * LD;
+        const uint8_t* k_raw = raw_stage(tile % S);  // the direct path's
+        const uint8_t* v_raw = k_raw + kTileKeys * D;
 
         float sc[2][4] = {};
+        if constexpr (kDirect) {
+            E4m3Direct<D>::scores(sc, qa, k_raw, warp * 16, g, c);
 #pragma unroll
-        for (int kd = 0; kd < D; kd += 16) {
-            uint32_t kb[4];
-            ldmatrix_x4(kb, k_s + k_off + kd);
-            const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
-            mma_bf16(sc[0], qa[kd / 16], b0);
-            mma_bf16(sc[1], qa[kd / 16], b1);
+            for (int n = 0; n < 2; ++n)
+                for (int e = 0; e < 4; ++e)
+                    sc[n][e] *= k_scale;
+        } else {
+#pragma unroll
+            for (int kd = 0; kd < D; kd += 16) {
+                uint32_t kb[4];
+                ldmatrix_x4(kb, k_s + k_off + kd);
+                const uint32_t b0[2] = {kb[0], kb[1]}, b1[2] = {kb[2], kb[3]};
+                mma_bf16(sc[0], qa[kd / 16], b0);
+                mma_bf16(sc[1], qa[kd / 16], b1);
+            }
         }
         // Keys past the end of the split; then the online softmax.
 #pragma unroll
@@ -320,15 +413,21 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
             }
         }
         // P (the scores' accumulator layout is the A fragment of the 16 keys) times V.
-        const uint32_t pa[4] = {pack(sc[0][0], sc[0][1]), pack(sc[0][2], sc[0][3]), pack(sc[1][0], sc[1][1]),
-                                pack(sc[1][2], sc[1][3])};
+        if constexpr (kDirect) {
+            const uint32_t pa[4] = {pack_f16(sc[0][0], sc[0][1]), pack_f16(sc[0][2], sc[0][3]),
+                                    pack_f16(sc[1][0], sc[1][1]), pack_f16(sc[1][2], sc[1][3])};
+            E4m3Direct<D>::weighted_sum(o, pa, v_raw, warp * 16, g, c);
+        } else {
+            const uint32_t pa[4] = {pack(sc[0][0], sc[0][1]), pack(sc[0][2], sc[0][3]), pack(sc[1][0], sc[1][1]),
+                                    pack(sc[1][2], sc[1][3])};
 #pragma unroll
-        for (int i = 0; i < D / 8; i += 2) {
-            uint32_t vb[4];
-            ldmatrix_x4_trans(vb, v_s + v_off + i * 8);
-            const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
-            mma_bf16(o[i], pa, b0);
-            mma_bf16(o[i + 1], pa, b1);
+            for (int i = 0; i < D / 8; i += 2) {
+                uint32_t vb[4];
+                ldmatrix_x4_trans(vb, v_s + v_off + i * 8);
+                const uint32_t b0[2] = {vb[0], vb[1]}, b1[2] = {vb[2], vb[3]};
+                mma_bf16(o[i], pa, b0);
+                mma_bf16(o[i + 1], pa, b1);
+            }
         }
         if (copying) land_tile((tile + S - 1) % S);
     }
@@ -343,10 +442,11 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
     float* stat = part + size_t(W) * kMaxGroup * D;   // [W][16][2]: max (base 2), sum
     float* my = part + size_t(warp) * kMaxGroup * D;
 #pragma unroll
-    for (int i = 0; i < D / 8; ++i) {
-        const int d = i * 8 + 2 * c;
-        my[g * D + d] = o[i][0], my[g * D + d + 1] = o[i][1];
-        my[(g + 8) * D + d] = o[i][2], my[(g + 8) * D + d + 1] = o[i][3];
+    for (int i = 0; i < D / 8; ++i) {  // o[i][e], o[i][2 + e]: column 2c + e of n-tile i (the direct path's order)
+        const int d0 = kDirect ? e4m3_v_dim(i, 2 * c) : i * 8 + 2 * c;
+        const int d1 = kDirect ? e4m3_v_dim(i, 2 * c + 1) : d0 + 1;
+        my[g * D + d0] = o[i][0], my[g * D + d1] = o[i][1];
+        my[(g + 8) * D + d0] = o[i][2], my[(g + 8) * D + d1] = o[i][3];
     }
     if (c == 0) {
         float* st = stat + (warp * kMaxGroup) * 2;
@@ -394,11 +494,11 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
         combine_in_cluster<D, kThreads, kMaxNonPortableSplits>(a, part, split_stat, t, kvh, G);
 }
 
-template <int D, int W, int S, bool kFp8, bool kStaged = false>
+template <int D, int W, int S, bool kFp8, Fp8Read kRead = Fp8Read::kCopied>
 __global__ void __launch_bounds__(32 * W)
     decode_attention_kernel(PagedAttentionArgs a, SeqFilter filter, bool in_cluster) {
     PAGODA_KERNEL_PROLOGUE();
-    decode_attention<D, W, S, kFp8, kStaged>(a, filter, in_cluster, false);
+    decode_attention<D, W, S, kFp8, kRead>(a, filter, in_cluster, false);
 }
 
 // The same with its loads before the wait (a.early_loads: CudaOps' default, off with PAGODA_EARLY_LOADS=0), which
@@ -423,18 +523,17 @@ bool launch_instance(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, b
 }
 
 // Returns whether the splits were combined in clusters (in_cluster, unless more than 8 splits do not fit one).
-template <int D, int W, int S, bool kFp8, bool kStaged = false>
+template <int D, int W, int S, bool kFp8, Fp8Read kRead = Fp8Read::kCopied>
 bool launch_shape(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
-    using Sh = DecodeShape<D, W, S, kStaged>;
-    if constexpr (kStaged) {  // the staged shape, where the GPU holds it (not head_dim 256 off Hopper: 196 KB)
-        if (Sh::kFits && Sh::kSmemBytes <= size_t(max_block_smem()))
-            return launch_instance<decode_attention_kernel<D, W, S, true, true>, Sh>(a, grid, filter, in_cluster,
-                                                                                     stream);
-        return launch_shape<D, W, 2, true>(a, grid, filter, in_cluster, stream);
-    }
+    using Sh = DecodeShape<D, W, S, kRead>;
     // The smallest shape, 2x2, takes 67.5 KB at head_dim 256: it fits every supported GPU (99 KB on sm_86 / sm_89).
     constexpr bool kSmallest = W == 2 && S == 2;
-    if constexpr (!Sh::kFits) {
+    if constexpr (Sh::kStaged) {  // a staged shape, where the GPU holds it (widened at head_dim 256 off Hopper: no)
+        if (Sh::kFits && Sh::kSmemBytes <= size_t(max_block_smem()))
+            return launch_instance<decode_attention_kernel<D, W, S, true, kRead>, Sh>(a, grid, filter, in_cluster,
+                                                                                      stream);
+        return launch_shape<D, W, 2, true>(a, grid, filter, in_cluster, stream);
+    } else if constexpr (!Sh::kFits) {
         return launch_shape<D, 4, 2, kFp8>(a, grid, filter, in_cluster, stream);  // fits every head dim on Hopper
     } else if (!kSmallest && Sh::kSmemBytes > size_t(max_block_smem())) {
         if constexpr (!kSmallest) return launch_shape<D, 2, 2, kFp8>(a, grid, filter, in_cluster, stream);
@@ -462,24 +561,34 @@ int shape_choice() {
     return choice;
 }
 
-// e4m3 caches: staged through a ring of four stages (three tiles in flight, as many bytes as bf16's 4x2 keeps in
-// flight at D = 128: 2 blocks an SM of 98.8 KB each against 3 of 69.6 KB), unless PAGODA_FP8_DECODE_STAGED=0 (the
-// register path, for the A/B), read once. On an H100 (session 38, Qwen3-8B heads): 256 sequences of 1,536 keys
-// 434 µs against the register path's 474 and bf16's 538; 16 of 4,096 keys 106 against 116 and 136. Still ~62% of
-// bf16's bytes a second: the widening into the bf16 tile is the likely bound now (not profiled).
-bool fp8_staged() {
-    static const bool on = [] {
-        const char* env = std::getenv("PAGODA_FP8_DECODE_STAGED");
-        return env == nullptr || std::strcmp(env, "0") != 0;
+// e4m3 caches: PAGODA_FP8_DECODE, read once. Unset or "widened": the raw rows staged through a ring of four stages
+// (three tiles in flight, as many bytes as bf16's 4x2 keeps in flight at D = 128: 2 blocks an SM of 98.8 KB each
+// against 3 of 69.6 KB) and widened into a bf16 tile. On an H100 (session 38, Qwen3-8B heads): 256 sequences of 1,536
+// keys 434 µs against the register path's 474 and bf16's 538; 16 of 4,096 keys 106 against 116 and 136: still ~62% of
+// bf16's bytes a second, the widening into the bf16 tile (a second pass over shared memory and a second barrier a
+// tile) the likely bound (not profiled). "direct": the mma loop reads the raw rows (E4m3Direct; D = 128 and 256, the
+// widened path at 64): D = 128 takes four stages in 64 KB (3 blocks an SM on Hopper), 256 three in 96 KB (2). Not yet
+// run on a GPU, hence not the default. "registers": the register path (KvTileCopy), for the A/B.
+Fp8Read fp8_read() {
+    static const Fp8Read read = [] {
+        const char* env = std::getenv("PAGODA_FP8_DECODE");
+        const std::string v = env ? env : "";
+        return v == "direct" ? Fp8Read::kDirect : v == "registers" ? Fp8Read::kCopied : Fp8Read::kWidened;
     }();
-    return on;
+    return read;
 }
 
 template <int D, bool kFp8>
 bool launch_d(const PagedAttentionArgs& a, dim3 grid, SeqFilter filter, bool in_cluster, cudaStream_t stream) {
     if constexpr (kFp8) {  // the tuning knob's shapes are instantiated for bf16 caches only
-        if (fp8_staged()) return launch_shape<D, 4, 4, true, true>(a, grid, filter, in_cluster, stream);
-        return launch_shape<D, 4, 2, true>(a, grid, filter, in_cluster, stream);
+        const Fp8Read read = fp8_read();
+        constexpr int kDirectStages = D == 128 ? 4 : 3;
+        if constexpr (D != 64) {
+            if (read == Fp8Read::kDirect)
+                return launch_shape<D, 4, kDirectStages, true, Fp8Read::kDirect>(a, grid, filter, in_cluster, stream);
+        }
+        if (read == Fp8Read::kCopied) return launch_shape<D, 4, 2, true>(a, grid, filter, in_cluster, stream);
+        return launch_shape<D, 4, 4, true, Fp8Read::kWidened>(a, grid, filter, in_cluster, stream);
     }
     switch (shape_choice()) {
         case 1:
