@@ -14,10 +14,10 @@
 // each alone with cold caches, Qwen3-30B-A3B's heads at batch 1 and 512 tokens on an H100: 13.0 µs and 7.3 for the
 // combine kernel before, 16.5 in clusters). An e4m3
 // cache's raw rows go through a ring of S stages by cp.async as a bf16 cache's do, and each tile is widened into one
-// bf16 tile at its turn (StagedE4m3Copy); with PAGODA_FP8_DECODE=direct the mma loop reads the raw rows itself and
-// multiplies in f16 (E4m3Direct: Q, P and the e4m3 values as f16, dims in e4m3_tile.h's orders); with =registers its
-// tiles are loaded into registers and turned into bf16 in shared memory (KvTileCopy), the way the prefill kernel reads
-// them. The rest is the same (fp8_read).
+// bf16 tile at its turn (StagedE4m3Copy, PAGODA_FP8_DECODE=widened); by default (head dims 128 and 256) the mma loop
+// reads the raw rows itself and multiplies in f16 (E4m3Direct: Q, P and the e4m3 values as f16, dims in e4m3_tile.h's
+// orders); with =registers its tiles are loaded into registers and turned into bf16 in shared memory (KvTileCopy),
+// the way the prefill kernel reads them. The rest is the same (fp8_read).
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -38,7 +38,8 @@ constexpr int kMaxGroup = 16;  // query heads per KV head: the rows of one mma t
 // rows loaded into registers and widened into bf16 tiles). kWidened: the raw e4m3 rows through a ring of S stages
 // by cp.async, each tile widened into one bf16 tile at its turn (StagedE4m3Copy). kDirect: the raw rows through the
 // ring, read by the mma loop itself, each byte pair turned into an f16x2 fragment register (E4m3Direct): no bf16
-// tile, no second barrier a tile, f16 products (exact for e4m3's values; Q and P rounded to f16, not bf16).
+// tile, no second barrier a tile, f16 products (exact for e4m3's values; Q and P rounded to f16, not bf16). The
+// default where it applies (fp8_read).
 enum class Fp8Read { kCopied, kWidened, kDirect };
 
 // W warps per block, each scoring 16 keys of every tile (tiles of 16 W keys); S tiles in the cp.async pipeline.
@@ -561,19 +562,18 @@ int shape_choice() {
     return choice;
 }
 
-// e4m3 caches: PAGODA_FP8_DECODE, read once. Unset or "widened": the raw rows staged through a ring of four stages
-// (three tiles in flight, as many bytes as bf16's 4x2 keeps in flight at D = 128: 2 blocks an SM of 98.8 KB each
-// against 3 of 69.6 KB) and widened into a bf16 tile. On an H100 (session 38, Qwen3-8B heads): 256 sequences of 1,536
-// keys 434 µs against the register path's 474 and bf16's 538; 16 of 4,096 keys 106 against 116 and 136: still ~62% of
-// bf16's bytes a second, the widening into the bf16 tile (a second pass over shared memory and a second barrier a
-// tile) the likely bound (not profiled). "direct": the mma loop reads the raw rows (E4m3Direct; D = 128 and 256, the
-// widened path at 64): D = 128 takes four stages in 64 KB (3 blocks an SM on Hopper), 256 three in 96 KB (2). Not yet
-// run on a GPU, hence not the default. "registers": the register path (KvTileCopy), for the A/B.
+// e4m3 caches: PAGODA_FP8_DECODE, read once. Unset or "direct": the mma loop reads the ring's raw rows (E4m3Direct;
+// head dims 128 and 256, the widened path at 64): 128 takes four stages in 64 KB (3 blocks an SM on Hopper), 256 three
+// in 96 KB (2). "widened": the raw rows staged through four stages (three tiles in flight, 2 blocks an SM of 98.8 KB
+// at D = 128) and widened into a bf16 tile. "registers": the register path (KvTileCopy). On an H100 (session 44,
+// pagoda_op_bench, Qwen3-8B heads, µs widened / direct): 256 sequences of 1,536 keys 434.9 / 319.3 (1,871 / 2,549
+// GB/s; bf16's cache 537.8 at 3,011), 16 of 4,096 keys 106.8 / 91.4; offline 512 x (1,000 / 1,000) with the fp8
+// cache 6,862 / 7,912 output tok/s. (Session 38: the register path 474 and 116 µs where the widened took 434 and 106.)
 Fp8Read fp8_read() {
     static const Fp8Read read = [] {
         const char* env = std::getenv("PAGODA_FP8_DECODE");
         const std::string v = env ? env : "";
-        return v == "direct" ? Fp8Read::kDirect : v == "registers" ? Fp8Read::kCopied : Fp8Read::kWidened;
+        return v == "widened" ? Fp8Read::kWidened : v == "registers" ? Fp8Read::kCopied : Fp8Read::kDirect;
     }();
     return read;
 }

@@ -142,6 +142,7 @@ template <bool kF16, bool kAluE4m3 = false>
 struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
     static_assert(kF16 || !kAluE4m3);
     static constexpr int kPerLoad = 16, kPairs = 2;
+    static constexpr bool kRingByDefault = kF16;  // ring_stages: one token (the f16 products') was measured
     static constexpr __host__ __device__ int lo(int p) { return 2 * p; }
     static constexpr __host__ __device__ int hi(int p) { return 2 * p + 1; }
     struct Row {
@@ -183,6 +184,7 @@ struct Fp8 : std::conditional_t<kF16, F16Products, Bf16Products> {
 template <bool kBf16, class Products = Bf16Products>
 struct Int4 : Products {
     static constexpr int kPerLoad = 32, kPairs = 4;
+    static constexpr bool kRingByDefault = false;  // ring_stages
     static constexpr __host__ __device__ int lo(int p) { return 8 * (p / 4) + p % 4; }
     static constexpr __host__ __device__ int hi(int p) { return lo(p) + 4; }
     struct Row {
@@ -517,8 +519,8 @@ __device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t bloc
 // warp always has a chunk in flight (9-17% faster for fp8 at 2-8 tokens on an H100 than loading two chunks and then
 // multiplying both, session 24). That is one chunk (2 KB a warp) ahead, and ncu found it too little (session 43, one
 // token, H100): warps stalled on the loads' scoreboard 6.6 cycles an issued instruction for fp8 gate/up (DRAM at 65%
-// of its peak), 3.6-5.4 for int4 (32-44%). kStages 2 or 4 (PAGODA_GEMV_MMA_STAGES=auto: as deep as the device's
-// shared memory holds with two blocks an SM, ring_stages.h; not the default until it has run on a GPU): a ring of
+// of its peak), 3.6-5.4 for int4 (32-44%). kStages 2 or 4 (fp8's default, ring_stages: as deep as the device's
+// shared memory holds with two blocks an SM, ring_stages.h): a ring of
 // kStages chunks a warp in shared memory, filled by cp.async without registers, the first kStages before the kernel's
 // prologue (the weights stream in while the kernel before finishes; at N = 4,096 a warp has 4 or 8 chunks in all), each
 // stage refilled kStages chunks ahead once it is multiplied: up to kStages chunks a warp in flight, and the registers
@@ -724,18 +726,23 @@ int split_for(int64_t tiles, int64_t chunks) {
     return 1;
 }
 
-// The 8-warp kernel's chunks in flight. By default 0, the register double buffer (one chunk a warp loading while it
-// multiplies the one before): the ring has not run on a GPU yet (session 43 got no second visit), so the measured
-// loop stays the default until one has checked and timed the ring. PAGODA_GEMV_MMA_STAGES=auto: the ring of the
-// stages gemv_ring_stages gives for the device's shared memory (4 on Hopper, 2 on an A100, none on sm_86 / sm_89);
-// =2 or =4: that many where a block of them fits (with every x it may stage), else as auto; any other value: off.
+// The 8-warp kernel's chunks in flight: by default the ring of gemv_ring_stages' depth (4 on Hopper, 2 on an A100,
+// none on sm_86 / sm_89) for the formats whose kRingByDefault says so (fp8 with the f16 products, i.e. one token),
+// else 0 (int4, and fp8 at 2-8 tokens: not measured with the ring): the register double buffer. Measured on an H100
+// (session 44, Qwen3-8B shape, batch-1 decode replayed in CUDA graphs, one run each): fp8 227.9 -> 251.3 tok/s with the
+// ring, AWQ int4 254.0 -> 210.1. Alone with cold caches (pagoda_op_bench --cold, µs) the ring lost for both: fp8
+// gate_up 43.3 -> 48.1, qkv 14.2 -> 15.1, down 25.8 -> 25.7; int4 gate_up 33.4 -> 46.0, down 22.1 -> 26.6. So fp8's
+// gain in the model lies in what the op bench cannot show, presumably the first four chunks a warp copies before its
+// PDL wait while the kernel before it finishes; int4's ring loop is slower in itself (neither profiled).
+// PAGODA_GEMV_MMA_STAGES=auto: the ring for every format; =2 or =4: that many where a block of them fits (with every x
+// it may stage), else as auto; any other value (0): the double buffer for every format.
 template <class F>
 int ring_stages() {
     static const int stages = [] {
         constexpr int kStageBytes = ChunkRing<F, 8, 1>::kBytes;
         const int most = max_block_smem();
         const char* env = std::getenv("PAGODA_GEMV_MMA_STAGES");
-        if (env == nullptr) return 0;
+        if (env == nullptr) return F::kRingByDefault ? gemv_ring_stages(kStageBytes, most) : 0;
         const std::string_view asked(env);
         if ((asked == "2" || asked == "4") &&
             (asked[0] - '0') * kStageBytes + kGemvStaticBytes + kGemvMostXBytes <= most)
