@@ -693,19 +693,26 @@ if want peer; then
     # The converter names the pre-tokenizer from the tokenizer files: the real Qwen ones (the serve probe copies them
     # too; with BENCH_EXTRAS=0 nothing else does).
     [[ -f $BIN/tok/vocab.json && ! -f $MODEL/vocab.json ]] && cp "$BIN"/tok/* "$MODEL"/
-    [[ -f $GGUF ]] || (cd $LLAMA && PYTHONPATH=gguf-py timeout 300 python3 convert_hf_to_gguf.py "$MODEL" --outtype bf16 \
-        --outfile "$GGUF" $([[ $SHAPE == qwen3.5* || $SHAPE == qwen3-next* ]] && echo --no-mtp)) > "$OUT/llama_convert.log" 2>&1
-    timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048${LONG_PREFILL:+,$LONG_PREFILL} -n 128 \
-        -o json > "$OUT/llama_bench.json" \
-        2> "$OUT/llama_bench.log"
-    summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 bench/gpu/llama_bench_summary.py "$OUT/llama_bench.json" 2>&1 | tail -c 300)")
-    if [[ -n ${PEER_QUANT:-} ]]; then  # the same GGUF quantized by llama.cpp (PEER_QUANT=Q4_K_M: issue 18's int4 peer)
-        timeout 300 $LLAMA/build/bin/llama-quantize "$GGUF" "$GGUF.$PEER_QUANT" "$PEER_QUANT" \
-            > "$OUT/llama_quantize.log" 2>&1
-        timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF.$PEER_QUANT" -ngl 99 -fa 1 -p 2048 -n 128 -o json \
-            > "$OUT/llama_bench_quant.json" 2> "$OUT/llama_bench_quant.log"
-        summary+=("llama.cpp $PEER_QUANT rc=$?: $(python3 bench/gpu/llama_bench_summary.py \
-            "$OUT/llama_bench_quant.json" 2>&1 | tail -c 300)")
+    # Without them the converter stops with "BPE pre-tokenizer was not recognized" and llama-bench finds no GGUF
+    # (session 44: a call that carried no build-serve); say so instead of timing nothing.
+    if [[ ! -f $GGUF && ! -f $MODEL/vocab.json ]]; then
+        summary+=("llama.cpp ($SHAPE): not run: no tokenizer files in $MODEL or $BIN/tok (carry build-serve)")
+    else
+        [[ -f $GGUF ]] || (cd $LLAMA && PYTHONPATH=gguf-py timeout 300 python3 convert_hf_to_gguf.py "$MODEL" \
+            --outtype bf16 --outfile "$GGUF" $([[ $SHAPE == qwen3.5* || $SHAPE == qwen3-next* ]] && echo --no-mtp)) \
+            > "$OUT/llama_convert.log" 2>&1
+        timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF" -ngl 99 -fa 1 -p 2048${LONG_PREFILL:+,$LONG_PREFILL} -n 128 \
+            -o json > "$OUT/llama_bench.json" 2> "$OUT/llama_bench.log"
+        summary+=("llama.cpp ($SHAPE) rc=$?: $(python3 bench/gpu/llama_bench_summary.py "$OUT/llama_bench.json" 2>&1 |
+            tail -c 300)")
+        if [[ -n ${PEER_QUANT:-} ]]; then  # the same GGUF quantized by llama.cpp (PEER_QUANT=Q4_K_M: issue 18's int4 peer)
+            timeout 300 $LLAMA/build/bin/llama-quantize "$GGUF" "$GGUF.$PEER_QUANT" "$PEER_QUANT" \
+                > "$OUT/llama_quantize.log" 2>&1
+            timeout 300 $LLAMA/build/bin/llama-bench -m "$GGUF.$PEER_QUANT" -ngl 99 -fa 1 -p 2048 -n 128 -o json \
+                > "$OUT/llama_bench_quant.json" 2> "$OUT/llama_bench_quant.log"
+            summary+=("llama.cpp $PEER_QUANT rc=$?: $(python3 bench/gpu/llama_bench_summary.py \
+                "$OUT/llama_bench_quant.json" 2>&1 | tail -c 300)")
+        fi
     fi
 fi
 
