@@ -5,7 +5,7 @@
 #   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
 # PARTS is a comma-separated list of:
 #   tests       the CUDA unit tests (the attention cases also with each decode attention block shape, each
-#               FP8_DECODE_VARIANTS e4m3 decode path: direct registers, and each PREFILL_ATTENTION_VARIANTS prefill
+#               FP8_DECODE_VARIANTS e4m3 decode path: widened registers, and each PREFILL_ATTENTION_VARIANTS prefill
 #               kernel: mma, the one other GPUs than Hopper take, by default),
 #               the engine's tests on the GPU, `pagoda generate` on both devices
 #   arch        the kernels A100 / sm_86 / sm_89 GPUs get (their tile limits; the compute_80 PTX through the JIT):
@@ -41,7 +41,7 @@
 #   timeline    a replayed decode step kernel by kernel inside its CUDA graph (a CUPTI trace, kernel_trace.cpp;
 #               bench/gpu/graph_timeline.py): each node's share of the step and the gap or overlap before it
 #   ops-ab      the op bench's Qwen3-8B cases matching AB_FILTER ('paged_attention decode') as built and with AB_ENV
-#               (PAGODA_FP8_DECODE=direct) set, in turn, twice: a kernel switch's A/B in one call (142 s, session 38)
+#               (PAGODA_FP8_DECODE=widened) set, in turn, twice: a kernel switch's A/B in one call (142 s, session 38)
 #   gemv        bench/gpu/gemv_experiments.sh's GEMV_PARTS (tests,ops,e2e,ncu) with BIN's binaries on MODEL, its
 #               settings (VARIANTS, OPS_FILTERS: 'T=1 N=' here, E2E_MODELS, E2E_ROUNDS, NCU_FILTERS) from the stage
 #   opsprof     the op bench's Qwen3-8B cases matching OPS_FILTER (lora) under ncu, the first NCU_COUNT (40) launches of
@@ -170,9 +170,9 @@ if want tests; then
         summary+=("backend_ops_test attention $shape rc=$?: $(grep -E '^\[  (PASSED|FAILED) ' \
             "$OUT/backend_ops_test_attention_$shape.log" | tr '\n' ' ')")
     done
-    # The e4m3 cache's decode paths other than the default (PAGODA_FP8_DECODE: direct, registers; commas or spaces
-    # between them) against the CPU.
-    FP8_DECODE_VARIANTS=${FP8_DECODE_VARIANTS-direct registers}
+    # The e4m3 cache's decode paths other than the default, direct (PAGODA_FP8_DECODE: widened, registers; commas or
+    # spaces between them) against the CPU.
+    FP8_DECODE_VARIANTS=${FP8_DECODE_VARIANTS-widened registers}
     for variant in ${FP8_DECODE_VARIANTS//,/ }; do
         PAGODA_FP8_DECODE=$variant LD_LIBRARY_PATH=$LIBS timeout 120 "$BIN/backend_ops_test" \
             --gtest_filter='*paged_attention*' > "$OUT/backend_ops_test_fp8_decode_$variant.log" 2>&1
@@ -447,9 +447,9 @@ if want timeline && [[ -f $BIN/libpagoda_kernel_trace.so ]]; then
     xz -f "$OUT/timeline.tsv"
 fi
 if want ops-ab; then
-    summary+=("op bench A/B, '${AB_FILTER:-paged_attention decode}' cases, as built and with ${AB_ENV:-PAGODA_FP8_DECODE=direct}:")
+    summary+=("op bench A/B, '${AB_FILTER:-paged_attention decode}' cases, as built and with ${AB_ENV:-PAGODA_FP8_DECODE=widened}:")
     for round in 1 2; do
-        for setting in "" "${AB_ENV:-PAGODA_FP8_DECODE=direct}"; do
+        for setting in "" "${AB_ENV:-PAGODA_FP8_DECODE=widened}"; do
             # shellcheck disable=SC2086  # the setting is one VAR=VALUE word, or none
             env $setting LD_LIBRARY_PATH="$LIBS" timeout 60 "$BIN/pagoda_op_bench" --table qwen3-8b \
                 --filter "${AB_FILTER:-paged_attention decode}" > "$OUT/ops_ab.log" 2>&1

@@ -376,7 +376,7 @@ __device__ __forceinline__ void decode_attention(const PagedAttentionArgs& a, Se
         }
         const __nv_bfloat16* k_s = kv_s + size_t(kStaged ? 0 : tile % S) * 2 * kTileKeys * LD + warp * 16 * LD;
         const __nv_bfloat16* v_s = k_s + kTileKeys * LD;
-        const uint8_t* k_raw = raw_stage(tile % S);  // the direct path's
+        const uint8_t* k_raw = raw_stage(tile % S);  // the direct path's tile (the others read k_s and v_s)
         const uint8_t* v_raw = k_raw + kTileKeys * D;
 
         float sc[2][4] = {};

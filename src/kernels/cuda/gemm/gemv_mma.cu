@@ -519,12 +519,12 @@ __device__ __forceinline__ void store_outputs(const MmaGemvArgs& a, int64_t bloc
 // warp always has a chunk in flight (9-17% faster for fp8 at 2-8 tokens on an H100 than loading two chunks and then
 // multiplying both, session 24). That is one chunk (2 KB a warp) ahead, and ncu found it too little (session 43, one
 // token, H100): warps stalled on the loads' scoreboard 6.6 cycles an issued instruction for fp8 gate/up (DRAM at 65%
-// of its peak), 3.6-5.4 for int4 (32-44%). kStages 2 or 4 (fp8's default, ring_stages: as deep as the device's
-// shared memory holds with two blocks an SM, ring_stages.h): a ring of
-// kStages chunks a warp in shared memory, filled by cp.async without registers, the first kStages before the kernel's
-// prologue (the weights stream in while the kernel before finishes; at N = 4,096 a warp has 4 or 8 chunks in all), each
-// stage refilled kStages chunks ahead once it is multiplied: up to kStages chunks a warp in flight, and the registers
-// of one chunk where the double buffer holds two.
+// of its peak), 3.6-5.4 for int4 (32-44%). kStages 2 or 4 (fp8's default at one token, ring_stages: as deep as the
+// device's shared memory holds with two blocks an SM, ring_stages.h): a ring of kStages chunks a warp in shared
+// memory, filled by cp.async without registers, the first kStages before the kernel's prologue (the weights stream in
+// while the kernel before finishes; at N = 4,096 a warp has 4 or 8 chunks in all), each stage refilled kStages chunks
+// ahead once it is multiplied: up to kStages chunks a warp in flight, and the registers of one chunk where the double
+// buffer holds two.
 //
 // kWarps warps split K (gemv_mma_warps, gemv.h): 8, two blocks an SM at up to 128 registers a thread, or 16, one
 // block of twice the warps. kSplit > 1 (sm_90: split_for below) splits K further over a cluster of kSplit blocks that
