@@ -635,6 +635,8 @@ if want throughput; then
             --url http://127.0.0.1:8016 --model "$MODEL" -n "$n" --input 1000 --output 1000 \
             --deadline "${THROUGHPUT_DEADLINE:-200}" > "$OUT/throughput_llama.log" 2>&1
         summary+=("llama-server, offline $n x (1000 in, 1000 out): $(tail -1 "$OUT/throughput_llama.log")")
+    elif [[ ${THROUGHPUT_PEER:-0} == 1 ]]; then
+        summary+=("llama-server, offline $n: not run: no llama-server build or no /tmp/$SHAPE.gguf (run peer first)")
     fi
 fi
 if want async; then
@@ -809,6 +811,9 @@ if want streams; then
         llama_serve_and "$OUT/llama_server.log" "$n" 1280 "${load[@]}" --url http://127.0.0.1:8016 \
             > "$OUT/streams_llama.log" 2>&1
         summary+=("llama-server, $n streams x (1000 in, 256 out): $(tail -1 "$OUT/streams_llama.log")")
+    elif [[ -x $LLAMA/build/bin/llama-server ]]; then
+        # Session 45's plan ran streams before peer, and this part skipped llama-server without a word.
+        summary+=("llama-server, $n streams: not run: no /tmp/$SHAPE.gguf (the peer part converts it: run peer first)")
     fi
 fi
 
