@@ -18,6 +18,8 @@
 #                                conversion; fp8 at 8 tokens takes f16 products only with PAGODA_GEMV_MMA_F16=1, so
 #                                VARIANTS="PAGODA_GEMV_MMA_F16=1;PAGODA_GEMV_MMA_F16=1 PAGODA_GEMV_MMA_E4M3=alu" PARTS=tests,ops
 #   PAGODA_GEMV_MMA_STAGES=auto  the shared-memory ring of weight chunks (session 43; bench/gpu/plans/gemv-ring.plan)
+#   PAGODA_GEMV_MMA_ONE_X=1      the register double buffer's kernels of one x source each (session 45;
+#                                bench/gpu/plans/checks-after-45.plan)
 # (The lean loop ran so in session 41 as PAGODA_GEMV_MMA_LEAN=1, PARTS=tests,ops,e2e: the only loop since.)
 set -uo pipefail
 NEW=${NEW:?carry folder} OUT=${OUT:-/tmp/gemv-experiments}

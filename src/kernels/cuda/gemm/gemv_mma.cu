@@ -785,6 +785,22 @@ void launch_ring(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_
     }
 }
 
+// PAGODA_GEMV_MMA_ONE_X=1: the register double buffer's kernels of one x source each (kStaged where x_shared_stride
+// stages x, else kGlobal), as the ring's are, where by default one kernel takes either (kEither). Why: in int4's
+// kEither loop (Int4F16, cuobjdump of the 90a build, session 45) the global path, which q/k/v, o and down take,
+// rebuilds x's address from the thread index for every word (an S2R and ~14 integer instructions: the compiler
+// rematerialises it). SASS of a pair of chunks, kEither / kGlobal / kStaged: Int4F16 814 / 670 / 561 (kGlobal
+// reloads three spilled values a chunk from local memory: ptxas at the 128-register bound), fp8 at one token (f16
+// products) 399 / 298 / 260, at 2-8 tokens 942 / 878 / 876. Not yet run on a GPU: bench/gpu/plans/checks-after-45.plan
+// checks it against the CPU and times it.
+bool double_buffer_one_x_source() {
+    static const bool on = [] {
+        const char* env = std::getenv("PAGODA_GEMV_MMA_ONE_X");
+        return env != nullptr && std::strcmp(env, "1") == 0;
+    }();
+    return on;
+}
+
 template <class F>
 void launch_warps(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream_t stream) {
     if (gemv_mma_warps() == 16) {
@@ -798,8 +814,15 @@ void launch_warps(const MmaGemvArgs& a, unsigned grid, int64_t tiles, cudaStream
         case 2:
             launch_ring<F, 2>(a, grid, tiles, stream);
             break;
-        default:
-            launch_split<F, 0, XSource::kEither>(a, grid, split_for<F, 0>(tiles, a.K / (4 * F::kPerLoad)), stream);
+        default: {
+            const int split = split_for<F, 0>(tiles, a.K / (4 * F::kPerLoad));
+            if (!double_buffer_one_x_source())
+                launch_split<F, 0, XSource::kEither>(a, grid, split, stream);
+            else if (a.x_shared_stride > 0)
+                launch_split<F, 0, XSource::kStaged>(a, grid, split, stream);
+            else
+                launch_split<F, 0, XSource::kGlobal>(a, grid, split, stream);
+        }
     }
 }
 
