@@ -4,9 +4,9 @@
 # copy bandwidth and cuBLASLt peak). Binaries are built on the development machine and carried in $BIN.
 #   BIN=build-cuda-carry OUT=/tmp/out bench/gpu/run_cuda_bench.sh PARTS
 # PARTS is a comma-separated list of:
-#   tests       the CUDA unit tests (the attention cases also with each decode attention block shape, each
-#               FP8_DECODE_VARIANTS e4m3 decode path: widened registers, and each PREFILL_ATTENTION_VARIANTS prefill
-#               kernel: mma, the one other GPUs than Hopper take, by default),
+#   tests       the CUDA unit tests (TEST_BINS, TEST_SECONDS a binary: 300; the attention cases also with each
+#               decode attention block shape, each FP8_DECODE_VARIANTS e4m3 decode path: widened registers, and each
+#               PREFILL_ATTENTION_VARIANTS prefill kernel: mma, the one other GPUs than Hopper take, by default),
 #               the engine's tests on the GPU, `pagoda generate` on both devices
 #   arch        the kernels A100 / sm_86 / sm_89 GPUs get (their tile limits; the compute_80 PTX through the JIT):
 #               the CUDA tests, and batch-1 decode / prefill speed when the model part made a model
