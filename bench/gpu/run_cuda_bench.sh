@@ -156,17 +156,21 @@ finish() {
 
 if want tests; then
     # TEST_BINS: the kernel tests to run (a call whose BIN lacks some runs the rest in a later call with the others).
+    # TEST_SECONDS (300) a binary: backend_ops_test alone ran past 120 s on an H100 in session 45 (260 of its 300
+    # tests in 119 s; EarlyLoadsTest 52 s of it).
+    seconds=${TEST_SECONDS:-300}
     for t in ${TEST_BINS-backend_ops_test delta_net_kernels_test cuda_golden_test cuda_sampler_test cuda_lora_test \
         cuda_tensor_parallel_test}; do
         [[ -x $BIN/$t ]] || { summary+=("$t: not in $BIN"); continue; }
-        # TEST_SECONDS (300): backend_ops_test alone ran past 120 s on an H100 in session 45 (260 of its 300 tests in
-        # 119 s; EarlyLoadsTest 52 s of it).
-        LD_LIBRARY_PATH=$LIBS timeout "${TEST_SECONDS:-300}" "$BIN/$t" > "$OUT/$t.log" 2>&1
+        LD_LIBRARY_PATH=$LIBS timeout "$seconds" "$BIN/$t" > "$OUT/$t.log" 2>&1
         rc=$?
         result=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) |sampling 256' "$OUT/$t.log" | tr '\n' ' ')
-        # A run the timeout stopped says how far it got, where the summary would otherwise say nothing.
-        ((rc == 124)) && result="timed out after ${TEST_SECONDS:-300} s: $(grep -c '^\[       OK' "$OUT/$t.log") tests OK, \
-$(grep -c '^\[  FAILED  \]' "$OUT/$t.log") failed, in $(grep -E '^\[ RUN' "$OUT/$t.log" | tail -1 | cut -c14-)"
+        if ((rc == 124)); then  # how far a run the timeout stopped got, where gtest printed no total
+            passed=$(grep -c '^\[       OK' "$OUT/$t.log")
+            failed=$(grep -c '^\[  FAILED  \]' "$OUT/$t.log")
+            running=$(grep -E '^\[ RUN' "$OUT/$t.log" | tail -1 | cut -c14-)
+            result="timed out after $seconds s: $passed tests OK, $failed failed, in $running"
+        fi
         summary+=("$t rc=$rc: $result")
     done
     # The decode attention kernel's other block shapes against the CPU too (pagoda_op_bench compares speeds).
