@@ -15,10 +15,11 @@
 #   OPS_ARGS  more pagoda_op_bench arguments (e.g. --cold: tensors past the L2, read from memory)
 #   OPS_ENV_A, OPS_ENV_B  instead of OLD: NEW's op bench under two environments, alternated twice (a switch's A/B in
 #             one binary, e.g. OPS_ENV_A=PAGODA_INT4_GEMV_MMA=0 OPS_ENV_B=PAGODA_INT4_GEMV_MMA=1)
-#   OPS_ENVS  the same for any number of environments, ';' between them ('-' for none), e.g.
+#   OPS_ENVS  the same for any number of environments, ';' between them ('-' for none; 'old' for OLD's build), e.g.
 #             OPS_ENVS="-;PAGODA_INT4_GEMV_MMA=2;PAGODA_INT4_GEMV_MMA=2 PAGODA_GEMV_MMA_SPLIT=1"
 #   BENCH_ENVS  likewise for NEW's model bench of each of SHAPES (instead of OLD), each run twice, alternated
-#   SHAPES    random checkpoints to make (hf_qwen3_8b.py --shape; ":N" keeps N layers), each benched old, new, old, new
+#   SHAPES    random checkpoints to make (hf_qwen3_8b.py --shape; ":N" keeps N layers), each benched old, new, old, new;
+#             a path (from /) is a checkpoint already there, benched as it is and kept
 #   BENCH     extra pagoda_cuda_bench arguments (e.g. "--quantization fp8")
 #   KEEP_MODEL=1 leaves the last of SHAPES in /tmp/ab-model (for runs of its own after this script)
 #   BUDGET    seconds after which no further model is started (default 330: a call is at most 600 s, and the
@@ -73,9 +74,10 @@ if [[ -n ${OPS:-} && -x $NEW/pagoda_op_bench && ( ${#variants[@]} -gt 0 || -n $O
     for round in 1 2; do
         if ((${#variants[@]} > 0)); then
             for i in "${!variants[@]}"; do
-                env=${variants[$i]}
-                [[ $env == - ]] && env=""
-                env LD_LIBRARY_PATH="$(libs "$NEW")" $env timeout 120 "$NEW/pagoda_op_bench" --table qwen3-8b \
+                env=${variants[$i]} bin=$NEW/pagoda_op_bench lib=$(libs "$NEW")
+                [[ $env == old ]] && bin=$(old_bin pagoda_op_bench) lib=$(old_libs pagoda_op_bench)
+                [[ $env == - || $env == old ]] && env=""
+                env LD_LIBRARY_PATH="$lib" $env timeout 120 "$bin" --table qwen3-8b \
                     --filter "$OPS" ${OPS_ARGS:-} > "$L/op_bench_${i}_$round.log" 2>&1
                 logs+=("$L/op_bench_${i}_$round.log")
             done
@@ -108,11 +110,16 @@ for spec in ${SHAPES:-}; do
         note "$spec: not started (budget of $BUDGET s spent)"
         continue
     fi
-    shape=${spec%%:*} layers=""
-    [[ $spec == *:* ]] && layers="--layers ${spec#*:}"
-    PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/hf_qwen3_8b.py /tmp/ab-model --shape "$shape" $layers \
-        --reference-only > "$L/hf_$shape.log" 2>&1
-    note "$spec made at $((SECONDS - T0)) s"
+    model=/tmp/ab-model
+    if [[ $spec == /* ]]; then
+        model=$spec shape=$(basename "$spec")
+    else
+        shape=${spec%%:*} layers=""
+        [[ $spec == *:* ]] && layers="--layers ${spec#*:}"
+        PYTHONUNBUFFERED=1 timeout 200 python3 bench/gpu/hf_qwen3_8b.py "$model" --shape "$shape" $layers \
+            --reference-only > "$L/hf_$shape.log" 2>&1
+        note "$spec made at $((SECONDS - T0)) s"
+    fi
     benches=(old new)
     [[ -n ${BENCH_ENVS:-} ]] && IFS=';' read -r -a benches <<< "$BENCH_ENVS"
     for round in 1 2; do
@@ -125,12 +132,12 @@ for spec in ${SHAPES:-}; do
                 [[ -n $OLD ]] || continue
                 bin=$(old_bin pagoda_cuda_bench) lib=$(old_libs pagoda_cuda_bench)
             fi
-            env LD_LIBRARY_PATH="$lib" $env timeout 100 "$bin" --model /tmp/ab-model \
+            env LD_LIBRARY_PATH="$lib" $env timeout 100 "$bin" --model "$model" \
                 --prefill 2048 --context 512 --decode 128 ${BENCH:-} > "$L/bench_${shape}_${v}_$round.log" 2>&1
             note "$spec $v${env:+ ($env)} $round: $(tail -1 "$L/bench_${shape}_${v}_$round.log")"
         done
     done
-    [[ ${KEEP_MODEL:-0} == 1 ]] || rm -rf /tmp/ab-model
+    [[ ${KEEP_MODEL:-0} == 1 || $model != /tmp/ab-model ]] || rm -rf /tmp/ab-model
 done
 note "done at $((SECONDS - T0)) s"
 tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$L"

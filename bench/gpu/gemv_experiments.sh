@@ -5,7 +5,8 @@
 # each, and ncu's stall breakdown of the kernel. Run on the GPU machine from the repository root:
 #   NEW=build-all OUT=$OUT/g bench/gpu/gemv_experiments.sh
 # NEW: a pack_carry.sh folder with backend_ops_test, pagoda_op_bench and pagoda_cuda_bench. VARIANTS: the switches,
-# ';' between settings ('-' for the defaults). MODEL: a random Qwen3-8B checkpoint (hf_qwen3_8b.py --save-only; made
+# ';' between settings ('-' for the defaults; 'old' for NEW's binaries over the kernel library in OLD, a folder with
+# libpagoda_kernels_cuda.so.xz of the code before a change to the kernels alone: its A/B in one call). MODEL: a random Qwen3-8B checkpoint (hf_qwen3_8b.py --save-only; made
 # here, ~55 s, when absent), its AWQ copy made beside it (make_awq_checkpoint.py). PARTS (tests,ops,e2e,ncu) picks;
 # OPS_FILTERS (';' between them) the op bench's cases, E2E_MODELS (awq fp8) the e2e runs (E2E_ROUNDS: 2 rounds
 # alternating the variants), NCU_FILTERS the op-bench
@@ -29,19 +30,29 @@ MODEL=${MODEL:-/tmp/qwen3-8b-random}
 S=$OUT/summary.txt
 mkdir -p "$OUT/logs"
 want() { [[ ",$PARTS," == *",$1,"* ]]; }
-for packed in "$NEW"/*.xz; do
+OLD=${OLD:-}
+for packed in "$NEW"/*.xz ${OLD:+"$OLD"/*.xz}; do
     [[ -e $packed ]] || continue
     xz -dc "$packed" > "${packed%.xz}" && chmod +x "${packed%.xz}"
 done
 NEW=$(cd "$NEW" && pwd)
+[[ -n $OLD ]] && OLD=$(cd "$OLD" && pwd)
+export OLD  # ab_check.sh (the ops part) takes 'old' among its OPS_ENVS from it
 IFS=';' read -r -a variants <<< "$VARIANTS"
-run() { env LD_LIBRARY_PATH="$NEW:${LD_LIBRARY_PATH:-}" "$@"; }
-setting() { [[ $1 == - ]] && echo "" || echo "$1"; }
+# run_as VARIANT COMMAND...: COMMAND under the variant's switches, with NEW's libraries (OLD's kernels first for 'old').
+run_as() {
+    local v=$1 lib=$NEW
+    shift
+    [[ $v == old ]] && lib=${OLD:?the variant old needs OLD}:$NEW
+    # shellcheck disable=SC2046  # the setting is VAR=VALUE words, or none
+    env LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" $(setting "$v") "$@"
+}
+setting() { [[ $1 == - || $1 == old ]] && echo "" || echo "$1"; }
 if want tests; then
     # Every quantized case against the CPU, with one token on the tensor-core GEMV at every shape as well.
     for v in "${variants[@]}"; do
         for one in "" "PAGODA_INT4_GEMV_MMA=1 PAGODA_FP8_GEMV_MMA=1"; do
-            run PAGODA_TEST_DEVICE=cuda $(setting "$v") $one timeout 150 "$NEW/backend_ops_test" \
+            run_as "$v" PAGODA_TEST_DEVICE=cuda $one timeout 150 "$NEW/backend_ops_test" \
                 --gtest_filter='*fp8*:*int4*:*int8*:*silu*' > "$OUT/logs/ops.log" 2>&1
             echo "backend_ops_test ($v $one) rc=$?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/logs/ops.log" |
                 tr '\n' ' ')" >> "$S"
@@ -66,7 +77,7 @@ if want e2e; then
             for m in ${E2E_MODELS:-awq fp8}; do
                 args=(--model "$MODEL-awq")
                 [[ $m == fp8 ]] && args=(--model "$MODEL" --quantization fp8)
-                run $(setting "$v") timeout 120 "$NEW/pagoda_cuda_bench" "${args[@]}" --prefill 64 --context 512 \
+                run_as "$v" timeout 120 "$NEW/pagoda_cuda_bench" "${args[@]}" --prefill 64 --context 512 \
                     --decode 128 > "$OUT/logs/e2e.log" 2>&1
                 echo "$m ($v) round $round: $(tail -1 "$OUT/logs/e2e.log" | grep -oE '"decode_(tok_s|roofline_frac)": [0-9.]+' |
                     tr '\n' ' ')" >> "$S"
@@ -86,7 +97,7 @@ if want ncu && command -v ncu > /dev/null; then
     for v in "${ncu_variants[@]}"; do
         for f in "${filters[@]}"; do
             log=$OUT/logs/ncu_$(echo "$v $f" | tr -c 'A-Za-z0-9=' '_').log
-            run $(setting "$v") timeout 100 ncu -k regex:gemv -c 1 --section SpeedOfLight --section Occupancy \
+            run_as "$v" timeout 100 ncu -k regex:gemv -c 1 --section SpeedOfLight --section Occupancy \
                 --section LaunchStats --section WarpStateStats --section InstructionStats \
                 --section MemoryWorkloadAnalysis --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
                 "$NEW/pagoda_op_bench" --table qwen3-8b --filter "$f" > "$log" 2>&1

@@ -6,14 +6,16 @@
 #   build-tests        executor_test, delta_net_kernels_test, lora_engine_test (beside build-all, likewise)
 #   build-ptx80-carry  the A100's code as compute_80 PTX alone (the `arch` stage), its libraries in it: it goes alone
 #   build-llama-carry  llama.cpp's source (the peer, built there by the `peer-build` stage)
-#     [PACKS="build-all ..."] bench/gpu/make_packs.sh
+#   build-old          only with OLD_REV (a commit): that commit's kernel library, the A/B's other side for a change
+#                      to the kernels alone (gemv_experiments.sh's variant `old`, ab_check.sh's OLD)
+#     [PACKS="build-all ..."] [OLD_REV=commit] bench/gpu/make_packs.sh
 # The CUDA builds are build-h200 (-DCMAKE_CUDA_ARCHITECTURES=90a-real: plain 90a adds PTX the GPU never uses,
 # pack_carry.sh) and build-ptx80 (80-virtual), both with the kernels in one shared library; ccache keeps a rebuild short
 # (from nothing on this 2-core machine: ~8 min for build-h200's targets). Last it prints each folder's size in disk
 # blocks beside the tree's, against the 64 MiB a device call carries.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-PACKS=${PACKS:-build-all build-serve build-tests build-ptx80-carry build-llama-carry}
+PACKS=${PACKS:-build-all build-serve build-tests build-ptx80-carry build-llama-carry${OLD_REV:+ build-old}}
 wants() { [[ " $PACKS " == *" $1 "* ]]; }
 # The libraries every binary needs come with build-all (and build-ptx80-carry); a pack carried beside build-all
 # drops its copies (the carry limit counts every byte).
@@ -49,6 +51,19 @@ if wants build-ptx80-carry; then
     ptx=(backend_ops_test cuda_golden_test cuda_sampler_test delta_net_kernels_test executor_test pagoda_cuda_bench)
     cuda_build build-ptx80 80-virtual "${ptx[@]}"
     TARGETS="${ptx[*]}" bench/gpu/pack_carry.sh build-ptx80 build-ptx80-carry
+fi
+if wants build-old; then
+    # The commit's tree in a worktree beside this checkout, its build folder of the same name, so that ccache (paths
+    # below their common parent rewritten as relative ones) finds every kernel file the commit shares with it.
+    old_tree=$(dirname "$PWD")/pagoda-old-tree
+    git worktree remove --force "$old_tree" 2> /dev/null || rm -rf "$old_tree"
+    git worktree add -q --detach "$old_tree" "${OLD_REV:?build-old needs OLD_REV}"
+    (cd "$old_tree" && export CCACHE_BASEDIR=${old_tree%/*} && cuda_build build-h200 90a-real pagoda_kernels_cuda)
+    rm -rf build-old && mkdir build-old
+    strip -s -o build-old/libpagoda_kernels_cuda.so "$old_tree"/build-h200/src/kernels/cuda/libpagoda_kernels_cuda.so
+    xz -9e -f build-old/libpagoda_kernels_cuda.so
+    git rev-parse "$OLD_REV" > build-old/REVISION
+    git worktree remove --force "$old_tree"
 fi
 if wants build-llama-carry; then
     # ../shared/GPU.md: the llama-cpp-python 0.3.36 sdist's vendor/llama.cpp (a tree of 2026-10). What its CUDA build

@@ -42,8 +42,12 @@
 #               bench/gpu/graph_timeline.py): each node's share of the step and the gap or overlap before it
 #   ops-ab      the op bench's Qwen3-8B cases matching AB_FILTER ('paged_attention decode') as built and with AB_ENV
 #               (PAGODA_FP8_DECODE=widened) set, in turn, twice: a kernel switch's A/B in one call (142 s, session 38)
+#   ab          bench/gpu/ab_check.sh: the code before a change (OLD, a carried folder: its kernel library, or its
+#               binaries) against BIN's, in turn, twice: the op bench's AB_OPS cases (--cold) and pagoda_cuda_bench
+#               (prefill 2,048, batch-1 decode) on MODEL, with AB_BENCH's arguments (e.g. "--quantization fp8")
 #   gemv        bench/gpu/gemv_experiments.sh's GEMV_PARTS (tests,ops,e2e,ncu) with BIN's binaries on MODEL, its
-#               settings (VARIANTS, OPS_FILTERS: 'T=1 N=' here, E2E_MODELS, E2E_ROUNDS, NCU_FILTERS) from the stage
+#               settings (VARIANTS, OPS_FILTERS: 'T=1 N=' here, E2E_MODELS, E2E_ROUNDS, NCU_FILTERS, and OLD: the
+#               folder of the older kernel library the variant `old` runs, which the call must carry) from the stage
 #   opsprof     the op bench's Qwen3-8B cases matching OPS_FILTER (lora) under ncu, the first NCU_COUNT (40) launches of
 #               kernels matching NCU_KERNELS (lora): duration, DRAM and L2 throughput, SM throughput and issue slots,
 #               occupancy, registers and the warp stall breakdown of each (where a kernel's microseconds go; no model)
@@ -100,7 +104,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 # The binaries the parts run from BIN: one missing stops the script before any part runs, with exit 3 (stages.sh
 # leaves such a stage unmarked and stops the call). Without this check, a call whose BIN lacked pagoda (session 36:
 # a chained call that did not copy build-serve into build-all again) ran its serving parts against no server.
-declare -A needs=([tests]="backend_ops_test cuda_golden_test" [bench]="pagoda_cuda_bench"
+declare -A needs=([tests]="backend_ops_test cuda_golden_test" [bench]="pagoda_cuda_bench" [ab]="pagoda_cuda_bench"
     [ops]=pagoda_op_bench [gemv]="backend_ops_test pagoda_op_bench pagoda_cuda_bench" [kernels]=pagoda_cuda_bench [timeline]=pagoda_cuda_bench [opsprof]=pagoda_op_bench
     [qaccuracy]=pagoda [throughput]=pagoda [async]=pagoda [profile]=pagoda [prefix]=pagoda [lora]=pagoda
     [streams]=pagoda)
@@ -112,6 +116,12 @@ for part in "${!needs[@]}"; do
     want "$part" || continue
     for bin in ${needs[$part]}; do [[ -x $BIN/$bin ]] || missing+=("$BIN/$bin ($part)"); done
 done
+# OLD (gemv's variant `old`): the kernel library of the code before a change, a folder this call must carry.
+if want ab && [[ -z ${OLD:-} ]]; then
+    missing+=("OLD (the ab part's folder of the code before the change)")
+elif [[ -n ${OLD:-} ]] && { want gemv || want ab; } && ! compgen -G "$OLD/libpagoda_kernels_cuda.so*" > /dev/null; then
+    missing+=("$OLD/libpagoda_kernels_cuda.so (the code before the change)")
+fi
 if ((${#missing[@]})); then
     echo "not run: missing ${missing[*]}" | tee -a "$OUT/summary.txt"
     exit 3
@@ -133,7 +143,7 @@ wait_for_llama_build() {
 # first (up to 300 s) and say so; past that, say that the timings ran beside it. (A peer-build part of this same call
 # starts its build after the other parts, near the end of the script.)
 timed=0
-for part in bench ops throughput async profile streams lora arch; do want "$part" && timed=1; done
+for part in bench ops ab gemv throughput async profile streams lora arch; do want "$part" && timed=1; done
 if ((timed)) && [[ -f /tmp/llama_build.log && ! -f /tmp/llama_build.done ]]; then
     waited=$SECONDS
     if wait_for_llama_build; then
@@ -467,6 +477,13 @@ if want ops-ab; then
                 <(grep -F "${AB_FILTER:-paged_attention decode}" "$OUT/ops_ab.log")
         done
     done
+fi
+if want ab; then
+    NEW=$BIN OLD=$OLD OUT=$OUT/ab TESTS=" " OPS=${AB_OPS:-} OPS_ARGS=--cold SHAPES=$MODEL BENCH=${AB_BENCH:-} \
+        BUDGET=${AB_BUDGET:-300} timeout 500 bash bench/gpu/ab_check.sh > "$OUT/ab.log" 2>&1
+    rc=$?
+    summary+=("ab_check.sh against $OLD ($(cat "$OLD/REVISION" 2> /dev/null || echo "revision not recorded")) rc=$rc:")
+    while read -r line; do summary+=("  $line"); done < "$OUT/ab/summary.txt"
 fi
 if want gemv; then
     NEW=$BIN OUT=$OUT/gemv MODEL=$MODEL PARTS=${GEMV_PARTS:-tests,ops} OPS_FILTERS=${OPS_FILTERS:-T=1 N=} \

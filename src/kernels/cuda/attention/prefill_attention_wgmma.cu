@@ -148,23 +148,32 @@ __global__ void __launch_bounds__(kThreads, 1) prefill_attention_wgmma_kernel(Pa
         // future (the same for the whole warpgroup, as its wgmma instructions require).
         const bool computes = wg_row0 < rows && k0 < ctx + q0 + wg_row0 + 64;
         const uint32_t stage_bytes = uint32_t(tile % kStages) * kStageBytes;
-        if (computes) {
-            wgmma_hold(sc);  // the softmax's writes of sc come before the fence
-            wgmma_fence();
-#pragma unroll
-            for (int kd = 0; kd < D / 16; ++kd)
-                wgmma_ss<kBlockK>(sc, wgmma::advance(q_desc, wgmma::k_major_start(kBlockQ, 0, kd)),
-                                  wgmma::advance(k_desc, stage_bytes + wgmma::k_major_start(kBlockK, 0, kd)), kd > 0);
-            wgmma_commit();
-        } else if (wg == 0) {
-            named_barrier_arrive(kStaggerBarrier, kThreads);
-        }
         // The copies of the tile kStages - 1 ahead: every thread issues its share, after its warpgroup's S is on the
         // tensor cores where the warpgroup computes this tile, so that their address work (~180 instructions a thread
         // at head_dim 128) runs beside the S and not before it as it did.
-        if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
-        cp_async_commit();
-        if (!computes) continue;
+        auto load_next_tile = [&] {
+            if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1, (tile + kStages - 1) % kStages);
+            cp_async_commit();
+        };
+        // One branch on `computes`, the S's issue and its wait both on its one side. Until session 46 the issue sat
+        // in one branch on it and the wait after `if (!computes) continue;` in another: ptxas took them for a path
+        // that issues the S and skips its wait, and serialized every wgmma of the kernel (its "Potential Performance
+        // Loss" C7518 in the build log; in the SASS a wait after each HGMMA, so the 8 steps of an S or a P · V ran
+        // one at a time and the copies' address work ran after the S, not beside it). Now each chain of 8 is issued
+        // back to back with one wait (SASS of the 90a build); not yet timed on a GPU.
+        if (!computes) {
+            if (wg == 0) named_barrier_arrive(kStaggerBarrier, kThreads);
+            load_next_tile();
+            continue;
+        }
+        wgmma_hold(sc);  // the softmax's writes of sc come before the fence
+        wgmma_fence();
+#pragma unroll
+        for (int kd = 0; kd < D / 16; ++kd)
+            wgmma_ss<kBlockK>(sc, wgmma::advance(q_desc, wgmma::k_major_start(kBlockQ, 0, kd)),
+                              wgmma::advance(k_desc, stage_bytes + wgmma::k_major_start(kBlockK, 0, kd)), kd > 0);
+        wgmma_commit();
+        load_next_tile();
         wgmma_wait<0>();
         wgmma_hold(sc);
         if (wg == 0) named_barrier_arrive(kStaggerBarrier, kThreads);

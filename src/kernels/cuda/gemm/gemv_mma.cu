@@ -313,11 +313,19 @@ struct ChunkCursor {
 // A raw parameter the format does not have (a symmetric int4's zero point): 8.
 inline constexpr float kNoZeroPoint = 8.0f;
 
-// One chunk's loads of a lane: 16 bytes of each of its four rows and their scales.
+// One chunk's loads of a lane: 16 bytes of each of its four rows and their scales as loaded (raw), which become the
+// chunk's Params (F::from_raw) only when it is multiplied (multiply_chunk). Why not at the load: the register double
+// buffer loads a chunk before it multiplies the one before, and an arithmetic use of the scales right after their
+// loads makes the warp wait for them there, a whole memory latency every chunk before the previous chunk's products.
+// So it was until session 46: in the 90a SASS of int4's loop (Int4F16, kEither) the FADDs and F2FPs of from_raw
+// followed the scale and zero-point LDGs within ~20 instructions and came before the previous chunk's first HMMA,
+// and ncu (session 43) had found the double buffer stalled on its loads' scoreboard (3.6-5.4 cycles an issued
+// instruction for int4). Kept raw, the loads are first used one chunk later, as the weights are. Int4F16 also keeps
+// two floats a row where its Params take three registers.
 template <class F>
 struct ChunkLoads {
     uint4 v[4];
-    typename F::Params p[4];
+    float raw[4][F::kRawParams];
     // The chunk at `at`: its four rows' loads, and the scales of its column group (has_zeros: the format's zero points;
     // without, kNoZeroPoint).
     __device__ __forceinline__ void load(const ChunkCursor<F>& at, const typename F::Row (&rows)[4], bool has_zeros) {
@@ -325,11 +333,9 @@ struct ChunkLoads {
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             v[r] = load_weights16(at.w[r]);
-            float raw[F::kRawParams];
 #pragma unroll
             for (int i = 0; i < F::kRawParams; ++i)
-                raw[i] = i == 0 || has_zeros ? __ldg(F::raw_param(rows[r], group, i)) : kNoZeroPoint;
-            p[r] = F::from_raw(raw);
+                raw[r][i] = i == 0 || has_zeros ? __ldg(F::raw_param(rows[r], group, i)) : kNoZeroPoint;
         }
     }
 };
@@ -368,11 +374,9 @@ struct ChunkRing {
 #pragma unroll
         for (int r = 0; r < 4; ++r) {
             out.v[r] = *weights(stage, r, lane);
-            float raw[F::kRawParams];
 #pragma unroll
             for (int i = 0; i < F::kRawParams; ++i)
-                raw[i] = i == 0 || has_zeros ? *this->raw(stage, r, i, lane) : kNoZeroPoint;
-            out.p[r] = F::from_raw(raw);
+                out.raw[r][i] = i == 0 || has_zeros ? *this->raw(stage, r, i, lane) : kNoZeroPoint;
         }
     }
 };
@@ -443,6 +447,10 @@ template <class F, XSource kX>
 __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const typename F::Columns& cols, const float* x,
                                                const uint32_t* xs, int64_t c, float (&acc)[2][4]) {
     constexpr int kPerWord = F::kPerLoad / 4;  // a word's values, and the columns of x they take
+    typename F::Params p[4];                   // the rows' scales (ChunkLoads: made here, not at the load)
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+        p[r] = F::from_raw(in.raw[r]);
     float chunk[2][4] = {};
     float(&sums)[2][4] = *(F::kScaleAfter ? &chunk : &acc);
 #pragma unroll
@@ -472,8 +480,8 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
 #pragma unroll
         for (int m = 0; m < 2; ++m) {
             uint32_t lo[F::kPairs], hi[F::kPairs];  // rows 16 m + g and 16 m + g + 8
-            F::decode_word(reinterpret_cast<const uint32_t*>(&in.v[2 * m])[w], in.p[2 * m], cols, lo);
-            F::decode_word(reinterpret_cast<const uint32_t*>(&in.v[2 * m + 1])[w], in.p[2 * m + 1], cols, hi);
+            F::decode_word(reinterpret_cast<const uint32_t*>(&in.v[2 * m])[w], p[2 * m], cols, lo);
+            F::decode_word(reinterpret_cast<const uint32_t*>(&in.v[2 * m + 1])[w], p[2 * m + 1], cols, hi);
 #pragma unroll
             for (int i = 0; i < F::kPairs; i += 2) {
                 const uint32_t af[4] = {lo[i], hi[i], lo[i + 1], hi[i + 1]};
@@ -483,12 +491,12 @@ __device__ __forceinline__ void multiply_chunk(const ChunkLoads<F>& in, const ty
         }
     }
     if constexpr (F::kScaleAfter) {
-        // acc[m][2 h + e] is local row 16 m + 8 h + g, whose loads (and scale) are in.v / in.p [2 m + h].
+        // acc[m][2 h + e] is local row 16 m + 8 h + g, whose loads (and scale) are in.v / p [2 m + h].
 #pragma unroll
         for (int m = 0; m < 2; ++m)
 #pragma unroll
             for (int q = 0; q < 4; ++q)
-                acc[m][q] += chunk[m][q] * in.p[2 * m + q / 2].s;
+                acc[m][q] += chunk[m][q] * p[2 * m + q / 2].s;
     }
 }
 
