@@ -109,21 +109,29 @@ std::string python_percent_format(Interpreter& in, const Value& fmt_value, const
             if (next_arg >= positional.size()) type_error("not enough arguments for format string");
             return positional[next_arg++];
         };
+        // Widths and precisions past kMostWidth are refused as they are read (a template's digits could overflow an
+        // int before a check after the loop: fuzz_jinja found "%7777777777d").
+        constexpr int64_t kMostWidth = int64_t{1} << 20;
+        auto digits = [&](int& into) {
+            for (into = 0; i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])); ++i) {
+                into = into * 10 + (fmt[i] - '0');
+                if (into > kMostWidth) type_error("format width too large");
+            }
+        };
         int width = -1, precision = -1;
         if (i < fmt.size() && fmt[i] == '*') {
-            width = static_cast<int>(take().as_int());
+            const int64_t w = take().as_int();
+            if (w > kMostWidth || w < -kMostWidth) type_error("format width too large");
+            if (w < 0) flags += '-';  // Python: a negative * width left-justifies
+            width = static_cast<int>(w < 0 ? -w : w);
             ++i;
-        } else {
-            while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
-                width = std::max(width, 0) * 10 + (fmt[i++] - '0');
+        } else if (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
+            digits(width);
         }
         if (i < fmt.size() && fmt[i] == '.') {
             ++i;
-            precision = 0;
-            while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
-                precision = precision * 10 + (fmt[i++] - '0');
+            digits(precision);
         }
-        if (width > 1 << 20 || precision > 1 << 20) type_error("format width too large");
         if (i >= fmt.size()) type_error("incomplete format");
         char conv = fmt[i];
         if (conv == '%') {

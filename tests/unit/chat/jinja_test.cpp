@@ -178,6 +178,22 @@ TEST(Jinja, RuntimeErrorsNameTheLine) {
     EXPECT_TRUE(render("{{ undefined_name }}").ok());  // printing undefined renders empty, as in Jinja2
 }
 
+// fuzz_jinja found "%7777777777d" overflowing the width's int (UBSan) before the bound was checked.
+TEST(Jinja, PercentFormatWidthsAreBoundedAsRead) {
+    for (const char* t : {"{{ '%7777777777d' % 1 }}", "{{ '%.99999999999f' % 1.5 }}", "{{ '%*d' % (9999999999, 1) }}",
+                          "{{ '%2000000s' % 'x' }}"}) {
+        auto r = render(t);
+        ASSERT_FALSE(r.ok()) << t;
+        EXPECT_NE(r.message().find("format width too large"), std::string::npos) << t << ": " << r.message();
+    }
+    // Widths Python takes render as Python renders them (a negative * width left-justifies).
+    auto r = render(
+        "[{{ '%5d' % 3 }}][{{ '%-4s' % 'ab' }}][{{ '%*d' % (4, 7) }}][{{ '%*d' % (-4, 7) }}][{{ '%.3s' % "
+        "'abcdef' }}]");
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(*r, "[    3][ab  ][   7][7   ][abc]");
+}
+
 TEST(Jinja, MacroRecursionHitsDepthLimit) {
     auto r = render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
     ASSERT_FALSE(r.ok());
