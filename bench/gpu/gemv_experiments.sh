@@ -6,8 +6,8 @@
 #   NEW=build-all OUT=$OUT/g bench/gpu/gemv_experiments.sh
 # NEW: a pack_carry.sh folder with backend_ops_test, pagoda_op_bench and pagoda_cuda_bench. VARIANTS: the switches,
 # ';' between settings ('-' for the defaults; 'old' for NEW's binaries over the kernel library in OLD, a folder with
-# libpagoda_kernels_cuda.so.xz of the code before a change to the kernels alone: its A/B in one call). MODEL: a random Qwen3-8B checkpoint (hf_qwen3_8b.py --save-only; made
-# here, ~55 s, when absent), its AWQ copy made beside it (make_awq_checkpoint.py). PARTS (tests,ops,e2e,ncu) picks;
+# libpagoda_kernels_cuda.so.xz of the code before a change to the kernels alone: its A/B in one call). MODEL: a
+# random Qwen3-8B checkpoint (hf_qwen3_8b.py --save-only; made here, ~55 s, when absent), its AWQ copy made beside it (make_awq_checkpoint.py). PARTS (tests,ops,e2e,ncu) picks;
 # OPS_FILTERS (';' between them) the op bench's cases, E2E_MODELS (awq fp8) the e2e runs (E2E_ROUNDS: 2 rounds
 # alternating the variants), NCU_FILTERS the op-bench
 # cases ncu profiles (one launch each) under NCU_VARIANTS (VARIANTS).
@@ -39,6 +39,7 @@ NEW=$(cd "$NEW" && pwd)
 [[ -n $OLD ]] && OLD=$(cd "$OLD" && pwd)
 export OLD  # ab_check.sh (the ops part) takes 'old' among its OPS_ENVS from it
 IFS=';' read -r -a variants <<< "$VARIANTS"
+setting() { [[ $1 == - || $1 == old ]] && echo "" || echo "$1"; }
 # run_as VARIANT COMMAND...: COMMAND under the variant's switches, with NEW's libraries (OLD's kernels first for 'old').
 run_as() {
     local v=$1 lib=$NEW
@@ -47,7 +48,6 @@ run_as() {
     # shellcheck disable=SC2046  # the setting is VAR=VALUE words, or none
     env LD_LIBRARY_PATH="$lib:${LD_LIBRARY_PATH:-}" $(setting "$v") "$@"
 }
-setting() { [[ $1 == - || $1 == old ]] && echo "" || echo "$1"; }
 if want tests; then
     # Every quantized case against the CPU, with one token on the tensor-core GEMV at every shape as well.
     for v in "${variants[@]}"; do

@@ -29,23 +29,18 @@ cuda_build() {  # DIR ARCHITECTURES TARGETS...
     ninja -C "$dir" -j "$(nproc)" "$@"
 }
 
+# The targets of each pack built in build-h200.
+declare -A h200_packs=([build-all]="pagoda_cuda_bench pagoda_op_bench backend_ops_test cuda_golden_test"
+    [build-serve]=pagoda [build-tests]="executor_test delta_net_kernels_test lora_engine_test")
 h200_targets=()
-wants build-all && h200_targets+=(pagoda_cuda_bench pagoda_op_bench backend_ops_test cuda_golden_test)
-wants build-serve && h200_targets+=(pagoda)
-wants build-tests && h200_targets+=(executor_test delta_net_kernels_test lora_engine_test)
+for p in "${!h200_packs[@]}"; do wants "$p" && read -r -a more <<< "${h200_packs[$p]}" && h200_targets+=("${more[@]}"); done
 if ((${#h200_targets[@]})); then
     cuda_build build-h200 90a-real "${h200_targets[@]}"
-    wants build-all &&
-        TARGETS="pagoda_cuda_bench pagoda_op_bench backend_ops_test cuda_golden_test" \
-            bench/gpu/pack_carry.sh build-h200 build-all
-    if wants build-serve; then
-        TARGETS=pagoda bench/gpu/pack_carry.sh build-h200 build-serve
-        drop_shared_libs build-serve
-    fi
-    if wants build-tests; then
-        TARGETS="executor_test delta_net_kernels_test lora_engine_test" bench/gpu/pack_carry.sh build-h200 build-tests
-        drop_shared_libs build-tests
-    fi
+    for p in build-all build-serve build-tests; do
+        wants "$p" || continue
+        TARGETS="${h200_packs[$p]}" bench/gpu/pack_carry.sh build-h200 "$p"
+        [[ $p == build-all ]] || drop_shared_libs "$p"
+    done
 fi
 if wants build-ptx80-carry; then
     ptx=(backend_ops_test cuda_golden_test cuda_sampler_test delta_net_kernels_test executor_test pagoda_cuda_bench)

@@ -104,8 +104,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 # The binaries the parts run from BIN: one missing stops the script before any part runs, with exit 3 (stages.sh
 # leaves such a stage unmarked and stops the call). Without this check, a call whose BIN lacked pagoda (session 36:
 # a chained call that did not copy build-serve into build-all again) ran its serving parts against no server.
-declare -A needs=([tests]="backend_ops_test cuda_golden_test" [bench]="pagoda_cuda_bench" [ab]="pagoda_cuda_bench"
-    [ops]=pagoda_op_bench [gemv]="backend_ops_test pagoda_op_bench pagoda_cuda_bench" [kernels]=pagoda_cuda_bench [timeline]=pagoda_cuda_bench [opsprof]=pagoda_op_bench
+declare -A needs=([tests]="backend_ops_test cuda_golden_test" [bench]="pagoda_cuda_bench"
+    [ab]=pagoda_cuda_bench [ops]=pagoda_op_bench [gemv]="backend_ops_test pagoda_op_bench pagoda_cuda_bench" [kernels]=pagoda_cuda_bench [timeline]=pagoda_cuda_bench [opsprof]=pagoda_op_bench
     [qaccuracy]=pagoda [throughput]=pagoda [async]=pagoda [profile]=pagoda [prefix]=pagoda [lora]=pagoda
     [streams]=pagoda)
 [[ ${BENCH_EXTRAS:-1} == 1 ]] && needs[bench]+=" pagoda"  # the serving probes
@@ -116,7 +116,7 @@ for part in "${!needs[@]}"; do
     want "$part" || continue
     for bin in ${needs[$part]}; do [[ -x $BIN/$bin ]] || missing+=("$BIN/$bin ($part)"); done
 done
-# OLD (gemv's variant `old`): the kernel library of the code before a change, a folder this call must carry.
+# OLD (the ab part's, and gemv's variant `old`): the code before a change, a folder this call must carry.
 if want ab && [[ -z ${OLD:-} ]]; then
     missing+=("OLD (the ab part's folder of the code before the change)")
 elif [[ -n ${OLD:-} ]] && { want gemv || want ab; } && ! compgen -G "$OLD/libpagoda_kernels_cuda.so*" > /dev/null; then
